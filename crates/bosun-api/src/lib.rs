@@ -1,0 +1,321 @@
+//! Bosun's wire format: the JSON request and response bodies of the HTTP API.
+//!
+//! Only these types are serialized on the wire. Requests deny unknown fields so a typo is
+//! an error, not a silently ignored setting. Domain types live in `bosun-core`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+
+/// Every error response: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable code (`validation_failed`, `not_found`, …).
+    pub code: String,
+    /// What went wrong, for people.
+    pub message: String,
+    /// The offending request field, when one is at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// A page of a list. Pass `next_cursor` back as `cursor` for the next page.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Org {
+    pub id: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrgCreate {
+    /// Immutable slug.
+    pub id: String,
+    /// Display name (defaults to the id).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct User {
+    pub id: String,
+    pub server_admin: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserCreate {
+    pub id: String,
+    #[serde(default)]
+    pub server_admin: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Member {
+    pub user: String,
+    pub role: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemberPut {
+    /// `viewer`, `operator` or `admin`.
+    pub role: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Whoami {
+    pub user: String,
+    pub server_admin: bool,
+    pub token_id: String,
+    pub orgs: Vec<Member>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Token {
+    pub id: String,
+    /// `personal`, `pool` or `run`.
+    pub kind: String,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A token as created: the only response that ever carries its secret.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenCreated {
+    pub token: Token,
+    /// The bearer secret. Shown once; only its hash is stored.
+    pub secret: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PersonalTokenCreate {
+    #[serde(default)]
+    pub description: String,
+    /// Lifetime in seconds; none means no expiry.
+    #[serde(default)]
+    pub expires_in_seconds: Option<u64>,
+    /// Create the token for another user (server admins only).
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PoolTokenCreate {
+    /// The runner pool the token joins (`hosted` or a pool slug).
+    pub pool: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub expires_in_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditEvent {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    pub org: Option<String>,
+    /// `user:alice`, `pool:acme/edge`, `run:<id>` or `system`.
+    pub actor: String,
+    pub token_id: Option<String>,
+    /// `stack.create`, `token.revoke`, …
+    pub action: String,
+    pub target: String,
+    pub detail: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Dependency {
+    /// Upstream stack id.
+    pub stack: String,
+    /// Upstream output name → downstream input variable (passed as `TF_VAR_<name>`).
+    #[serde(default)]
+    pub outputs: BTreeMap<String, String>,
+    /// Trigger downstream after every successful upstream apply, not only on change.
+    #[serde(default)]
+    pub trigger_always: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DriftDetection {
+    /// Cron expression.
+    pub schedule: String,
+    /// Start a tracked run when drift is found.
+    #[serde(default)]
+    pub reconcile: bool,
+}
+
+/// A stack as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Stack {
+    pub id: String,
+    pub name: String,
+    pub repository: String,
+    pub branch: String,
+    pub path: String,
+    pub watch_paths: Vec<String>,
+    pub engine: String,
+    pub engine_binary: Option<String>,
+    pub engine_version: Option<String>,
+    pub tier: String,
+    pub autodeploy: bool,
+    pub environment: Option<String>,
+    pub variables: BTreeMap<String, String>,
+    pub depends_on: Vec<Dependency>,
+    pub drift_detection: Option<DriftDetection>,
+    pub runner_pool: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The body of `POST /stacks`. Only `id` and `repository` are required.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StackCreate {
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub repository: String,
+    #[serde(default)]
+    pub branch: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub watch_paths: Vec<String>,
+    #[serde(default)]
+    pub engine: Option<String>,
+    #[serde(default)]
+    pub engine_binary: Option<String>,
+    #[serde(default)]
+    pub engine_version: Option<String>,
+    #[serde(default)]
+    pub tier: Option<String>,
+    #[serde(default)]
+    pub autodeploy: bool,
+    #[serde(default)]
+    pub environment: Option<String>,
+    #[serde(default)]
+    pub variables: BTreeMap<String, String>,
+    #[serde(default)]
+    pub depends_on: Vec<Dependency>,
+    #[serde(default)]
+    pub drift_detection: Option<DriftDetection>,
+    #[serde(default)]
+    pub runner_pool: Option<String>,
+}
+
+/// The body of `PATCH /stacks/{id}`: fields present are changed; `null` clears an
+/// optional field. `id` may be sent only with the stack's own id: ids are immutable.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StackPatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_paths: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>)]
+    pub engine_binary: Option<Option<String>>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>)]
+    pub engine_version: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autodeploy: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>)]
+    pub environment: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<Dependency>>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<DriftDetection>)]
+    pub drift_detection: Option<Option<DriftDetection>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_pool: Option<String>,
+}
+
+/// Tells "absent" (outer `None`, via `default`) from "null" (`Some(None)`).
+fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_tells_null_from_absent() {
+        let p: StackPatch = serde_json::from_str(r#"{"environment": null}"#).unwrap();
+        assert_eq!(p.environment, Some(None));
+        assert_eq!(p.engine_binary, None);
+        let p: StackPatch = serde_json::from_str(r#"{"environment": "prod"}"#).unwrap();
+        assert_eq!(p.environment, Some(Some("prod".into())));
+        assert!(serde_json::from_str::<StackPatch>(r#"{"nmae": "x"}"#).is_err());
+    }
+}

@@ -1,0 +1,216 @@
+//! Who may call what: the pure decision behind the server's one authorization layer.
+//!
+//! Every API route declares an [`Access`] policy; the server authenticates the caller into
+//! a [`Principal`] and asks [`authorize`]. A refusal always says why.
+
+use std::collections::BTreeMap;
+
+use crate::role::Role;
+use crate::token::TokenKind;
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The id of the token presented (never the secret).
+    pub token_id: String,
+    pub kind: PrincipalKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrincipalKind {
+    /// A user acting through a personal token, with their role in each org.
+    User {
+        user: String,
+        server_admin: bool,
+        roles: BTreeMap<String, Role>,
+    },
+    /// A runner pool of one org.
+    Pool { org: String, pool: String },
+    /// One Run, scoped to its stack.
+    Run {
+        org: String,
+        run: String,
+        stack: String,
+    },
+}
+
+impl Principal {
+    pub fn token_kind(&self) -> TokenKind {
+        match self.kind {
+            PrincipalKind::User { .. } => TokenKind::Personal,
+            PrincipalKind::Pool { .. } => TokenKind::Pool,
+            PrincipalKind::Run { .. } => TokenKind::Run,
+        }
+    }
+
+    /// The user behind the token, for personal tokens.
+    pub fn user(&self) -> Option<&str> {
+        match &self.kind {
+            PrincipalKind::User { user, .. } => Some(user),
+            _ => None,
+        }
+    }
+
+    /// A short description for audit records: `user:alice`, `pool:acme/edge`, `run:…`.
+    pub fn actor(&self) -> String {
+        match &self.kind {
+            PrincipalKind::User { user, .. } => format!("user:{user}"),
+            PrincipalKind::Pool { org, pool } => format!("pool:{org}/{pool}"),
+            PrincipalKind::Run { run, .. } => format!("run:{run}"),
+        }
+    }
+
+    pub fn role_in(&self, org: &str) -> Option<Role> {
+        match &self.kind {
+            PrincipalKind::User { roles, .. } => roles.get(org).copied(),
+            _ => None,
+        }
+    }
+}
+
+/// The policy a route declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Any user with a personal token (e.g. "who am I", "my tokens").
+    User,
+    /// A user with the server-admin flag (creating orgs and users).
+    ServerAdmin,
+    /// A member of the org in the path with at least this role.
+    Org(Role),
+}
+
+/// Why a call was refused. `Unauthenticated` maps to 401, the rest to 403.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denial {
+    WrongTokenKind { kind: TokenKind },
+    NotServerAdmin,
+    NotMember { org: String },
+    RoleTooLow { org: String, has: Role, needs: Role },
+}
+
+impl std::fmt::Display for Denial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Denial::WrongTokenKind { kind } => write!(
+                f,
+                "a {kind} token cannot call this endpoint; it needs a personal token"
+            ),
+            Denial::NotServerAdmin => write!(f, "this action needs a server administrator"),
+            Denial::NotMember { org } => write!(f, "you are not a member of org {org:?}"),
+            Denial::RoleTooLow { org, has, needs } => write!(
+                f,
+                "your role in org {org:?} is {has}; this action needs {needs} or above"
+            ),
+        }
+    }
+}
+
+/// Decides whether `who` may call a route with policy `access`; `org` is the org named
+/// in the path, if any.
+pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(), Denial> {
+    let PrincipalKind::User {
+        server_admin,
+        roles,
+        ..
+    } = &who.kind
+    else {
+        // Pool and run tokens reach only the endpoints built for them (runner leasing,
+        // state backend), which carry their own policies.
+        return Err(Denial::WrongTokenKind {
+            kind: who.token_kind(),
+        });
+    };
+    match access {
+        Access::User => Ok(()),
+        Access::ServerAdmin if *server_admin => Ok(()),
+        Access::ServerAdmin => Err(Denial::NotServerAdmin),
+        Access::Org(needs) => {
+            let org = org.unwrap_or_default();
+            match roles.get(org) {
+                None => Err(Denial::NotMember {
+                    org: org.to_string(),
+                }),
+                Some(has) if *has >= needs => Ok(()),
+                Some(has) => Err(Denial::RoleTooLow {
+                    org: org.to_string(),
+                    has: *has,
+                    needs,
+                }),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(role: Option<Role>, server_admin: bool) -> Principal {
+        let mut roles = BTreeMap::new();
+        if let Some(r) = role {
+            roles.insert("acme".to_string(), r);
+        }
+        Principal {
+            token_id: "t".into(),
+            kind: PrincipalKind::User {
+                user: "u".into(),
+                server_admin,
+                roles,
+            },
+        }
+    }
+
+    #[test]
+    fn exhaustive_role_matrix() {
+        for has in [
+            None,
+            Some(Role::Viewer),
+            Some(Role::Operator),
+            Some(Role::Admin),
+        ] {
+            for needs in Role::ALL {
+                let got = authorize(&user(has, false), Access::Org(needs), Some("acme"));
+                let expect = has.is_some_and(|h| h >= needs);
+                assert_eq!(got.is_ok(), expect, "has {has:?} needs {needs:?}");
+                // Membership in one org never grants anything in another.
+                assert!(authorize(&user(has, true), Access::Org(needs), Some("other")).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn machine_tokens_refused_on_user_endpoints() {
+        let pool = Principal {
+            token_id: "t".into(),
+            kind: PrincipalKind::Pool {
+                org: "acme".into(),
+                pool: "edge".into(),
+            },
+        };
+        let run = Principal {
+            token_id: "t".into(),
+            kind: PrincipalKind::Run {
+                org: "acme".into(),
+                run: "r".into(),
+                stack: "s".into(),
+            },
+        };
+        for p in [pool, run] {
+            for a in [Access::User, Access::ServerAdmin, Access::Org(Role::Viewer)] {
+                assert!(matches!(
+                    authorize(&p, a, Some("acme")),
+                    Err(Denial::WrongTokenKind { .. })
+                ));
+            }
+        }
+    }
+
+    #[test]
+    fn server_admin_flag() {
+        assert!(authorize(&user(None, true), Access::ServerAdmin, None).is_ok());
+        assert_eq!(
+            authorize(&user(Some(Role::Admin), false), Access::ServerAdmin, None),
+            Err(Denial::NotServerAdmin)
+        );
+    }
+}

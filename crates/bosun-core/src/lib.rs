@@ -1,0 +1,15 @@
+//! Bosun's domain: identifiers, roles, tokens, stacks and the pure rules over them.
+//!
+//! Nothing in this crate does I/O or knows about the wire format; the server, the store
+//! and the CLI all lean on it so that a rule is written once.
+
+pub mod authz;
+pub mod id;
+pub mod role;
+pub mod stack;
+pub mod token;
+pub mod validation;
+
+pub use id::Slug;
+pub use role::Role;
+pub use validation::ValidationError;

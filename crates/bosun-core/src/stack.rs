@@ -1,0 +1,880 @@
+//! Stacks: one OpenTofu/Terraform root module tracked from a repository.
+//!
+//! Raw input arrives as a [`StackInput`] (strings as the client sent them) and becomes a
+//! [`StackSpec`] only through [`StackSpec::from_input`], which validates and normalizes
+//! every field. Updates overlay a patch on the stored spec's input and validate again, so
+//! there is exactly one path into a valid stack.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::{Slug, ValidationError};
+
+/// The fields of a stack as a client supplies them, before validation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StackInput {
+    pub id: String,
+    pub name: Option<String>,
+    pub repository: String,
+    pub branch: Option<String>,
+    pub path: Option<String>,
+    pub watch_paths: Vec<String>,
+    pub engine: Option<String>,
+    pub engine_binary: Option<String>,
+    pub engine_version: Option<String>,
+    pub tier: Option<String>,
+    pub autodeploy: bool,
+    pub environment: Option<String>,
+    pub variables: BTreeMap<String, String>,
+    pub depends_on: Vec<DependencyInput>,
+    pub drift_detection: Option<DriftInput>,
+    pub runner_pool: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DependencyInput {
+    pub stack: String,
+    pub outputs: BTreeMap<String, String>,
+    pub trigger_always: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DriftInput {
+    pub schedule: String,
+    pub reconcile: bool,
+}
+
+/// A validated stack definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackSpec {
+    pub id: Slug,
+    pub name: String,
+    pub repository: Repository,
+    pub branch: String,
+    /// Root module folder, normalized; empty means the repository root.
+    pub path: RepoPath,
+    /// Extra watched prefixes, normalized and de-duplicated (the `path` is always watched).
+    pub watch_paths: Vec<RepoPath>,
+    pub engine: Engine,
+    pub tier: Tier,
+    pub autodeploy: bool,
+    pub environment: Option<Slug>,
+    /// Environment variable name → plain value or `secret://namespace/key` reference.
+    pub variables: BTreeMap<String, String>,
+    pub depends_on: Vec<Dependency>,
+    pub drift_detection: Option<DriftDetection>,
+    pub runner_pool: RunnerPool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency {
+    pub stack: Slug,
+    /// Upstream output name → downstream input variable (passed as `TF_VAR_<name>`).
+    pub outputs: BTreeMap<String, String>,
+    pub trigger_always: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftDetection {
+    pub schedule: String,
+    pub reconcile: bool,
+}
+
+pub const DEFAULT_BRANCH: &str = "main";
+const MAX_NAME: usize = 200;
+const MAX_VARIABLES: usize = 500;
+const MAX_VALUE: usize = 32 * 1024;
+const MAX_WATCH_PATHS: usize = 100;
+const MAX_DEPENDENCIES: usize = 100;
+
+impl StackSpec {
+    pub fn from_input(input: StackInput) -> Result<Self, ValidationError> {
+        let id = Slug::parse("id", &input.id)?;
+        let name = match input.name {
+            Some(n) => check_name(&n)?,
+            None => id.to_string(),
+        };
+        let repository = input.repository.parse::<Repository>()?;
+        let branch = check_branch(input.branch.as_deref().unwrap_or(DEFAULT_BRANCH))?;
+        let path = match input.path {
+            Some(p) => RepoPath::parse(&p).map_err(|e| e.under("path"))?,
+            None => RepoPath::root(),
+        };
+        if input.watch_paths.len() > MAX_WATCH_PATHS {
+            return Err(ValidationError::new(
+                "watch_paths",
+                format!("at most {MAX_WATCH_PATHS} entries"),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        let mut watch_paths = Vec::new();
+        for (i, raw) in input.watch_paths.iter().enumerate() {
+            let p = RepoPath::parse(raw).map_err(|e| e.under(&format!("watch_paths[{i}]")))?;
+            if seen.insert(p.clone()) {
+                watch_paths.push(p);
+            }
+        }
+        let engine = Engine::parse(
+            input.engine.as_deref(),
+            input.engine_binary,
+            input.engine_version,
+        )?;
+        let tier = match input.tier {
+            Some(t) => t.parse()?,
+            None => Tier::Small,
+        };
+        let environment = input
+            .environment
+            .map(|e| Slug::parse("environment", &e))
+            .transpose()?;
+        check_variables(&input.variables)?;
+        if input.depends_on.len() > MAX_DEPENDENCIES {
+            return Err(ValidationError::new(
+                "depends_on",
+                format!("at most {MAX_DEPENDENCIES} entries"),
+            ));
+        }
+        let mut depends_on: Vec<Dependency> = Vec::new();
+        for (i, d) in input.depends_on.into_iter().enumerate() {
+            let field = format!("depends_on[{i}]");
+            let dep = Dependency::from_input(d).map_err(|e| e.under(&field))?;
+            if dep.stack == id {
+                return Err(ValidationError::new(
+                    format!("{field}.stack"),
+                    "a stack cannot depend on itself",
+                ));
+            }
+            if depends_on.iter().any(|d| d.stack == dep.stack) {
+                return Err(ValidationError::new(
+                    format!("{field}.stack"),
+                    format!("stack {:?} is listed twice", dep.stack.as_str()),
+                ));
+            }
+            depends_on.push(dep);
+        }
+        let drift_detection = input
+            .drift_detection
+            .map(DriftDetection::from_input)
+            .transpose()
+            .map_err(|e| e.under("drift_detection"))?;
+        let runner_pool = match input.runner_pool {
+            Some(p) => RunnerPool::parse(&p)?,
+            None => RunnerPool::Hosted,
+        };
+        Ok(StackSpec {
+            id,
+            name,
+            repository,
+            branch,
+            path,
+            watch_paths,
+            engine,
+            tier,
+            autodeploy: input.autodeploy,
+            environment,
+            variables: input.variables,
+            depends_on,
+            drift_detection,
+            runner_pool,
+        })
+    }
+
+    /// The raw form of this spec, for overlaying a partial update and validating again.
+    pub fn to_input(&self) -> StackInput {
+        StackInput {
+            id: self.id.to_string(),
+            name: Some(self.name.clone()),
+            repository: self.repository.to_string(),
+            branch: Some(self.branch.clone()),
+            path: Some(self.path.to_string()),
+            watch_paths: self.watch_paths.iter().map(|p| p.to_string()).collect(),
+            engine: Some(self.engine.kind.as_str().to_string()),
+            engine_binary: self.engine.binary.clone(),
+            engine_version: self.engine.version.clone(),
+            tier: Some(self.tier.as_str().to_string()),
+            autodeploy: self.autodeploy,
+            environment: self.environment.as_ref().map(|e| e.to_string()),
+            variables: self.variables.clone(),
+            depends_on: self
+                .depends_on
+                .iter()
+                .map(|d| DependencyInput {
+                    stack: d.stack.to_string(),
+                    outputs: d.outputs.clone(),
+                    trigger_always: d.trigger_always,
+                })
+                .collect(),
+            drift_detection: self.drift_detection.as_ref().map(|d| DriftInput {
+                schedule: d.schedule.clone(),
+                reconcile: d.reconcile,
+            }),
+            runner_pool: Some(self.runner_pool.to_string()),
+        }
+    }
+}
+
+fn check_name(raw: &str) -> Result<String, ValidationError> {
+    let name = raw.trim();
+    if name.is_empty() {
+        return Err(ValidationError::new("name", "must not be empty"));
+    }
+    if name.chars().count() > MAX_NAME {
+        return Err(ValidationError::new(
+            "name",
+            format!("must be at most {MAX_NAME} characters"),
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            "name",
+            "must not contain control characters",
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// Git's branch-name rules (`git check-ref-format --branch`), the subset that matters.
+pub fn check_branch(raw: &str) -> Result<String, ValidationError> {
+    let bad = |m: &str| Err(ValidationError::new("branch", format!("{m} (got {raw:?})")));
+    if raw.is_empty() || raw.len() > 255 {
+        return bad("must be 1 to 255 characters");
+    }
+    if raw.starts_with('-') || raw.starts_with('/') || raw.ends_with('/') || raw.ends_with('.') {
+        return bad("must not start with '-' or '/' nor end with '/' or '.'");
+    }
+    if raw.contains("..") || raw.contains("//") || raw.contains("@{") || raw == "@" {
+        return bad("must not contain '..', '//' or '@{'");
+    }
+    if raw
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
+    {
+        return bad("must not contain spaces, control characters or any of ~^:?*[\\");
+    }
+    if raw
+        .split('/')
+        .any(|s| s.starts_with('.') || s.ends_with(".lock"))
+    {
+        return bad("no component may start with '.' or end with '.lock'");
+    }
+    Ok(raw.to_string())
+}
+
+/// Where a stack's code lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repository {
+    /// `github:owner/repo`, reached through the GitHub App.
+    GitHub { owner: String, repo: String },
+    /// Any git URL: `https://`, `http://`, `ssh://`, `git://` or `file://`.
+    Git(String),
+}
+
+impl FromStr for Repository {
+    type Err = ValidationError;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let bad = |m: String| Err(ValidationError::new("repository", m));
+        if raw.is_empty() {
+            return bad("is required: github:owner/repo or a git URL".into());
+        }
+        if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return bad(format!("must not contain spaces (got {raw:?})"));
+        }
+        if let Some(rest) = raw.strip_prefix("github:") {
+            let Some((owner, repo)) = rest.split_once('/') else {
+                return bad(format!("expected github:owner/repo (got {raw:?})"));
+            };
+            let owner_ok = !owner.is_empty()
+                && owner.len() <= 39
+                && owner
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !owner.starts_with('-');
+            let repo = repo.strip_suffix(".git").unwrap_or(repo);
+            let repo_ok = !repo.is_empty()
+                && repo.len() <= 100
+                && repo != "."
+                && repo != ".."
+                && repo
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            if !owner_ok || !repo_ok {
+                return bad(format!(
+                    "expected github:owner/repo with GitHub's owner and repository name rules (got {raw:?})"
+                ));
+            }
+            return Ok(Repository::GitHub {
+                owner: owner.to_string(),
+                repo: repo.to_string(),
+            });
+        }
+        let Some((scheme, rest)) = raw.split_once("://") else {
+            return bad(format!(
+                "expected github:owner/repo or a URL with scheme https, http, ssh, git or file (got {raw:?})"
+            ));
+        };
+        if !["https", "http", "ssh", "git", "file"].contains(&scheme) {
+            return bad(format!(
+                "unsupported scheme {scheme:?}; use https, http, ssh, git or file"
+            ));
+        }
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if scheme == "file" {
+            if !authority.is_empty() || path.is_empty() {
+                return bad(format!("expected file:///absolute/path (got {raw:?})"));
+            }
+        } else {
+            if authority.is_empty() || path.is_empty() {
+                return bad(format!("expected a host and a path (got {raw:?})"));
+            }
+            if let Some((userinfo, _)) = authority.rsplit_once('@') {
+                if userinfo.contains(':') {
+                    return bad(
+                        "must not embed a password; give the stack credentials instead".into(),
+                    );
+                }
+            }
+        }
+        Ok(Repository::Git(raw.to_string()))
+    }
+}
+
+impl fmt::Display for Repository {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Repository::GitHub { owner, repo } => write!(f, "github:{owner}/{repo}"),
+            Repository::Git(url) => f.write_str(url),
+        }
+    }
+}
+
+/// A normalized, relative path inside a repository: no leading `/`, no `..`, no empty
+/// or `.` segments, no trailing `/`. The empty path is the repository root.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RepoPath(String);
+
+impl RepoPath {
+    pub fn root() -> Self {
+        Self(String::new())
+    }
+
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        let bad = |m: &str| Err(ValidationError::new("", format!("{m} (got {raw:?})")));
+        if raw.len() > 1024 {
+            return bad("must be at most 1024 bytes");
+        }
+        if raw.chars().any(|c| c.is_control() || c == '\\') {
+            return bad("must not contain control characters or backslashes");
+        }
+        if raw.starts_with('/') {
+            return bad("must be relative to the repository root, not absolute");
+        }
+        let trimmed = raw.trim_end_matches('/');
+        let mut segments = Vec::new();
+        for seg in trimmed.split('/') {
+            match seg {
+                "." => continue,
+                ".." => return bad("must not contain '..'"),
+                "" if !trimmed.is_empty() => return bad("must not contain empty segments ('//')"),
+                "" => continue,
+                s => segments.push(s),
+            }
+        }
+        Ok(Self(segments.join("/")))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for RepoPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Tofu,
+    Terraform,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Tofu => "tofu",
+            EngineKind::Terraform => "terraform",
+        }
+    }
+}
+
+/// The IaC engine a stack runs, with an optional binary path and version pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Engine {
+    pub kind: EngineKind,
+    pub binary: Option<String>,
+    pub version: Option<String>,
+}
+
+impl Engine {
+    fn parse(
+        kind: Option<&str>,
+        binary: Option<String>,
+        version: Option<String>,
+    ) -> Result<Self, ValidationError> {
+        let kind = match kind.unwrap_or("tofu") {
+            "tofu" | "opentofu" => EngineKind::Tofu,
+            "terraform" => EngineKind::Terraform,
+            other => {
+                return Err(ValidationError::new(
+                    "engine",
+                    format!("unknown engine {other:?}; expected tofu or terraform"),
+                ))
+            }
+        };
+        if let Some(b) = &binary {
+            if b.is_empty() || b.len() > 4096 || b.chars().any(char::is_control) {
+                return Err(ValidationError::new(
+                    "engine_binary",
+                    "must be a non-empty path without control characters",
+                ));
+            }
+            if b.contains('/') && !b.starts_with('/') {
+                return Err(ValidationError::new(
+                    "engine_binary",
+                    format!("must be an absolute path or a command name on PATH (got {b:?})"),
+                ));
+            }
+        }
+        if let Some(v) = &version {
+            if !is_version(v) {
+                return Err(ValidationError::new(
+                    "engine_version",
+                    format!("expected a version like 1.8.2 (got {v:?})"),
+                ));
+            }
+        }
+        Ok(Engine {
+            kind,
+            binary,
+            version,
+        })
+    }
+}
+
+fn is_version(v: &str) -> bool {
+    let (core, pre) = match v.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (v, None),
+    };
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit()))
+        && pre.is_none_or(|p| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        })
+}
+
+/// A stack's size class, which sets its phase timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    Small,
+    Medium,
+    Large,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Small => "small",
+            Tier::Medium => "medium",
+            Tier::Large => "large",
+        }
+    }
+
+    pub fn plan_timeout(self) -> Duration {
+        Duration::from_secs(60 * [15, 30, 60][self as usize])
+    }
+
+    pub fn apply_timeout(self) -> Duration {
+        Duration::from_secs(60 * [30, 60, 180][self as usize])
+    }
+}
+
+impl FromStr for Tier {
+    type Err = ValidationError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "small" => Ok(Tier::Small),
+            "medium" => Ok(Tier::Medium),
+            "large" => Ok(Tier::Large),
+            other => Err(ValidationError::new(
+                "tier",
+                format!("unknown tier {other:?}; expected small, medium or large"),
+            )),
+        }
+    }
+}
+
+/// Where a stack's runs execute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunnerPool {
+    Hosted,
+    Named(Slug),
+}
+
+impl RunnerPool {
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        if raw == "hosted" {
+            Ok(RunnerPool::Hosted)
+        } else {
+            Slug::parse("runner_pool", raw).map(RunnerPool::Named)
+        }
+    }
+}
+
+impl fmt::Display for RunnerPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunnerPool::Hosted => f.write_str("hosted"),
+            RunnerPool::Named(s) => f.write_str(s.as_str()),
+        }
+    }
+}
+
+fn is_identifier(s: &str, extra: &[u8]) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || extra.contains(&b))
+        && s.len() <= 255
+}
+
+/// Checks a `secret://<namespace>/<key>` reference's shape (not whether it exists).
+pub fn check_secret_ref(value: &str) -> Result<(), String> {
+    let Some(rest) = value.strip_prefix("secret://") else {
+        return Ok(());
+    };
+    let Some((ns, key)) = rest.split_once('/') else {
+        return Err(format!(
+            "secret reference must be secret://<namespace>/<key> (got {value:?})"
+        ));
+    };
+    if Slug::parse("", ns).is_err() {
+        return Err(format!(
+            "secret namespace {ns:?} must be a slug (lowercase letters, digits, '-')"
+        ));
+    }
+    if key.is_empty()
+        || key.len() > 255
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+    {
+        return Err(format!(
+            "secret key {key:?} may contain only letters, digits, '_', '.' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+fn check_variables(vars: &BTreeMap<String, String>) -> Result<(), ValidationError> {
+    if vars.len() > MAX_VARIABLES {
+        return Err(ValidationError::new(
+            "variables",
+            format!("at most {MAX_VARIABLES} variables"),
+        ));
+    }
+    for (name, value) in vars {
+        let field = format!("variables.{name}");
+        if !is_identifier(name, b"") {
+            return Err(ValidationError::new(
+                field,
+                "variable names must be environment variable names ([A-Za-z_][A-Za-z0-9_]*)",
+            ));
+        }
+        if name.starts_with("BOSUN_") || name.starts_with("TF_HTTP_") {
+            return Err(ValidationError::new(
+                field,
+                "names starting with BOSUN_ or TF_HTTP_ are reserved: Bosun sets them for each run",
+            ));
+        }
+        if value.len() > MAX_VALUE || value.contains('\0') {
+            return Err(ValidationError::new(
+                field,
+                format!("values must be at most {MAX_VALUE} bytes with no NUL"),
+            ));
+        }
+        check_secret_ref(value).map_err(|m| ValidationError::new(field, m))?;
+    }
+    Ok(())
+}
+
+impl Dependency {
+    fn from_input(d: DependencyInput) -> Result<Self, ValidationError> {
+        let stack = Slug::parse("stack", &d.stack)?;
+        for (output, var) in &d.outputs {
+            if !is_identifier(output, b"-") {
+                return Err(ValidationError::new(
+                    format!("outputs.{output}"),
+                    "output names must be Terraform identifiers",
+                ));
+            }
+            if !is_identifier(var, b"-") {
+                return Err(ValidationError::new(
+                    format!("outputs.{output}"),
+                    format!("input variable {var:?} must be a Terraform identifier"),
+                ));
+            }
+        }
+        Ok(Dependency {
+            stack,
+            outputs: d.outputs,
+            trigger_always: d.trigger_always,
+        })
+    }
+}
+
+impl DriftDetection {
+    fn from_input(d: DriftInput) -> Result<Self, ValidationError> {
+        let schedule = d.schedule.trim().to_string();
+        croner::Cron::new(&schedule).parse().map_err(|e| {
+            ValidationError::new("schedule", format!("invalid cron {schedule:?}: {e}"))
+        })?;
+        Ok(DriftDetection {
+            schedule,
+            reconcile: d.reconcile,
+        })
+    }
+}
+
+/// Finds a dependency cycle in a graph of stack id → upstream ids, returning it as a path
+/// that starts and ends at the same stack (`a → b → a`), or `None` for a DAG.
+pub fn find_cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Active,
+        Done,
+    }
+    let mut marks: BTreeMap<&str, Mark> = BTreeMap::new();
+    for start in graph.keys() {
+        if marks.contains_key(start.as_str()) {
+            continue;
+        }
+        // Iterative DFS: (node, index of next edge to follow).
+        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
+        marks.insert(start, Mark::Active);
+        while let Some((node, next)) = stack.last_mut() {
+            let edges = graph.get(*node).map(Vec::as_slice).unwrap_or(&[]);
+            if let Some(up) = edges.get(*next) {
+                *next += 1;
+                match marks.get(up.as_str()) {
+                    Some(Mark::Active) => {
+                        let from = stack.iter().position(|(n, _)| *n == up)?;
+                        let mut cycle: Vec<String> =
+                            stack[from..].iter().map(|(n, _)| n.to_string()).collect();
+                        cycle.push(up.clone());
+                        return Some(cycle);
+                    }
+                    Some(Mark::Done) => {}
+                    None => {
+                        marks.insert(up, Mark::Active);
+                        stack.push((up, 0));
+                    }
+                }
+            } else {
+                marks.insert(node, Mark::Done);
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn input() -> StackInput {
+        StackInput {
+            id: "networking".into(),
+            repository: "github:acme/infra".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let s = StackSpec::from_input(input()).unwrap();
+        assert_eq!(s.name, "networking");
+        assert_eq!(s.branch, "main");
+        assert!(s.path.is_root());
+        assert_eq!(s.engine.kind, EngineKind::Tofu);
+        assert_eq!(s.tier, Tier::Small);
+        assert_eq!(s.runner_pool, RunnerPool::Hosted);
+        assert_eq!(StackSpec::from_input(s.to_input()).unwrap(), s);
+    }
+
+    #[test]
+    fn paths_normalize() {
+        for (raw, want) in [
+            ("", ""),
+            (".", ""),
+            ("./infra/net/", "infra/net"),
+            ("infra/./net", "infra/net"),
+            ("infra", "infra"),
+        ] {
+            assert_eq!(RepoPath::parse(raw).unwrap().as_str(), want, "{raw}");
+        }
+        for bad in ["/abs", "a/../b", "..", "a//b", "a\\b", "a\0b"] {
+            assert!(RepoPath::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn field_errors_name_the_field() {
+        let cases: Vec<(fn(&mut StackInput), &str)> = vec![
+            (|i| i.id = "Bad_Id".into(), "id"),
+            (|i| i.repository = "ftp://x/y".into(), "repository"),
+            (|i| i.repository = "github:acme".into(), "repository"),
+            (
+                |i| i.repository = "https://u:pw@host/r.git".into(),
+                "repository",
+            ),
+            (|i| i.branch = Some("a..b".into()), "branch"),
+            (|i| i.path = Some("/etc".into()), "path"),
+            (
+                |i| i.watch_paths = vec!["ok".into(), "../x".into()],
+                "watch_paths[1]",
+            ),
+            (|i| i.engine = Some("pulumi".into()), "engine"),
+            (
+                |i| i.engine_version = Some("latest".into()),
+                "engine_version",
+            ),
+            (|i| i.tier = Some("huge".into()), "tier"),
+            (|i| i.environment = Some("Prod".into()), "environment"),
+            (|i| i.runner_pool = Some("Edge Pool".into()), "runner_pool"),
+            (
+                |i| {
+                    i.variables.insert("BOSUN_X".into(), "1".into());
+                },
+                "variables.BOSUN_X",
+            ),
+            (
+                |i| {
+                    i.variables
+                        .insert("TF_VAR_x".into(), "secret://Bad/x".into());
+                },
+                "variables.TF_VAR_x",
+            ),
+            (
+                |i| {
+                    i.depends_on = vec![DependencyInput {
+                        stack: "networking".into(),
+                        ..Default::default()
+                    }]
+                },
+                "depends_on[0].stack",
+            ),
+            (
+                |i| {
+                    i.drift_detection = Some(DriftInput {
+                        schedule: "every day".into(),
+                        reconcile: false,
+                    })
+                },
+                "drift_detection.schedule",
+            ),
+            (|i| i.name = Some("   ".into()), "name"),
+        ];
+        for (mutate, field) in cases {
+            let mut i = input();
+            mutate(&mut i);
+            let err = StackSpec::from_input(i).unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+        }
+    }
+
+    #[test]
+    fn repositories() {
+        for ok in [
+            "github:acme/infra",
+            "github:acme/infra.git",
+            "https://git.example.com/infra.git",
+            "ssh://git@git.example.com/infra.git",
+            "file:///srv/git/infra",
+        ] {
+            assert!(ok.parse::<Repository>().is_ok(), "{ok}");
+        }
+        assert_eq!(
+            "github:acme/infra.git"
+                .parse::<Repository>()
+                .unwrap()
+                .to_string(),
+            "github:acme/infra"
+        );
+    }
+
+    #[test]
+    fn cycles() {
+        let g = |edges: &[(&str, &[&str])]| {
+            edges
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(
+            find_cycle(&g(&[("a", &["b"]), ("b", &["c"]), ("c", &[])])),
+            None
+        );
+        assert_eq!(
+            find_cycle(&g(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])])),
+            Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+        );
+        assert!(find_cycle(&g(&[("a", &["a"])])).is_some());
+        // Diamond is fine.
+        assert_eq!(
+            find_cycle(&g(&[("a", &["b", "c"]), ("b", &["d"]), ("c", &["d"])])),
+            None
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn normalized_paths_are_fixed_points(raw in "[a-z./]{0,30}") {
+            if let Ok(p) = RepoPath::parse(&raw) {
+                let again = RepoPath::parse(p.as_str()).unwrap();
+                prop_assert_eq!(&again, &p);
+                prop_assert!(!p.as_str().starts_with('/'));
+                prop_assert!(!p.as_str().split('/').any(|s| s == ".." || s == "."));
+            }
+        }
+
+        #[test]
+        fn random_dags_have_no_cycle(n in 1usize..30, seed in proptest::collection::vec(any::<u16>(), 0..80)) {
+            // Edges only from higher to lower index: always acyclic.
+            let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for i in 0..n { g.insert(format!("s{i}"), vec![]); }
+            for pair in seed.chunks(2) {
+                if let [a, b] = pair {
+                    let (a, b) = (*a as usize % n, *b as usize % n);
+                    if a > b { g.entry(format!("s{a}")).or_default().push(format!("s{b}")); }
+                }
+            }
+            prop_assert_eq!(find_cycle(&g), None);
+        }
+    }
+}

@@ -1,0 +1,609 @@
+//! The conformance suite: the behaviour every [`Store`] backend must show.
+//!
+//! A backend's test file runs it with [`conformance_suite!`](crate::conformance_suite),
+//! giving an expression that yields `(Arc<dyn Store>, guard)` for a fresh, empty store;
+//! the guard (a temp dir, a scratch database) lives until the case ends.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
+use bosun_core::token::TokenKind;
+use bosun_core::Role;
+use chrono::{Duration, Utc};
+use serde_json::json;
+
+use crate::*;
+
+/// One case per test, so a failing backend names exactly which behaviour broke.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases $make;
+            bootstrap_only_once,
+            schema_version_is_current,
+            orgs_and_members,
+            users_are_unique,
+            tokens_lifecycle,
+            stacks_roundtrip_every_field,
+            stacks_list_pages_in_id_order,
+            stacks_update_and_delete,
+            stacks_isolated_by_org,
+            dependencies_enforced,
+            audit_written_with_each_change,
+            failed_writes_leave_nothing,
+            concurrent_writes_all_land
+        );
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (store, _guard) = $make.await;
+                $crate::conformance::$case(store).await;
+            }
+        )*
+    };
+}
+
+fn audit(org: Option<&str>, action: &str, target: &str) -> Audit {
+    Audit {
+        org: org.map(str::to_string),
+        actor: "user:tester".into(),
+        token_id: Some("tok-test".into()),
+        action: action.into(),
+        target: target.into(),
+        detail: json!({"k": "v"}),
+    }
+}
+
+fn token(id: &str, kind: TokenKind, user: Option<&str>, org: Option<&str>) -> NewToken {
+    NewToken {
+        id: id.into(),
+        kind,
+        secret_hash: format!("hash-{id}"),
+        description: format!("token {id}"),
+        user: user.map(str::to_string),
+        org: org.map(str::to_string),
+        pool: (kind == TokenKind::Pool).then(|| "edge".to_string()),
+        run: (kind == TokenKind::Run).then(|| "run-1".to_string()),
+        stack: (kind == TokenKind::Run).then(|| "net".to_string()),
+        expires_at: None,
+    }
+}
+
+fn spec(id: &str, deps: &[&str]) -> StackSpec {
+    StackSpec::from_input(StackInput {
+        id: id.into(),
+        repository: "github:acme/infra".into(),
+        depends_on: deps
+            .iter()
+            .map(|d| DependencyInput {
+                stack: d.to_string(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+async fn seed_org(store: &dyn Store, org: &str) {
+    if store.get_user("owner").await.unwrap().is_none() {
+        store
+            .create_user(
+                &NewUser {
+                    id: "owner".into(),
+                    server_admin: true,
+                },
+                &audit(None, "user.create", "user:owner"),
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .create_org(
+            &NewOrg {
+                id: org.into(),
+                name: format!("Org {org}"),
+                admin: Some("owner".into()),
+            },
+            &audit(Some(org), "org.create", org),
+        )
+        .await
+        .unwrap();
+}
+
+pub async fn bootstrap_only_once(store: Arc<dyn Store>) {
+    let seed = Bootstrap {
+        org: "default".into(),
+        user: "admin".into(),
+        token: token("boot", TokenKind::Personal, Some("admin"), None),
+    };
+    assert!(store.bootstrap(&seed).await.unwrap());
+    let second = Bootstrap {
+        token: token("boot2", TokenKind::Personal, Some("admin"), None),
+        ..seed.clone()
+    };
+    assert!(!store.bootstrap(&second).await.unwrap());
+    assert!(store.token_by_hash("hash-boot2").await.unwrap().is_none());
+    let admin = store.get_user("admin").await.unwrap().unwrap();
+    assert!(admin.server_admin);
+    assert_eq!(
+        store.roles_of("admin").await.unwrap(),
+        BTreeMap::from([("default".to_string(), Role::Admin)])
+    );
+    let t = store.token_by_hash("hash-boot").await.unwrap().unwrap();
+    assert_eq!(t.user.as_deref(), Some("admin"));
+    let log = store.list_audit(Some("default"), None, 10).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].entry.action, "server.bootstrap");
+}
+
+pub async fn schema_version_is_current(store: Arc<dyn Store>) {
+    assert!(store.schema_version().await.unwrap() >= 1);
+    store.ping().await.unwrap();
+}
+
+pub async fn orgs_and_members(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let org = store.get_org("acme").await.unwrap().unwrap();
+    assert_eq!(org.name, "Org acme");
+    assert!(store.get_org("nope").await.unwrap().is_none());
+    let dup = store
+        .create_org(
+            &NewOrg {
+                id: "acme".into(),
+                name: "again".into(),
+                admin: None,
+            },
+            &audit(Some("acme"), "org.create", "acme"),
+        )
+        .await;
+    assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
+
+    store
+        .create_user(
+            &NewUser {
+                id: "alice".into(),
+                server_admin: false,
+            },
+            &audit(None, "user.create", "user:alice"),
+        )
+        .await
+        .unwrap();
+    let a = audit(Some("acme"), "member.set", "user:alice");
+    store
+        .set_member("acme", "alice", Role::Viewer, &a)
+        .await
+        .unwrap();
+    store
+        .set_member("acme", "alice", Role::Operator, &a)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.roles_of("alice").await.unwrap().get("acme"),
+        Some(&Role::Operator)
+    );
+    assert_eq!(
+        store.list_members("acme").await.unwrap(),
+        vec![
+            ("alice".to_string(), Role::Operator),
+            ("owner".to_string(), Role::Admin)
+        ]
+    );
+    let missing = store.set_member("acme", "ghost", Role::Viewer, &a).await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound(_))),
+        "{missing:?}"
+    );
+    let missing = store.set_member("nope", "alice", Role::Viewer, &a).await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound(_))),
+        "{missing:?}"
+    );
+
+    assert!(store.remove_member("acme", "alice", &a).await.unwrap());
+    assert!(!store.remove_member("acme", "alice", &a).await.unwrap());
+    assert!(store.roles_of("alice").await.unwrap().is_empty());
+}
+
+pub async fn users_are_unique(store: Arc<dyn Store>) {
+    let u = NewUser {
+        id: "bob".into(),
+        server_admin: false,
+    };
+    store
+        .create_user(&u, &audit(None, "user.create", "user:bob"))
+        .await
+        .unwrap();
+    let again = store
+        .create_user(&u, &audit(None, "user.create", "user:bob"))
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::AlreadyExists(_))),
+        "{again:?}"
+    );
+    let got = store.get_user("bob").await.unwrap().unwrap();
+    assert!(!got.server_admin);
+}
+
+pub async fn tokens_lifecycle(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "token.create", "token");
+    let mut personal = token("p1", TokenKind::Personal, Some("owner"), None);
+    personal.expires_at = Some(Utc::now() + Duration::hours(1));
+    let rec = store.create_token(&personal, Some(&a)).await.unwrap();
+    assert_eq!(rec.kind, TokenKind::Personal);
+    assert!(rec.is_active(Utc::now()));
+    assert!(!rec.is_active(Utc::now() + Duration::hours(2)));
+
+    store
+        .create_token(&token("w1", TokenKind::Pool, None, Some("acme")), Some(&a))
+        .await
+        .unwrap();
+    store
+        .create_token(&token("r1", TokenKind::Run, None, Some("acme")), None)
+        .await
+        .unwrap();
+
+    let found = store.token_by_hash("hash-p1").await.unwrap().unwrap();
+    assert_eq!(found.id, "p1");
+    assert_eq!(
+        found.expires_at.map(|t| t.timestamp()),
+        personal.expires_at.map(|t| t.timestamp())
+    );
+    let run = store.get_token("r1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.run.as_deref(), run.stack.as_deref()),
+        (Some("run-1"), Some("net"))
+    );
+    assert!(store.token_by_hash("hash-none").await.unwrap().is_none());
+
+    let mine = store
+        .list_tokens(&TokenFilter::User("owner".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        mine.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["p1"]
+    );
+    let pools = store
+        .list_tokens(&TokenFilter::Org {
+            org: "acme".into(),
+            kind: TokenKind::Pool,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pools.len(), 1);
+    assert_eq!(pools[0].pool.as_deref(), Some("edge"));
+
+    let mut dup = token("p2", TokenKind::Personal, Some("owner"), None);
+    dup.secret_hash = "hash-p1".into();
+    assert!(matches!(
+        store.create_token(&dup, Some(&a)).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+
+    let r = audit(Some("acme"), "token.revoke", "token:p1");
+    assert!(store.revoke_token("p1", Some(&r)).await.unwrap());
+    assert!(!store.revoke_token("p1", Some(&r)).await.unwrap());
+    let revoked = store.token_by_hash("hash-p1").await.unwrap().unwrap();
+    assert!(revoked.revoked_at.is_some());
+    assert!(!revoked.is_active(Utc::now()));
+    assert!(!store.revoke_token("missing", Some(&r)).await.unwrap());
+}
+
+fn full_spec() -> StackSpec {
+    StackSpec::from_input(StackInput {
+        id: "app".into(),
+        name: Some("Application ünïcode".into()),
+        repository: "ssh://git@git.example.com/infra.git".into(),
+        branch: Some("release/2026".into()),
+        path: Some("./stacks/app/".into()),
+        watch_paths: vec!["modules/common".into(), "shared".into()],
+        engine: Some("terraform".into()),
+        engine_binary: Some("/usr/local/bin/terraform".into()),
+        engine_version: Some("1.0.3".into()),
+        tier: Some("large".into()),
+        autodeploy: true,
+        environment: Some("prod".into()),
+        variables: BTreeMap::from([
+            ("TF_VAR_region".into(), "eu-west-1".into()),
+            ("DB_PASSWORD".into(), "secret://db/password".into()),
+        ]),
+        depends_on: vec![DependencyInput {
+            stack: "net".into(),
+            outputs: BTreeMap::from([("vpc_id".into(), "vpc".into())]),
+            trigger_always: true,
+        }],
+        drift_detection: Some(DriftInput {
+            schedule: "0 */6 * * *".into(),
+            reconcile: true,
+        }),
+        runner_pool: Some("edge".into()),
+    })
+    .unwrap()
+}
+
+pub async fn stacks_roundtrip_every_field(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    store
+        .create_stack("acme", &spec("net", &[]), &a)
+        .await
+        .unwrap();
+    let want = full_spec();
+    let created = store.create_stack("acme", &want, &a).await.unwrap();
+    let got = store.get_stack("acme", "app").await.unwrap().unwrap();
+    assert_eq!(got.spec, want);
+    assert_eq!(got.created_at, created.created_at);
+    assert_eq!(got.org, "acme");
+    assert!(store.get_stack("acme", "missing").await.unwrap().is_none());
+    let dup = store.create_stack("acme", &want, &a).await;
+    assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
+    let no_org = store.create_stack("ghost-org", &spec("x1", &[]), &a).await;
+    assert!(matches!(no_org, Err(StoreError::NotFound(_))), "{no_org:?}");
+}
+
+pub async fn stacks_list_pages_in_id_order(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    for id in ["s5", "s1", "s3", "s2", "s4"] {
+        store
+            .create_stack("acme", &spec(id, &[]), &a)
+            .await
+            .unwrap();
+    }
+    let ids = |v: Vec<StackRecord>| {
+        v.into_iter()
+            .map(|s| s.spec.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store.list_stacks("acme", None, 2).await.unwrap()),
+        ["s1", "s2"]
+    );
+    assert_eq!(
+        ids(store.list_stacks("acme", Some("s2"), 2).await.unwrap()),
+        ["s3", "s4"]
+    );
+    assert_eq!(
+        ids(store.list_stacks("acme", Some("s4"), 2).await.unwrap()),
+        ["s5"]
+    );
+    assert!(store
+        .list_stacks("acme", Some("s5"), 2)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+pub async fn stacks_update_and_delete(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    let created = store
+        .create_stack("acme", &spec("web", &[]), &a)
+        .await
+        .unwrap();
+    let mut changed = created.spec.clone();
+    changed.name = "Web frontend".into();
+    changed.autodeploy = true;
+    let updated = store
+        .update_stack(
+            "acme",
+            &changed,
+            &audit(Some("acme"), "stack.update", "stack:web"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.created_at, created.created_at);
+    assert!(updated.updated_at >= created.updated_at);
+    let got = store.get_stack("acme", "web").await.unwrap().unwrap();
+    assert_eq!(got.spec.name, "Web frontend");
+    assert_eq!(got.spec.id.as_str(), "web");
+    assert!(got.spec.autodeploy);
+
+    let ghost = store.update_stack("acme", &spec("ghost", &[]), &a).await;
+    assert!(matches!(ghost, Err(StoreError::NotFound(_))), "{ghost:?}");
+
+    let d = audit(Some("acme"), "stack.delete", "stack:web");
+    store.delete_stack("acme", "web", &d).await.unwrap();
+    assert!(store.get_stack("acme", "web").await.unwrap().is_none());
+    let again = store.delete_stack("acme", "web", &d).await;
+    assert!(matches!(again, Err(StoreError::NotFound(_))), "{again:?}");
+}
+
+pub async fn stacks_isolated_by_org(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "globex").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    store
+        .create_stack("acme", &spec("net", &[]), &a)
+        .await
+        .unwrap();
+    let mut other = spec("net", &[]);
+    other.name = "Globex net".into();
+    store.create_stack("globex", &other, &a).await.unwrap();
+    assert_eq!(
+        store
+            .get_stack("acme", "net")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .name,
+        "net"
+    );
+    assert_eq!(
+        store
+            .get_stack("globex", "net")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .name,
+        "Globex net"
+    );
+    // An upstream in another org is not an upstream.
+    store
+        .create_stack("globex", &spec("only-globex", &[]), &a)
+        .await
+        .unwrap();
+    let cross = store
+        .create_stack("acme", &spec("app", &["only-globex"]), &a)
+        .await;
+    assert!(
+        matches!(cross, Err(StoreError::UnknownUpstream(_))),
+        "{cross:?}"
+    );
+    store
+        .delete_stack("acme", "net", &audit(Some("acme"), "stack.delete", "net"))
+        .await
+        .unwrap();
+    assert!(store.get_stack("globex", "net").await.unwrap().is_some());
+    assert_eq!(store.list_stacks("acme", None, 10).await.unwrap().len(), 0);
+}
+
+pub async fn dependencies_enforced(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    let unknown = store.create_stack("acme", &spec("app", &["net"]), &a).await;
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownUpstream(ref s)) if s == "net"),
+        "{unknown:?}"
+    );
+    store
+        .create_stack("acme", &spec("net", &[]), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("acme", &spec("db", &["net"]), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("acme", &spec("app", &["db", "net"]), &a)
+        .await
+        .unwrap();
+
+    // net → app would close app → db → net → app.
+    let cycle = store.update_stack("acme", &spec("net", &["app"]), &a).await;
+    match cycle {
+        Err(StoreError::DependencyCycle(path)) => {
+            assert_eq!(path.first(), path.last());
+            assert!(path.contains(&"net".to_string()) && path.contains(&"app".to_string()));
+        }
+        other => panic!("expected a cycle, got {other:?}"),
+    }
+    // The refused update changed nothing.
+    assert!(store
+        .get_stack("acme", "net")
+        .await
+        .unwrap()
+        .unwrap()
+        .spec
+        .depends_on
+        .is_empty());
+
+    let d = audit(Some("acme"), "stack.delete", "stack:net");
+    match store.delete_stack("acme", "net", &d).await {
+        Err(StoreError::HasDependents { dependents, .. }) => assert_eq!(dependents, ["app", "db"]),
+        other => panic!("expected dependents, got {other:?}"),
+    }
+    store
+        .update_stack("acme", &spec("app", &["db"]), &a)
+        .await
+        .unwrap();
+    store.delete_stack("acme", "app", &d).await.unwrap();
+    store.delete_stack("acme", "db", &d).await.unwrap();
+    store.delete_stack("acme", "net", &d).await.unwrap();
+}
+
+pub async fn audit_written_with_each_change(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "globex").await;
+    let before = store
+        .list_audit(Some("acme"), None, 100)
+        .await
+        .unwrap()
+        .len();
+    store
+        .create_stack(
+            "acme",
+            &spec("net", &[]),
+            &audit(Some("acme"), "stack.create", "stack:net"),
+        )
+        .await
+        .unwrap();
+    store
+        .delete_stack(
+            "acme",
+            "net",
+            &audit(Some("acme"), "stack.delete", "stack:net"),
+        )
+        .await
+        .unwrap();
+    let log = store.list_audit(Some("acme"), None, 100).await.unwrap();
+    assert_eq!(log.len(), before + 2);
+    // Newest first, strictly decreasing sequence.
+    assert_eq!(log[0].entry.action, "stack.delete");
+    assert_eq!(log[1].entry.action, "stack.create");
+    assert!(log.windows(2).all(|w| w[0].seq > w[1].seq));
+    assert_eq!(log[0].entry.detail, json!({"k": "v"}));
+    assert_eq!(log[0].entry.token_id.as_deref(), Some("tok-test"));
+    assert!(log.iter().all(|r| r.entry.org.as_deref() == Some("acme")));
+    let page = store
+        .list_audit(Some("acme"), Some(log[0].seq), 1)
+        .await
+        .unwrap();
+    assert_eq!(page[0].seq, log[1].seq);
+    let all = store.list_audit(None, None, 1000).await.unwrap();
+    assert!(all.iter().any(|r| r.entry.org.as_deref() == Some("globex")));
+    assert!(all.iter().any(|r| r.entry.org.is_none()));
+}
+
+pub async fn failed_writes_leave_nothing(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let before = store.list_audit(None, None, 1000).await.unwrap().len();
+    let a = audit(Some("acme"), "stack.create", "stack:app");
+    assert!(store
+        .create_stack("acme", &spec("app", &["missing"]), &a)
+        .await
+        .is_err());
+    assert!(store.get_stack("acme", "app").await.unwrap().is_none());
+    assert!(store.delete_stack("acme", "app", &a).await.is_err());
+    assert!(store
+        .set_member("acme", "ghost", Role::Admin, &a)
+        .await
+        .is_err());
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        before
+    );
+}
+
+pub async fn concurrent_writes_all_land(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("stack-{i:02}");
+            store
+                .create_stack(
+                    "acme",
+                    &spec(&id, &[]),
+                    &audit(Some("acme"), "stack.create", &id),
+                )
+                .await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        store.list_stacks("acme", None, 100).await.unwrap().len(),
+        24
+    );
+}

@@ -1,0 +1,107 @@
+//! Bosun's persistence: the [`Store`] trait every backend implements, its records and
+//! errors, the SQLite backend, and the conformance suite every backend must pass.
+//!
+//! Every state-changing method takes the [`Audit`] entry describing it and writes both in
+//! one transaction: nothing changes without its audit record.
+
+#[doc(hidden)]
+pub mod conformance;
+mod records;
+mod sqlite;
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use bosun_core::stack::StackSpec;
+use bosun_core::Role;
+
+pub use records::*;
+pub use sqlite::SqliteStore;
+
+/// Everything that can go wrong in a store call.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error("dependency cycle: {}", .0.join(" → "))]
+    DependencyCycle(Vec<String>),
+    #[error("upstream stack {0:?} does not exist in this org")]
+    UnknownUpstream(String),
+    #[error("stack {stack:?} is a dependency of {}: remove those dependencies first", .dependents.join(", "))]
+    HasDependents {
+        stack: String,
+        dependents: Vec<String>,
+    },
+    #[error("the database schema is version {found}, newer than this binary knows ({known}); upgrade bosun")]
+    SchemaTooNew { found: i64, known: i64 },
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Backend(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The persistence interface. Implementations are cheap to share (`Arc<dyn Store>`).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The schema version the database is at.
+    async fn schema_version(&self) -> Result<i64>;
+    /// Checks the database answers (for `/readyz`).
+    async fn ping(&self) -> Result<()>;
+    /// Finishes pending work and closes every connection.
+    async fn close(&self);
+
+    /// Seeds org `default`, an admin user and their token when the store holds no user
+    /// yet. Returns false (and changes nothing) when it already has users.
+    async fn bootstrap(&self, seed: &Bootstrap) -> Result<bool>;
+
+    async fn create_org(&self, org: &NewOrg, audit: &Audit) -> Result<OrgRecord>;
+    async fn get_org(&self, id: &str) -> Result<Option<OrgRecord>>;
+
+    async fn create_user(&self, user: &NewUser, audit: &Audit) -> Result<UserRecord>;
+    async fn get_user(&self, id: &str) -> Result<Option<UserRecord>>;
+    /// Each org the user belongs to, with their role there.
+    async fn roles_of(&self, user: &str) -> Result<BTreeMap<String, Role>>;
+    /// Adds a member or changes their role.
+    async fn set_member(&self, org: &str, user: &str, role: Role, audit: &Audit) -> Result<()>;
+    /// Returns false when the user was not a member.
+    async fn remove_member(&self, org: &str, user: &str, audit: &Audit) -> Result<bool>;
+    async fn list_members(&self, org: &str) -> Result<Vec<(String, Role)>>;
+
+    /// `audit` is `None` only for tokens the server mints for itself (run tokens).
+    async fn create_token(&self, token: &NewToken, audit: Option<&Audit>) -> Result<TokenRecord>;
+    async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<TokenRecord>>;
+    async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>>;
+    async fn list_tokens(&self, filter: &TokenFilter) -> Result<Vec<TokenRecord>>;
+    /// Returns false when the token was already revoked.
+    async fn revoke_token(&self, id: &str, audit: Option<&Audit>) -> Result<bool>;
+
+    /// Creates a stack, checking in the same transaction that its upstreams exist and
+    /// that it closes no dependency cycle.
+    async fn create_stack(&self, org: &str, spec: &StackSpec, audit: &Audit)
+        -> Result<StackRecord>;
+    async fn get_stack(&self, org: &str, id: &str) -> Result<Option<StackRecord>>;
+    /// Stacks ordered by id, strictly after `after`, at most `limit`.
+    async fn list_stacks(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StackRecord>>;
+    /// Replaces a stack's definition (same id), with the same checks as create.
+    async fn update_stack(&self, org: &str, spec: &StackSpec, audit: &Audit)
+        -> Result<StackRecord>;
+    /// Refuses while other stacks depend on it.
+    async fn delete_stack(&self, org: &str, id: &str, audit: &Audit) -> Result<()>;
+
+    /// Audit records, newest first; `org: None` lists every org's and the server's.
+    async fn list_audit(
+        &self,
+        org: Option<&str>,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>>;
+}
