@@ -89,7 +89,13 @@ pub struct Whoami {
     pub user: String,
     pub server_admin: bool,
     pub token_id: String,
-    pub orgs: Vec<Member>,
+    pub orgs: Vec<OrgRole>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OrgRole {
+    pub org: String,
+    pub role: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -1,1 +1,23 @@
-//! placeholder
+//! Bosun's HTTP server: the API under `/api/v1`, health probes, authorization, error
+//! mapping and the OpenAPI document, over a [`bosun_store::Store`].
+//!
+//! Each capability is a module that owns its routes, its service logic and its store
+//! calls (`stacks`, `tenancy`, `tokens`); the cross-cutting pieces every route passes
+//! through are `auth` (who is calling, may they), `error` (the one mapping to HTTP) and
+//! `extract` (request bodies and queries with errors in our format).
+
+pub mod auth;
+mod bootstrap;
+pub mod config;
+pub mod error;
+mod extract;
+mod health;
+pub mod openapi;
+pub mod routes;
+mod server;
+mod stacks;
+mod tenancy;
+pub mod tokens;
+
+pub use config::{ConfigError, ConfigOverrides, FileConfig, ServerConfig};
+pub use server::{AppState, RunningServer, StartError};

@@ -1,0 +1,201 @@
+//! Server configuration: built-in defaults < TOML file (`--config`) < `BOSUN_*`
+//! environment variables < command-line flags.
+//!
+//! The binary's clap layer resolves flags and env vars into [`ConfigOverrides`] (clap
+//! gives flags precedence over env); [`ServerConfig::resolve`] lays them over the file.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The settings a TOML config file may hold. Unknown keys are refused.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub public_url: Option<String>,
+    pub max_body_bytes: Option<usize>,
+}
+
+/// Values from flags or the environment; `None` where neither was given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigOverrides {
+    pub config_file: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub public_url: Option<String>,
+    pub max_body_bytes: Option<usize>,
+    /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
+    pub bootstrap_token: Option<String>,
+}
+
+/// The resolved configuration the server runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// `sqlite://PATH`; defaults to `<data_dir>/bosun.db`.
+    pub database_url: Option<String>,
+    /// The URL clients and runners reach this server at.
+    pub public_url: String,
+    pub max_body_bytes: usize,
+    pub bootstrap_token: Option<String>,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid setting {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+}
+
+impl ServerConfig {
+    /// Reads the config file named in `overrides` (if any) and lays the overrides on it.
+    pub fn resolve(overrides: ConfigOverrides) -> Result<Self, ConfigError> {
+        let file = match &overrides.config_file {
+            Some(p) => FileConfig::load(p)?,
+            None => FileConfig::default(),
+        };
+        Self::merge(overrides, file)
+    }
+
+    pub fn merge(o: ConfigOverrides, f: FileConfig) -> Result<Self, ConfigError> {
+        let listen = match o.listen.or(f.listen) {
+            Some(l) => l,
+            None => DEFAULT_LISTEN.parse().map_err(|e| ConfigError::Invalid {
+                key: "listen",
+                message: format!("{e}"),
+            })?,
+        };
+        let max_body_bytes = o
+            .max_body_bytes
+            .or(f.max_body_bytes)
+            .unwrap_or(DEFAULT_MAX_BODY);
+        if max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                key: "max_body_bytes",
+                message: "must be at least 1024".into(),
+            });
+        }
+        let database_url = o.database_url.or(f.database_url);
+        if let Some(url) = &database_url {
+            if !url.starts_with("sqlite://") {
+                return Err(ConfigError::Invalid {
+                    key: "database_url",
+                    message: format!(
+                        "unsupported database {url:?}; this build supports sqlite://PATH"
+                    ),
+                });
+            }
+        }
+        if let Some(t) = &o.bootstrap_token {
+            bosun_core::token::check_bootstrap_token(t).map_err(|e| ConfigError::Invalid {
+                key: "BOSUN_BOOTSTRAP_TOKEN",
+                message: e.message,
+            })?;
+        }
+        let public_url = o
+            .public_url
+            .or(f.public_url)
+            .unwrap_or_else(|| format!("http://{listen}"))
+            .trim_end_matches('/')
+            .to_string();
+        Ok(ServerConfig {
+            listen,
+            data_dir: o
+                .data_dir
+                .or(f.data_dir)
+                .unwrap_or_else(|| PathBuf::from(".bosun")),
+            database_url,
+            public_url,
+            max_body_bytes,
+            bootstrap_token: o.bootstrap_token,
+        })
+    }
+
+    /// The SQLite file this server uses.
+    pub fn sqlite_path(&self) -> PathBuf {
+        match &self.database_url {
+            Some(url) => PathBuf::from(url.trim_start_matches("sqlite://")),
+            None => self.data_dir.join("bosun.db"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn precedence_flags_over_file_over_defaults() {
+        let file = FileConfig::parse(
+            Path::new("t.toml"),
+            "listen = \"127.0.0.1:9000\"\ndata_dir = \"/var/lib/bosun\"\nmax_body_bytes = 4096\n",
+        )
+        .unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), file.clone()).unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/bosun"));
+        assert_eq!(c.max_body_bytes, 4096);
+        assert_eq!(c.public_url, "http://127.0.0.1:9000");
+        let o = ConfigOverrides {
+            listen: Some("127.0.0.1:7000".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = ServerConfig::merge(o, file).unwrap();
+        assert_eq!(c.listen.port(), 7000);
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/bosun"));
+        let d = ServerConfig::merge(ConfigOverrides::default(), FileConfig::default()).unwrap();
+        assert_eq!(d.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(d.sqlite_path(), PathBuf::from(".bosun/bosun.db"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_refused() {
+        let e = FileConfig::parse(Path::new("t.toml"), "listn = \"127.0.0.1:1\"\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `listn`"), "{e}");
+        let e = FileConfig::parse(Path::new("t.toml"), "listen = 5\n").unwrap_err();
+        assert!(e.to_string().contains("t.toml"), "{e}");
+        let o = ConfigOverrides {
+            bootstrap_token: Some("short".into()),
+            ..Default::default()
+        };
+        assert!(ServerConfig::merge(o, FileConfig::default()).is_err());
+        let o = ConfigOverrides {
+            database_url: Some("mysql://x".into()),
+            ..Default::default()
+        };
+        assert!(ServerConfig::merge(o, FileConfig::default()).is_err());
+    }
+}

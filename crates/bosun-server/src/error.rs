@@ -1,0 +1,148 @@
+//! The one place errors become HTTP responses.
+//!
+//! Every handler returns `Result<_, ApiError>`; every error body is
+//! `{"error": {"code", "message", "field"?}}` with a stable `code`.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bosun_api::{ErrorBody, ErrorDetail};
+use bosun_core::authz::Denial;
+use bosun_core::ValidationError;
+use bosun_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    Validation(#[from] ValidationError),
+    /// Malformed request syntax: `code` is `invalid_json`, `unknown_field`,
+    /// `invalid_field`, `invalid_query` or `invalid_path`.
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The request conflicts with what is stored: `already_exists`, `dependency_cycle`,
+    /// `has_dependents`, `last_admin`.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    #[error("request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("no route for {0}")]
+    RouteNotFound(String),
+    #[error("method {method} is not allowed on {path}")]
+    MethodNotAllowed { method: String, path: String },
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Validation(_) | ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Validation(_) => "validation_failed",
+            ApiError::BadRequest { code, .. } | ApiError::Conflict { code, .. } => code,
+            ApiError::Unauthenticated(_) => "unauthenticated",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::RouteNotFound(_) => "route_not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    fn field(&self) -> Option<String> {
+        match self {
+            ApiError::Validation(v) if !v.field.is_empty() => Some(v.field.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        let message = match self {
+            // Internals stay in the server log; the client gets a pointer to it.
+            ApiError::Internal(_) => "internal error; see the server log".to_string(),
+            other => other.to_string(),
+        };
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_string(),
+                message,
+                field: self.field(),
+            },
+        }
+    }
+}
+
+impl From<Denial> for ApiError {
+    fn from(d: Denial) -> Self {
+        ApiError::Forbidden(d.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => ApiError::NotFound(what),
+            StoreError::AlreadyExists(_) => ApiError::Conflict {
+                code: "already_exists",
+                message: e.to_string(),
+            },
+            StoreError::DependencyCycle(_) => ApiError::Conflict {
+                code: "dependency_cycle",
+                message: e.to_string(),
+            },
+            StoreError::HasDependents { .. } => ApiError::Conflict {
+                code: "has_dependents",
+                message: e.to_string(),
+            },
+            StoreError::UnknownUpstream(_) => {
+                ApiError::Validation(ValidationError::new("depends_on", e.to_string()))
+            }
+            StoreError::SchemaTooNew { .. } | StoreError::Corrupt(_) | StoreError::Backend(_) => {
+                ApiError::Internal(e.to_string())
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(error = %self, "request failed");
+        }
+        let mut resp = (status, Json(self.body())).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"bosun\""),
+            );
+        }
+        resp
+    }
+}

@@ -1,0 +1,56 @@
+//! The OpenAPI document, generated from the handlers' annotations and the wire types.
+
+use axum::Json;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Bosun API", description = "Bosun control plane: stacks, runs, state, plans."),
+    paths(
+        crate::tenancy::whoami,
+        crate::tenancy::list_orgs,
+        crate::tenancy::create_org,
+        crate::tenancy::get_org,
+        crate::tenancy::create_user,
+        crate::tenancy::list_members,
+        crate::tenancy::put_member,
+        crate::tenancy::delete_member,
+        crate::tenancy::list_audit,
+        crate::tokens::create_personal,
+        crate::tokens::list_personal,
+        crate::tokens::revoke_personal,
+        crate::tokens::create_pool,
+        crate::tokens::list_pool,
+        crate::tokens::revoke_pool,
+        crate::stacks::list,
+        crate::stacks::create,
+        crate::stacks::show,
+        crate::stacks::update,
+        crate::stacks::delete,
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The generated document.
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
+    Json(document())
+}

@@ -1,0 +1,131 @@
+//! The route table: every API route with its method, path and access policy, and the
+//! router built from it.
+//!
+//! Routes are registered only through [`api_routes`], so each one passes the auth guard
+//! and the OpenAPI test can check the document against this table.
+
+use axum::extract::DefaultBodyLimit;
+use axum::handler::Handler;
+use axum::http::{Method, Uri};
+use axum::middleware::from_fn_with_state;
+use axum::routing::{self, MethodRouter};
+use axum::{Extension, Router};
+use bosun_core::authz::Access;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tracing::Level;
+
+use crate::auth::{guard, Guard};
+use crate::error::ApiError;
+use crate::extract::BodyLimit;
+use crate::server::AppState;
+
+pub const API_PREFIX: &str = "/api/v1";
+
+/// One API route. `path` is relative to `/api/v1` and uses `{param}` segments.
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    pub access: Access,
+    handler: MethodRouter<AppState>,
+}
+
+impl Route {
+    fn with<H, T>(method: Method, path: &'static str, access: Access, handler: H) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        let handler = match method.as_str() {
+            "POST" => routing::post(handler),
+            "PUT" => routing::put(handler),
+            "PATCH" => routing::patch(handler),
+            "DELETE" => routing::delete(handler),
+            _ => routing::get(handler),
+        };
+        Route {
+            method,
+            path,
+            access,
+            handler,
+        }
+    }
+
+    pub fn get<H: Handler<T, AppState>, T: 'static>(p: &'static str, a: Access, h: H) -> Self {
+        Self::with(Method::GET, p, a, h)
+    }
+    pub fn post<H: Handler<T, AppState>, T: 'static>(p: &'static str, a: Access, h: H) -> Self {
+        Self::with(Method::POST, p, a, h)
+    }
+    pub fn put<H: Handler<T, AppState>, T: 'static>(p: &'static str, a: Access, h: H) -> Self {
+        Self::with(Method::PUT, p, a, h)
+    }
+    pub fn patch<H: Handler<T, AppState>, T: 'static>(p: &'static str, a: Access, h: H) -> Self {
+        Self::with(Method::PATCH, p, a, h)
+    }
+    pub fn delete<H: Handler<T, AppState>, T: 'static>(p: &'static str, a: Access, h: H) -> Self {
+        Self::with(Method::DELETE, p, a, h)
+    }
+
+    /// The full path as served and documented.
+    pub fn full_path(&self) -> String {
+        format!("{API_PREFIX}{}", self.path)
+    }
+}
+
+/// Every authenticated API route.
+pub fn api_routes() -> Vec<Route> {
+    let mut routes = Vec::new();
+    routes.extend(crate::tenancy::routes());
+    routes.extend(crate::tokens::routes());
+    routes.extend(crate::stacks::routes());
+    routes
+}
+
+/// The whole HTTP application.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.max_body_bytes;
+    let mut app = Router::new();
+    for route in api_routes() {
+        let guard_state = Guard {
+            state: state.clone(),
+            access: route.access,
+        };
+        let path = route.full_path();
+        app = app.route(
+            &path,
+            route
+                .handler
+                .route_layer(from_fn_with_state(guard_state, guard)),
+        );
+    }
+    app.route(
+        &format!("{API_PREFIX}/openapi.json"),
+        routing::get(crate::openapi::serve),
+    )
+    .route("/healthz", routing::get(crate::health::healthz))
+    .route("/readyz", routing::get(crate::health::readyz))
+    .fallback(route_not_found)
+    .method_not_allowed_fallback(method_not_allowed)
+    .layer(DefaultBodyLimit::max(limit))
+    .layer(Extension(BodyLimit(limit)))
+    .layer(
+        TraceLayer::new_for_http()
+            .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+            .on_request(|req: &axum::http::Request<_>, _: &tracing::Span| {
+                tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
+            })
+            .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+    )
+    .with_state(state)
+}
+
+async fn route_not_found(uri: Uri) -> ApiError {
+    ApiError::RouteNotFound(uri.path().to_string())
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_string(),
+    }
+}

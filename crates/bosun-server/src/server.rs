@@ -1,0 +1,131 @@
+//! Starting and stopping the server: data dir, store, bootstrap, listener, and a
+//! graceful shutdown that lets in-flight requests finish and closes the store cleanly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bosun_store::{SqliteStore, Store, StoreError};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::ServerConfig;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub config: Arc<ServerConfig>,
+    /// Cleared when shutdown begins, so `/readyz` turns away new traffic.
+    pub ready: Arc<AtomicBool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot create data dir {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot write the admin token file {path}: {source}")]
+    AdminToken {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A server that is accepting connections.
+pub struct RunningServer {
+    pub local_addr: SocketAddr,
+    /// Set when this start wrote a generated admin token to `<data-dir>/admin-token`.
+    pub admin_token_file: Option<PathBuf>,
+    state: AppState,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningServer {
+    pub async fn start(config: ServerConfig) -> Result<Self, StartError> {
+        create_private_dir(&config.data_dir)?;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.sqlite_path()).await?);
+        let admin_token_file = crate::bootstrap::run(store.as_ref(), &config).await?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let state = AppState {
+            store,
+            config: Arc::new(config),
+            ready: Arc::new(AtomicBool::new(true)),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = crate::routes::router(state.clone());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        tracing::info!(addr = %local_addr, "listening");
+        Ok(RunningServer {
+            local_addr,
+            admin_token_file,
+            state,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish, then closes the store.
+    pub async fn shutdown(mut self) -> Result<(), StartError> {
+        self.state.ready.store(false, Ordering::SeqCst);
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let served = (&mut self.task).await;
+        self.state.store.close().await;
+        tracing::info!("store closed; shutdown complete");
+        match served {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StartError::Serve(e)),
+            Err(e) => Err(StartError::Serve(std::io::Error::other(e.to_string()))),
+        }
+    }
+}
+
+fn create_private_dir(path: &std::path::Path) -> Result<(), StartError> {
+    let err = |source| StartError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(path).map_err(err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    }
+    Ok(())
+}

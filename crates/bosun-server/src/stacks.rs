@@ -1,0 +1,280 @@
+//! Stacks: create, list, show, update and delete, converting between the wire types and
+//! the validated [`StackSpec`].
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use bosun_api::{Page, Stack, StackCreate, StackPatch};
+use bosun_core::authz::Access;
+use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
+use bosun_core::{Role, ValidationError};
+use bosun_store::StackRecord;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::routes::Route;
+use crate::server::AppState;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/orgs/{org}/stacks", Access::Org(Role::Viewer), list),
+        Route::post("/orgs/{org}/stacks", Access::Org(Role::Admin), create),
+        Route::get(
+            "/orgs/{org}/stacks/{stack}",
+            Access::Org(Role::Viewer),
+            show,
+        ),
+        Route::patch(
+            "/orgs/{org}/stacks/{stack}",
+            Access::Org(Role::Admin),
+            update,
+        ),
+        Route::delete(
+            "/orgs/{org}/stacks/{stack}",
+            Access::Org(Role::Admin),
+            delete,
+        ),
+    ]
+}
+
+pub const DEFAULT_PAGE: u32 = 100;
+pub const MAX_PAGE: u32 = 1000;
+
+/// Checks a `limit` query parameter.
+pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit {
+        None => Ok(DEFAULT_PAGE),
+        Some(l) if (1..=MAX_PAGE).contains(&l) => Ok(l),
+        Some(_) => Err(ValidationError::new("limit", format!("must be 1 to {MAX_PAGE}")).into()),
+    }
+}
+
+fn dependency_in(d: bosun_api::Dependency) -> DependencyInput {
+    DependencyInput {
+        stack: d.stack,
+        outputs: d.outputs,
+        trigger_always: d.trigger_always,
+    }
+}
+
+fn drift_in(d: bosun_api::DriftDetection) -> DriftInput {
+    DriftInput {
+        schedule: d.schedule,
+        reconcile: d.reconcile,
+    }
+}
+
+fn input_from_create(c: StackCreate) -> StackInput {
+    StackInput {
+        id: c.id,
+        name: c.name,
+        repository: c.repository,
+        branch: c.branch,
+        path: c.path,
+        watch_paths: c.watch_paths,
+        engine: c.engine,
+        engine_binary: c.engine_binary,
+        engine_version: c.engine_version,
+        tier: c.tier,
+        autodeploy: c.autodeploy,
+        environment: c.environment,
+        variables: c.variables,
+        depends_on: c.depends_on.into_iter().map(dependency_in).collect(),
+        drift_detection: c.drift_detection.map(drift_in),
+        runner_pool: c.runner_pool,
+    }
+}
+
+/// Lays a patch over a stored stack's input; returns the names of the fields it sets.
+fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str>, ApiError> {
+    let mut changed = Vec::new();
+    if let Some(id) = p.id {
+        if id != input.id {
+            return Err(ApiError::BadRequest {
+                code: "immutable_field",
+                message: format!(
+                    "id is immutable (stack {:?} cannot become {id:?}); change `name` to rename it",
+                    input.id
+                ),
+            });
+        }
+    }
+    macro_rules! set {
+        ($field:ident, $value:expr) => {
+            if let Some(v) = $value {
+                input.$field = v;
+                changed.push(stringify!($field));
+            }
+        };
+    }
+    set!(name, p.name.map(Some));
+    set!(repository, p.repository);
+    set!(branch, p.branch.map(Some));
+    set!(path, p.path.map(Some));
+    set!(watch_paths, p.watch_paths);
+    set!(engine, p.engine.map(Some));
+    set!(engine_binary, p.engine_binary);
+    set!(engine_version, p.engine_version);
+    set!(tier, p.tier.map(Some));
+    set!(autodeploy, p.autodeploy);
+    set!(environment, p.environment);
+    set!(variables, p.variables);
+    set!(
+        depends_on,
+        p.depends_on
+            .map(|d| d.into_iter().map(dependency_in).collect())
+    );
+    set!(drift_detection, p.drift_detection.map(|d| d.map(drift_in)));
+    set!(runner_pool, p.runner_pool.map(Some));
+    Ok(changed)
+}
+
+pub fn to_wire(r: StackRecord) -> Stack {
+    let s = r.spec;
+    Stack {
+        id: s.id.into_string(),
+        name: s.name,
+        repository: s.repository.to_string(),
+        branch: s.branch,
+        path: s.path.to_string(),
+        watch_paths: s.watch_paths.iter().map(|p| p.to_string()).collect(),
+        engine: s.engine.kind.as_str().to_string(),
+        engine_binary: s.engine.binary,
+        engine_version: s.engine.version,
+        tier: s.tier.as_str().to_string(),
+        autodeploy: s.autodeploy,
+        environment: s.environment.map(|e| e.into_string()),
+        variables: s.variables,
+        depends_on: s
+            .depends_on
+            .into_iter()
+            .map(|d| bosun_api::Dependency {
+                stack: d.stack.into_string(),
+                outputs: d.outputs,
+                trigger_always: d.trigger_always,
+            })
+            .collect(),
+        drift_detection: s.drift_detection.map(|d| bosun_api::DriftDetection {
+            schedule: d.schedule,
+            reconcile: d.reconcile,
+        }),
+        runner_pool: s.runner_pool.to_string(),
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Return stacks after this id (the previous page's `next_cursor`).
+    pub cursor: Option<String>,
+    /// Page size, 1–1000 (default 100).
+    pub limit: Option<u32>,
+}
+
+/// List the org's stacks, ordered by id.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks", tag = "stacks",
+    params(("org" = String, Path), ListQuery),
+    responses((status = 200, body = Page<Stack>), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiPath(org): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Page<Stack>>, ApiError> {
+    let limit = page_limit(q.limit)?;
+    let records = state
+        .store
+        .list_stacks(&org, q.cursor.as_deref(), limit)
+        .await?;
+    let next_cursor = (records.len() == limit as usize)
+        .then(|| records.last().map(|r| r.spec.id.to_string()))
+        .flatten();
+    Ok(Json(Page {
+        items: records.into_iter().map(to_wire).collect(),
+        next_cursor,
+    }))
+}
+
+/// Create a stack.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/stacks", tag = "stacks",
+    params(("org" = String, Path)),
+    request_body = StackCreate,
+    responses((status = 201, body = Stack), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(org): ApiPath<String>,
+    ApiJson(body): ApiJson<StackCreate>,
+) -> Result<(StatusCode, Json<Stack>), ApiError> {
+    let spec = StackSpec::from_input(input_from_create(body))?;
+    let audit = caller.audit(
+        Some(&org),
+        "stack.create",
+        format!("stack:{}", spec.id),
+        json!({"name": spec.name, "repository": spec.repository.to_string()}),
+    );
+    let record = state.store.create_stack(&org, &spec, &audit).await?;
+    Ok((StatusCode::CREATED, Json(to_wire(record))))
+}
+
+async fn load(state: &AppState, org: &str, id: &str) -> Result<StackRecord, ApiError> {
+    state
+        .store
+        .get_stack(org, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("stack {id:?} in org {org:?}")))
+}
+
+/// Show one stack.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}", tag = "stacks",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    responses((status = 200, body = Stack), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<Json<Stack>, ApiError> {
+    Ok(Json(to_wire(load(&state, &org, &id).await?)))
+}
+
+/// Change a stack's fields. The id never changes; `name` renames it.
+#[utoipa::path(patch, path = "/api/v1/orgs/{org}/stacks/{stack}", tag = "stacks",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    request_body = StackPatch,
+    responses((status = 200, body = Stack), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+    ApiJson(patch): ApiJson<StackPatch>,
+) -> Result<Json<Stack>, ApiError> {
+    let current = load(&state, &org, &id).await?;
+    let mut input = current.spec.to_input();
+    let changed = apply_patch(&mut input, patch)?;
+    let spec = StackSpec::from_input(input)?;
+    let audit = caller.audit(
+        Some(&org),
+        "stack.update",
+        format!("stack:{id}"),
+        json!({"fields": changed}),
+    );
+    let record = state.store.update_stack(&org, &spec, &audit).await?;
+    Ok(Json(to_wire(record)))
+}
+
+/// Delete a stack. Refused while other stacks depend on it.
+#[utoipa::path(delete, path = "/api/v1/orgs/{org}/stacks/{stack}", tag = "stacks",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    responses((status = 204), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let audit = caller.audit(Some(&org), "stack.delete", format!("stack:{id}"), json!({}));
+    state.store.delete_stack(&org, &id, &audit).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,325 @@
+//! Tokens: minting (secret shown once, hash stored), listing and revoking personal,
+//! runner-pool and run tokens.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use bosun_api::{PersonalTokenCreate, PoolTokenCreate, Token, TokenCreated};
+use bosun_core::authz::Access;
+use bosun_core::stack::RunnerPool;
+use bosun_core::token::{format_token, hash_token, TokenKind};
+use bosun_core::{Role, ValidationError};
+use bosun_store::{NewToken, TokenFilter, TokenRecord};
+use chrono::{DateTime, Duration, Utc};
+use rand::RngCore;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+use crate::routes::Route;
+use crate::server::AppState;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/tokens", Access::User, create_personal),
+        Route::get("/tokens", Access::User, list_personal),
+        Route::delete("/tokens/{token}", Access::User, revoke_personal),
+        Route::post(
+            "/orgs/{org}/pool-tokens",
+            Access::Org(Role::Admin),
+            create_pool,
+        ),
+        Route::get(
+            "/orgs/{org}/pool-tokens",
+            Access::Org(Role::Admin),
+            list_pool,
+        ),
+        Route::delete(
+            "/orgs/{org}/pool-tokens/{token}",
+            Access::Org(Role::Admin),
+            revoke_pool,
+        ),
+    ]
+}
+
+/// Who a new token belongs to.
+pub enum TokenOwner {
+    User(String),
+    Pool {
+        org: String,
+        pool: String,
+    },
+    Run {
+        org: String,
+        run: String,
+        stack: String,
+    },
+}
+
+/// Makes a fresh token: the secret to show once, and the record to store (hash only).
+pub fn new_token(
+    kind: TokenKind,
+    owner: TokenOwner,
+    description: String,
+    expires_at: Option<DateTime<Utc>>,
+) -> (String, NewToken) {
+    let mut random = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut random);
+    let secret = format_token(kind, &random);
+    let mut id = [0u8; 8];
+    rand::thread_rng().fill_bytes(&mut id);
+    let mut token = NewToken {
+        id: format!("tok_{}", hex::encode(id)),
+        kind,
+        secret_hash: hash_token(&secret),
+        description,
+        user: None,
+        org: None,
+        pool: None,
+        run: None,
+        stack: None,
+        expires_at,
+    };
+    match owner {
+        TokenOwner::User(u) => token.user = Some(u),
+        TokenOwner::Pool { org, pool } => {
+            token.org = Some(org);
+            token.pool = Some(pool);
+        }
+        TokenOwner::Run { org, run, stack } => {
+            token.org = Some(org);
+            token.run = Some(run);
+            token.stack = Some(stack);
+        }
+    }
+    (secret, token)
+}
+
+/// Mints the token a Run authenticates with, scoped to its stack. Runs revoke it with
+/// [`bosun_store::Store::revoke_token`] the moment they end.
+pub async fn mint_run_token(
+    state: &AppState,
+    org: &str,
+    run: &str,
+    stack: &str,
+    ttl: Duration,
+) -> Result<(String, TokenRecord), ApiError> {
+    let (secret, token) = new_token(
+        TokenKind::Run,
+        TokenOwner::Run {
+            org: org.into(),
+            run: run.into(),
+            stack: stack.into(),
+        },
+        format!("run {run}"),
+        Some(Utc::now() + ttl),
+    );
+    let record = state.store.create_token(&token, None).await?;
+    Ok((secret, record))
+}
+
+const MAX_LIFETIME_SECS: u64 = 10 * 365 * 24 * 3600;
+
+fn expiry(expires_in_seconds: Option<u64>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    match expires_in_seconds {
+        None => Ok(None),
+        Some(s) if (60..=MAX_LIFETIME_SECS).contains(&s) => {
+            Ok(Some(Utc::now() + Duration::seconds(s as i64)))
+        }
+        Some(_) => Err(ValidationError::new(
+            "expires_in_seconds",
+            format!("must be between 60 and {MAX_LIFETIME_SECS} seconds"),
+        )
+        .into()),
+    }
+}
+
+fn check_description(d: &str) -> Result<String, ApiError> {
+    if d.chars().count() > 200 || d.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            "description",
+            "must be at most 200 characters with no control characters",
+        )
+        .into());
+    }
+    Ok(d.trim().to_string())
+}
+
+pub fn to_wire(t: TokenRecord) -> Token {
+    Token {
+        id: t.id,
+        kind: t.kind.as_str().to_string(),
+        description: t.description,
+        user: t.user,
+        org: t.org,
+        pool: t.pool,
+        created_at: t.created_at,
+        expires_at: t.expires_at,
+        revoked_at: t.revoked_at,
+    }
+}
+
+/// Create a personal token (for yourself; server admins may name another user).
+#[utoipa::path(post, path = "/api/v1/tokens", tag = "tokens",
+    request_body = PersonalTokenCreate,
+    responses((status = 201, body = TokenCreated), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn create_personal(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<PersonalTokenCreate>,
+) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
+    let me = caller.user()?.to_string();
+    let user = body.user.clone().unwrap_or_else(|| me.clone());
+    if user != me && !caller.is_server_admin() {
+        return Err(ApiError::Forbidden(
+            "only a server administrator can create tokens for another user".into(),
+        ));
+    }
+    if state.store.get_user(&user).await?.is_none() {
+        return Err(ApiError::NotFound(format!("user {user:?}")));
+    }
+    let (secret, token) = new_token(
+        TokenKind::Personal,
+        TokenOwner::User(user.clone()),
+        check_description(&body.description)?,
+        expiry(body.expires_in_seconds)?,
+    );
+    let audit = caller.audit(
+        None,
+        "token.create",
+        format!("token:{}", token.id),
+        json!({"kind": "personal", "user": user}),
+    );
+    let record = state.store.create_token(&token, Some(&audit)).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(TokenCreated {
+            token: to_wire(record),
+            secret,
+        }),
+    ))
+}
+
+/// List your personal tokens (never their secrets).
+#[utoipa::path(get, path = "/api/v1/tokens", tag = "tokens",
+    responses((status = 200, body = Vec<Token>)))]
+pub async fn list_personal(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<Token>>, ApiError> {
+    let tokens = state
+        .store
+        .list_tokens(&TokenFilter::User(caller.user()?.to_string()))
+        .await?;
+    Ok(Json(tokens.into_iter().map(to_wire).collect()))
+}
+
+/// Revoke one of your personal tokens (server admins: anyone's).
+#[utoipa::path(delete, path = "/api/v1/tokens/{token}", tag = "tokens",
+    params(("token" = String, Path, description = "token id")),
+    responses((status = 204), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn revoke_personal(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    let me = caller.user()?;
+    let record = state
+        .store
+        .get_token(&id)
+        .await?
+        .filter(|t| t.kind == TokenKind::Personal)
+        .filter(|t| caller.is_server_admin() || t.user.as_deref() == Some(me))
+        .ok_or_else(|| ApiError::NotFound(format!("token {id:?}")))?;
+    let audit = caller.audit(
+        None,
+        "token.revoke",
+        format!("token:{}", record.id),
+        json!({}),
+    );
+    state.store.revoke_token(&record.id, Some(&audit)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Create a runner-pool token: a runner joins the pool with it.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/pool-tokens", tag = "tokens",
+    params(("org" = String, Path)),
+    request_body = PoolTokenCreate,
+    responses((status = 201, body = TokenCreated), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn create_pool(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(org): ApiPath<String>,
+    ApiJson(body): ApiJson<PoolTokenCreate>,
+) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
+    let pool = RunnerPool::parse(&body.pool)
+        .map_err(|e| ValidationError::new("pool", e.message))?
+        .to_string();
+    let (secret, token) = new_token(
+        TokenKind::Pool,
+        TokenOwner::Pool {
+            org: org.clone(),
+            pool: pool.clone(),
+        },
+        check_description(&body.description)?,
+        expiry(body.expires_in_seconds)?,
+    );
+    let audit = caller.audit(
+        Some(&org),
+        "token.create",
+        format!("token:{}", token.id),
+        json!({"kind": "pool", "pool": pool}),
+    );
+    let record = state.store.create_token(&token, Some(&audit)).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(TokenCreated {
+            token: to_wire(record),
+            secret,
+        }),
+    ))
+}
+
+/// List the org's runner-pool tokens.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/pool-tokens", tag = "tokens",
+    params(("org" = String, Path)),
+    responses((status = 200, body = Vec<Token>)))]
+pub async fn list_pool(
+    State(state): State<AppState>,
+    ApiPath(org): ApiPath<String>,
+) -> Result<Json<Vec<Token>>, ApiError> {
+    let tokens = state
+        .store
+        .list_tokens(&TokenFilter::Org {
+            org,
+            kind: TokenKind::Pool,
+        })
+        .await?;
+    Ok(Json(tokens.into_iter().map(to_wire).collect()))
+}
+
+/// Revoke a runner-pool token.
+#[utoipa::path(delete, path = "/api/v1/orgs/{org}/pool-tokens/{token}", tag = "tokens",
+    params(("org" = String, Path), ("token" = String, Path)),
+    responses((status = 204), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn revoke_pool(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let record = state
+        .store
+        .get_token(&id)
+        .await?
+        .filter(|t| t.kind == TokenKind::Pool && t.org.as_deref() == Some(org.as_str()))
+        .ok_or_else(|| ApiError::NotFound(format!("pool token {id:?}")))?;
+    let audit = caller.audit(
+        Some(&org),
+        "token.revoke",
+        format!("token:{}", record.id),
+        json!({}),
+    );
+    state.store.revoke_token(&record.id, Some(&audit)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
