@@ -1,0 +1,350 @@
+//! The authorization matrix: every route × every kind of caller, allowed and refused.
+
+use std::collections::BTreeSet;
+
+use bosun_core::Role;
+use bosun_server::routes::api_routes;
+use bosun_server::tokens::mint_run_token;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::harness::TestServer;
+
+/// Who may call a route, as the contract states it (independent of the route table).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Needs {
+    AnyUser,
+    ServerAdmin,
+    Org(Role),
+}
+
+struct Case {
+    method: Method,
+    template: &'static str,
+    path: &'static str,
+    body: Option<Value>,
+    needs: Needs,
+}
+
+fn case(
+    method: Method,
+    template: &'static str,
+    path: &'static str,
+    body: Option<Value>,
+    needs: Needs,
+) -> Case {
+    Case {
+        method,
+        template,
+        path,
+        body,
+        needs,
+    }
+}
+
+/// One request per route. Writes aim at missing or harmless targets, so an allowed call
+/// gets past the guard (any status but 401/403) without changing what later calls see.
+fn cases() -> Vec<Case> {
+    use Needs::*;
+    use Role::*;
+    let stack = json!({"id": "fresh", "repository": "github:acme/infra", "path": "/abs"});
+    vec![
+        case(Method::GET, "/whoami", "/whoami", None, AnyUser),
+        case(Method::GET, "/orgs", "/orgs", None, AnyUser),
+        case(
+            Method::POST,
+            "/orgs",
+            "/orgs",
+            Some(json!({"id": "Bad Org"})),
+            ServerAdmin,
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}",
+            "/orgs/default",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::POST,
+            "/users",
+            "/users",
+            Some(json!({"id": "Bad User"})),
+            ServerAdmin,
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/members",
+            "/orgs/default/members",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::PUT,
+            "/orgs/{org}/members/{user}",
+            "/orgs/default/members/ghost",
+            Some(json!({"role": "viewer"})),
+            Org(Admin),
+        ),
+        case(
+            Method::DELETE,
+            "/orgs/{org}/members/{user}",
+            "/orgs/default/members/ghost",
+            None,
+            Org(Admin),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/audit",
+            "/orgs/default/audit",
+            None,
+            Org(Admin),
+        ),
+        case(
+            Method::POST,
+            "/tokens",
+            "/tokens",
+            Some(json!({"expires_in_seconds": 1})),
+            AnyUser,
+        ),
+        case(Method::GET, "/tokens", "/tokens", None, AnyUser),
+        case(
+            Method::DELETE,
+            "/tokens/{token}",
+            "/tokens/tok_missing",
+            None,
+            AnyUser,
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/pool-tokens",
+            "/orgs/default/pool-tokens",
+            Some(json!({"pool": "Bad Pool"})),
+            Org(Admin),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/pool-tokens",
+            "/orgs/default/pool-tokens",
+            None,
+            Org(Admin),
+        ),
+        case(
+            Method::DELETE,
+            "/orgs/{org}/pool-tokens/{token}",
+            "/orgs/default/pool-tokens/tok_missing",
+            None,
+            Org(Admin),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/stacks",
+            "/orgs/default/stacks",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/stacks",
+            "/orgs/default/stacks",
+            Some(stack),
+            Org(Admin),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/stacks/{stack}",
+            "/orgs/default/stacks/ghost",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::PATCH,
+            "/orgs/{org}/stacks/{stack}",
+            "/orgs/default/stacks/ghost",
+            Some(json!({"name": "x"})),
+            Org(Admin),
+        ),
+        case(
+            Method::DELETE,
+            "/orgs/{org}/stacks/{stack}",
+            "/orgs/default/stacks/ghost",
+            None,
+            Org(Admin),
+        ),
+    ]
+}
+
+#[test]
+fn every_route_is_in_the_matrix() {
+    let table: BTreeSet<(String, String)> = cases()
+        .iter()
+        .map(|c| (c.method.to_string(), c.template.to_string()))
+        .collect();
+    for r in api_routes() {
+        assert!(
+            table.contains(&(r.method.to_string(), r.path.to_string())),
+            "route {} {} has no row in the authorization matrix",
+            r.method,
+            r.path
+        );
+    }
+    assert_eq!(table.len(), api_routes().len());
+}
+
+#[tokio::test]
+async fn matrix_of_roles_and_token_kinds() {
+    let t = TestServer::start().await;
+    // `other` administers a second org but is no member of `default`.
+    let outsider = t.user_token("outsider", None).await;
+    let r = t
+        .post("/api/v1/orgs", &t.admin, json!({"id": "other"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = t
+        .call(
+            Method::PUT,
+            "/api/v1/orgs/other/members/outsider",
+            Some(&t.admin),
+            Some(json!({"role": "admin"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let viewer = t.user_token("viewer", Some(Role::Viewer)).await;
+    let operator = t.user_token("operator", Some(Role::Operator)).await;
+    let org_admin = t.user_token("org-admin", Some(Role::Admin)).await;
+    let pool = t
+        .post(
+            "/api/v1/orgs/default/pool-tokens",
+            &t.admin,
+            json!({"pool": "edge"}),
+        )
+        .await;
+    let pool = pool.body["secret"].as_str().unwrap().to_string();
+    let (run, _) = mint_run_token(
+        t.server.state(),
+        "default",
+        "run-1",
+        "net",
+        chrono::Duration::minutes(5),
+    )
+    .await
+    .unwrap();
+
+    // (name, token, server admin?, role in default)
+    let users: Vec<(&str, &str, bool, Option<Role>)> = vec![
+        ("outsider", &outsider, false, None),
+        ("viewer", &viewer, false, Some(Role::Viewer)),
+        ("operator", &operator, false, Some(Role::Operator)),
+        ("org-admin", &org_admin, false, Some(Role::Admin)),
+        ("server-admin", &t.admin, true, Some(Role::Admin)),
+    ];
+    for c in cases() {
+        let path = format!("/api/v1{}", c.path);
+        for (name, token, server_admin, role) in &users {
+            let allowed = match c.needs {
+                Needs::AnyUser => true,
+                Needs::ServerAdmin => *server_admin,
+                Needs::Org(min) => role.is_some_and(|r| r >= min),
+            };
+            let r = t
+                .call(c.method.clone(), &path, Some(token), c.body.clone())
+                .await;
+            if allowed {
+                assert!(
+                    r.status != StatusCode::FORBIDDEN && r.status != StatusCode::UNAUTHORIZED,
+                    "{name} should pass {} {path}: {} {:?}",
+                    c.method,
+                    r.status,
+                    r.body
+                );
+            } else {
+                assert_eq!(
+                    r.status,
+                    StatusCode::FORBIDDEN,
+                    "{name} on {} {path}: {:?}",
+                    c.method,
+                    r.body
+                );
+                assert_eq!(r.code(), "forbidden");
+                assert!(!r.message().is_empty());
+            }
+        }
+        // Machine tokens never reach user endpoints; no token or a bad one is a 401.
+        for (name, token) in [("pool", pool.as_str()), ("run", run.as_str())] {
+            let r = t
+                .call(c.method.clone(), &path, Some(token), c.body.clone())
+                .await;
+            assert_eq!(
+                r.status,
+                StatusCode::FORBIDDEN,
+                "{name} token on {} {path}",
+                c.method
+            );
+            assert!(
+                r.message().contains(&format!("a {name} token")),
+                "{}",
+                r.message()
+            );
+        }
+        for token in [None, Some("bosun_pat_0000"), Some("")] {
+            let r = t.call(c.method.clone(), &path, token, c.body.clone()).await;
+            assert_eq!(
+                r.status,
+                StatusCode::UNAUTHORIZED,
+                "{token:?} on {} {path}",
+                c.method
+            );
+            assert_eq!(r.code(), "unauthenticated");
+        }
+    }
+}
+
+#[tokio::test]
+async fn refusals_say_why() {
+    let t = TestServer::start().await;
+    let viewer = t.user_token("viewer", Some(Role::Viewer)).await;
+    let r = t
+        .post(
+            "/api/v1/orgs/default/stacks",
+            &viewer,
+            json!({"id": "net", "repository": "github:a/b"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(
+        r.message().contains("viewer") && r.message().contains("admin"),
+        "{}",
+        r.message()
+    );
+    let r = t.get("/api/v1/orgs/elsewhere/stacks", &viewer).await;
+    assert!(
+        r.message().contains("not a member of org \"elsewhere\""),
+        "{}",
+        r.message()
+    );
+    // The refused create stored nothing.
+    let r = t.get("/api/v1/orgs/default/stacks/net", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn basic_auth_with_token_as_password() {
+    let t = TestServer::start().await;
+    let r = t
+        .client
+        .get(format!("{}/api/v1/whoami", t.url))
+        .basic_auth("anything", Some(&t.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = t
+        .client
+        .get(format!("{}/api/v1/whoami", t.url))
+        .basic_auth("anything", Some("wrong"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.headers().contains_key("www-authenticate"));
+}

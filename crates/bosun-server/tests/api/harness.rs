@@ -1,0 +1,163 @@
+//! Boots a server for one test and sends requests to it.
+
+use bosun_core::Role;
+use bosun_server::{ConfigOverrides, FileConfig, RunningServer, ServerConfig};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+pub const BOOTSTRAP: &str = "bootstrap-token-for-tests-0123456789abcdef";
+
+pub struct TestServer {
+    pub server: RunningServer,
+    pub url: String,
+    pub admin: String,
+    pub client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The error code of an error reply.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+    pub fn message(&self) -> &str {
+        self.body["error"]["message"].as_str().unwrap_or("")
+    }
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut ServerConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = ServerConfig::merge(
+            ConfigOverrides {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                data_dir: Some(dir.path().to_path_buf()),
+                bootstrap_token: Some(BOOTSTRAP.into()),
+                ..Default::default()
+            },
+            FileConfig::default(),
+        )
+        .unwrap();
+        tweak(&mut config);
+        let server = RunningServer::start(config).await.unwrap();
+        TestServer {
+            url: format!("http://{}", server.local_addr),
+            server,
+            admin: BOOTSTRAP.into(),
+            client: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    /// Sends a JSON request (`body` serialized when given) and decodes the JSON reply.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut req = self.client.request(method, format!("{}{}", self.url, path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        Self::decode(req.send().await.unwrap()).await
+    }
+
+    /// Sends raw bytes with a content type.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> Reply {
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.url, path))
+            .bearer_auth(token)
+            .body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        Self::decode(req.send().await.unwrap()).await
+    }
+
+    async fn decode(resp: reqwest::Response) -> Reply {
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text)
+                .unwrap_or_else(|_| panic!("non-JSON reply {status}: {text}"))
+        };
+        Reply { status, body }
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    /// Creates a user with `role` in org `default` (or no membership) and returns a
+    /// personal token for them.
+    pub async fn user_token(&self, user: &str, role: Option<Role>) -> String {
+        let r = self
+            .post("/api/v1/users", &self.admin, json!({"id": user}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        if let Some(role) = role {
+            let r = self
+                .call(
+                    Method::PUT,
+                    &format!("/api/v1/orgs/default/members/{user}"),
+                    Some(&self.admin),
+                    Some(json!({"role": role.as_str()})),
+                )
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        }
+        let r = self
+            .post(
+                "/api/v1/tokens",
+                &self.admin,
+                json!({"user": user, "description": "test"}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        r.body["secret"].as_str().unwrap().to_string()
+    }
+
+    pub async fn create_stack(&self, body: Value) -> Reply {
+        self.post("/api/v1/orgs/default/stacks", &self.admin, body)
+            .await
+    }
+
+    /// The number of audit records across the server (read from the store).
+    pub async fn audit_total(&self) -> usize {
+        self.server
+            .state()
+            .store
+            .list_audit(None, None, 100_000)
+            .await
+            .unwrap()
+            .len()
+    }
+}

@@ -1,0 +1,11 @@
+//! The server's integration tests: each test boots the real server in-process on a free
+//! loopback port with its own temporary data dir, and talks HTTP to it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod authz;
+mod bad_input;
+mod harness;
+mod openapi;
+mod stacks;
+mod tenancy;
+mod tokens;

@@ -1,0 +1,53 @@
+//! The OpenAPI document covers every route the server serves, and nothing else.
+
+use std::collections::BTreeSet;
+
+use bosun_server::openapi::document;
+use bosun_server::routes::api_routes;
+use reqwest::StatusCode;
+
+use crate::harness::TestServer;
+
+fn documented() -> BTreeSet<(String, String)> {
+    let doc = serde_json::to_value(document()).unwrap();
+    let mut ops = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                ops.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    ops
+}
+
+#[test]
+fn every_route_is_documented() {
+    let ops = documented();
+    let served: BTreeSet<(String, String)> = api_routes()
+        .iter()
+        .map(|r| (r.method.to_string(), r.full_path()))
+        .collect();
+    let missing: Vec<_> = served.difference(&ops).collect();
+    assert!(
+        missing.is_empty(),
+        "routes missing from the OpenAPI document: {missing:?}"
+    );
+    let stale: Vec<_> = ops.difference(&served).collect();
+    assert!(
+        stale.is_empty(),
+        "documented operations no route serves: {stale:?}"
+    );
+}
+
+#[tokio::test]
+async fn document_is_served_without_auth() {
+    let t = TestServer::start().await;
+    let r = t
+        .call(reqwest::Method::GET, "/api/v1/openapi.json", None, None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["openapi"].as_str().map(|v| &v[..2]), Some("3."));
+    assert!(r.body["components"]["schemas"]["StackCreate"].is_object());
+    assert!(r.body["paths"]["/api/v1/orgs/{org}/stacks"]["post"].is_object());
+}

@@ -1,0 +1,204 @@
+//! Stacks through the API: every field stored and returned, renames, paging, deletes.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::TestServer;
+
+#[tokio::test]
+async fn create_show_update_delete_with_every_field() {
+    let t = TestServer::start().await;
+    assert_eq!(
+        t.create_stack(json!({"id": "net", "repository": "github:acme/infra"}))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    let full = json!({
+        "id": "app",
+        "name": "Application",
+        "repository": "https://git.example.com/infra.git",
+        "branch": "release/1",
+        "path": "./stacks/app/",
+        "watch_paths": ["modules/common/", "modules/common", "shared"],
+        "engine": "terraform",
+        "engine_binary": "/usr/local/bin/terraform",
+        "engine_version": "1.0.3",
+        "tier": "medium",
+        "autodeploy": true,
+        "environment": "prod",
+        "variables": {"TF_VAR_region": "eu-west-1", "DB_PASSWORD": "secret://db/password"},
+        "depends_on": [{"stack": "net", "outputs": {"vpc_id": "vpc"}, "trigger_always": true}],
+        "drift_detection": {"schedule": "0 3 * * *", "reconcile": true},
+        "runner_pool": "edge"
+    });
+    let r = t.create_stack(full.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let shown = t.get("/api/v1/orgs/default/stacks/app", &t.admin).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    let s = &shown.body;
+    assert_eq!(s, &r.body);
+    // Normalized on the way in.
+    assert_eq!(s["path"], "stacks/app");
+    assert_eq!(s["watch_paths"], json!(["modules/common", "shared"]));
+    for key in [
+        "name",
+        "repository",
+        "branch",
+        "engine",
+        "engine_binary",
+        "engine_version",
+        "tier",
+        "autodeploy",
+        "environment",
+        "variables",
+        "depends_on",
+        "drift_detection",
+        "runner_pool",
+    ] {
+        assert_eq!(s[key], full[key], "{key}");
+    }
+
+    // Rename: the id stays.
+    let r = t
+        .call(
+            Method::PATCH,
+            "/api/v1/orgs/default/stacks/app",
+            Some(&t.admin),
+            Some(json!({"name": "App (renamed)", "environment": null, "tier": "large"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["id"], "app");
+    assert_eq!(r.body["name"], "App (renamed)");
+    assert_eq!(r.body["environment"], json!(null));
+    assert_eq!(r.body["tier"], "large");
+    assert_eq!(
+        r.body["variables"], full["variables"],
+        "untouched fields stay"
+    );
+    assert_eq!(r.body["created_at"], s["created_at"]);
+    let again = t.get("/api/v1/orgs/default/stacks/app", &t.admin).await;
+    assert_eq!(again.body, r.body);
+
+    // Upstreams cannot be deleted under their dependents.
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/stacks/net",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "has_dependents")
+    );
+    assert!(r.message().contains("app"), "{}", r.message());
+    // Cycles are refused at write time.
+    let r = t
+        .call(
+            Method::PATCH,
+            "/api/v1/orgs/default/stacks/net",
+            Some(&t.admin),
+            Some(json!({"depends_on": [{"stack": "app"}]})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "dependency_cycle"),
+        "{:?}",
+        r.body
+    );
+
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/stacks/app",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = t.get("/api/v1/orgs/default/stacks/app", &t.admin).await;
+    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    let r = t
+        .create_stack(json!({"id": "net", "repository": "github:acme/infra"}))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "already_exists")
+    );
+}
+
+#[tokio::test]
+async fn list_pages_by_cursor() {
+    let t = TestServer::start().await;
+    for i in 0..25 {
+        let r = t
+            .create_stack(json!({"id": format!("stack-{i:02}"), "repository": "github:acme/infra"}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/orgs/default/stacks?limit=10&cursor={c}"),
+            None => "/api/v1/orgs/default/stacks?limit=10".to_string(),
+        };
+        let r = t.get(&path, &t.admin).await;
+        assert_eq!(r.status, StatusCode::OK);
+        for s in r.body["items"].as_array().unwrap() {
+            seen.push(s["id"].as_str().unwrap().to_string());
+        }
+        match r.body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let want: Vec<String> = (0..25).map(|i| format!("stack-{i:02}")).collect();
+    assert_eq!(seen, want);
+}
+
+#[tokio::test]
+async fn stack_writes_are_audited() {
+    let t = TestServer::start().await;
+    t.create_stack(json!({"id": "net", "repository": "github:acme/infra"}))
+        .await;
+    t.call(
+        Method::PATCH,
+        "/api/v1/orgs/default/stacks/net",
+        Some(&t.admin),
+        Some(json!({"name": "Network"})),
+    )
+    .await;
+    t.call(
+        Method::DELETE,
+        "/api/v1/orgs/default/stacks/net",
+        Some(&t.admin),
+        None,
+    )
+    .await;
+    let r = t.get("/api/v1/orgs/default/audit", &t.admin).await;
+    let log = r.body.as_array().unwrap();
+    let actions: Vec<&str> = log.iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(
+        &actions[..3],
+        ["stack.delete", "stack.update", "stack.create"]
+    );
+    assert_eq!(log[1]["detail"]["fields"], json!(["name"]));
+    assert_eq!(log[0]["actor"], "user:admin");
+    assert!(log[0]["token_id"].as_str().unwrap().starts_with("tok_"));
+    assert_eq!(log[0]["target"], "stack:net");
+}
+
+#[tokio::test]
+async fn several_servers_run_side_by_side() {
+    let (a, b) = tokio::join!(TestServer::start(), TestServer::start());
+    assert_ne!(a.url, b.url);
+    a.create_stack(json!({"id": "only-a", "repository": "github:acme/infra"}))
+        .await;
+    let r = b.get("/api/v1/orgs/default/stacks/only-a", &b.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}

@@ -1,0 +1,121 @@
+//! Orgs, users, membership and the audit log.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::TestServer;
+
+#[tokio::test]
+async fn bootstrap_admin_and_orgs() {
+    let t = TestServer::start().await;
+    let me = t.get("/api/v1/whoami", &t.admin).await;
+    assert_eq!(me.body["user"], "admin");
+    assert_eq!(me.body["server_admin"], true);
+    assert_eq!(
+        me.body["orgs"],
+        json!([{"org": "default", "role": "admin"}])
+    );
+
+    let r = t
+        .post(
+            "/api/v1/orgs",
+            &t.admin,
+            json!({"id": "acme", "name": "Acme Corp"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.body["name"], "Acme Corp");
+    let r = t
+        .post("/api/v1/orgs", &t.admin, json!({"id": "acme"}))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "already_exists")
+    );
+    let orgs = t.get("/api/v1/orgs", &t.admin).await;
+    let ids: Vec<&str> = orgs
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["acme", "default"]);
+
+    // Nothing crosses orgs: a stack in acme is invisible from default.
+    let r = t
+        .post(
+            "/api/v1/orgs/acme/stacks",
+            &t.admin,
+            json!({"id": "net", "repository": "github:a/b"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = t.get("/api/v1/orgs/default/stacks/net", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn members_and_the_last_admin() {
+    let t = TestServer::start().await;
+    let bob = t.user_token("bob", Some(bosun_core::Role::Viewer)).await;
+    let members = t.get("/api/v1/orgs/default/members", &bob).await;
+    assert_eq!(
+        members.body,
+        json!([{"user": "admin", "role": "admin"}, {"user": "bob", "role": "viewer"}])
+    );
+
+    // Demoting or removing the only admin would orphan the org.
+    let r = t
+        .call(
+            Method::PUT,
+            "/api/v1/orgs/default/members/admin",
+            Some(&t.admin),
+            Some(json!({"role": "viewer"})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "last_admin"));
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/members/admin",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "last_admin"));
+
+    // Promote bob, then the old admin can step down.
+    let r = t
+        .call(
+            Method::PUT,
+            "/api/v1/orgs/default/members/bob",
+            Some(&t.admin),
+            Some(json!({"role": "admin"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = t.get("/api/v1/orgs/default/audit", &bob).await;
+    assert_eq!(r.status, StatusCode::OK, "bob is admin now");
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/members/admin",
+            Some(&bob),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = t.get("/api/v1/orgs/default/stacks", &t.admin).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+
+    let r = t
+        .call(
+            Method::PUT,
+            "/api/v1/orgs/default/members/ghost",
+            Some(&bob),
+            Some(json!({"role": "viewer"})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+}

@@ -1,0 +1,166 @@
+//! Tokens: shown once, hashed at rest, revocable, expiring; run tokens scoped and
+//! revocable.
+
+use bosun_core::token::hash_token;
+use bosun_server::tokens::mint_run_token;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::TestServer;
+
+#[tokio::test]
+async fn personal_token_lifecycle() {
+    let t = TestServer::start().await;
+    let r = t
+        .post(
+            "/api/v1/tokens",
+            &t.admin,
+            json!({"description": "laptop", "expires_in_seconds": 3600}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let secret = r.body["secret"].as_str().unwrap().to_string();
+    let id = r.body["token"]["id"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("bosun_pat_"));
+    assert!(r.body["token"]["expires_at"].is_string());
+
+    // Works, and is never shown again.
+    assert_eq!(
+        t.get("/api/v1/whoami", &secret).await.body["token_id"],
+        json!(id)
+    );
+    let list = t.get("/api/v1/tokens", &t.admin).await;
+    let text = list.body.to_string();
+    assert!(text.contains(&id) && !text.contains(&secret), "{text}");
+
+    // Stored hashed: the store knows the hash, not the secret.
+    let store = &t.server.state().store;
+    let rec = store
+        .token_by_hash(&hash_token(&secret))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.id, id);
+    assert!(store.token_by_hash(&secret).await.unwrap().is_none());
+
+    // Another user cannot revoke it (it is not theirs to see).
+    let eve = t.user_token("eve", None).await;
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tokens/{id}"),
+            Some(&eve),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // Nor mint tokens for others.
+    let r = t
+        .post("/api/v1/tokens", &eve, json!({"user": "admin"}))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tokens/{id}"),
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = t.get("/api/v1/whoami", &secret).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.message().contains("revoked"), "{}", r.message());
+    let audit = t.get("/api/v1/orgs/default/audit", &t.admin).await;
+    assert_eq!(audit.status, StatusCode::OK);
+    let all = store.list_audit(None, None, 100).await.unwrap();
+    assert!(all
+        .iter()
+        .any(|a| a.entry.action == "token.revoke" && a.entry.target == format!("token:{id}")));
+}
+
+#[tokio::test]
+async fn expired_tokens_are_refused() {
+    let t = TestServer::start().await;
+    let (secret, mut token) = bosun_server::tokens::new_token(
+        bosun_core::token::TokenKind::Personal,
+        bosun_server::tokens::TokenOwner::User("admin".into()),
+        "old".into(),
+        Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
+    );
+    token.description = "expired".into();
+    t.server
+        .state()
+        .store
+        .create_token(&token, None)
+        .await
+        .unwrap();
+    let r = t.get("/api/v1/whoami", &secret).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.message().contains("expired"), "{}", r.message());
+}
+
+#[tokio::test]
+async fn pool_tokens_and_run_tokens() {
+    let t = TestServer::start().await;
+    let r = t
+        .post(
+            "/api/v1/orgs/default/pool-tokens",
+            &t.admin,
+            json!({"pool": "edge", "description": "dc1"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert!(r.body["secret"]
+        .as_str()
+        .unwrap()
+        .starts_with("bosun_pool_"));
+    assert_eq!(r.body["token"]["pool"], "edge");
+    let id = r.body["token"]["id"].as_str().unwrap().to_string();
+    let list = t.get("/api/v1/orgs/default/pool-tokens", &t.admin).await;
+    assert_eq!(list.body.as_array().unwrap().len(), 1);
+    // Pool tokens are not personal tokens: the personal endpoint does not revoke them.
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tokens/{id}"),
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/orgs/default/pool-tokens/{id}"),
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let list = t.get("/api/v1/orgs/default/pool-tokens", &t.admin).await;
+    assert!(list.body[0]["revoked_at"].is_string());
+
+    // Run tokens: scoped to their run and stack, revocable the moment the run ends.
+    let state = t.server.state();
+    let (secret, rec) = mint_run_token(
+        state,
+        "default",
+        "run-7",
+        "net",
+        chrono::Duration::minutes(5),
+    )
+    .await
+    .unwrap();
+    assert!(secret.starts_with("bosun_run_"));
+    assert_eq!(
+        (rec.run.as_deref(), rec.stack.as_deref()),
+        (Some("run-7"), Some("net"))
+    );
+    let r = t.get("/api/v1/orgs/default/stacks", &secret).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    state.store.revoke_token(&rec.id, None).await.unwrap();
+    let r = t.get("/api/v1/orgs/default/stacks", &secret).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+}

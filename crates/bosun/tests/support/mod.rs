@@ -1,0 +1,138 @@
+//! Test support: runs the real `bosun server` binary as a child process on a free
+//! loopback port with its own data dir, and runs `bosun` client commands against it.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_bosun");
+
+/// A `bosun server` child process. Killed on drop.
+pub struct ServerProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Every stderr line so far (the log), shared with the reader thread.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    /// Starts a server on `127.0.0.1:0` with `data_dir`, extra args and env, and waits
+    /// (up to 30 s) for its "listening on" line.
+    pub fn start(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("server")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(args)
+            .env_remove("BOSUN_BOOTSTRAP_TOKEN")
+            .env("BOSUN_LOG", "info,bosun_server=debug,tower_http=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn bosun server");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("bosun: listening on http://") {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(a) => a.parse().unwrap(),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "server did not start; log:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        ServerProcess {
+            child,
+            addr,
+            data_dir: data_dir.to_path_buf(),
+            log,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The generated admin token from `<data-dir>/admin-token`.
+    pub fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("admin-token"))
+            .expect("admin-token file")
+            .trim()
+            .to_string()
+    }
+
+    /// Waits until a log line contains `needle`, up to `timeout`.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log.lock().unwrap().iter().any(|l| l.contains(needle)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    pub fn signal(&self, sig: i32) {
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig}) failed");
+    }
+
+    /// Waits for the process to exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `bosun ARGS` as a client of `server` with `token`.
+pub fn bosun(server: &ServerProcess, token: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("BOSUN_URL", server.url())
+        .env("BOSUN_TOKEN", token)
+        .env_remove("BOSUN_ORG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bosun")
+}
