@@ -1,0 +1,290 @@
+//! `bosun server` as a process: restart after `kill -9`, graceful shutdown on SIGTERM,
+//! configuration sources and first-start bootstrap.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::{ServerProcess, BIN};
+
+/// One HTTP/1.1 exchange on its own connection; returns (status, body).
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    parse(&out)
+}
+
+fn parse(resp: &str) -> (u16, String) {
+    let status = resp.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Reads one response with a Content-Length from a kept-alive connection.
+fn read_response(reader: &mut BufReader<TcpStream>) -> (u16, String) {
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    (status, String::from_utf8(body).unwrap())
+}
+
+const STACK: &str = r#"{"id": "net", "repository": "github:acme/infra", "path": "infra/net"}"#;
+
+#[test]
+fn data_survives_kill_9_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::start(dir.path(), &[], &[]);
+    let token = server.admin_token();
+    let (status, body) = http(
+        server.addr,
+        "POST",
+        "/api/v1/orgs/default/stacks",
+        &token,
+        Some(STACK),
+    );
+    assert_eq!(status, 201, "{body}");
+    server.signal(libc::SIGKILL);
+    server
+        .wait_exit(Duration::from_secs(10))
+        .expect("killed server exits");
+    drop(server);
+
+    let server = ServerProcess::start(dir.path(), &[], &[]);
+    // Same token: a restart never bootstraps again.
+    assert_eq!(server.admin_token(), token);
+    let (status, body) = http(
+        server.addr,
+        "GET",
+        "/api/v1/orgs/default/stacks/net",
+        &token,
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let stack: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stack["path"], "infra/net");
+    let (_, audit) = http(
+        server.addr,
+        "GET",
+        "/api/v1/orgs/default/audit",
+        &token,
+        None,
+    );
+    assert_eq!(audit.matches("server.bootstrap").count(), 1, "{audit}");
+}
+
+#[test]
+fn sigterm_lets_in_flight_requests_finish_and_closes_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::start(dir.path(), &[], &[]);
+    let token = server.admin_token();
+
+    // A kept-alive connection the server has certainly accepted.
+    let stream = TcpStream::connect(server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    write!(writer, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut reader).0, 200);
+
+    // Start a request and send only half its body: it is now in flight.
+    let (head, tail) = STACK.split_at(STACK.len() / 2);
+    write!(
+        writer,
+        "POST /api/v1/orgs/default/stacks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{head}",
+        STACK.len()
+    )
+    .unwrap();
+    writer.flush().unwrap();
+    assert!(
+        server.wait_for_log("uri=/api/v1/orgs/default/stacks", Duration::from_secs(20)),
+        "the server never saw the request start:\n{}",
+        server.log_text()
+    );
+
+    server.signal(libc::SIGTERM);
+    assert!(server.wait_for_log("shutdown signal received", Duration::from_secs(20)));
+    // New connections are refused or closed while the old request finishes.
+    write!(writer, "{tail}").unwrap();
+    writer.flush().unwrap();
+    let (status, body) = read_response(&mut reader);
+    assert_eq!(status, 201, "in-flight request was cut off: {body}");
+
+    let exit = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("server exits after SIGTERM");
+    assert!(
+        exit.success(),
+        "exit status {exit:?}\n{}",
+        server.log_text()
+    );
+    assert!(server.log_text().contains("store closed"));
+    // A clean close checkpoints the WAL into the database file.
+    let wal = dir.path().join("bosun.db-wal");
+    assert!(
+        !wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0,
+        "WAL left behind"
+    );
+    drop(server);
+
+    let server = ServerProcess::start(dir.path(), &[], &[]);
+    let (status, _) = http(
+        server.addr,
+        "GET",
+        "/api/v1/orgs/default/stacks/net",
+        &token,
+        None,
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn bootstrap_token_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "env-bootstrap-token-0123456789abcdef0123";
+    let server = ServerProcess::start(dir.path(), &[], &[("BOSUN_BOOTSTRAP_TOKEN", token)]);
+    assert!(
+        !dir.path().join("admin-token").exists(),
+        "no file when the token was given"
+    );
+    let (status, body) = http(server.addr, "GET", "/api/v1/whoami", token, None);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"user\":\"admin\""));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "data dir must be private");
+    }
+}
+
+#[test]
+fn generated_admin_token_file_is_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), &[], &[]);
+    let path = dir.path().join("admin-token");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    let (status, _) = http(
+        server.addr,
+        "GET",
+        "/api/v1/whoami",
+        &server.admin_token(),
+        None,
+    );
+    assert_eq!(status, 200);
+}
+
+fn run_server_expecting_failure(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("server")
+        .args(args)
+        .stdin(Stdio::null())
+        .env_remove("BOSUN_BOOTSTRAP_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success(), "server should refuse to start");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn config_file_env_and_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bosun.toml");
+    std::fs::write(&cfg, "listen = \"127.0.0.1:0\"\nlisen = \"typo\"\n").unwrap();
+    let err = run_server_expecting_failure(&["--config", cfg.to_str().unwrap()], &[]);
+    assert!(err.contains("unknown field `lisen`"), "{err}");
+
+    // File < env < flag: the file names one data dir, the env another, and the flag wins
+    // for listen while the env wins for the data dir.
+    let file_dir = dir.path().join("from-file");
+    let env_dir = dir.path().join("from-env");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:1\"\ndata_dir = \"{}\"\n",
+            file_dir.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "server",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("BOSUN_DATA_DIR", &env_dir)
+        .env("BOSUN_LISTEN", "127.0.0.1:2")
+        .env_remove("BOSUN_BOOTSTRAP_TOKEN")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("server exited early").unwrap();
+        if let Some(a) = line.strip_prefix("bosun: listening on http://") {
+            break a.parse::<SocketAddr>().unwrap();
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_ne!(addr.port(), 1);
+    assert_ne!(addr.port(), 2);
+    assert!(env_dir.join("bosun.db").exists());
+    assert!(!file_dir.exists());
+
+    let err = run_server_expecting_failure(
+        &["--listen", "127.0.0.1:0"],
+        &[("BOSUN_BOOTSTRAP_TOKEN", "short")],
+    );
+    assert!(err.contains("BOSUN_BOOTSTRAP_TOKEN"), "{err}");
+}
