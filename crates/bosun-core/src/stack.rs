@@ -745,7 +745,8 @@ mod tests {
 
     #[test]
     fn field_errors_name_the_field() {
-        let cases: Vec<(fn(&mut StackInput), &str)> = vec![
+        type Mutation = fn(&mut StackInput);
+        let cases: Vec<(Mutation, &str)> = vec![
             (|i| i.id = "Bad_Id".into(), "id"),
             (|i| i.repository = "ftp://x/y".into(), "repository"),
             (|i| i.repository = "github:acme".into(), "repository"),

@@ -1,4 +1,5 @@
 //! The SQLite backend: the conformance suite, plus what only a file database shows.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

@@ -34,6 +34,15 @@ fn write_endpoints() -> Vec<(Method, &'static str, serde_json::Value)> {
     ]
 }
 
+/// (content type, body, expected status, code, text the message must contain)
+type BadBody = (
+    Option<&'static str>,
+    Vec<u8>,
+    StatusCode,
+    &'static str,
+    &'static str,
+);
+
 async fn snapshot(t: &TestServer) -> (usize, serde_json::Value) {
     let stacks = t.get("/api/v1/orgs/default/stacks", &t.admin).await.body;
     (t.audit_total().await, stacks)
@@ -55,7 +64,7 @@ async fn malformed_bodies_are_refused_and_store_nothing() {
         let key = valid.as_object().unwrap().keys().next().unwrap().clone();
         wrong_type[&key] = json!({"nested": true});
         let huge = format!("{{\"{key}\": \"{}\"}}", "x".repeat(8192));
-        let cases: Vec<(Option<&str>, Vec<u8>, StatusCode, &str, &str)> = vec![
+        let cases: Vec<BadBody> = vec![
             (
                 Some("application/json"),
                 b"{,}".to_vec(),

@@ -119,3 +119,30 @@ async fn members_and_the_last_admin() {
         .await;
     assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
 }
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let t = TestServer::start().await;
+    let r = t.call(Method::GET, "/healthz", None, None).await;
+    assert_eq!(
+        (r.status, r.body["status"].as_str()),
+        (StatusCode::OK, Some("ok"))
+    );
+    let r = t.call(Method::GET, "/readyz", None, None).await;
+    assert_eq!(
+        (r.status, r.body["status"].as_str()),
+        (StatusCode::OK, Some("ready"))
+    );
+    // Once shutdown begins the server reports not ready, and the store is closed after.
+    let state = t.server.state().clone();
+    let url = t.url.clone();
+    t.server.shutdown().await.unwrap();
+    assert!(
+        state.store.ping().await.is_err(),
+        "store still open after shutdown"
+    );
+    assert!(
+        reqwest::get(format!("{url}/healthz")).await.is_err(),
+        "still accepting"
+    );
+}
