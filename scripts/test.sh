@@ -9,7 +9,6 @@ log() { printf '==> %s\n' "$*"; }
 # Tools the tests drive for real. Each entry: command to probe, Debian package.
 apt_tools=(
   "git:git"
-  "sqlite3:sqlite3"
 )
 missing=()
 for entry in "${apt_tools[@]}"; do
