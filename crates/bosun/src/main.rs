@@ -1,10 +1,16 @@
 //! `bosun`: the one binary — `bosun server`, and the client commands that talk to it.
 
+mod client;
+mod cmd;
+mod output;
 mod server_cmd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::{Client, ClientConfig};
+use crate::cmd::Ctx;
 
 #[derive(Parser)]
 #[command(
@@ -13,14 +19,81 @@ use clap::{Parser, Subcommand};
     about = "Bosun: GitOps for OpenTofu/Terraform and host plans over SSH"
 )]
 struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How client commands reach the server. `bosun server` ignores these.
+#[derive(Args)]
+#[command(next_help_heading = "Client options")]
+struct GlobalArgs {
+    /// The Bosun server's URL.
+    #[arg(
+        long,
+        global = true,
+        env = "BOSUN_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    url: String,
+    /// API token (a personal token; see `bosun token create`).
+    #[arg(long, global = true, env = "BOSUN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The org that org-scoped commands act in.
+    #[arg(long, global = true, env = "BOSUN_ORG", default_value = "default")]
+    org: String,
+    /// Print the server's JSON instead of human-readable output.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run the Bosun server (API, state backend, console).
     Server(server_cmd::ServerArgs),
+    #[command(flatten)]
+    Client(ClientCommand),
+}
+
+/// The commands that talk to a server over its API.
+#[derive(Subcommand)]
+enum ClientCommand {
+    /// Show who the server takes your token for, and your org roles.
+    Whoami,
+    /// Orgs and their members.
+    #[command(subcommand)]
+    Org(cmd::org::OrgCommand),
+    /// Users (server administrators only).
+    #[command(subcommand)]
+    User(cmd::user::UserCommand),
+    /// Personal and runner-pool API tokens.
+    #[command(subcommand)]
+    Token(cmd::token::TokenCommand),
+    /// Stacks: OpenTofu/Terraform root modules tracked from a repository.
+    #[command(subcommand)]
+    Stack(cmd::stack::StackCommand),
+    /// The org's audit log, newest first.
+    Audit(cmd::audit::AuditArgs),
+}
+
+async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Result<()> {
+    let ctx = Ctx {
+        client: Client::new(ClientConfig {
+            url: global.url,
+            token: global.token,
+        })?,
+        org: global.org,
+        json: global.json,
+    };
+    match command {
+        ClientCommand::Whoami => cmd::whoami::run(&ctx).await,
+        ClientCommand::Org(c) => cmd::org::run(&ctx, c).await,
+        ClientCommand::User(c) => cmd::user::run(&ctx, c).await,
+        ClientCommand::Token(c) => cmd::token::run(&ctx, c).await,
+        ClientCommand::Stack(c) => cmd::stack::run(&ctx, c).await,
+        ClientCommand::Audit(a) => cmd::audit::run(&ctx, a).await,
+    }
 }
 
 fn main() -> ExitCode {
@@ -38,6 +111,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Server(args) => server_cmd::run(args).await,
+            Command::Client(command) => run_client(cli.global, command)
+                .await
+                .map(|()| ExitCode::SUCCESS),
         }
     });
     match result {

@@ -1,0 +1,280 @@
+//! The HTTP client the `bosun` commands share: builds API URLs, sends the bearer token,
+//! and turns transport failures and error responses into messages a person can act on.
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use bosun_api::ErrorBody;
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use reqwest::{Method, StatusCode, Url};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Where the server is and who we are to it.
+pub struct ClientConfig {
+    pub url: String,
+    pub token: Option<String>,
+}
+
+/// An error response from the server, as its `{"error": …}` body describes it.
+#[derive(Debug)]
+pub struct ApiFailure {
+    pub code: String,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (", self.message)?;
+        if let Some(field) = &self.field {
+            write!(f, "field: {field}, ")?;
+        }
+        write!(f, "code: {})", self.code)
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+}
+
+impl Client {
+    pub fn new(config: ClientConfig) -> anyhow::Result<Self> {
+        let token = config
+            .token
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| {
+                anyhow!(
+                    "no API token: pass --token or set BOSUN_TOKEN (a new server writes its \
+                     first admin token to <data-dir>/admin-token)"
+                )
+            })?;
+        let base = Url::parse(&config.url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+            .ok_or_else(|| {
+                anyhow!(
+                    "invalid server URL {:?}: expected http(s)://HOST[:PORT] (--url or BOSUN_URL)",
+                    config.url
+                )
+            })?;
+        let mut auth =
+            HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
+                anyhow!("the API token contains characters that cannot be sent in an HTTP header")
+            })?;
+        // Keeps the secret out of any debug output of the request.
+        auth.set_sensitive(true);
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, auth);
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .user_agent(concat!("bosun-cli/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(120))
+            .build()
+            .context("cannot set up the HTTP client")?;
+        Ok(Client { http, base })
+    }
+
+    /// The URL of an API path given as its segments, each percent-encoded on its own so
+    /// an id can never reach a different route.
+    fn endpoint(&self, segments: &[&str]) -> anyhow::Result<Url> {
+        let mut url = self.base.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        url.path_segments_mut()
+            .map_err(|()| anyhow!("server URL {} cannot have a path", self.base))?
+            .pop_if_empty()
+            .extend(["api", "v1"])
+            .extend(segments);
+        Ok(url)
+    }
+
+    /// Sends a request and returns the response's JSON (`Value::Null` for an empty body).
+    pub async fn request<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Option<&B>,
+    ) -> anyhow::Result<Value> {
+        let url = self.endpoint(segments)?;
+        let mut req = self.http.request(method, url.clone());
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&url, e))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| self.transport_error(&url, e))?;
+        if !status.is_success() {
+            return Err(failure(status, &bytes).into());
+        }
+        if bytes.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "the server at {} answered {status} with a body that is not JSON",
+                self.server()
+            )
+        })
+    }
+
+    pub async fn get(&self, segments: &[&str], query: &[(&str, String)]) -> anyhow::Result<Value> {
+        self.request::<()>(Method::GET, segments, query, None).await
+    }
+
+    pub async fn post<B: Serialize + ?Sized>(
+        &self,
+        segments: &[&str],
+        body: &B,
+    ) -> anyhow::Result<Value> {
+        self.request(Method::POST, segments, &[], Some(body)).await
+    }
+
+    pub async fn put<B: Serialize + ?Sized>(
+        &self,
+        segments: &[&str],
+        body: &B,
+    ) -> anyhow::Result<Value> {
+        self.request(Method::PUT, segments, &[], Some(body)).await
+    }
+
+    pub async fn patch<B: Serialize + ?Sized>(
+        &self,
+        segments: &[&str],
+        body: &B,
+    ) -> anyhow::Result<Value> {
+        self.request(Method::PATCH, segments, &[], Some(body)).await
+    }
+
+    pub async fn delete(&self, segments: &[&str]) -> anyhow::Result<Value> {
+        self.request::<()>(Method::DELETE, segments, &[], None)
+            .await
+    }
+
+    /// The server URL as the user gave it, for messages.
+    fn server(&self) -> &str {
+        self.base.as_str().trim_end_matches('/')
+    }
+
+    fn transport_error(&self, url: &Url, e: reqwest::Error) -> anyhow::Error {
+        // reqwest's own message is only "error sending request"; the cause is in the chain.
+        let mut cause = String::new();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            cause = s.to_string();
+            source = s.source();
+        }
+        if cause.is_empty() {
+            cause = e.to_string();
+        }
+        if e.is_connect() {
+            anyhow!(
+                "cannot connect to the Bosun server at {}: {cause} (is it running? set --url or BOSUN_URL)",
+                self.server()
+            )
+        } else if e.is_timeout() {
+            anyhow!(
+                "the Bosun server at {} did not answer in time",
+                self.server()
+            )
+        } else {
+            anyhow!("request to {url} failed: {cause}")
+        }
+    }
+}
+
+/// Reads an error response; a body that is not ours (a proxy's page, say) still yields
+/// a message with the status and the start of the body.
+fn failure(status: StatusCode, bytes: &[u8]) -> ApiFailure {
+    match serde_json::from_slice::<ErrorBody>(bytes) {
+        Ok(body) => ApiFailure {
+            code: body.error.code,
+            message: body.error.message,
+            field: body.error.field,
+        },
+        Err(_) => {
+            let text = String::from_utf8_lossy(bytes);
+            let snippet: String = text.trim().chars().take(200).collect();
+            ApiFailure {
+                code: format!("http_{}", status.as_u16()),
+                message: if snippet.is_empty() {
+                    format!("the server answered {status}")
+                } else {
+                    format!("the server answered {status}: {snippet}")
+                },
+                field: None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(url: &str) -> anyhow::Result<Client> {
+        Client::new(ClientConfig {
+            url: url.into(),
+            token: Some("t".into()),
+        })
+    }
+
+    #[test]
+    fn endpoints_encode_each_segment() -> anyhow::Result<()> {
+        let c = client("http://h:1/prefix/")?;
+        let u = c.endpoint(&["orgs", "a/b", "stacks", "x y"])?;
+        assert_eq!(
+            u.as_str(),
+            "http://h:1/prefix/api/v1/orgs/a%2Fb/stacks/x%20y"
+        );
+        let c = client("http://h:1")?;
+        assert_eq!(
+            c.endpoint(&["whoami"])?.as_str(),
+            "http://h:1/api/v1/whoami"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_bad_config() {
+        assert!(client("not a url").is_err());
+        assert!(client("ftp://h").is_err());
+        let missing = Client::new(ClientConfig {
+            url: "http://h".into(),
+            token: Some("  ".into()),
+        });
+        assert!(missing.is_err_and(|e| e.to_string().contains("BOSUN_TOKEN")));
+    }
+
+    #[test]
+    fn failure_messages() {
+        let f = failure(
+            StatusCode::BAD_REQUEST,
+            br#"{"error":{"code":"validation_failed","message":"path: bad","field":"path"}}"#,
+        );
+        assert_eq!(
+            f.to_string(),
+            "path: bad (field: path, code: validation_failed)"
+        );
+        let f = failure(StatusCode::BAD_GATEWAY, b"<html>oops</html>");
+        assert_eq!(
+            f.to_string(),
+            "the server answered 502 Bad Gateway: <html>oops</html> (code: http_502)"
+        );
+    }
+}

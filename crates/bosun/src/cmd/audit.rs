@@ -1,0 +1,47 @@
+//! `bosun audit`: the org's audit log, newest first.
+
+use bosun_api::AuditEvent;
+use clap::Args;
+
+use super::Ctx;
+use crate::output::{timestamp, Table};
+
+#[derive(Args)]
+pub struct AuditArgs {
+    /// Show at most this many events (1–1000; the server defaults to 100).
+    #[arg(long)]
+    limit: Option<u32>,
+    /// Show events older than this sequence number (to page back through the log).
+    #[arg(long)]
+    before: Option<i64>,
+}
+
+pub async fn run(ctx: &Ctx, args: AuditArgs) -> anyhow::Result<()> {
+    let mut query = Vec::new();
+    if let Some(limit) = args.limit {
+        query.push(("limit", limit.to_string()));
+    }
+    if let Some(before) = args.before {
+        query.push(("before", before.to_string()));
+    }
+    let value = ctx.client.get(&["orgs", &ctx.org, "audit"], &query).await?;
+    ctx.show(value, |events: Vec<AuditEvent>| {
+        let mut t = Table::new(&["SEQ", "AT", "ACTOR", "ACTION", "TARGET", "DETAIL"]);
+        for e in events {
+            let detail = match &e.detail {
+                serde_json::Value::Object(m) if m.is_empty() => String::new(),
+                serde_json::Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            t.row(vec![
+                e.seq.to_string(),
+                timestamp(&e.at),
+                e.actor,
+                e.action,
+                e.target,
+                detail,
+            ]);
+        }
+        t.render()
+    })
+}

@@ -1,0 +1,485 @@
+//! `bosun stack`: create, list, show, update and delete the org's stacks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _};
+use bosun_api::{Dependency, DriftDetection, Page, Stack, StackCreate, StackPatch};
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use super::{decode, Ctx};
+use crate::output::{timestamp, yes_no, Fields, Table};
+
+#[derive(Subcommand)]
+pub enum StackCommand {
+    /// Create a stack from flags, or from a JSON body with --file.
+    Create(Box<CreateArgs>),
+    /// List the org's stacks, ordered by id.
+    List {
+        /// Stacks per page (1–1000; the server defaults to 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Start after this stack id (a previous page's next cursor).
+        #[arg(long, conflicts_with = "all")]
+        cursor: Option<String>,
+        /// Fetch every page, not just the first.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one stack.
+    Show { id: String },
+    /// Change the given fields of a stack; everything not named stays as it is.
+    Update(Box<UpdateArgs>),
+    /// Delete a stack (refused while other stacks depend on it).
+    Delete { id: String },
+}
+
+/// The settable fields `create` and `update` share.
+#[derive(Args)]
+#[group(id = "stack_fields", multiple = true)]
+pub struct StackFields {
+    /// Display name [create default: the id].
+    #[arg(long)]
+    name: Option<String>,
+    /// Git branch to track [create default: main].
+    #[arg(long)]
+    branch: Option<String>,
+    /// Root module folder inside the repository, relative [create default: the root].
+    #[arg(long)]
+    path: Option<String>,
+    /// Another repository path whose changes trigger this stack (repeatable; on update,
+    /// replaces the list).
+    #[arg(long = "watch-path", value_name = "PATH")]
+    watch_paths: Vec<String>,
+    /// tofu or terraform [create default: tofu].
+    #[arg(long)]
+    engine: Option<String>,
+    /// The engine binary: an absolute path or a command on PATH.
+    #[arg(long)]
+    engine_binary: Option<String>,
+    /// Engine version pin.
+    #[arg(long)]
+    engine_version: Option<String>,
+    /// Runner size: small, medium or large [create default: small].
+    #[arg(long)]
+    tier: Option<String>,
+    /// Apply automatically after a successful plan (`--autodeploy=false` turns it off).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    autodeploy: Option<bool>,
+    /// Environment label (a slug).
+    #[arg(long)]
+    environment: Option<String>,
+    /// An input variable, NAME=VALUE (repeatable; on update, replaces all variables).
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, String)>,
+    /// An upstream stack this one depends on (repeatable; on update, replaces the list).
+    #[arg(long = "depends-on", value_name = "STACK")]
+    depends_on: Vec<String>,
+    /// Cron schedule for drift detection.
+    #[arg(long, value_name = "CRON")]
+    drift_schedule: Option<String>,
+    /// Start a tracked run when drift is found (`--drift-reconcile=false` turns it off).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    drift_reconcile: Option<bool>,
+    /// Runner pool: `hosted` or a pool slug [create default: hosted].
+    #[arg(long)]
+    runner_pool: Option<String>,
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// The stack's id (a slug; it never changes).
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    id: Option<String>,
+    /// Git repository URL.
+    #[arg(long, required_unless_present = "file", conflicts_with = "file")]
+    repository: Option<String>,
+    /// Read the whole stack definition (the JSON body of POST /stacks) from this file,
+    /// or from standard input with `-`.
+    #[arg(long, value_name = "FILE", conflicts_with = "stack_fields")]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    fields: StackFields,
+}
+
+#[derive(Args)]
+pub struct UpdateArgs {
+    id: String,
+    /// Git repository URL.
+    #[arg(long)]
+    repository: Option<String>,
+    #[command(flatten)]
+    fields: StackFields,
+    /// Remove the environment label.
+    #[arg(long, conflicts_with = "environment")]
+    clear_environment: bool,
+    /// Turn drift detection off.
+    #[arg(long, conflicts_with_all = ["drift_schedule", "drift_reconcile"])]
+    clear_drift_detection: bool,
+    /// Forget the engine binary (use the default one).
+    #[arg(long, conflicts_with = "engine_binary")]
+    clear_engine_binary: bool,
+    /// Remove the engine version pin.
+    #[arg(long, conflicts_with = "engine_version")]
+    clear_engine_version: bool,
+    /// Remove every input variable.
+    #[arg(long, conflicts_with = "vars")]
+    clear_vars: bool,
+    /// Remove every extra watched path.
+    #[arg(long, conflicts_with = "watch_paths")]
+    clear_watch_paths: bool,
+    /// Remove every dependency.
+    #[arg(long, conflicts_with = "depends_on")]
+    clear_depends_on: bool,
+}
+
+fn parse_var(raw: &str) -> Result<(String, String), String> {
+    match raw.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(format!("expected NAME=VALUE (got {raw:?})")),
+    }
+}
+
+fn dependencies(stacks: Vec<String>) -> Vec<Dependency> {
+    stacks
+        .into_iter()
+        .map(|stack| Dependency {
+            stack,
+            ..Dependency::default()
+        })
+        .collect()
+}
+
+fn read_create_file(file: &PathBuf) -> anyhow::Result<StackCreate> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the stack from stdin")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    // Parsed here, not just forwarded, so a typo names the file and line it is on.
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a valid stack definition", file.display()))
+}
+
+fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
+    if let Some(file) = &args.file {
+        return read_create_file(file);
+    }
+    let f = args.fields;
+    let drift_detection = match (f.drift_schedule, f.drift_reconcile) {
+        (Some(schedule), reconcile) => Some(DriftDetection {
+            schedule,
+            reconcile: reconcile.unwrap_or(false),
+        }),
+        (None, Some(_)) => bail!("--drift-reconcile needs --drift-schedule"),
+        (None, None) => None,
+    };
+    Ok(StackCreate {
+        id: args.id.unwrap_or_default(),
+        name: f.name,
+        repository: args.repository.unwrap_or_default(),
+        branch: f.branch,
+        path: f.path,
+        watch_paths: f.watch_paths,
+        engine: f.engine,
+        engine_binary: f.engine_binary,
+        engine_version: f.engine_version,
+        tier: f.tier,
+        autodeploy: f.autodeploy.unwrap_or(false),
+        environment: f.environment,
+        variables: f.vars.into_iter().collect(),
+        depends_on: dependencies(f.depends_on),
+        drift_detection,
+        runner_pool: f.runner_pool,
+    })
+}
+
+/// The patch for `update`, holding only what the flags name. `current` is the stored
+/// stack, needed only when one drift flag is given without the other.
+fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<StackPatch> {
+    let f = &args.fields;
+    let non_empty = |v: &Vec<String>, clear: bool| {
+        (clear || !v.is_empty()).then(|| if clear { Vec::new() } else { v.clone() })
+    };
+    let nullable = |v: &Option<String>, clear: bool| {
+        if clear {
+            Some(None)
+        } else {
+            v.clone().map(Some)
+        }
+    };
+    let drift_detection = if args.clear_drift_detection {
+        Some(None)
+    } else {
+        match (&f.drift_schedule, f.drift_reconcile) {
+            (None, None) => None,
+            (schedule, reconcile) => {
+                let stored = current.and_then(|s| s.drift_detection.clone());
+                let schedule = match (schedule, &stored) {
+                    (Some(s), _) => s.clone(),
+                    (None, Some(d)) => d.schedule.clone(),
+                    (None, None) => bail!(
+                        "stack {} has no drift detection: --drift-reconcile needs --drift-schedule",
+                        args.id
+                    ),
+                };
+                let reconcile = reconcile.or(stored.map(|d| d.reconcile)).unwrap_or(false);
+                Some(Some(DriftDetection {
+                    schedule,
+                    reconcile,
+                }))
+            }
+        }
+    };
+    let variables = if args.clear_vars {
+        Some(BTreeMap::new())
+    } else {
+        (!f.vars.is_empty()).then(|| f.vars.iter().cloned().collect())
+    };
+    Ok(StackPatch {
+        id: None,
+        name: f.name.clone(),
+        repository: args.repository.clone(),
+        branch: f.branch.clone(),
+        path: f.path.clone(),
+        watch_paths: non_empty(&f.watch_paths, args.clear_watch_paths),
+        engine: f.engine.clone(),
+        engine_binary: nullable(&f.engine_binary, args.clear_engine_binary),
+        engine_version: nullable(&f.engine_version, args.clear_engine_version),
+        tier: f.tier.clone(),
+        autodeploy: f.autodeploy,
+        environment: nullable(&f.environment, args.clear_environment),
+        variables,
+        depends_on: non_empty(&f.depends_on, args.clear_depends_on).map(dependencies),
+        drift_detection,
+        runner_pool: f.runner_pool.clone(),
+    })
+}
+
+fn or_dash(v: Option<String>) -> String {
+    v.filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into())
+}
+
+/// The root module folder as shown to people: the repository root is `.`.
+fn shown_path(p: &str) -> String {
+    if p.is_empty() {
+        ".".into()
+    } else {
+        p.to_string()
+    }
+}
+
+pub fn stack_text(s: Stack) -> String {
+    let deps = s
+        .depends_on
+        .into_iter()
+        .map(|d| {
+            let mut line = d.stack;
+            if !d.outputs.is_empty() {
+                let outputs: Vec<String> = d
+                    .outputs
+                    .iter()
+                    .map(|(out, var)| format!("{out}->{var}"))
+                    .collect();
+                line.push_str(&format!(" (outputs: {})", outputs.join(", ")));
+            }
+            if d.trigger_always {
+                line.push_str(" (trigger always)");
+            }
+            line
+        })
+        .collect();
+    let drift = match s.drift_detection {
+        Some(d) if d.reconcile => format!("{} (reconcile)", d.schedule),
+        Some(d) => d.schedule,
+        None => "-".into(),
+    };
+    Fields::new()
+        .add("id", s.id)
+        .add("name", s.name)
+        .add("repository", s.repository)
+        .add("branch", s.branch)
+        .add("path", shown_path(&s.path))
+        .lines("watch paths", s.watch_paths)
+        .add("engine", s.engine)
+        .add("engine binary", or_dash(s.engine_binary))
+        .add("engine version", or_dash(s.engine_version))
+        .add("tier", s.tier)
+        .add("autodeploy", yes_no(s.autodeploy))
+        .add("environment", or_dash(s.environment))
+        .lines(
+            "variables",
+            s.variables
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+        )
+        .lines("depends on", deps)
+        .add("drift detection", drift)
+        .add("runner pool", s.runner_pool)
+        .add("created", timestamp(&s.created_at))
+        .add("updated", timestamp(&s.updated_at))
+        .render()
+}
+
+fn stack_table(org: &str, stacks: Vec<Stack>) -> String {
+    if stacks.is_empty() {
+        return format!("No stacks in org {org}.\n");
+    }
+    let mut t = Table::new(&[
+        "ID",
+        "NAME",
+        "ENGINE",
+        "BRANCH",
+        "PATH",
+        "AUTODEPLOY",
+        "REPOSITORY",
+    ]);
+    for s in stacks {
+        t.row(vec![
+            s.id,
+            s.name,
+            s.engine,
+            s.branch,
+            shown_path(&s.path),
+            yes_no(s.autodeploy).into(),
+            s.repository,
+        ]);
+    }
+    t.render()
+}
+
+async fn list(
+    ctx: &Ctx,
+    limit: Option<u32>,
+    mut cursor: Option<String>,
+    all: bool,
+) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    let mut items: Vec<Value> = Vec::new();
+    let next = loop {
+        let mut query = Vec::new();
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        if let Some(c) = &cursor {
+            query.push(("cursor", c.clone()));
+        }
+        let page: Page<Value> = decode(ctx.client.get(&["orgs", org, "stacks"], &query).await?)?;
+        items.extend(page.items);
+        match page.next_cursor {
+            // A cursor that does not move would page forever; treat it as the end.
+            Some(next) if all && cursor.as_ref() != Some(&next) => cursor = Some(next),
+            Some(next) if !all => break Some(next),
+            _ => break None,
+        }
+    };
+    if ctx.json {
+        return crate::output::emit_json(&json!({"items": items, "next_cursor": next}));
+    }
+    let stacks: Vec<Stack> = decode(Value::Array(items))?;
+    crate::output::emit(&stack_table(org, stacks))?;
+    if let Some(next) = next {
+        eprintln!("(more stacks: use --all, or --cursor {next} for the next page)");
+    }
+    Ok(())
+}
+
+pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    match cmd {
+        StackCommand::Create(args) => {
+            let body = create_body(*args)?;
+            let value = ctx.client.post(&["orgs", org, "stacks"], &body).await?;
+            ctx.show(value, stack_text)
+        }
+        StackCommand::List { limit, cursor, all } => list(ctx, limit, cursor, all).await,
+        StackCommand::Show { id } => {
+            let value = ctx.client.get(&["orgs", org, "stacks", &id], &[]).await?;
+            ctx.show(value, stack_text)
+        }
+        StackCommand::Update(args) => {
+            let f = &args.fields;
+            let partial_drift = !args.clear_drift_detection
+                && (f.drift_schedule.is_some() != f.drift_reconcile.is_some());
+            let current: Option<Stack> = if partial_drift {
+                Some(decode(
+                    ctx.client
+                        .get(&["orgs", org, "stacks", &args.id], &[])
+                        .await?,
+                )?)
+            } else {
+                None
+            };
+            let patch = patch_body(&args, current.as_ref())?;
+            if serde_json::to_value(&patch)?
+                .as_object()
+                .is_some_and(|m| m.is_empty())
+            {
+                bail!("nothing to change: name at least one field to update (see `bosun stack update --help`)");
+            }
+            let value = ctx
+                .client
+                .patch(&["orgs", org, "stacks", &args.id], &patch)
+                .await?;
+            ctx.show(value, stack_text)
+        }
+        StackCommand::Delete { id } => {
+            ctx.client.delete(&["orgs", org, "stacks", &id]).await?;
+            ctx.done(&format!("Deleted stack {id} from org {org}."))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(subcommand)]
+        cmd: StackCommand,
+    }
+
+    fn update(args: &[&str]) -> anyhow::Result<Value> {
+        let parsed = T::try_parse_from(["t", "update"].iter().chain(args))?;
+        let StackCommand::Update(u) = parsed.cmd else {
+            bail!("not an update");
+        };
+        Ok(serde_json::to_value(patch_body(&u, None)?)?)
+    }
+
+    #[test]
+    fn patch_holds_only_named_fields() -> anyhow::Result<()> {
+        assert_eq!(update(&["web", "--name", "Web"])?, json!({"name": "Web"}));
+        assert_eq!(
+            update(&["web", "--clear-environment", "--autodeploy=false"])?,
+            json!({"environment": null, "autodeploy": false})
+        );
+        assert_eq!(
+            update(&["web", "--clear-vars", "--clear-drift-detection"])?,
+            json!({"variables": {}, "drift_detection": null})
+        );
+        assert_eq!(
+            update(&["web", "--drift-schedule", "0 * * * *", "--drift-reconcile"])?,
+            json!({"drift_detection": {"schedule": "0 * * * *", "reconcile": true}})
+        );
+        assert!(update(&["web", "--drift-reconcile"]).is_err());
+        assert!(update(&["web", "--environment", "x", "--clear-environment"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn create_flags_and_file_exclude_each_other() {
+        let parse = |args: &[&str]| T::try_parse_from(["t", "create"].iter().chain(args));
+        assert!(parse(&["web", "--repository", "r", "--autodeploy"]).is_ok());
+        assert!(parse(&["--file", "s.json"]).is_ok());
+        assert!(parse(&["--file", "s.json", "--name", "x"]).is_err());
+        assert!(parse(&["web"]).is_err());
+        assert!(parse(&["web", "--repository", "r", "--var", "novalue"]).is_err());
+    }
+}

@@ -1,0 +1,781 @@
+//! The `bosun` client commands end to end: each test runs the real binary against a real
+//! `bosun server` child process with its own data dir.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+use support::{bosun, ServerProcess};
+use tempfile::TempDir;
+
+struct Env {
+    server: ServerProcess,
+    admin: String,
+    _dir: TempDir,
+}
+
+fn start() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), &[], &[]);
+    let admin = server.admin_token();
+    Env {
+        server,
+        admin,
+        _dir: dir,
+    }
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs a command that must succeed; returns its stdout.
+fn ok(env: &Env, token: &str, args: &[&str]) -> String {
+    let out = bosun(&env.server, token, args);
+    assert!(
+        out.status.success(),
+        "bosun {args:?} failed\n{}",
+        describe(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a command with `--json` that must succeed; returns the parsed JSON.
+fn ok_json(env: &Env, token: &str, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let text = ok(env, token, &args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+/// Runs a command that must fail with exit code 1; returns its stderr.
+fn fails(env: &Env, token: &str, args: &[&str]) -> String {
+    let out = bosun(&env.server, token, args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "bosun {args:?} should have failed\n{}",
+        describe(&out)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// Creates a user in org `default` with `role` and returns a personal token for them.
+fn member_with_token(env: &Env, user: &str, role: &str) -> String {
+    ok(env, &env.admin, &["user", "create", user]);
+    ok(
+        env,
+        &env.admin,
+        &["org", "set-member", user, "--role", role],
+    );
+    let created = ok_json(env, &env.admin, &["token", "create", "--user", user]);
+    created["secret"].as_str().unwrap().to_string()
+}
+
+/// Replaces RFC 3339 second-precision timestamps (`2025-01-02T03:04:05Z`) with
+/// `[timestamp]` so output can be compared literally.
+fn redact_timestamps(text: &str) -> String {
+    const MASK: &[u8] = b"dddd-dd-ddTdd:dd:ddZ";
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let is_ts = bytes.len() - i >= MASK.len()
+            && MASK.iter().zip(&bytes[i..]).all(|(m, b)| match m {
+                b'd' => b.is_ascii_digit(),
+                other => other == b,
+            });
+        if is_ts {
+            out.push_str("[timestamp]");
+            i += MASK.len();
+        } else {
+            let ch = text[i..].chars().next().unwrap();
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+const FULL_STACK: &[&str] = &[
+    "stack",
+    "create",
+    "web",
+    "--repository",
+    "https://github.com/acme/infra.git",
+    "--name",
+    "Web frontend",
+    "--branch",
+    "prod",
+    "--path",
+    "envs/web",
+    "--watch-path",
+    "modules/net",
+    "--watch-path",
+    "modules/dns",
+    "--engine",
+    "terraform",
+    "--engine-binary",
+    "/usr/local/bin/terraform",
+    "--engine-version",
+    "1.5.7",
+    "--tier",
+    "medium",
+    "--autodeploy",
+    "--environment",
+    "production",
+    "--var",
+    "region=eu-west-1",
+    "--var",
+    "replicas=3",
+    "--depends-on",
+    "network",
+    "--drift-schedule",
+    "0 3 * * *",
+    "--drift-reconcile",
+    "--runner-pool",
+    "edge",
+];
+
+#[test]
+fn stack_create_with_every_flag_round_trips_through_show() {
+    let env = start();
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "network",
+            "--repository",
+            "https://github.com/acme/net.git",
+        ],
+    );
+    let created = ok_json(&env, &env.admin, FULL_STACK);
+    let shown = ok_json(&env, &env.admin, &["stack", "show", "web"]);
+    assert_eq!(created, shown);
+    let mut expected = json!({
+        "id": "web",
+        "name": "Web frontend",
+        "repository": "https://github.com/acme/infra.git",
+        "branch": "prod",
+        "path": "envs/web",
+        "engine": "terraform",
+        "engine_binary": "/usr/local/bin/terraform",
+        "engine_version": "1.5.7",
+        "tier": "medium",
+        "autodeploy": true,
+        "environment": "production",
+        "variables": {"region": "eu-west-1", "replicas": "3"},
+        "depends_on": [{"stack": "network", "outputs": {}, "trigger_always": false}],
+        "drift_detection": {"schedule": "0 3 * * *", "reconcile": true},
+        "runner_pool": "edge",
+    });
+    assert_eq!(shown["watch_paths"], json!(["modules/net", "modules/dns"]));
+    for (key, want) in expected.as_object_mut().unwrap() {
+        assert_eq!(&shown[key], want, "field {key}");
+    }
+}
+
+#[test]
+fn human_stack_show_snapshot() {
+    let env = start();
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "network",
+            "--repository",
+            "https://github.com/acme/net.git",
+        ],
+    );
+    ok(&env, &env.admin, FULL_STACK);
+    let text = redact_timestamps(&ok(&env, &env.admin, &["stack", "show", "web"]));
+    let expected = "\
+id:              web
+name:            Web frontend
+repository:      https://github.com/acme/infra.git
+branch:          prod
+path:            envs/web
+watch paths:     modules/net
+                 modules/dns
+engine:          terraform
+engine binary:   /usr/local/bin/terraform
+engine version:  1.5.7
+tier:            medium
+autodeploy:      yes
+environment:     production
+variables:       region=eu-west-1
+                 replicas=3
+depends on:      network
+drift detection: 0 3 * * * (reconcile)
+runner pool:     edge
+created:         [timestamp]
+updated:         [timestamp]
+";
+    assert_eq!(text, expected);
+}
+
+#[test]
+fn stack_create_from_file() {
+    let env = start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stack.json");
+    std::fs::write(
+        &file,
+        json!({
+            "id": "from-file",
+            "repository": "https://github.com/acme/infra.git",
+            "path": "envs/staging",
+            "variables": {"a": "1"},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let created = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "create", "--file", file.to_str().unwrap()],
+    );
+    assert_eq!(created["id"], "from-file");
+    assert_eq!(created["path"], "envs/staging");
+    assert_eq!(created["variables"], json!({"a": "1"}));
+
+    std::fs::write(&file, r#"{"id": "typo", "repository": "r", "nmae": "x"}"#).unwrap();
+    let err = fails(
+        &env,
+        &env.admin,
+        &["stack", "create", "--file", file.to_str().unwrap()],
+    );
+    assert!(
+        err.contains("not a valid stack definition") && err.contains("nmae"),
+        "{err}"
+    );
+}
+
+#[test]
+fn human_stack_list_is_a_table_of_ids() {
+    let env = start();
+    for id in ["alpha", "beta"] {
+        ok(
+            &env,
+            &env.admin,
+            &[
+                "stack",
+                "create",
+                id,
+                "--repository",
+                "https://github.com/acme/infra.git",
+            ],
+        );
+    }
+    let text = ok(&env, &env.admin, &["stack", "list"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("ID ") && lines[0].contains("NAME"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("alpha "), "{text}");
+    assert!(lines[2].starts_with("beta "), "{text}");
+    // Aligned: the NAME column starts at the same offset on every line.
+    let col = lines[0].find("NAME").unwrap();
+    assert!(
+        lines[1..].iter().all(|l| l[..col].ends_with("  ")),
+        "{text}"
+    );
+}
+
+#[test]
+fn stack_list_all_follows_every_page() {
+    let env = start();
+    let ids = ["s1", "s2", "s3", "s4", "s5"];
+    for id in ids {
+        ok(
+            &env,
+            &env.admin,
+            &[
+                "stack",
+                "create",
+                id,
+                "--repository",
+                "https://github.com/acme/infra.git",
+            ],
+        );
+    }
+    let first = ok_json(&env, &env.admin, &["stack", "list", "--limit", "2"]);
+    assert_eq!(first["items"].as_array().unwrap().len(), 2);
+    assert_eq!(first["next_cursor"], "s2");
+
+    let all = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "list", "--limit", "2", "--all"],
+    );
+    let got: Vec<&str> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, ids);
+    assert_eq!(all["next_cursor"], Value::Null);
+
+    let text = ok(
+        &env,
+        &env.admin,
+        &["stack", "list", "--limit", "2", "--all"],
+    );
+    for id in ids {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{id} "))),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn stack_update_changes_only_named_fields() {
+    let env = start();
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "web",
+            "--repository",
+            "https://github.com/acme/infra.git",
+            "--environment",
+            "staging",
+            "--var",
+            "a=1",
+        ],
+    );
+    let renamed = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--name", "Renamed"],
+    );
+    assert_eq!(renamed["id"], "web");
+    assert_eq!(renamed["name"], "Renamed");
+    assert_eq!(renamed["environment"], "staging");
+    assert_eq!(renamed["variables"], json!({"a": "1"}));
+
+    let cleared = ok_json(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "update",
+            "web",
+            "--clear-environment",
+            "--autodeploy",
+        ],
+    );
+    assert_eq!(cleared["environment"], Value::Null);
+    assert_eq!(cleared["autodeploy"], true);
+    assert_eq!(cleared["name"], "Renamed");
+
+    let drift = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--drift-schedule", "*/5 * * * *"],
+    );
+    assert_eq!(
+        drift["drift_detection"],
+        json!({"schedule": "*/5 * * * *", "reconcile": false})
+    );
+    // One drift flag alone keeps the other part as stored.
+    let drift = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--drift-reconcile"],
+    );
+    assert_eq!(
+        drift["drift_detection"],
+        json!({"schedule": "*/5 * * * *", "reconcile": true})
+    );
+    let off = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--clear-drift-detection"],
+    );
+    assert_eq!(off["drift_detection"], Value::Null);
+
+    let err = fails(&env, &env.admin, &["stack", "update", "web"]);
+    assert!(err.contains("nothing to change"), "{err}");
+    let shown = ok_json(&env, &env.admin, &["stack", "show", "web"]);
+    assert_eq!(shown["name"], "Renamed");
+}
+
+#[test]
+fn stack_delete_removes_it_and_respects_dependents() {
+    let env = start();
+    let repo = "https://github.com/acme/infra.git";
+    ok(
+        &env,
+        &env.admin,
+        &["stack", "create", "net", "--repository", repo],
+    );
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "app",
+            "--repository",
+            repo,
+            "--depends-on",
+            "net",
+        ],
+    );
+    let err = fails(&env, &env.admin, &["stack", "delete", "net"]);
+    assert!(
+        err.starts_with("error: ") && err.contains("has_dependents"),
+        "{err}"
+    );
+
+    let text = ok(&env, &env.admin, &["stack", "delete", "app"]);
+    assert!(text.contains("Deleted stack app"), "{text}");
+    let err = fails(&env, &env.admin, &["stack", "show", "app"]);
+    assert!(
+        err.contains("not found") && err.contains("not_found"),
+        "{err}"
+    );
+    ok(&env, &env.admin, &["stack", "delete", "net"]);
+    let list = ok_json(&env, &env.admin, &["stack", "list"]);
+    assert_eq!(list["items"], json!([]));
+}
+
+#[test]
+fn validation_error_names_the_field_and_stores_nothing() {
+    let env = start();
+    let out = bosun(
+        &env.server,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "bad",
+            "--repository",
+            "https://github.com/acme/infra.git",
+            "--path",
+            "/abs",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(out.stdout.is_empty(), "{}", describe(&out));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: path: "), "{err}");
+    assert!(
+        err.contains("field: path") && err.contains("validation_failed"),
+        "{err}"
+    );
+    let list = ok_json(&env, &env.admin, &["stack", "list"]);
+    assert_eq!(list["items"], json!([]));
+    fails(&env, &env.admin, &["stack", "show", "bad"]);
+}
+
+#[test]
+fn missing_token_and_unreachable_server_are_clear_errors() {
+    let env = start();
+    let out = Command::new(support::BIN)
+        .args(["stack", "list"])
+        .env("BOSUN_URL", env.server.url())
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no API token") && err.contains("BOSUN_TOKEN"),
+        "{err}"
+    );
+
+    let err = fails(&env, "bosun_pat_not-a-real-token", &["whoami"]);
+    assert!(
+        err.contains("invalid token") && err.contains("unauthenticated"),
+        "{err}"
+    );
+
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = Command::new(support::BIN)
+        .args(["whoami"])
+        .env("BOSUN_URL", &url)
+        .env("BOSUN_TOKEN", &env.admin)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot connect") && err.contains(&url),
+        "{err}"
+    );
+}
+
+#[test]
+fn personal_token_create_use_and_revoke() {
+    let env = start();
+    let created = ok_json(
+        &env,
+        &env.admin,
+        &[
+            "token",
+            "create",
+            "--description",
+            "laptop",
+            "--expires-in",
+            "30d",
+        ],
+    );
+    let secret = created["secret"].as_str().unwrap().to_string();
+    let id = created["token"]["id"].as_str().unwrap().to_string();
+    assert_eq!(created["token"]["kind"], "personal");
+    assert!(created["token"]["expires_at"].is_string());
+
+    let me = ok_json(&env, &secret, &["whoami"]);
+    assert_eq!(me["user"], "admin");
+    assert_eq!(me["token_id"], id.as_str());
+    let human = ok(&env, &secret, &["whoami"]);
+    assert!(
+        human.contains("user:") && human.contains("admin"),
+        "{human}"
+    );
+
+    let list = ok(&env, &env.admin, &["token", "list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with(&id) && l.contains("laptop")),
+        "{list}"
+    );
+
+    let text = ok(&env, &env.admin, &["token", "revoke", &id]);
+    assert!(text.contains(&id), "{text}");
+    let err = fails(&env, &secret, &["whoami"]);
+    assert!(
+        err.contains("revoked") && err.contains("unauthenticated"),
+        "{err}"
+    );
+
+    // The human form prints the secret with its one-time warning.
+    let text = ok(&env, &env.admin, &["token", "create"]);
+    assert!(
+        text.contains("secret:") && text.contains("bosun_"),
+        "{text}"
+    );
+    assert!(text.contains("will not be shown again"), "{text}");
+
+    let err = fails(&env, &env.admin, &["token", "create", "--expires-in", "1s"]);
+    assert!(err.contains("field: expires_in_seconds"), "{err}");
+}
+
+#[test]
+fn pool_tokens_create_list_revoke() {
+    let env = start();
+    let created = ok_json(
+        &env,
+        &env.admin,
+        &[
+            "token",
+            "create",
+            "--pool",
+            "edge",
+            "--description",
+            "edge runners",
+        ],
+    );
+    let id = created["token"]["id"].as_str().unwrap().to_string();
+    let secret = created["secret"].as_str().unwrap().to_string();
+    assert_eq!(created["token"]["kind"], "pool");
+    assert_eq!(created["token"]["pool"], "edge");
+    assert_eq!(created["token"]["org"], "default");
+
+    let listed = ok_json(&env, &env.admin, &["token", "list", "--pool"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id.as_str()]);
+    let text = ok(&env, &env.admin, &["token", "list", "--pool"]);
+    assert!(
+        text.contains(&id) && text.contains("pool default/edge"),
+        "{text}"
+    );
+    // Personal listing does not include pool tokens.
+    assert!(!ok(&env, &env.admin, &["token", "list"]).contains(&id));
+
+    // A pool token is not a user's credential.
+    let err = fails(&env, &secret, &["whoami"]);
+    assert!(err.contains("forbidden"), "{err}");
+
+    ok(&env, &env.admin, &["token", "revoke", "--pool", &id]);
+    let listed = ok_json(&env, &env.admin, &["token", "list", "--pool"]);
+    assert!(listed[0]["revoked_at"].is_string(), "{listed}");
+}
+
+#[test]
+fn orgs_users_and_roles() {
+    let env = start();
+    let org = ok_json(
+        &env,
+        &env.admin,
+        &["org", "create", "acme", "--name", "Acme Corp"],
+    );
+    assert_eq!(org["id"], "acme");
+    assert_eq!(org["name"], "Acme Corp");
+    let shown = ok(&env, &env.admin, &["org", "show", "acme"]);
+    assert!(shown.contains("Acme Corp"), "{shown}");
+    let list = ok(&env, &env.admin, &["org", "list"]);
+    assert!(list.lines().any(|l| l.starts_with("acme ")), "{list}");
+    assert!(list.lines().any(|l| l.starts_with("default ")), "{list}");
+
+    // --org scopes stack commands.
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "--org",
+            "acme",
+            "stack",
+            "create",
+            "acme-web",
+            "--repository",
+            "https://github.com/acme/infra.git",
+        ],
+    );
+    let acme = ok_json(&env, &env.admin, &["stack", "list", "--org", "acme"]);
+    assert_eq!(acme["items"][0]["id"], "acme-web");
+    let default = ok_json(&env, &env.admin, &["stack", "list"]);
+    assert_eq!(default["items"], json!([]));
+
+    let user = ok_json(&env, &env.admin, &["user", "create", "bob"]);
+    assert_eq!(user["id"], "bob");
+    assert_eq!(user["server_admin"], false);
+    let member = ok_json(
+        &env,
+        &env.admin,
+        &["org", "set-member", "bob", "--role", "viewer"],
+    );
+    assert_eq!(member, json!({"user": "bob", "role": "viewer"}));
+    let members = ok(&env, &env.admin, &["org", "members"]);
+    assert!(
+        members
+            .lines()
+            .any(|l| l.starts_with("bob ") && l.ends_with("viewer")),
+        "{members}"
+    );
+
+    let bob = ok_json(&env, &env.admin, &["token", "create", "--user", "bob"]);
+    let bob = bob["secret"].as_str().unwrap();
+    let me = ok_json(&env, bob, &["whoami"]);
+    assert_eq!(me["orgs"], json!([{"org": "default", "role": "viewer"}]));
+
+    // A viewer reads but may not create.
+    ok(&env, bob, &["stack", "list"]);
+    let err = fails(
+        &env,
+        bob,
+        &[
+            "stack",
+            "create",
+            "nope",
+            "--repository",
+            "https://github.com/acme/infra.git",
+        ],
+    );
+    assert!(
+        err.contains("your role in org \"default\" is viewer"),
+        "{err}"
+    );
+    assert!(err.contains("code: forbidden"), "{err}");
+    // Creating orgs needs a server admin.
+    let err = fails(&env, bob, &["org", "create", "bobs"]);
+    assert!(err.contains("server administrator"), "{err}");
+
+    let err = fails(
+        &env,
+        &env.admin,
+        &["org", "set-member", "bob", "--role", "chief"],
+    );
+    assert!(err.contains("field: role"), "{err}");
+
+    ok(&env, &env.admin, &["org", "remove-member", "bob"]);
+    let err = fails(&env, bob, &["stack", "list"]);
+    assert!(err.contains("not a member"), "{err}");
+}
+
+#[test]
+fn operator_is_refused_stack_create() {
+    let env = start();
+    let carol = member_with_token(&env, "carol", "operator");
+    let err = fails(
+        &env,
+        &carol,
+        &[
+            "stack",
+            "create",
+            "x",
+            "--repository",
+            "https://github.com/acme/infra.git",
+        ],
+    );
+    assert!(
+        err.contains("is operator; this action needs admin"),
+        "{err}"
+    );
+}
+
+#[test]
+fn audit_lists_stack_create() {
+    let env = start();
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "web",
+            "--repository",
+            "https://github.com/acme/infra.git",
+        ],
+    );
+    let events = ok_json(&env, &env.admin, &["audit", "--limit", "10"]);
+    let create = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "stack.create")
+        .unwrap_or_else(|| panic!("no stack.create in {events}"));
+    assert_eq!(create["target"], "stack:web");
+    assert_eq!(create["actor"], "user:admin");
+
+    let text = ok(&env, &env.admin, &["audit"]);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("stack.create") && l.contains("stack:web")),
+        "{text}"
+    );
+    let one = ok_json(&env, &env.admin, &["audit", "--limit", "1"]);
+    assert_eq!(one.as_array().unwrap().len(), 1);
+}
