@@ -361,7 +361,14 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self) {
-        // Closing the last connection checkpoints the WAL into the main file.
+        // Fold the WAL into the database file now, rather than trusting the last
+        // connection's close to do it before the process exits.
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.pool)
+            .await
+        {
+            tracing::warn!(error = %e, "WAL checkpoint at close failed");
+        }
         self.pool.close().await;
     }
 
