@@ -83,10 +83,11 @@ fn presented_token(headers: &HeaderMap) -> Result<String, ApiError> {
 /// Turns the presented token into the principal it stands for.
 pub async fn authenticate(store: &dyn Store, headers: &HeaderMap) -> Result<Principal, ApiError> {
     let token = presented_token(headers)?;
-    let record = store
-        .token_by_hash(&hash_token(&token))
+    let grant = store
+        .token_grant(&hash_token(&token))
         .await?
         .ok_or_else(|| ApiError::Unauthenticated("invalid token".into()))?;
+    let record = grant.token;
     if record.revoked_at.is_some() {
         return Err(ApiError::Unauthenticated(format!(
             "token {} was revoked",
@@ -105,12 +106,11 @@ pub async fn authenticate(store: &dyn Store, headers: &HeaderMap) -> Result<Prin
     let corrupt = || ApiError::Internal(format!("token {} is missing its owner", record.id));
     let kind = match record.kind {
         TokenKind::Personal => {
-            let user_id = record.user.clone().ok_or_else(corrupt)?;
-            let user = store.get_user(&user_id).await?.ok_or_else(|| {
+            let user = grant.user.ok_or_else(|| {
                 ApiError::Unauthenticated("the token's user no longer exists".into())
             })?;
             PrincipalKind::User {
-                roles: store.roles_of(&user.id).await?,
+                roles: grant.roles,
                 user: user.id,
                 server_admin: user.server_admin,
             }

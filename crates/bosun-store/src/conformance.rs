@@ -248,6 +248,13 @@ pub async fn tokens_lifecycle(store: Arc<dyn Store>) {
         .await
         .unwrap();
 
+    let grant = store.token_grant("hash-p1").await.unwrap().unwrap();
+    assert_eq!(grant.token.id, "p1");
+    assert_eq!(grant.user.as_ref().map(|u| u.id.as_str()), Some("owner"));
+    assert_eq!(grant.roles.get("acme"), Some(&Role::Admin));
+    let pool_grant = store.token_grant("hash-w1").await.unwrap().unwrap();
+    assert!(pool_grant.user.is_none() && pool_grant.roles.is_empty());
+    assert!(store.token_grant("hash-none").await.unwrap().is_none());
     let found = store.token_by_hash("hash-p1").await.unwrap().unwrap();
     assert_eq!(found.id, "p1");
     assert_eq!(

@@ -74,6 +74,9 @@ pub trait Store: Send + Sync + 'static {
     /// `audit` is `None` only for tokens the server mints for itself (run tokens).
     async fn create_token(&self, token: &NewToken, audit: Option<&Audit>) -> Result<TokenRecord>;
     async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<TokenRecord>>;
+    /// Everything needed to authenticate a presented token, in one call: the token and,
+    /// for personal tokens, its user and their roles.
+    async fn token_grant(&self, secret_hash: &str) -> Result<Option<TokenGrant>>;
     async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>>;
     async fn list_tokens(&self, filter: &TokenFilter) -> Result<Vec<TokenRecord>>;
     /// Returns false when the token was already revoked.

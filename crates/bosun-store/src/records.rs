@@ -89,6 +89,14 @@ impl TokenRecord {
     }
 }
 
+/// A token with what it grants: for personal tokens, the user and their org roles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenGrant {
+    pub token: TokenRecord,
+    pub user: Option<UserRecord>,
+    pub roles: std::collections::BTreeMap<String, bosun_core::Role>,
+}
+
 /// Which tokens to list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenFilter {

@@ -1,11 +1,15 @@
 //! The SQLite backend: one database file in WAL mode, migrations applied on open.
 //!
-//! Write transactions start with `BEGIN IMMEDIATE` so a read-check-write (cycle check,
-//! "still empty?") never races another writer; readers run concurrently under WAL.
+//! Calls run on tokio's blocking pool with a connection of their own: one writer
+//! connection (so write transactions, which start with `BEGIN IMMEDIATE`, are serialized
+//! in-process and a read-check-write such as the cycle check never races), and a small
+//! pool of readers that run concurrently under WAL. A whole store call — all its queries
+//! and rows — is one hop to a blocking thread, never one hop per row.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,11 +17,11 @@ use bosun_core::stack::{find_cycle, DependencyInput, DriftInput, StackInput, Sta
 use bosun_core::token::TokenKind;
 use bosun_core::Role;
 use chrono::{DateTime, TimeZone, Utc};
-use serde_json::{json, Value};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
 };
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
 
 use crate::*;
 
@@ -27,18 +31,42 @@ const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+const READERS: usize = 4;
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub struct SqliteStore {
-    pool: SqlitePool,
+    inner: Arc<Inner>,
 }
 
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
+struct Inner {
+    /// `None` once the store is closed.
+    writer: Mutex<Option<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+    /// One permit per idle reader in `readers`.
+    reader_permits: Semaphore,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
         StoreError::Backend(e.to_string())
     }
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+fn constraint_violation(e: &rusqlite::Error, code: std::ffi::c_int) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == code)
+}
+
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    constraint_violation(e, rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
+        || constraint_violation(e, rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+fn is_foreign_key_violation(e: &rusqlite::Error) -> bool {
+    constraint_violation(e, rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
+}
+
+fn closed() -> StoreError {
+    StoreError::Backend("the store is closed".into())
 }
 
 fn millis(t: DateTime<Utc>) -> i64 {
@@ -55,98 +83,173 @@ fn opt_from_millis(ms: Option<i64>) -> Result<Option<DateTime<Utc>>> {
     ms.map(from_millis).transpose()
 }
 
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {e}"))
+}
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // In WAL mode NORMAL survives a process crash (kill -9); only a power loss can drop
+    // the last commits.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, migrating it to this binary's
     /// schema. Refuses a database whose schema is newer than this binary knows.
     pub async fn open(path: &Path) -> Result<Self> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // In WAL mode NORMAL survives a process crash (kill -9); only a power loss
-            // can drop the last commits.
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .min_connections(1)
-            .connect_with(options)
-            .await?;
-        let store = SqliteStore { pool };
-        store.migrate().await?;
-        Ok(store)
+        let path: PathBuf = path.to_path_buf();
+        tokio::task::spawn_blocking(move || Self::open_blocking(&path))
+            .await
+            .map_err(|e| StoreError::Backend(format!("open task failed: {e}")))?
     }
 
-    async fn migrate(&self) -> Result<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("CREATE TABLE IF NOT EXISTS bosun_schema (version INTEGER NOT NULL)")
-            .execute(&mut *tx)
-            .await?;
-        let found: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM bosun_schema")
-            .fetch_one(&mut *tx)
-            .await?;
-        let found = found.unwrap_or(0);
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::SchemaTooNew {
-                found,
-                known: SCHEMA_VERSION,
-            });
+    fn open_blocking(path: &Path) -> Result<Self> {
+        let mut writer = open_connection(path)?;
+        migrate(&mut writer)?;
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let r = open_connection(path)?;
+            r.pragma_update(None, "query_only", "ON")?;
+            readers.push(r);
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            sqlx::raw_sql(sql).execute(&mut *tx).await?;
-            sqlx::query("INSERT INTO bosun_schema (version) VALUES (?)")
-                .bind(i as i64 + 1)
-                .execute(&mut *tx)
-                .await?;
-            tracing::info!(version = i + 1, "applied schema migration");
-        }
-        tx.commit().await?;
-        Ok(())
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(Some(writer)),
+                readers: Mutex::new(readers),
+                reader_permits: Semaphore::new(READERS),
+            }),
+        })
     }
 
-    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// Runs `f` on a reader connection on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let permit = self
+            .inner
+            .reader_permits
+            .acquire()
+            .await
+            .map_err(|_| closed())?;
+        let inner = self.inner.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let conn = inner
+                .readers
+                .lock()
+                .map_err(|_| closed())?
+                .pop()
+                .ok_or_else(closed)?;
+            let out = f(&conn);
+            if let Ok(mut readers) = inner.readers.lock() {
+                readers.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?;
+        drop(permit);
+        result
+    }
+
+    /// Runs `f` in an immediate write transaction on the writer connection, committing
+    /// when it returns `Ok` and rolling back otherwise.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = inner.writer.lock().map_err(|_| closed())?;
+            let conn = guard.as_mut().ok_or_else(closed)?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
     }
 }
 
-async fn append_audit(conn: &mut SqliteConnection, audit: &Audit) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO audit_log (at, org_id, actor, token_id, action, target, detail)
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(millis(Utc::now()))
-    .bind(&audit.org)
-    .bind(&audit.actor)
-    .bind(&audit.token_id)
-    .bind(&audit.action)
-    .bind(&audit.target)
-    .bind(audit.detail.to_string())
-    .execute(conn)
-    .await?;
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS bosun_schema (version INTEGER NOT NULL)",
+        [],
+    )?;
+    let found: Option<i64> =
+        tx.query_row("SELECT MAX(version) FROM bosun_schema", [], |r| r.get(0))?;
+    let found = found.unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO bosun_schema (version) VALUES (?1)",
+            [i as i64 + 1],
+        )?;
+        tracing::info!(version = i + 1, "applied schema migration");
+    }
+    tx.commit()?;
     Ok(())
 }
 
-async fn insert_token(conn: &mut SqliteConnection, t: &NewToken) -> Result<i64> {
+fn append_audit(tx: &Transaction<'_>, audit: &Audit) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO audit_log (at, org_id, actor, token_id, action, target, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        millis(Utc::now()),
+        audit.org,
+        audit.actor,
+        audit.token_id,
+        audit.action,
+        audit.target,
+        audit.detail.to_string(),
+    ])?;
+    Ok(())
+}
+
+fn insert_token(tx: &Transaction<'_>, t: &NewToken) -> Result<i64> {
     let now = millis(Utc::now());
-    sqlx::query(
+    tx.prepare_cached(
         "INSERT INTO tokens (id, kind, secret_hash, description, user_id, org_id, pool, run_id,
                              stack_id, created_at, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&t.id)
-    .bind(t.kind.as_str())
-    .bind(&t.secret_hash)
-    .bind(&t.description)
-    .bind(&t.user)
-    .bind(&t.org)
-    .bind(&t.pool)
-    .bind(&t.run)
-    .bind(&t.stack)
-    .bind(now)
-    .bind(t.expires_at.map(millis))
-    .execute(conn)
-    .await
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        t.id,
+        t.kind.as_str(),
+        t.secret_hash,
+        t.description,
+        t.user,
+        t.org,
+        t.pool,
+        t.run,
+        t.stack,
+        now,
+        t.expires_at.map(millis),
+    ])
     .map_err(|e| {
         if is_unique_violation(&e) {
             StoreError::AlreadyExists(format!("token {}", t.id))
@@ -157,35 +260,167 @@ async fn insert_token(conn: &mut SqliteConnection, t: &NewToken) -> Result<i64> 
     Ok(now)
 }
 
-fn token_from_row(r: &SqliteRow) -> Result<TokenRecord> {
-    let kind: String = r.try_get("kind")?;
+const TOKEN_COLUMNS: &str = "id, kind, description, user_id, org_id, pool, run_id, stack_id,
+    created_at, expires_at, revoked_at";
+
+/// Raw token columns, converted outside rusqlite's row callback so errors stay ours.
+type TokenRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+        r.get(9)?,
+        r.get(10)?,
+    ))
+}
+
+fn token_record(t: TokenRow) -> Result<TokenRecord> {
     Ok(TokenRecord {
-        id: r.try_get("id")?,
-        kind: TokenKind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        description: r.try_get("description")?,
-        user: r.try_get("user_id")?,
-        org: r.try_get("org_id")?,
-        pool: r.try_get("pool")?,
-        run: r.try_get("run_id")?,
-        stack: r.try_get("stack_id")?,
-        created_at: from_millis(r.try_get("created_at")?)?,
-        expires_at: opt_from_millis(r.try_get("expires_at")?)?,
-        revoked_at: opt_from_millis(r.try_get("revoked_at")?)?,
+        id: t.0,
+        kind: TokenKind::from_str(&t.1).map_err(|e| corrupt("token kind", e))?,
+        description: t.2,
+        user: t.3,
+        org: t.4,
+        pool: t.5,
+        run: t.6,
+        stack: t.7,
+        created_at: from_millis(t.8)?,
+        expires_at: opt_from_millis(t.9)?,
+        revoked_at: opt_from_millis(t.10)?,
     })
+}
+
+fn query_tokens(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<TokenRecord>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, token_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(token_record(row?)?);
+    }
+    Ok(out)
+}
+
+fn roles_of(conn: &Connection, user: &str) -> Result<BTreeMap<String, Role>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT org_id, role FROM memberships WHERE user_id = ?1")?;
+    let rows = stmt.query_map([user], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let (org, role) = row?;
+        out.insert(org, role.parse().map_err(|e| corrupt("role", e))?);
+    }
+    Ok(out)
+}
+
+fn get_user(conn: &Connection, id: &str) -> Result<Option<UserRecord>> {
+    let row = conn
+        .prepare_cached("SELECT id, server_admin, created_at FROM users WHERE id = ?1")?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .optional()?;
+    row.map(|(id, server_admin, created)| {
+        Ok(UserRecord {
+            id,
+            server_admin,
+            created_at: from_millis(created)?,
+        })
+    })
+    .transpose()
+}
+
+fn exists(conn: &Connection, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_row(args, |_| Ok(()))
+        .optional()?
+        .is_some())
 }
 
 const STACK_COLUMNS: &str = "org_id, id, name, repository, branch, path, watch_paths, engine,
     engine_binary, engine_version, tier, autodeploy, environment, variables, depends_on,
     drift_detection, runner_pool, created_at, updated_at";
 
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
+/// Raw stack columns in `STACK_COLUMNS` order.
+struct StackRow {
+    org: String,
+    id: String,
+    name: String,
+    repository: String,
+    branch: String,
+    path: String,
+    watch_paths: String,
+    engine: String,
+    engine_binary: Option<String>,
+    engine_version: Option<String>,
+    tier: String,
+    autodeploy: bool,
+    environment: Option<String>,
+    variables: String,
+    depends_on: String,
+    drift_detection: Option<String>,
+    runner_pool: String,
+    created_at: i64,
+    updated_at: i64,
 }
 
-fn stack_from_row(r: &SqliteRow) -> Result<StackRecord> {
-    let json = |col: &str| -> Result<Value> {
-        let s: String = r.try_get(col)?;
-        serde_json::from_str(&s).map_err(|e| corrupt(col, e))
+fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRow> {
+    Ok(StackRow {
+        org: r.get(0)?,
+        id: r.get(1)?,
+        name: r.get(2)?,
+        repository: r.get(3)?,
+        branch: r.get(4)?,
+        path: r.get(5)?,
+        watch_paths: r.get(6)?,
+        engine: r.get(7)?,
+        engine_binary: r.get(8)?,
+        engine_version: r.get(9)?,
+        tier: r.get(10)?,
+        autodeploy: r.get(11)?,
+        environment: r.get(12)?,
+        variables: r.get(13)?,
+        depends_on: r.get(14)?,
+        drift_detection: r.get(15)?,
+        runner_pool: r.get(16)?,
+        created_at: r.get(17)?,
+        updated_at: r.get(18)?,
+    })
+}
+
+fn stack_record(r: StackRow) -> Result<StackRecord> {
+    let json = |col: &str, s: &str| -> Result<Value> {
+        serde_json::from_str(s).map_err(|e| corrupt(col, e))
     };
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
@@ -205,7 +440,7 @@ fn stack_from_row(r: &SqliteRow) -> Result<StackRecord> {
             })
             .unwrap_or_default()
     };
-    let depends_on = json("depends_on")?
+    let depends_on = json("depends_on", &r.depends_on)?
         .as_array()
         .map(|a| {
             a.iter()
@@ -217,71 +452,69 @@ fn stack_from_row(r: &SqliteRow) -> Result<StackRecord> {
                 .collect()
         })
         .unwrap_or_default();
-    let drift: Option<String> = r.try_get("drift_detection")?;
-    let drift_detection = drift
-        .map(|s| serde_json::from_str::<Value>(&s).map_err(|e| corrupt("drift_detection", e)))
+    let drift_detection = r
+        .drift_detection
+        .as_deref()
+        .map(|s| json("drift_detection", s))
         .transpose()?
         .map(|d| DriftInput {
             schedule: d["schedule"].as_str().unwrap_or_default().to_string(),
             reconcile: d["reconcile"].as_bool().unwrap_or(false),
         });
     let input = StackInput {
-        id: r.try_get("id")?,
-        name: Some(r.try_get("name")?),
-        repository: r.try_get("repository")?,
-        branch: Some(r.try_get("branch")?),
-        path: Some(r.try_get("path")?),
-        watch_paths: strings(&json("watch_paths")?),
-        engine: Some(r.try_get("engine")?),
-        engine_binary: r.try_get("engine_binary")?,
-        engine_version: r.try_get("engine_version")?,
-        tier: Some(r.try_get("tier")?),
-        autodeploy: r.try_get("autodeploy")?,
-        environment: r.try_get("environment")?,
-        variables: string_map(&json("variables")?),
+        id: r.id,
+        name: Some(r.name),
+        repository: r.repository,
+        branch: Some(r.branch),
+        path: Some(r.path),
+        watch_paths: strings(&json("watch_paths", &r.watch_paths)?),
+        engine: Some(r.engine),
+        engine_binary: r.engine_binary,
+        engine_version: r.engine_version,
+        tier: Some(r.tier),
+        autodeploy: r.autodeploy,
+        environment: r.environment,
+        variables: string_map(&json("variables", &r.variables)?),
         depends_on,
         drift_detection,
-        runner_pool: Some(r.try_get("runner_pool")?),
+        runner_pool: Some(r.runner_pool),
     };
-    let org: String = r.try_get("org_id")?;
     // Loading re-validates, so a hand-edited row can never enter the server as valid.
     let spec = StackSpec::from_input(input).map_err(|e| corrupt("stack", e))?;
     Ok(StackRecord {
-        org,
+        org: r.org,
         spec,
-        created_at: from_millis(r.try_get("created_at")?)?,
-        updated_at: from_millis(r.try_get("updated_at")?)?,
+        created_at: from_millis(r.created_at)?,
+        updated_at: from_millis(r.updated_at)?,
     })
 }
 
 /// Checks upstreams exist and that the org's graph with `spec`'s edges stays acyclic,
 /// then writes the edge table. Runs inside the caller's write transaction.
-async fn check_and_write_dependencies(
-    conn: &mut SqliteConnection,
-    org: &str,
-    spec: &StackSpec,
-) -> Result<()> {
+fn check_and_write_dependencies(tx: &Transaction<'_>, org: &str, spec: &StackSpec) -> Result<()> {
     let id = spec.id.as_str();
     for dep in &spec.depends_on {
-        let exists: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM stacks WHERE org_id = ? AND id = ?")
-                .bind(org)
-                .bind(dep.stack.as_str())
-                .fetch_optional(&mut *conn)
-                .await?;
-        if exists.is_none() {
+        if !exists(
+            tx,
+            "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+            params![org, dep.stack.as_str()],
+        )? {
             return Err(StoreError::UnknownUpstream(dep.stack.to_string()));
         }
     }
-    let rows = sqlx::query("SELECT stack_id, upstream FROM stack_dependencies WHERE org_id = ?")
-        .bind(org)
-        .fetch_all(&mut *conn)
-        .await?;
     let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in rows {
-        let from: String = r.try_get("stack_id")?;
-        if from != id {
-            graph.entry(from).or_default().push(r.try_get("upstream")?);
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT stack_id, upstream FROM stack_dependencies WHERE org_id = ?1",
+        )?;
+        let rows = stmt.query_map([org], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        for row in rows {
+            let (from, up) = row?;
+            if from != id {
+                graph.entry(from).or_default().push(up);
+            }
         }
     }
     graph.insert(
@@ -294,18 +527,13 @@ async fn check_and_write_dependencies(
     if let Some(cycle) = find_cycle(&graph) {
         return Err(StoreError::DependencyCycle(cycle));
     }
-    sqlx::query("DELETE FROM stack_dependencies WHERE org_id = ? AND stack_id = ?")
-        .bind(org)
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
+    tx.prepare_cached("DELETE FROM stack_dependencies WHERE org_id = ?1 AND stack_id = ?2")?
+        .execute(params![org, id])?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO stack_dependencies (org_id, stack_id, upstream) VALUES (?1, ?2, ?3)",
+    )?;
     for dep in &spec.depends_on {
-        sqlx::query("INSERT INTO stack_dependencies (org_id, stack_id, upstream) VALUES (?, ?, ?)")
-            .bind(org)
-            .bind(id)
-            .bind(dep.stack.as_str())
-            .execute(&mut *conn)
-            .await?;
+        insert.execute(params![org, id, dep.stack.as_str()])?;
     }
     Ok(())
 }
@@ -346,83 +574,103 @@ fn stack_columns(spec: &StackSpec) -> StackColumns {
     }
 }
 
+fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &str) -> Result<()> {
+    if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![org])? {
+        return Err(StoreError::NotFound(format!("org {org:?}")));
+    }
+    if !exists(tx, "SELECT 1 FROM users WHERE id = ?1", params![user])? {
+        return Err(StoreError::NotFound(format!("user {user:?}")));
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn schema_version(&self) -> Result<i64> {
-        let v: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM bosun_schema")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(v.unwrap_or(0))
+        self.read(|c| {
+            let v: Option<i64> =
+                c.query_row("SELECT MAX(version) FROM bosun_schema", [], |r| r.get(0))?;
+            Ok(v.unwrap_or(0))
+        })
+        .await
     }
 
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        self.read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+            .await
     }
 
     async fn close(&self) {
-        // Fold the WAL into the database file now, rather than trusting the last
-        // connection's close to do it before the process exits.
-        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&self.pool)
-            .await
-        {
-            tracing::warn!(error = %e, "WAL checkpoint at close failed");
+        // Take every connection so no call can start, fold the WAL into the database
+        // file, and close them before the process exits.
+        let inner = self.inner.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            inner.reader_permits.close();
+            if let Ok(mut readers) = inner.readers.lock() {
+                readers.clear();
+            }
+            if let Ok(mut writer) = inner.writer.lock() {
+                if let Some(conn) = writer.take() {
+                    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+                        tracing::warn!(error = %e, "WAL checkpoint at close failed");
+                    }
+                    if let Err((_, e)) = conn.close() {
+                        tracing::warn!(error = %e, "closing the database failed");
+                    }
+                }
+            }
+        })
+        .await;
+        if let Err(e) = done {
+            tracing::warn!(error = %e, "store close task failed");
         }
-        self.pool.close().await;
     }
 
     async fn bootstrap(&self, seed: &Bootstrap) -> Result<bool> {
-        let mut tx = self.write_tx().await?;
-        let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users")
-            .fetch_one(&mut *tx)
-            .await?;
-        if users > 0 {
-            return Ok(false);
-        }
-        let now = millis(Utc::now());
-        sqlx::query("INSERT OR IGNORE INTO orgs (id, name, created_at) VALUES (?, ?, ?)")
-            .bind(&seed.org)
-            .bind(&seed.org)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO users (id, server_admin, created_at) VALUES (?, 1, ?)")
-            .bind(&seed.user)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, 'admin')")
-            .bind(&seed.org)
-            .bind(&seed.user)
-            .execute(&mut *tx)
-            .await?;
-        insert_token(&mut tx, &seed.token).await?;
-        append_audit(
-            &mut tx,
-            &Audit {
-                org: Some(seed.org.clone()),
-                actor: "system".into(),
-                token_id: None,
-                action: "server.bootstrap".into(),
-                target: format!("user:{}", seed.user),
-                detail: json!({"token_id": seed.token.id}),
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(true)
+        let seed = seed.clone();
+        self.write(move |tx| {
+            let users: i64 = tx.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
+            if users > 0 {
+                return Ok(false);
+            }
+            let now = millis(Utc::now());
+            tx.execute(
+                "INSERT OR IGNORE INTO orgs (id, name, created_at) VALUES (?1, ?1, ?2)",
+                params![seed.org, now],
+            )?;
+            tx.execute(
+                "INSERT INTO users (id, server_admin, created_at) VALUES (?1, 1, ?2)",
+                params![seed.user, now],
+            )?;
+            tx.execute(
+                "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, 'admin')",
+                params![seed.org, seed.user],
+            )?;
+            insert_token(tx, &seed.token)?;
+            append_audit(
+                tx,
+                &Audit {
+                    org: Some(seed.org.clone()),
+                    actor: "system".into(),
+                    token_id: None,
+                    action: "server.bootstrap".into(),
+                    target: format!("user:{}", seed.user),
+                    detail: json!({"token_id": seed.token.id}),
+                },
+            )?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn create_org(&self, org: &NewOrg, audit: &Audit) -> Result<OrgRecord> {
-        let mut tx = self.write_tx().await?;
-        let now = Utc::now();
-        sqlx::query("INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)")
-            .bind(&org.id)
-            .bind(&org.name)
-            .bind(millis(now))
-            .execute(&mut *tx)
-            .await
+        let (org, audit) = (org.clone(), audit.clone());
+        self.write(move |tx| {
+            let now = millis(Utc::now());
+            tx.execute(
+                "INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)",
+                params![org.id, org.name, now],
+            )
             .map_err(|e| {
                 if is_unique_violation(&e) {
                     StoreError::AlreadyExists(format!("org {:?}", org.id))
@@ -430,47 +678,55 @@ impl Store for SqliteStore {
                     e.into()
                 }
             })?;
-        if let Some(admin) = &org.admin {
-            sqlx::query("INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, 'admin')")
-                .bind(&org.id)
-                .bind(admin)
-                .execute(&mut *tx)
-                .await?;
-        }
-        append_audit(&mut tx, audit).await?;
-        tx.commit().await?;
-        let created = from_millis(millis(now))?;
-        Ok(OrgRecord {
-            id: org.id.clone(),
-            name: org.name.clone(),
-            created_at: created,
+            if let Some(admin) = &org.admin {
+                tx.execute(
+                    "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, 'admin')",
+                    params![org.id, admin],
+                )?;
+            }
+            append_audit(tx, &audit)?;
+            Ok(OrgRecord {
+                id: org.id,
+                name: org.name,
+                created_at: from_millis(now)?,
+            })
         })
+        .await
     }
 
     async fn get_org(&self, id: &str) -> Result<Option<OrgRecord>> {
-        let row = sqlx::query("SELECT id, name, created_at FROM orgs WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| {
-            Ok(OrgRecord {
-                id: r.try_get("id")?,
-                name: r.try_get("name")?,
-                created_at: from_millis(r.try_get("created_at")?)?,
+        let id = id.to_string();
+        self.read(move |c| {
+            let row = c
+                .prepare_cached("SELECT id, name, created_at FROM orgs WHERE id = ?1")?
+                .query_row([&id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
+                })
+                .optional()?;
+            row.map(|(id, name, created)| {
+                Ok(OrgRecord {
+                    id,
+                    name,
+                    created_at: from_millis(created)?,
+                })
             })
+            .transpose()
         })
-        .transpose()
+        .await
     }
 
     async fn create_user(&self, user: &NewUser, audit: &Audit) -> Result<UserRecord> {
-        let mut tx = self.write_tx().await?;
-        let now = millis(Utc::now());
-        sqlx::query("INSERT INTO users (id, server_admin, created_at) VALUES (?, ?, ?)")
-            .bind(&user.id)
-            .bind(user.server_admin)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
+        let (user, audit) = (user.clone(), audit.clone());
+        self.write(move |tx| {
+            let now = millis(Utc::now());
+            tx.execute(
+                "INSERT INTO users (id, server_admin, created_at) VALUES (?1, ?2, ?3)",
+                params![user.id, user.server_admin, now],
+            )
             .map_err(|e| {
                 if is_unique_violation(&e) {
                     StoreError::AlreadyExists(format!("user {:?}", user.id))
@@ -478,184 +734,182 @@ impl Store for SqliteStore {
                     e.into()
                 }
             })?;
-        append_audit(&mut tx, audit).await?;
-        tx.commit().await?;
-        Ok(UserRecord {
-            id: user.id.clone(),
-            server_admin: user.server_admin,
-            created_at: from_millis(now)?,
+            append_audit(tx, &audit)?;
+            Ok(UserRecord {
+                id: user.id,
+                server_admin: user.server_admin,
+                created_at: from_millis(now)?,
+            })
         })
+        .await
     }
 
     async fn get_user(&self, id: &str) -> Result<Option<UserRecord>> {
-        let row = sqlx::query("SELECT id, server_admin, created_at FROM users WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| {
-            Ok(UserRecord {
-                id: r.try_get("id")?,
-                server_admin: r.try_get("server_admin")?,
-                created_at: from_millis(r.try_get("created_at")?)?,
-            })
-        })
-        .transpose()
+        let id = id.to_string();
+        self.read(move |c| get_user(c, &id)).await
     }
 
     async fn roles_of(&self, user: &str) -> Result<BTreeMap<String, Role>> {
-        let rows = sqlx::query("SELECT org_id, role FROM memberships WHERE user_id = ?")
-            .bind(user)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                let role: String = r.try_get("role")?;
-                Ok((
-                    r.try_get("org_id")?,
-                    role.parse().map_err(|e| corrupt("role", e))?,
-                ))
-            })
-            .collect()
+        let user = user.to_string();
+        self.read(move |c| roles_of(c, &user)).await
     }
 
     async fn set_member(&self, org: &str, user: &str, role: Role, audit: &Audit) -> Result<()> {
-        let mut tx = self.write_tx().await?;
-        for (table, what) in [("orgs", "org"), ("users", "user")] {
-            let key = if table == "orgs" { org } else { user };
-            let found: Option<i64> =
-                sqlx::query_scalar(&format!("SELECT 1 FROM {table} WHERE id = ?"))
-                    .bind(key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if found.is_none() {
-                return Err(StoreError::NotFound(format!("{what} {key:?}")));
-            }
-        }
-        sqlx::query(
-            "INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, ?)
-             ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role",
-        )
-        .bind(org)
-        .bind(user)
-        .bind(role.as_str())
-        .execute(&mut *tx)
-        .await?;
-        append_audit(&mut tx, audit).await?;
-        tx.commit().await?;
-        Ok(())
+        let (org, user, audit) = (org.to_string(), user.to_string(), audit.clone());
+        self.write(move |tx| {
+            membership_target_exists(tx, &org, &user)?;
+            tx.execute(
+                "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role",
+                params![org, user, role.as_str()],
+            )?;
+            append_audit(tx, &audit)
+        })
+        .await
     }
 
     async fn remove_member(&self, org: &str, user: &str, audit: &Audit) -> Result<bool> {
-        let mut tx = self.write_tx().await?;
-        let done = sqlx::query("DELETE FROM memberships WHERE org_id = ? AND user_id = ?")
-            .bind(org)
-            .bind(user)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            > 0;
-        if done {
-            append_audit(&mut tx, audit).await?;
-            tx.commit().await?;
-        }
-        Ok(done)
+        let (org, user, audit) = (org.to_string(), user.to_string(), audit.clone());
+        self.write(move |tx| {
+            let done = tx.execute(
+                "DELETE FROM memberships WHERE org_id = ?1 AND user_id = ?2",
+                params![org, user],
+            )? > 0;
+            if done {
+                append_audit(tx, &audit)?;
+            }
+            Ok(done)
+        })
+        .await
     }
 
     async fn list_members(&self, org: &str) -> Result<Vec<(String, Role)>> {
-        let rows =
-            sqlx::query("SELECT user_id, role FROM memberships WHERE org_id = ? ORDER BY user_id")
-                .bind(org)
-                .fetch_all(&self.pool)
-                .await?;
-        rows.iter()
-            .map(|r| {
-                let role: String = r.try_get("role")?;
-                Ok((
-                    r.try_get("user_id")?,
-                    role.parse().map_err(|e| corrupt("role", e))?,
-                ))
-            })
-            .collect()
+        let org = org.to_string();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT user_id, role FROM memberships WHERE org_id = ?1 ORDER BY user_id",
+            )?;
+            let rows = stmt.query_map([&org], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (user, role) = row?;
+                out.push((user, role.parse().map_err(|e| corrupt("role", e))?));
+            }
+            Ok(out)
+        })
+        .await
     }
 
     async fn create_token(&self, token: &NewToken, audit: Option<&Audit>) -> Result<TokenRecord> {
-        let mut tx = self.write_tx().await?;
-        let created = insert_token(&mut tx, token).await?;
-        if let Some(audit) = audit {
-            append_audit(&mut tx, audit).await?;
-        }
-        tx.commit().await?;
-        Ok(TokenRecord {
-            id: token.id.clone(),
-            kind: token.kind,
-            description: token.description.clone(),
-            user: token.user.clone(),
-            org: token.org.clone(),
-            pool: token.pool.clone(),
-            run: token.run.clone(),
-            stack: token.stack.clone(),
-            created_at: from_millis(created)?,
-            expires_at: opt_from_millis(token.expires_at.map(millis))?,
-            revoked_at: None,
+        let (token, audit) = (token.clone(), audit.cloned());
+        self.write(move |tx| {
+            let created = insert_token(tx, &token)?;
+            if let Some(audit) = &audit {
+                append_audit(tx, audit)?;
+            }
+            Ok(TokenRecord {
+                id: token.id,
+                kind: token.kind,
+                description: token.description,
+                user: token.user,
+                org: token.org,
+                pool: token.pool,
+                run: token.run,
+                stack: token.stack,
+                created_at: from_millis(created)?,
+                expires_at: opt_from_millis(token.expires_at.map(millis))?,
+                revoked_at: None,
+            })
         })
+        .await
     }
 
     async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<TokenRecord>> {
-        let row = sqlx::query("SELECT * FROM tokens WHERE secret_hash = ?")
-            .bind(secret_hash)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(token_from_row).transpose()
+        let hash = secret_hash.to_string();
+        self.read(move |c| {
+            Ok(query_tokens(
+                c,
+                &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = ?1"),
+                params![hash],
+            )?
+            .pop())
+        })
+        .await
+    }
+
+    async fn token_grant(&self, secret_hash: &str) -> Result<Option<TokenGrant>> {
+        let hash = secret_hash.to_string();
+        self.read(move |c| {
+            let Some(token) = query_tokens(
+                c,
+                &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = ?1"),
+                params![hash],
+            )?
+            .pop() else {
+                return Ok(None);
+            };
+            let (user, roles) = match (&token.kind, &token.user) {
+                (TokenKind::Personal, Some(u)) => (get_user(c, u)?, roles_of(c, u)?),
+                _ => (None, BTreeMap::new()),
+            };
+            Ok(Some(TokenGrant { token, user, roles }))
+        })
+        .await
     }
 
     async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>> {
-        let row = sqlx::query("SELECT * FROM tokens WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(token_from_row).transpose()
+        let id = id.to_string();
+        self.read(move |c| {
+            Ok(query_tokens(
+                c,
+                &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = ?1"),
+                params![id],
+            )?
+            .pop())
+        })
+        .await
     }
 
     async fn list_tokens(&self, filter: &TokenFilter) -> Result<Vec<TokenRecord>> {
-        let rows =
-            match filter {
-                TokenFilter::User(user) => {
-                    sqlx::query(
-                        "SELECT * FROM tokens WHERE user_id = ? AND kind = 'personal'
-                     ORDER BY created_at, id",
-                    )
-                    .bind(user)
-                    .fetch_all(&self.pool)
-                    .await?
-                }
-                TokenFilter::Org { org, kind } => sqlx::query(
-                    "SELECT * FROM tokens WHERE org_id = ? AND kind = ? ORDER BY created_at, id",
-                )
-                .bind(org)
-                .bind(kind.as_str())
-                .fetch_all(&self.pool)
-                .await?,
-            };
-        rows.iter().map(token_from_row).collect()
+        let filter = filter.clone();
+        self.read(move |c| match &filter {
+            TokenFilter::User(user) => query_tokens(
+                c,
+                &format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE user_id = ?1 AND kind = 'personal'
+                     ORDER BY created_at, id"
+                ),
+                params![user],
+            ),
+            TokenFilter::Org { org, kind } => query_tokens(
+                c,
+                &format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = ?1 AND kind = ?2
+                     ORDER BY created_at, id"
+                ),
+                params![org, kind.as_str()],
+            ),
+        })
+        .await
     }
 
     async fn revoke_token(&self, id: &str, audit: Option<&Audit>) -> Result<bool> {
-        let mut tx = self.write_tx().await?;
-        let done =
-            sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
-                .bind(millis(Utc::now()))
-                .bind(id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                > 0;
-        if done {
-            if let Some(audit) = audit {
-                append_audit(&mut tx, audit).await?;
+        let (id, audit) = (id.to_string(), audit.cloned());
+        self.write(move |tx| {
+            let done = tx.execute(
+                "UPDATE tokens SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
+                params![millis(Utc::now()), id],
+            )? > 0;
+            if done {
+                if let Some(audit) = &audit {
+                    append_audit(tx, audit)?;
+                }
             }
-            tx.commit().await?;
-        }
-        Ok(done)
+            Ok(done)
+        })
+        .await
     }
 
     async fn create_stack(
@@ -664,72 +918,76 @@ impl Store for SqliteStore {
         spec: &StackSpec,
         audit: &Audit,
     ) -> Result<StackRecord> {
-        let mut tx = self.write_tx().await?;
-        let exists: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM stacks WHERE org_id = ? AND id = ?")
-                .bind(org)
-                .bind(spec.id.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-        if exists.is_some() {
-            return Err(StoreError::AlreadyExists(format!(
-                "stack {:?}",
-                spec.id.as_str()
-            )));
-        }
-        let now = millis(Utc::now());
-        let c = stack_columns(spec);
-        sqlx::query(&format!(
-            "INSERT INTO stacks ({STACK_COLUMNS})
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        ))
-        .bind(org)
-        .bind(spec.id.as_str())
-        .bind(&spec.name)
-        .bind(spec.repository.to_string())
-        .bind(&spec.branch)
-        .bind(spec.path.as_str())
-        .bind(&c.watch_paths)
-        .bind(spec.engine.kind.as_str())
-        .bind(&spec.engine.binary)
-        .bind(&spec.engine.version)
-        .bind(spec.tier.as_str())
-        .bind(spec.autodeploy)
-        .bind(spec.environment.as_ref().map(|e| e.as_str()))
-        .bind(&c.variables)
-        .bind(&c.depends_on)
-        .bind(&c.drift_detection)
-        .bind(spec.runner_pool.to_string())
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
-                StoreError::NotFound(format!("org {org:?}"))
+        let (org, spec, audit) = (org.to_string(), spec.clone(), audit.clone());
+        self.write(move |tx| {
+            if exists(
+                tx,
+                "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+                params![org, spec.id.as_str()],
+            )? {
+                return Err(StoreError::AlreadyExists(format!(
+                    "stack {:?}",
+                    spec.id.as_str()
+                )));
             }
-            _ => e.into(),
-        })?;
-        check_and_write_dependencies(&mut tx, org, spec).await?;
-        append_audit(&mut tx, audit).await?;
-        tx.commit().await?;
-        Ok(StackRecord {
-            org: org.to_string(),
-            spec: spec.clone(),
-            created_at: from_millis(now)?,
-            updated_at: from_millis(now)?,
+            let now = millis(Utc::now());
+            let c = stack_columns(&spec);
+            tx.prepare_cached(&format!(
+                "INSERT INTO stacks ({STACK_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                         ?17, ?18, ?18)"
+            ))?
+            .execute(params![
+                org,
+                spec.id.as_str(),
+                spec.name,
+                spec.repository.to_string(),
+                spec.branch,
+                spec.path.as_str(),
+                c.watch_paths,
+                spec.engine.kind.as_str(),
+                spec.engine.binary,
+                spec.engine.version,
+                spec.tier.as_str(),
+                spec.autodeploy,
+                spec.environment.as_ref().map(|e| e.as_str()),
+                c.variables,
+                c.depends_on,
+                c.drift_detection,
+                spec.runner_pool.to_string(),
+                now,
+            ])
+            .map_err(|e| {
+                if is_foreign_key_violation(&e) {
+                    StoreError::NotFound(format!("org {org:?}"))
+                } else {
+                    e.into()
+                }
+            })?;
+            check_and_write_dependencies(tx, &org, &spec)?;
+            append_audit(tx, &audit)?;
+            Ok(StackRecord {
+                org,
+                spec,
+                created_at: from_millis(now)?,
+                updated_at: from_millis(now)?,
+            })
         })
+        .await
     }
 
     async fn get_stack(&self, org: &str, id: &str) -> Result<Option<StackRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ? AND id = ?"
-        ))
-        .bind(org)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(stack_from_row).transpose()
+        let (org, id) = (org.to_string(), id.to_string());
+        self.read(move |c| {
+            let row = c
+                .prepare_cached(&format!(
+                    "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ?1 AND id = ?2"
+                ))?
+                .query_row(params![org, id], stack_row)
+                .optional()?;
+            row.map(stack_record).transpose()
+        })
+        .await
     }
 
     async fn list_stacks(
@@ -738,15 +996,20 @@ impl Store for SqliteStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StackRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?"
-        ))
-        .bind(org)
-        .bind(after.unwrap_or(""))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(stack_from_row).collect()
+        let (org, after) = (org.to_string(), after.unwrap_or("").to_string());
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ?1 AND id > ?2
+                 ORDER BY id LIMIT ?3"
+            ))?;
+            let rows = stmt.query_map(params![org, after, limit], stack_row)?;
+            let mut out = Vec::with_capacity(limit as usize);
+            for row in rows {
+                out.push(stack_record(row?)?);
+            }
+            Ok(out)
+        })
+        .await
     }
 
     async fn update_stack(
@@ -755,87 +1018,86 @@ impl Store for SqliteStore {
         spec: &StackSpec,
         audit: &Audit,
     ) -> Result<StackRecord> {
-        let mut tx = self.write_tx().await?;
-        let created: Option<i64> =
-            sqlx::query_scalar("SELECT created_at FROM stacks WHERE org_id = ? AND id = ?")
-                .bind(org)
-                .bind(spec.id.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some(created) = created else {
-            return Err(StoreError::NotFound(format!(
-                "stack {:?}",
-                spec.id.as_str()
-            )));
-        };
-        check_and_write_dependencies(&mut tx, org, spec).await?;
-        let now = millis(Utc::now()).max(created);
-        let c = stack_columns(spec);
-        sqlx::query(
-            "UPDATE stacks SET name = ?, repository = ?, branch = ?, path = ?, watch_paths = ?,
-                engine = ?, engine_binary = ?, engine_version = ?, tier = ?, autodeploy = ?,
-                environment = ?, variables = ?, depends_on = ?, drift_detection = ?,
-                runner_pool = ?, updated_at = ?
-             WHERE org_id = ? AND id = ?",
-        )
-        .bind(&spec.name)
-        .bind(spec.repository.to_string())
-        .bind(&spec.branch)
-        .bind(spec.path.as_str())
-        .bind(&c.watch_paths)
-        .bind(spec.engine.kind.as_str())
-        .bind(&spec.engine.binary)
-        .bind(&spec.engine.version)
-        .bind(spec.tier.as_str())
-        .bind(spec.autodeploy)
-        .bind(spec.environment.as_ref().map(|e| e.as_str()))
-        .bind(&c.variables)
-        .bind(&c.depends_on)
-        .bind(&c.drift_detection)
-        .bind(spec.runner_pool.to_string())
-        .bind(now)
-        .bind(org)
-        .bind(spec.id.as_str())
-        .execute(&mut *tx)
-        .await?;
-        append_audit(&mut tx, audit).await?;
-        tx.commit().await?;
-        Ok(StackRecord {
-            org: org.to_string(),
-            spec: spec.clone(),
-            created_at: from_millis(created)?,
-            updated_at: from_millis(now)?,
+        let (org, spec, audit) = (org.to_string(), spec.clone(), audit.clone());
+        self.write(move |tx| {
+            let created: Option<i64> = tx
+                .prepare_cached("SELECT created_at FROM stacks WHERE org_id = ?1 AND id = ?2")?
+                .query_row(params![org, spec.id.as_str()], |r| r.get(0))
+                .optional()?;
+            let Some(created) = created else {
+                return Err(StoreError::NotFound(format!(
+                    "stack {:?}",
+                    spec.id.as_str()
+                )));
+            };
+            check_and_write_dependencies(tx, &org, &spec)?;
+            let now = millis(Utc::now()).max(created);
+            let c = stack_columns(&spec);
+            tx.prepare_cached(
+                "UPDATE stacks SET name = ?1, repository = ?2, branch = ?3, path = ?4,
+                    watch_paths = ?5, engine = ?6, engine_binary = ?7, engine_version = ?8,
+                    tier = ?9, autodeploy = ?10, environment = ?11, variables = ?12,
+                    depends_on = ?13, drift_detection = ?14, runner_pool = ?15, updated_at = ?16
+                 WHERE org_id = ?17 AND id = ?18",
+            )?
+            .execute(params![
+                spec.name,
+                spec.repository.to_string(),
+                spec.branch,
+                spec.path.as_str(),
+                c.watch_paths,
+                spec.engine.kind.as_str(),
+                spec.engine.binary,
+                spec.engine.version,
+                spec.tier.as_str(),
+                spec.autodeploy,
+                spec.environment.as_ref().map(|e| e.as_str()),
+                c.variables,
+                c.depends_on,
+                c.drift_detection,
+                spec.runner_pool.to_string(),
+                now,
+                org,
+                spec.id.as_str(),
+            ])?;
+            append_audit(tx, &audit)?;
+            Ok(StackRecord {
+                org,
+                spec,
+                created_at: from_millis(created)?,
+                updated_at: from_millis(now)?,
+            })
         })
+        .await
     }
 
     async fn delete_stack(&self, org: &str, id: &str, audit: &Audit) -> Result<()> {
-        let mut tx = self.write_tx().await?;
-        let dependents: Vec<String> = sqlx::query_scalar(
-            "SELECT stack_id FROM stack_dependencies WHERE org_id = ? AND upstream = ?
-             ORDER BY stack_id",
-        )
-        .bind(org)
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        if !dependents.is_empty() {
-            return Err(StoreError::HasDependents {
-                stack: id.to_string(),
-                dependents,
-            });
-        }
-        let deleted = sqlx::query("DELETE FROM stacks WHERE org_id = ? AND id = ?")
-            .bind(org)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if deleted == 0 {
-            return Err(StoreError::NotFound(format!("stack {id:?}")));
-        }
-        append_audit(&mut tx, audit).await?;
-        tx.commit().await?;
-        Ok(())
+        let (org, id, audit) = (org.to_string(), id.to_string(), audit.clone());
+        self.write(move |tx| {
+            let dependents: Vec<String> = {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT stack_id FROM stack_dependencies WHERE org_id = ?1 AND upstream = ?2
+                     ORDER BY stack_id",
+                )?;
+                let rows = stmt.query_map(params![org, id], |r| r.get(0))?;
+                rows.collect::<rusqlite::Result<_>>()?
+            };
+            if !dependents.is_empty() {
+                return Err(StoreError::HasDependents {
+                    stack: id,
+                    dependents,
+                });
+            }
+            let deleted = tx.execute(
+                "DELETE FROM stacks WHERE org_id = ?1 AND id = ?2",
+                params![org, id],
+            )?;
+            if deleted == 0 {
+                return Err(StoreError::NotFound(format!("stack {id:?}")));
+            }
+            append_audit(tx, &audit)
+        })
+        .await
     }
 
     async fn list_audit(
@@ -844,32 +1106,43 @@ impl Store for SqliteStore {
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>> {
-        let rows = sqlx::query(
-            "SELECT * FROM audit_log WHERE (? IS NULL OR org_id = ?) AND seq < ?
-             ORDER BY seq DESC LIMIT ?",
-        )
-        .bind(org)
-        .bind(org)
-        .bind(before_seq.unwrap_or(i64::MAX))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let detail: String = r.try_get("detail")?;
-                Ok(AuditRecord {
-                    seq: r.try_get("seq")?,
-                    at: from_millis(r.try_get("at")?)?,
+        let org = org.map(str::to_string);
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT seq, at, org_id, actor, token_id, action, target, detail FROM audit_log
+                 WHERE (?1 IS NULL OR org_id = ?1) AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+            )?;
+            let rows =
+                stmt.query_map(params![org, before_seq.unwrap_or(i64::MAX), limit], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, String>(7)?,
+                    ))
+                })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, at, org, actor, token_id, action, target, detail) = row?;
+                out.push(AuditRecord {
+                    seq,
+                    at: from_millis(at)?,
                     entry: Audit {
-                        org: r.try_get("org_id")?,
-                        actor: r.try_get("actor")?,
-                        token_id: r.try_get("token_id")?,
-                        action: r.try_get("action")?,
-                        target: r.try_get("target")?,
+                        org,
+                        actor,
+                        token_id,
+                        action,
+                        target,
                         detail: serde_json::from_str(&detail).map_err(|e| corrupt("detail", e))?,
                     },
-                })
-            })
-            .collect()
+                });
+            }
+            Ok(out)
+        })
+        .await
     }
 }

@@ -22,17 +22,12 @@ async fn refuses_a_newer_schema() {
     let store = SqliteStore::open(&path).await.unwrap();
     let known = store.schema_version().await.unwrap();
     store.close().await;
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
-        "sqlite://{}",
-        path.display()
-    ))
-    .await
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO bosun_schema (version) VALUES (?1)",
+        [known + 1],
+    )
     .unwrap();
-    sqlx::query("INSERT INTO bosun_schema (version) VALUES (?)")
-        .bind(known + 1)
-        .execute(&mut conn)
-        .await
-        .unwrap();
     drop(conn);
     match SqliteStore::open(&path).await {
         Err(StoreError::SchemaTooNew { found, known: k }) => {
@@ -80,20 +75,14 @@ async fn audit_log_refuses_edits_in_the_database() {
     let (store, dir) = fresh().await;
     store.close().await;
     let path = dir.path().join("bosun.db");
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
-        "sqlite://{}",
-        path.display()
-    ))
-    .await
-    .unwrap();
-    sqlx::query(
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
         "INSERT INTO audit_log (at, actor, action, target, detail) VALUES (1,'a','b','c','{}')",
+        [],
     )
-    .execute(&mut conn)
-    .await
     .unwrap();
     for edit in ["UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log"] {
-        let err = sqlx::query(edit).execute(&mut conn).await.unwrap_err();
+        let err = conn.execute(edit, []).unwrap_err();
         assert!(err.to_string().contains("append-only"), "{edit}: {err}");
     }
 }
