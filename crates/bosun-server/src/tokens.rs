@@ -179,18 +179,35 @@ pub async fn create_personal(
     if state.store.get_user(&user).await?.is_none() {
         return Err(ApiError::NotFound(format!("user {user:?}")));
     }
-    let (secret, token) = new_token(
+    issue(
+        &state,
+        &caller,
+        None,
         TokenKind::Personal,
         TokenOwner::User(user.clone()),
-        check_description(&body.description)?,
-        expiry(body.expires_in_seconds)?,
-    );
-    let audit = caller.audit(
-        None,
-        "token.create",
-        format!("token:{}", token.id),
+        (&body.description, body.expires_in_seconds),
         json!({"kind": "personal", "user": user}),
+    )
+    .await
+}
+
+/// Mints, stores (with its audit record) and returns a token requested through the API.
+async fn issue(
+    state: &AppState,
+    caller: &Caller,
+    org: Option<&str>,
+    kind: TokenKind,
+    owner: TokenOwner,
+    (description, expires_in_seconds): (&str, Option<u64>),
+    detail: serde_json::Value,
+) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
+    let (secret, token) = new_token(
+        kind,
+        owner,
+        check_description(description)?,
+        expiry(expires_in_seconds)?,
     );
+    let audit = caller.audit(org, "token.create", format!("token:{}", token.id), detail);
     let record = state.store.create_token(&token, Some(&audit)).await?;
     Ok((
         StatusCode::CREATED,
@@ -256,29 +273,19 @@ pub async fn create_pool(
     let pool = RunnerPool::parse(&body.pool)
         .map_err(|e| ValidationError::new("pool", e.message))?
         .to_string();
-    let (secret, token) = new_token(
+    issue(
+        &state,
+        &caller,
+        Some(&org),
         TokenKind::Pool,
         TokenOwner::Pool {
             org: org.clone(),
             pool: pool.clone(),
         },
-        check_description(&body.description)?,
-        expiry(body.expires_in_seconds)?,
-    );
-    let audit = caller.audit(
-        Some(&org),
-        "token.create",
-        format!("token:{}", token.id),
+        (&body.description, body.expires_in_seconds),
         json!({"kind": "pool", "pool": pool}),
-    );
-    let record = state.store.create_token(&token, Some(&audit)).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(TokenCreated {
-            token: to_wire(record),
-            secret,
-        }),
-    ))
+    )
+    .await
 }
 
 /// List the org's runner-pool tokens.

@@ -574,6 +574,51 @@ fn stack_columns(spec: &StackSpec) -> StackColumns {
     }
 }
 
+/// Inserts a stack's row, or replaces every column but `created_at` of an existing one.
+fn write_stack_row(
+    tx: &Transaction<'_>,
+    org: &str,
+    spec: &StackSpec,
+    created_at: i64,
+    updated_at: i64,
+) -> rusqlite::Result<usize> {
+    let c = stack_columns(spec);
+    tx.prepare_cached(&format!(
+        "INSERT INTO stacks ({STACK_COLUMNS})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18, ?19)
+         ON CONFLICT (org_id, id) DO UPDATE SET
+            name = excluded.name, repository = excluded.repository, branch = excluded.branch,
+            path = excluded.path, watch_paths = excluded.watch_paths, engine = excluded.engine,
+            engine_binary = excluded.engine_binary, engine_version = excluded.engine_version,
+            tier = excluded.tier, autodeploy = excluded.autodeploy,
+            environment = excluded.environment, variables = excluded.variables,
+            depends_on = excluded.depends_on, drift_detection = excluded.drift_detection,
+            runner_pool = excluded.runner_pool, updated_at = excluded.updated_at"
+    ))?
+    .execute(params![
+        org,
+        spec.id.as_str(),
+        spec.name,
+        spec.repository.to_string(),
+        spec.branch,
+        spec.path.as_str(),
+        c.watch_paths,
+        spec.engine.kind.as_str(),
+        spec.engine.binary,
+        spec.engine.version,
+        spec.tier.as_str(),
+        spec.autodeploy,
+        spec.environment.as_ref().map(|e| e.as_str()),
+        c.variables,
+        c.depends_on,
+        c.drift_detection,
+        spec.runner_pool.to_string(),
+        created_at,
+        updated_at,
+    ])
+}
+
 fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &str) -> Result<()> {
     if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![org])? {
         return Err(StoreError::NotFound(format!("org {org:?}")));
@@ -931,33 +976,7 @@ impl Store for SqliteStore {
                 )));
             }
             let now = millis(Utc::now());
-            let c = stack_columns(&spec);
-            tx.prepare_cached(&format!(
-                "INSERT INTO stacks ({STACK_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                         ?17, ?18, ?18)"
-            ))?
-            .execute(params![
-                org,
-                spec.id.as_str(),
-                spec.name,
-                spec.repository.to_string(),
-                spec.branch,
-                spec.path.as_str(),
-                c.watch_paths,
-                spec.engine.kind.as_str(),
-                spec.engine.binary,
-                spec.engine.version,
-                spec.tier.as_str(),
-                spec.autodeploy,
-                spec.environment.as_ref().map(|e| e.as_str()),
-                c.variables,
-                c.depends_on,
-                c.drift_detection,
-                spec.runner_pool.to_string(),
-                now,
-            ])
-            .map_err(|e| {
+            write_stack_row(tx, &org, &spec, now, now).map_err(|e| {
                 if is_foreign_key_violation(&e) {
                     StoreError::NotFound(format!("org {org:?}"))
                 } else {
@@ -1032,34 +1051,7 @@ impl Store for SqliteStore {
             };
             check_and_write_dependencies(tx, &org, &spec)?;
             let now = millis(Utc::now()).max(created);
-            let c = stack_columns(&spec);
-            tx.prepare_cached(
-                "UPDATE stacks SET name = ?1, repository = ?2, branch = ?3, path = ?4,
-                    watch_paths = ?5, engine = ?6, engine_binary = ?7, engine_version = ?8,
-                    tier = ?9, autodeploy = ?10, environment = ?11, variables = ?12,
-                    depends_on = ?13, drift_detection = ?14, runner_pool = ?15, updated_at = ?16
-                 WHERE org_id = ?17 AND id = ?18",
-            )?
-            .execute(params![
-                spec.name,
-                spec.repository.to_string(),
-                spec.branch,
-                spec.path.as_str(),
-                c.watch_paths,
-                spec.engine.kind.as_str(),
-                spec.engine.binary,
-                spec.engine.version,
-                spec.tier.as_str(),
-                spec.autodeploy,
-                spec.environment.as_ref().map(|e| e.as_str()),
-                c.variables,
-                c.depends_on,
-                c.drift_detection,
-                spec.runner_pool.to_string(),
-                now,
-                org,
-                spec.id.as_str(),
-            ])?;
+            write_stack_row(tx, &org, &spec, created, now)?;
             append_audit(tx, &audit)?;
             Ok(StackRecord {
                 org,
