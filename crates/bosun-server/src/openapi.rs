@@ -17,6 +17,7 @@ use utoipa::{Modify, OpenApi};
         crate::tenancy::put_member,
         crate::tenancy::delete_member,
         crate::tenancy::list_audit,
+        crate::tenancy::list_server_audit,
         crate::tokens::create_personal,
         crate::tokens::list_personal,
         crate::tokens::revoke_personal,

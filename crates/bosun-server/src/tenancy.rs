@@ -39,6 +39,7 @@ pub fn routes() -> Vec<Route> {
             delete_member,
         ),
         Route::get("/orgs/{org}/audit", Access::Org(Role::Admin), list_audit),
+        Route::get("/audit", Access::ServerAdmin, list_server_audit),
     ]
 }
 
@@ -291,6 +292,20 @@ pub async fn list_audit(
 ) -> Result<Json<Vec<AuditEvent>>, ApiError> {
     let limit = crate::stacks::page_limit(q.limit)?;
     let records = state.store.list_audit(Some(&org), q.before, limit).await?;
+    Ok(Json(records.into_iter().map(audit_wire).collect()))
+}
+
+/// The whole server's audit log, newest first: every org's records and server-level
+/// ones (users, personal tokens).
+#[utoipa::path(get, path = "/api/v1/audit", tag = "tenancy",
+    params(AuditQuery),
+    responses((status = 200, body = Vec<AuditEvent>)))]
+pub async fn list_server_audit(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
+) -> Result<Json<Vec<AuditEvent>>, ApiError> {
+    let limit = crate::stacks::page_limit(q.limit)?;
+    let records = state.store.list_audit(None, q.before, limit).await?;
     Ok(Json(records.into_iter().map(audit_wire).collect()))
 }
 

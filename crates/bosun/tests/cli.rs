@@ -778,4 +778,16 @@ fn audit_lists_stack_create() {
     );
     let one = ok_json(&env, &env.admin, &["audit", "--limit", "1"]);
     assert_eq!(one.as_array().unwrap().len(), 1);
+
+    // Server-level events (a user created) appear only in the server-wide log.
+    ok(&env, &env.admin, &["user", "create", "carol"]);
+    let org_log = ok_json(&env, &env.admin, &["audit"]);
+    assert!(!org_log.to_string().contains("user:carol"), "{org_log}");
+    let server_log = ok(&env, &env.admin, &["audit", "--server"]);
+    assert!(
+        server_log
+            .lines()
+            .any(|l| l.contains("user.create") && l.contains("user:carol")),
+        "{server_log}"
+    );
 }

@@ -108,6 +108,7 @@ fn cases() -> Vec<Case> {
             AnyUser,
         ),
         case(Method::GET, "/tokens", "/tokens", None, AnyUser),
+        case(Method::GET, "/audit", "/audit", None, ServerAdmin),
         case(
             Method::DELETE,
             "/tokens/{token}",

@@ -1,4 +1,4 @@
-//! `bosun audit`: the org's audit log, newest first.
+//! `bosun audit`: the org's audit log (or, for server admins, every org's), newest first.
 
 use bosun_api::AuditEvent;
 use clap::Args;
@@ -14,6 +14,10 @@ pub struct AuditArgs {
     /// Show events older than this sequence number (to page back through the log).
     #[arg(long)]
     before: Option<i64>,
+    /// The whole server's log: every org's events and server-level ones such as user
+    /// creation (server administrators only).
+    #[arg(long)]
+    server: bool,
 }
 
 pub async fn run(ctx: &Ctx, args: AuditArgs) -> anyhow::Result<()> {
@@ -24,9 +28,13 @@ pub async fn run(ctx: &Ctx, args: AuditArgs) -> anyhow::Result<()> {
     if let Some(before) = args.before {
         query.push(("before", before.to_string()));
     }
-    let value = ctx.client.get(&["orgs", &ctx.org, "audit"], &query).await?;
+    let value = if args.server {
+        ctx.client.get(&["audit"], &query).await?
+    } else {
+        ctx.client.get(&["orgs", &ctx.org, "audit"], &query).await?
+    };
     ctx.show(value, |events: Vec<AuditEvent>| {
-        let mut t = Table::new(&["SEQ", "AT", "ACTOR", "ACTION", "TARGET", "DETAIL"]);
+        let mut t = Table::new(&["SEQ", "AT", "ORG", "ACTOR", "ACTION", "TARGET", "DETAIL"]);
         for e in events {
             let detail = match &e.detail {
                 serde_json::Value::Object(m) if m.is_empty() => String::new(),
@@ -36,6 +44,7 @@ pub async fn run(ctx: &Ctx, args: AuditArgs) -> anyhow::Result<()> {
             t.row(vec![
                 e.seq.to_string(),
                 timestamp(&e.at),
+                e.org.unwrap_or_else(|| "-".into()),
                 e.actor,
                 e.action,
                 e.target,
