@@ -26,11 +26,12 @@ pub enum PrincipalKind {
     },
     /// A runner pool of one org.
     Pool { org: String, pool: String },
-    /// One Run, scoped to its stack.
+    /// One Run, scoped to its stack, plus the upstream stacks whose state it may read.
     Run {
         org: String,
         run: String,
         stack: String,
+        read_stacks: Vec<String>,
     },
 }
 
@@ -77,15 +78,30 @@ pub enum Access {
     ServerAdmin,
     /// A member of the org in the path with at least this role.
     Org(Role),
+    /// A stack's state (`{org}` and `{stack}` in the path), decided by
+    /// [`crate::state::authorize_state`], which also admits run tokens.
+    State(crate::state::StateAccess),
 }
 
 /// Why a call was refused. `Unauthenticated` maps to 401, the rest to 403.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denial {
-    WrongTokenKind { kind: TokenKind },
+    WrongTokenKind {
+        kind: TokenKind,
+    },
     NotServerAdmin,
-    NotMember { org: String },
-    RoleTooLow { org: String, has: Role, needs: Role },
+    NotMember {
+        org: String,
+    },
+    RoleTooLow {
+        org: String,
+        has: Role,
+        needs: Role,
+    },
+    /// A scoped token (a run's) reaching outside its scope.
+    OutOfScope {
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for Denial {
@@ -101,6 +117,7 @@ impl std::fmt::Display for Denial {
                 f,
                 "your role in org {org:?} is {has}; this action needs {needs} or above"
             ),
+            Denial::OutOfScope { reason } => f.write_str(reason),
         }
     }
 }
@@ -108,6 +125,10 @@ impl std::fmt::Display for Denial {
 /// Decides whether `who` may call a route with policy `access`; `org` is the org named
 /// in the path, if any.
 pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(), Denial> {
+    if let Access::State(_) = access {
+        // Needs the stack and the operation: the guard calls `authorize_state`.
+        return Ok(());
+    }
     let PrincipalKind::User {
         server_admin,
         roles,
@@ -124,6 +145,7 @@ pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(
         Access::User => Ok(()),
         Access::ServerAdmin if *server_admin => Ok(()),
         Access::ServerAdmin => Err(Denial::NotServerAdmin),
+        Access::State(_) => Ok(()),
         Access::Org(needs) => {
             let org = org.unwrap_or_default();
             match roles.get(org) {
@@ -193,6 +215,7 @@ mod tests {
                 org: "acme".into(),
                 run: "r".into(),
                 stack: "s".into(),
+                read_stacks: vec![],
             },
         };
         for p in [pool, run] {

@@ -7,6 +7,7 @@ pub mod authz;
 pub mod id;
 pub mod role;
 pub mod stack;
+pub mod state;
 pub mod token;
 pub mod validation;
 

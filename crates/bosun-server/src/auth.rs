@@ -123,6 +123,7 @@ pub async fn authenticate(store: &dyn Store, headers: &HeaderMap) -> Result<Prin
             org: record.org.clone().ok_or_else(corrupt)?,
             run: record.run.clone().ok_or_else(corrupt)?,
             stack: record.stack.clone().unwrap_or_default(),
+            read_stacks: record.read_stacks.clone(),
         },
     };
     Ok(Principal {

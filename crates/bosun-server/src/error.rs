@@ -29,6 +29,9 @@ pub enum ApiError {
     /// `has_dependents`, `last_admin`.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// The stack's state is locked by someone else.
+    #[error("the state is locked by {} (lock {}, operation {})", .0.who, .0.id, .0.operation)]
+    Locked(Box<bosun_core::state::Lock>),
     #[error("request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("{0}")]
@@ -51,6 +54,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Locked(_) => StatusCode::LOCKED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -64,6 +68,7 @@ impl ApiError {
             ApiError::Validation(_) => "validation_failed",
             ApiError::BadRequest { code, .. } | ApiError::Conflict { code, .. } => code,
             ApiError::Unauthenticated(_) => "unauthenticated",
+            ApiError::Locked(_) => "state_locked",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
@@ -122,6 +127,20 @@ impl From<StoreError> for ApiError {
             },
             StoreError::UnknownUpstream(_) => {
                 ApiError::Validation(ValidationError::new("depends_on", e.to_string()))
+            }
+            StoreError::StateLocked(lock) => ApiError::Locked(lock),
+            StoreError::StateRefused(refusal) => {
+                use bosun_core::state::WriteRefusal;
+                let code = match &refusal {
+                    WriteRefusal::Locked(lock) => return ApiError::Locked(lock.clone()),
+                    WriteRefusal::LockNotHeld(_) => "lock_not_held",
+                    WriteRefusal::SerialBackwards { .. } => "serial_backwards",
+                    WriteRefusal::LineageChanged { .. } => "lineage_changed",
+                };
+                ApiError::Conflict {
+                    code,
+                    message: refusal.to_string(),
+                }
             }
             StoreError::SchemaTooNew { .. } | StoreError::Corrupt(_) | StoreError::Backend(_) => {
                 ApiError::Internal(e.to_string())

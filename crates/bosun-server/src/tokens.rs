@@ -54,6 +54,8 @@ pub enum TokenOwner {
         org: String,
         run: String,
         stack: String,
+        /// Upstream stacks whose state the run may read (`terraform_remote_state`).
+        read_stacks: Vec<String>,
     },
 }
 
@@ -79,6 +81,7 @@ pub fn new_token(
         pool: None,
         run: None,
         stack: None,
+        read_stacks: Vec::new(),
         expires_at,
     };
     match owner {
@@ -87,16 +90,23 @@ pub fn new_token(
             token.org = Some(org);
             token.pool = Some(pool);
         }
-        TokenOwner::Run { org, run, stack } => {
+        TokenOwner::Run {
+            org,
+            run,
+            stack,
+            read_stacks,
+        } => {
             token.org = Some(org);
             token.run = Some(run);
             token.stack = Some(stack);
+            token.read_stacks = read_stacks;
         }
     }
     (secret, token)
 }
 
-/// Mints the token a Run authenticates with, scoped to its stack. Runs revoke it with
+/// Mints the token a Run authenticates with, scoped to its stack (and read access to the
+/// state of `read_stacks`, its granted upstreams). Runs revoke it with
 /// [`bosun_store::Store::revoke_token`] the moment they end.
 pub async fn mint_run_token(
     state: &AppState,
@@ -104,6 +114,7 @@ pub async fn mint_run_token(
     run: &str,
     stack: &str,
     ttl: Duration,
+    read_stacks: &[String],
 ) -> Result<(String, TokenRecord), ApiError> {
     let (secret, token) = new_token(
         TokenKind::Run,
@@ -111,6 +122,7 @@ pub async fn mint_run_token(
             org: org.into(),
             run: run.into(),
             stack: stack.into(),
+            read_stacks: read_stacks.to_vec(),
         },
         format!("run {run}"),
         Some(Utc::now() + ttl),

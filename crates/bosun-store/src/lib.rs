@@ -38,6 +38,10 @@ pub enum StoreError {
     SchemaTooNew { found: i64, known: i64 },
     #[error("stored data is invalid: {0}")]
     Corrupt(String),
+    #[error("{0}")]
+    StateRefused(bosun_core::state::WriteRefusal),
+    #[error("the state is locked by {} (lock {})", .0.who, .0.id)]
+    StateLocked(Box<bosun_core::state::Lock>),
     #[error("database error: {0}")]
     Backend(String),
 }
@@ -99,6 +103,50 @@ pub trait Store: Send + Sync + 'static {
         -> Result<StackRecord>;
     /// Refuses while other stacks depend on it.
     async fn delete_stack(&self, org: &str, id: &str, audit: &Audit) -> Result<()>;
+
+    /// The current version and lock of a stack's state (both empty when it has none).
+    async fn state_head(&self, org: &str, stack: &str) -> Result<StateHead>;
+    /// A version with its body; `None` for the current one.
+    async fn state_version(
+        &self,
+        org: &str,
+        stack: &str,
+        version: Option<i64>,
+    ) -> Result<Option<(StateVersionMeta, Vec<u8>)>>;
+    /// Versions, newest first, strictly before `before`, at most `limit`.
+    async fn list_state_versions(
+        &self,
+        org: &str,
+        stack: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<StateVersionMeta>>;
+    /// Stores a new version in one transaction, judged by
+    /// [`bosun_core::state::decide_write`] against the lock and current version held at
+    /// that moment. `audit` is written with it when given (forced and late writes).
+    async fn write_state(
+        &self,
+        org: &str,
+        stack: &str,
+        new: &NewStateVersion,
+        audit: Option<&Audit>,
+    ) -> Result<StateVersionMeta>;
+    /// Takes the lock, or fails with `StateLocked` and the holder.
+    async fn lock_state(
+        &self,
+        org: &str,
+        stack: &str,
+        lock: &bosun_core::state::Lock,
+    ) -> Result<()>;
+    /// Releases the lock as [`bosun_core::state::decide_unlock`] decides; a forced release
+    /// writes `audit` (with the released lock added to its detail).
+    async fn unlock_state(
+        &self,
+        org: &str,
+        stack: &str,
+        request: &bosun_core::state::UnlockRequest,
+        audit: &Audit,
+    ) -> Result<bosun_core::state::UnlockDecision>;
 
     /// Audit records, newest first; `org: None` lists every org's and the server's.
     async fn list_audit(

@@ -64,6 +64,8 @@ pub struct NewToken {
     pub pool: Option<String>,
     pub run: Option<String>,
     pub stack: Option<String>,
+    /// Run tokens: upstream stacks whose state the run may read.
+    pub read_stacks: Vec<String>,
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -77,6 +79,7 @@ pub struct TokenRecord {
     pub pool: Option<String>,
     pub run: Option<String>,
     pub stack: Option<String>,
+    pub read_stacks: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
@@ -118,4 +121,39 @@ pub struct StackRecord {
     pub spec: StackSpec,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// One stored state version, without its body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateVersionMeta {
+    pub org: String,
+    pub stack: String,
+    pub version: i64,
+    pub serial: u64,
+    pub lineage: String,
+    pub checksum: String,
+    pub size: u64,
+    pub writer: bosun_core::state::Writer,
+    pub token_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub late_write: bool,
+    pub forced: bool,
+    pub current: bool,
+    pub outputs: std::collections::BTreeMap<String, bosun_core::state::Output>,
+}
+
+/// A stack's current state version and lock.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StateHead {
+    pub current: Option<StateVersionMeta>,
+    pub lock: Option<bosun_core::state::Lock>,
+}
+
+/// A state write: the body, what was parsed from it, and who is writing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewStateVersion {
+    pub body: Vec<u8>,
+    pub doc: bosun_core::state::StateDoc,
+    pub request: bosun_core::state::WriteRequest,
+    pub token_id: Option<String>,
 }

@@ -14,6 +14,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bosun_core::stack::{find_cycle, DependencyInput, DriftInput, StackInput, StackSpec};
+use bosun_core::state::{
+    decide_lock, decide_unlock, decide_write, Current, Lock, Output, StateDoc, UnlockDecision,
+    UnlockRequest, Writer,
+};
 use bosun_core::token::TokenKind;
 use bosun_core::Role;
 use chrono::{DateTime, TimeZone, Utc};
@@ -26,7 +30,10 @@ use tokio::sync::Semaphore;
 use crate::*;
 
 /// Migrations embedded in the binary, applied in order. The index + 1 is the version.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/sqlite/0001_init.sql"),
+    include_str!("../migrations/sqlite/0002_state.sql"),
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -234,8 +241,8 @@ fn insert_token(tx: &Transaction<'_>, t: &NewToken) -> Result<i64> {
     let now = millis(Utc::now());
     tx.prepare_cached(
         "INSERT INTO tokens (id, kind, secret_hash, description, user_id, org_id, pool, run_id,
-                             stack_id, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                             stack_id, created_at, expires_at, read_stacks)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         t.id,
@@ -249,6 +256,7 @@ fn insert_token(tx: &Transaction<'_>, t: &NewToken) -> Result<i64> {
         t.stack,
         now,
         t.expires_at.map(millis),
+        json!(t.read_stacks).to_string(),
     ])
     .map_err(|e| {
         if is_unique_violation(&e) {
@@ -261,7 +269,7 @@ fn insert_token(tx: &Transaction<'_>, t: &NewToken) -> Result<i64> {
 }
 
 const TOKEN_COLUMNS: &str = "id, kind, description, user_id, org_id, pool, run_id, stack_id,
-    created_at, expires_at, revoked_at";
+    created_at, expires_at, revoked_at, read_stacks";
 
 /// Raw token columns, converted outside rusqlite's row callback so errors stay ours.
 type TokenRow = (
@@ -276,6 +284,7 @@ type TokenRow = (
     i64,
     Option<i64>,
     Option<i64>,
+    String,
 );
 
 fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
@@ -291,6 +300,7 @@ fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
         r.get(8)?,
         r.get(9)?,
         r.get(10)?,
+        r.get(11)?,
     ))
 }
 
@@ -304,6 +314,7 @@ fn token_record(t: TokenRow) -> Result<TokenRecord> {
         pool: t.5,
         run: t.6,
         stack: t.7,
+        read_stacks: serde_json::from_str(&t.11).map_err(|e| corrupt("read_stacks", e))?,
         created_at: from_millis(t.8)?,
         expires_at: opt_from_millis(t.9)?,
         revoked_at: opt_from_millis(t.10)?,
@@ -619,6 +630,186 @@ fn write_stack_row(
     ])
 }
 
+const VERSION_COLUMNS: &str = "v.org_id, v.stack_id, v.version, v.serial, v.lineage, v.checksum,
+    v.size, v.writer_kind, v.writer_id, v.token_id, v.created_at, v.late_write, v.forced,
+    v.outputs, (h.current_version IS v.version)";
+
+type VersionRow = (
+    String,
+    String,
+    i64,
+    i64,
+    String,
+    String,
+    i64,
+    String,
+    String,
+    Option<String>,
+    i64,
+    bool,
+    bool,
+    String,
+    bool,
+);
+
+fn version_row(r: &Row<'_>) -> rusqlite::Result<VersionRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+        r.get(9)?,
+        r.get(10)?,
+        r.get(11)?,
+        r.get(12)?,
+        r.get(13)?,
+        r.get(14)?,
+    ))
+}
+
+fn version_meta(v: VersionRow) -> Result<StateVersionMeta> {
+    let outputs: Value = serde_json::from_str(&v.13).map_err(|e| corrupt("outputs", e))?;
+    let outputs = outputs
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, o)| {
+                    (
+                        k.clone(),
+                        Output {
+                            value: o.get("value").cloned().unwrap_or(Value::Null),
+                            sensitive: o.get("sensitive").and_then(Value::as_bool).unwrap_or(false),
+                        },
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(StateVersionMeta {
+        org: v.0,
+        stack: v.1,
+        version: v.2,
+        serial: u64::try_from(v.3).map_err(|e| corrupt("serial", e))?,
+        lineage: v.4,
+        checksum: v.5,
+        size: u64::try_from(v.6).map_err(|e| corrupt("size", e))?,
+        writer: Writer::from_parts(&v.7, v.8).ok_or_else(|| corrupt("writer_kind", &v.7))?,
+        token_id: v.9,
+        created_at: from_millis(v.10)?,
+        late_write: v.11,
+        forced: v.12,
+        current: v.14,
+        outputs,
+    })
+}
+
+fn read_version(
+    conn: &Connection,
+    org: &str,
+    stack: &str,
+    version: Option<i64>,
+) -> Result<Option<(StateVersionMeta, Vec<u8>)>> {
+    let sql = format!(
+        "SELECT {VERSION_COLUMNS}, v.body FROM state_versions v
+         LEFT JOIN state_heads h ON h.org_id = v.org_id AND h.stack_id = v.stack_id
+         WHERE v.org_id = ?1 AND v.stack_id = ?2
+           AND v.version = COALESCE(?3, h.current_version)"
+    );
+    let row = conn
+        .prepare_cached(&sql)?
+        .query_row(params![org, stack, version], |r| {
+            Ok((version_row(r)?, r.get::<_, Vec<u8>>(15)?))
+        })
+        .optional()?;
+    row.map(|(meta, body)| Ok((version_meta(meta)?, body)))
+        .transpose()
+}
+
+fn read_lock(conn: &Connection, org: &str, stack: &str) -> Result<Option<Lock>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT lock_id, lock_operation, lock_info, lock_who, lock_version, lock_created,
+                    lock_path, lock_holder_kind, lock_holder_id, lock_acquired_at
+             FROM state_heads WHERE org_id = ?1 AND stack_id = ?2 AND lock_id IS NOT NULL",
+        )?
+        .query_row(params![org, stack], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, String>(7)?,
+                r.get::<_, String>(8)?,
+                r.get::<_, i64>(9)?,
+            ))
+        })
+        .optional()?;
+    row.map(|l| {
+        Ok(Lock {
+            id: l.0,
+            operation: l.1,
+            info: l.2,
+            who: l.3,
+            version: l.4,
+            created: l.5,
+            path: l.6,
+            holder: Writer::from_parts(&l.7, l.8)
+                .ok_or_else(|| corrupt("lock_holder_kind", &l.7))?,
+            acquired_at: from_millis(l.9)?,
+        })
+    })
+    .transpose()
+}
+
+fn read_head(conn: &Connection, org: &str, stack: &str) -> Result<StateHead> {
+    Ok(StateHead {
+        current: read_version(conn, org, stack, None)?.map(|(m, _)| m),
+        lock: read_lock(conn, org, stack)?,
+    })
+}
+
+fn ensure_stack(tx: &Transaction<'_>, org: &str, stack: &str) -> Result<()> {
+    if !exists(
+        tx,
+        "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+        params![org, stack],
+    )? {
+        return Err(StoreError::NotFound(format!(
+            "stack {stack:?} in org {org:?}"
+        )));
+    }
+    tx.prepare_cached("INSERT OR IGNORE INTO state_heads (org_id, stack_id) VALUES (?1, ?2)")?
+        .execute(params![org, stack])?;
+    Ok(())
+}
+
+fn outputs_json(doc: &StateDoc) -> String {
+    let map: serde_json::Map<String, Value> = doc
+        .outputs
+        .iter()
+        .map(|(k, o)| {
+            (
+                k.clone(),
+                json!({"value": o.value, "sensitive": o.sensitive}),
+            )
+        })
+        .collect();
+    Value::Object(map).to_string()
+}
+
+fn sha256_hex(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(body))
+}
+
 fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &str) -> Result<()> {
     if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![org])? {
         return Err(StoreError::NotFound(format!("org {org:?}")));
@@ -863,6 +1054,7 @@ impl Store for SqliteStore {
                 pool: token.pool,
                 run: token.run,
                 stack: token.stack,
+                read_stacks: token.read_stacks,
                 created_at: from_millis(created)?,
                 expires_at: opt_from_millis(token.expires_at.map(millis))?,
                 revoked_at: None,
@@ -1088,6 +1280,209 @@ impl Store for SqliteStore {
                 return Err(StoreError::NotFound(format!("stack {id:?}")));
             }
             append_audit(tx, &audit)
+        })
+        .await
+    }
+
+    async fn state_head(&self, org: &str, stack: &str) -> Result<StateHead> {
+        let (org, stack) = (org.to_string(), stack.to_string());
+        self.read(move |c| read_head(c, &org, &stack)).await
+    }
+
+    async fn state_version(
+        &self,
+        org: &str,
+        stack: &str,
+        version: Option<i64>,
+    ) -> Result<Option<(StateVersionMeta, Vec<u8>)>> {
+        let (org, stack) = (org.to_string(), stack.to_string());
+        self.read(move |c| read_version(c, &org, &stack, version))
+            .await
+    }
+
+    async fn list_state_versions(
+        &self,
+        org: &str,
+        stack: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<StateVersionMeta>> {
+        let (org, stack) = (org.to_string(), stack.to_string());
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {VERSION_COLUMNS} FROM state_versions v
+                 LEFT JOIN state_heads h ON h.org_id = v.org_id AND h.stack_id = v.stack_id
+                 WHERE v.org_id = ?1 AND v.stack_id = ?2 AND v.version < ?3
+                 ORDER BY v.version DESC LIMIT ?4"
+            ))?;
+            let rows = stmt.query_map(
+                params![org, stack, before.unwrap_or(i64::MAX), limit],
+                version_row,
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(version_meta(row?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn write_state(
+        &self,
+        org: &str,
+        stack: &str,
+        new: &NewStateVersion,
+        audit: Option<&Audit>,
+    ) -> Result<StateVersionMeta> {
+        let (org, stack, new, audit) = (
+            org.to_string(),
+            stack.to_string(),
+            new.clone(),
+            audit.cloned(),
+        );
+        self.write(move |tx| {
+            ensure_stack(tx, &org, &stack)?;
+            let head = read_head(tx, &org, &stack)?;
+            let current = head.current.as_ref().map(|c| Current {
+                serial: c.serial,
+                lineage: c.lineage.clone(),
+            });
+            let outcome = decide_write(&new.request, head.lock.as_ref(), current.as_ref(), &new.doc)
+                .map_err(StoreError::StateRefused)?;
+            let version: i64 = tx
+                .prepare_cached(
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM state_versions
+                     WHERE org_id = ?1 AND stack_id = ?2",
+                )?
+                .query_row(params![org, stack], |r| r.get(0))?;
+            let serial = i64::try_from(new.doc.serial)
+                .map_err(|_| StoreError::Backend("serial out of range".into()))?;
+            tx.prepare_cached(
+                "INSERT INTO state_versions (org_id, stack_id, version, serial, lineage, checksum,
+                    size, writer_kind, writer_id, token_id, created_at, late_write, forced,
+                    outputs, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            )?
+            .execute(params![
+                org,
+                stack,
+                version,
+                serial,
+                new.doc.lineage,
+                sha256_hex(&new.body),
+                new.body.len() as i64,
+                new.request.writer.kind(),
+                new.request.writer.id(),
+                new.token_id,
+                millis(Utc::now()),
+                outcome.late_write,
+                new.request.force,
+                outputs_json(&new.doc),
+                new.body,
+            ])?;
+            if outcome.current {
+                tx.prepare_cached(
+                    "UPDATE state_heads SET current_version = ?3 WHERE org_id = ?1 AND stack_id = ?2",
+                )?
+                .execute(params![org, stack, version])?;
+            }
+            if let Some(audit) = &audit {
+                append_audit(tx, audit)?;
+            }
+            read_version(tx, &org, &stack, Some(version))?
+                .map(|(m, _)| m)
+                .ok_or_else(|| StoreError::Backend("written version vanished".into()))
+        })
+        .await
+    }
+
+    async fn lock_state(&self, org: &str, stack: &str, lock: &Lock) -> Result<()> {
+        let (org, stack, lock) = (org.to_string(), stack.to_string(), lock.clone());
+        self.write(move |tx| {
+            ensure_stack(tx, &org, &stack)?;
+            let held = read_lock(tx, &org, &stack)?;
+            decide_lock(held.as_ref(), &lock).map_err(StoreError::StateLocked)?;
+            if held.is_some() {
+                return Ok(());
+            }
+            tx.prepare_cached(
+                "UPDATE state_heads SET lock_id = ?3, lock_operation = ?4, lock_info = ?5,
+                    lock_who = ?6, lock_version = ?7, lock_created = ?8, lock_path = ?9,
+                    lock_holder_kind = ?10, lock_holder_id = ?11, lock_acquired_at = ?12
+                 WHERE org_id = ?1 AND stack_id = ?2",
+            )?
+            .execute(params![
+                org,
+                stack,
+                lock.id,
+                lock.operation,
+                lock.info,
+                lock.who,
+                lock.version,
+                lock.created,
+                lock.path,
+                lock.holder.kind(),
+                lock.holder.id(),
+                millis(lock.acquired_at),
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn unlock_state(
+        &self,
+        org: &str,
+        stack: &str,
+        request: &UnlockRequest,
+        audit: &Audit,
+    ) -> Result<UnlockDecision> {
+        let (org, stack, request, audit) = (
+            org.to_string(),
+            stack.to_string(),
+            request.clone(),
+            audit.clone(),
+        );
+        self.write(move |tx| {
+            if !exists(
+                tx,
+                "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+                params![org, stack],
+            )? {
+                return Err(StoreError::NotFound(format!(
+                    "stack {stack:?} in org {org:?}"
+                )));
+            }
+            let held = read_lock(tx, &org, &stack)?;
+            let decision = decide_unlock(held.as_ref(), &request);
+            if let UnlockDecision::Release { lock, forced } = &decision {
+                tx.prepare_cached(
+                    "UPDATE state_heads SET lock_id = NULL, lock_operation = NULL,
+                        lock_info = NULL, lock_who = NULL, lock_version = NULL,
+                        lock_created = NULL, lock_path = NULL, lock_holder_kind = NULL,
+                        lock_holder_id = NULL, lock_acquired_at = NULL
+                     WHERE org_id = ?1 AND stack_id = ?2",
+                )?
+                .execute(params![org, stack])?;
+                if *forced {
+                    let mut audit = audit.clone();
+                    if let Value::Object(m) = &mut audit.detail {
+                        m.insert(
+                            "released".into(),
+                            json!({
+                                "lock_id": lock.id,
+                                "operation": lock.operation,
+                                "who": lock.who,
+                                "holder": format!("{}:{}", lock.holder.kind(), lock.holder.id()),
+                                "acquired_at": lock.acquired_at.to_rfc3339(),
+                            }),
+                        );
+                    }
+                    append_audit(tx, &audit)?;
+                }
+            }
+            Ok(decision)
         })
         .await
     }

@@ -227,6 +227,7 @@ async fn matrix_of_roles_and_token_kinds() {
         "run-1",
         "net",
         chrono::Duration::minutes(5),
+        &[],
     )
     .await
     .unwrap();

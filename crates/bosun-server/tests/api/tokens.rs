@@ -163,6 +163,7 @@ async fn pool_tokens_and_run_tokens() {
         "run-7",
         "net",
         chrono::Duration::minutes(5),
+        &[],
     )
     .await
     .unwrap();
