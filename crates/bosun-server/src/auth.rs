@@ -12,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine as _;
 use bosun_core::authz::{authorize, Access, Principal, PrincipalKind};
+use bosun_core::state::authorize_state;
 use bosun_core::token::{hash_token, TokenKind};
 use bosun_store::{Audit, Store};
 use chrono::Utc;
@@ -33,11 +34,28 @@ pub async fn guard(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    };
+    let org = param("org");
+    if let Access::State(sel) = g.access {
+        // Unknown methods on the backend URL are a 405 whoever asks.
+        let op = sel
+            .op(req.method().as_str())
+            .ok_or_else(|| ApiError::MethodNotAllowed {
+                method: req.method().to_string(),
+                path: req.uri().path().to_string(),
+            })?;
+        let principal = authenticate(g.state.store.as_ref(), req.headers()).await?;
+        let stack = param("stack").unwrap_or_default();
+        authorize_state(&principal, op, org.as_deref().unwrap_or_default(), &stack)?;
+        req.extensions_mut().insert(principal);
+        return Ok(next.run(req).await);
+    }
     let principal = authenticate(g.state.store.as_ref(), req.headers()).await?;
-    let org = params
-        .iter()
-        .find(|(k, _)| *k == "org")
-        .map(|(_, v)| v.to_string());
     authorize(&principal, g.access, org.as_deref())?;
     req.extensions_mut().insert(principal);
     Ok(next.run(req).await)

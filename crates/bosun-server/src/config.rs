@@ -18,6 +18,7 @@ pub struct FileConfig {
     pub database_url: Option<String>,
     pub public_url: Option<String>,
     pub max_body_bytes: Option<usize>,
+    pub max_state_bytes: Option<usize>,
 }
 
 /// Values from flags or the environment; `None` where neither was given.
@@ -29,6 +30,7 @@ pub struct ConfigOverrides {
     pub database_url: Option<String>,
     pub public_url: Option<String>,
     pub max_body_bytes: Option<usize>,
+    pub max_state_bytes: Option<usize>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
     pub bootstrap_token: Option<String>,
 }
@@ -43,11 +45,14 @@ pub struct ServerConfig {
     /// The URL clients and runners reach this server at.
     pub public_url: String,
     pub max_body_bytes: usize,
+    /// Largest state document the backend accepts.
+    pub max_state_bytes: usize,
     pub bootstrap_token: Option<String>,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+pub const DEFAULT_MAX_STATE: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -107,6 +112,16 @@ impl ServerConfig {
                 message: "must be at least 1024".into(),
             });
         }
+        let max_state_bytes = o
+            .max_state_bytes
+            .or(f.max_state_bytes)
+            .unwrap_or(DEFAULT_MAX_STATE);
+        if max_state_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                key: "max_state_bytes",
+                message: "must be at least 1024".into(),
+            });
+        }
         let database_url = o.database_url.or(f.database_url);
         if let Some(url) = &database_url {
             if !url.starts_with("sqlite://") {
@@ -139,6 +154,7 @@ impl ServerConfig {
             database_url,
             public_url,
             max_body_bytes,
+            max_state_bytes,
             bootstrap_token: o.bootstrap_token,
         })
     }

@@ -35,23 +35,28 @@ where
                 "expected a JSON body with Content-Type: application/json".into(),
             ));
         }
-        let limit = req
-            .extensions()
-            .get::<BodyLimit>()
-            .map(|l| l.0)
-            .unwrap_or(0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
-            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge { limit }
-            } else {
-                ApiError::BadRequest {
-                    code: "invalid_body",
-                    message: format!("could not read the request body: {r}"),
-                }
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         parse_json(&bytes).map(ApiJson)
     }
+}
+
+/// Reads a whole request body within the route's limit (413 past it).
+pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let limit = req
+        .extensions()
+        .get::<BodyLimit>()
+        .map(|l| l.0)
+        .unwrap_or(0);
+    Bytes::from_request(req, state).await.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit }
+        } else {
+            ApiError::BadRequest {
+                code: "invalid_body",
+                message: format!("could not read the request body: {r}"),
+            }
+        }
+    })
 }
 
 /// The body limit in force, recorded so the 413 message can state it.

@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod routes;
 mod server;
 mod stacks;
+mod state;
 mod tenancy;
 pub mod tokens;
 

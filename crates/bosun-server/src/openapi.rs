@@ -29,6 +29,12 @@ use utoipa::{Modify, OpenApi};
         crate::stacks::show,
         crate::stacks::update,
         crate::stacks::delete,
+        crate::state::backend,
+        crate::state::backend_write,
+        crate::state::list_versions,
+        crate::state::show_version,
+        crate::state::show_lock,
+        crate::state::force_unlock,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = []))

@@ -23,10 +23,23 @@ pub const API_PREFIX: &str = "/api/v1";
 
 /// One API route. `path` is relative to `/api/v1` and uses `{param}` segments.
 pub struct Route {
-    pub method: Method,
+    /// Usually one; several for a protocol endpoint whose handler dispatches on the
+    /// method itself (the state backend's GET/POST/LOCK/UNLOCK).
+    pub methods: Vec<Method>,
     pub path: &'static str,
     pub access: Access,
+    /// A body limit for this route instead of the server-wide one.
+    pub body_limit: Option<BodyLimitKind>,
     handler: MethodRouter<AppState>,
+    /// The handler takes every method and dispatches itself (`any_of`).
+    dispatches: bool,
+}
+
+/// Which configured limit a route's bodies get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyLimitKind {
+    /// `max_state_bytes`: state documents are far larger than API requests.
+    State,
 }
 
 impl Route {
@@ -43,11 +56,39 @@ impl Route {
             _ => routing::get(handler),
         };
         Route {
-            method,
+            methods: vec![method],
             path,
             access,
+            body_limit: None,
             handler,
+            dispatches: false,
         }
+    }
+
+    /// A route answering several methods (standard or not, like `LOCK`) with one handler
+    /// that dispatches on the method; any other method gets 405 from the handler.
+    pub fn any_of<H: Handler<T, AppState>, T: 'static>(
+        methods: &[&str],
+        p: &'static str,
+        a: Access,
+        h: H,
+    ) -> Self {
+        Route {
+            methods: methods
+                .iter()
+                .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+                .collect(),
+            path: p,
+            access: a,
+            body_limit: None,
+            handler: routing::any(h),
+            dispatches: true,
+        }
+    }
+
+    pub fn with_body_limit(mut self, kind: BodyLimitKind) -> Self {
+        self.body_limit = Some(kind);
+        self
     }
 
     pub fn get<H: Handler<T, AppState>, T: 'static>(p: &'static str, a: Access, h: H) -> Self {
@@ -78,6 +119,7 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::tenancy::routes());
     routes.extend(crate::tokens::routes());
     routes.extend(crate::stacks::routes());
+    routes.extend(crate::state::routes());
     routes
 }
 
@@ -91,12 +133,21 @@ pub fn router(state: AppState) -> Router {
             access: route.access,
         };
         let path = route.full_path();
-        app = app.route(
-            &path,
-            route
-                .handler
-                .route_layer(from_fn_with_state(guard_state, guard)),
-        );
+        let guard_layer = from_fn_with_state(guard_state, guard);
+        // An `any` handler lives in the method router's fallback, which only `layer`
+        // reaches; the guard answers 405 itself for methods the route does not take.
+        let mut handler = if route.dispatches {
+            route.handler.layer(guard_layer)
+        } else {
+            route.handler.route_layer(guard_layer)
+        };
+        if let Some(BodyLimitKind::State) = route.body_limit {
+            let limit = state.config.max_state_bytes;
+            handler = handler
+                .layer::<_, std::convert::Infallible>(DefaultBodyLimit::max(limit))
+                .layer::<_, std::convert::Infallible>(Extension(BodyLimit(limit)));
+        }
+        app = app.route(&path, handler);
     }
     app.route(
         &format!("{API_PREFIX}/openapi.json"),

@@ -275,6 +275,8 @@ pub async fn tokens_lifecycle(store: Arc<dyn Store>) {
         found.expires_at.map(|t| t.timestamp()),
         personal.expires_at.map(|t| t.timestamp())
     );
+    assert!(store.run_is_active("run-1").await.unwrap());
+    assert!(!store.run_is_active("run-unknown").await.unwrap());
     let run = store.get_token("r1").await.unwrap().unwrap();
     assert_eq!(run.read_stacks, ["up"]);
     assert_eq!(
@@ -315,6 +317,8 @@ pub async fn tokens_lifecycle(store: Arc<dyn Store>) {
     assert!(revoked.revoked_at.is_some());
     assert!(!revoked.is_active(Utc::now()));
     assert!(!store.revoke_token("missing", Some(&r)).await.unwrap());
+    store.revoke_token("r1", None).await.unwrap();
+    assert!(!store.run_is_active("run-1").await.unwrap(), "a run with no live token has ended");
 }
 
 fn full_spec() -> StackSpec {

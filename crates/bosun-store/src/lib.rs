@@ -83,6 +83,9 @@ pub trait Store: Send + Sync + 'static {
     async fn token_grant(&self, secret_hash: &str) -> Result<Option<TokenGrant>>;
     async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>>;
     async fn list_tokens(&self, filter: &TokenFilter) -> Result<Vec<TokenRecord>>;
+    /// Whether a Run still holds an active (unrevoked, unexpired) run token: Runs' tokens
+    /// are revoked the moment they end.
+    async fn run_is_active(&self, run: &str) -> Result<bool>;
     /// Returns false when the token was already revoked.
     async fn revoke_token(&self, id: &str, audit: Option<&Audit>) -> Result<bool>;
 

@@ -1132,6 +1132,19 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn run_is_active(&self, run: &str) -> Result<bool> {
+        let run = run.to_string();
+        self.read(move |c| {
+            exists(
+                c,
+                "SELECT 1 FROM tokens WHERE run_id = ?1 AND kind = 'run' AND revoked_at IS NULL
+                 AND (expires_at IS NULL OR expires_at > ?2)",
+                params![run, millis(Utc::now())],
+            )
+        })
+        .await
+    }
+
     async fn revoke_token(&self, id: &str, audit: Option<&Audit>) -> Result<bool> {
         let (id, audit) = (id.to_string(), audit.cloned());
         self.write(move |tx| {

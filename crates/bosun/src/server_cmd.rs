@@ -12,7 +12,8 @@ use tracing_subscriber::EnvFilter;
 /// Flags win over `BOSUN_*` environment variables, which win over the `--config` file.
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// TOML config file (keys: listen, data_dir, database_url, public_url, max_body_bytes).
+    /// TOML config file (keys: listen, data_dir, database_url, public_url, max_body_bytes,
+    /// max_state_bytes).
     #[arg(long, env = "BOSUN_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -30,6 +31,9 @@ pub struct ServerArgs {
     /// Largest accepted request body, in bytes [default: 1048576].
     #[arg(long, env = "BOSUN_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
+    /// Largest state document the state backend accepts, in bytes [default: 67108864].
+    #[arg(long, env = "BOSUN_MAX_STATE_BYTES")]
+    max_state_bytes: Option<usize>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -47,6 +51,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         database_url: args.database_url,
         public_url: args.public_url,
         max_body_bytes: args.max_body_bytes,
+        max_state_bytes: args.max_state_bytes,
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),

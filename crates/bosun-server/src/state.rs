@@ -1,0 +1,483 @@
+//! The state backend: OpenTofu/Terraform's `http` backend protocol (GET, POST, LOCK,
+//! UNLOCK on one URL per stack) and the JSON API over state versions and locks.
+//!
+//! Who may do what is decided by the auth guard (`Access::State`); whether a write or a
+//! lock is granted is decided by `bosun_core::state` inside the store's transaction.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use bosun_api::{
+    ForceUnlock, LockHolder, Page, StateLockStatus, StateLockView, StateOutput, StateVersion,
+    StateVersionDetail, StateWriter, TfLockInfo,
+};
+use bosun_core::authz::{Access, Principal, PrincipalKind};
+use bosun_core::state::{
+    authorize_state, Lock, StateAccess, StateDoc, StateOp, UnlockDecision, UnlockRequest,
+    WriteRefusal, WriteRequest, Writer, WriterLiveness,
+};
+use bosun_core::Role;
+use bosun_store::{NewStateVersion, StateVersionMeta, StoreError};
+use chrono::Utc;
+use md5::{Digest, Md5};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
+use crate::routes::{BodyLimitKind, Route};
+use crate::server::AppState;
+
+pub fn routes() -> Vec<Route> {
+    let read = Access::State(StateAccess::Op(StateOp::Read));
+    vec![
+        Route::any_of(
+            &["GET", "POST", "LOCK", "UNLOCK"],
+            "/orgs/{org}/stacks/{stack}/state",
+            Access::State(StateAccess::ByMethod),
+            backend,
+        )
+        .with_body_limit(BodyLimitKind::State),
+        Route::get(
+            "/orgs/{org}/stacks/{stack}/state/versions",
+            read,
+            list_versions,
+        ),
+        Route::get(
+            "/orgs/{org}/stacks/{stack}/state/versions/{version}",
+            read,
+            show_version,
+        ),
+        Route::get("/orgs/{org}/stacks/{stack}/state/lock", read, show_lock),
+        Route::post(
+            "/orgs/{org}/stacks/{stack}/state/force-unlock",
+            Access::State(StateAccess::Op(StateOp::ForceUnlock)),
+            force_unlock,
+        ),
+    ]
+}
+
+/// The writer a principal stands for. A run token authenticates only while its Run is
+/// executing (tokens are revoked when a Run ends), so an authenticated run is live; the
+/// runs module decides `EndedRun` for late writes from runs it force-failed.
+fn writer_of(p: &Principal) -> Result<(Writer, WriterLiveness), ApiError> {
+    match &p.kind {
+        PrincipalKind::User { user, .. } => {
+            Ok((Writer::User(user.clone()), WriterLiveness::Person))
+        }
+        PrincipalKind::Run { run, .. } => Ok((Writer::Run(run.clone()), WriterLiveness::LiveRun)),
+        PrincipalKind::Pool { .. } => Err(ApiError::Forbidden(
+            "a pool token cannot touch state".into(),
+        )),
+    }
+}
+
+async fn require_stack(state: &AppState, org: &str, stack: &str) -> Result<(), ApiError> {
+    match state.store.get_stack(org, stack).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::NotFound(format!(
+            "stack {stack:?} in org {org:?}"
+        ))),
+    }
+}
+
+/// Terraform reads a refused lock's holder from the response body.
+fn lock_info(l: &Lock) -> TfLockInfo {
+    TfLockInfo {
+        id: l.id.clone(),
+        operation: l.operation.clone(),
+        info: l.info.clone(),
+        who: l.who.clone(),
+        version: l.version.clone(),
+        created: l.created.clone(),
+        path: l.path.clone(),
+    }
+}
+
+fn holder_response(status: StatusCode, l: &Lock) -> Response {
+    (status, Json(lock_info(l))).into_response()
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct BackendQuery {
+    /// The lock the writer holds (Terraform sends `?ID=` while locked).
+    #[serde(rename = "ID", default)]
+    id: Option<String>,
+    /// Admin override of the serial/lineage checks.
+    #[serde(default)]
+    force: bool,
+}
+
+/// The `http` backend protocol: GET reads, POST writes, LOCK and UNLOCK.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state", tag = "state",
+    description = "OpenTofu/Terraform `http` backend. The same URL takes `POST` (write a new version; `?ID=` the held lock), `LOCK` (200, or 423 with the holder's lock info) and `UNLOCK` (matching ID → 200, mismatch → 409 with the holder; an empty body is a force-unlock, for operator+ personal tokens). Basic auth: any username, a token as the password.",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    responses((status = 200, description = "the current state"), (status = 204, description = "no state yet")))]
+pub async fn backend(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<BackendQuery>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let method = req.method().clone();
+    let headers = req.headers().clone();
+    let body = read_body(req, &state).await?;
+    require_stack(&state, &org, &stack).await?;
+    match method.as_str() {
+        "GET" => read_current(&state, &org, &stack).await,
+        "POST" => write(&state, &caller, &org, &stack, &query, &headers, body).await,
+        "LOCK" => lock(&state, &caller, &org, &stack, &body).await,
+        "UNLOCK" => unlock(&state, &caller, &org, &stack, &body).await,
+        _ => Err(ApiError::MethodNotAllowed {
+            method: method.to_string(),
+            path: format!("/api/v1/orgs/{org}/stacks/{stack}/state"),
+        }),
+    }
+}
+
+async fn read_current(state: &AppState, org: &str, stack: &str) -> Result<Response, ApiError> {
+    match state.store.state_version(org, stack, None).await? {
+        Some((_, body)) => Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response()),
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+async fn write(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    stack: &str,
+    query: &BackendQuery,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if let Some(sent) = headers.get("content-md5") {
+        let want = base64::engine::general_purpose::STANDARD.encode(Md5::digest(&body));
+        if sent.as_bytes() != want.as_bytes() {
+            return Err(ApiError::BadRequest {
+                code: "checksum_mismatch",
+                message: format!(
+                    "Content-MD5 {:?} does not match the body (MD5 {want}); the state was not stored",
+                    String::from_utf8_lossy(sent.as_bytes())
+                ),
+            });
+        }
+    }
+    let doc = StateDoc::parse(&body).map_err(|e| ApiError::BadRequest {
+        code: "invalid_state",
+        message: e.to_string(),
+    })?;
+    if query.force && caller.0.role_in(org).is_none_or(|r| r < Role::Admin) {
+        return Err(ApiError::Forbidden(
+            "overriding the serial and lineage checks (force) needs an org admin's personal token"
+                .into(),
+        ));
+    }
+    let (writer, liveness) = writer_of(&caller.0)?;
+    let new = NewStateVersion {
+        body: body.to_vec(),
+        doc,
+        request: WriteRequest {
+            writer,
+            liveness,
+            lock_id: query.id.clone().filter(|id| !id.is_empty()),
+            force: query.force,
+        },
+        token_id: Some(caller.0.token_id.clone()),
+    };
+    let audit = (query.force || liveness == WriterLiveness::EndedRun).then(|| {
+        caller.audit(
+            Some(org),
+            if query.force {
+                "state.force_write"
+            } else {
+                "state.late_write"
+            },
+            format!("stack:{stack}"),
+            json!({"serial": new.doc.serial, "lineage": new.doc.lineage}),
+        )
+    });
+    match state
+        .store
+        .write_state(org, stack, &new, audit.as_ref())
+        .await
+    {
+        Ok(meta) => Ok((StatusCode::OK, Json(version_wire(meta))).into_response()),
+        Err(StoreError::StateRefused(WriteRefusal::Locked(lock))) => {
+            Ok(holder_response(StatusCode::LOCKED, &lock))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn lock(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    stack: &str,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let info: TfLockInfo = parse_json(body)?;
+    if info.id.trim().is_empty() {
+        return Err(ApiError::BadRequest {
+            code: "invalid_lock",
+            message: "lock info must carry a non-empty \"ID\"".into(),
+        });
+    }
+    let (holder, _) = writer_of(&caller.0)?;
+    let lock = Lock {
+        id: info.id,
+        operation: info.operation,
+        info: info.info,
+        who: info.who,
+        version: info.version,
+        created: info.created,
+        path: info.path,
+        holder,
+        acquired_at: Utc::now(),
+    };
+    match state.store.lock_state(org, stack, &lock).await {
+        Ok(()) => Ok(holder_response(StatusCode::OK, &lock)),
+        Err(StoreError::StateLocked(held)) => Ok(holder_response(StatusCode::LOCKED, &held)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn unlock(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    stack: &str,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let (writer, _) = writer_of(&caller.0)?;
+    let request = if body.iter().all(u8::is_ascii_whitespace) {
+        // Terraform's `force-unlock` sends no body at all.
+        authorize_state(&caller.0, StateOp::ForceUnlock, org, stack)?;
+        UnlockRequest::ForceAny
+    } else {
+        let info: TfLockInfo = parse_json(body)?;
+        let held = state.store.state_head(org, stack).await?.lock;
+        match held {
+            // Releasing someone else's lock by its ID is a force-unlock.
+            Some(l) if l.id == info.id && l.holder != writer => {
+                authorize_state(&caller.0, StateOp::ForceUnlock, org, stack)?;
+                UnlockRequest::Force { id: info.id }
+            }
+            _ => UnlockRequest::Holder { id: info.id },
+        }
+    };
+    let audit = caller.audit(
+        Some(org),
+        "state.force_unlock",
+        format!("stack:{stack}"),
+        json!({"via": "backend"}),
+    );
+    match state
+        .store
+        .unlock_state(org, stack, &request, &audit)
+        .await?
+    {
+        UnlockDecision::Release { lock, .. } => Ok(holder_response(StatusCode::OK, &lock)),
+        // Already free (say, force-unlocked meanwhile): unlocking is idempotent.
+        UnlockDecision::NotLocked => Ok(StatusCode::OK.into_response()),
+        UnlockDecision::Mismatch(held) => Ok(holder_response(StatusCode::CONFLICT, &held)),
+    }
+}
+
+/// Write a new state version (the `http` backend's POST; `?ID=` the held lock, `?force=true`
+/// an org admin's override of the serial/lineage checks).
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/stacks/{stack}/state", tag = "state",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    request_body(content = String, content_type = "application/json", description = "the state document"),
+    responses((status = 200, body = StateVersion), (status = 423, body = TfLockInfo, description = "locked by another writer: the holder")))]
+#[allow(dead_code)] // Documents the POST that `backend` serves.
+fn backend_write() {}
+
+fn version_wire(m: StateVersionMeta) -> StateVersion {
+    StateVersion {
+        version: m.version,
+        serial: m.serial,
+        lineage: m.lineage,
+        checksum: m.checksum,
+        size: m.size,
+        writer: StateWriter {
+            kind: m.writer.kind().into(),
+            id: m.writer.id().into(),
+        },
+        token_id: m.token_id,
+        created_at: m.created_at,
+        late_write: m.late_write,
+        forced: m.forced,
+        current: m.current,
+        outputs: m
+            .outputs
+            .into_iter()
+            .map(|(k, o)| {
+                let value = if o.sensitive {
+                    serde_json::Value::Null
+                } else {
+                    o.value
+                };
+                (
+                    k,
+                    StateOutput {
+                        value,
+                        sensitive: o.sensitive,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct VersionsQuery {
+    /// Versions older than this one (the previous page's `next_cursor`).
+    pub cursor: Option<i64>,
+    /// Page size, 1–1000 (default 100).
+    pub limit: Option<u32>,
+}
+
+/// A stack's state versions, newest first.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state/versions", tag = "state",
+    params(("org" = String, Path), ("stack" = String, Path), VersionsQuery),
+    responses((status = 200, body = Page<StateVersion>)))]
+pub async fn list_versions(
+    State(state): State<AppState>,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<VersionsQuery>,
+) -> Result<Json<Page<StateVersion>>, ApiError> {
+    require_stack(&state, &org, &stack).await?;
+    let limit = crate::stacks::page_limit(q.limit)?;
+    let versions = state
+        .store
+        .list_state_versions(&org, &stack, q.cursor, limit)
+        .await?;
+    let next_cursor = (versions.len() == limit as usize)
+        .then(|| versions.last().map(|v| v.version.to_string()))
+        .flatten();
+    Ok(Json(Page {
+        items: versions.into_iter().map(version_wire).collect(),
+        next_cursor,
+    }))
+}
+
+/// One version with its state document.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state/versions/{version}", tag = "state",
+    params(("org" = String, Path), ("stack" = String, Path), ("version" = i64, Path)),
+    responses((status = 200, body = StateVersionDetail), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn show_version(
+    State(state): State<AppState>,
+    ApiPath((org, stack, version)): ApiPath<(String, String, i64)>,
+) -> Result<Json<StateVersionDetail>, ApiError> {
+    require_stack(&state, &org, &stack).await?;
+    let (meta, body) = state
+        .store
+        .state_version(&org, &stack, Some(version))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("state version {version} of stack {stack:?}")))?;
+    let doc = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::Internal(format!("stored state is not JSON: {e}")))?;
+    Ok(Json(StateVersionDetail {
+        meta: version_wire(meta),
+        state: doc,
+    }))
+}
+
+async fn lock_view(state: &AppState, l: Lock) -> Result<StateLockView, ApiError> {
+    let status = match &l.holder {
+        Writer::User(_) => "person",
+        Writer::Run(run) if state.store.run_is_active(run).await? => "live_run",
+        Writer::Run(_) => "dead_run",
+    };
+    Ok(StateLockView {
+        holder: LockHolder {
+            kind: l.holder.kind().into(),
+            id: l.holder.id().into(),
+            status: status.into(),
+        },
+        age_seconds: (Utc::now() - l.acquired_at).num_seconds().max(0),
+        id: l.id,
+        operation: l.operation,
+        who: l.who,
+        info: l.info,
+        version: l.version,
+        created: l.created,
+        path: l.path,
+        acquired_at: l.acquired_at,
+    })
+}
+
+/// The stack's state lock: holder, operation, age, and whether the holder is a person,
+/// a live run or a dead one.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state/lock", tag = "state",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    responses((status = 200, body = StateLockStatus)))]
+pub async fn show_lock(
+    State(state): State<AppState>,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+) -> Result<Json<StateLockStatus>, ApiError> {
+    require_stack(&state, &org, &stack).await?;
+    let lock = match state.store.state_head(&org, &stack).await?.lock {
+        Some(l) => Some(lock_view(&state, l).await?),
+        None => None,
+    };
+    Ok(Json(StateLockStatus {
+        locked: lock.is_some(),
+        lock,
+    }))
+}
+
+/// Release the lock with exactly this ID, whoever holds it. Audited.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/stacks/{stack}/state/force-unlock", tag = "state",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    request_body = ForceUnlock,
+    responses((status = 200, body = StateLockView), (status = 409, body = bosun_api::ErrorBody)))]
+pub async fn force_unlock(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<ForceUnlock>,
+) -> Result<Json<StateLockView>, ApiError> {
+    require_stack(&state, &org, &stack).await?;
+    let audit = caller.audit(
+        Some(&org),
+        "state.force_unlock",
+        format!("stack:{stack}"),
+        json!({"via": "api", "requested_id": body.lock_id}),
+    );
+    let request = UnlockRequest::Force {
+        id: body.lock_id.clone(),
+    };
+    match state.store.unlock_state(&org, &stack, &request, &audit).await? {
+        UnlockDecision::Release { lock, .. } => Ok(Json(lock_view(&state, *lock).await?)),
+        UnlockDecision::NotLocked => Err(ApiError::Conflict {
+            code: "not_locked",
+            message: format!("the state of stack {stack:?} is not locked"),
+        }),
+        UnlockDecision::Mismatch(held) => Err(ApiError::Conflict {
+            code: "lock_mismatch",
+            message: format!(
+                "lock {:?} is not held; the state is locked by {} (lock {}, operation {}, since {})",
+                body.lock_id,
+                held.who,
+                held.id,
+                held.operation,
+                held.acquired_at.to_rfc3339()
+            ),
+        }),
+    }
+}
