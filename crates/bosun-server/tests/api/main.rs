@@ -8,5 +8,7 @@ mod harness;
 mod openapi;
 mod snapshots;
 mod stacks;
+mod state;
 mod tenancy;
+mod terraform;
 mod tokens;
