@@ -288,3 +288,127 @@ fn config_file_env_and_flags() {
     );
     assert!(err.contains("BOSUN_BOOTSTRAP_TOKEN"), "{err}");
 }
+
+/// A state document of about `pad` bytes with the given serial.
+fn state_doc(serial: u64, pad: usize) -> String {
+    serde_json::json!({
+        "version": 4,
+        "terraform_version": "1.0.3",
+        "serial": serial,
+        "lineage": "durability",
+        "outputs": {"serial": {"value": serial, "type": "number"}},
+        "resources": [],
+        "padding": "p".repeat(pad),
+    })
+    .to_string()
+}
+
+#[test]
+fn kill_9_during_state_writes_leaves_only_whole_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut acked: Vec<u64> = Vec::new();
+    let mut serial = 0u64;
+    let rounds = 12;
+    for round in 0..rounds {
+        let server = ServerProcess::start(dir.path(), &[], &[]);
+        let token = server.admin_token();
+        if round == 0 {
+            let (s, b) = http(
+                server.addr,
+                "POST",
+                "/api/v1/orgs/default/stacks",
+                &token,
+                Some(STACK),
+            );
+            assert_eq!(s, 201, "{b}");
+        }
+        // A writer streams versions until the server dies under it.
+        let (tx, rx) = std::sync::mpsc::channel::<u64>();
+        let addr = server.addr;
+        let writer_token = token.clone();
+        let start = serial;
+        let writer = std::thread::spawn(move || {
+            let mut n = start;
+            loop {
+                n += 1;
+                let body = state_doc(n, 64 * 1024);
+                let Ok(mut s) = TcpStream::connect(addr) else {
+                    return;
+                };
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let req = format!(
+                    "POST /api/v1/orgs/default/stacks/net/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {writer_token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                if s.write_all(req.as_bytes()).is_err() {
+                    return;
+                }
+                let mut out = String::new();
+                if s.read_to_string(&mut out).is_err() || out.is_empty() {
+                    return;
+                }
+                if parse(&out).0 == 200 && tx.send(n).is_err() {
+                    return;
+                }
+            }
+        });
+        // Let a few writes land (a different number each round), then kill -9 with the
+        // next ones in flight.
+        let wanted = 1 + round % 5;
+        for _ in 0..wanted {
+            let n = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("writes are acknowledged");
+            acked.push(n);
+        }
+        server.signal(libc::SIGKILL);
+        writer.join().unwrap();
+        acked.extend(rx.try_iter());
+        serial = *acked.iter().max().unwrap() + 10;
+        drop(server);
+    }
+
+    // Every version on disk is whole, every acknowledged write is there, and the current
+    // pointer names a whole version.
+    let conn = rusqlite::Connection::open(dir.path().join("bosun.db")).unwrap();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    let mut stmt = conn
+        .prepare(
+            "SELECT version, serial, checksum, size, body FROM state_versions ORDER BY version",
+        )
+        .unwrap();
+    let rows: Vec<(i64, i64, String, i64, Vec<u8>)> = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for (version, serial, checksum, size, body) in &rows {
+        use sha2::Digest;
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(body)),
+            *checksum,
+            "version {version} torn"
+        );
+        assert_eq!(body.len() as i64, *size, "version {version} size");
+        let doc: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(doc["serial"].as_i64(), Some(*serial));
+    }
+    let stored: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.1).collect();
+    for n in &acked {
+        assert!(stored.contains(&(*n as i64)), "acknowledged write {n} lost");
+    }
+    let current: i64 = conn
+        .query_row("SELECT current_version FROM state_heads", [], |r| r.get(0))
+        .unwrap();
+    let newest = rows.iter().map(|r| r.0).max().unwrap();
+    assert_eq!(
+        current, newest,
+        "the current pointer is the newest whole version"
+    );
+    assert!(acked.len() >= rounds, "{} writes acknowledged", acked.len());
+}
