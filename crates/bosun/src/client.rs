@@ -102,6 +102,38 @@ impl Client {
         query: &[(&str, String)],
         body: Option<&B>,
     ) -> anyhow::Result<Value> {
+        let (status, bytes) = self.send(method, segments, query, body).await?;
+        if bytes.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "the server at {} answered {status} with a body that is not JSON",
+                self.server()
+            )
+        })
+    }
+
+    /// Sends a GET and returns the body as the server sent it, `None` for 204 No Content:
+    /// for documents (a state file) that must reach the user as stored, not re-encoded.
+    pub async fn get_raw(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> anyhow::Result<Option<Vec<u8>>> {
+        let (status, bytes) = self.send::<()>(Method::GET, segments, query, None).await?;
+        Ok((status != StatusCode::NO_CONTENT).then_some(bytes))
+    }
+
+    /// Sends a request; a success status yields the status and body, an error status
+    /// the server's error.
+    async fn send<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Option<&B>,
+    ) -> anyhow::Result<(StatusCode, Vec<u8>)> {
         let url = self.endpoint(segments)?;
         let mut req = self.http.request(method, url.clone());
         if !query.is_empty() {
@@ -122,15 +154,7 @@ impl Client {
         if !status.is_success() {
             return Err(failure(status, &bytes).into());
         }
-        if bytes.is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&bytes).with_context(|| {
-            format!(
-                "the server at {} answered {status} with a body that is not JSON",
-                self.server()
-            )
-        })
+        Ok((status, bytes.to_vec()))
     }
 
     pub async fn get(&self, segments: &[&str], query: &[(&str, String)]) -> anyhow::Result<Value> {

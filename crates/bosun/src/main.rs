@@ -73,6 +73,9 @@ enum ClientCommand {
     /// Stacks: OpenTofu/Terraform root modules tracked from a repository.
     #[command(subcommand)]
     Stack(cmd::stack::StackCommand),
+    /// A stack's Terraform/OpenTofu state: versions, documents, the lock.
+    #[command(subcommand)]
+    State(cmd::state::StateCommand),
     /// The org's audit log, newest first.
     Audit(cmd::audit::AuditArgs),
 }
@@ -92,6 +95,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::User(c) => cmd::user::run(&ctx, c).await,
         ClientCommand::Token(c) => cmd::token::run(&ctx, c).await,
         ClientCommand::Stack(c) => cmd::stack::run(&ctx, c).await,
+        ClientCommand::State(c) => cmd::state::run(&ctx, c).await,
         ClientCommand::Audit(a) => cmd::audit::run(&ctx, a).await,
     }
 }
