@@ -318,7 +318,10 @@ pub async fn tokens_lifecycle(store: Arc<dyn Store>) {
     assert!(!revoked.is_active(Utc::now()));
     assert!(!store.revoke_token("missing", Some(&r)).await.unwrap());
     store.revoke_token("r1", None).await.unwrap();
-    assert!(!store.run_is_active("run-1").await.unwrap(), "a run with no live token has ended");
+    assert!(
+        !store.run_is_active("run-1").await.unwrap(),
+        "a run with no live token has ended"
+    );
 }
 
 fn full_spec() -> StackSpec {
