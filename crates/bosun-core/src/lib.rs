@@ -6,6 +6,7 @@
 pub mod authz;
 pub mod id;
 pub mod role;
+pub mod run;
 pub mod stack;
 pub mod state;
 pub mod token;
