@@ -424,3 +424,183 @@ pub struct ForceUnlock {
     /// The exact ID of the lock to release.
     pub lock_id: String,
 }
+
+// ---- Runs -----------------------------------------------------------------------------
+
+/// The body of `POST /orgs/{org}/stacks/{stack}/runs` (a manual run).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCreate {
+    /// `tracked` (default) or `proposed`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// A commit to run; default: the tracked branch's head, resolved by the runner.
+    #[serde(default)]
+    pub commit: Option<String>,
+}
+
+/// Timings of one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PhaseTiming {
+    /// `queued`, `preparing`, `planning`, `unconfirmed`, `applying`.
+    pub state: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub seconds: Option<f64>,
+}
+
+/// A change the plan proposes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ResourceChange {
+    pub address: String,
+    /// `create`, `update`, `delete`, `replace`, `read`, `no-op`.
+    pub action: String,
+}
+
+/// What a plan proposes, from `show -json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanSummary {
+    pub has_changes: bool,
+    pub add: u32,
+    pub change: u32,
+    pub destroy: u32,
+    pub resource_changes: Vec<ResourceChange>,
+    /// Output name → action (`create`, `update`, `delete`).
+    pub output_changes: BTreeMap<String, String>,
+}
+
+/// A run as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Run {
+    pub id: String,
+    pub org: String,
+    pub stack: String,
+    pub kind: String,
+    pub trigger: String,
+    pub state: String,
+    /// Why the run is where it is: a failure, a force-fail, what it waits for.
+    pub reason: Option<String>,
+    pub triggered_by: String,
+    pub commit: Option<String>,
+    pub branch: String,
+    /// A queued run blocked by someone else's state lock: the holder.
+    pub blocked_by: Option<TfLockInfo>,
+    pub plan: Option<PlanSummary>,
+    /// The state versions this run wrote, flagged when late.
+    pub late_write: bool,
+    pub runner: Option<String>,
+    pub retry_of: Option<String>,
+    pub phases: Vec<PhaseTiming>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A chunk of a run's log. Chunks are numbered from 0 without gaps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LogChunk {
+    pub seq: i64,
+    pub text: String,
+}
+
+// ---- Runners (the protocol between `bosun runner` and the server) ------------------------
+
+/// `POST /api/v1/runner/register`, with a pool token.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerRegister {
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunnerRegistered {
+    pub runner_id: String,
+    /// Send a heartbeat at least this often while holding a lease.
+    pub heartbeat_seconds: u64,
+}
+
+/// `POST /api/v1/runner/lease`: waits up to `wait_seconds` for work.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    pub runner_id: String,
+    #[serde(default)]
+    pub wait_seconds: u64,
+}
+
+/// A leased phase of a run: everything the runner needs to execute it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Lease {
+    pub run_id: String,
+    /// Fencing number: every later call about this lease carries it; a stale one is refused.
+    pub fencing: i64,
+    pub org: String,
+    pub stack: String,
+    pub kind: String,
+    /// `plan` or `apply`.
+    pub phase: String,
+    pub repository: String,
+    pub branch: String,
+    /// The commit to check out; `None`: the branch head (report it with `started`).
+    pub commit: Option<String>,
+    pub path: String,
+    /// `tofu` or `terraform`.
+    pub engine: String,
+    pub engine_binary: Option<String>,
+    /// Environment for the engine: stack variables (`TF_VAR_*` and others).
+    pub env: BTreeMap<String, String>,
+    /// The http backend address of this stack's state.
+    pub state_url: String,
+    /// The run token (the backend password), valid while the run executes.
+    pub run_token: String,
+    /// Phase timeout, seconds.
+    pub timeout_seconds: u64,
+    pub heartbeat_seconds: u64,
+}
+
+/// `POST /api/v1/runner/runs/{run}/heartbeat`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    pub fencing: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatReply {
+    /// Stop the engine (process group) and report `canceled`.
+    pub cancel: bool,
+}
+
+/// `POST /api/v1/runner/runs/{run}/logs`: chunks numbered from 0; resending a chunk is
+/// harmless (the server keeps the first copy of each `seq`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogAppend {
+    pub fencing: i64,
+    pub chunks: Vec<LogChunk>,
+}
+
+/// `POST /api/v1/runner/runs/{run}/report`: what happened to the leased phase.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerReport {
+    pub fencing: i64,
+    #[serde(flatten)]
+    pub event: RunnerEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunnerEvent {
+    /// The engine is about to start; `commit` is the checked-out commit.
+    Started { commit: String },
+    /// The plan finished; the plan file was uploaded first.
+    Planned { summary: PlanSummary },
+    Applied,
+    Failed { reason: String },
+    /// Stopped after a cancel.
+    Canceled,
+    /// The phase ran past its timeout and the engine was killed.
+    TimedOut,
+}
