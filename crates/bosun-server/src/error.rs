@@ -129,6 +129,14 @@ impl From<StoreError> for ApiError {
                 ApiError::Validation(ValidationError::new("depends_on", e.to_string()))
             }
             StoreError::StateLocked(lock) => ApiError::Locked(lock),
+            StoreError::Fenced { .. } => ApiError::Conflict {
+                code: "fenced",
+                message: e.to_string(),
+            },
+            StoreError::InvalidTransition(_) => ApiError::Conflict {
+                code: "invalid_transition",
+                message: e.to_string(),
+            },
             StoreError::StateRefused(refusal) => {
                 use bosun_core::state::WriteRefusal;
                 let code = match &refusal {

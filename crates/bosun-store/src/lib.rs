@@ -42,6 +42,11 @@ pub enum StoreError {
     StateRefused(bosun_core::state::WriteRefusal),
     #[error("the state is locked by {} (lock {})", .0.who, .0.id)]
     StateLocked(Box<bosun_core::state::Lock>),
+    /// A runner's call about a lease it no longer holds.
+    #[error("run {run} is no longer leased with fencing number {fencing}")]
+    Fenced { run: String, fencing: i64 },
+    #[error("{0}")]
+    InvalidTransition(#[from] bosun_core::run::InvalidTransition),
     #[error("database error: {0}")]
     Backend(String),
 }
@@ -150,6 +155,58 @@ pub trait Store: Send + Sync + 'static {
         request: &bosun_core::state::UnlockRequest,
         audit: &Audit,
     ) -> Result<bosun_core::state::UnlockDecision>;
+
+    async fn create_run(&self, run: &NewRun, audit: Option<&Audit>) -> Result<RunRecord>;
+    async fn get_run(&self, id: &str) -> Result<Option<RunRecord>>;
+    /// Runs of an org (or one stack), newest first, created strictly before `before`.
+    async fn list_runs(
+        &self,
+        org: &str,
+        stack: Option<&str>,
+        before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RunRecord>>;
+    async fn run_phases(&self, run: &str) -> Result<Vec<RunPhaseRecord>>;
+    /// Applies an event through [`bosun_core::run::transition`] in one transaction. A
+    /// run that ends releases any state lock it still holds (returned, and recorded).
+    async fn run_event(&self, run: &str, input: &RunEventInput) -> Result<RunEventResult>;
+    /// Requests a cancel: queued/unconfirmed runs end now; executing ones are flagged so
+    /// their runner stops.
+    async fn cancel_run(&self, run: &str, audit: &Audit) -> Result<RunEventResult>;
+    /// Leases the oldest dispatchable run for this runner, if any: a proposed run, or the
+    /// oldest open tracked run of its stack when nobody else holds the stack's lock.
+    /// Queued tracked runs blocked by someone's lock record the holder.
+    async fn lease_run(&self, runner: &RunnerRecord) -> Result<Option<RunRecord>>;
+    /// Records a heartbeat; `Fenced` when the lease is no longer this one. Returns
+    /// whether a cancel was requested.
+    async fn heartbeat(&self, run: &str, fencing: i64) -> Result<bool>;
+    /// Executing runs whose last heartbeat is older than `before`.
+    async fn stale_runs(&self, before: chrono::DateTime<chrono::Utc>) -> Result<Vec<RunRecord>>;
+    /// Runs executing a phase that started before `before` (for phase timeouts).
+    async fn executing_runs(&self) -> Result<Vec<RunRecord>>;
+    /// Marks the run as having written late state.
+    async fn flag_late_write(&self, run: &str) -> Result<()>;
+    /// Stores log chunks; a seq already stored keeps its first text.
+    async fn append_logs(&self, run: &str, fencing: i64, chunks: &[(i64, String)]) -> Result<()>;
+    async fn read_logs(
+        &self,
+        run: &str,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<(i64, String)>>;
+    /// The next log seq to write (one past the highest stored).
+    async fn next_log_seq(&self, run: &str) -> Result<i64>;
+    async fn put_plan(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()>;
+    async fn get_plan(&self, run: &str) -> Result<Option<Vec<u8>>>;
+
+    async fn register_runner(&self, runner: &RunnerRecord) -> Result<RunnerRecord>;
+    async fn get_runner(&self, id: &str) -> Result<Option<RunnerRecord>>;
+    async fn touch_runner(&self, id: &str) -> Result<()>;
+    /// Runners of an org's pools and the server's hosted runners.
+    async fn list_runners(&self, org: &str) -> Result<Vec<RunnerRecord>>;
+    async fn drain_runner(&self, id: &str, audit: &Audit) -> Result<bool>;
+    /// Revokes every token of a run.
+    async fn revoke_run_tokens(&self, run: &str) -> Result<()>;
 
     /// Audit records, newest first; `org: None` lists every org's and the server's.
     async fn list_audit(

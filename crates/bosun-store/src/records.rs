@@ -157,3 +157,107 @@ pub struct NewStateVersion {
     pub request: bosun_core::state::WriteRequest,
     pub token_id: Option<String>,
 }
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub id: String,
+    pub org: String,
+    pub stack: String,
+    pub kind: bosun_core::run::RunKind,
+    pub trigger: bosun_core::run::Trigger,
+    pub state: bosun_core::run::RunState,
+    pub phase: bosun_core::run::Phase,
+    pub needs_lease: bool,
+    pub leased: bool,
+    pub started: bool,
+    pub cancel_requested: bool,
+    pub reason: Option<String>,
+    pub triggered_by: String,
+    pub commit: Option<String>,
+    pub branch: String,
+    pub retry_of: Option<String>,
+    /// JSON of the plan summary, kept as the runner reported it.
+    pub plan_summary: Option<serde_json::Value>,
+    /// JSON lock info of whoever blocks a queued tracked run.
+    pub blocked_by: Option<serde_json::Value>,
+    pub late_write: bool,
+    pub runner_id: Option<String>,
+    pub fencing: i64,
+    pub last_heartbeat: Option<DateTime<Utc>>,
+    pub phase_started_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl RunRecord {
+    pub fn facts(&self, autodeploy: bool) -> bosun_core::run::RunFacts {
+        bosun_core::run::RunFacts {
+            kind: self.kind,
+            autodeploy,
+            trigger: self.trigger,
+            phase: self.phase,
+            leased: self.leased,
+            started: self.started,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub id: String,
+    pub org: String,
+    pub stack: String,
+    pub kind: bosun_core::run::RunKind,
+    pub trigger: bosun_core::run::Trigger,
+    pub triggered_by: String,
+    pub commit: Option<String>,
+    pub branch: String,
+    pub retry_of: Option<String>,
+}
+
+/// One state a run passed through.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPhaseRecord {
+    pub state: bosun_core::run::RunState,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// What to record with a run event besides the state change.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunUpdate {
+    pub reason: Option<String>,
+    pub commit: Option<String>,
+    pub plan_summary: Option<serde_json::Value>,
+}
+
+/// An event for a run, from a runner (with its fencing number) or from the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEventInput {
+    pub event: bosun_core::run::Event,
+    /// Runners' events must carry the run's current fencing number.
+    pub fencing: Option<i64>,
+    pub update: RunUpdate,
+}
+
+/// The result of applying an event: the run after it, and whether a runner must stop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEventResult {
+    pub run: RunRecord,
+    pub stop_runner: bool,
+    /// The lock the run held, released because the run ended without its runner.
+    pub released_lock: Option<bosun_core::state::Lock>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerRecord {
+    pub id: String,
+    pub org: Option<String>,
+    pub pool: String,
+    pub name: String,
+    pub version: String,
+    pub drained: bool,
+    pub last_seen: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}

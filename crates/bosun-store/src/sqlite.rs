@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bosun_core::run::{transition, Event, RunKind, RunState, STALE_REASON};
 use bosun_core::stack::{find_cycle, DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_core::state::{
     decide_lock, decide_unlock, decide_write, Current, Lock, Output, StateDoc, UnlockDecision,
@@ -33,6 +34,7 @@ use crate::*;
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
     include_str!("../migrations/sqlite/0002_state.sql"),
+    include_str!("../migrations/sqlite/0003_runs.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -810,6 +812,342 @@ fn sha256_hex(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
 }
 
+const RUN_COLUMNS: &str = "id, org_id, stack_id, kind, trigger, state, phase, needs_lease, leased,
+    started, cancel_requested, reason, triggered_by, commit_sha, branch, retry_of, plan_summary,
+    blocked_by, late_write, runner_id, fencing, last_heartbeat, phase_started_at, created_at,
+    updated_at";
+
+/// Raw run columns in `RUN_COLUMNS` order.
+struct RunRow {
+    id: String,
+    org: String,
+    stack: String,
+    kind: String,
+    trigger: String,
+    state: String,
+    phase: String,
+    needs_lease: bool,
+    leased: bool,
+    started: bool,
+    cancel_requested: bool,
+    reason: Option<String>,
+    triggered_by: String,
+    commit: Option<String>,
+    branch: String,
+    retry_of: Option<String>,
+    plan_summary: Option<String>,
+    blocked_by: Option<String>,
+    late_write: bool,
+    runner_id: Option<String>,
+    fencing: i64,
+    last_heartbeat: Option<i64>,
+    phase_started_at: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: r.get(0)?,
+        org: r.get(1)?,
+        stack: r.get(2)?,
+        kind: r.get(3)?,
+        trigger: r.get(4)?,
+        state: r.get(5)?,
+        phase: r.get(6)?,
+        needs_lease: r.get(7)?,
+        leased: r.get(8)?,
+        started: r.get(9)?,
+        cancel_requested: r.get(10)?,
+        reason: r.get(11)?,
+        triggered_by: r.get(12)?,
+        commit: r.get(13)?,
+        branch: r.get(14)?,
+        retry_of: r.get(15)?,
+        plan_summary: r.get(16)?,
+        blocked_by: r.get(17)?,
+        late_write: r.get(18)?,
+        runner_id: r.get(19)?,
+        fencing: r.get(20)?,
+        last_heartbeat: r.get(21)?,
+        phase_started_at: r.get(22)?,
+        created_at: r.get(23)?,
+        updated_at: r.get(24)?,
+    })
+}
+
+fn run_record(r: RunRow) -> Result<RunRecord> {
+    let json = |col: &str, s: Option<String>| -> Result<Option<Value>> {
+        s.map(|s| serde_json::from_str(&s).map_err(|e| corrupt(col, e)))
+            .transpose()
+    };
+    Ok(RunRecord {
+        kind: r.kind.parse().map_err(|e| corrupt("kind", e))?,
+        trigger: r.trigger.parse().map_err(|e| corrupt("trigger", e))?,
+        state: r.state.parse().map_err(|e| corrupt("state", e))?,
+        phase: r.phase.parse().map_err(|e| corrupt("phase", e))?,
+        plan_summary: json("plan_summary", r.plan_summary)?,
+        blocked_by: json("blocked_by", r.blocked_by)?,
+        last_heartbeat: opt_from_millis(r.last_heartbeat)?,
+        phase_started_at: opt_from_millis(r.phase_started_at)?,
+        created_at: from_millis(r.created_at)?,
+        updated_at: from_millis(r.updated_at)?,
+        id: r.id,
+        org: r.org,
+        stack: r.stack,
+        needs_lease: r.needs_lease,
+        leased: r.leased,
+        started: r.started,
+        cancel_requested: r.cancel_requested,
+        reason: r.reason,
+        triggered_by: r.triggered_by,
+        commit: r.commit,
+        branch: r.branch,
+        retry_of: r.retry_of,
+        late_write: r.late_write,
+        runner_id: r.runner_id,
+        fencing: r.fencing,
+    })
+}
+
+fn query_runs(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<RunRecord>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, run_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(run_record(row?)?);
+    }
+    Ok(out)
+}
+
+fn load_run(conn: &Connection, id: &str) -> Result<Option<RunRecord>> {
+    Ok(query_runs(
+        conn,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+        params![id],
+    )?
+    .pop())
+}
+
+fn stack_autodeploy(conn: &Connection, org: &str, stack: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT autodeploy FROM stacks WHERE org_id = ?1 AND id = ?2")?
+        .query_row(params![org, stack], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false))
+}
+
+/// Closes the open phase row and opens one for `state` (none for terminal states).
+fn enter_state(
+    tx: &Transaction<'_>,
+    run: &str,
+    from: RunState,
+    to: RunState,
+    now: i64,
+) -> Result<()> {
+    if from == to {
+        return Ok(());
+    }
+    tx.prepare_cached(
+        "UPDATE run_phases SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL",
+    )?
+    .execute(params![run, now])?;
+    if !to.is_terminal() {
+        tx.prepare_cached(
+            "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![run, to.as_str(), now])?;
+    }
+    Ok(())
+}
+
+fn clear_lock(tx: &Transaction<'_>, org: &str, stack: &str) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE state_heads SET lock_id = NULL, lock_operation = NULL,
+            lock_info = NULL, lock_who = NULL, lock_version = NULL,
+            lock_created = NULL, lock_path = NULL, lock_holder_kind = NULL,
+            lock_holder_id = NULL, lock_acquired_at = NULL
+         WHERE org_id = ?1 AND stack_id = ?2",
+    )?
+    .execute(params![org, stack])?;
+    Ok(())
+}
+
+fn lock_json(l: &Lock) -> Value {
+    json!({
+        "ID": l.id, "Operation": l.operation, "Info": l.info, "Who": l.who,
+        "Version": l.version, "Created": l.created, "Path": l.path,
+    })
+}
+
+/// Applies a decided transition to the stored run.
+fn apply_event(
+    tx: &Transaction<'_>,
+    run: &RunRecord,
+    input: &RunEventInput,
+) -> Result<RunEventResult> {
+    if let Some(f) = input.fencing {
+        if f != run.fencing || !run.leased {
+            return Err(StoreError::Fenced {
+                run: run.id.clone(),
+                fencing: f,
+            });
+        }
+    }
+    let autodeploy = stack_autodeploy(tx, &run.org, &run.stack)?;
+    let next = transition(run.state, run.facts(autodeploy), &input.event)?;
+    let now = millis(Utc::now());
+    let mut leased = run.leased;
+    let mut started = run.started;
+    let mut phase_started = run.phase_started_at.map(millis);
+    let mut runner_id = run.runner_id.clone();
+    match &input.event {
+        Event::PhaseStarted => {
+            started = true;
+            phase_started = Some(now);
+        }
+        Event::PlanFinished { .. } | Event::Requeue => {
+            leased = false;
+            started = false;
+            phase_started = None;
+            if input.event == Event::Requeue {
+                runner_id = None;
+            }
+        }
+        _ => {}
+    }
+    let mut reason = input.update.reason.clone().or(run.reason.clone());
+    if input.event == Event::Stale {
+        reason = Some(STALE_REASON.to_string());
+    }
+    let mut released_lock = None;
+    if next.state.is_terminal() {
+        leased = false;
+        if let Some(l) = read_lock(tx, &run.org, &run.stack)? {
+            if l.holder == Writer::Run(run.id.clone()) {
+                clear_lock(tx, &run.org, &run.stack)?;
+                let note = format!("released state lock {} held by this run", l.id);
+                reason = Some(match reason {
+                    Some(r) => format!("{r}; {note}"),
+                    None => note,
+                });
+                append_audit(
+                    tx,
+                    &Audit {
+                        org: Some(run.org.clone()),
+                        actor: "system".into(),
+                        token_id: None,
+                        action: "state.lock_released".into(),
+                        target: format!("stack:{}", run.stack),
+                        detail: json!({"run": run.id, "run_state": next.state.as_str(), "released": lock_json(&l)}),
+                    },
+                )?;
+                released_lock = Some(l);
+            }
+        }
+        // An ended run's token dies with it — except after a force-fail or timeout, when
+        // the engine may still be out there: its late state writes must be recorded.
+        if !matches!(next.state, RunState::ForceFailed | RunState::Interrupted) {
+            tx.prepare_cached(
+                "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
+            )?
+            .execute(params![run.id, now])?;
+        }
+    }
+    let commit = run.commit.clone().or(input.update.commit.clone());
+    let plan = input
+        .update
+        .plan_summary
+        .as_ref()
+        .or(run.plan_summary.as_ref())
+        .map(|v| v.to_string());
+    let cancel_requested = run.cancel_requested || next.stop_runner;
+    tx.prepare_cached(
+        "UPDATE runs SET state = ?2, phase = ?3, needs_lease = ?4, leased = ?5, started = ?6,
+            cancel_requested = ?7, reason = ?8, commit_sha = ?9, plan_summary = ?10,
+            runner_id = ?11, phase_started_at = ?12, updated_at = ?13,
+            blocked_by = CASE WHEN ?4 THEN blocked_by ELSE NULL END
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        run.id,
+        next.state.as_str(),
+        next.phase.as_str(),
+        next.needs_lease,
+        leased,
+        started,
+        cancel_requested,
+        reason,
+        commit,
+        plan,
+        runner_id,
+        phase_started,
+        now,
+    ])?;
+    enter_state(tx, &run.id, run.state, next.state, now)?;
+    let run =
+        load_run(tx, &run.id)?.ok_or_else(|| StoreError::NotFound(format!("run {:?}", run.id)))?;
+    Ok(RunEventResult {
+        run,
+        stop_runner: next.stop_runner,
+        released_lock,
+    })
+}
+
+fn runner_row(
+    r: &Row<'_>,
+) -> rusqlite::Result<(
+    String,
+    Option<String>,
+    String,
+    String,
+    String,
+    bool,
+    i64,
+    i64,
+)> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+    ))
+}
+
+fn runner_record(
+    r: (
+        String,
+        Option<String>,
+        String,
+        String,
+        String,
+        bool,
+        i64,
+        i64,
+    ),
+) -> Result<RunnerRecord> {
+    Ok(RunnerRecord {
+        id: r.0,
+        org: r.1,
+        pool: r.2,
+        name: r.3,
+        version: r.4,
+        drained: r.5,
+        last_seen: from_millis(r.6)?,
+        created_at: from_millis(r.7)?,
+    })
+}
+
+const RUNNER_COLUMNS: &str = "id, org_id, pool, name, version, drained, last_seen, created_at";
+
 fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &str) -> Result<()> {
     if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![org])? {
         return Err(StoreError::NotFound(format!("org {org:?}")));
@@ -1496,6 +1834,431 @@ impl Store for SqliteStore {
                 }
             }
             Ok(decision)
+        })
+        .await
+    }
+
+    async fn create_run(&self, run: &NewRun, audit: Option<&Audit>) -> Result<RunRecord> {
+        let (run, audit) = (run.clone(), audit.cloned());
+        self.write(move |tx| {
+            if !exists(
+                tx,
+                "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+                params![run.org, run.stack],
+            )? {
+                return Err(StoreError::NotFound(format!(
+                    "stack {:?} in org {:?}",
+                    run.stack, run.org
+                )));
+            }
+            let now = millis(Utc::now());
+            tx.prepare_cached(
+                "INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+                    triggered_by, commit_sha, branch, retry_of, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 'plan', 1, ?6, ?7, ?8, ?9, ?10, ?10)",
+            )?
+            .execute(params![
+                run.id,
+                run.org,
+                run.stack,
+                run.kind.as_str(),
+                run.trigger.as_str(),
+                run.triggered_by,
+                run.commit,
+                run.branch,
+                run.retry_of,
+                now,
+            ])?;
+            tx.prepare_cached(
+                "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
+            )?
+            .execute(params![run.id, now])?;
+            if let Some(audit) = &audit {
+                append_audit(tx, audit)?;
+            }
+            load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
+        })
+        .await
+    }
+
+    async fn get_run(&self, id: &str) -> Result<Option<RunRecord>> {
+        let id = id.to_string();
+        self.read(move |c| load_run(c, &id)).await
+    }
+
+    async fn list_runs(
+        &self,
+        org: &str,
+        stack: Option<&str>,
+        before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RunRecord>> {
+        let (org, stack, before) = (
+            org.to_string(),
+            stack.map(str::to_string),
+            before.map(str::to_string),
+        );
+        self.read(move |c| {
+            let before_created: Option<i64> = match &before {
+                Some(b) => c
+                    .prepare_cached("SELECT created_at FROM runs WHERE id = ?1")?
+                    .query_row([b], |r| r.get(0))
+                    .optional()?,
+                None => None,
+            };
+            query_runs(
+                c,
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE org_id = ?1 AND (?2 IS NULL OR stack_id = ?2)
+                     AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
+                     ORDER BY created_at DESC, id DESC LIMIT ?5"
+                ),
+                params![org, stack, before_created, before, limit],
+            )
+        })
+        .await
+    }
+
+    async fn run_phases(&self, run: &str) -> Result<Vec<RunPhaseRecord>> {
+        let run = run.to_string();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT state, started_at, ended_at FROM run_phases WHERE run_id = ?1 ORDER BY rowid",
+            )?;
+            let rows = stmt.query_map([&run], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, Option<i64>>(2)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (state, started, ended) = row?;
+                out.push(RunPhaseRecord {
+                    state: state.parse().map_err(|e| corrupt("phase state", e))?,
+                    started_at: from_millis(started)?,
+                    ended_at: opt_from_millis(ended)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn run_event(&self, run: &str, input: &RunEventInput) -> Result<RunEventResult> {
+        let (id, input) = (run.to_string(), input.clone());
+        self.write(move |tx| {
+            let run =
+                load_run(tx, &id)?.ok_or_else(|| StoreError::NotFound(format!("run {id:?}")))?;
+            apply_event(tx, &run, &input)
+        })
+        .await
+    }
+
+    async fn cancel_run(&self, run: &str, audit: &Audit) -> Result<RunEventResult> {
+        let (id, audit) = (run.to_string(), audit.clone());
+        self.write(move |tx| {
+            let run =
+                load_run(tx, &id)?.ok_or_else(|| StoreError::NotFound(format!("run {id:?}")))?;
+            let input = RunEventInput {
+                event: Event::Cancel,
+                fencing: None,
+                update: RunUpdate {
+                    reason: Some(format!("canceled by {}", audit.actor)),
+                    ..Default::default()
+                },
+            };
+            let out = apply_event(tx, &run, &input)?;
+            append_audit(tx, &audit)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn lease_run(&self, runner: &RunnerRecord) -> Result<Option<RunRecord>> {
+        let runner = runner.clone();
+        self.write(move |tx| {
+            let candidates = query_runs(
+                tx,
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1
+                     AND (?1 IS NULL OR r.org_id = ?1)
+                     AND EXISTS (SELECT 1 FROM stacks s WHERE s.org_id = r.org_id
+                                 AND s.id = r.stack_id AND s.runner_pool = ?2)
+                     ORDER BY r.created_at, r.id LIMIT 100"
+                ),
+                params![runner.org, runner.pool],
+            )?;
+            for run in candidates {
+                if run.kind == RunKind::Tracked {
+                    let earlier = exists(
+                        tx,
+                        "SELECT 1 FROM runs WHERE org_id = ?1 AND stack_id = ?2 AND kind = 'tracked'
+                         AND state NOT IN ('finished', 'failed', 'discarded', 'canceled',
+                                           'interrupted', 'force_failed', 'skipped')
+                         AND (created_at < ?3 OR (created_at = ?3 AND id < ?4))",
+                        params![run.org, run.stack, millis(run.created_at), run.id],
+                    )?;
+                    if earlier {
+                        continue;
+                    }
+                    if let Some(l) = read_lock(tx, &run.org, &run.stack)? {
+                        if l.holder != Writer::Run(run.id.clone()) {
+                            let holder = lock_json(&l).to_string();
+                            if run.blocked_by.as_ref().map(|b| b.to_string())
+                                != Some(holder.clone())
+                            {
+                                tx.prepare_cached("UPDATE runs SET blocked_by = ?2 WHERE id = ?1")?
+                                    .execute(params![run.id, holder])?;
+                            }
+                            continue;
+                        }
+                    }
+                }
+                let autodeploy = stack_autodeploy(tx, &run.org, &run.stack)?;
+                let next = transition(run.state, run.facts(autodeploy), &Event::Leased)?;
+                let now = millis(Utc::now());
+                tx.prepare_cached(
+                    "UPDATE runs SET state = ?2, phase = ?3, needs_lease = 0, leased = 1,
+                        started = 0, runner_id = ?4, fencing = fencing + 1, last_heartbeat = ?5,
+                        phase_started_at = NULL, blocked_by = NULL, updated_at = ?5
+                     WHERE id = ?1",
+                )?
+                .execute(params![
+                    run.id,
+                    next.state.as_str(),
+                    next.phase.as_str(),
+                    runner.id,
+                    now
+                ])?;
+                enter_state(tx, &run.id, run.state, next.state, now)?;
+                tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?
+                    .execute(params![runner.id, now])?;
+                return load_run(tx, &run.id);
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    async fn heartbeat(&self, run: &str, fencing: i64) -> Result<bool> {
+        let id = run.to_string();
+        self.write(move |tx| {
+            let now = millis(Utc::now());
+            let n = tx
+                .prepare_cached(
+                    "UPDATE runs SET last_heartbeat = ?3 WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+                )?
+                .execute(params![id, fencing, now])?;
+            if n == 0 {
+                return Err(StoreError::Fenced { run: id, fencing });
+            }
+            tx.prepare_cached(
+                "UPDATE runners SET last_seen = ?2 WHERE id = (SELECT runner_id FROM runs WHERE id = ?1)",
+            )?
+            .execute(params![id, now])?;
+            let cancel: bool = tx
+                .prepare_cached("SELECT cancel_requested FROM runs WHERE id = ?1")?
+                .query_row([&id], |r| r.get(0))?;
+            Ok(cancel)
+        })
+        .await
+    }
+
+    async fn stale_runs(&self, before: DateTime<Utc>) -> Result<Vec<RunRecord>> {
+        self.read(move |c| {
+            query_runs(
+                c,
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE leased = 1 AND last_heartbeat < ?1"),
+                params![millis(before)],
+            )
+        })
+        .await
+    }
+
+    async fn executing_runs(&self) -> Result<Vec<RunRecord>> {
+        self.read(move |c| {
+            query_runs(
+                c,
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE leased = 1"),
+                params![],
+            )
+        })
+        .await
+    }
+
+    async fn flag_late_write(&self, run: &str) -> Result<()> {
+        let id = run.to_string();
+        self.write(move |tx| {
+            tx.prepare_cached("UPDATE runs SET late_write = 1 WHERE id = ?1")?
+                .execute([&id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn append_logs(&self, run: &str, fencing: i64, chunks: &[(i64, String)]) -> Result<()> {
+        let (id, chunks) = (run.to_string(), chunks.to_vec());
+        self.write(move |tx| {
+            let current: Option<i64> = tx
+                .prepare_cached("SELECT fencing FROM runs WHERE id = ?1")?
+                .query_row([&id], |r| r.get(0))
+                .optional()?;
+            if current != Some(fencing) {
+                return Err(StoreError::Fenced { run: id, fencing });
+            }
+            let mut insert = tx.prepare_cached(
+                "INSERT OR IGNORE INTO run_logs (run_id, seq, text) VALUES (?1, ?2, ?3)",
+            )?;
+            for (seq, text) in &chunks {
+                insert.execute(params![id, seq, text])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn read_logs(
+        &self,
+        run: &str,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<(i64, String)>> {
+        let id = run.to_string();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT seq, text FROM run_logs WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn next_log_seq(&self, run: &str) -> Result<i64> {
+        let id = run.to_string();
+        self.read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM run_logs WHERE run_id = ?1",
+            )?
+            .query_row([&id], |r| r.get(0))?)
+        })
+        .await
+    }
+
+    async fn put_plan(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()> {
+        let (id, body) = (run.to_string(), body.to_vec());
+        self.write(move |tx| {
+            if !exists(
+                tx,
+                "SELECT 1 FROM runs WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+                params![id, fencing],
+            )? {
+                return Err(StoreError::Fenced { run: id, fencing });
+            }
+            tx.prepare_cached("INSERT OR REPLACE INTO run_plans (run_id, body) VALUES (?1, ?2)")?
+                .execute(params![id, body])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_plan(&self, run: &str) -> Result<Option<Vec<u8>>> {
+        let id = run.to_string();
+        self.read(move |c| {
+            Ok(
+                c.prepare_cached("SELECT body FROM run_plans WHERE run_id = ?1")?
+                    .query_row([&id], |r| r.get(0))
+                    .optional()?,
+            )
+        })
+        .await
+    }
+
+    async fn register_runner(&self, runner: &RunnerRecord) -> Result<RunnerRecord> {
+        let runner = runner.clone();
+        self.write(move |tx| {
+            tx.prepare_cached(&format!(
+                "INSERT INTO runners ({RUNNER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)"
+            ))?
+            .execute(params![
+                runner.id,
+                runner.org,
+                runner.pool,
+                runner.name,
+                runner.version,
+                millis(Utc::now()),
+            ])?;
+            let row = tx
+                .prepare_cached(&format!(
+                    "SELECT {RUNNER_COLUMNS} FROM runners WHERE id = ?1"
+                ))?
+                .query_row([&runner.id], runner_row)?;
+            runner_record(row)
+        })
+        .await
+    }
+
+    async fn get_runner(&self, id: &str) -> Result<Option<RunnerRecord>> {
+        let id = id.to_string();
+        self.read(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {RUNNER_COLUMNS} FROM runners WHERE id = ?1"
+            ))?
+            .query_row([&id], runner_row)
+            .optional()?
+            .map(runner_record)
+            .transpose()
+        })
+        .await
+    }
+
+    async fn touch_runner(&self, id: &str) -> Result<()> {
+        let id = id.to_string();
+        self.write(move |tx| {
+            tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?
+                .execute(params![id, millis(Utc::now())])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_runners(&self, org: &str) -> Result<Vec<RunnerRecord>> {
+        let org = org.to_string();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id IS NULL OR org_id = ?1
+                 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([&org], runner_row)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(runner_record(row?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn drain_runner(&self, id: &str, audit: &Audit) -> Result<bool> {
+        let (id, audit) = (id.to_string(), audit.clone());
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached("UPDATE runners SET drained = 1 WHERE id = ?1 AND drained = 0")?
+                .execute([&id])?;
+            if n > 0 {
+                append_audit(tx, &audit)?;
+            }
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn revoke_run_tokens(&self, run: &str) -> Result<()> {
+        let id = run.to_string();
+        self.write(move |tx| {
+            tx.prepare_cached(
+                "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
+            )?
+            .execute(params![id, millis(Utc::now())])?;
+            Ok(())
         })
         .await
     }
