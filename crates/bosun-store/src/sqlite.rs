@@ -1098,6 +1098,18 @@ fn apply_event(
     })
 }
 
+/// Raw runner columns in `RUNNER_COLUMNS` order.
+type RunnerRow = (
+    String,
+    Option<String>,
+    String,
+    String,
+    String,
+    bool,
+    i64,
+    i64,
+);
+
 fn runner_row(
     r: &Row<'_>,
 ) -> rusqlite::Result<(
@@ -1122,18 +1134,7 @@ fn runner_row(
     ))
 }
 
-fn runner_record(
-    r: (
-        String,
-        Option<String>,
-        String,
-        String,
-        String,
-        bool,
-        i64,
-        i64,
-    ),
-) -> Result<RunnerRecord> {
+fn runner_record(r: RunnerRow) -> Result<RunnerRecord> {
     Ok(RunnerRecord {
         id: r.0,
         org: r.1,
