@@ -1110,18 +1110,7 @@ type RunnerRow = (
     i64,
 );
 
-fn runner_row(
-    r: &Row<'_>,
-) -> rusqlite::Result<(
-    String,
-    Option<String>,
-    String,
-    String,
-    String,
-    bool,
-    i64,
-    i64,
-)> {
+fn runner_row(r: &Row<'_>) -> rusqlite::Result<RunnerRow> {
     Ok((
         r.get(0)?,
         r.get(1)?,
