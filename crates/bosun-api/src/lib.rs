@@ -582,8 +582,8 @@ pub struct LogAppend {
 }
 
 /// `POST /api/v1/runner/runs/{run}/report`: what happened to the leased phase.
+// No `deny_unknown_fields`: serde cannot combine it with the flattened event.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct RunnerReport {
     pub fencing: i64,
     #[serde(flatten)]
@@ -594,13 +594,31 @@ pub struct RunnerReport {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunnerEvent {
     /// The engine is about to start; `commit` is the checked-out commit.
-    Started { commit: String },
+    Started {
+        commit: String,
+    },
     /// The plan finished; the plan file was uploaded first.
-    Planned { summary: PlanSummary },
+    Planned {
+        summary: PlanSummary,
+    },
     Applied,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
     /// Stopped after a cancel.
     Canceled,
     /// The phase ran past its timeout and the engine was killed.
     TimedOut,
+}
+
+/// A runner as the org sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunnerView {
+    pub id: String,
+    pub pool: String,
+    pub name: String,
+    pub version: String,
+    /// `online`, `busy`, `dark` (missed heartbeats) or `drained`.
+    pub status: String,
+    pub last_seen: DateTime<Utc>,
 }

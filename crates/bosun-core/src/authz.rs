@@ -25,7 +25,8 @@ pub enum PrincipalKind {
         roles: BTreeMap<String, Role>,
     },
     /// A runner pool of one org.
-    Pool { org: String, pool: String },
+    /// `org: None` is the server's own hosted pool, which serves every org.
+    Pool { org: Option<String>, pool: String },
     /// One Run, scoped to its stack, plus the upstream stacks whose state it may read.
     Run {
         org: String,
@@ -56,7 +57,9 @@ impl Principal {
     pub fn actor(&self) -> String {
         match &self.kind {
             PrincipalKind::User { user, .. } => format!("user:{user}"),
-            PrincipalKind::Pool { org, pool } => format!("pool:{org}/{pool}"),
+            PrincipalKind::Pool { org, pool } => {
+                format!("pool:{}/{pool}", org.as_deref().unwrap_or("*"))
+            }
             PrincipalKind::Run { run, .. } => format!("run:{run}"),
         }
     }
@@ -78,6 +81,8 @@ pub enum Access {
     ServerAdmin,
     /// A member of the org in the path with at least this role.
     Org(Role),
+    /// The runner protocol: runner-pool tokens only.
+    Runner,
     /// A stack's state (`{org}` and `{stack}` in the path), decided by
     /// [`crate::state::authorize_state`], which also admits run tokens.
     State(crate::state::StateAccess),
@@ -107,6 +112,10 @@ pub enum Denial {
 impl std::fmt::Display for Denial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Denial::WrongTokenKind { kind } if *kind == TokenKind::Personal => write!(
+                f,
+                "a personal token cannot call this endpoint; it is for runners (runner-pool token)"
+            ),
             Denial::WrongTokenKind { kind } => write!(
                 f,
                 "a {kind} token cannot call this endpoint; it needs a personal token"
@@ -125,6 +134,14 @@ impl std::fmt::Display for Denial {
 /// Decides whether `who` may call a route with policy `access`; `org` is the org named
 /// in the path, if any.
 pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(), Denial> {
+    if access == Access::Runner {
+        return match who.kind {
+            PrincipalKind::Pool { .. } => Ok(()),
+            _ => Err(Denial::WrongTokenKind {
+                kind: who.token_kind(),
+            }),
+        };
+    }
     if let Access::State(_) = access {
         // Needs the stack and the operation: the guard calls `authorize_state`.
         return Ok(());
@@ -145,7 +162,7 @@ pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(
         Access::User => Ok(()),
         Access::ServerAdmin if *server_admin => Ok(()),
         Access::ServerAdmin => Err(Denial::NotServerAdmin),
-        Access::State(_) => Ok(()),
+        Access::State(_) | Access::Runner => Ok(()),
         Access::Org(needs) => {
             let org = org.unwrap_or_default();
             match roles.get(org) {
@@ -205,7 +222,7 @@ mod tests {
         let pool = Principal {
             token_id: "t".into(),
             kind: PrincipalKind::Pool {
-                org: "acme".into(),
+                org: Some("acme".into()),
                 pool: "edge".into(),
             },
         };

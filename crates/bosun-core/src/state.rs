@@ -638,7 +638,7 @@ mod tests {
         let pool = Principal {
             token_id: "t".into(),
             kind: PrincipalKind::Pool {
-                org: "acme".into(),
+                org: Some("acme".into()),
                 pool: "p".into(),
             },
         };

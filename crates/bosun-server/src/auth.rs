@@ -134,7 +134,7 @@ pub async fn authenticate(store: &dyn Store, headers: &HeaderMap) -> Result<Prin
             }
         }
         TokenKind::Pool => PrincipalKind::Pool {
-            org: record.org.clone().ok_or_else(corrupt)?,
+            org: record.org.clone(),
             pool: record.pool.clone().ok_or_else(corrupt)?,
         },
         TokenKind::Run => PrincipalKind::Run {

@@ -47,7 +47,30 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Largest state document the backend accepts.
     pub max_state_bytes: usize,
+    /// Runs: how often runners heartbeat, when a silent run is stale, how often the
+    /// sweep looks, and (tests only) a phase timeout that replaces the tiers'.
+    pub runs: RunTimings,
     pub bootstrap_token: Option<String>,
+}
+
+/// Timings of the run machinery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunTimings {
+    pub heartbeat: std::time::Duration,
+    pub stale_after: std::time::Duration,
+    pub sweep_interval: std::time::Duration,
+    pub phase_timeout: Option<std::time::Duration>,
+}
+
+impl Default for RunTimings {
+    fn default() -> Self {
+        RunTimings {
+            heartbeat: std::time::Duration::from_secs(10),
+            stale_after: std::time::Duration::from_secs(60),
+            sweep_interval: std::time::Duration::from_secs(5),
+            phase_timeout: None,
+        }
+    }
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -155,6 +178,7 @@ impl ServerConfig {
             public_url,
             max_body_bytes,
             max_state_bytes,
+            runs: RunTimings::default(),
             bootstrap_token: o.bootstrap_token,
         })
     }

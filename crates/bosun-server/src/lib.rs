@@ -9,11 +9,14 @@
 pub mod auth;
 mod bootstrap;
 pub mod config;
+mod duties;
 pub mod error;
 mod extract;
 mod health;
 pub mod openapi;
 pub mod routes;
+mod runners;
+mod runs;
 mod server;
 mod stacks;
 mod state;

@@ -20,6 +20,11 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// Cleared when shutdown begins, so `/readyz` turns away new traffic.
     pub ready: Arc<AtomicBool>,
+    /// Woken when a run may have become dispatchable, so waiting leases look again.
+    pub dispatch: Arc<tokio::sync::Notify>,
+    /// Set when shutdown begins, so background duties and long polls stop.
+    pub stopping: Arc<tokio::sync::watch::Sender<bool>>,
+    pub duties: Arc<crate::duties::DutyStatus>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +55,12 @@ pub struct RunningServer {
     pub local_addr: SocketAddr,
     /// Set when this start wrote a generated admin token to `<data-dir>/admin-token`.
     pub admin_token_file: Option<PathBuf>,
+    /// A pool token for the server's own hosted runners (minted at each start).
+    pub hosted_runner_token: String,
     state: AppState,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
+    sweep: JoinHandle<()>,
 }
 
 impl RunningServer {
@@ -71,11 +79,16 @@ impl RunningServer {
             addr: config.listen,
             source,
         })?;
+        let hosted_runner_token = crate::runners::hosted_pool_token(store.as_ref()).await?;
         let state = AppState {
             store,
             config: Arc::new(config),
             ready: Arc::new(AtomicBool::new(true)),
+            dispatch: Arc::new(tokio::sync::Notify::new()),
+            stopping: Arc::new(tokio::sync::watch::channel(false).0),
+            duties: crate::duties::new_status(),
         };
+        let sweep = tokio::spawn(crate::duties::stale_sweep(state.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = crate::routes::router(state.clone());
         let task = tokio::spawn(async move {
@@ -89,9 +102,11 @@ impl RunningServer {
         Ok(RunningServer {
             local_addr,
             admin_token_file,
+            hosted_runner_token,
             state,
             stop: Some(stop),
             task,
+            sweep,
         })
     }
 
@@ -102,10 +117,13 @@ impl RunningServer {
     /// Stops accepting connections, lets in-flight requests finish, then closes the store.
     pub async fn shutdown(mut self) -> Result<(), StartError> {
         self.state.ready.store(false, Ordering::SeqCst);
+        self.state.stopping.send_replace(true);
+        self.state.dispatch.notify_waiters();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         let served = (&mut self.task).await;
+        let _ = (&mut self.sweep).await;
         self.state.store.close().await;
         tracing::info!("store closed; shutdown complete");
         match served {

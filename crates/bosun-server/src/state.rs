@@ -61,15 +61,26 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The writer a principal stands for. A run token authenticates only while its Run is
-/// executing (tokens are revoked when a Run ends), so an authenticated run is live; the
-/// runs module decides `EndedRun` for late writes from runs it force-failed.
-fn writer_of(p: &Principal) -> Result<(Writer, WriterLiveness), ApiError> {
+/// The writer a principal stands for. A run whose run has ended — force-failed or
+/// interrupted, with its engine perhaps still out there — writes late: stored and flagged.
+async fn writer_of(state: &AppState, p: &Principal) -> Result<(Writer, WriterLiveness), ApiError> {
     match &p.kind {
         PrincipalKind::User { user, .. } => {
             Ok((Writer::User(user.clone()), WriterLiveness::Person))
         }
-        PrincipalKind::Run { run, .. } => Ok((Writer::Run(run.clone()), WriterLiveness::LiveRun)),
+        PrincipalKind::Run { run, .. } => {
+            let ended = state
+                .store
+                .get_run(run)
+                .await?
+                .is_some_and(|r| r.state.is_terminal());
+            let liveness = if ended {
+                WriterLiveness::EndedRun
+            } else {
+                WriterLiveness::LiveRun
+            };
+            Ok((Writer::Run(run.clone()), liveness))
+        }
         PrincipalKind::Pool { .. } => Err(ApiError::Forbidden(
             "a pool token cannot touch state".into(),
         )),
@@ -184,7 +195,7 @@ async fn write(
                 .into(),
         ));
     }
-    let (writer, liveness) = writer_of(&caller.0)?;
+    let (writer, liveness) = writer_of(state, &caller.0).await?;
     let new = NewStateVersion {
         body: body.to_vec(),
         doc,
@@ -213,7 +224,21 @@ async fn write(
         .write_state(org, stack, &new, audit.as_ref())
         .await
     {
-        Ok(meta) => Ok((StatusCode::OK, Json(version_wire(meta))).into_response()),
+        Ok(meta) => {
+            if meta.late_write {
+                if let Writer::Run(run) = &meta.writer {
+                    state.store.flag_late_write(run).await?;
+                }
+                tracing::warn!(
+                    org,
+                    stack,
+                    version = meta.version,
+                    current = meta.current,
+                    "late state write from an ended run stored and flagged"
+                );
+            }
+            Ok((StatusCode::OK, Json(version_wire(meta))).into_response())
+        }
         Err(StoreError::StateRefused(WriteRefusal::Locked(lock))) => {
             Ok(holder_response(StatusCode::LOCKED, &lock))
         }
@@ -235,7 +260,7 @@ async fn lock(
             message: "lock info must carry a non-empty \"ID\"".into(),
         });
     }
-    let (holder, _) = writer_of(&caller.0)?;
+    let (holder, _) = writer_of(state, &caller.0).await?;
     let lock = Lock {
         id: info.id,
         operation: info.operation,
@@ -261,7 +286,7 @@ async fn unlock(
     stack: &str,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let (writer, _) = writer_of(&caller.0)?;
+    let (writer, _) = writer_of(state, &caller.0).await?;
     let request = if body.iter().all(u8::is_ascii_whitespace) {
         // Terraform's `force-unlock` sends no body at all.
         authorize_state(&caller.0, StateOp::ForceUnlock, org, stack)?;
@@ -397,10 +422,19 @@ pub async fn show_version(
     }))
 }
 
+/// A run is live while it is not ended (or, for runs Bosun does not know, while its
+/// token is active).
+async fn run_is_live(state: &AppState, run: &str) -> Result<bool, ApiError> {
+    Ok(match state.store.get_run(run).await? {
+        Some(r) => !r.state.is_terminal(),
+        None => state.store.run_is_active(run).await?,
+    })
+}
+
 async fn lock_view(state: &AppState, l: Lock) -> Result<StateLockView, ApiError> {
     let status = match &l.holder {
         Writer::User(_) => "person",
-        Writer::Run(run) if state.store.run_is_active(run).await? => "live_run",
+        Writer::Run(run) if run_is_live(state, run).await? => "live_run",
         Writer::Run(_) => "dead_run",
     };
     Ok(StateLockView {
@@ -463,7 +497,10 @@ pub async fn force_unlock(
         id: body.lock_id.clone(),
     };
     match state.store.unlock_state(&org, &stack, &request, &audit).await? {
-        UnlockDecision::Release { lock, .. } => Ok(Json(lock_view(&state, *lock).await?)),
+        UnlockDecision::Release { lock, .. } => {
+            state.dispatch.notify_waiters();
+            Ok(Json(lock_view(&state, *lock).await?))
+        }
         UnlockDecision::NotLocked => Err(ApiError::Conflict {
             code: "not_locked",
             message: format!("the state of stack {stack:?} is not locked"),

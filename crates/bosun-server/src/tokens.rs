@@ -46,8 +46,9 @@ pub fn routes() -> Vec<Route> {
 /// Who a new token belongs to.
 pub enum TokenOwner {
     User(String),
+    /// `org: None`: the server's own hosted pool (its embedded runners).
     Pool {
-        org: String,
+        org: Option<String>,
         pool: String,
     },
     Run {
@@ -87,7 +88,7 @@ pub fn new_token(
     match owner {
         TokenOwner::User(u) => token.user = Some(u),
         TokenOwner::Pool { org, pool } => {
-            token.org = Some(org);
+            token.org = org;
             token.pool = Some(pool);
         }
         TokenOwner::Run {
@@ -282,16 +283,24 @@ pub async fn create_pool(
     ApiPath(org): ApiPath<String>,
     ApiJson(body): ApiJson<PoolTokenCreate>,
 ) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
-    let pool = RunnerPool::parse(&body.pool)
-        .map_err(|e| ValidationError::new("pool", e.message))?
-        .to_string();
+    let pool =
+        match RunnerPool::parse(&body.pool).map_err(|e| ValidationError::new("pool", e.message))? {
+            RunnerPool::Hosted => {
+                return Err(ValidationError::new(
+                    "pool",
+                    "\"hosted\" is the server's own pool; name a self-hosted pool",
+                )
+                .into())
+            }
+            RunnerPool::Named(p) => p.to_string(),
+        };
     issue(
         &state,
         &caller,
         Some(&org),
         TokenKind::Pool,
         TokenOwner::Pool {
-            org: org.clone(),
+            org: Some(org.clone()),
             pool: pool.clone(),
         },
         (&body.description, body.expires_in_seconds),

@@ -1033,6 +1033,7 @@ fn ev(event: Event, fencing: i64) -> RunEventInput {
         event,
         fencing: Some(fencing),
         update: RunUpdate::default(),
+        audit: None,
     }
 }
 
@@ -1088,6 +1089,7 @@ pub async fn runs_lease_fence_and_finish(store: Arc<dyn Store>) {
         event: Event::Confirm,
         fencing: None,
         update: RunUpdate::default(),
+        audit: None,
     };
     let out = store.run_event("run-1", &confirm).await.unwrap();
     assert_eq!(
@@ -1246,6 +1248,7 @@ pub async fn runs_stale_and_requeue(store: Arc<dyn Store>) {
                 event: Event::Requeue,
                 fencing: None,
                 update: RunUpdate::default(),
+                audit: None,
             },
         )
         .await
@@ -1264,6 +1267,7 @@ pub async fn runs_stale_and_requeue(store: Arc<dyn Store>) {
                 event: Event::Stale,
                 fencing: None,
                 update: RunUpdate::default(),
+                audit: None,
             },
         )
         .await

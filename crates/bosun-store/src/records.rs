@@ -104,7 +104,12 @@ pub struct TokenGrant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenFilter {
     User(String),
-    Org { org: String, kind: TokenKind },
+    Org {
+        org: String,
+        kind: TokenKind,
+    },
+    /// The server's own hosted-pool tokens (no org).
+    HostedPool,
 }
 
 /// The first-start seed (`BOSUN_BOOTSTRAP_TOKEN` or a generated admin token).
@@ -239,6 +244,8 @@ pub struct RunEventInput {
     /// Runners' events must carry the run's current fencing number.
     pub fencing: Option<i64>,
     pub update: RunUpdate,
+    /// Written with the change (operators' actions).
+    pub audit: Option<Audit>,
 }
 
 /// The result of applying an event: the run after it, and whether a runner must stop.

@@ -1448,6 +1448,14 @@ impl Store for SqliteStore {
                 ),
                 params![user],
             ),
+            TokenFilter::HostedPool => query_tokens(
+                c,
+                &format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE kind = 'pool' AND org_id IS NULL
+                     ORDER BY created_at, id"
+                ),
+                params![],
+            ),
             TokenFilter::Org { org, kind } => query_tokens(
                 c,
                 &format!(
@@ -1954,6 +1962,7 @@ impl Store for SqliteStore {
                     reason: Some(format!("canceled by {}", audit.actor)),
                     ..Default::default()
                 },
+                audit: None,
             };
             let out = apply_event(tx, &run, &input)?;
             append_audit(tx, &audit)?;

@@ -229,8 +229,98 @@ fn cases() -> Vec<Case> {
             Some(json!({"lock_id": "x"})),
             Org(Operator),
         ),
+        // Runs: viewers read, operators act.
+        case(
+            Method::POST,
+            "/orgs/{org}/stacks/{stack}/runs",
+            "/orgs/default/stacks/ghost/runs",
+            Some(json!({})),
+            Org(Operator),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/stacks/{stack}/runs",
+            "/orgs/default/stacks/ghost/runs",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/runs/{run}",
+            "/orgs/default/runs/ghost",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/runs/{run}/confirm",
+            "/orgs/default/runs/ghost/confirm",
+            None,
+            Org(Operator),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/runs/{run}/discard",
+            "/orgs/default/runs/ghost/discard",
+            None,
+            Org(Operator),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/runs/{run}/cancel",
+            "/orgs/default/runs/ghost/cancel",
+            None,
+            Org(Operator),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/runs/{run}/retry",
+            "/orgs/default/runs/ghost/retry",
+            None,
+            Org(Operator),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/runs/{run}/logs",
+            "/orgs/default/runs/ghost/logs",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/runs/{run}/logs/stream",
+            "/orgs/default/runs/ghost/logs/stream",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/runners",
+            "/orgs/default/runners",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/runners/{runner}/drain",
+            "/orgs/default/runners/ghost/drain",
+            None,
+            Org(Admin),
+        ),
     ]
 }
+
+/// The runner protocol: pool tokens only (checked in `runner_protocol_needs_a_pool_token`).
+const RUNNER_ROUTES: [(&str, &str); 8] = [
+    ("POST", "/runner/register"),
+    ("POST", "/runner/lease"),
+    ("POST", "/runner/runs/{run}/heartbeat"),
+    ("GET", "/runner/runs/{run}/logs/next"),
+    ("POST", "/runner/runs/{run}/logs"),
+    ("PUT", "/runner/runs/{run}/plan"),
+    ("GET", "/runner/runs/{run}/plan"),
+    ("POST", "/runner/runs/{run}/report"),
+];
 
 const STATE: &str = "/orgs/{org}/stacks/{stack}/state";
 
@@ -243,6 +333,11 @@ fn every_route_is_in_the_matrix() {
     let table: BTreeSet<(String, String)> = cases()
         .iter()
         .map(|c| (c.method.to_string(), c.template.to_string()))
+        .chain(
+            RUNNER_ROUTES
+                .iter()
+                .map(|(m, p)| (m.to_string(), p.to_string())),
+        )
         .collect();
     let mut served = 0;
     for r in api_routes() {
@@ -415,4 +510,50 @@ async fn basic_auth_with_token_as_password() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(r.headers().contains_key("www-authenticate"));
+}
+
+#[tokio::test]
+async fn runner_protocol_needs_a_pool_token() {
+    let t = TestServer::start().await;
+    let op = t.user_token("op", Some(Role::Operator)).await;
+    let (run, _) = mint_run_token(
+        t.server.state(),
+        "default",
+        "run-1",
+        "net",
+        chrono::Duration::minutes(5),
+        &[],
+    )
+    .await
+    .unwrap();
+    for (method, path) in RUNNER_ROUTES {
+        let path = format!("/api/v1{}", path.replace("{run}", "ghost"));
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        for token in [t.admin.as_str(), op.as_str(), run.as_str()] {
+            let r = t
+                .call(method.clone(), &path, Some(token), Some(json!({})))
+                .await;
+            assert_eq!(
+                r.status,
+                StatusCode::FORBIDDEN,
+                "{method} {path}: {:?}",
+                r.body
+            );
+        }
+        let r = t.call(method.clone(), &path, None, None).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+        let r = t
+            .call(
+                method,
+                &path,
+                Some(&t.server.hosted_runner_token),
+                Some(json!({})),
+            )
+            .await;
+        assert!(
+            r.status != StatusCode::FORBIDDEN && r.status != StatusCode::UNAUTHORIZED,
+            "{path}: {:?}",
+            r.body
+        );
+    }
 }

@@ -6,6 +6,7 @@ mod authz;
 mod bad_input;
 mod harness;
 mod openapi;
+mod runs;
 mod snapshots;
 mod stacks;
 mod state;

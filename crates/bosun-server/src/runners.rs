@@ -1,0 +1,460 @@
+//! The runner protocol: runners register, long-poll for a lease, heartbeat, stream log
+//! chunks, move plan files, and report what happened — every call about a lease carries
+//! its fencing number, so a runner that lost its lease can never move the run again.
+//! Also the org's view of runners (online, busy, dark, drained) and draining.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bosun_api::{
+    Heartbeat, HeartbeatReply, Lease, LeaseRequest, LogAppend, RunnerEvent, RunnerRegister,
+    RunnerRegistered, RunnerReport,
+};
+use bosun_core::authz::{Access, PrincipalKind};
+use bosun_core::run::{Event, Phase};
+use bosun_core::stack::Tier;
+use bosun_core::token::TokenKind;
+use bosun_core::Role;
+use bosun_store::{
+    RunEventInput, RunRecord, RunUpdate, RunnerRecord, Store, StoreError, TokenFilter,
+};
+use chrono::Utc;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{read_body, ApiJson, ApiPath, ApiQuery};
+use crate::routes::{BodyLimitKind, Route};
+use crate::server::AppState;
+use crate::tokens::{mint_run_token, new_token, TokenOwner};
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/runner/register", Access::Runner, register),
+        Route::post("/runner/lease", Access::Runner, lease),
+        Route::post("/runner/runs/{run}/heartbeat", Access::Runner, heartbeat),
+        Route::get("/runner/runs/{run}/logs/next", Access::Runner, next_log_seq),
+        Route::post("/runner/runs/{run}/logs", Access::Runner, append_logs),
+        Route::put("/runner/runs/{run}/plan", Access::Runner, put_plan)
+            .with_body_limit(BodyLimitKind::State),
+        Route::get("/runner/runs/{run}/plan", Access::Runner, get_plan),
+        Route::post("/runner/runs/{run}/report", Access::Runner, report),
+        Route::get("/orgs/{org}/runners", Access::Org(Role::Viewer), list),
+        Route::post(
+            "/orgs/{org}/runners/{runner}/drain",
+            Access::Org(Role::Admin),
+            drain,
+        ),
+    ]
+}
+
+/// Mints the pool token the server's own hosted runners use (no org: they serve every
+/// org's `hosted` stacks). Earlier starts' tokens are revoked.
+pub async fn hosted_pool_token(store: &dyn Store) -> Result<String, StoreError> {
+    let (secret, token) = new_token(
+        TokenKind::Pool,
+        TokenOwner::Pool {
+            org: None,
+            pool: "hosted".into(),
+        },
+        "the server's embedded runners".into(),
+        None,
+    );
+    for old in store.list_tokens(&TokenFilter::HostedPool).await? {
+        if old.revoked_at.is_none() {
+            store.revoke_token(&old.id, None).await?;
+        }
+    }
+    store.create_token(&token, None).await?;
+    Ok(secret)
+}
+
+fn pool_of(caller: &Caller) -> Result<(Option<String>, String), ApiError> {
+    match &caller.0.kind {
+        PrincipalKind::Pool { org, pool } => Ok((org.clone(), pool.clone())),
+        _ => Err(ApiError::Forbidden(
+            "this endpoint needs a runner-pool token".into(),
+        )),
+    }
+}
+
+/// The runner named in a call, checked to belong to the caller's pool.
+async fn own_runner(state: &AppState, caller: &Caller, id: &str) -> Result<RunnerRecord, ApiError> {
+    let (org, pool) = pool_of(caller)?;
+    state
+        .store
+        .get_runner(id)
+        .await?
+        .filter(|r| r.org == org && r.pool == pool)
+        .ok_or_else(|| ApiError::NotFound(format!("runner {id:?} in this pool")))
+}
+
+/// A run the caller's pool may act on.
+async fn pool_run(state: &AppState, caller: &Caller, id: &str) -> Result<RunRecord, ApiError> {
+    let (org, _) = pool_of(caller)?;
+    state
+        .store
+        .get_run(id)
+        .await?
+        .filter(|r| org.as_ref().is_none_or(|o| *o == r.org))
+        .ok_or_else(|| ApiError::NotFound(format!("run {id:?}")))
+}
+
+/// Register a runner of the caller's pool.
+#[utoipa::path(post, path = "/api/v1/runner/register", tag = "runners",
+    request_body = RunnerRegister, responses((status = 200, body = RunnerRegistered)))]
+pub async fn register(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<RunnerRegister>,
+) -> Result<Json<RunnerRegistered>, ApiError> {
+    let (org, pool) = pool_of(&caller)?;
+    let name = body.name.trim();
+    if name.is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
+        return Err(
+            bosun_core::ValidationError::new("name", "1 to 100 printable characters").into(),
+        );
+    }
+    let mut id = [0u8; 8];
+    rand::thread_rng().fill_bytes(&mut id);
+    let runner = state
+        .store
+        .register_runner(&RunnerRecord {
+            id: format!("rnr_{}", hex::encode(id)),
+            org,
+            pool,
+            name: name.to_string(),
+            version: body.version.chars().take(50).collect(),
+            drained: false,
+            last_seen: Utc::now(),
+            created_at: Utc::now(),
+        })
+        .await?;
+    Ok(Json(RunnerRegistered {
+        runner_id: runner.id,
+        heartbeat_seconds: state.config.runs.heartbeat.as_secs().max(1),
+    }))
+}
+
+fn phase_timeout(state: &AppState, tier: Tier, phase: Phase) -> Duration {
+    state.config.runs.phase_timeout.unwrap_or(match phase {
+        Phase::Plan => tier.plan_timeout(),
+        Phase::Apply => tier.apply_timeout(),
+    })
+}
+
+/// What a runner needs to execute the leased phase; mints the phase's run token.
+async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Lease, ApiError> {
+    let stack = state
+        .store
+        .get_stack(&run.org, &run.stack)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("stack {:?}", run.stack)))?
+        .spec;
+    let timeout = phase_timeout(state, stack.tier, run.phase);
+    let upstreams: Vec<String> = stack
+        .depends_on
+        .iter()
+        .map(|d| d.stack.to_string())
+        .collect();
+    let ttl = chrono::Duration::from_std(timeout + state.config.runs.stale_after * 2)
+        .unwrap_or(chrono::Duration::hours(4));
+    let (run_token, _) =
+        mint_run_token(state, &run.org, &run.id, &run.stack, ttl, &upstreams).await?;
+    Ok(Lease {
+        run_id: run.id.clone(),
+        fencing: run.fencing,
+        org: run.org.clone(),
+        stack: run.stack.clone(),
+        kind: run.kind.to_string(),
+        phase: run.phase.to_string(),
+        repository: stack.repository.to_string(),
+        branch: run.branch.clone(),
+        commit: run.commit.clone(),
+        path: stack.path.to_string(),
+        engine: stack.engine.kind.as_str().to_string(),
+        engine_binary: stack.engine.binary.clone(),
+        env: stack.variables.clone(),
+        state_url: format!(
+            "{}/api/v1/orgs/{}/stacks/{}/state",
+            state.config.public_url, run.org, run.stack
+        ),
+        run_token,
+        timeout_seconds: timeout.as_secs(),
+        heartbeat_seconds: state.config.runs.heartbeat.as_secs().max(1),
+    })
+}
+
+/// Wait up to `wait_seconds` (at most 30) for a run phase to execute.
+#[utoipa::path(post, path = "/api/v1/runner/lease", tag = "runners",
+    request_body = LeaseRequest,
+    responses((status = 200, body = Lease), (status = 204, description = "no work within the wait")))]
+pub async fn lease(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<LeaseRequest>,
+) -> Result<Response, ApiError> {
+    let runner = own_runner(&state, &caller, &body.runner_id).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(body.wait_seconds.min(30));
+    let mut stopping = state.stopping.subscribe();
+    loop {
+        state.store.touch_runner(&runner.id).await?;
+        let current = state.store.get_runner(&runner.id).await?;
+        if current.as_ref().is_none_or(|r| r.drained) || *stopping.borrow() {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        // Register interest before looking, so a run queued meanwhile wakes this poll.
+        let woken = state.dispatch.notified();
+        if let Some(run) = state.store.lease_run(&runner).await? {
+            let lease = build_lease(&state, &run).await?;
+            return Ok((StatusCode::OK, Json(lease)).into_response());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        // Locks released by laptops or runs waiting on time do not notify: look again
+        // at least every second.
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = stopping.changed() => {}
+        }
+    }
+}
+
+/// Liveness of a leased run, independent of its output. Answers whether to cancel.
+#[utoipa::path(post, path = "/api/v1/runner/runs/{run}/heartbeat", tag = "runners",
+    params(("run" = String, Path)), request_body = Heartbeat,
+    responses((status = 200, body = HeartbeatReply), (status = 409, body = bosun_api::ErrorBody, description = "fenced")))]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<Heartbeat>,
+) -> Result<Json<HeartbeatReply>, ApiError> {
+    pool_run(&state, &caller, &id).await?;
+    let cancel = state.store.heartbeat(&id, body.fencing).await?;
+    Ok(Json(HeartbeatReply { cancel }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct FencingQuery {
+    pub fencing: i64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct NextSeq {
+    pub next_seq: i64,
+}
+
+/// Where a runner continues the run's log.
+#[utoipa::path(get, path = "/api/v1/runner/runs/{run}/logs/next", tag = "runners",
+    params(("run" = String, Path), FencingQuery), responses((status = 200, body = NextSeq)))]
+pub async fn next_log_seq(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<FencingQuery>,
+) -> Result<Json<NextSeq>, ApiError> {
+    let run = pool_run(&state, &caller, &id).await?;
+    if run.fencing != q.fencing {
+        return Err(StoreError::Fenced {
+            run: id,
+            fencing: q.fencing,
+        }
+        .into());
+    }
+    Ok(Json(NextSeq {
+        next_seq: state.store.next_log_seq(&id).await?,
+    }))
+}
+
+/// Append log chunks; a chunk whose seq is already stored is ignored.
+#[utoipa::path(post, path = "/api/v1/runner/runs/{run}/logs", tag = "runners",
+    params(("run" = String, Path)), request_body = LogAppend, responses((status = 204)))]
+pub async fn append_logs(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<LogAppend>,
+) -> Result<StatusCode, ApiError> {
+    pool_run(&state, &caller, &id).await?;
+    let chunks: Vec<(i64, String)> = body.chunks.into_iter().map(|c| (c.seq, c.text)).collect();
+    state.store.append_logs(&id, body.fencing, &chunks).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Upload the saved plan file of the plan phase.
+#[utoipa::path(put, path = "/api/v1/runner/runs/{run}/plan", tag = "runners",
+    params(("run" = String, Path), FencingQuery), responses((status = 204)))]
+pub async fn put_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<FencingQuery>,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    pool_run(&state, &caller, &id).await?;
+    let body = read_body(req, &state).await?;
+    state.store.put_plan(&id, q.fencing, &body).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Download the saved plan file for the apply phase.
+#[utoipa::path(get, path = "/api/v1/runner/runs/{run}/plan", tag = "runners",
+    params(("run" = String, Path), FencingQuery), responses((status = 200, description = "the plan file")))]
+pub async fn get_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<FencingQuery>,
+) -> Result<Response, ApiError> {
+    let run = pool_run(&state, &caller, &id).await?;
+    if run.fencing != q.fencing || !run.leased {
+        return Err(StoreError::Fenced {
+            run: id,
+            fencing: q.fencing,
+        }
+        .into());
+    }
+    let plan = state
+        .store
+        .get_plan(&id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("the plan file of run {id:?}")))?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        Body::from(plan),
+    )
+        .into_response())
+}
+
+/// Report what happened to the leased phase.
+#[utoipa::path(post, path = "/api/v1/runner/runs/{run}/report", tag = "runners",
+    params(("run" = String, Path)), request_body = RunnerReport,
+    responses((status = 204), (status = 409, body = bosun_api::ErrorBody)))]
+pub async fn report(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<RunnerReport>,
+) -> Result<StatusCode, ApiError> {
+    pool_run(&state, &caller, &id).await?;
+    let mut update = RunUpdate::default();
+    let event = match body.event {
+        RunnerEvent::Started { commit } => {
+            update.commit = Some(commit);
+            Event::PhaseStarted
+        }
+        RunnerEvent::Planned { summary } => {
+            let changes = summary.has_changes;
+            update.plan_summary = Some(json!(summary));
+            Event::PlanFinished { changes }
+        }
+        RunnerEvent::Applied => Event::ApplyFinished,
+        RunnerEvent::Failed { reason } => {
+            update.reason = Some(reason.chars().take(2000).collect());
+            Event::PhaseFailed
+        }
+        RunnerEvent::Canceled => Event::CancelAcknowledged,
+        RunnerEvent::TimedOut => {
+            update.reason =
+                Some("the phase ran past its tier's timeout; the engine was stopped".into());
+            Event::Timeout
+        }
+    };
+    let out = state
+        .store
+        .run_event(
+            &id,
+            &RunEventInput {
+                event,
+                fencing: Some(body.fencing),
+                update,
+                audit: None,
+            },
+        )
+        .await?;
+    if out.run.needs_lease || out.run.state.is_terminal() {
+        // A next phase to lease, or a stack queue that just moved on.
+        state.dispatch.notify_waiters();
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The runners serving this org, with their state.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/runners", tag = "runners",
+    params(("org" = String, Path)), responses((status = 200, body = Vec<bosun_api::RunnerView>)))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiPath(org): ApiPath<String>,
+) -> Result<Json<Vec<bosun_api::RunnerView>>, ApiError> {
+    let runners = state.store.list_runners(&org).await?;
+    let busy = state.store.executing_runs().await?;
+    let dark_after = chrono::Duration::from_std(state.config.runs.stale_after)
+        .unwrap_or(chrono::Duration::seconds(60));
+    let now = Utc::now();
+    Ok(Json(
+        runners
+            .into_iter()
+            .map(|r| {
+                let status = if r.drained {
+                    "drained"
+                } else if now - r.last_seen > dark_after {
+                    "dark"
+                } else if busy
+                    .iter()
+                    .any(|b| b.runner_id.as_deref() == Some(r.id.as_str()))
+                {
+                    "busy"
+                } else {
+                    "online"
+                };
+                bosun_api::RunnerView {
+                    status: status.into(),
+                    last_seen: r.last_seen,
+                    id: r.id,
+                    pool: r.pool,
+                    name: r.name,
+                    version: r.version,
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// Stop giving a runner new work; it finishes what it holds.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/runners/{runner}/drain", tag = "runners",
+    params(("org" = String, Path), ("runner" = String, Path)), responses((status = 204)))]
+pub async fn drain(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let runner = state
+        .store
+        .get_runner(&id)
+        .await?
+        .filter(|r| r.org.as_deref() == Some(org.as_str()) || r.org.is_none())
+        .ok_or_else(|| ApiError::NotFound(format!("runner {id:?}")))?;
+    if runner.org.is_none() && caller.0.role_in(&org) != Some(Role::Admin) {
+        return Err(ApiError::Forbidden("only admins drain runners".into()));
+    }
+    let audit = caller.audit(
+        Some(&org),
+        "runner.drain",
+        format!("runner:{id}"),
+        json!({}),
+    );
+    state.store.drain_runner(&id, &audit).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,410 @@
+//! Runs through the API: trigger, list, show (with phase timings), confirm, discard,
+//! cancel, retry, and logs (a page, or live over SSE).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::Json;
+use bosun_api::{LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo};
+use bosun_core::authz::Access;
+use bosun_core::run::{Event, RunKind, Trigger};
+use bosun_core::{Role, ValidationError};
+use bosun_store::{NewRun, RunEventInput, RunRecord, RunUpdate};
+use chrono::Utc;
+use rand::RngCore;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::routes::Route;
+use crate::server::AppState;
+
+pub fn routes() -> Vec<Route> {
+    let op = Access::Org(Role::Operator);
+    vec![
+        Route::post("/orgs/{org}/stacks/{stack}/runs", op, trigger),
+        Route::get(
+            "/orgs/{org}/stacks/{stack}/runs",
+            Access::Org(Role::Viewer),
+            list,
+        ),
+        Route::get("/orgs/{org}/runs/{run}", Access::Org(Role::Viewer), show),
+        Route::post("/orgs/{org}/runs/{run}/confirm", op, confirm),
+        Route::post("/orgs/{org}/runs/{run}/discard", op, discard),
+        Route::post("/orgs/{org}/runs/{run}/cancel", op, cancel),
+        Route::post("/orgs/{org}/runs/{run}/retry", op, retry),
+        Route::get(
+            "/orgs/{org}/runs/{run}/logs",
+            Access::Org(Role::Viewer),
+            logs,
+        ),
+        Route::get(
+            "/orgs/{org}/runs/{run}/logs/stream",
+            Access::Org(Role::Viewer),
+            logs_stream,
+        ),
+    ]
+}
+
+/// A new run id: time-ordered, so ids sort by creation.
+pub fn new_run_id() -> String {
+    let mut r = [0u8; 5];
+    rand::thread_rng().fill_bytes(&mut r);
+    format!(
+        "run-{:011x}{}",
+        Utc::now().timestamp_millis(),
+        hex::encode(r)
+    )
+}
+
+/// Queues a run and wakes waiting runners.
+pub async fn enqueue(
+    state: &AppState,
+    run: NewRun,
+    caller: &Caller,
+) -> Result<RunRecord, ApiError> {
+    let audit = caller.audit(
+        Some(&run.org),
+        "run.create",
+        format!("run:{}", run.id),
+        json!({"stack": run.stack, "kind": run.kind.as_str(), "trigger": run.trigger.as_str()}),
+    );
+    let record = state.store.create_run(&run, Some(&audit)).await?;
+    state.dispatch.notify_waiters();
+    Ok(record)
+}
+
+/// Loads a run of this org (a run of another org is "not found").
+async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRecord, ApiError> {
+    state
+        .store
+        .get_run(id)
+        .await?
+        .filter(|r| r.org == org)
+        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} in org {org:?}")))
+}
+
+pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
+    let phases = state
+        .store
+        .run_phases(&r.id)
+        .await?
+        .into_iter()
+        .map(|p| PhaseTiming {
+            state: p.state.to_string(),
+            started_at: p.started_at,
+            ended_at: p.ended_at,
+            seconds: p
+                .ended_at
+                .map(|e| (e - p.started_at).num_milliseconds() as f64 / 1000.0),
+        })
+        .collect();
+    Ok(Run {
+        plan: r
+            .plan_summary
+            .and_then(|v| serde_json::from_value::<PlanSummary>(v).ok()),
+        blocked_by: r
+            .blocked_by
+            .and_then(|v| serde_json::from_value::<TfLockInfo>(v).ok()),
+        id: r.id,
+        org: r.org,
+        stack: r.stack,
+        kind: r.kind.to_string(),
+        trigger: r.trigger.to_string(),
+        state: r.state.to_string(),
+        reason: r.reason,
+        triggered_by: r.triggered_by,
+        commit: r.commit,
+        branch: r.branch,
+        late_write: r.late_write,
+        runner: r.runner_id,
+        retry_of: r.retry_of,
+        phases,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+    })
+}
+
+/// Start a run of a stack (operator+): tracked by default, at the branch head.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/stacks/{stack}/runs", tag = "runs",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    request_body = RunCreate,
+    responses((status = 201, body = Run), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn trigger(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<RunCreate>,
+) -> Result<(StatusCode, Json<Run>), ApiError> {
+    let kind = match body.kind.as_deref() {
+        None => RunKind::Tracked,
+        Some(k) => match k.parse()? {
+            RunKind::Drift => {
+                return Err(
+                    ValidationError::new("kind", "drift runs are started by schedules").into(),
+                )
+            }
+            k => k,
+        },
+    };
+    if let Some(c) = &body.commit {
+        if c.len() < 7 || c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(
+                ValidationError::new("commit", "must be a hex commit id (7 to 64 digits)").into(),
+            );
+        }
+    }
+    let spec = state
+        .store
+        .get_stack(&org, &stack)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
+        .spec;
+    let run = NewRun {
+        id: new_run_id(),
+        org,
+        stack,
+        kind,
+        trigger: Trigger::Manual,
+        triggered_by: caller.0.actor(),
+        commit: body.commit,
+        branch: spec.branch,
+        retry_of: None,
+    };
+    let record = enqueue(&state, run, &caller).await?;
+    Ok((StatusCode::CREATED, Json(to_wire(&state, record).await?)))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// Runs older than this run id (the previous page's `next_cursor`).
+    pub cursor: Option<String>,
+    /// Page size, 1–1000 (default 100).
+    pub limit: Option<u32>,
+}
+
+/// A stack's runs, newest first.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/runs", tag = "runs",
+    params(("org" = String, Path), ("stack" = String, Path), RunsQuery),
+    responses((status = 200, body = Page<Run>)))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<RunsQuery>,
+) -> Result<Json<Page<Run>>, ApiError> {
+    let limit = crate::stacks::page_limit(q.limit)?;
+    let runs = state
+        .store
+        .list_runs(&org, Some(&stack), q.cursor.as_deref(), limit)
+        .await?;
+    let next_cursor = (runs.len() == limit as usize)
+        .then(|| runs.last().map(|r| r.id.clone()))
+        .flatten();
+    let mut items = Vec::with_capacity(runs.len());
+    for r in runs {
+        items.push(to_wire(&state, r).await?);
+    }
+    Ok(Json(Page { items, next_cursor }))
+}
+
+/// One run: state, reason, plan summary, phases with timings, what blocks it.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/runs/{run}", tag = "runs",
+    params(("org" = String, Path), ("run" = String, Path)),
+    responses((status = 200, body = Run), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<Json<Run>, ApiError> {
+    let run = load(&state, &org, &id).await?;
+    Ok(Json(to_wire(&state, run).await?))
+}
+
+async fn operator_event(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+    event: Event,
+    action: &str,
+) -> Result<Json<Run>, ApiError> {
+    load(state, org, id).await?;
+    let out = state
+        .store
+        .run_event(
+            id,
+            &RunEventInput {
+                event,
+                fencing: None,
+                update: RunUpdate::default(),
+                audit: Some(caller.audit(Some(org), action, format!("run:{id}"), json!({}))),
+            },
+        )
+        .await?;
+    state.dispatch.notify_waiters();
+    Ok(Json(to_wire(state, out.run).await?))
+}
+
+/// Confirm an unconfirmed run: its plan is applied.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/runs/{run}/confirm", tag = "runs",
+    params(("org" = String, Path), ("run" = String, Path)),
+    responses((status = 200, body = Run), (status = 409, body = bosun_api::ErrorBody)))]
+pub async fn confirm(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<Json<Run>, ApiError> {
+    operator_event(&state, &caller, &org, &id, Event::Confirm, "run.confirm").await
+}
+
+/// Discard an unconfirmed run's plan.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/runs/{run}/discard", tag = "runs",
+    params(("org" = String, Path), ("run" = String, Path)),
+    responses((status = 200, body = Run), (status = 409, body = bosun_api::ErrorBody)))]
+pub async fn discard(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<Json<Run>, ApiError> {
+    operator_event(&state, &caller, &org, &id, Event::Discard, "run.discard").await
+}
+
+/// Cancel a run: waiting runs end at once; an executing run's runner interrupts the
+/// engine, then kills its process group after a grace period.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/runs/{run}/cancel", tag = "runs",
+    params(("org" = String, Path), ("run" = String, Path)),
+    responses((status = 200, body = Run), (status = 409, body = bosun_api::ErrorBody)))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<Json<Run>, ApiError> {
+    load(&state, &org, &id).await?;
+    let audit = caller.audit(Some(&org), "run.cancel", format!("run:{id}"), json!({}));
+    let out = state.store.cancel_run(&id, &audit).await?;
+    Ok(Json(to_wire(&state, out.run).await?))
+}
+
+/// A fresh run over the same source (repository and commit) as this one.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/runs/{run}/retry", tag = "runs",
+    params(("org" = String, Path), ("run" = String, Path)),
+    responses((status = 201, body = Run), (status = 409, body = bosun_api::ErrorBody)))]
+pub async fn retry(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+) -> Result<(StatusCode, Json<Run>), ApiError> {
+    let old = load(&state, &org, &id).await?;
+    if !old.state.is_terminal() {
+        return Err(ApiError::Conflict {
+            code: "invalid_transition",
+            message: format!("run {id} is {}; only ended runs can be retried", old.state),
+        });
+    }
+    let run = NewRun {
+        id: new_run_id(),
+        org: old.org,
+        stack: old.stack,
+        kind: old.kind,
+        trigger: Trigger::Retry,
+        triggered_by: caller.0.actor(),
+        commit: old.commit,
+        branch: old.branch,
+        retry_of: Some(old.id),
+    };
+    let record = enqueue(&state, run, &caller).await?;
+    Ok((StatusCode::CREATED, Json(to_wire(&state, record).await?)))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct LogsQuery {
+    /// Chunks after this seq.
+    pub after: Option<i64>,
+    /// At most this many chunks (1–1000, default 1000).
+    pub limit: Option<u32>,
+}
+
+/// A page of the run's log, in order.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/runs/{run}/logs", tag = "runs",
+    params(("org" = String, Path), ("run" = String, Path), LogsQuery),
+    responses((status = 200, body = Vec<LogChunk>)))]
+pub async fn logs(
+    State(state): State<AppState>,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<LogsQuery>,
+) -> Result<Json<Vec<LogChunk>>, ApiError> {
+    load(&state, &org, &id).await?;
+    let limit = crate::stacks::page_limit(q.limit.or(Some(1000)))?;
+    let chunks = state.store.read_logs(&id, q.after, limit).await?;
+    Ok(Json(
+        chunks
+            .into_iter()
+            .map(|(seq, text)| LogChunk { seq, text })
+            .collect(),
+    ))
+}
+
+/// The run's log as server-sent events (`chunk` events carrying a LogChunk, then an
+/// `end` event with the run's final state). Follows the run until it ends.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/runs/{run}/logs/stream", tag = "runs",
+    params(("org" = String, Path), ("run" = String, Path), LogsQuery),
+    responses((status = 200, description = "text/event-stream")))]
+pub async fn logs_stream(
+    State(state): State<AppState>,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<LogsQuery>,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    load(&state, &org, &id).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
+    let mut after = q.after;
+    tokio::spawn(async move {
+        let mut stopping = state.stopping.subscribe();
+        loop {
+            let ended = match state.store.get_run(&id).await {
+                Ok(Some(r)) => r.state.is_terminal().then_some(r.state),
+                _ => return,
+            };
+            let Ok(chunks) = state.store.read_logs(&id, after, 1000).await else {
+                return;
+            };
+            let drained = chunks.is_empty();
+            for (seq, text) in chunks {
+                after = Some(seq);
+                let data = json!({"seq": seq, "text": text}).to_string();
+                if tx
+                    .send(SseEvent::default().event("chunk").data(data))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            if let (Some(s), true) = (ended, drained) {
+                let _ = tx
+                    .send(
+                        SseEvent::default()
+                            .event("end")
+                            .data(json!({"state": s.as_str()}).to_string()),
+                    )
+                    .await;
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = stopping.changed() => return,
+            }
+        }
+    });
+    let stream =
+        futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
+        );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

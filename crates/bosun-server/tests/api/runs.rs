@@ -1,0 +1,595 @@
+//! Runs and the runner protocol at the HTTP level, with the test acting as a runner:
+//! the whole lifecycle, fencing, heartbeats, the stale sweep, requeue, lock blocking,
+//! cancel and late writes.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::harness::{Reply, TestServer};
+
+struct Runner<'a> {
+    t: &'a TestServer,
+    id: String,
+}
+
+impl<'a> Runner<'a> {
+    async fn register(t: &'a TestServer, name: &str) -> Runner<'a> {
+        let r = t
+            .post(
+                "/api/v1/runner/register",
+                &t.server.hosted_runner_token,
+                json!({"name": name}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        Runner {
+            t,
+            id: r.body["runner_id"].as_str().unwrap().to_string(),
+        }
+    }
+
+    async fn lease(&self, wait: u64) -> Option<Value> {
+        let r = self
+            .t
+            .post(
+                "/api/v1/runner/lease",
+                &self.t.server.hosted_runner_token,
+                json!({"runner_id": self.id, "wait_seconds": wait}),
+            )
+            .await;
+        match r.status {
+            StatusCode::OK => Some(r.body),
+            StatusCode::NO_CONTENT => None,
+            s => panic!("lease: {s} {:?}", r.body),
+        }
+    }
+
+    async fn call(&self, path: &str, body: Value) -> Reply {
+        self.t
+            .post(
+                &format!("/api/v1/runner/runs/{path}"),
+                &self.t.server.hosted_runner_token,
+                body,
+            )
+            .await
+    }
+}
+
+async fn setup(tweak: impl FnOnce(&mut bosun_server::ServerConfig)) -> TestServer {
+    let t = TestServer::start_with(tweak).await;
+    let r = t.create_stack(json!({"id": "net", "repository": "file:///srv/git/infra", "variables": {"TF_VAR_region": "eu-west-1"}})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    t
+}
+
+async fn trigger(t: &TestServer, body: Value) -> String {
+    let r = t
+        .post("/api/v1/orgs/default/stacks/net/runs", &t.admin, body)
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["state"], "queued");
+    r.body["id"].as_str().unwrap().to_string()
+}
+
+async fn run(t: &TestServer, id: &str) -> Value {
+    let r = t
+        .get(&format!("/api/v1/orgs/default/runs/{id}"), &t.admin)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    r.body
+}
+
+/// Polls until the run reaches `state` (deadline 20 s).
+async fn wait_state(t: &TestServer, id: &str, state: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = run(t, id).await;
+        if r["state"] == state {
+            return r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "run {id} never became {state}: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn summary(changes: bool) -> Value {
+    json!({"has_changes": changes, "add": 0, "change": 0, "destroy": 0, "resource_changes": [], "output_changes": {"x": "create"}})
+}
+
+#[tokio::test]
+async fn tracked_run_lifecycle_over_the_protocol() {
+    let t = setup(|_| {}).await;
+    let id = trigger(&t, json!({})).await;
+    let runner = Runner::register(&t, "r1").await;
+    let lease = runner.lease(5).await.expect("a lease");
+    assert_eq!(lease["run_id"], json!(id));
+    assert_eq!(
+        (lease["phase"].as_str(), lease["fencing"].as_i64()),
+        (Some("plan"), Some(1))
+    );
+    assert_eq!(lease["env"]["TF_VAR_region"], "eu-west-1");
+    assert!(lease["state_url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/api/v1/orgs/default/stacks/net/state"));
+    assert!(lease["run_token"]
+        .as_str()
+        .unwrap()
+        .starts_with("bosun_run_"));
+    assert_eq!(run(&t, &id).await["state"], "preparing");
+    assert!(runner.lease(0).await.is_none(), "nothing else to do");
+
+    // Heartbeats and logs, with a resend after a "lost" reply.
+    let hb = runner
+        .call(&format!("{id}/heartbeat"), json!({"fencing": 1}))
+        .await;
+    assert_eq!(hb.body, json!({"cancel": false}));
+    let next = t
+        .get(
+            &format!("/api/v1/runner/runs/{id}/logs/next?fencing=1"),
+            &t.server.hosted_runner_token,
+        )
+        .await;
+    assert_eq!(next.body["next_seq"], 0);
+    let chunks = json!({"fencing": 1, "chunks": [{"seq": 0, "text": "init\n"}, {"seq": 1, "text": "plan\n"}]});
+    assert_eq!(
+        runner
+            .call(&format!("{id}/logs"), chunks.clone())
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        runner.call(&format!("{id}/logs"), chunks).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let r = runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": 1, "event": "started", "commit": "0123456789abcdef"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    assert_eq!(run(&t, &id).await["state"], "planning");
+    let put = t
+        .client
+        .put(format!("{}/api/v1/runner/runs/{id}/plan?fencing=1", t.url))
+        .bearer_auth(&t.server.hosted_runner_token)
+        .body(b"PLANFILE".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::NO_CONTENT);
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": 1, "event": "planned", "summary": summary(true)}),
+        )
+        .await;
+    let r = run(&t, &id).await;
+    assert_eq!(
+        (r["state"].as_str(), r["commit"].as_str()),
+        (Some("unconfirmed"), Some("0123456789abcdef"))
+    );
+    assert_eq!(r["plan"]["output_changes"]["x"], "create");
+    // The plan lease is over: the old fencing number moves nothing.
+    let r = runner
+        .call(&format!("{id}/heartbeat"), json!({"fencing": 1}))
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "fenced"));
+
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/runs/{id}/confirm"),
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["state"].as_str()),
+        (StatusCode::OK, Some("applying"))
+    );
+    let lease = runner.lease(5).await.expect("the apply phase");
+    assert_eq!(
+        (
+            lease["phase"].as_str(),
+            lease["fencing"].as_i64(),
+            lease["commit"].as_str()
+        ),
+        (Some("apply"), Some(2), Some("0123456789abcdef"))
+    );
+    let plan = t
+        .client
+        .get(format!("{}/api/v1/runner/runs/{id}/plan?fencing=2", t.url))
+        .bearer_auth(&t.server.hosted_runner_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plan.bytes().await.unwrap().as_ref(), b"PLANFILE");
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": 2, "event": "started", "commit": "0123456789abcdef"}),
+        )
+        .await;
+    runner
+        .call(
+            &format!("{id}/logs"),
+            json!({"fencing": 2, "chunks": [{"seq": 2, "text": "apply\n"}]}),
+        )
+        .await;
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": 2, "event": "applied"}),
+        )
+        .await;
+    let r = run(&t, &id).await;
+    assert_eq!(r["state"], "finished");
+    let phases: Vec<&str> = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        ["queued", "preparing", "planning", "unconfirmed", "applying"]
+    );
+    assert!(r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["seconds"].is_number()));
+    let logs = t
+        .get(&format!("/api/v1/orgs/default/runs/{id}/logs"), &t.admin)
+        .await;
+    let text: String = logs
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "init\nplan\napply\n");
+    // The run's token died with it.
+    let r = t
+        .get(
+            "/api/v1/orgs/default/stacks/net/state",
+            lease["run_token"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+
+    // Retry: a fresh run over the same commit.
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/runs/{id}/retry"),
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(
+        (
+            r.body["commit"].as_str(),
+            r.body["retry_of"].as_str(),
+            r.body["trigger"].as_str()
+        ),
+        (Some("0123456789abcdef"), Some(id.as_str()), Some("retry"))
+    );
+    let list = t
+        .get("/api/v1/orgs/default/stacks/net/runs", &t.admin)
+        .await;
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 2);
+    // SSE: the finished run's log, then its end.
+    let sse = t
+        .client
+        .get(format!(
+            "{}/api/v1/orgs/default/runs/{id}/logs/stream",
+            t.url
+        ))
+        .bearer_auth(&t.admin)
+        .send()
+        .await
+        .unwrap();
+    let body = sse.text().await.unwrap();
+    assert!(
+        body.contains("event: chunk") && body.contains("apply\\n") && body.contains("event: end"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn proposed_runs_never_apply_and_discard_and_cancel_work() {
+    let t = setup(|_| {}).await;
+    let runner = Runner::register(&t, "r1").await;
+    let id = trigger(&t, json!({"kind": "proposed"})).await;
+    let lease = runner.lease(5).await.unwrap();
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": lease["fencing"], "event": "started", "commit": "abcdef0"}),
+        )
+        .await;
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": lease["fencing"], "event": "planned", "summary": summary(true)}),
+        )
+        .await;
+    assert_eq!(run(&t, &id).await["state"], "finished");
+
+    // Cancel a queued run: ends at once.
+    let queued = trigger(&t, json!({})).await;
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/runs/{queued}/cancel"),
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.body["state"], "canceled");
+    // Cancel an executing run: the runner hears it on its heartbeat and confirms.
+    let id = trigger(&t, json!({})).await;
+    let lease = runner.lease(5).await.unwrap();
+    let f = lease["fencing"].clone();
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": f, "event": "started", "commit": "abcdef0"}),
+        )
+        .await;
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/runs/{id}/cancel"),
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        r.body["state"], "planning",
+        "still executing until the runner stops"
+    );
+    let hb = runner
+        .call(&format!("{id}/heartbeat"), json!({"fencing": f}))
+        .await;
+    assert_eq!(hb.body["cancel"], true);
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": f, "event": "canceled"}),
+        )
+        .await;
+    assert_eq!(run(&t, &id).await["state"], "canceled");
+    // Discard an unconfirmed run; bad actions say why.
+    let id = trigger(&t, json!({})).await;
+    let lease = runner.lease(5).await.unwrap();
+    let f = lease["fencing"].clone();
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": f, "event": "started", "commit": "abcdef0"}),
+        )
+        .await;
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": f, "event": "planned", "summary": summary(true)}),
+        )
+        .await;
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/runs/{id}/discard"),
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.body["state"], "discarded");
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/runs/{id}/confirm"),
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "invalid_transition")
+    );
+    assert!(r.message().contains("discarded"), "{}", r.message());
+    let r = t
+        .post(
+            "/api/v1/orgs/default/stacks/net/runs",
+            &t.admin,
+            json!({"kind": "sideways"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "validation_failed")
+    );
+}
+
+#[tokio::test]
+async fn a_silent_runner_is_swept_its_lock_released_and_late_writes_flagged() {
+    let t = setup(|c| {
+        c.runs.stale_after = Duration::from_millis(600);
+        c.runs.sweep_interval = Duration::from_millis(100);
+    })
+    .await;
+    let runner = Runner::register(&t, "r1").await;
+    let id = trigger(&t, json!({})).await;
+    let lease = runner.lease(5).await.unwrap();
+    let f = lease["fencing"].clone();
+    let token = lease["run_token"].as_str().unwrap().to_string();
+    runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": f, "event": "started", "commit": "abcdef0"}),
+        )
+        .await;
+    let state = "/api/v1/orgs/default/stacks/net/state";
+    let lock = json!({"ID": "RUN-LOCK", "Operation": "OperationTypeApply", "Who": "runner", "Version": "1.0.3", "Created": "", "Path": "", "Info": ""});
+    let r = t
+        .call(
+            Method::from_bytes(b"LOCK").unwrap(),
+            state,
+            Some(&token),
+            Some(lock),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    // The runner goes silent: force-failed with the reason, its lock released.
+    let r = wait_state(&t, &id, "force_failed").await;
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("runner timed out or never reported"),
+        "{r}"
+    );
+    assert!(r["reason"].as_str().unwrap().contains("RUN-LOCK"), "{r}");
+    assert_eq!(
+        t.get(&format!("{state}/lock"), &t.admin).await.body["locked"],
+        false
+    );
+    // It cannot move the run any more…
+    let r = runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": f, "event": "applied"}),
+        )
+        .await;
+    assert_eq!(r.code(), "fenced");
+    // …but the engine it left behind may still write state: kept, flagged, current when
+    // nobody holds the lock; not current when someone does.
+    let doc = |serial: u64| json!({"version": 4, "serial": serial, "lineage": "L", "outputs": {}, "resources": []});
+    let r = t
+        .call(
+            Method::POST,
+            &format!("{state}?ID=RUN-LOCK"),
+            Some(&token),
+            Some(doc(1)),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        (r.body["late_write"].as_bool(), r.body["current"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let laptop = json!({"ID": "LAPTOP", "Operation": "OperationTypeApply", "Who": "alice@laptop", "Version": "1.0.3", "Created": "", "Path": "", "Info": ""});
+    t.call(
+        Method::from_bytes(b"LOCK").unwrap(),
+        state,
+        Some(&t.admin),
+        Some(laptop),
+    )
+    .await;
+    let r = t
+        .call(Method::POST, state, Some(&token), Some(doc(2)))
+        .await;
+    assert_eq!(
+        (r.body["late_write"].as_bool(), r.body["current"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(run(&t, &id).await["late_write"], true);
+    let log = t.get("/api/v1/orgs/default/audit", &t.admin).await;
+    assert!(log
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["action"] == "state.lock_released"));
+}
+
+#[tokio::test]
+async fn a_lease_never_started_is_requeued_for_another_runner() {
+    let t = setup(|c| {
+        c.runs.stale_after = Duration::from_millis(600);
+        c.runs.sweep_interval = Duration::from_millis(100);
+    })
+    .await;
+    let dead = Runner::register(&t, "dead").await;
+    let id = trigger(&t, json!({})).await;
+    let first = dead.lease(5).await.unwrap();
+    wait_state(&t, &id, "queued").await;
+    let other = Runner::register(&t, "other").await;
+    let second = other.lease(5).await.expect("requeued");
+    assert_eq!(second["run_id"], json!(id));
+    assert_eq!(
+        second["fencing"].as_i64(),
+        first["fencing"].as_i64().map(|f| f + 1)
+    );
+    let r = dead
+        .call(
+            &format!("{id}/heartbeat"),
+            json!({"fencing": first["fencing"]}),
+        )
+        .await;
+    assert_eq!(r.code(), "fenced");
+    let runners = t.get("/api/v1/orgs/default/runners", &t.admin).await;
+    let statuses: Vec<&str> = runners
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert!(statuses.contains(&"busy"), "{statuses:?}");
+}
+
+#[tokio::test]
+async fn a_laptop_lock_holds_tracked_runs_in_the_queue_naming_the_holder() {
+    let t = setup(|_| {}).await;
+    let state = "/api/v1/orgs/default/stacks/net/state";
+    let laptop = json!({"ID": "LAPTOP", "Operation": "OperationTypeApply", "Who": "alice@laptop", "Version": "1.0.3", "Created": "", "Path": "", "Info": ""});
+    t.call(
+        Method::from_bytes(b"LOCK").unwrap(),
+        state,
+        Some(&t.admin),
+        Some(laptop.clone()),
+    )
+    .await;
+    let id = trigger(&t, json!({})).await;
+    let runner = Runner::register(&t, "r1").await;
+    assert!(runner.lease(1).await.is_none());
+    let r = run(&t, &id).await;
+    assert_eq!(
+        (r["state"].as_str(), r["blocked_by"]["Who"].as_str()),
+        (Some("queued"), Some("alice@laptop"))
+    );
+    // A waiting lease wakes when the laptop unlocks.
+    let waiting = tokio::spawn({
+        let url = t.url.clone();
+        let token = t.server.hosted_runner_token.clone();
+        let runner_id = runner.id.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/api/v1/runner/lease"))
+                .bearer_auth(token)
+                .json(&json!({"runner_id": runner_id, "wait_seconds": 20}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    });
+    t.call(
+        Method::from_bytes(b"UNLOCK").unwrap(),
+        state,
+        Some(&t.admin),
+        Some(laptop),
+    )
+    .await;
+    let lease = waiting.await.unwrap();
+    assert_eq!(lease["run_id"], json!(id));
+    assert!(run(&t, &id).await["blocked_by"].is_null());
+}
