@@ -125,6 +125,37 @@ impl Client {
         Ok((status != StatusCode::NO_CONTENT).then_some(bytes))
     }
 
+    /// Opens a GET of a server-sent event stream: the response, its body still to be read
+    /// as it arrives. An error status yields the server's error. The client's timeout
+    /// still bounds the whole stream; a caller that follows for longer reconnects.
+    pub async fn get_event_stream(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> anyhow::Result<reqwest::Response> {
+        let url = self.endpoint(segments)?;
+        let mut req = self
+            .http
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&url, e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let bytes = resp
+                .bytes()
+                .await
+                .map_err(|e| self.transport_error(&url, e))?;
+            return Err(failure(status, &bytes).into());
+        }
+        Ok(resp)
+    }
+
     /// Sends a request; a success status yields the status and body, an error status
     /// the server's error.
     async fn send<B: Serialize + ?Sized>(

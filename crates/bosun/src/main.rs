@@ -76,6 +76,9 @@ enum ClientCommand {
     /// A stack's Terraform/OpenTofu state: versions, documents, the lock.
     #[command(subcommand)]
     State(cmd::state::StateCommand),
+    /// Runs: trigger, show, logs, confirm, discard, cancel, retry.
+    #[command(subcommand)]
+    Run(cmd::run::RunCommand),
     /// The org's audit log, newest first.
     Audit(cmd::audit::AuditArgs),
 }
@@ -96,6 +99,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Token(c) => cmd::token::run(&ctx, c).await,
         ClientCommand::Stack(c) => cmd::stack::run(&ctx, c).await,
         ClientCommand::State(c) => cmd::state::run(&ctx, c).await,
+        ClientCommand::Run(c) => cmd::run::run(&ctx, c).await,
         ClientCommand::Audit(a) => cmd::audit::run(&ctx, a).await,
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod org;
+pub mod run;
 pub mod stack;
 pub mod state;
 pub mod token;

@@ -33,6 +33,19 @@ pub enum StackCommand {
     Update(Box<UpdateArgs>),
     /// Delete a stack (refused while other stacks depend on it).
     Delete { id: String },
+    /// List a stack's runs, newest first.
+    Runs {
+        stack: String,
+        /// Runs per page (1–1000; the server defaults to 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Start after this run id (a previous page's next cursor).
+        #[arg(long, conflicts_with = "all")]
+        cursor: Option<String>,
+        /// Fetch every page, not just the first.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 /// The settable fields `create` and `update` share.
@@ -431,6 +444,12 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
             ctx.client.delete(&["orgs", org, "stacks", &id]).await?;
             ctx.done(&format!("Deleted stack {id} from org {org}."))
         }
+        StackCommand::Runs {
+            stack,
+            limit,
+            cursor,
+            all,
+        } => super::run::list(ctx, &stack, limit, cursor, all).await,
     }
 }
 

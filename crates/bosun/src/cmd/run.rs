@@ -1,0 +1,693 @@
+//! `bosun run`: start a stack's run and follow it, show one, print its log (or follow it
+//! live), confirm, discard, cancel and retry; and a stack's runs for `bosun stack runs`.
+
+use std::time::Duration;
+
+use anyhow::bail;
+use bosun_api::{LogChunk, Page, PlanSummary, Run, RunCreate, TfLockInfo};
+use clap::Subcommand;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{decode, Ctx};
+use crate::output::{emit, emit_json, timestamp, Fields, Table};
+
+#[derive(Subcommand)]
+pub enum RunCommand {
+    /// Start a run of a stack: tracked (plan, then apply once confirmed) unless --proposed.
+    Trigger {
+        stack: String,
+        /// A proposed run: plan only, never applied.
+        #[arg(long)]
+        proposed: bool,
+        /// Run this commit instead of the tracked branch's head.
+        #[arg(long, value_name = "SHA")]
+        commit: Option<String>,
+        /// Follow the run, printing its state changes, until it waits for confirmation or
+        /// ends; exit non-zero when it ends failed, canceled, interrupted, force-failed or
+        /// discarded.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Show a run: its state and why, what blocks it, its plan summary and phases.
+    Show { run: String },
+    /// Print a run's log.
+    Logs {
+        run: String,
+        /// Keep printing as the run writes, until it ends; exit non-zero when it ends
+        /// failed, canceled, interrupted, force-failed or discarded.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Apply an unconfirmed run's plan.
+    Confirm { run: String },
+    /// Throw away an unconfirmed run's plan; the run ends discarded.
+    Discard { run: String },
+    /// Cancel a run: a waiting run ends at once; an executing run's runner stops the
+    /// engine first.
+    Cancel { run: String },
+    /// Start a new run over the same commit as an ended run; prints the new run's id.
+    Retry { run: String },
+}
+
+/// End states that are not a success: `--wait` and `logs --follow` exit non-zero on them.
+const FAILURE_STATES: [&str; 5] = [
+    "failed",
+    "canceled",
+    "interrupted",
+    "force_failed",
+    "discarded",
+];
+
+/// Every end state.
+const END_STATES: [&str; 7] = [
+    "finished",
+    "failed",
+    "discarded",
+    "canceled",
+    "interrupted",
+    "force_failed",
+    "skipped",
+];
+
+fn is_failure(state: &str) -> bool {
+    FAILURE_STATES.contains(&state)
+}
+
+fn is_end(state: &str) -> bool {
+    END_STATES.contains(&state)
+}
+
+fn or_dash(v: Option<String>) -> String {
+    v.filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into())
+}
+
+fn short_commit(c: &Option<String>) -> String {
+    match c {
+        Some(c) if !c.is_empty() => c.chars().take(8).collect(),
+        _ => "-".into(),
+    }
+}
+
+/// `alice@laptop holds the state lock (lock-1, OperationTypeApply)`.
+fn blocked_text(l: &TfLockInfo) -> String {
+    let who = if l.who.is_empty() {
+        "someone"
+    } else {
+        l.who.as_str()
+    };
+    if l.operation.is_empty() {
+        format!("{who} holds the state lock ({})", l.id)
+    } else {
+        format!("{who} holds the state lock ({}, {})", l.id, l.operation)
+    }
+}
+
+/// `+1 ~2 -0`, or that the plan changes nothing.
+fn plan_text(p: &PlanSummary) -> String {
+    let counts = format!("+{} ~{} -{}", p.add, p.change, p.destroy);
+    if p.has_changes {
+        counts
+    } else {
+        format!("{counts} (no changes)")
+    }
+}
+
+fn late_write_text(late: bool) -> &'static str {
+    if late {
+        "YES: this run wrote state after it had ended (force-failed or interrupted); \
+         check that state version before relying on it"
+    } else {
+        "no"
+    }
+}
+
+fn warn_late_write(run: &Run) {
+    if run.late_write {
+        eprintln!(
+            "WARNING: run {} wrote state after it had ended (LATE WRITE): check its state \
+             version (`bosun state versions {}`) before relying on it",
+            run.id, run.stack
+        );
+    }
+}
+
+/// The state as one line: `failed: the plan failed`, `queued: blocked: …`.
+fn state_line(run: &Run) -> String {
+    let mut line = run.state.clone();
+    if let Some(reason) = run.reason.as_deref().filter(|r| !r.is_empty()) {
+        line.push_str(&format!(": {reason}"));
+    }
+    if let Some(b) = &run.blocked_by {
+        line.push_str(&format!(" (blocked: {})", blocked_text(b)));
+    }
+    line
+}
+
+fn seconds(s: Option<f64>) -> String {
+    s.map(|s| format!("{s:.1}")).unwrap_or_else(|| "-".into())
+}
+
+pub fn run_text(r: Run) -> String {
+    let mut f = Fields::new();
+    f.add("id", r.id)
+        .add("stack", r.stack)
+        .add("kind", r.kind)
+        .add("trigger", r.trigger)
+        .add("state", r.state);
+    if let Some(reason) = r.reason.filter(|s| !s.is_empty()) {
+        f.add("reason", reason);
+    }
+    f.add("commit", or_dash(r.commit))
+        .add("branch", r.branch)
+        .add("triggered by", r.triggered_by);
+    if let Some(of) = r.retry_of {
+        f.add("retry of", of);
+    }
+    if let Some(b) = &r.blocked_by {
+        f.add("blocked by", blocked_text(b));
+    }
+    f.add("runner", or_dash(r.runner))
+        .add("late write", late_write_text(r.late_write));
+    match &r.plan {
+        Some(p) => {
+            f.add("plan", plan_text(p))
+                .lines(
+                    "resource changes",
+                    p.resource_changes
+                        .iter()
+                        .filter(|c| c.action != "no-op")
+                        .map(|c| format!("{} {}", c.action, c.address))
+                        .collect(),
+                )
+                .lines(
+                    "output changes",
+                    p.output_changes
+                        .iter()
+                        .map(|(name, action)| format!("{action} {name}"))
+                        .collect(),
+                );
+        }
+        None => {
+            f.add("plan", "-");
+        }
+    }
+    f.add("created", timestamp(&r.created_at))
+        .add("updated", timestamp(&r.updated_at));
+    let mut out = f.render();
+    if !r.phases.is_empty() {
+        let mut t = Table::new(&["STATE", "STARTED", "SECONDS"]);
+        for p in r.phases {
+            t.row(vec![p.state, timestamp(&p.started_at), seconds(p.seconds)]);
+        }
+        out.push('\n');
+        out.push_str(&t.render());
+    }
+    out
+}
+
+fn runs_table(stack: &str, runs: Vec<Run>) -> String {
+    if runs.is_empty() {
+        return format!("Stack {stack} has no runs yet.\n");
+    }
+    let mut t = Table::new(&["RUN", "KIND", "TRIGGER", "STATE", "COMMIT", "CREATED"]);
+    for r in runs {
+        t.row(vec![
+            r.id,
+            r.kind,
+            r.trigger,
+            r.state,
+            short_commit(&r.commit),
+            timestamp(&r.created_at),
+        ]);
+    }
+    t.render()
+}
+
+/// `bosun stack runs`: a stack's runs, newest first.
+pub async fn list(
+    ctx: &Ctx,
+    stack: &str,
+    limit: Option<u32>,
+    mut cursor: Option<String>,
+    all: bool,
+) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    let mut items: Vec<Value> = Vec::new();
+    let next = loop {
+        let mut query = Vec::new();
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        if let Some(c) = &cursor {
+            query.push(("cursor", c.clone()));
+        }
+        let page: Page<Value> = decode(
+            ctx.client
+                .get(&["orgs", org, "stacks", stack, "runs"], &query)
+                .await?,
+        )?;
+        items.extend(page.items);
+        match page.next_cursor {
+            // A cursor that does not move would page forever; treat it as the end.
+            Some(next) if all && cursor.as_ref() != Some(&next) => cursor = Some(next),
+            Some(next) if !all => break Some(next),
+            _ => break None,
+        }
+    };
+    if ctx.json {
+        return emit_json(&json!({"items": items, "next_cursor": next}));
+    }
+    let runs: Vec<Run> = decode(Value::Array(items))?;
+    emit(&runs_table(stack, runs))?;
+    if let Some(next) = next {
+        eprintln!("(more runs: use --all, or --cursor {next} for the next page)");
+    }
+    Ok(())
+}
+
+/// An error for a run that ended without success.
+fn ended_badly(run: &str, state: &str, reason: Option<&str>) -> anyhow::Error {
+    match reason.filter(|r| !r.is_empty()) {
+        Some(reason) => anyhow::anyhow!("run {run} ended {state}: {reason}"),
+        None => anyhow::anyhow!("run {run} ended {state}"),
+    }
+}
+
+/// How often `--wait` looks at the run.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Follows a run until it waits for confirmation or ends, printing each state change.
+async fn wait(ctx: &Ctx, first: Run) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    let id = first.id.clone();
+    let mut run = first;
+    let mut shown: Option<String> = None;
+    let mut plan_shown = false;
+    loop {
+        let line = state_line(&run);
+        if !ctx.json && shown.as_ref() != Some(&line) {
+            emit(&format!("state: {line}\n"))?;
+            shown = Some(line);
+        }
+        if let (false, Some(p)) = (ctx.json || plan_shown, &run.plan) {
+            emit(&format!("plan: {}\n", plan_text(p)))?;
+            plan_shown = true;
+        }
+        if run.state == "unconfirmed" || is_end(&run.state) {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+        run = decode(ctx.client.get(&["orgs", org, "runs", &id], &[]).await?)?;
+    }
+    if ctx.json {
+        emit_json(&serde_json::to_value(&run)?)?;
+    } else if run.state == "unconfirmed" {
+        eprintln!("(apply the plan with `bosun run confirm {id}`, or `bosun run discard {id}`)");
+    }
+    warn_late_write(&run);
+    if is_failure(&run.state) {
+        return Err(ended_badly(&id, &run.state, run.reason.as_deref()));
+    }
+    Ok(())
+}
+
+async fn trigger(
+    ctx: &Ctx,
+    stack: &str,
+    proposed: bool,
+    commit: Option<String>,
+    follow: bool,
+) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    let body = RunCreate {
+        kind: proposed.then(|| "proposed".to_string()),
+        commit,
+    };
+    let value = ctx
+        .client
+        .post(&["orgs", org, "stacks", stack, "runs"], &body)
+        .await?;
+    if !follow {
+        return ctx.show(value, |r: Run| format!("{}\n", r.id));
+    }
+    let run: Run = decode(value)?;
+    if !ctx.json {
+        emit(&format!("{}\n", run.id))?;
+    }
+    wait(ctx, run).await
+}
+
+/// Prints the whole log: pages of chunks until an empty one.
+async fn logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    let mut after: Option<i64> = None;
+    let mut all: Vec<Value> = Vec::new();
+    loop {
+        let mut query = vec![("limit", "1000".to_string())];
+        if let Some(a) = after {
+            query.push(("after", a.to_string()));
+        }
+        let value = ctx
+            .client
+            .get(&["orgs", org, "runs", run, "logs"], &query)
+            .await?;
+        let items: Vec<Value> = decode(value)?;
+        let chunks: Vec<LogChunk> = decode(Value::Array(items.clone()))?;
+        let Some(last) = chunks.last().map(|c| c.seq) else {
+            break;
+        };
+        if ctx.json {
+            all.extend(items);
+        } else {
+            let text: String = chunks.into_iter().map(|c| c.text).collect();
+            emit(&text)?;
+        }
+        // A page that does not move past `after` would repeat forever.
+        if after.is_some_and(|a| last <= a) {
+            break;
+        }
+        after = Some(last);
+    }
+    if ctx.json {
+        return emit_json(&Value::Array(all));
+    }
+    Ok(())
+}
+
+/// One server-sent event: its `event:` name and its `data:` lines joined.
+#[derive(Debug, PartialEq)]
+struct SseEvent {
+    event: String,
+    data: String,
+}
+
+/// Splits a server-sent event stream, fed as the bytes arrive, into events.
+#[derive(Default)]
+struct SseParser {
+    buf: Vec<u8>,
+    event: String,
+    data: Option<String>,
+}
+
+impl SseParser {
+    fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        self.buf.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        // A newline byte never occurs inside a multi-byte UTF-8 character, so each line
+        // is whole text.
+        while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+            let raw: Vec<u8> = self.buf.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&raw[..end]);
+            let line = line.strip_suffix('\r').unwrap_or(&line);
+            if line.is_empty() {
+                // A blank line ends an event; one without data is no event.
+                let event = std::mem::take(&mut self.event);
+                if let Some(data) = self.data.take() {
+                    events.push(SseEvent {
+                        event: if event.is_empty() {
+                            "message".into()
+                        } else {
+                            event
+                        },
+                        data,
+                    });
+                }
+                continue;
+            }
+            if line.starts_with(':') {
+                // A comment: the keep-alive.
+                continue;
+            }
+            let (field, value) = match line.split_once(':') {
+                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                None => (line, ""),
+            };
+            match field {
+                "event" => self.event = value.to_string(),
+                "data" => match &mut self.data {
+                    Some(d) => {
+                        d.push('\n');
+                        d.push_str(value);
+                    }
+                    None => self.data = Some(value.to_string()),
+                },
+                _ => {}
+            }
+        }
+        events
+    }
+}
+
+#[derive(Deserialize)]
+struct StreamEnd {
+    state: String,
+}
+
+/// How many times in a row `logs --follow` reconnects without receiving anything.
+const MAX_IDLE_RECONNECTS: u32 = 3;
+
+/// Follows the log over the server-sent event stream until its `end` event,
+/// reconnecting after the last chunk seen when the stream breaks off (the client's
+/// timeout bounds each connection).
+async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    let mut after: Option<i64> = None;
+    let mut idle = 0;
+    loop {
+        let mut query = Vec::new();
+        if let Some(a) = after {
+            query.push(("after", a.to_string()));
+        }
+        let mut resp = ctx
+            .client
+            .get_event_stream(&["orgs", org, "runs", run, "logs", "stream"], &query)
+            .await?;
+        let mut parser = SseParser::default();
+        let mut received = false;
+        let mut broke_off: Option<reqwest::Error> = None;
+        let mut end: Option<StreamEnd> = None;
+        while end.is_none() {
+            let bytes = match resp.chunk().await {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => break,
+                Err(e) => {
+                    broke_off = Some(e);
+                    break;
+                }
+            };
+            received = true;
+            for ev in parser.push(&bytes) {
+                match ev.event.as_str() {
+                    "chunk" => {
+                        let chunk: LogChunk = decode(serde_json::from_str(&ev.data)?)?;
+                        if after.is_some_and(|a| chunk.seq <= a) {
+                            continue;
+                        }
+                        after = Some(chunk.seq);
+                        if ctx.json {
+                            emit(&format!("{}\n", ev.data))?;
+                        } else {
+                            emit(&chunk.text)?;
+                        }
+                    }
+                    "end" => {
+                        if ctx.json {
+                            emit(&format!("{}\n", ev.data))?;
+                        }
+                        end = Some(decode(serde_json::from_str(&ev.data)?)?);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(end) = end {
+            if is_failure(&end.state) {
+                let reason = ctx
+                    .client
+                    .get(&["orgs", org, "runs", run], &[])
+                    .await
+                    .ok()
+                    .and_then(|v| decode::<Run>(v).ok())
+                    .and_then(|r| r.reason);
+                return Err(ended_badly(run, &end.state, reason.as_deref()));
+            }
+            return Ok(());
+        }
+        idle = if received { 0 } else { idle + 1 };
+        if idle >= MAX_IDLE_RECONNECTS {
+            match broke_off {
+                Some(e) => bail!("the log stream of run {run} broke off: {e}"),
+                None => bail!("the server closed the log stream of run {run} before it ended"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Confirm, discard or cancel: the server answers with the run.
+async fn act(ctx: &Ctx, run: &str, action: &str) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    let value = ctx
+        .client
+        .post(&["orgs", org, "runs", run, action], &json!({}))
+        .await?;
+    ctx.show(value, |r: Run| match (action, r.state.as_str()) {
+        ("confirm", state) => format!("Confirmed run {}: it is now {state}.\n", r.id),
+        ("discard", state) => format!("Discarded run {}: it is now {state}.\n", r.id),
+        ("cancel", "canceled") => format!("Canceled run {}.\n", r.id),
+        (_, state) => format!(
+            "Canceling run {}: its runner was told to stop the engine (it is {state}).\n",
+            r.id
+        ),
+    })
+}
+
+pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    match cmd {
+        RunCommand::Trigger {
+            stack,
+            proposed,
+            commit,
+            wait,
+        } => trigger(ctx, &stack, proposed, commit, wait).await,
+        RunCommand::Show { run } => {
+            let value = ctx.client.get(&["orgs", org, "runs", &run], &[]).await?;
+            if !ctx.json {
+                let r: Run = decode(value.clone())?;
+                warn_late_write(&r);
+            }
+            ctx.show(value, run_text)
+        }
+        RunCommand::Logs { run, follow } => {
+            if follow {
+                follow_logs(ctx, &run).await
+            } else {
+                logs(ctx, &run).await
+            }
+        }
+        RunCommand::Confirm { run } => act(ctx, &run, "confirm").await,
+        RunCommand::Discard { run } => act(ctx, &run, "discard").await,
+        RunCommand::Cancel { run } => act(ctx, &run, "cancel").await,
+        RunCommand::Retry { run } => {
+            let value = ctx
+                .client
+                .post(&["orgs", org, "runs", &run, "retry"], &json!({}))
+                .await?;
+            ctx.show(value, |r: Run| format!("{}\n", r.id))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bosun_api::{PhaseTiming, ResourceChange};
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn sse_events_split_across_reads() {
+        let mut p = SseParser::default();
+        let stream = ": keep-alive\n\nevent: chunk\ndata: {\"seq\":0,\"text\":\"a\\n\"}\n\nevent: chunk\r\ndata: {\"seq\":1,\r\ndata: \"text\":\"é\"}\r\n\r\nevent: end\ndata: {\"state\":\"failed\"}\n\n";
+        let bytes = stream.as_bytes();
+        let mut events = Vec::new();
+        // Fed in three-byte pieces, splitting lines and even characters.
+        for piece in bytes.chunks(3) {
+            events.extend(p.push(piece));
+        }
+        assert_eq!(
+            events,
+            vec![
+                SseEvent {
+                    event: "chunk".into(),
+                    data: r#"{"seq":0,"text":"a\n"}"#.into()
+                },
+                SseEvent {
+                    event: "chunk".into(),
+                    data: "{\"seq\":1,\n\"text\":\"é\"}".into()
+                },
+                SseEvent {
+                    event: "end".into(),
+                    data: r#"{"state":"failed"}"#.into()
+                },
+            ]
+        );
+        // An event still without its blank line is not out yet.
+        assert!(p.push(b"event: chunk\ndata: x\n").is_empty());
+        assert_eq!(p.push(b"\n").len(), 1);
+    }
+
+    #[test]
+    fn states() {
+        assert!(is_failure("force_failed") && is_failure("discarded"));
+        assert!(!is_failure("finished") && !is_failure("skipped"));
+        assert!(is_end("skipped") && !is_end("unconfirmed"));
+    }
+
+    fn sample() -> Run {
+        let t = Utc
+            .with_ymd_and_hms(2026, 1, 2, 3, 4, 5)
+            .single()
+            .unwrap_or_default();
+        Run {
+            id: "run-1".into(),
+            org: "default".into(),
+            stack: "web".into(),
+            kind: "tracked".into(),
+            trigger: "manual".into(),
+            state: "queued".into(),
+            reason: None,
+            triggered_by: "user:admin".into(),
+            commit: Some("0123456789abcdef".into()),
+            branch: "main".into(),
+            blocked_by: Some(TfLockInfo {
+                id: "lock-1".into(),
+                operation: "OperationTypeApply".into(),
+                who: "alice@laptop".into(),
+                ..TfLockInfo::default()
+            }),
+            plan: Some(PlanSummary {
+                has_changes: true,
+                add: 1,
+                change: 2,
+                destroy: 0,
+                resource_changes: vec![ResourceChange {
+                    address: "null_resource.a".into(),
+                    action: "create".into(),
+                }],
+                output_changes: [("url".to_string(), "update".to_string())].into(),
+            }),
+            late_write: true,
+            runner: None,
+            retry_of: None,
+            phases: vec![PhaseTiming {
+                state: "queued".into(),
+                started_at: t,
+                ended_at: None,
+                seconds: Some(1.5),
+            }],
+            created_at: t,
+            updated_at: t,
+        }
+    }
+
+    #[test]
+    fn show_text() {
+        let text = run_text(sample());
+        assert!(text.contains(
+            "blocked by:       alice@laptop holds the state lock (lock-1, OperationTypeApply)"
+        ));
+        assert!(text.contains("plan:             +1 ~2 -0\n"));
+        assert!(text.contains("create null_resource.a"));
+        assert!(text.contains("update url"));
+        assert!(text.contains("late write:       YES"));
+        assert!(text.contains(
+            "\nSTATE   STARTED               SECONDS\nqueued  2026-01-02T03:04:05Z  1.5"
+        ));
+        assert!(state_line(&sample()).starts_with("queued (blocked: alice@laptop holds"));
+        let table = runs_table("web", vec![sample()]);
+        assert!(table.contains("run-1  tracked  manual   queued  01234567  2026-01-02T03:04:05Z"));
+    }
+}
