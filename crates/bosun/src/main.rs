@@ -3,11 +3,13 @@
 mod client;
 mod cmd;
 mod output;
+mod runner_cmd;
 mod server_cmd;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::client::{Client, ClientConfig};
 use crate::cmd::Ctx;
@@ -52,6 +54,9 @@ struct GlobalArgs {
 enum Command {
     /// Run the Bosun server (API, state backend, console).
     Server(server_cmd::ServerArgs),
+    /// Run a runner: lease run phases from a server and execute them with the IaC engine
+    /// (the runner-pool token: --token or BOSUN_RUNNER_TOKEN).
+    Runner(runner_cmd::RunnerArgs),
     #[command(flatten)]
     Client(ClientCommand),
 }
@@ -105,7 +110,16 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // `bosun runner` takes its pool token from `--token` only when it was typed: the
+    // global flag's environment variable (BOSUN_TOKEN) holds a personal token.
+    let token_flag = (matches.value_source("token") == Some(ValueSource::CommandLine))
+        .then(|| cli.global.token.clone())
+        .flatten();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -119,6 +133,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Server(args) => server_cmd::run(args).await,
+            Command::Runner(args) => runner_cmd::run(args, token_flag).await,
             Command::Client(command) => run_client(cli.global, command)
                 .await
                 .map(|()| ExitCode::SUCCESS),

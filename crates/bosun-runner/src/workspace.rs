@@ -1,0 +1,308 @@
+//! A phase's workspace: a fresh directory `<work_dir>/<run>-<phase>-<fencing>` (removed
+//! afterwards) holding the checkout in `src/`, the environment engine and git commands get,
+//! and the backend override that points the engine at the stack's state in Bosun.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use bosun_api::Lease;
+
+/// The file that replaces whatever backend the stack's code declares (an `_override.tf`
+/// file's `backend` block takes precedence over the original's).
+pub(crate) const BACKEND_OVERRIDE_FILE: &str = "bosun_backend_override.tf";
+
+/// The fallback `PATH` when the runner itself has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+pub(crate) struct Workspace {
+    root: PathBuf,
+    removed: bool,
+}
+
+impl Workspace {
+    /// Creates the workspace of `lease` under `work_dir`, replacing a leftover of the same
+    /// name (from a runner that died mid-phase).
+    pub(crate) async fn create(work_dir: &Path, lease: &Lease) -> io::Result<Workspace> {
+        let name = format!(
+            "{}-{}-{}",
+            file_name_part(&lease.run_id),
+            file_name_part(&lease.phase),
+            lease.fencing
+        );
+        let root = work_dir.join(name);
+        if tokio::fs::symlink_metadata(&root).await.is_ok() {
+            remove_tree(root.clone()).await?;
+        }
+        create_private_dir(&root).await?;
+        Ok(Workspace {
+            root,
+            removed: false,
+        })
+    }
+
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the repository is cloned.
+    pub(crate) fn src(&self) -> PathBuf {
+        self.root.join("src")
+    }
+
+    /// Removes the workspace and everything in it.
+    pub(crate) async fn remove(mut self) -> io::Result<()> {
+        self.removed = true;
+        remove_tree(self.root.clone()).await
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        // Only on unusual ways out (a panic, a dropped future): the usual one is `remove`.
+        if !self.removed {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+async fn remove_tree(path: PathBuf) -> io::Result<()> {
+    match tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&path)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Ok(Err(e)) => Err(e),
+        Err(join) => Err(io::Error::other(join)),
+    }
+}
+
+/// Creates `path` (and missing parents) readable by the runner's user only.
+pub(crate) async fn create_private_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let path = path.to_path_buf();
+    let made = tokio::task::spawn_blocking(move || {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&path)
+    })
+    .await;
+    match made {
+        Ok(result) => result,
+        Err(join) => Err(io::Error::other(join)),
+    }
+}
+
+/// `s` as part of a file name: anything but ASCII letters, digits, `-`, `_` and `.` becomes
+/// `_`, so a server-chosen id cannot reach outside the work dir.
+fn file_name_part(s: &str) -> String {
+    let part: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if part.is_empty() {
+        "_".to_string()
+    } else {
+        part
+    }
+}
+
+/// The root module's directory for the stack's `path` inside the checkout: relative, no
+/// `..`; empty or `.` is the repository root.
+pub(crate) fn module_dir(src: &Path, path: &str) -> Result<PathBuf, String> {
+    let rel = Path::new(path.trim());
+    let mut dir = src.to_path_buf();
+    for component in rel.components() {
+        match component {
+            Component::Normal(part) => dir.push(part),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(format!(
+                    "the stack path {path:?} must be relative to the repository root, \
+                     without `..`"
+                ))
+            }
+        }
+    }
+    Ok(dir)
+}
+
+/// `s` as an HCL string literal (quotes, backslashes and template sequences escaped).
+fn hcl_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '$' | '%' if chars.peek() == Some(&'{') => {
+                out.push(c);
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The backend override: the stack's state in Bosun over the `http` backend, locked with
+/// LOCK/UNLOCK on the same URL; the password (the run token) comes from
+/// `TF_HTTP_PASSWORD`, never from a file.
+pub(crate) fn backend_override(state_url: &str) -> String {
+    let url = hcl_string(state_url);
+    format!(
+        "# Written by the Bosun runner: this stack's state lives in Bosun.\n\
+         terraform {{\n  backend \"http\" {{\n    address        = {url}\n    \
+         lock_address   = {url}\n    unlock_address = {url}\n    \
+         lock_method    = \"LOCK\"\n    unlock_method  = \"UNLOCK\"\n    \
+         username       = \"bosun\"\n  }}\n}}\n"
+    )
+}
+
+/// The runner's own `PATH`, which engine and git commands inherit (and nothing else).
+pub(crate) fn inherited_path() -> OsString {
+    std::env::var_os("PATH")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| OsString::from(DEFAULT_PATH))
+}
+
+/// The complete environment of an engine command: nothing of the runner's (no server
+/// secrets) except `PATH`, a HOME inside the workspace, the automation switches, the run
+/// token as the backend password, then the stack's variables.
+pub(crate) fn engine_env(workspace: &Path, lease: &Lease) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "PATH".to_string(),
+            inherited_path().to_string_lossy().into_owned(),
+        ),
+        ("HOME".to_string(), workspace.display().to_string()),
+        ("TF_IN_AUTOMATION".to_string(), "1".to_string()),
+        ("TF_INPUT".to_string(), "0".to_string()),
+        ("CHECKPOINT_DISABLE".to_string(), "1".to_string()),
+        ("TF_HTTP_PASSWORD".to_string(), lease.run_token.clone()),
+    ];
+    for (key, value) in &lease.env {
+        env.retain(|(k, _)| k != key);
+        env.push((key.clone(), value.clone()));
+    }
+    env
+}
+
+/// The environment of git commands: `PATH`, a HOME inside the workspace (no user config,
+/// no stored credentials), and never a prompt for a password.
+pub(crate) fn git_env(workspace: &Path) -> Vec<(String, String)> {
+    vec![
+        (
+            "PATH".to_string(),
+            inherited_path().to_string_lossy().into_owned(),
+        ),
+        ("HOME".to_string(), workspace.display().to_string()),
+        ("GIT_TERMINAL_PROMPT".to_string(), "0".to_string()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    pub(crate) fn lease() -> Lease {
+        Lease {
+            run_id: "run-1".into(),
+            fencing: 3,
+            org: "default".into(),
+            stack: "net".into(),
+            kind: "tracked".into(),
+            phase: "plan".into(),
+            repository: "file:///tmp/repo".into(),
+            branch: "main".into(),
+            commit: None,
+            path: "".into(),
+            engine: "terraform".into(),
+            engine_binary: None,
+            env: BTreeMap::new(),
+            state_url: "http://127.0.0.1:1/state".into(),
+            run_token: "secret".into(),
+            timeout_seconds: 60,
+            heartbeat_seconds: 3,
+        }
+    }
+
+    #[tokio::test]
+    async fn workspaces_are_fresh_private_and_removed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let work = tempfile::tempdir().unwrap();
+        let mut l = lease();
+        l.run_id = "../../evil/run".into();
+        let ws = Workspace::create(work.path(), &l).await.unwrap();
+        assert_eq!(ws.root(), work.path().join(".._.._evil_run-plan-3"));
+        let mode = std::fs::metadata(ws.root()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::write(ws.root().join("leftover"), "x").unwrap();
+        drop(ws);
+        assert!(!work.path().join(".._.._evil_run-plan-3").exists());
+
+        let ws = Workspace::create(work.path(), &l).await.unwrap();
+        std::fs::create_dir_all(ws.src().join("a/b")).unwrap();
+        let root = ws.root().to_path_buf();
+        // A leftover of the same name is replaced by an empty directory.
+        std::mem::forget(ws);
+        let ws = Workspace::create(work.path(), &l).await.unwrap();
+        assert!(!ws.src().exists());
+        ws.remove().await.unwrap();
+        assert!(!root.exists());
+    }
+
+    #[test]
+    fn module_dirs_stay_inside_the_checkout() {
+        let src = Path::new("/w/src");
+        assert_eq!(module_dir(src, "").unwrap(), src);
+        assert_eq!(module_dir(src, ".").unwrap(), src);
+        assert_eq!(
+            module_dir(src, "infra/net/").unwrap(),
+            src.join("infra/net")
+        );
+        assert_eq!(module_dir(src, "./a").unwrap(), src.join("a"));
+        assert!(module_dir(src, "../x").is_err());
+        assert!(module_dir(src, "a/../../x").is_err());
+        assert!(module_dir(src, "/etc").is_err());
+    }
+
+    #[test]
+    fn the_override_escapes_the_url() {
+        let text = backend_override("http://h/api/v1/orgs/o/stacks/s/state?x=\"${y}\"");
+        assert!(text
+            .contains(r#"address        = "http://h/api/v1/orgs/o/stacks/s/state?x=\"$${y}\"""#));
+        assert!(text.contains(r#"lock_method    = "LOCK""#));
+        assert!(text.contains(r#"username       = "bosun""#));
+        assert_eq!(hcl_string(r"a\b%{c}%d"), r#""a\\b%%{c}%d""#);
+    }
+
+    #[test]
+    fn engine_env_is_minimal_and_takes_the_stack_variables() {
+        let mut l = lease();
+        l.env.insert("TF_VAR_region".into(), "eu".into());
+        l.env.insert("TF_IN_AUTOMATION".into(), "yes".into());
+        let env = engine_env(Path::new("/w/ws"), &l);
+        let map: BTreeMap<_, _> = env.iter().cloned().collect();
+        assert_eq!(map.len(), env.len(), "no duplicate keys");
+        assert_eq!(map["HOME"], "/w/ws");
+        assert_eq!(map["TF_HTTP_PASSWORD"], "secret");
+        assert_eq!(map["TF_INPUT"], "0");
+        assert_eq!(map["CHECKPOINT_DISABLE"], "1");
+        assert_eq!(map["TF_VAR_region"], "eu");
+        assert_eq!(map["TF_IN_AUTOMATION"], "yes");
+        assert!(map.contains_key("PATH"));
+        assert_eq!(map.len(), 7);
+    }
+}

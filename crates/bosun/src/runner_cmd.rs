@@ -1,0 +1,120 @@
+//! `bosun runner`: flags/env → `RunnerConfig`, then workers until a signal. The first
+//! SIGTERM/SIGINT drains (lease nothing new, let running phases finish); a second abandons
+//! the running phases (interrupt the engine, report them failed) and exits.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bosun_runner::{default_runner_name, run_workers_draining, RunnerConfig};
+use clap::Args;
+use tokio::sync::oneshot;
+use tracing_subscriber::EnvFilter;
+
+/// The runner's flags. Its pool token comes from the global `--token` flag or
+/// `BOSUN_RUNNER_TOKEN` (`BOSUN_TOKEN`, a personal token's variable, is not used).
+#[derive(Args, Debug)]
+pub struct RunnerArgs {
+    /// The Bosun server's URL.
+    #[arg(long, env = "BOSUN_SERVER")]
+    server: String,
+    /// This runner's name, shown on the server [default: the host name].
+    #[arg(long, env = "BOSUN_RUNNER_NAME")]
+    name: Option<String>,
+    /// How many phases this runner executes at once (one lease per worker).
+    #[arg(long, env = "BOSUN_RUNNER_WORKERS", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
+    /// Where phase workspaces are made [default: <temp dir>/bosun-runner].
+    #[arg(long, env = "BOSUN_RUNNER_WORK_DIR")]
+    work_dir: Option<PathBuf>,
+    /// How long the engine gets to stop after an interrupt (cancel, timeout, shutdown)
+    /// before its process group is killed.
+    #[arg(long, env = "BOSUN_RUNNER_CANCEL_GRACE", default_value = "10s",
+          value_parser = humantime::parse_duration)]
+    cancel_grace: Duration,
+}
+
+/// Runs the runner. `token_flag` is the global `--token` when given on the command line.
+pub async fn run(args: RunnerArgs, token_flag: Option<String>) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let token = token_flag
+        .or_else(|| std::env::var("BOSUN_RUNNER_TOKEN").ok())
+        .filter(|t| !t.trim().is_empty());
+    let Some(token) = token else {
+        bail!(
+            "no runner token: pass --token or set BOSUN_RUNNER_TOKEN (a runner-pool token; \
+             see `bosun token create --pool`)"
+        );
+    };
+    let name = args
+        .name
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(default_runner_name);
+    let work_dir = args
+        .work_dir
+        .unwrap_or_else(|| std::env::temp_dir().join("bosun-runner"));
+    let mut config = RunnerConfig::new(args.server.clone(), token, name.clone(), work_dir);
+    config.cancel_grace = args.cancel_grace;
+
+    let (drain_tx, drain_rx) = oneshot::channel::<()>();
+    let (abandon_tx, abandon_rx) = oneshot::channel::<()>();
+    let mut signals = Signals::new().context("cannot listen for signals")?;
+    let signals = tokio::spawn(async move {
+        signals.next().await;
+        eprintln!("bosun: draining: finishing the running phases; signal again to abandon them");
+        let _ = drain_tx.send(());
+        signals.next().await;
+        eprintln!("bosun: abandoning the running phases");
+        let _ = abandon_tx.send(());
+    });
+    // A dropped sender (no signal handler) must not count as a signal.
+    let drain = async {
+        if drain_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let abandon = async {
+        if abandon_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    eprintln!(
+        "bosun: runner {name} working for {} with {} worker(s)",
+        args.server, args.workers
+    );
+    let result = run_workers_draining(config, usize::from(args.workers), drain, abandon).await;
+    signals.abort();
+    result.context("the runner stopped")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM and SIGINT, listened to from start to end (no signal slips between two waits).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
+    }
+}
