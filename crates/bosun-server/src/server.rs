@@ -79,6 +79,11 @@ impl RunningServer {
             addr: config.listen,
             source,
         })?;
+        let mut config = config;
+        if config.public_url == format!("http://{}", config.listen) {
+            // The default public URL names the bound address: with port 0, the real port.
+            config.public_url = format!("http://{local_addr}");
+        }
         let hosted_runner_token = crate::runners::hosted_pool_token(store.as_ref()).await?;
         let state = AppState {
             store,

@@ -31,6 +31,22 @@ pub struct ServerArgs {
     /// Largest accepted request body, in bytes [default: 1048576].
     #[arg(long, env = "BOSUN_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
+    /// How often runners heartbeat while executing.
+    #[arg(long, env = "BOSUN_RUN_HEARTBEAT", value_parser = humantime::parse_duration, default_value = "10s")]
+    run_heartbeat: std::time::Duration,
+    /// An executing run with no heartbeat for this long is force-failed (or requeued if
+    /// it never started).
+    #[arg(long, env = "BOSUN_RUN_STALE_AFTER", value_parser = humantime::parse_duration, default_value = "60s")]
+    run_stale_after: std::time::Duration,
+    /// How often the stale sweep looks.
+    #[arg(long, env = "BOSUN_RUN_SWEEP_INTERVAL", value_parser = humantime::parse_duration, default_value = "5s")]
+    run_sweep_interval: std::time::Duration,
+    /// One phase timeout for every tier (for tests; tiers set it otherwise).
+    #[arg(long, env = "BOSUN_RUN_PHASE_TIMEOUT", value_parser = humantime::parse_duration, hide = true)]
+    run_phase_timeout: Option<std::time::Duration>,
+    /// Runners embedded in the server for the `hosted` pool (0: none).
+    #[arg(long, env = "BOSUN_LOCAL_RUNNERS", default_value_t = 2)]
+    local_runners: usize,
     /// Largest state document the state backend accepts, in bytes [default: 67108864].
     #[arg(long, env = "BOSUN_MAX_STATE_BYTES")]
     max_state_bytes: Option<usize>,
@@ -56,16 +72,50 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
             .ok()
             .filter(|t| !t.is_empty()),
     })?;
+    let mut config = config;
+    config.runs = bosun_server::config::RunTimings {
+        heartbeat: args.run_heartbeat,
+        stale_after: args.run_stale_after,
+        sweep_interval: args.run_sweep_interval,
+        phase_timeout: args.run_phase_timeout,
+    };
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());
     }
     // Tests and scripts read this line to find the port when listening on port 0.
     eprintln!("bosun: listening on http://{}", server.local_addr);
+    // The embedded hosted pool: the same runner agent, talking to this server over HTTP.
+    let (stop_runners, runners_stopped) = tokio::sync::oneshot::channel::<()>();
+    let runners = (args.local_runners > 0).then(|| {
+        let config = bosun_runner::RunnerConfig::new(
+            format!("http://{}", server.local_addr),
+            server.hosted_runner_token.clone(),
+            "local",
+            server.state().config.data_dir.join("runner"),
+        );
+        tokio::spawn(bosun_runner::run_workers(
+            config,
+            args.local_runners,
+            async {
+                let _ = runners_stopped.await;
+            },
+        ))
+    });
     wait_for_signal()
         .await
         .context("waiting for a shutdown signal")?;
     tracing::info!("shutdown signal received; finishing in-flight requests");
+    // Runners first: they stop leasing and settle what they hold while the server still
+    // answers them.
+    let _ = stop_runners.send(());
+    if let Some(runners) = runners {
+        match runners.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "embedded runners stopped with an error"),
+            Err(e) => tracing::warn!(error = %e, "embedded runners task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
 }
