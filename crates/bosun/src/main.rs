@@ -84,6 +84,9 @@ enum ClientCommand {
     /// Runs: trigger, show, logs, confirm, discard, cancel, retry.
     #[command(subcommand)]
     Run(cmd::run::RunCommand),
+    /// The runners serving this org (online, busy, dark, drained) and draining them.
+    #[command(subcommand)]
+    Runners(cmd::runners::RunnersCommand),
     /// The org's audit log, newest first.
     Audit(cmd::audit::AuditArgs),
 }
@@ -105,6 +108,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Stack(c) => cmd::stack::run(&ctx, c).await,
         ClientCommand::State(c) => cmd::state::run(&ctx, c).await,
         ClientCommand::Run(c) => cmd::run::run(&ctx, c).await,
+        ClientCommand::Runners(c) => cmd::runners::run(&ctx, c).await,
         ClientCommand::Audit(a) => cmd::audit::run(&ctx, a).await,
     }
 }

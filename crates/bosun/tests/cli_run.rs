@@ -34,6 +34,7 @@ fn start() -> Env {
     let dir = tempfile::tempdir().unwrap();
     // No embedded runners: the test is the only runner, so states are deterministic.
     let args: &[&str] = if has_local_runners_flag() {
+        // Kept for binaries built before the flag existed.
         &["--local-runners", "0"]
     } else {
         &[]
@@ -617,4 +618,43 @@ fn trigger_wait_and_live_log_follow() {
     assert_eq!(v["id"].as_str(), Some(l.run.as_str()));
     assert_eq!(v["state"], "finished");
     assert_eq!(v["plan"]["has_changes"], false);
+}
+
+#[test]
+fn runners_list_and_drain() {
+    let env = start();
+    let runner = Runner::register(&env);
+    let listed = ok_json(&env, &["runners", "list"]);
+    let me = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == runner.id.as_str())
+        .unwrap_or_else(|| panic!("{listed}"))
+        .clone();
+    assert_eq!(
+        (me["pool"].as_str(), me["status"].as_str()),
+        (Some("edge"), Some("online"))
+    );
+    let table = ok(&env, &["runners", "list"]);
+    assert!(
+        table.contains(&runner.id) && table.contains("online"),
+        "{table}"
+    );
+    ok(&env, &["runners", "drain", &runner.id]);
+    let listed = ok_json(&env, &["runners", "list"]);
+    let me = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == runner.id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(me["status"], "drained");
+    // A drained runner leases nothing, even with work queued.
+    create_stack(&env, "net");
+    ok(&env, &["run", "trigger", "net"]);
+    assert!(runner.try_lease(1).is_none());
+    let err = fails(&env, &["runners", "drain", "rnr_missing"]);
+    assert!(err.contains("not found"), "{err}");
 }

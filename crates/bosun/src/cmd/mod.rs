@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod org;
 pub mod run;
+pub mod runners;
 pub mod stack;
 pub mod state;
 pub mod token;

@@ -1,0 +1,50 @@
+//! `bosun runners`: the runners serving the org (state and last-seen), and draining one.
+
+use bosun_api::RunnerView;
+use clap::Subcommand;
+
+use super::Ctx;
+use crate::output::{timestamp, Table};
+
+#[derive(Subcommand)]
+pub enum RunnersCommand {
+    /// The runners serving this org: the server's hosted runners and the org's pools.
+    List,
+    /// Stop giving a runner new work; it finishes what it holds (admins).
+    Drain {
+        /// The runner's id (see `bosun runners list`).
+        runner: String,
+    },
+}
+
+pub async fn run(ctx: &Ctx, command: RunnersCommand) -> anyhow::Result<()> {
+    match command {
+        RunnersCommand::List => {
+            let value = ctx.client.get(&["orgs", &ctx.org, "runners"], &[]).await?;
+            ctx.show(value, |runners: Vec<RunnerView>| {
+                let mut t =
+                    Table::new(&["RUNNER", "NAME", "POOL", "STATUS", "LAST SEEN", "VERSION"]);
+                for r in runners {
+                    t.row(vec![
+                        r.id,
+                        r.name,
+                        r.pool,
+                        r.status,
+                        timestamp(&r.last_seen),
+                        r.version,
+                    ]);
+                }
+                t.render()
+            })
+        }
+        RunnersCommand::Drain { runner } => {
+            ctx.client
+                .post(
+                    &["orgs", &ctx.org, "runners", &runner, "drain"],
+                    &serde_json::json!({}),
+                )
+                .await?;
+            ctx.done(&format!("runner {runner} drained: it takes no new work"))
+        }
+    }
+}
