@@ -425,13 +425,18 @@ impl Engine<'_> {
 }
 
 async fn plan(ctx: &PhaseContext<'_>, engine: &Engine<'_>) -> Result<RunnerEvent, Halt> {
-    let args = [
+    let mut args = vec![
         "plan",
         "-input=false",
         "-no-color",
         "-out=plan.tfplan",
         "-detailed-exitcode",
     ];
+    // Proposed and drift plans never apply, so they must not take the state lock: they
+    // run in parallel with a tracked run that holds it.
+    if ctx.lease.kind != "tracked" {
+        args.push("-lock=false");
+    }
     let exited = engine.run(ctx, &args).await?;
     let has_changes = match exited.code() {
         Some(0) => false,

@@ -117,6 +117,22 @@ fn env_keys(log: &str) -> BTreeSet<String> {
 }
 
 #[tokio::test]
+async fn proposed_plans_do_not_take_the_state_lock() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("infra/main.tf", "# fake\n")]);
+    let mut lease = h.lease("run-p");
+    lease.path = "infra".into();
+    lease.kind = "proposed".into();
+    h.server.push(lease);
+    h.wait_events("run-p", &["started", "planned"]).await;
+    let log = h.log("run-p");
+    assert!(
+        log.contains("-detailed-exitcode -lock=false\n"),
+        "a proposed plan runs without the lock: {log}"
+    );
+}
+
+#[tokio::test]
 async fn plan_then_apply_with_a_minimal_environment() {
     let h = Harness::start(Duration::from_secs(5)).await;
     h.repo.commit(&[("README", "hi\n")]);
