@@ -56,3 +56,51 @@ pub fn decode<T: DeserializeOwned>(value: Value) -> anyhow::Result<T> {
         "unexpected response from the server (are the client and server versions compatible?)",
     )
 }
+
+/// Fetches a paged list at `path`: one page from `cursor`, or every page with `all`.
+/// Returns the items and the cursor of the next page when there is one left unfetched.
+pub async fn fetch_pages(
+    ctx: &Ctx,
+    path: &[&str],
+    limit: Option<u32>,
+    mut cursor: Option<String>,
+    all: bool,
+) -> anyhow::Result<(Vec<Value>, Option<String>)> {
+    let mut items: Vec<Value> = Vec::new();
+    let next = loop {
+        let mut query = Vec::new();
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        if let Some(c) = &cursor {
+            query.push(("cursor", c.clone()));
+        }
+        let page: bosun_api::Page<Value> = decode(ctx.client.get(path, &query).await?)?;
+        items.extend(page.items);
+        match page.next_cursor {
+            // A cursor that does not move would page forever; treat it as the end.
+            Some(next) if all && cursor.as_ref() != Some(&next) => cursor = Some(next),
+            Some(next) if !all => break Some(next),
+            _ => break None,
+        }
+    };
+    Ok((items, next))
+}
+
+/// Prints a fetched list: the JSON page with `--json`, else the table `human` makes,
+/// with a hint on stderr when more pages are left.
+pub fn show_pages<T: DeserializeOwned>(
+    ctx: &Ctx,
+    (items, next): (Vec<Value>, Option<String>),
+    noun: &str,
+    human: impl FnOnce(Vec<T>) -> String,
+) -> anyhow::Result<()> {
+    if ctx.json {
+        return output::emit_json(&serde_json::json!({"items": items, "next_cursor": next}));
+    }
+    output::emit(&human(decode(Value::Array(items))?))?;
+    if let Some(next) = next {
+        eprintln!("(more {noun}: use --all, or --cursor {next} for the next page)");
+    }
+    Ok(())
+}

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::bail;
-use bosun_api::{LogChunk, Page, PlanSummary, Run, RunCreate, TfLockInfo};
+use bosun_api::{LogChunk, PlanSummary, Run, RunCreate, TfLockInfo};
 use clap::Subcommand;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -229,41 +229,12 @@ pub async fn list(
     ctx: &Ctx,
     stack: &str,
     limit: Option<u32>,
-    mut cursor: Option<String>,
+    cursor: Option<String>,
     all: bool,
 ) -> anyhow::Result<()> {
-    let org = ctx.org.as_str();
-    let mut items: Vec<Value> = Vec::new();
-    let next = loop {
-        let mut query = Vec::new();
-        if let Some(limit) = limit {
-            query.push(("limit", limit.to_string()));
-        }
-        if let Some(c) = &cursor {
-            query.push(("cursor", c.clone()));
-        }
-        let page: Page<Value> = decode(
-            ctx.client
-                .get(&["orgs", org, "stacks", stack, "runs"], &query)
-                .await?,
-        )?;
-        items.extend(page.items);
-        match page.next_cursor {
-            // A cursor that does not move would page forever; treat it as the end.
-            Some(next) if all && cursor.as_ref() != Some(&next) => cursor = Some(next),
-            Some(next) if !all => break Some(next),
-            _ => break None,
-        }
-    };
-    if ctx.json {
-        return emit_json(&json!({"items": items, "next_cursor": next}));
-    }
-    let runs: Vec<Run> = decode(Value::Array(items))?;
-    emit(&runs_table(stack, runs))?;
-    if let Some(next) = next {
-        eprintln!("(more runs: use --all, or --cursor {next} for the next page)");
-    }
-    Ok(())
+    let path = ["orgs", ctx.org.as_str(), "stacks", stack, "runs"];
+    let pages = super::fetch_pages(ctx, &path, limit, cursor, all).await?;
+    super::show_pages(ctx, pages, "runs", |runs: Vec<Run>| runs_table(stack, runs))
 }
 
 /// An error for a run that ended without success.

@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
-use bosun_api::{Dependency, DriftDetection, Page, Stack, StackCreate, StackPatch};
+use bosun_api::{Dependency, DriftDetection, Stack, StackCreate, StackPatch};
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
 
 use super::{decode, Ctx};
 use crate::output::{timestamp, yes_no, Fields, Table};
@@ -368,37 +367,14 @@ fn stack_table(org: &str, stacks: Vec<Stack>) -> String {
 async fn list(
     ctx: &Ctx,
     limit: Option<u32>,
-    mut cursor: Option<String>,
+    cursor: Option<String>,
     all: bool,
 ) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
-    let mut items: Vec<Value> = Vec::new();
-    let next = loop {
-        let mut query = Vec::new();
-        if let Some(limit) = limit {
-            query.push(("limit", limit.to_string()));
-        }
-        if let Some(c) = &cursor {
-            query.push(("cursor", c.clone()));
-        }
-        let page: Page<Value> = decode(ctx.client.get(&["orgs", org, "stacks"], &query).await?)?;
-        items.extend(page.items);
-        match page.next_cursor {
-            // A cursor that does not move would page forever; treat it as the end.
-            Some(next) if all && cursor.as_ref() != Some(&next) => cursor = Some(next),
-            Some(next) if !all => break Some(next),
-            _ => break None,
-        }
-    };
-    if ctx.json {
-        return crate::output::emit_json(&json!({"items": items, "next_cursor": next}));
-    }
-    let stacks: Vec<Stack> = decode(Value::Array(items))?;
-    crate::output::emit(&stack_table(org, stacks))?;
-    if let Some(next) = next {
-        eprintln!("(more stacks: use --all, or --cursor {next} for the next page)");
-    }
-    Ok(())
+    let pages = super::fetch_pages(ctx, &["orgs", org, "stacks"], limit, cursor, all).await?;
+    super::show_pages(ctx, pages, "stacks", |stacks: Vec<Stack>| {
+        stack_table(org, stacks)
+    })
 }
 
 pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
@@ -456,6 +432,7 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
     use clap::Parser;
 
     #[derive(Parser)]

@@ -8,7 +8,7 @@ use bosun_api::{
     StateVersionDetail, StateWriter,
 };
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{decode, Ctx};
 use crate::output::{emit, emit_json, timestamp, Fields, Table};
@@ -134,46 +134,31 @@ async fn versions(
     ctx: &Ctx,
     stack: &str,
     limit: Option<u32>,
-    mut cursor: Option<String>,
+    cursor: Option<String>,
     all: bool,
 ) -> anyhow::Result<()> {
-    let org = ctx.org.as_str();
-    let mut items: Vec<Value> = Vec::new();
-    let next = loop {
-        let mut query = Vec::new();
-        if let Some(limit) = limit {
-            query.push(("limit", limit.to_string()));
-        }
-        if let Some(c) = &cursor {
-            query.push(("cursor", c.clone()));
-        }
-        let page: Page<Value> = decode(
-            ctx.client
-                .get(&["orgs", org, "stacks", stack, "state", "versions"], &query)
-                .await?,
-        )?;
-        items.extend(page.items);
-        match page.next_cursor {
-            // A cursor that does not move would page forever; treat it as the end.
-            Some(next) if all && cursor.as_ref() != Some(&next) => cursor = Some(next),
-            Some(next) if !all => break Some(next),
-            _ => break None,
-        }
-    };
-    if ctx.json {
-        return emit_json(&json!({"items": items, "next_cursor": next}));
-    }
-    let versions: Vec<StateVersion> = decode(Value::Array(items))?;
-    let late = versions.iter().filter(|v| v.late_write).count();
-    emit(&versions_table(stack, versions))?;
-    if late > 0 {
+    let path = [
+        "orgs",
+        ctx.org.as_str(),
+        "stacks",
+        stack,
+        "state",
+        "versions",
+    ];
+    let pages = super::fetch_pages(ctx, &path, limit, cursor, all).await?;
+    let late = pages
+        .0
+        .iter()
+        .filter(|v| v["late_write"].as_bool() == Some(true))
+        .count();
+    super::show_pages(ctx, pages, "versions", |versions: Vec<StateVersion>| {
+        versions_table(stack, versions)
+    })?;
+    if late > 0 && !ctx.json {
         eprintln!(
             "WARNING: {late} version(s) marked LATE WRITE were written by a run that had \
              already ended (force-failed or interrupted): check them before relying on them"
         );
-    }
-    if let Some(next) = next {
-        eprintln!("(more versions: use --all, or --cursor {next} for the next page)");
     }
     Ok(())
 }
