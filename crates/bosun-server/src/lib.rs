@@ -13,6 +13,7 @@ mod duties;
 pub mod error;
 mod extract;
 mod health;
+mod metrics;
 pub mod openapi;
 pub mod routes;
 mod runners;

@@ -157,6 +157,7 @@ pub fn router(state: AppState) -> Router {
     )
     .route("/healthz", routing::get(crate::health::healthz))
     .route("/readyz", routing::get(crate::health::readyz))
+    .route("/metrics", routing::get(crate::metrics::serve))
     .fallback(route_not_found)
     .method_not_allowed_fallback(method_not_allowed)
     .layer(DefaultBodyLimit::max(limit))

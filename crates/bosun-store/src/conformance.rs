@@ -1292,6 +1292,9 @@ pub async fn runs_stale_and_requeue(store: Arc<dyn Store>) {
     // The dead runner cannot move it any more.
     assert!(store.heartbeat(&b.id, b.fencing).await.is_err());
     store.flag_late_write(&b.id).await.unwrap();
+    let m = store.metrics().await.unwrap();
+    assert_eq!(m.runs_by_state.get("force_failed"), Some(&1));
+    assert_eq!(m.runs_by_state.get("preparing"), Some(&1));
     assert!(store.get_run(&b.id).await.unwrap().unwrap().late_write);
 }
 

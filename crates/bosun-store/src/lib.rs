@@ -208,6 +208,9 @@ pub trait Store: Send + Sync + 'static {
     /// Revokes every token of a run.
     async fn revoke_run_tokens(&self, run: &str) -> Result<()>;
 
+    /// Counts for `/metrics`: runs by state and late state writes.
+    async fn metrics(&self) -> Result<StoreMetrics>;
+
     /// Audit records, newest first; `org: None` lists every org's and the server's.
     async fn list_audit(
         &self,

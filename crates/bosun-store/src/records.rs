@@ -268,3 +268,12 @@ pub struct RunnerRecord {
     pub last_seen: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
 }
+
+/// What `/metrics` reads from the store.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StoreMetrics {
+    /// Run state → number of runs in it.
+    pub runs_by_state: std::collections::BTreeMap<String, i64>,
+    /// State versions written late by ended runs.
+    pub late_writes: i64,
+}

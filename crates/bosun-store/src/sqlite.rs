@@ -2262,6 +2262,24 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn metrics(&self) -> Result<StoreMetrics> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached("SELECT state, COUNT(*) FROM runs GROUP BY state")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            let runs_by_state = rows.collect::<rusqlite::Result<_>>()?;
+            let late_writes: i64 = c.query_row(
+                "SELECT COUNT(*) FROM state_versions WHERE late_write = 1",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(StoreMetrics {
+                runs_by_state,
+                late_writes,
+            })
+        })
+        .await
+    }
+
     async fn list_audit(
         &self,
         org: Option<&str>,

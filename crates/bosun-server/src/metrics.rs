@@ -1,0 +1,38 @@
+//! Prometheus metrics at `/metrics`, read from the store on each scrape (so they survive
+//! restarts and agree across replicas) plus this process's duty status.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use bosun_core::run::RunState;
+
+use crate::error::ApiError;
+use crate::server::AppState;
+
+pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let m = state.store.metrics().await?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP bosun_runs Runs by state.\n# TYPE bosun_runs gauge"
+    );
+    for s in RunState::ALL {
+        let n = m.runs_by_state.get(s.as_str()).copied().unwrap_or(0);
+        let _ = writeln!(out, "bosun_runs{{state=\"{s}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP bosun_state_late_writes_total State versions written by runs that had already ended.\n# TYPE bosun_state_late_writes_total counter\nbosun_state_late_writes_total {}",
+        m.late_writes
+    );
+    let last = state.duties.stale_sweep_last_pass.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP bosun_duty_last_pass_timestamp_seconds When a background duty last completed a pass.\n# TYPE bosun_duty_last_pass_timestamp_seconds gauge\nbosun_duty_last_pass_timestamp_seconds{{duty=\"stale_sweep\"}} {}",
+        last as f64 / 1000.0
+    );
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out))
+}
