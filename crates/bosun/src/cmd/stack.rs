@@ -432,8 +432,8 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use clap::Parser;
+    use serde_json::{json, Value};
 
     #[derive(Parser)]
     struct T {
