@@ -6,13 +6,12 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{bosun, ServerProcess, BIN};
+use support::{bosun, http, ServerProcess, BIN};
 use tempfile::TempDir;
 
 struct Env {
@@ -46,33 +45,6 @@ fn start() -> Env {
         admin,
         _dir: dir,
     }
-}
-
-/// One HTTP/1.1 request on a fresh connection; returns the status and body.
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: &str,
-    body: Option<&str>,
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let body = body.unwrap_or("");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 /// The test's runner: a registered runner of pool `edge`, driven by hand.

@@ -11,14 +11,13 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{bosun, ServerProcess, BIN};
+use support::{bosun, http, ServerProcess, BIN};
 use tempfile::TempDir;
 
 // ---- tools, repositories, engine wrappers ------------------------------------------------
@@ -450,26 +449,6 @@ fn phase_states(run: &Value) -> Vec<String> {
         .collect()
 }
 
-/// One HTTP/1.1 request on a fresh connection; returns the status and body.
-fn http(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
 const PLAN_WAIT: Duration = Duration::from_secs(60);
 
 // ---- tests -------------------------------------------------------------------------------
@@ -772,7 +751,7 @@ fn a_laptop_lock_keeps_the_run_queued_until_unlocked() {
     create_stack(&env, &fx, "net", &fx.tf, &[]);
     let path = "/api/v1/orgs/default/stacks/net/state";
 
-    let (status, body) = http(env.server.addr, "LOCK", path, &env.admin, LAPTOP_LOCK);
+    let (status, body) = http(env.server.addr, "LOCK", path, &env.admin, Some(LAPTOP_LOCK));
     assert_eq!(status, 200, "{body}");
 
     let run = trigger(&env, "net", &[]);
@@ -787,7 +766,13 @@ fn a_laptop_lock_keeps_the_run_queued_until_unlocked() {
     assert_eq!(r["blocked_by"]["ID"], "laptop-1", "{r:#}");
     assert_eq!(r["blocked_by"]["Operation"], "OperationTypeApply", "{r:#}");
 
-    let (status, body) = http(env.server.addr, "UNLOCK", path, &env.admin, LAPTOP_LOCK);
+    let (status, body) = http(
+        env.server.addr,
+        "UNLOCK",
+        path,
+        &env.admin,
+        Some(LAPTOP_LOCK),
+    );
     assert_eq!(status, 200, "{body}");
     let r = wait_state(&env, &run, "unconfirmed", PLAN_WAIT);
     assert!(r["blocked_by"].is_null(), "{r:#}");

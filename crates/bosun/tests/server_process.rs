@@ -9,38 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::{ServerProcess, BIN};
-
-/// One HTTP/1.1 exchange on its own connection; returns (status, body).
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: &str,
-    body: Option<&str>,
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let body = body.unwrap_or("");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    parse(&out)
-}
-
-fn parse(resp: &str) -> (u16, String) {
-    let status = resp.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
+use support::{http, ServerProcess, BIN};
 
 /// Reads one response with a Content-Length from a kept-alive connection.
 fn read_response(reader: &mut BufReader<TcpStream>) -> (u16, String) {
@@ -347,7 +316,7 @@ fn kill_9_during_state_writes_leaves_only_whole_versions() {
                 if s.read_to_string(&mut out).is_err() || out.is_empty() {
                     return;
                 }
-                if parse(&out).0 == 200 && tx.send(n).is_err() {
+                if support::parse_response(&out).0 == 200 && tx.send(n).is_err() {
                     return;
                 }
             }

@@ -2,8 +2,8 @@
 //! loopback port with its own data dir, and runs `bosun` client commands against it.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -135,4 +135,38 @@ pub fn bosun(server: &ServerProcess, token: &str, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run bosun")
+}
+
+/// One HTTP/1.1 exchange on its own connection (JSON body, bearer token); returns the
+/// status and the body. For protocol methods (LOCK, UNLOCK) and requests the CLI does not
+/// make.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    parse_response(&out)
+}
+
+/// Splits a whole HTTP/1.1 response into its status and body.
+pub fn parse_response(resp: &str) -> (u16, String) {
+    let status = resp.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
 }
