@@ -119,7 +119,8 @@ trap 'exit 143' TERM
 
 mkdir -p "$WORK/data"
 log "starting server (data dir $WORK/data)"
-"$BIN" server --listen 127.0.0.1:0 --data-dir "$WORK/data" >"$WORK/server.out" 2>"$WORK/server.log" &
+: >"$WORK/server.log"  # exists before the poll below reads it
+"$BIN" server --listen 127.0.0.1:0 --data-dir "$WORK/data" --local-runners 0 >"$WORK/server.out" 2>"$WORK/server.log" &
 SERVER_PID=$!
 
 # Poll for the address line (printed once the socket is bound) and the admin token.
