@@ -2,6 +2,11 @@
 //! closed, exactly the environment it is given, stdout and stderr streamed line by line
 //! into the phase's log, and — when the phase is stopped — an interrupt to the whole
 //! group, then a kill after the grace period (at once when the lease was fenced).
+//!
+//! The command writes its output to files that the runner follows, not to pipes: if the
+//! runner itself dies, a pipe would kill the engine with SIGPIPE on its next line —
+//! mid-apply, before it saved state. With files the engine finishes, and its state write
+//! reaches the server as a flagged late write instead of being lost.
 
 use std::ffi::OsString;
 use std::io;
@@ -10,7 +15,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use crate::control::{Stop, StopSignal};
@@ -128,14 +133,15 @@ pub(crate) async fn run_step(
         .clone()
         .unwrap_or_else(|| display_command(step.name, &step.args));
     log.line(header).await;
+    let outputs = OutputFiles::create()?;
     let mut cmd = Command::new(step.program);
     cmd.args(&step.args)
         .current_dir(step.cwd)
         .env_clear()
         .envs(step.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(std::fs::File::create(&outputs.stdout)?))
+        .stderr(Stdio::from(std::fs::File::create(&outputs.stderr)?))
         .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd.spawn()?;
@@ -145,8 +151,9 @@ pub(crate) async fn run_step(
         .unwrap_or(0);
     let _guard = GroupGuard(pgid);
 
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let (exited, exited_rx) = tokio::sync::watch::channel(false);
+    let stdout = Some(follow(outputs.stdout.clone(), exited_rx.clone()));
+    let stderr = Some(follow(outputs.stderr.clone(), exited_rx));
     let out_task = stdout.map(|out| {
         let log = log.clone();
         let capture = step.capture_stdout;
@@ -200,6 +207,7 @@ pub(crate) async fn run_step(
             let _ = child.wait().await;
             // Leftover members of the group (an engine's plugins) die with it.
             signal_group(pgid, libc::SIGKILL);
+            exited.send_replace(true);
             drain(out_task).await;
             drain(err_task).await;
             return Ok(StepEnd::Stopped(stop.current().unwrap_or(reason)));
@@ -207,6 +215,7 @@ pub(crate) async fn run_step(
     };
     // The command is done; anything it left behind in its group is not wanted.
     signal_group(pgid, libc::SIGKILL);
+    exited.send_replace(true);
     let stdout = drain(out_task).await.unwrap_or_default();
     drain(err_task).await;
     let stderr_hint = hint.lock().ok().and_then(|h| h.best());
@@ -215,6 +224,91 @@ pub(crate) async fn run_step(
         stderr_hint,
         stdout,
     }))
+}
+
+/// The files a command's stdout and stderr go to; removed when the step is done.
+struct OutputFiles {
+    dir: PathBuf,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl OutputFiles {
+    fn create() -> io::Result<Self> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "bosun-step-{}-{n}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(&dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(OutputFiles {
+            stdout: dir.join("stdout"),
+            stderr: dir.join("stderr"),
+            dir,
+        })
+    }
+}
+
+impl Drop for OutputFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Follows a file the command writes, like `tail -f`, until the command has exited and
+/// everything it wrote was read; the returned reader then ends.
+fn follow(
+    path: PathBuf,
+    mut exited: tokio::sync::watch::Receiver<bool>,
+) -> tokio::io::DuplexStream {
+    let (reader, mut writer) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let Ok(mut file) = tokio::fs::File::open(&path).await else {
+            return;
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        // Set once the exit is seen: from then on, read to the end once more and stop
+        // (the last writes may have landed after the read that came back empty).
+        let mut final_pass = false;
+        loop {
+            match file.read(&mut buf).await {
+                Ok(0) => {
+                    if final_pass {
+                        return;
+                    }
+                    if *exited.borrow() {
+                        final_pass = true;
+                        continue;
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(25)) => {}
+                        changed = exited.changed() => {
+                            if changed.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Ok(n) => {
+                    if writer.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    });
+    reader
 }
 
 /// Waits (bounded) for a reader task to reach end of file.

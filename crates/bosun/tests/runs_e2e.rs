@@ -620,13 +620,13 @@ fn a_runner_killed_mid_apply_is_force_failed_and_its_late_write_is_flagged() {
     // locks the state while it waits for input — until the test drops a `go` file, then
     // applies. So the run is applying *and* holds the lock when its runner dies, and the
     // orphaned engine writes its state only after the run was force-failed. The late
-    // apply's output goes to a file: its stdout would be the dead runner's pipe, and
-    // Terraform dies of SIGPIPE (exit 141) on its first line there, before writing state.
+    // apply writes to the output the runner gave it: the runner hands engines files, not
+    // pipes, so they outlive it (a pipe would kill Terraform with SIGPIPE mid-apply).
     let dir = fx.path().display().to_string();
     let tf = fx.tf.display().to_string();
     let on_apply = r#"i=0
     while [ ! -e "@DIR@/go" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done | "@TF@" console >"@DIR@/console.log" 2>&1
-    exec "@TF@" "$@" >"@DIR@/late-apply.log" 2>&1"#
+    exec "@TF@" "$@""#
         .replace("@DIR@", &dir)
         .replace("@TF@", &tf);
     let engine = fx.wrapper("holdlock", "", &on_apply);
