@@ -129,6 +129,14 @@ impl From<StoreError> for ApiError {
                 ApiError::Validation(ValidationError::new("depends_on", e.to_string()))
             }
             StoreError::StateLocked(lock) => ApiError::Locked(lock),
+            StoreError::HasOpenRuns { .. } => ApiError::Conflict {
+                code: "has_open_runs",
+                message: e.to_string(),
+            },
+            StoreError::HasState { .. } => ApiError::Conflict {
+                code: "has_state",
+                message: format!("{e} (delete_state=true)"),
+            },
             StoreError::Fenced { .. } => ApiError::Conflict {
                 code: "fenced",
                 message: e.to_string(),

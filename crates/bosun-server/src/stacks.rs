@@ -265,16 +265,34 @@ pub async fn update(
     Ok(Json(to_wire(record)))
 }
 
-/// Delete a stack. Refused while other stacks depend on it.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteQuery {
+    /// Also delete the stack's state versions (refused without it when it has state).
+    #[serde(default)]
+    pub delete_state: bool,
+}
+
+/// Delete a stack. Refused while other stacks depend on it or runs of it are open, and —
+/// unless `delete_state=true` — while it has state versions.
 #[utoipa::path(delete, path = "/api/v1/orgs/{org}/stacks/{stack}", tag = "stacks",
-    params(("org" = String, Path), ("stack" = String, Path)),
+    params(("org" = String, Path), ("stack" = String, Path), DeleteQuery),
     responses((status = 204), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((org, id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let audit = caller.audit(Some(&org), "stack.delete", format!("stack:{id}"), json!({}));
-    state.store.delete_stack(&org, &id, &audit).await?;
+    let audit = caller.audit(
+        Some(&org),
+        "stack.delete",
+        format!("stack:{id}"),
+        json!({"delete_state": q.delete_state}),
+    );
+    state
+        .store
+        .delete_stack(&org, &id, q.delete_state, &audit)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }

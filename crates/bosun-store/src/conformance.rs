@@ -443,9 +443,9 @@ pub async fn stacks_update_and_delete(store: Arc<dyn Store>) {
     assert!(matches!(ghost, Err(StoreError::NotFound(_))), "{ghost:?}");
 
     let d = audit(Some("acme"), "stack.delete", "stack:web");
-    store.delete_stack("acme", "web", &d).await.unwrap();
+    store.delete_stack("acme", "web", false, &d).await.unwrap();
     assert!(store.get_stack("acme", "web").await.unwrap().is_none());
-    let again = store.delete_stack("acme", "web", &d).await;
+    let again = store.delete_stack("acme", "web", false, &d).await;
     assert!(matches!(again, Err(StoreError::NotFound(_))), "{again:?}");
 }
 
@@ -493,7 +493,12 @@ pub async fn stacks_isolated_by_org(store: Arc<dyn Store>) {
         "{cross:?}"
     );
     store
-        .delete_stack("acme", "net", &audit(Some("acme"), "stack.delete", "net"))
+        .delete_stack(
+            "acme",
+            "net",
+            false,
+            &audit(Some("acme"), "stack.delete", "net"),
+        )
         .await
         .unwrap();
     assert!(store.get_stack("globex", "net").await.unwrap().is_some());
@@ -541,7 +546,7 @@ pub async fn dependencies_enforced(store: Arc<dyn Store>) {
         .is_empty());
 
     let d = audit(Some("acme"), "stack.delete", "stack:net");
-    match store.delete_stack("acme", "net", &d).await {
+    match store.delete_stack("acme", "net", false, &d).await {
         Err(StoreError::HasDependents { dependents, .. }) => assert_eq!(dependents, ["app", "db"]),
         other => panic!("expected dependents, got {other:?}"),
     }
@@ -549,9 +554,9 @@ pub async fn dependencies_enforced(store: Arc<dyn Store>) {
         .update_stack("acme", &spec("app", &["db"]), &a)
         .await
         .unwrap();
-    store.delete_stack("acme", "app", &d).await.unwrap();
-    store.delete_stack("acme", "db", &d).await.unwrap();
-    store.delete_stack("acme", "net", &d).await.unwrap();
+    store.delete_stack("acme", "app", false, &d).await.unwrap();
+    store.delete_stack("acme", "db", false, &d).await.unwrap();
+    store.delete_stack("acme", "net", false, &d).await.unwrap();
 }
 
 pub async fn audit_written_with_each_change(store: Arc<dyn Store>) {
@@ -574,6 +579,7 @@ pub async fn audit_written_with_each_change(store: Arc<dyn Store>) {
         .delete_stack(
             "acme",
             "net",
+            false,
             &audit(Some("acme"), "stack.delete", "stack:net"),
         )
         .await
@@ -606,7 +612,7 @@ pub async fn failed_writes_leave_nothing(store: Arc<dyn Store>) {
         .await
         .is_err());
     assert!(store.get_stack("acme", "app").await.unwrap().is_none());
-    assert!(store.delete_stack("acme", "app", &a).await.is_err());
+    assert!(store.delete_stack("acme", "app", false, &a).await.is_err());
     assert!(store
         .set_member("acme", "ghost", Role::Admin, &a)
         .await
@@ -983,11 +989,28 @@ pub async fn state_needs_a_stack(store: Arc<dyn Store>) {
             .await,
         Err(StoreError::NotFound(_))
     ));
-    // Deleting a stack removes its state with it.
+    // Deleting a stack with state needs the explicit flag, then removes the state too.
     seed_stack(&*store, "gone").await;
     store.write_state("acme", "gone", &w, None).await.unwrap();
+    let kept = store
+        .delete_stack(
+            "acme",
+            "gone",
+            false,
+            &audit(Some("acme"), "stack.delete", "gone"),
+        )
+        .await;
+    assert!(
+        matches!(kept, Err(StoreError::HasState { versions: 1, .. })),
+        "{kept:?}"
+    );
     store
-        .delete_stack("acme", "gone", &audit(Some("acme"), "stack.delete", "gone"))
+        .delete_stack(
+            "acme",
+            "gone",
+            true,
+            &audit(Some("acme"), "stack.delete", "gone"),
+        )
         .await
         .unwrap();
     seed_stack(&*store, "gone").await;
@@ -1292,6 +1315,19 @@ pub async fn runs_stale_and_requeue(store: Arc<dyn Store>) {
     // The dead runner cannot move it any more.
     assert!(store.heartbeat(&b.id, b.fencing).await.is_err());
     store.flag_late_write(&b.id).await.unwrap();
+    // A stack with an open run cannot be deleted under it.
+    let open = store
+        .delete_stack(
+            "acme",
+            "net",
+            true,
+            &audit(Some("acme"), "stack.delete", "net"),
+        )
+        .await;
+    assert!(
+        matches!(open, Err(StoreError::HasOpenRuns { ref runs, .. }) if runs == &["a".to_string()]),
+        "{open:?}"
+    );
     let m = store.metrics().await.unwrap();
     assert_eq!(m.runs_by_state.get("force_failed"), Some(&1));
     assert_eq!(m.runs_by_state.get("preparing"), Some(&1));

@@ -42,6 +42,10 @@ pub enum StoreError {
     StateRefused(bosun_core::state::WriteRefusal),
     #[error("the state is locked by {} (lock {})", .0.who, .0.id)]
     StateLocked(Box<bosun_core::state::Lock>),
+    #[error("stack {stack:?} has open runs ({}): cancel or finish them first", .runs.join(", "))]
+    HasOpenRuns { stack: String, runs: Vec<String> },
+    #[error("stack {stack:?} has {versions} state version(s); deleting it deletes them too — confirm with delete_state")]
+    HasState { stack: String, versions: i64 },
     /// A runner's call about a lease it no longer holds.
     #[error("run {run} is no longer leased with fencing number {fencing}")]
     Fenced { run: String, fencing: i64 },
@@ -109,8 +113,15 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces a stack's definition (same id), with the same checks as create.
     async fn update_stack(&self, org: &str, spec: &StackSpec, audit: &Audit)
         -> Result<StackRecord>;
-    /// Refuses while other stacks depend on it.
-    async fn delete_stack(&self, org: &str, id: &str, audit: &Audit) -> Result<()>;
+    /// Refuses while other stacks depend on it or runs of it are open; refuses to drop
+    /// its state versions unless `delete_state`.
+    async fn delete_stack(
+        &self,
+        org: &str,
+        id: &str,
+        delete_state: bool,
+        audit: &Audit,
+    ) -> Result<()>;
 
     /// The current version and lock of a stack's state (both empty when it has none).
     async fn state_head(&self, org: &str, stack: &str) -> Result<StateHead>;

@@ -1604,7 +1604,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn delete_stack(&self, org: &str, id: &str, audit: &Audit) -> Result<()> {
+    async fn delete_stack(
+        &self,
+        org: &str,
+        id: &str,
+        delete_state: bool,
+        audit: &Audit,
+    ) -> Result<()> {
         let (org, id, audit) = (org.to_string(), id.to_string(), audit.clone());
         self.write(move |tx| {
             let dependents: Vec<String> = {
@@ -1619,6 +1625,33 @@ impl Store for SqliteStore {
                 return Err(StoreError::HasDependents {
                     stack: id,
                     dependents,
+                });
+            }
+            let open: Vec<String> = {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT id FROM runs WHERE org_id = ?1 AND stack_id = ?2
+                     AND state NOT IN ('finished', 'failed', 'discarded', 'canceled',
+                                       'interrupted', 'force_failed', 'skipped')
+                     ORDER BY created_at",
+                )?;
+                let rows = stmt.query_map(params![org, id], |r| r.get(0))?;
+                rows.collect::<rusqlite::Result<_>>()?
+            };
+            if !open.is_empty() {
+                return Err(StoreError::HasOpenRuns {
+                    stack: id,
+                    runs: open,
+                });
+            }
+            let versions: i64 = tx
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM state_versions WHERE org_id = ?1 AND stack_id = ?2",
+                )?
+                .query_row(params![org, id], |r| r.get(0))?;
+            if versions > 0 && !delete_state {
+                return Err(StoreError::HasState {
+                    stack: id,
+                    versions,
                 });
             }
             let deleted = tx.execute(

@@ -292,4 +292,15 @@ fn state_versions_show_lock_and_force_unlock() {
         }
     }
     assert!(shown.contains("hunter2"), "the raw document is shown whole");
+
+    // Deleting a stack keeps its state unless asked to drop it.
+    let err = t.fails(&env, &["stack", "delete", "net"]);
+    assert!(err.contains("has_state"), "{err}");
+    assert!(
+        t.ok(&env, &["state", "show", "net"]).contains("hunter2"),
+        "nothing lost"
+    );
+    t.ok(&env, &["stack", "delete", "net", "--delete-state"]);
+    let err = t.fails(&env, &["stack", "show", "net"]);
+    assert!(err.contains("not_found"), "{err}");
 }

@@ -414,6 +414,27 @@ async fn proposed_runs_never_apply_and_discard_and_cancel_work() {
         (r.status, r.code()),
         (StatusCode::BAD_REQUEST, "validation_failed")
     );
+    // A stack with an open run is not deleted under it.
+    let open = trigger(&t, json!({})).await;
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/stacks/net",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "has_open_runs")
+    );
+    assert!(r.message().contains(&open), "{}", r.message());
+    t.post(
+        &format!("/api/v1/orgs/default/runs/{open}/cancel"),
+        &t.admin,
+        json!({}),
+    )
+    .await;
     // A stack whose variables reference secrets cannot run before the secret store exists.
     t.call(
         Method::PATCH,

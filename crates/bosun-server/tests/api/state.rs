@@ -168,6 +168,33 @@ async fn read_write_and_validate() {
         [1, 2, 1],
         "refused writes stored nothing; newest first"
     );
+
+    // A stack with state is not deleted by accident: the state goes only when asked.
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/stacks/net",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "has_state"));
+    assert!(r.message().contains("3 state version"), "{}", r.message());
+    assert_eq!(
+        t.get(NET, &t.admin).await.status,
+        StatusCode::OK,
+        "nothing was lost"
+    );
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/stacks/net?delete_state=true",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(t.get(NET, &t.admin).await.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]

@@ -30,8 +30,13 @@ pub enum StackCommand {
     Show { id: String },
     /// Change the given fields of a stack; everything not named stays as it is.
     Update(Box<UpdateArgs>),
-    /// Delete a stack (refused while other stacks depend on it).
-    Delete { id: String },
+    /// Delete a stack (refused while other stacks depend on it or runs of it are open).
+    Delete {
+        id: String,
+        /// Also delete its state versions: without this, a stack with state is kept.
+        #[arg(long)]
+        delete_state: bool,
+    },
     /// List a stack's runs, newest first.
     Runs {
         stack: String,
@@ -416,8 +421,16 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
                 .await?;
             ctx.show(value, stack_text)
         }
-        StackCommand::Delete { id } => {
-            ctx.client.delete(&["orgs", org, "stacks", &id]).await?;
+        StackCommand::Delete { id, delete_state } => {
+            let query = [("delete_state", delete_state.to_string())];
+            ctx.client
+                .request::<()>(
+                    reqwest::Method::DELETE,
+                    &["orgs", org, "stacks", &id],
+                    &query,
+                    None,
+                )
+                .await?;
             ctx.done(&format!("Deleted stack {id} from org {org}."))
         }
         StackCommand::Runs {
