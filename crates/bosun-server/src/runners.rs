@@ -203,8 +203,9 @@ pub async fn lease(
     let runner = own_runner(&state, &caller, &body.runner_id).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(body.wait_seconds.min(30));
     let mut stopping = state.stopping.subscribe();
+    // Seen now; a lease or a heartbeat marks it again.
+    state.store.touch_runner(&runner.id).await?;
     loop {
-        state.store.touch_runner(&runner.id).await?;
         let current = state.store.get_runner(&runner.id).await?;
         if current.as_ref().is_none_or(|r| r.drained) || *stopping.borrow() {
             return Ok(StatusCode::NO_CONTENT.into_response());

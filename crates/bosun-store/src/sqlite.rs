@@ -2005,6 +2005,19 @@ impl Store for SqliteStore {
     }
 
     async fn lease_run(&self, runner: &RunnerRecord) -> Result<Option<RunRecord>> {
+        // Idle runners poll often: look without the write lock first.
+        let waiting = self
+            .read(|c| {
+                exists(
+                    c,
+                    "SELECT 1 FROM runs WHERE needs_lease = 1 LIMIT 1",
+                    params![],
+                )
+            })
+            .await?;
+        if !waiting {
+            return Ok(None);
+        }
         let runner = runner.clone();
         self.write(move |tx| {
             let candidates = query_runs(
