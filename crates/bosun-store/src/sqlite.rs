@@ -289,21 +289,9 @@ type TokenRow = (
     String,
 );
 
+/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
 fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-        r.get(9)?,
-        r.get(10)?,
-        r.get(11)?,
-    ))
+    TokenRow::try_from(r)
 }
 
 fn token_record(t: TokenRow) -> Result<TokenRecord> {
@@ -654,24 +642,9 @@ type VersionRow = (
     bool,
 );
 
+/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
 fn version_row(r: &Row<'_>) -> rusqlite::Result<VersionRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-        r.get(9)?,
-        r.get(10)?,
-        r.get(11)?,
-        r.get(12)?,
-        r.get(13)?,
-        r.get(14)?,
-    ))
+    VersionRow::try_from(r)
 }
 
 fn version_meta(v: VersionRow) -> Result<StateVersionMeta> {
@@ -1110,17 +1083,9 @@ type RunnerRow = (
     i64,
 );
 
+/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
 fn runner_row(r: &Row<'_>) -> rusqlite::Result<RunnerRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-    ))
+    RunnerRow::try_from(r)
 }
 
 fn runner_record(r: RunnerRow) -> Result<RunnerRecord> {
