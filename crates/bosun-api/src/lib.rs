@@ -541,6 +541,15 @@ pub struct Lease {
     /// `plan` or `apply`.
     pub phase: String,
     pub repository: String,
+    /// What to `git clone`, when it differs from `repository` (a `github:` repository
+    /// resolved to its HTTPS address).
+    #[serde(default)]
+    pub clone_url: Option<String>,
+    /// A short-lived token for the clone (a GitHub App installation token for this one
+    /// repository), sent as HTTP basic auth `x-access-token:<token>`. Never logged; it
+    /// is revoked when the run ends.
+    #[serde(default)]
+    pub clone_token: Option<String>,
     pub branch: String,
     /// The commit to check out; `None`: the branch head (report it with `started`).
     pub commit: Option<String>,

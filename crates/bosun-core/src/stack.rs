@@ -341,6 +341,27 @@ impl FromStr for Repository {
     }
 }
 
+impl Repository {
+    /// The key that routes events to this repository's stacks: `github:owner/repo` in
+    /// lower case (GitHub names are case-insensitive), or the git URL as written.
+    pub fn key(&self) -> String {
+        match self {
+            Repository::GitHub { owner, repo } => {
+                format!("github:{}/{}", owner.to_ascii_lowercase(), repo.to_ascii_lowercase())
+            }
+            Repository::Git(url) => url.clone(),
+        }
+    }
+
+    /// `owner/repo` for a GitHub repository.
+    pub fn github_full_name(&self) -> Option<String> {
+        match self {
+            Repository::GitHub { owner, repo } => Some(format!("{owner}/{repo}")),
+            Repository::Git(_) => None,
+        }
+    }
+}
+
 impl fmt::Display for Repository {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -276,6 +276,8 @@ impl FakeServer {
             kind: "tracked".into(),
             phase: "plan".into(),
             repository: repo.to_string(),
+            clone_url: None,
+            clone_token: None,
             branch: "main".into(),
             commit: None,
             path: String::new(),

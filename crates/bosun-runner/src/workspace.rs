@@ -225,6 +225,8 @@ mod tests {
             kind: "tracked".into(),
             phase: "plan".into(),
             repository: "file:///tmp/repo".into(),
+            clone_url: None,
+            clone_token: None,
             branch: "main".into(),
             commit: None,
             path: "".into(),

@@ -175,6 +175,8 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Lease, ApiErro
         kind: run.kind.to_string(),
         phase: run.phase.to_string(),
         repository: stack.repository.to_string(),
+        clone_url: None,
+        clone_token: None,
         branch: run.branch.clone(),
         commit: run.commit.clone(),
         path: stack.path.to_string(),

@@ -193,6 +193,7 @@ pub async fn trigger(
         commit: body.commit,
         branch: spec.branch,
         retry_of: None,
+        pull_request: None,
     };
     let record = enqueue(&state, run, &caller).await?;
     Ok((StatusCode::CREATED, Json(to_wire(&state, record).await?)))
@@ -334,6 +335,7 @@ pub async fn retry(
         commit: old.commit,
         branch: old.branch,
         retry_of: Some(old.id),
+        pull_request: old.pull_request,
     };
     let record = enqueue(&state, run, &caller).await?;
     Ok((StatusCode::CREATED, Json(to_wire(&state, record).await?)))

@@ -1032,6 +1032,7 @@ fn new_run(id: &str, stack: &str, kind: RunKind) -> NewRun {
         commit: None,
         branch: "main".into(),
         retry_of: None,
+        pull_request: None,
     }
 }
 

@@ -877,6 +877,8 @@ fn run_record(r: RunRow) -> Result<RunRecord> {
         commit: r.commit,
         branch: r.branch,
         retry_of: r.retry_of,
+        pull_request: None,
+        delivery: None,
         late_write: r.late_write,
         runner_id: r.runner_id,
         fencing: r.fencing,
@@ -2271,6 +2273,57 @@ impl Store for SqliteStore {
             Ok(())
         })
         .await
+    }
+
+    async fn stacks_for_repository(
+        &self,
+        _repository: &str,
+        _branch: Option<&str>,
+    ) -> Result<Vec<StackRecord>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn git_remote_stacks(&self) -> Result<Vec<StackRecord>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn apply_installation(&self, _change: &InstallationChange, _audit: &Audit) -> Result<()> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn github_binding(&self, _repository: &str) -> Result<Option<GithubBinding>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn record_delivery(&self, _delivery: &NewDelivery) -> Result<DeliveryOutcome> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn find_delivery(
+        &self,
+        _source: DeliverySource,
+        _guid: &str,
+    ) -> Result<Option<DeliveryRecord>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn list_triggers(
+        &self,
+        _org: &str,
+        _stack: &str,
+        _before: Option<i64>,
+        _limit: u32,
+    ) -> Result<Vec<TriggerRecord>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn add_vcs_token(&self, _token: &VcsTokenRecord) -> Result<()> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn vcs_tokens_due(&self) -> Result<Vec<VcsTokenRecord>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn remove_vcs_token(&self, _token: &str) -> Result<()> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn poll_head(&self, _repository: &str, _branch: &str) -> Result<Option<PollHead>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn set_poll_head(&self, _head: &PollHead) -> Result<()> {
+        Err(StoreError::Backend("not implemented yet".into()))
     }
 
     async fn metrics(&self) -> Result<StoreMetrics> {
