@@ -11,6 +11,7 @@ pub mod stack;
 pub mod state;
 pub mod token;
 pub mod validation;
+pub mod vcs;
 
 pub use id::Slug;
 pub use role::Role;

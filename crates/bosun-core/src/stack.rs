@@ -347,7 +347,11 @@ impl Repository {
     pub fn key(&self) -> String {
         match self {
             Repository::GitHub { owner, repo } => {
-                format!("github:{}/{}", owner.to_ascii_lowercase(), repo.to_ascii_lowercase())
+                format!(
+                    "github:{}/{}",
+                    owner.to_ascii_lowercase(),
+                    repo.to_ascii_lowercase()
+                )
             }
             Repository::Git(url) => url.clone(),
         }
