@@ -203,8 +203,49 @@ pub struct Stack {
     pub depends_on: Vec<Dependency>,
     pub drift_detection: Option<DriftDetection>,
     pub runner_pool: String,
+    /// Whether Bosun can reach the stack's repository.
+    pub connection: StackConnection,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// How a stack's repository is reached, and whether it is connected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StackConnection {
+    /// `github` (through the GitHub App) or `git` (a plain remote, polled).
+    pub kind: String,
+    /// `github`: an installation of the App covers the repository (and is not suspended).
+    /// `git`: always true (reachability shows in runs and polls).
+    pub connected: bool,
+    /// The GitHub App installation, when connected through it.
+    pub installation: Option<i64>,
+    /// One line for people: what is connected, or what to do about it.
+    pub detail: String,
+}
+
+/// One line of a stack's trigger history: a delivery and its verdict on this stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TriggerEntry {
+    /// The delivery id (`X-GitHub-Delivery`, or a poll's id).
+    pub delivery: String,
+    /// `github` or `poll`.
+    pub source: String,
+    pub event: String,
+    pub action: Option<String>,
+    pub git_ref: Option<String>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub pull_request: Option<i64>,
+    /// What the delivery was and what came of it.
+    pub summary: String,
+    /// A repeat of an earlier delivery id: nothing was done.
+    pub duplicate: bool,
+    pub received_at: DateTime<Utc>,
+    /// Whether it started a run on this stack.
+    pub triggered: bool,
+    pub run: Option<String>,
+    /// Why it triggered, or why not.
+    pub reason: String,
 }
 
 /// The body of `POST /stacks`. Only `id` and `repository` are required.
@@ -490,6 +531,8 @@ pub struct Run {
     pub late_write: bool,
     pub runner: Option<String>,
     pub retry_of: Option<String>,
+    /// The pull request a proposed run plans.
+    pub pull_request: Option<i64>,
     pub phases: Vec<PhaseTiming>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

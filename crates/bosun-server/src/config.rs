@@ -50,7 +50,57 @@ pub struct ServerConfig {
     /// Runs: how often runners heartbeat, when a silent run is stale, how often the
     /// sweep looks, and (tests only) a phase timeout that replaces the tiers'.
     pub runs: RunTimings,
+    /// GitHub App, webhooks and git polling.
+    pub vcs: VcsConfig,
     pub bootstrap_token: Option<String>,
+}
+
+/// Where stacks' code comes from: the GitHub App (webhooks, installation tokens) and
+/// the poller for plain git remotes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VcsConfig {
+    /// The webhook secret GitHub signs deliveries with; without it `/webhooks/github`
+    /// refuses every delivery.
+    pub webhook_secret: Option<Secret>,
+    /// The App's id and private key, for installation tokens.
+    pub app: Option<GithubAppConfig>,
+    /// REST API base: `https://api.github.com`, or `https://HOST/api/v3` for GitHub
+    /// Enterprise Server.
+    pub api_url: String,
+    /// Where repositories are cloned from: `https://github.com` or `https://HOST`.
+    pub web_url: String,
+    /// How often plain git remotes are polled for new commits; zero turns polling off.
+    pub poll_interval: std::time::Duration,
+}
+
+impl Default for VcsConfig {
+    fn default() -> Self {
+        VcsConfig {
+            webhook_secret: None,
+            app: None,
+            api_url: "https://api.github.com".into(),
+            web_url: "https://github.com".into(),
+            poll_interval: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+/// A GitHub App's credentials.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GithubAppConfig {
+    pub app_id: i64,
+    /// The App's RSA private key, PEM.
+    pub private_key_pem: Secret,
+}
+
+/// A secret setting: compared and cloned like a string, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
 }
 
 /// Timings of the run machinery.
@@ -179,6 +229,7 @@ impl ServerConfig {
             max_body_bytes,
             max_state_bytes,
             runs: RunTimings::default(),
+            vcs: VcsConfig::default(),
             bootstrap_token: o.bootstrap_token,
         })
     }

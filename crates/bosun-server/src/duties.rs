@@ -14,6 +14,7 @@ use crate::server::AppState;
 #[derive(Default)]
 pub struct DutyStatus {
     pub stale_sweep_last_pass: AtomicI64,
+    pub git_poll_last_pass: AtomicI64,
 }
 
 /// Force-fails executing runs with no heartbeat for `stale_after`, requeues leased runs

@@ -23,6 +23,7 @@ mod stacks;
 mod state;
 mod tenancy;
 pub mod tokens;
+pub mod vcs;
 
 pub use config::{ConfigError, ConfigOverrides, FileConfig, ServerConfig};
 pub use server::{AppState, RunningServer, StartError};

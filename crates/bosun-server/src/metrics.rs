@@ -34,5 +34,21 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
         "# HELP bosun_duty_last_pass_timestamp_seconds When a background duty last completed a pass.\n# TYPE bosun_duty_last_pass_timestamp_seconds gauge\nbosun_duty_last_pass_timestamp_seconds{{duty=\"stale_sweep\"}} {}",
         last as f64 / 1000.0
     );
+    let c = &state.vcs.counters;
+    let _ = writeln!(
+        out,
+        "# HELP bosun_webhook_deliveries_total GitHub webhook deliveries by outcome (rejected: bad or missing signature).\n# TYPE bosun_webhook_deliveries_total counter"
+    );
+    for (outcome, n) in [
+        ("accepted", &c.accepted),
+        ("duplicate", &c.duplicate),
+        ("rejected", &c.rejected),
+    ] {
+        let _ = writeln!(
+            out,
+            "bosun_webhook_deliveries_total{{outcome=\"{outcome}\"}} {}",
+            n.load(Ordering::Relaxed)
+        );
+    }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out))
 }

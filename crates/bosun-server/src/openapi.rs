@@ -54,6 +54,7 @@ use utoipa::{Modify, OpenApi};
         crate::runners::report,
         crate::runners::list,
         crate::runners::drain,
+        crate::vcs::list_triggers,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = []))

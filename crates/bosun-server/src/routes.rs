@@ -122,6 +122,7 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::state::routes());
     routes.extend(crate::runs::routes());
     routes.extend(crate::runners::routes());
+    routes.extend(crate::vcs::routes());
     routes
 }
 
@@ -158,6 +159,12 @@ pub fn router(state: AppState) -> Router {
     .route("/healthz", routing::get(crate::health::healthz))
     .route("/readyz", routing::get(crate::health::readyz))
     .route("/metrics", routing::get(crate::metrics::serve))
+    // Authenticated by its HMAC signature, not a bearer token; GitHub sends up to 25 MB.
+    .route(
+        "/webhooks/github",
+        routing::post(crate::vcs::webhook::receive)
+            .layer(DefaultBodyLimit::max(crate::vcs::webhook::MAX_PAYLOAD)),
+    )
     .fallback(route_not_found)
     .method_not_allowed_fallback(method_not_allowed)
     .layer(DefaultBodyLimit::max(limit))

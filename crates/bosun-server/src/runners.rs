@@ -149,14 +149,32 @@ fn phase_timeout(state: &AppState, tier: Tier, phase: Phase) -> Duration {
     })
 }
 
-/// What a runner needs to execute the leased phase; mints the phase's run token.
-async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Lease, ApiError> {
+/// What a runner needs to execute the leased phase; mints the phase's run token and,
+/// for a GitHub repository, its installation token. `None`: the run cannot reach its
+/// code and was failed with the reason (its engine never starts).
+async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>, ApiError> {
     let stack = state
         .store
         .get_stack(&run.org, &run.stack)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("stack {:?}", run.stack)))?
         .spec;
+    let source = match crate::vcs::source::for_run(state, run, &stack).await? {
+        Ok(source) => source,
+        Err(reason) => {
+            let input = RunEventInput {
+                event: Event::PhaseFailed,
+                fencing: Some(run.fencing),
+                update: RunUpdate {
+                    reason: Some(reason),
+                    ..RunUpdate::default()
+                },
+                audit: None,
+            };
+            state.store.run_event(&run.id, &input).await?;
+            return Ok(None);
+        }
+    };
     let timeout = phase_timeout(state, stack.tier, run.phase);
     let upstreams: Vec<String> = stack
         .depends_on
@@ -167,7 +185,7 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Lease, ApiErro
         .unwrap_or(chrono::Duration::hours(4));
     let (run_token, _) =
         mint_run_token(state, &run.org, &run.id, &run.stack, ttl, &upstreams).await?;
-    Ok(Lease {
+    Ok(Some(Lease {
         run_id: run.id.clone(),
         fencing: run.fencing,
         org: run.org.clone(),
@@ -175,8 +193,8 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Lease, ApiErro
         kind: run.kind.to_string(),
         phase: run.phase.to_string(),
         repository: stack.repository.to_string(),
-        clone_url: None,
-        clone_token: None,
+        clone_url: source.clone_url,
+        clone_token: source.clone_token,
         branch: run.branch.clone(),
         commit: run.commit.clone(),
         path: stack.path.to_string(),
@@ -190,7 +208,7 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Lease, ApiErro
         run_token,
         timeout_seconds: timeout.as_secs(),
         heartbeat_seconds: state.config.runs.heartbeat.as_secs().max(1),
-    })
+    }))
 }
 
 /// Wait up to `wait_seconds` (at most 30) for a run phase to execute.
@@ -215,8 +233,11 @@ pub async fn lease(
         // Register interest before looking, so a run queued meanwhile wakes this poll.
         let woken = state.dispatch.notified();
         if let Some(run) = state.store.lease_run(&runner).await? {
-            let lease = build_lease(&state, &run).await?;
-            return Ok((StatusCode::OK, Json(lease)).into_response());
+            match build_lease(&state, &run).await? {
+                Some(lease) => return Ok((StatusCode::OK, Json(lease)).into_response()),
+                // Failed before it started: look for other work at once.
+                None => continue,
+            }
         }
         if tokio::time::Instant::now() >= deadline {
             return Ok(StatusCode::NO_CONTENT.into_response());

@@ -142,6 +142,7 @@ pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
         late_write: r.late_write,
         runner: r.runner_id,
         retry_of: r.retry_of,
+        pull_request: r.pull_request,
         phases,
         created_at: r.created_at,
         updated_at: r.updated_at,

@@ -25,6 +25,8 @@ pub struct AppState {
     /// Set when shutdown begins, so background duties and long polls stop.
     pub stopping: Arc<tokio::sync::watch::Sender<bool>>,
     pub duties: Arc<crate::duties::DutyStatus>,
+    /// The GitHub App client, the repository mirrors and webhook counters.
+    pub vcs: Arc<crate::vcs::Vcs>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +48,8 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("invalid GitHub configuration: {0}")]
+    Github(#[from] crate::vcs::github::GithubError),
     #[error("server failed: {0}")]
     Serve(std::io::Error),
 }
@@ -60,7 +64,7 @@ pub struct RunningServer {
     state: AppState,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
-    sweep: JoinHandle<()>,
+    duties: Vec<JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -84,6 +88,7 @@ impl RunningServer {
             // The default public URL names the bound address: with port 0, the real port.
             config.public_url = format!("http://{local_addr}");
         }
+        let vcs = Arc::new(crate::vcs::Vcs::new(&config)?);
         let hosted_runner_token = crate::runners::hosted_pool_token(store.as_ref()).await?;
         let state = AppState {
             store,
@@ -92,8 +97,11 @@ impl RunningServer {
             dispatch: Arc::new(tokio::sync::Notify::new()),
             stopping: Arc::new(tokio::sync::watch::channel(false).0),
             duties: crate::duties::new_status(),
+            vcs,
         };
         let sweep = tokio::spawn(crate::duties::stale_sweep(state.clone()));
+        let revoke = tokio::spawn(crate::vcs::source::revoke_duty(state.clone()));
+        let poll = tokio::spawn(crate::vcs::poller::poll_duty(state.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = crate::routes::router(state.clone());
         let task = tokio::spawn(async move {
@@ -111,7 +119,7 @@ impl RunningServer {
             state,
             stop: Some(stop),
             task,
-            sweep,
+            duties: vec![sweep, revoke, poll],
         })
     }
 
@@ -128,7 +136,9 @@ impl RunningServer {
             let _ = stop.send(());
         }
         let served = (&mut self.task).await;
-        let _ = (&mut self.sweep).await;
+        for duty in self.duties.drain(..) {
+            let _ = duty.await;
+        }
         self.state.store.close().await;
         tracing::info!("store closed; shutdown complete");
         match served {

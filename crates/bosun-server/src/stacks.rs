@@ -132,7 +132,59 @@ fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str
     Ok(changed)
 }
 
-pub fn to_wire(r: StackRecord) -> Stack {
+/// How the stack's repository is reached and whether it is connected.
+pub async fn connection(
+    state: &AppState,
+    spec: &bosun_core::stack::StackSpec,
+) -> Result<bosun_api::StackConnection, ApiError> {
+    use bosun_core::stack::Repository;
+    Ok(match &spec.repository {
+        Repository::Git(_) => bosun_api::StackConnection {
+            kind: "git".into(),
+            connected: true,
+            installation: None,
+            detail: if state.config.vcs.poll_interval.is_zero() {
+                "plain git remote; polling is off on this server".into()
+            } else {
+                format!(
+                    "plain git remote, polled every {}s",
+                    state.config.vcs.poll_interval.as_secs()
+                )
+            },
+        },
+        Repository::GitHub { .. } => {
+            let full = spec.repository.github_full_name().unwrap_or_default();
+            match state.store.github_binding(&full).await? {
+                Some(b) if !b.suspended => bosun_api::StackConnection {
+                    kind: "github".into(),
+                    connected: true,
+                    installation: Some(b.installation),
+                    detail: format!("connected through GitHub App installation {} ({})", b.installation, b.account),
+                },
+                Some(b) => bosun_api::StackConnection {
+                    kind: "github".into(),
+                    connected: false,
+                    installation: Some(b.installation),
+                    detail: format!("the GitHub App installation {} ({}) is suspended", b.installation, b.account),
+                },
+                None => bosun_api::StackConnection {
+                    kind: "github".into(),
+                    connected: false,
+                    installation: None,
+                    detail: format!("not connected: install the GitHub App on {full}; the next manual run or retry picks it up"),
+                },
+            }
+        }
+    })
+}
+
+/// The wire form of a stack, with its connection looked up.
+pub async fn to_wire_with_connection(state: &AppState, r: StackRecord) -> Result<Stack, ApiError> {
+    let c = connection(state, &r.spec).await?;
+    Ok(to_wire(r, c))
+}
+
+pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack {
     let s = r.spec;
     Stack {
         id: s.id.into_string(),
@@ -162,6 +214,7 @@ pub fn to_wire(r: StackRecord) -> Stack {
             reconcile: d.reconcile,
         }),
         runner_pool: s.runner_pool.to_string(),
+        connection,
         created_at: r.created_at,
         updated_at: r.updated_at,
     }
@@ -193,10 +246,23 @@ pub async fn list(
     let next_cursor = (records.len() == limit as usize)
         .then(|| records.last().map(|r| r.spec.id.to_string()))
         .flatten();
-    Ok(Json(Page {
-        items: records.into_iter().map(to_wire).collect(),
-        next_cursor,
-    }))
+    // One binding lookup per repository, not per stack.
+    let mut seen: std::collections::HashMap<String, bosun_api::StackConnection> =
+        std::collections::HashMap::new();
+    let mut items = Vec::with_capacity(records.len());
+    for r in records {
+        let key = r.spec.repository.key();
+        let c = match seen.get(&key) {
+            Some(c) => c.clone(),
+            None => {
+                let c = connection(&state, &r.spec).await?;
+                seen.insert(key, c.clone());
+                c
+            }
+        };
+        items.push(to_wire(r, c));
+    }
+    Ok(Json(Page { items, next_cursor }))
 }
 
 /// Create a stack.
@@ -218,7 +284,10 @@ pub async fn create(
         json!({"name": spec.name, "repository": spec.repository.to_string()}),
     );
     let record = state.store.create_stack(&org, &spec, &audit).await?;
-    Ok((StatusCode::CREATED, Json(to_wire(record))))
+    Ok((
+        StatusCode::CREATED,
+        Json(to_wire_with_connection(&state, record).await?),
+    ))
 }
 
 async fn load(state: &AppState, org: &str, id: &str) -> Result<StackRecord, ApiError> {
@@ -237,7 +306,8 @@ pub async fn show(
     State(state): State<AppState>,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<Json<Stack>, ApiError> {
-    Ok(Json(to_wire(load(&state, &org, &id).await?)))
+    let record = load(&state, &org, &id).await?;
+    Ok(Json(to_wire_with_connection(&state, record).await?))
 }
 
 /// Change a stack's fields. The id never changes; `name` renames it.
@@ -262,7 +332,7 @@ pub async fn update(
         json!({"fields": changed}),
     );
     let record = state.store.update_stack(&org, &spec, &audit).await?;
-    Ok(Json(to_wire(record)))
+    Ok(Json(to_wire_with_connection(&state, record).await?))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

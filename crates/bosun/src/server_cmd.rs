@@ -50,6 +50,28 @@ pub struct ServerArgs {
     /// Largest state document the state backend accepts, in bytes [default: 67108864].
     #[arg(long, env = "BOSUN_MAX_STATE_BYTES")]
     max_state_bytes: Option<usize>,
+    /// The secret GitHub signs webhook deliveries with (`X-Hub-Signature-256`).
+    #[arg(long, env = "BOSUN_GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
+    github_webhook_secret: Option<String>,
+    /// The GitHub App's id (with --github-app-key-file).
+    #[arg(long, env = "BOSUN_GITHUB_APP_ID")]
+    github_app_id: Option<i64>,
+    /// The GitHub App's private key (PEM file).
+    #[arg(long, env = "BOSUN_GITHUB_APP_KEY_FILE")]
+    github_app_key_file: Option<PathBuf>,
+    /// GitHub's REST API base (GitHub Enterprise Server: https://HOST/api/v3).
+    #[arg(
+        long,
+        env = "BOSUN_GITHUB_API_URL",
+        default_value = "https://api.github.com"
+    )]
+    github_api_url: String,
+    /// Where GitHub repositories are cloned from (GitHub Enterprise Server: https://HOST).
+    #[arg(long, env = "BOSUN_GITHUB_URL", default_value = "https://github.com")]
+    github_url: String,
+    /// How often stacks on plain git remotes are polled for new commits (0s: never).
+    #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
+    git_poll_interval: std::time::Duration,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -79,6 +101,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         sweep_interval: args.run_sweep_interval,
         phase_timeout: args.run_phase_timeout,
     };
+    config.vcs = vcs_config(&args)?;
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());
@@ -118,6 +141,37 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn vcs_config(args: &ServerArgs) -> anyhow::Result<bosun_server::config::VcsConfig> {
+    use bosun_server::config::{GithubAppConfig, Secret, VcsConfig};
+    let app = match (args.github_app_id, &args.github_app_key_file) {
+        (Some(app_id), Some(file)) => {
+            let pem = std::fs::read_to_string(file).with_context(|| {
+                format!("reading the GitHub App private key {}", file.display())
+            })?;
+            Some(GithubAppConfig {
+                app_id,
+                private_key_pem: Secret(pem),
+            })
+        }
+        (None, None) => None,
+        _ => anyhow::bail!(
+            "--github-app-id and --github-app-key-file go together: give both or neither"
+        ),
+    };
+    let secret = args
+        .github_webhook_secret
+        .clone()
+        .filter(|s| !s.is_empty())
+        .map(Secret);
+    Ok(VcsConfig {
+        webhook_secret: secret,
+        app,
+        api_url: args.github_api_url.trim_end_matches('/').to_string(),
+        web_url: args.github_url.trim_end_matches('/').to_string(),
+        poll_interval: args.git_poll_interval,
+    })
 }
 
 async fn wait_for_signal() -> std::io::Result<()> {

@@ -246,6 +246,13 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Method::GET,
+            "/orgs/{org}/stacks/{stack}/triggers",
+            "/orgs/default/stacks/ghost/triggers",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
             "/orgs/{org}/runs/{run}",
             "/orgs/default/runs/ghost",
             None,

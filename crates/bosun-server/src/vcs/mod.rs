@@ -1,0 +1,273 @@
+//! Version control: what starts runs from code changes, and how runs reach their code.
+//!
+//! - `webhook`: `POST /webhooks/github` — verified, de-duplicated, decided, recorded.
+//! - `github`: the GitHub App client (App JWT, per-run installation tokens, revocation).
+//! - `mirror`: server-side mirrors that give the changed files of a commit range.
+//! - `poller`: polling plain git remotes, deciding exactly like a push.
+//! - `source`: a run's clone address and token, and their revocation when it ends.
+//! - this module: the shared decision step (delivery → per-stack verdicts → runs) and
+//!   the trigger-history API.
+
+pub mod github;
+pub mod mirror;
+pub mod poller;
+pub mod source;
+pub mod webhook;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::extract::State;
+use axum::Json;
+use bosun_api::{Page, TriggerEntry};
+use bosun_core::authz::Access;
+use bosun_core::run::{RunKind, Trigger};
+use bosun_core::stack::Repository;
+use bosun_core::vcs::{route, Verdict};
+use bosun_core::Role;
+use bosun_store::{
+    DeliveryOutcome, GithubBinding, InstallationChange, NewDelivery, NewRun, StackRecord,
+    TriggerDecision,
+};
+use serde::Deserialize;
+
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::routes::Route;
+use crate::server::AppState;
+
+/// The VCS side of the server: the GitHub client, the mirrors and delivery counters.
+pub struct Vcs {
+    pub github: github::Github,
+    pub mirrors: mirror::Mirrors,
+    pub counters: Counters,
+}
+
+/// Webhook deliveries by outcome, for `/metrics` (refused ones are stored nowhere else).
+#[derive(Default)]
+pub struct Counters {
+    pub accepted: AtomicU64,
+    pub duplicate: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+impl Counters {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Vcs {
+    pub fn new(config: &crate::config::ServerConfig) -> Result<Self, github::GithubError> {
+        Ok(Vcs {
+            github: github::Github::new(&config.vcs)?,
+            mirrors: mirror::Mirrors::new(config.data_dir.join("mirrors")),
+            counters: Counters::default(),
+        })
+    }
+}
+
+pub fn routes() -> Vec<Route> {
+    vec![Route::get(
+        "/orgs/{org}/stacks/{stack}/triggers",
+        Access::Org(Role::Viewer),
+        list_triggers,
+    )]
+}
+
+/// What a code change is, for deciding which stacks it starts.
+pub struct Change<'a> {
+    /// The branch pushed, or the pull request's base branch.
+    pub branch: &'a str,
+    /// The commit runs check out.
+    pub commit: &'a str,
+    pub pull_request: Option<i64>,
+    /// `github:<login>` or `poll`.
+    pub triggered_by: String,
+}
+
+/// What is known of the files a change touched.
+pub enum ChangedFiles {
+    Known(Vec<String>),
+    /// The commit range could not be read; every stack on the branch is triggered, with
+    /// this reason, rather than risk missing a change.
+    Unknown(String),
+}
+
+/// Decides every stack of the repository for one change: a run for each stack whose
+/// branch and watch paths it touches, a readable reason for each other.
+pub fn decide(
+    stacks: &[StackRecord],
+    change: &Change<'_>,
+    changed: &ChangedFiles,
+) -> (Vec<TriggerDecision>, Vec<NewRun>) {
+    let specs: Vec<_> = stacks.iter().map(|s| &s.spec).collect();
+    let pr = change.pull_request.is_some();
+    let verdicts = match changed {
+        ChangedFiles::Known(files) => route(&specs, change.branch, files, pr),
+        ChangedFiles::Unknown(_) => route(&specs, change.branch, &[], pr),
+    };
+    let mut decisions = Vec::with_capacity(stacks.len());
+    let mut runs = Vec::new();
+    for (stack, verdict) in stacks.iter().zip(verdicts) {
+        let on_branch = stack.spec.branch == change.branch;
+        let reason = match (&verdict, changed) {
+            (Verdict::Triggered { .. }, _) => Some(verdict.to_string()),
+            (Verdict::Ignored(_), ChangedFiles::Unknown(why)) if on_branch => Some(format!(
+                "triggered: the changed files are unknown ({why}), so every stack on {:?} runs",
+                change.branch
+            )),
+            _ => None,
+        };
+        let Some(reason) = reason else {
+            decisions.push(TriggerDecision {
+                org: stack.org.clone(),
+                stack: stack.spec.id.to_string(),
+                run_id: None,
+                reason: verdict.to_string(),
+            });
+            continue;
+        };
+        let (kind, trigger) = match change.pull_request {
+            Some(_) => (RunKind::Proposed, Trigger::PullRequest),
+            None => (RunKind::Tracked, Trigger::Push),
+        };
+        let run = NewRun {
+            id: crate::runs::new_run_id(),
+            org: stack.org.clone(),
+            stack: stack.spec.id.to_string(),
+            kind,
+            trigger,
+            triggered_by: change.triggered_by.clone(),
+            commit: Some(change.commit.to_string()),
+            branch: stack.spec.branch.clone(),
+            retry_of: None,
+            pull_request: change.pull_request,
+        };
+        decisions.push(TriggerDecision {
+            org: run.org.clone(),
+            stack: run.stack.clone(),
+            run_id: Some(run.id.clone()),
+            reason,
+        });
+        runs.push(run);
+    }
+    (decisions, runs)
+}
+
+/// Records a decided delivery and wakes runners for the runs it created.
+pub async fn record(state: &AppState, delivery: &NewDelivery) -> Result<DeliveryOutcome, ApiError> {
+    let outcome = state.store.record_delivery(delivery).await?;
+    if let DeliveryOutcome::Recorded { runs, canceled, .. } = &outcome {
+        if !runs.is_empty() || !canceled.is_empty() {
+            state.dispatch.notify_waiters();
+        }
+    }
+    Ok(outcome)
+}
+
+/// The installation covering a GitHub repository, if it is connected (bound and not
+/// suspended).
+pub async fn binding(
+    state: &AppState,
+    repository: &Repository,
+) -> Result<Option<GithubBinding>, ApiError> {
+    let Some(full_name) = repository.github_full_name() else {
+        return Ok(None);
+    };
+    Ok(state
+        .store
+        .github_binding(&full_name)
+        .await?
+        .filter(|b| !b.suspended))
+}
+
+/// Asks GitHub which installation covers `owner/repo` and stores the binding: how a
+/// stack created before the App was installed heals on its next manual run or retry.
+pub async fn resolve_binding(
+    state: &AppState,
+    full_name: &str,
+) -> Result<Option<GithubBinding>, ApiError> {
+    let found = state
+        .vcs
+        .github
+        .find_installation(full_name)
+        .await
+        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+    let Some((installation, account)) = found else {
+        return Ok(None);
+    };
+    let audit = bosun_store::Audit {
+        org: None,
+        actor: "system".into(),
+        token_id: None,
+        action: "github.binding.resolve".into(),
+        target: format!("repository:{full_name}"),
+        detail: serde_json::json!({"installation": installation}),
+    };
+    state
+        .store
+        .apply_installation(
+            &InstallationChange::RepositoriesAdded {
+                installation,
+                account,
+                repositories: vec![full_name.to_string()],
+            },
+            &audit,
+        )
+        .await?;
+    Ok(state.store.github_binding(full_name).await?)
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct TriggersQuery {
+    /// Entries older than this cursor (the previous page's `next_cursor`).
+    pub cursor: Option<i64>,
+    /// Page size, 1–1000 (default 100).
+    pub limit: Option<u32>,
+}
+
+/// The stack's trigger history: every delivery (webhook or poll) that concerned its
+/// repository, newest first, with whether it started a run and why or why not.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/triggers", tag = "stacks",
+    params(("org" = String, Path), ("stack" = String, Path), TriggersQuery),
+    responses((status = 200, body = Page<TriggerEntry>), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn list_triggers(
+    State(state): State<AppState>,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<TriggersQuery>,
+) -> Result<Json<Page<TriggerEntry>>, ApiError> {
+    if state.store.get_stack(&org, &stack).await?.is_none() {
+        return Err(ApiError::NotFound(format!(
+            "stack {stack:?} in org {org:?}"
+        )));
+    }
+    let limit = crate::stacks::page_limit(q.limit)?;
+    let rows = state
+        .store
+        .list_triggers(&org, &stack, q.cursor, limit)
+        .await?;
+    let next_cursor = (rows.len() == limit as usize)
+        .then(|| rows.last().map(|r| r.delivery.id.to_string()))
+        .flatten();
+    let items = rows
+        .into_iter()
+        .map(|r| TriggerEntry {
+            delivery: r.delivery.guid,
+            source: r.delivery.source.as_str().to_string(),
+            event: r.delivery.event,
+            action: r.delivery.action,
+            git_ref: r.delivery.git_ref,
+            before: r.delivery.before,
+            after: r.delivery.after,
+            pull_request: r.delivery.pull_request,
+            summary: r.delivery.summary,
+            duplicate: r.delivery.duplicate_of.is_some(),
+            received_at: r.delivery.received_at,
+            triggered: r.run_id.is_some(),
+            run: r.run_id,
+            reason: r.reason,
+        })
+        .collect();
+    Ok(Json(Page { items, next_cursor }))
+}
