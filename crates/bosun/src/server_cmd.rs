@@ -82,6 +82,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let vcs = vcs_config(&args)?;
     let config = ServerConfig::resolve(ConfigOverrides {
         config_file: args.config,
         listen: args.listen,
@@ -101,7 +102,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         sweep_interval: args.run_sweep_interval,
         phase_timeout: args.run_phase_timeout,
     };
-    config.vcs = vcs_config(&args)?;
+    config.vcs = vcs;
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
-use bosun_api::{Dependency, DriftDetection, Stack, StackCreate, StackPatch};
+use bosun_api::{Dependency, DriftDetection, Stack, StackCreate, StackPatch, TriggerEntry};
 use clap::{Args, Subcommand};
 
 use super::{decode, Ctx};
@@ -44,6 +44,20 @@ pub enum StackCommand {
         #[arg(long)]
         limit: Option<u32>,
         /// Start after this run id (a previous page's next cursor).
+        #[arg(long, conflicts_with = "all")]
+        cursor: Option<String>,
+        /// Fetch every page, not just the first.
+        #[arg(long)]
+        all: bool,
+    },
+    /// The stack's trigger history: each push, pull request or poll of its repository,
+    /// whether it started a run, and why or why not.
+    Triggers {
+        stack: String,
+        /// Entries per page (1–1000; the server defaults to 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Start after this entry (a previous page's next cursor).
         #[arg(long, conflicts_with = "all")]
         cursor: Option<String>,
         /// Fetch every page, not just the first.
@@ -337,6 +351,18 @@ pub fn stack_text(s: Stack) -> String {
         .lines("depends on", deps)
         .add("drift detection", drift)
         .add("runner pool", s.runner_pool)
+        .add(
+            "connection",
+            format!(
+                "{} ({})",
+                if s.connection.connected {
+                    "connected"
+                } else {
+                    "NOT CONNECTED"
+                },
+                s.connection.detail
+            ),
+        )
         .add("created", timestamp(&s.created_at))
         .add("updated", timestamp(&s.updated_at))
         .render()
@@ -439,7 +465,48 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
             cursor,
             all,
         } => super::run::list(ctx, &stack, limit, cursor, all).await,
+        StackCommand::Triggers {
+            stack,
+            limit,
+            cursor,
+            all,
+        } => {
+            let path = ["orgs", ctx.org.as_str(), "stacks", &stack, "triggers"];
+            let pages = super::fetch_pages(ctx, &path, limit, cursor, all).await?;
+            super::show_pages(ctx, pages, "triggers", |t: Vec<TriggerEntry>| {
+                triggers_table(&stack, t)
+            })
+        }
     }
+}
+
+fn triggers_table(stack: &str, entries: Vec<TriggerEntry>) -> String {
+    if entries.is_empty() {
+        return format!("No deliveries have concerned stack {stack} yet.\n");
+    }
+    let mut t = Table::new(&["RECEIVED", "EVENT", "REF", "COMMIT", "RUN", "REASON"]);
+    for e in entries {
+        let event = match &e.action {
+            Some(a) => format!("{} {a}", e.event),
+            None => e.event.clone(),
+        };
+        let event = if e.duplicate {
+            format!("{event} (duplicate)")
+        } else {
+            event
+        };
+        t.row(vec![
+            timestamp(&e.received_at),
+            event,
+            e.git_ref.unwrap_or_else(|| "-".into()),
+            e.after
+                .map(|c| c.chars().take(12).collect())
+                .unwrap_or_else(|| "-".into()),
+            e.run.unwrap_or_else(|| "-".into()),
+            e.reason,
+        ]);
+    }
+    t.render()
 }
 
 #[cfg(test)]
