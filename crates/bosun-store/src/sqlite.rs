@@ -35,10 +35,15 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
     include_str!("../migrations/sqlite/0002_state.sql"),
     include_str!("../migrations/sqlite/0003_runs.sql"),
+    include_str!("../migrations/sqlite/0004_vcs.sql"),
 ];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The terminal run states (`RunState::is_terminal`) as an SQL list, for `state IN …`.
+const TERMINAL_STATES: &str =
+    "('finished', 'failed', 'discarded', 'canceled', 'interrupted', 'force_failed', 'skipped')";
 
 const READERS: usize = 4;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -585,11 +590,12 @@ fn write_stack_row(
 ) -> rusqlite::Result<usize> {
     let c = stack_columns(spec);
     tx.prepare_cached(&format!(
-        "INSERT INTO stacks ({STACK_COLUMNS})
+        "INSERT INTO stacks ({STACK_COLUMNS}, repo_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19)
+                 ?18, ?19, ?20)
          ON CONFLICT (org_id, id) DO UPDATE SET
             name = excluded.name, repository = excluded.repository, branch = excluded.branch,
+            repo_key = excluded.repo_key,
             path = excluded.path, watch_paths = excluded.watch_paths, engine = excluded.engine,
             engine_binary = excluded.engine_binary, engine_version = excluded.engine_version,
             tier = excluded.tier, autodeploy = excluded.autodeploy,
@@ -617,6 +623,7 @@ fn write_stack_row(
         spec.runner_pool.to_string(),
         created_at,
         updated_at,
+        spec.repository.key(),
     ])
 }
 
@@ -788,7 +795,7 @@ fn sha256_hex(body: &[u8]) -> String {
 const RUN_COLUMNS: &str = "id, org_id, stack_id, kind, trigger, state, phase, needs_lease, leased,
     started, cancel_requested, reason, triggered_by, commit_sha, branch, retry_of, plan_summary,
     blocked_by, late_write, runner_id, fencing, last_heartbeat, phase_started_at, created_at,
-    updated_at";
+    updated_at, pull_request, delivery_id";
 
 /// Raw run columns in `RUN_COLUMNS` order.
 struct RunRow {
@@ -817,6 +824,8 @@ struct RunRow {
     phase_started_at: Option<i64>,
     created_at: i64,
     updated_at: i64,
+    pull_request: Option<i64>,
+    delivery: Option<i64>,
 }
 
 fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
@@ -846,6 +855,8 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         phase_started_at: r.get(22)?,
         created_at: r.get(23)?,
         updated_at: r.get(24)?,
+        pull_request: r.get(25)?,
+        delivery: r.get(26)?,
     })
 }
 
@@ -877,8 +888,8 @@ fn run_record(r: RunRow) -> Result<RunRecord> {
         commit: r.commit,
         branch: r.branch,
         retry_of: r.retry_of,
-        pull_request: None,
-        delivery: None,
+        pull_request: r.pull_request,
+        delivery: r.delivery,
         late_write: r.late_write,
         runner_id: r.runner_id,
         fencing: r.fencing,
@@ -1073,6 +1084,75 @@ fn apply_event(
     })
 }
 
+/// Inserts a queued run of an existing stack (with its first phase row) and returns it.
+fn insert_run(tx: &Transaction<'_>, run: &NewRun, delivery: Option<i64>) -> Result<RunRecord> {
+    if !exists(
+        tx,
+        "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+        params![run.org, run.stack],
+    )? {
+        return Err(StoreError::NotFound(format!(
+            "stack {:?} in org {:?}",
+            run.stack, run.org
+        )));
+    }
+    let now = millis(Utc::now());
+    tx.prepare_cached(
+        "INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+            triggered_by, commit_sha, branch, retry_of, pull_request, delivery_id, created_at,
+            updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 'plan', 1, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+    )?
+    .execute(params![
+        run.id,
+        run.org,
+        run.stack,
+        run.kind.as_str(),
+        run.trigger.as_str(),
+        run.triggered_by,
+        run.commit,
+        run.branch,
+        run.retry_of,
+        run.pull_request,
+        delivery,
+        now,
+    ])
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::AlreadyExists(format!("run {:?}", run.id))
+        } else {
+            e.into()
+        }
+    })?;
+    tx.prepare_cached(
+        "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
+    )?
+    .execute(params![run.id, now])?;
+    load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
+}
+
+/// Requests a cancel of `run` through [`transition`] (queued and unconfirmed runs end,
+/// executing ones are flagged for their runner), recording `reason` and `audit`.
+fn cancel_in_tx(
+    tx: &Transaction<'_>,
+    run: &RunRecord,
+    reason: String,
+    audit: &Audit,
+) -> Result<RunEventResult> {
+    let input = RunEventInput {
+        event: Event::Cancel,
+        fencing: None,
+        update: RunUpdate {
+            reason: Some(reason),
+            ..Default::default()
+        },
+        audit: None,
+    };
+    let out = apply_event(tx, run, &input)?;
+    append_audit(tx, audit)?;
+    Ok(out)
+}
+
 /// Raw runner columns in `RUNNER_COLUMNS` order.
 type RunnerRow = (
     String,
@@ -1104,6 +1184,273 @@ fn runner_record(r: RunnerRow) -> Result<RunnerRecord> {
 }
 
 const RUNNER_COLUMNS: &str = "id, org_id, pool, name, version, drained, last_seen, created_at";
+
+/// `owner/repo` as bindings store it.
+fn github_name(repository: &str) -> String {
+    repository.to_ascii_lowercase()
+}
+
+/// A repository key as stacks store it: GitHub keys are case-insensitive.
+fn normalize_repo_key(key: &str) -> String {
+    if key.starts_with("github:") {
+        key.to_ascii_lowercase()
+    } else {
+        key.to_string()
+    }
+}
+
+fn query_stacks(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<StackRecord>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, stack_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(stack_record(row?)?);
+    }
+    Ok(out)
+}
+
+/// Inserts or rebinds `owner/repo` bindings to an installation.
+fn upsert_bindings(
+    tx: &Transaction<'_>,
+    installation: i64,
+    account: &str,
+    repositories: &[String],
+    suspended: bool,
+    now: i64,
+) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO github_bindings (repository, installation, account, suspended, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (repository) DO UPDATE SET installation = excluded.installation,
+            account = excluded.account, suspended = excluded.suspended,
+            updated_at = excluded.updated_at",
+    )?;
+    for repo in repositories {
+        stmt.execute(params![
+            github_name(repo),
+            installation,
+            account,
+            suspended,
+            now
+        ])?;
+    }
+    Ok(())
+}
+
+const DELIVERY_COLUMNS: &str = "d.id, d.source, d.guid, d.event, d.action, d.repository,
+    d.git_ref, d.before_sha, d.after_sha, d.pull_request, d.summary, d.duplicate_of,
+    d.received_at";
+
+/// Raw delivery columns in `DELIVERY_COLUMNS` order.
+type DeliveryRow = (
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    String,
+    Option<i64>,
+    i64,
+);
+
+/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
+fn delivery_row(r: &Row<'_>) -> rusqlite::Result<DeliveryRow> {
+    DeliveryRow::try_from(r)
+}
+
+fn delivery_source(s: &str) -> Result<DeliverySource> {
+    match s {
+        "github" => Ok(DeliverySource::Github),
+        "poll" => Ok(DeliverySource::Poll),
+        other => Err(corrupt("delivery source", other)),
+    }
+}
+
+fn delivery_record(d: DeliveryRow) -> Result<DeliveryRecord> {
+    Ok(DeliveryRecord {
+        id: d.0,
+        source: delivery_source(&d.1)?,
+        guid: d.2,
+        event: d.3,
+        action: d.4,
+        repository: d.5,
+        git_ref: d.6,
+        before: d.7,
+        after: d.8,
+        pull_request: d.9,
+        summary: d.10,
+        duplicate_of: d.11,
+        received_at: from_millis(d.12)?,
+    })
+}
+
+/// Inserts a delivery row and returns its id.
+fn insert_delivery(
+    tx: &Transaction<'_>,
+    d: &NewDelivery,
+    duplicate_of: Option<i64>,
+    now: i64,
+) -> Result<i64> {
+    tx.prepare_cached(
+        "INSERT INTO deliveries (source, guid, event, action, repository, git_ref, before_sha,
+            after_sha, pull_request, summary, duplicate_of, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?
+    .execute(params![
+        d.source.as_str(),
+        d.guid,
+        d.event,
+        d.action,
+        d.repository,
+        d.git_ref,
+        d.before,
+        d.after,
+        d.pull_request,
+        d.summary,
+        duplicate_of,
+        now,
+    ])?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Records a delivery seen before: a duplicate row pointing at the first, and a
+/// `duplicate delivery` decision for every stack the first one decided on.
+fn record_duplicate(
+    tx: &Transaction<'_>,
+    d: &NewDelivery,
+    first_id: i64,
+    first_received: i64,
+    now: i64,
+) -> Result<DeliveryOutcome> {
+    let first_received_at = from_millis(first_received)?;
+    let id = insert_delivery(tx, d, Some(first_id), now)?;
+    let reason = format!(
+        "duplicate delivery: already received at {}",
+        first_received_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    );
+    tx.prepare_cached(
+        "INSERT INTO trigger_decisions (delivery_id, org_id, stack_id, run_id, reason)
+         SELECT ?1, org_id, stack_id, NULL, ?2 FROM trigger_decisions WHERE delivery_id = ?3",
+    )?
+    .execute(params![id, reason, first_id])?;
+    Ok(DeliveryOutcome::Duplicate {
+        id,
+        first_id,
+        first_received_at,
+    })
+}
+
+/// Applies a first delivery: its runs, the cancels of superseded proposed runs, its
+/// decisions and its audit record.
+fn record_first(tx: &Transaction<'_>, d: &NewDelivery, now: i64) -> Result<DeliveryOutcome> {
+    let id = insert_delivery(tx, d, None, now)?;
+    let mut runs = Vec::with_capacity(d.runs.len());
+    for run in &d.runs {
+        runs.push(insert_run(tx, run, Some(id))?);
+    }
+    let mut canceled = Vec::new();
+    if let Some(cancel) = &d.cancel {
+        for (org, stack) in &cancel.stacks {
+            let open = query_runs(
+                tx,
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE org_id = ?1 AND stack_id = ?2
+                     AND pull_request = ?3 AND kind = 'proposed'
+                     AND state NOT IN {TERMINAL_STATES}
+                     ORDER BY created_at, id"
+                ),
+                params![org, stack, cancel.pull_request],
+            )?;
+            for run in open {
+                // Not the runs this delivery creates, and each run once.
+                if d.runs.iter().any(|r| r.id == run.id) || canceled.contains(&run.id) {
+                    continue;
+                }
+                let audit = Audit {
+                    org: Some(run.org.clone()),
+                    actor: "system".into(),
+                    token_id: None,
+                    action: "run.cancel".into(),
+                    target: format!("run:{}", run.id),
+                    detail: json!({
+                        "reason": cancel.reason,
+                        "pull_request": cancel.pull_request,
+                        "delivery": d.guid,
+                    }),
+                };
+                cancel_in_tx(tx, &run, cancel.reason.clone(), &audit)?;
+                canceled.push(run.id);
+            }
+        }
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO trigger_decisions (delivery_id, org_id, stack_id, run_id, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for decision in &d.decisions {
+        if let Some(run) = &decision.run_id {
+            if !d.runs.iter().any(|r| &r.id == run) {
+                return Err(StoreError::NotFound(format!(
+                    "run {run:?} among the runs of delivery {:?}",
+                    d.guid
+                )));
+            }
+        }
+        insert
+            .execute(params![
+                id,
+                decision.org,
+                decision.stack,
+                decision.run_id,
+                decision.reason
+            ])
+            .map_err(|e| {
+                if is_foreign_key_violation(&e) {
+                    StoreError::NotFound(format!(
+                        "stack {:?} in org {:?}",
+                        decision.stack, decision.org
+                    ))
+                } else if is_unique_violation(&e) {
+                    StoreError::AlreadyExists(format!(
+                        "a decision on stack {:?} in org {:?} for this delivery",
+                        decision.stack, decision.org
+                    ))
+                } else {
+                    e.into()
+                }
+            })?;
+    }
+    append_audit(
+        tx,
+        &Audit {
+            org: None,
+            actor: "system".into(),
+            token_id: None,
+            action: "vcs.delivery".into(),
+            target: format!("delivery:{}", d.guid),
+            detail: json!({
+                "id": id,
+                "source": d.source.as_str(),
+                "event": d.event,
+                "action": d.action,
+                "repository": d.repository,
+                "summary": d.summary,
+                "runs": runs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+                "canceled": canceled,
+            }),
+        },
+    )?;
+    Ok(DeliveryOutcome::Recorded { id, runs, canceled })
+}
 
 fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &str) -> Result<()> {
     if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![org])? {
@@ -1595,12 +1942,10 @@ impl Store for SqliteStore {
                 });
             }
             let open: Vec<String> = {
-                let mut stmt = tx.prepare_cached(
+                let mut stmt = tx.prepare_cached(&format!(
                     "SELECT id FROM runs WHERE org_id = ?1 AND stack_id = ?2
-                     AND state NOT IN ('finished', 'failed', 'discarded', 'canceled',
-                                       'interrupted', 'force_failed', 'skipped')
-                     ORDER BY created_at",
-                )?;
+                     AND state NOT IN {TERMINAL_STATES} ORDER BY created_at"
+                ))?;
                 let rows = stmt.query_map(params![org, id], |r| r.get(0))?;
                 rows.collect::<rusqlite::Result<_>>()?
             };
@@ -1839,42 +2184,11 @@ impl Store for SqliteStore {
     async fn create_run(&self, run: &NewRun, audit: Option<&Audit>) -> Result<RunRecord> {
         let (run, audit) = (run.clone(), audit.cloned());
         self.write(move |tx| {
-            if !exists(
-                tx,
-                "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
-                params![run.org, run.stack],
-            )? {
-                return Err(StoreError::NotFound(format!(
-                    "stack {:?} in org {:?}",
-                    run.stack, run.org
-                )));
-            }
-            let now = millis(Utc::now());
-            tx.prepare_cached(
-                "INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
-                    triggered_by, commit_sha, branch, retry_of, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 'plan', 1, ?6, ?7, ?8, ?9, ?10, ?10)",
-            )?
-            .execute(params![
-                run.id,
-                run.org,
-                run.stack,
-                run.kind.as_str(),
-                run.trigger.as_str(),
-                run.triggered_by,
-                run.commit,
-                run.branch,
-                run.retry_of,
-                now,
-            ])?;
-            tx.prepare_cached(
-                "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
-            )?
-            .execute(params![run.id, now])?;
+            let created = insert_run(tx, &run, None)?;
             if let Some(audit) = &audit {
                 append_audit(tx, audit)?;
             }
-            load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
+            Ok(created)
         })
         .await
     }
@@ -1955,18 +2269,8 @@ impl Store for SqliteStore {
         self.write(move |tx| {
             let run =
                 load_run(tx, &id)?.ok_or_else(|| StoreError::NotFound(format!("run {id:?}")))?;
-            let input = RunEventInput {
-                event: Event::Cancel,
-                fencing: None,
-                update: RunUpdate {
-                    reason: Some(format!("canceled by {}", audit.actor)),
-                    ..Default::default()
-                },
-                audit: None,
-            };
-            let out = apply_event(tx, &run, &input)?;
-            append_audit(tx, &audit)?;
-            Ok(out)
+            let reason = format!("canceled by {}", audit.actor);
+            cancel_in_tx(tx, &run, reason, &audit)
         })
         .await
     }
@@ -2002,10 +2306,11 @@ impl Store for SqliteStore {
                 if run.kind == RunKind::Tracked {
                     let earlier = exists(
                         tx,
-                        "SELECT 1 FROM runs WHERE org_id = ?1 AND stack_id = ?2 AND kind = 'tracked'
-                         AND state NOT IN ('finished', 'failed', 'discarded', 'canceled',
-                                           'interrupted', 'force_failed', 'skipped')
-                         AND (created_at < ?3 OR (created_at = ?3 AND id < ?4))",
+                        &format!(
+                            "SELECT 1 FROM runs WHERE org_id = ?1 AND stack_id = ?2
+                             AND kind = 'tracked' AND state NOT IN {TERMINAL_STATES}
+                             AND (created_at < ?3 OR (created_at = ?3 AND id < ?4))"
+                        ),
                         params![run.org, run.stack, millis(run.created_at), run.id],
                     )?;
                     if earlier {
@@ -2277,53 +2582,301 @@ impl Store for SqliteStore {
 
     async fn stacks_for_repository(
         &self,
-        _repository: &str,
-        _branch: Option<&str>,
+        repository: &str,
+        branch: Option<&str>,
     ) -> Result<Vec<StackRecord>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        let (key, branch) = (normalize_repo_key(repository), branch.map(str::to_string));
+        self.read(move |c| match &branch {
+            Some(branch) => query_stacks(
+                c,
+                &format!(
+                    "SELECT {STACK_COLUMNS} FROM stacks WHERE repo_key = ?1 AND branch = ?2
+                     ORDER BY org_id, id"
+                ),
+                params![key, branch],
+            ),
+            None => query_stacks(
+                c,
+                &format!(
+                    "SELECT {STACK_COLUMNS} FROM stacks WHERE repo_key = ?1 ORDER BY org_id, id"
+                ),
+                params![key],
+            ),
+        })
+        .await
     }
+
     async fn git_remote_stacks(&self) -> Result<Vec<StackRecord>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        self.read(|c| {
+            query_stacks(
+                c,
+                &format!(
+                    "SELECT {STACK_COLUMNS} FROM stacks WHERE substr(repository, 1, 7) <> 'github:'
+                     ORDER BY org_id, id"
+                ),
+                params![],
+            )
+        })
+        .await
     }
-    async fn apply_installation(&self, _change: &InstallationChange, _audit: &Audit) -> Result<()> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn apply_installation(&self, change: &InstallationChange, audit: &Audit) -> Result<()> {
+        let (change, audit) = (change.clone(), audit.clone());
+        self.write(move |tx| {
+            let now = millis(Utc::now());
+            match &change {
+                InstallationChange::Created {
+                    installation,
+                    account,
+                    repositories,
+                } => {
+                    tx.prepare_cached("DELETE FROM github_bindings WHERE installation = ?1")?
+                        .execute([installation])?;
+                    upsert_bindings(tx, *installation, account, repositories, false, now)?;
+                }
+                InstallationChange::Deleted { installation } => {
+                    tx.prepare_cached("DELETE FROM github_bindings WHERE installation = ?1")?
+                        .execute([installation])?;
+                }
+                InstallationChange::Suspended {
+                    installation,
+                    suspended,
+                } => {
+                    tx.prepare_cached(
+                        "UPDATE github_bindings SET suspended = ?2, updated_at = ?3
+                         WHERE installation = ?1",
+                    )?
+                    .execute(params![installation, suspended, now])?;
+                }
+                InstallationChange::RepositoriesAdded {
+                    installation,
+                    account,
+                    repositories,
+                } => {
+                    // Repositories added to a suspended installation read as suspended too.
+                    let suspended = exists(
+                        tx,
+                        "SELECT 1 FROM github_bindings WHERE installation = ?1 AND suspended = 1",
+                        params![installation],
+                    )?;
+                    upsert_bindings(tx, *installation, account, repositories, suspended, now)?;
+                }
+                InstallationChange::RepositoriesRemoved {
+                    installation,
+                    repositories,
+                } => {
+                    let mut stmt = tx.prepare_cached(
+                        "DELETE FROM github_bindings WHERE repository = ?1 AND installation = ?2",
+                    )?;
+                    for repo in repositories {
+                        stmt.execute(params![github_name(repo), installation])?;
+                    }
+                }
+            }
+            append_audit(tx, &audit)
+        })
+        .await
     }
-    async fn github_binding(&self, _repository: &str) -> Result<Option<GithubBinding>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn github_binding(&self, repository: &str) -> Result<Option<GithubBinding>> {
+        let repository = github_name(repository);
+        self.read(move |c| {
+            let row = c
+                .prepare_cached(
+                    "SELECT repository, installation, account, suspended, updated_at
+                     FROM github_bindings WHERE repository = ?1",
+                )?
+                .query_row([&repository], |r| {
+                    <(String, i64, String, bool, i64)>::try_from(r)
+                })
+                .optional()?;
+            row.map(|b| {
+                Ok(GithubBinding {
+                    repository: b.0,
+                    installation: b.1,
+                    account: b.2,
+                    suspended: b.3,
+                    updated_at: from_millis(b.4)?,
+                })
+            })
+            .transpose()
+        })
+        .await
     }
-    async fn record_delivery(&self, _delivery: &NewDelivery) -> Result<DeliveryOutcome> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn record_delivery(&self, delivery: &NewDelivery) -> Result<DeliveryOutcome> {
+        let delivery = delivery.clone();
+        self.write(move |tx| {
+            let now = millis(Utc::now());
+            let first: Option<(i64, i64)> = tx
+                .prepare_cached(
+                    "SELECT id, received_at FROM deliveries
+                     WHERE source = ?1 AND guid = ?2 AND duplicate_of IS NULL",
+                )?
+                .query_row(params![delivery.source.as_str(), delivery.guid], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            match first {
+                Some((first_id, received)) => {
+                    record_duplicate(tx, &delivery, first_id, received, now)
+                }
+                None => record_first(tx, &delivery, now),
+            }
+        })
+        .await
     }
+
     async fn find_delivery(
         &self,
-        _source: DeliverySource,
-        _guid: &str,
+        source: DeliverySource,
+        guid: &str,
     ) -> Result<Option<DeliveryRecord>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        let guid = guid.to_string();
+        self.read(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {DELIVERY_COLUMNS} FROM deliveries d
+                 WHERE d.source = ?1 AND d.guid = ?2 AND d.duplicate_of IS NULL"
+            ))?
+            .query_row(params![source.as_str(), guid], delivery_row)
+            .optional()?
+            .map(delivery_record)
+            .transpose()
+        })
+        .await
     }
+
     async fn list_triggers(
         &self,
-        _org: &str,
-        _stack: &str,
-        _before: Option<i64>,
-        _limit: u32,
+        org: &str,
+        stack: &str,
+        before: Option<i64>,
+        limit: u32,
     ) -> Result<Vec<TriggerRecord>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        let (org, stack) = (org.to_string(), stack.to_string());
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {DELIVERY_COLUMNS}, t.run_id, t.reason FROM trigger_decisions t
+                 JOIN deliveries d ON d.id = t.delivery_id
+                 WHERE t.org_id = ?1 AND t.stack_id = ?2 AND t.delivery_id < ?3
+                 ORDER BY t.delivery_id DESC LIMIT ?4"
+            ))?;
+            let rows = stmt.query_map(
+                params![org, stack, before.unwrap_or(i64::MAX), limit],
+                |r| {
+                    Ok((
+                        delivery_row(r)?,
+                        r.get::<_, Option<String>>(13)?,
+                        r.get::<_, String>(14)?,
+                    ))
+                },
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (delivery, run_id, reason) = row?;
+                out.push(TriggerRecord {
+                    delivery: delivery_record(delivery)?,
+                    run_id,
+                    reason,
+                });
+            }
+            Ok(out)
+        })
+        .await
     }
-    async fn add_vcs_token(&self, _token: &VcsTokenRecord) -> Result<()> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn add_vcs_token(&self, token: &VcsTokenRecord) -> Result<()> {
+        let token = token.clone();
+        self.write(move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO vcs_tokens (token, run_id, expires_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (token) DO UPDATE SET run_id = excluded.run_id,
+                    expires_at = excluded.expires_at",
+            )?
+            .execute(params![token.token, token.run_id, millis(token.expires_at)])?;
+            Ok(())
+        })
+        .await
     }
+
     async fn vcs_tokens_due(&self) -> Result<Vec<VcsTokenRecord>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT v.token, v.run_id, v.expires_at FROM vcs_tokens v
+                 LEFT JOIN runs r ON r.id = v.run_id
+                 WHERE r.id IS NULL OR r.state IN {TERMINAL_STATES} OR v.expires_at <= ?1
+                 ORDER BY v.expires_at, v.token"
+            ))?;
+            let rows = stmt.query_map([millis(Utc::now())], |r| {
+                <(String, String, i64)>::try_from(r)
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (token, run_id, expires) = row?;
+                out.push(VcsTokenRecord {
+                    run_id,
+                    token,
+                    expires_at: from_millis(expires)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
     }
-    async fn remove_vcs_token(&self, _token: &str) -> Result<()> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn remove_vcs_token(&self, token: &str) -> Result<()> {
+        let token = token.to_string();
+        self.write(move |tx| {
+            tx.prepare_cached("DELETE FROM vcs_tokens WHERE token = ?1")?
+                .execute([&token])?;
+            Ok(())
+        })
+        .await
     }
-    async fn poll_head(&self, _repository: &str, _branch: &str) -> Result<Option<PollHead>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn poll_head(&self, repository: &str, branch: &str) -> Result<Option<PollHead>> {
+        let (repository, branch) = (repository.to_string(), branch.to_string());
+        self.read(move |c| {
+            let row = c
+                .prepare_cached(
+                    "SELECT repository, branch, commit_sha, checked_at FROM poll_heads
+                     WHERE repository = ?1 AND branch = ?2",
+                )?
+                .query_row(params![repository, branch], |r| {
+                    <(String, String, String, i64)>::try_from(r)
+                })
+                .optional()?;
+            row.map(|h| {
+                Ok(PollHead {
+                    repository: h.0,
+                    branch: h.1,
+                    commit: h.2,
+                    checked_at: from_millis(h.3)?,
+                })
+            })
+            .transpose()
+        })
+        .await
     }
-    async fn set_poll_head(&self, _head: &PollHead) -> Result<()> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn set_poll_head(&self, head: &PollHead) -> Result<()> {
+        let head = head.clone();
+        self.write(move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO poll_heads (repository, branch, commit_sha, checked_at)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (repository, branch) DO UPDATE SET commit_sha = excluded.commit_sha,
+                    checked_at = excluded.checked_at",
+            )?
+            .execute(params![
+                head.repository,
+                head.branch,
+                head.commit,
+                millis(head.checked_at)
+            ])?;
+            Ok(())
+        })
+        .await
     }
 
     async fn metrics(&self) -> Result<StoreMetrics> {
@@ -2388,5 +2941,20 @@ impl Store for SqliteStore {
             Ok(out)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_sql_matches_the_rules() {
+        let want: Vec<String> = RunState::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        assert_eq!(TERMINAL_STATES, format!("({})", want.join(", ")));
     }
 }
