@@ -10,9 +10,10 @@
 //!
 //! Modules: `worker` (the lease loop, heartbeat, watchdog, report), `phase` (what a plan
 //! or apply phase runs), `process` (one command: process group, streaming, stopping),
-//! `workspace` (directory, environment, backend override), `logs` (chunk numbering,
-//! batching, shipping), `plan_summary` (`show -json` → `PlanSummary`), `client` (the
-//! protocol's HTTP calls and retries), `control` (stop reasons and shutdown levels).
+//! `workspace` (directory, environments — the clone token reaches git only —, backend
+//! override), `logs` (masking the lease's secrets, chunk numbering, batching, shipping),
+//! `plan_summary` (`show -json` → `PlanSummary`), `client` (the protocol's HTTP calls
+//! and retries), `control` (stop reasons and shutdown levels).
 
 mod client;
 mod control;

@@ -3,7 +3,15 @@
 //! task per phase (`spawn_shipper`), which resends a batch until the server accepts it.
 //! Resending is safe because the server keeps the first copy of each `seq`: no line is
 //! lost or duplicated by a network error.
+//!
+//! Every line passes through `LogSink`, which masks the lease's secrets (`Redactor`: the
+//! clone token, in case a remote echoes it) before the line is queued: nothing unmasked
+//! reaches the batcher, so chunk boundaries cannot split a secret. Command output is
+//! assembled into whole lines before it gets here; the one place a line is cut — an
+//! overlong line without a newline — goes through `LogSink::fragment`, which holds back a
+//! tail that could be the start of a secret and prepends it to what follows.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,23 +115,97 @@ impl LogBatcher {
     }
 }
 
-/// Where a phase writes its log lines. Cloned into every task that produces output; the
-/// log is complete once every clone is dropped and the shipper has returned.
+/// What a masked secret is replaced with.
+pub(crate) const MASK: &str = "***";
+
+/// Masks secret values in text.
+#[derive(Debug)]
+pub(crate) struct Redactor {
+    /// Non-empty, longest first (a secret that contains another is masked whole).
+    secrets: Vec<String>,
+}
+
+impl Redactor {
+    pub(crate) fn new(secrets: impl IntoIterator<Item = String>) -> Self {
+        let mut secrets: Vec<String> = secrets.into_iter().filter(|s| !s.is_empty()).collect();
+        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        secrets.dedup();
+        Redactor { secrets }
+    }
+
+    /// `text` with every occurrence of a secret replaced by `***`.
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), MASK));
+            }
+        }
+        out
+    }
+
+    /// The length of the longest end of `text` that is the beginning (not the whole) of a
+    /// secret: what must wait for the rest of a cut line before it can be logged.
+    fn open_tail(&self, text: &str) -> usize {
+        self.secrets
+            .iter()
+            .filter_map(|secret| {
+                (1..secret.len().min(text.len() + 1))
+                    .rev()
+                    .find(|&n| secret.get(..n).is_some_and(|start| text.ends_with(start)))
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Where a phase writes its log lines, masking the phase's secrets. Cloned into every
+/// task that produces output; the log is complete once every clone is dropped and the
+/// shipper has returned.
 #[derive(Clone)]
 pub(crate) struct LogSink {
     tx: mpsc::Sender<String>,
+    redactor: Arc<Redactor>,
 }
 
 impl LogSink {
-    /// Queues one line (without its newline). A shipper that stopped (fenced) discards it.
+    /// Queues one line (without its newline), masked. A shipper that stopped (fenced)
+    /// discards it.
     pub(crate) async fn line(&self, line: impl Into<String>) {
-        let _ = self.tx.send(line.into()).await;
+        let line = line.into();
+        let masked = match self.redactor.redact(&line) {
+            Cow::Borrowed(_) => line,
+            Cow::Owned(masked) => masked,
+        };
+        let _ = self.tx.send(masked).await;
+    }
+
+    /// Queues the first part of a line that is cut for its length, masked, except for a
+    /// tail that could be the beginning of a secret: that tail is returned, and the caller
+    /// puts it in front of the rest of the line.
+    pub(crate) async fn fragment(&self, text: &str) -> String {
+        let masked = self.redactor.redact(text);
+        let keep = self.redactor.open_tail(&masked);
+        let (head, tail) = masked.split_at(masked.len() - keep);
+        if !head.is_empty() {
+            let _ = self.tx.send(head.to_string()).await;
+        }
+        tail.to_string()
+    }
+
+    /// `text` masked as the log's lines are (for failure reasons, which the server shows
+    /// too).
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.redactor.redact(text)
     }
 
     /// A sink whose lines go straight to `tx` (tests read them there).
     #[cfg(test)]
-    pub(crate) fn for_test(tx: mpsc::Sender<String>) -> Self {
-        LogSink { tx }
+    pub(crate) fn for_test(tx: mpsc::Sender<String>, secrets: &[&str]) -> Self {
+        LogSink {
+            tx,
+            redactor: Arc::new(Redactor::new(secrets.iter().map(|s| s.to_string()))),
+        }
     }
 }
 
@@ -138,13 +220,14 @@ pub(crate) enum ShipEnd {
     GaveUp,
 }
 
-/// Starts the shipper of one phase's log, numbering chunks from `next_seq`. A fenced
-/// answer raises `Stop::Fenced` on `stop` (so the engine dies at once).
+/// Starts the shipper of one phase's log, numbering chunks from `next_seq`; the sink masks
+/// `secrets`. A fenced answer raises `Stop::Fenced` on `stop` (so the engine dies at once).
 pub(crate) fn spawn_shipper(
     client: Arc<ServerClient>,
     run_id: String,
     fencing: i64,
     next_seq: i64,
+    secrets: Vec<String>,
     stop: StopSignal,
     shutdown: Shutdown,
 ) -> (LogSink, JoinHandle<ShipEnd>) {
@@ -157,7 +240,11 @@ pub(crate) fn spawn_shipper(
         shutdown,
         batcher: LogBatcher::new(next_seq, MAX_CHUNK_BYTES),
     };
-    (LogSink { tx }, tokio::spawn(shipper.run(rx)))
+    let sink = LogSink {
+        tx,
+        redactor: Arc::new(Redactor::new(secrets)),
+    };
+    (sink, tokio::spawn(shipper.run(rx)))
 }
 
 struct Shipper {
@@ -303,6 +390,54 @@ mod tests {
         let text: String = all.iter().map(|c| c.text.as_str()).collect();
         let expected: String = (0..10).map(|i| format!("line {i}\n")).collect();
         assert_eq!(text, expected);
+    }
+
+    fn redactor(secrets: &[&str]) -> Redactor {
+        Redactor::new(secrets.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn secrets_are_masked_wherever_they_appear() {
+        let r = redactor(&["tok", "", "tok", "xx-tok-xx"]);
+        assert_eq!(r.redact("no secret here"), "no secret here");
+        assert!(matches!(r.redact("no secret here"), Cow::Borrowed(_)));
+        assert_eq!(r.redact("tok tok"), "*** ***");
+        // The longer secret is masked whole, not as `xx-***-xx`.
+        assert_eq!(r.redact("a xx-tok-xx b"), "a *** b");
+        let none = redactor(&[]);
+        assert_eq!(none.redact("tok"), "tok");
+        assert_eq!(none.open_tail("to"), 0);
+    }
+
+    #[test]
+    fn an_open_tail_is_the_start_of_a_secret() {
+        let r = redactor(&["ghs_secret"]);
+        assert_eq!(r.open_tail("output ghs_sec"), 7);
+        assert_eq!(r.open_tail("output g"), 1);
+        assert_eq!(r.open_tail("output"), 0);
+        assert_eq!(r.open_tail(""), 0);
+        assert_eq!(r.open_tail("gh"), 2);
+        // A whole secret is not open (it is masked before this is asked).
+        assert_eq!(r.open_tail("x ghs_secret"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_secret_cut_between_fragments_is_still_masked() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let sink = LogSink::for_test(tx, &["aXa-secret"]);
+        let mut lines = Vec::new();
+        // The secret arrives in three pieces; its start also overlaps itself.
+        let mut carry = sink.fragment("first part aX").await;
+        assert_eq!(carry, "aX");
+        carry = sink.fragment(&format!("{carry}a-se")).await;
+        assert_eq!(carry, "aXa-se");
+        sink.line(format!("{carry}cret and the rest")).await;
+        sink.line("whole aXa-secret line").await;
+        drop(sink);
+        while let Some(line) = rx.recv().await {
+            lines.push(line);
+        }
+        assert_eq!(lines, ["first part ", "*** and the rest", "whole *** line"]);
     }
 
     #[test]

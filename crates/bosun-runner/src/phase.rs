@@ -95,8 +95,9 @@ pub(crate) async fn execute(ctx: &PhaseContext<'_>) -> PhaseEnd {
     }
     let event = match result {
         Ok(event) => event,
+        // The reason may quote a command's stderr: mask it as the log is masked.
         Err(Halt::Failed(reason)) => RunnerEvent::Failed {
-            reason: shorten(&reason),
+            reason: shorten(&ctx.log.redact(&reason)),
         },
         Err(Halt::Stopped(Stop::Canceled)) => RunnerEvent::Canceled,
         Err(Halt::Stopped(Stop::TimedOut)) => RunnerEvent::TimedOut,
@@ -140,20 +141,14 @@ async fn run_phase(ctx: &PhaseContext<'_>, ws: &Workspace) -> Result<RunnerEvent
         "apply" => PhaseKind::Apply,
         other => return Err(Halt::Failed(format!("unknown phase {other:?}"))),
     };
-    if lease.repository.starts_with("github:") {
-        return Err(Halt::Failed(format!(
-            "cannot clone {}: github: repositories are not supported by this runner yet \
-             (they need the GitHub App); use a git URL",
-            lease.repository
-        )));
-    }
+    let source = clone_source(lease)?;
     if kind == PhaseKind::Apply && lease.commit.is_none() {
         return Err(Halt::Failed(
             "the apply lease names no commit to check out".to_string(),
         ));
     }
     let engine = resolve_engine(lease)?;
-    let commit = checkout(ctx, ws).await?;
+    let commit = checkout(ctx, ws, source).await?;
     let module = module_dir(&ws.src(), &lease.path).map_err(Halt::Failed)?;
     if !tokio::fs::metadata(&module).await.is_ok_and(|m| m.is_dir()) {
         return Err(Halt::Failed(format!(
@@ -272,39 +267,63 @@ fn os_args(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
 
-/// Clones the repository into `src/`, checks out the lease's commit (or stays on the
-/// branch head) and returns the checked-out commit.
-async fn checkout(ctx: &PhaseContext<'_>, ws: &Workspace) -> Result<String, Halt> {
+/// What to `git clone`: the lease's `clone_url` (a `github:` repository resolved by the
+/// server), else its repository.
+fn clone_source(lease: &Lease) -> Result<&str, Halt> {
+    let clone_url = lease
+        .clone_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty());
+    match clone_url {
+        Some(url) => Ok(url),
+        None if lease.repository.starts_with("github:") => Err(Halt::Failed(format!(
+            "the server sent no clone address for {}; is the GitHub App configured on the \
+             server?",
+            lease.repository
+        ))),
+        None => Ok(&lease.repository),
+    }
+}
+
+/// Clones `source` into `src/`, checks out the lease's commit (or stays on the branch
+/// head) and returns the checked-out commit. Every git command authenticates with the
+/// lease's clone token, if any, through its environment (`git_env`).
+async fn checkout(ctx: &PhaseContext<'_>, ws: &Workspace, source: &str) -> Result<String, Halt> {
     let lease = ctx.lease;
     let git = find_program("git", &inherited_path())
         .ok_or_else(|| Halt::Failed("git is not installed on this runner".to_string()))?;
-    let env = git_env(ws.root());
+    let env = git_env(ws.root(), lease);
     let src = ws.src();
 
-    if lease.repository.starts_with('-') {
-        return Err(Halt::Failed(format!(
-            "invalid repository {:?}",
-            lease.repository
-        )));
+    if source.starts_with('-') {
+        return Err(Halt::Failed(format!("invalid repository {source:?}")));
     }
     let mut args = os_args(&["clone", "--quiet"]);
     if !lease.branch.is_empty() {
         args.extend(os_args(&["--branch", &lease.branch]));
     }
-    args.extend(os_args(&["--", &lease.repository, "src"]));
+    args.extend(os_args(&["--", source, "src"]));
     let mut clone = git_command(&git, &env, args.clone(), ws.root(), false);
     // The log shows the URL without any password it may carry.
     let mut shown = args;
     if let Some(url) = shown.iter_mut().rev().nth(1) {
-        *url = OsString::from(redact_url(&lease.repository));
+        *url = OsString::from(redact_url(source));
     }
     clone.header = Some(crate::process::display_command("git", &shown));
     let exited = step(ctx, clone).await?;
     if exited.code() != Some(0) {
-        return Err(command_failed(
-            &format!("git clone {}", redact_url(&lease.repository)),
-            &exited,
-        ));
+        let mut failed = command_failed(&format!("git clone {}", redact_url(source)), &exited);
+        let has_token = lease.clone_token.as_deref().is_some_and(|t| !t.is_empty());
+        if has_token && refused_credentials(&exited) {
+            if let Halt::Failed(reason) = &mut failed {
+                reason.push_str(
+                    " (the repository refused the clone token the server sent: expired, or \
+                     the GitHub App cannot read this repository?)",
+                );
+            }
+        }
+        return Err(failed);
     }
 
     if let Some(commit) = lease.commit.as_deref() {
@@ -347,6 +366,16 @@ async fn checkout(ctx: &PhaseContext<'_>, ws: &Workspace) -> Result<String, Halt
     }
     ctx.log.line(format!("bosun: checked out {head}")).await;
     Ok(head)
+}
+
+/// Whether git failed because the remote wanted other credentials (with prompts and
+/// credential helpers off, git asks for a user name it cannot get, or gives up).
+fn refused_credentials(exited: &Exited) -> bool {
+    exited.stderr_hint.as_deref().is_some_and(|hint| {
+        hint.contains("could not read Username")
+            || hint.contains("Authentication failed")
+            || hint.contains("The requested URL returned error: 40")
+    })
 }
 
 fn git_command<'a>(
@@ -504,6 +533,28 @@ mod tests {
             "https://git.example/r.git"
         );
         assert_eq!(redact_url("git@host:org/r.git"), "git@host:org/r.git");
+    }
+
+    #[test]
+    fn github_repositories_need_the_servers_clone_address() {
+        let mut lease = crate::test_support::plain_lease("github:acme/infra");
+        match clone_source(&lease) {
+            Err(Halt::Failed(reason)) => assert_eq!(
+                reason,
+                "the server sent no clone address for github:acme/infra; is the GitHub App \
+                 configured on the server?"
+            ),
+            other => panic!("expected a failure, got {other:?}"),
+        }
+        lease.clone_url = Some(" https://github.com/acme/infra.git ".into());
+        assert_eq!(
+            clone_source(&lease).unwrap(),
+            "https://github.com/acme/infra.git"
+        );
+        let mut lease = crate::test_support::plain_lease("https://git.example/r.git");
+        assert_eq!(clone_source(&lease).unwrap(), "https://git.example/r.git");
+        lease.clone_url = Some(String::new());
+        assert_eq!(clone_source(&lease).unwrap(), "https://git.example/r.git");
     }
 
     #[test]

@@ -10,7 +10,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::test_support::{fake_engine, terraform_or_skip, wait_for, FakeServer, Repo, POOL_TOKEN};
+use crate::test_support::{
+    fake_engine, git, terraform_or_skip, wait_for, FakeServer, GitHttpServer, Repo, POOL_TOKEN,
+    TOKEN_USER,
+};
 use crate::{run_workers, RunnerConfig, RunnerError};
 
 /// Long enough for any of these phases on a slow machine; they take well under a second.
@@ -315,9 +318,10 @@ async fn sources_and_engines_that_cannot_work_fail_clearly() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        reason.contains("github: repositories are not supported"),
-        "{reason}"
+    assert_eq!(
+        reason,
+        "the server sent no clone address for github:acme/infra; is the GitHub App \
+         configured on the server?"
     );
 
     let mut lease = h.lease("run-nobin");
@@ -355,6 +359,160 @@ async fn sources_and_engines_that_cannot_work_fail_clearly() {
         reason.contains("\"no/such/dir\" is not a directory"),
         "{reason}"
     );
+    h.finish().await;
+}
+
+/// Files under `dir` (recursively) whose contents hold any of `needles`.
+fn files_containing(dir: &Path, needles: &[&str]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                todo.push(entry.path());
+            } else if kind.is_file() {
+                let bytes = std::fs::read(entry.path()).unwrap();
+                let text = String::from_utf8_lossy(&bytes);
+                if needles.iter().any(|n| text.contains(n)) {
+                    found.push(entry.path());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn github_repositories_clone_with_the_lease_token_and_never_show_it() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# main\n")]);
+    // A pull request's head: on no branch, so the runner has to fetch it by its SHA.
+    git(&h.repo.dir, &["checkout", "--quiet", "-b", "pr"]);
+    let pr_head = h.repo.commit(&[("main.tf", "# pull request\n")]);
+    git(&h.repo.dir, &["checkout", "--quiet", "main"]);
+    git(&h.repo.dir, &["update-ref", "refs/pull/1/head", &pr_head]);
+    git(&h.repo.dir, &["branch", "--quiet", "-D", "pr"]);
+    git(
+        &h.repo.dir,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    let token = "ghs_T0kenForThisOneRepository";
+    // What git sends: base64("x-access-token:<token>").
+    let credential = {
+        let out = std::process::Command::new("base64")
+            .arg("-w0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(format!("{TOKEN_USER}:{token}").as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let secrets = [token, credential.as_str()];
+    let server = GitHttpServer::start(h.dir.path(), token).await;
+    let clone_url = format!("{}/repo", server.url);
+
+    let mut lease = h.lease("run-gh");
+    lease.repository = "github:acme/infra".into();
+    lease.clone_url = Some(clone_url.clone());
+    lease.clone_token = Some(token.into());
+    lease.commit = Some(pr_head.clone());
+    // The engine holds still while the workspace is inspected, and prints the token
+    // (its env dump shows FAKE_ECHO): the log must mask it.
+    lease.env.insert("FAKE_MODE".into(), "sleep".into());
+    lease
+        .env
+        .insert("FAKE_ECHO".into(), format!("echo {token} echo"));
+    h.server.push(lease);
+    h.wait_log("run-gh", "fake: sleeping").await;
+
+    // The checkout's remote is the plain clone URL; no file of the workspace (the
+    // repository's .git/config included) holds the token.
+    let ws = h.work_dir().join("run-gh-plan-1");
+    let config = std::fs::read_to_string(ws.join("src/.git/config")).unwrap();
+    assert!(config.contains(&format!("url = {clone_url}\n")), "{config}");
+    assert_eq!(files_containing(&ws, &secrets), Vec::<PathBuf>::new());
+
+    h.server.fake().cancel.insert("run-gh".into());
+    h.wait_events("run-gh", &["started", "canceled"]).await;
+    assert_eq!(
+        h.server.fake().events("run-gh")[0]["commit"],
+        pr_head.as_str()
+    );
+    // Every request git made carried the token: the clone's and the fetch's.
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.authorized), "{requests:?}");
+    let upload_packs = requests
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/repo/git-upload-pack")
+        .count();
+    assert!(upload_packs >= 2, "{requests:?}");
+
+    let log = h.log("run-gh");
+    assert!(
+        log.contains(&format!(
+            "$ git clone --quiet --branch main -- {clone_url} src\n"
+        )),
+        "{log}"
+    );
+    assert!(log.contains(&format!(
+        "bosun: commit {pr_head} is not on a branch; fetching it\n"
+    )));
+    assert!(log.contains("env: FAKE_ECHO=echo *** echo\n"), "{log}");
+    // The engine got none of git's environment.
+    assert!(
+        env_keys(&log).iter().all(|k| !k.starts_with("GIT_")),
+        "{log}"
+    );
+
+    // A wrong token: the clone fails at once, without a prompt, and says so.
+    let wrong = "ghs_WrongTokenWrongTokenWrong";
+    let mut lease = h.lease("run-gh-wrong");
+    lease.repository = "github:acme/infra".into();
+    lease.clone_url = Some(clone_url.clone());
+    lease.clone_token = Some(wrong.into());
+    h.server.push(lease);
+    h.wait_events("run-gh-wrong", &["failed"]).await;
+    let reason = h.last_event("run-gh-wrong")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.starts_with(&format!("`git clone {clone_url}` failed (exit code 128)")),
+        "{reason}"
+    );
+    assert!(reason.contains("refused the clone token"), "{reason}");
+    let requests = server.requests();
+    assert!(requests.iter().any(|r| !r.authorized), "{requests:?}");
+
+    // No chunk of either log, and no report, ever held a token.
+    {
+        let fake = h.server.fake();
+        for run in ["run-gh", "run-gh-wrong"] {
+            for (seq, text) in &fake.logs[run] {
+                for secret in secrets.iter().chain([&wrong]) {
+                    assert!(!text.contains(secret), "{run} chunk {seq}: {text}");
+                }
+            }
+        }
+        for (run, _, report) in &fake.reports {
+            let report = report.to_string();
+            assert!(
+                !report.contains(token) && !report.contains(wrong),
+                "{run}: {report}"
+            );
+        }
+    }
     h.finish().await;
 }
 

@@ -351,7 +351,8 @@ impl Hint {
 }
 
 /// Reads `reader` to its end, one log line per output line (`\r\n` and `\n` endings
-/// removed, invalid UTF-8 replaced, overlong lines cut).
+/// removed, invalid UTF-8 replaced, overlong lines cut — a cut line goes through
+/// `LogSink::fragment`, so a secret it splits is still masked).
 async fn pump_lines(
     reader: impl AsyncRead + Unpin,
     log: &LogSink,
@@ -360,19 +361,21 @@ async fn pump_lines(
     let mut reader = BufReader::new(reader);
     let mut line: Vec<u8> = Vec::new();
     loop {
-        let (done, used, ended) = match reader.fill_buf().await {
-            Ok([]) | Err(_) => (true, 0, !line.is_empty()),
+        // `cut`: the line ended for its length, not with a newline or the output.
+        let (done, used, ended, cut) = match reader.fill_buf().await {
+            Ok([]) | Err(_) => (true, 0, !line.is_empty(), false),
             Ok(buf) => {
                 let room = MAX_LINE_BYTES.saturating_sub(line.len()).max(1);
                 match buf.iter().take(room).position(|&b| b == b'\n') {
                     Some(i) => {
                         line.extend_from_slice(&buf[..i]);
-                        (false, i + 1, true)
+                        (false, i + 1, true, false)
                     }
                     None => {
                         let n = buf.len().min(room);
                         line.extend_from_slice(&buf[..n]);
-                        (false, n, line.len() >= MAX_LINE_BYTES)
+                        let full = line.len() >= MAX_LINE_BYTES;
+                        (false, n, full, full)
                     }
                 }
             }
@@ -388,8 +391,13 @@ async fn pump_lines(
                     h.see(&text);
                 }
             }
-            log.line(text).await;
             line.clear();
+            if cut {
+                let carry = log.fragment(&text).await;
+                line.extend_from_slice(carry.as_bytes());
+            } else {
+                log.line(text).await;
+            }
         }
         if done {
             return;
@@ -422,7 +430,7 @@ mod tests {
     /// A sink whose lines land in a channel the test reads.
     fn sink() -> (LogSink, tokio::sync::mpsc::Receiver<String>) {
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
-        (LogSink::for_test(tx), rx)
+        (LogSink::for_test(tx, &[]), rx)
     }
 
     fn lines(rx: &mut tokio::sync::mpsc::Receiver<String>) -> Vec<String> {
@@ -483,6 +491,41 @@ mod tests {
         ] {
             assert!(got.iter().any(|l| l == want), "missing {want:?} in {got:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_secret_in_output_is_masked_even_where_a_long_line_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = path_env();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        let log = LogSink::for_test(tx, &["ghs_s3cret_token"]);
+        // The overlong line is cut at MAX_LINE_BYTES, in the middle of the secret.
+        let script = format!(
+            "echo 'fatal: ghs_s3cret_token refused' >&2; \
+             head -c {} /dev/zero | tr '\\0' a; echo ghs_s3cret_token; exit 1",
+            MAX_LINE_BYTES - 6
+        );
+        let StepEnd::Exited(exited) = run_step(
+            sh(&script, dir.path(), &env),
+            &log,
+            &StopSignal::new(),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap() else {
+            panic!("expected an exit")
+        };
+        assert_eq!(exited.code(), Some(1));
+        let got = lines(&mut rx);
+        assert!(
+            got.iter().all(|l| !l.contains("s3cret")),
+            "the secret leaked"
+        );
+        let short: Vec<&String> = got.iter().filter(|l| l.len() < 200).collect();
+        assert!(got.iter().any(|l| l == "fatal: *** refused"), "{short:?}");
+        assert!(got.iter().any(|l| l == "***"), "{short:?}");
+        let a_line = got.iter().find(|l| l.starts_with('a')).unwrap();
+        assert_eq!(a_line.len(), MAX_LINE_BYTES - 6);
     }
 
     #[tokio::test]

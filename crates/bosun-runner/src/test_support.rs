@@ -1,6 +1,7 @@
 //! Test helpers: the real Terraform (or a loud skip), git repositories served as
-//! `file://`, a scripted fake engine, and a fake Bosun server speaking the runner protocol
-//! and the `http` state backend, recording everything a runner sends it.
+//! `file://` or over smart HTTP behind basic auth (`GitHttpServer`), a scripted fake
+//! engine, and a fake Bosun server speaking the runner protocol and the `http` state
+//! backend, recording everything a runner sends it.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::Write as _;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
@@ -114,6 +115,147 @@ impl Repo {
     pub(crate) fn url(&self) -> String {
         format!("file://{}", self.dir.display())
     }
+}
+
+// ---- git over HTTP with a token ---------------------------------------------------------
+
+/// The user name GitHub wants with an installation token.
+pub(crate) const TOKEN_USER: &str = "x-access-token";
+
+/// Serves the repositories under a root directory over git's smart HTTP protocol (fetch
+/// only: `GET …/info/refs` and `POST …/git-upload-pack`), running `git http-backend` as a
+/// CGI program for each request. Every request must carry basic auth
+/// `x-access-token:<token>`; others get 401. Records what it was asked.
+pub(crate) struct GitHttpServer {
+    pub(crate) url: String,
+    requests: Arc<Mutex<Vec<GitRequest>>>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct GitRequest {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    /// Whether it carried the right credential.
+    pub(crate) authorized: bool,
+}
+
+struct GitHttp {
+    root: PathBuf,
+    token: String,
+    requests: Arc<Mutex<Vec<GitRequest>>>,
+}
+
+impl GitHttpServer {
+    /// Serves `root`: `<url>/repo` is the repository at `root/repo`.
+    pub(crate) async fn start(root: &Path, token: &str) -> GitHttpServer {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let state = Arc::new(GitHttp {
+            root: root.to_path_buf(),
+            token: token.to_string(),
+            requests: Arc::clone(&requests),
+        });
+        let app = Router::new()
+            .route("/{*path}", any(git_http))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        GitHttpServer { url, requests }
+    }
+
+    pub(crate) fn requests(&self) -> Vec<GitRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+async fn git_http(
+    State(git): State<Arc<GitHttp>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let authorized = header("authorization")
+        .as_deref()
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(decode_basic)
+        == Some(format!("{TOKEN_USER}:{}", git.token));
+    git.requests.lock().unwrap().push(GitRequest {
+        method: method.to_string(),
+        path: path.clone(),
+        authorized,
+    });
+    if !authorized {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [("www-authenticate", "Basic realm=\"git\"")],
+        )
+            .into_response();
+    }
+    let fetch = (method == Method::GET && path.ends_with("/info/refs"))
+        || (method == Method::POST && path.ends_with("/git-upload-pack"));
+    if !fetch || path.contains("..") {
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    let mut cgi = tokio::process::Command::new("git");
+    cgi.arg("http-backend")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &git.root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_PROJECT_ROOT", &git.root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REQUEST_METHOD", method.as_str())
+        .env("PATH_INFO", &path)
+        .env("QUERY_STRING", uri.query().unwrap_or(""))
+        .env("CONTENT_TYPE", header("content-type").unwrap_or_default())
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("REMOTE_USER", TOKEN_USER)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(protocol) = header("git-protocol") {
+        cgi.env("GIT_PROTOCOL", protocol);
+    }
+    if let Some(encoding) = header("content-encoding") {
+        cgi.env("HTTP_CONTENT_ENCODING", encoding);
+    }
+    let mut child = cgi.spawn().unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&body).await.unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    // CGI output: header lines, an empty line, the body.
+    let split = out
+        .stdout
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("git http-backend: {}", String::from_utf8_lossy(&out.stderr)));
+    let mut response = Response::builder();
+    for line in String::from_utf8_lossy(&out.stdout[..split]).lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("status") {
+            let code: u16 = value.split(' ').next().unwrap().parse().unwrap();
+            response = response.status(code);
+        } else {
+            response = response.header(name, value);
+        }
+    }
+    response
+        .body(axum::body::Body::from(out.stdout[split + 4..].to_vec()))
+        .unwrap()
 }
 
 /// A fake engine: a shell script standing in for `terraform`, steered by `FAKE_*`
@@ -268,27 +410,36 @@ impl FakeServer {
 
     /// A plan lease for `run` of `repo`, engine `terraform` at `engine_binary`.
     pub(crate) fn lease(&self, run: &str, repo: &str, engine_binary: Option<&Path>) -> Lease {
-        Lease {
-            run_id: run.to_string(),
-            fencing: 1,
-            org: "default".into(),
-            stack: "net".into(),
-            kind: "tracked".into(),
-            phase: "plan".into(),
-            repository: repo.to_string(),
-            clone_url: None,
-            clone_token: None,
-            branch: "main".into(),
-            commit: None,
-            path: String::new(),
-            engine: "terraform".into(),
-            engine_binary: engine_binary.map(|p| p.display().to_string()),
-            env: BTreeMap::new(),
-            state_url: format!("{}/state/net", self.url),
-            run_token: format!("run-token-{run}"),
-            timeout_seconds: 120,
-            heartbeat_seconds: 3,
-        }
+        lease_at(&self.url, run, repo, engine_binary)
+    }
+}
+
+/// A plan lease of `repository` for a server nobody listens on (for unit tests).
+pub(crate) fn plain_lease(repository: &str) -> Lease {
+    lease_at("http://127.0.0.1:1", "run-1", repository, None)
+}
+
+fn lease_at(url: &str, run: &str, repo: &str, engine_binary: Option<&Path>) -> Lease {
+    Lease {
+        run_id: run.to_string(),
+        fencing: 1,
+        org: "default".into(),
+        stack: "net".into(),
+        kind: "tracked".into(),
+        phase: "plan".into(),
+        repository: repo.to_string(),
+        clone_url: None,
+        clone_token: None,
+        branch: "main".into(),
+        commit: None,
+        path: String::new(),
+        engine: "terraform".into(),
+        engine_binary: engine_binary.map(|p| p.display().to_string()),
+        env: BTreeMap::new(),
+        state_url: format!("{url}/state/net"),
+        run_token: format!("run-token-{run}"),
+        timeout_seconds: 120,
+        heartbeat_seconds: 3,
     }
 }
 
@@ -516,6 +667,11 @@ async fn state_backend(
 
 /// The password of a basic-auth credential (`base64(user:password)`).
 fn decode_basic_password(b64: &str) -> Option<String> {
+    decode_basic(b64).and_then(|text| text.split_once(':').map(|(_, p)| p.to_string()))
+}
+
+/// A basic-auth credential decoded: `user:password`.
+fn decode_basic(b64: &str) -> Option<String> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut bits: u32 = 0;
     let mut nbits = 0;
@@ -530,8 +686,7 @@ fn decode_basic_password(b64: &str) -> Option<String> {
             bits &= (1 << nbits) - 1;
         }
     }
-    let text = String::from_utf8(out).ok()?;
-    text.split_once(':').map(|(_, p)| p.to_string())
+    String::from_utf8(out).ok()
 }
 
 #[test]

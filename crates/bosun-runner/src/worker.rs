@@ -13,6 +13,7 @@ use crate::client::{retry, Backoff, ClientError, ServerClient};
 use crate::control::{Level, Shutdown, Stop, StopSignal};
 use crate::logs::{spawn_shipper, ShipEnd};
 use crate::phase::{self, PhaseContext, PhaseEnd};
+use crate::workspace::lease_secrets;
 use crate::{RunnerConfig, RunnerError};
 
 /// How long one lease request waits for work on the server.
@@ -184,6 +185,7 @@ impl Worker {
             lease.run_id.clone(),
             lease.fencing,
             next_seq,
+            lease_secrets(&lease),
             stop.clone(),
             self.shutdown.clone(),
         );

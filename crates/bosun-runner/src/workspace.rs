@@ -198,17 +198,81 @@ pub(crate) fn engine_env(workspace: &Path, lease: &Lease) -> Vec<(String, String
     env
 }
 
+/// The user name that goes with a GitHub App installation token over HTTPS.
+const CLONE_TOKEN_USER: &str = "x-access-token";
+
+/// The basic-auth credential git sends for the lease's clone token:
+/// `base64("x-access-token:<token>")`.
+fn clone_credential(token: &str) -> String {
+    base64(format!("{CLONE_TOKEN_USER}:{token}").as_bytes())
+}
+
+/// The lease's clone token, when it has one (an empty one is none).
+fn clone_token(lease: &Lease) -> Option<&str> {
+    lease.clone_token.as_deref().filter(|t| !t.is_empty())
+}
+
+/// The values of `lease` that must never appear in the phase's log: the clone token and
+/// the credential git sends for it.
+pub(crate) fn lease_secrets(lease: &Lease) -> Vec<String> {
+    match clone_token(lease) {
+        Some(token) => vec![token.to_string(), clone_credential(token)],
+        None => Vec::new(),
+    }
+}
+
 /// The environment of git commands: `PATH`, a HOME inside the workspace (no user config,
-/// no stored credentials), and never a prompt for a password.
-pub(crate) fn git_env(workspace: &Path) -> Vec<(String, String)> {
-    vec![
+/// no stored credentials), and never a prompt for a password. With the lease's clone
+/// token, every request carries it as basic auth through git's environment config
+/// (`GIT_CONFIG_COUNT`): never in argv, the remote URL or `.git/config`. Credential
+/// helpers are then switched off, so a refused token fails the command at once.
+pub(crate) fn git_env(workspace: &Path, lease: &Lease) -> Vec<(String, String)> {
+    let mut env = vec![
         (
             "PATH".to_string(),
             inherited_path().to_string_lossy().into_owned(),
         ),
         ("HOME".to_string(), workspace.display().to_string()),
         ("GIT_TERMINAL_PROMPT".to_string(), "0".to_string()),
-    ]
+    ];
+    if let Some(token) = clone_token(lease) {
+        let config = [
+            (
+                "http.extraHeader".to_string(),
+                format!("Authorization: Basic {}", clone_credential(token)),
+            ),
+            // An empty value empties the list of helpers (a system one included).
+            ("credential.helper".to_string(), String::new()),
+        ];
+        env.push(("GIT_CONFIG_COUNT".to_string(), config.len().to_string()));
+        for (i, (key, value)) in config.into_iter().enumerate() {
+            env.push((format!("GIT_CONFIG_KEY_{i}"), key));
+            env.push((format!("GIT_CONFIG_VALUE_{i}"), value));
+        }
+    }
+    env
+}
+
+/// Standard base64 with padding (RFC 4648).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for group in bytes.chunks(3) {
+        let b = [
+            group[0],
+            group.get(1).copied().unwrap_or(0),
+            group.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= group.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -306,5 +370,59 @@ mod tests {
         assert_eq!(map["TF_IN_AUTOMATION"], "yes");
         assert!(map.contains_key("PATH"));
         assert_eq!(map.len(), 7);
+    }
+
+    #[test]
+    fn the_clone_token_reaches_git_only() {
+        let mut l = lease();
+        let env = git_env(Path::new("/w/ws"), &l);
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["PATH", "HOME", "GIT_TERMINAL_PROMPT"]);
+        assert!(lease_secrets(&l).is_empty());
+        l.clone_token = Some(String::new());
+        assert_eq!(git_env(Path::new("/w/ws"), &l).len(), 3);
+        assert!(lease_secrets(&l).is_empty());
+
+        l.clone_token = Some("ghs_abc".into());
+        let env = git_env(Path::new("/w/ws"), &l);
+        let map: BTreeMap<_, _> = env.iter().cloned().collect();
+        assert_eq!(map["GIT_TERMINAL_PROMPT"], "0");
+        assert_eq!(map["GIT_CONFIG_COUNT"], "2");
+        assert_eq!(map["GIT_CONFIG_KEY_0"], "http.extraHeader");
+        // base64("x-access-token:ghs_abc")
+        assert_eq!(
+            map["GIT_CONFIG_VALUE_0"],
+            "Authorization: Basic eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw=="
+        );
+        assert_eq!(map["GIT_CONFIG_KEY_1"], "credential.helper");
+        assert_eq!(map["GIT_CONFIG_VALUE_1"], "");
+        assert_eq!(
+            lease_secrets(&l),
+            ["ghs_abc", "eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw=="]
+        );
+
+        // The engine never sees it.
+        l.env.insert("TF_VAR_x".into(), "1".into());
+        for (key, value) in engine_env(Path::new("/w/ws"), &l) {
+            assert!(!key.starts_with("GIT_"), "{key}");
+            assert!(!value.contains("ghs_abc"), "{key}={value}");
+            assert!(!value.contains("eC1hY2Nlc3MtdG9rZW46"), "{key}={value}");
+        }
+    }
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(plain.as_bytes()), encoded, "{plain:?}");
+        }
+        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
     }
 }
