@@ -28,12 +28,20 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
         "# HELP bosun_state_late_writes_total State versions written by runs that had already ended.\n# TYPE bosun_state_late_writes_total counter\nbosun_state_late_writes_total {}",
         m.late_writes
     );
-    let last = state.duties.stale_sweep_last_pass.load(Ordering::Relaxed);
     let _ = writeln!(
         out,
-        "# HELP bosun_duty_last_pass_timestamp_seconds When a background duty last completed a pass.\n# TYPE bosun_duty_last_pass_timestamp_seconds gauge\nbosun_duty_last_pass_timestamp_seconds{{duty=\"stale_sweep\"}} {}",
-        last as f64 / 1000.0
+        "# HELP bosun_duty_last_pass_timestamp_seconds When a background duty last completed a pass.\n# TYPE bosun_duty_last_pass_timestamp_seconds gauge"
     );
+    for (duty, last) in [
+        ("stale_sweep", &state.duties.stale_sweep_last_pass),
+        ("git_poll", &state.duties.git_poll_last_pass),
+    ] {
+        let _ = writeln!(
+            out,
+            "bosun_duty_last_pass_timestamp_seconds{{duty=\"{duty}\"}} {}",
+            last.load(Ordering::Relaxed) as f64 / 1000.0
+        );
+    }
     let c = &state.vcs.counters;
     let _ = writeln!(
         out,

@@ -139,19 +139,35 @@ pub async fn connection(
 ) -> Result<bosun_api::StackConnection, ApiError> {
     use bosun_core::stack::Repository;
     Ok(match &spec.repository {
-        Repository::Git(_) => bosun_api::StackConnection {
-            kind: "git".into(),
-            connected: true,
-            installation: None,
-            detail: if state.config.vcs.poll_interval.is_zero() {
-                "plain git remote; polling is off on this server".into()
+        Repository::Git(_) => {
+            let interval = state.config.vcs.poll_interval;
+            let detail = if interval.is_zero() {
+                "plain git remote; polling is off on this server".to_string()
             } else {
-                format!(
-                    "plain git remote, polled every {}s",
-                    state.config.vcs.poll_interval.as_secs()
-                )
-            },
-        },
+                let seen = state
+                    .store
+                    .poll_head(&spec.repository.key(), &spec.branch)
+                    .await?;
+                match seen {
+                    Some(h) => format!(
+                        "plain git remote, polled every {}s; last saw {} at {}",
+                        interval.as_secs_f64(),
+                        h.commit,
+                        h.checked_at.to_rfc3339()
+                    ),
+                    None => format!(
+                        "plain git remote, polled every {}s; not polled yet",
+                        interval.as_secs_f64()
+                    ),
+                }
+            };
+            bosun_api::StackConnection {
+                kind: "git".into(),
+                connected: true,
+                installation: None,
+                detail,
+            }
+        }
         Repository::GitHub { .. } => {
             let full = spec.repository.github_full_name().unwrap_or_default();
             match state.store.github_binding(&full).await? {

@@ -13,3 +13,4 @@ mod state;
 mod tenancy;
 mod terraform;
 mod tokens;
+mod vcs;

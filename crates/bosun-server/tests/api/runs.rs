@@ -9,13 +9,13 @@ use serde_json::{json, Value};
 
 use crate::harness::{Reply, TestServer};
 
-struct Runner<'a> {
+pub(crate) struct Runner<'a> {
     t: &'a TestServer,
     id: String,
 }
 
 impl<'a> Runner<'a> {
-    async fn register(t: &'a TestServer, name: &str) -> Runner<'a> {
+    pub(crate) async fn register(t: &'a TestServer, name: &str) -> Runner<'a> {
         let r = t
             .post(
                 "/api/v1/runner/register",
@@ -30,7 +30,7 @@ impl<'a> Runner<'a> {
         }
     }
 
-    async fn lease(&self, wait: u64) -> Option<Value> {
+    pub(crate) async fn lease(&self, wait: u64) -> Option<Value> {
         let r = self
             .t
             .post(
@@ -46,7 +46,7 @@ impl<'a> Runner<'a> {
         }
     }
 
-    async fn call(&self, path: &str, body: Value) -> Reply {
+    pub(crate) async fn call(&self, path: &str, body: Value) -> Reply {
         self.t
             .post(
                 &format!("/api/v1/runner/runs/{path}"),
