@@ -9,6 +9,8 @@ log() { printf '==> %s\n' "$*"; }
 # Tools the tests drive for real. Each entry: command to probe, Debian package.
 apt_tools=(
   "git:git"
+  "node:nodejs"
+  "npm:npm"
 )
 missing=()
 for entry in "${apt_tools[@]}"; do
@@ -60,6 +62,24 @@ if ! tf_ok; then
   }
 fi
 log "$(CHECKPOINT_DISABLE=1 "$(tf_binary)" version | head -n 1) at $(tf_binary)"
+
+# GitHub's own example webhook payloads, which the GitHub integration tests parse
+# (bosun-testkit reads them from target/npm; a `cargo clean` removes them, this restores).
+webhook_examples_version=7.6.1
+webhook_examples_dir=target/npm/node_modules/@octokit/webhooks-examples
+webhook_examples_ok() {
+  [ -f "$webhook_examples_dir/api.github.com/index.json" ] &&
+    grep -q "\"version\": \"$webhook_examples_version\"" "$webhook_examples_dir/package.json"
+}
+if ! webhook_examples_ok; then
+  log "installing @octokit/webhooks-examples $webhook_examples_version (npm)"
+  npm install --prefix target/npm --no-audit --no-fund --silent \
+    "@octokit/webhooks-examples@$webhook_examples_version"
+  webhook_examples_ok || {
+    echo "@octokit/webhooks-examples $webhook_examples_version is not usable after npm install" >&2
+    exit 1
+  }
+fi
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is required (the Rust toolchain)" >&2

@@ -1,0 +1,30 @@
+//! Real-component test helpers for Bosun's GitHub integration, shared by the integration
+//! tests of `bosun-server` and `bosun` (a dev-dependency only, never published).
+//!
+//! - [`keys`]: the test GitHub App's RSA key pair (committed fixtures) and a JWT minter.
+//! - [`github`]: [`GithubDouble`], a GitHub double on a loopback port serving the REST
+//!   calls Bosun makes (installation tokens, revocation, installation lookup) and git
+//!   smart HTTP (clone/fetch through the real `git http-backend`), checking credentials
+//!   the way GitHub does and recording every request for the test to inspect.
+//! - [`git`]: [`BareRepo`] and [`WorkTree`], real git repositories to serve and push to.
+//! - [`webhooks`]: `X-Hub-Signature-256` signing and GitHub's own example payloads from
+//!   the `@octokit/webhooks-examples` npm package.
+//!
+//! Everything is a plain sync API: servers run on their own thread with their own tokio
+//! runtime, so callers may be sync tests or tokio tests alike.
+
+// Test-support code: a failed fixture step is a failed test, and panicking with the
+// reason is the clearest way to say so.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod git;
+pub mod github;
+pub mod keys;
+pub mod webhooks;
+
+pub use git::{BareRepo, WorkTree};
+pub use github::{
+    ApiRequest, GitRequest, GithubDouble, InstallationLookup, IssuedToken, TokenRequest,
+};
+pub use keys::{app_jwt, app_private_key_pem, app_public_key_pem, write_app_key};
+pub use webhooks::{require_examples, sign, WebhookExamples};
