@@ -53,7 +53,7 @@ struct GlobalArgs {
 #[derive(Subcommand)]
 enum Command {
     /// Run the Bosun server (API, state backend, console).
-    Server(server_cmd::ServerArgs),
+    Server(Box<server_cmd::ServerArgs>),
     /// Run a runner: lease run phases from a server and execute them with the IaC engine
     /// (the runner-pool token: --token or BOSUN_RUNNER_TOKEN).
     Runner(runner_cmd::RunnerArgs),
@@ -136,7 +136,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Server(args) => server_cmd::run(args).await,
+            Command::Server(args) => server_cmd::run(*args).await,
             Command::Runner(args) => runner_cmd::run(args, token_flag).await,
             Command::Client(command) => run_client(cli.global, command)
                 .await

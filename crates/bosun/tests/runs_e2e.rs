@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{bosun, http, ServerProcess, BIN};
+use support::{bosun, deliver_webhook, http, ServerProcess, BIN};
 use tempfile::TempDir;
 
 // ---- tools, repositories, engine wrappers ------------------------------------------------
@@ -826,4 +826,119 @@ fn a_run_of_a_server_killed_mid_run_is_force_failed_after_restart() {
     assert!(versions(&env, "slow").is_empty());
     assert_eq!(lock_status(&env, "slow")["locked"], false);
     eprintln!("force-failed {:?} after the restart", restarted.elapsed());
+}
+
+#[test]
+fn a_github_push_runs_with_its_own_installation_token_cloned_over_http() {
+    let Some(fx) = Fixture::new() else { return };
+    let Some(examples) = bosun_testkit::require_examples() else {
+        return;
+    };
+    const SECRET: &str = "e2e-webhook-secret";
+    let repos = fx.dir.path().join("github");
+    std::fs::create_dir_all(&repos).unwrap();
+    let gh = bosun_testkit::GithubDouble::start(4242, &repos);
+    gh.add_installation(9, "acme", &["acme/infra"]);
+    let repo = bosun_testkit::BareRepo::create(&repos, "acme/infra");
+    let work = repo.work_tree();
+    let before = work.commit(&[("README.md", "infra\n")], "init");
+    work.push("main");
+    let key = bosun_testkit::write_app_key(fx.dir.path());
+    let env = start(
+        &fx,
+        &[
+            "--local-runners",
+            "1",
+            "--github-webhook-secret",
+            SECRET,
+            "--github-app-id",
+            "4242",
+            "--github-app-key-file",
+            key.to_str().unwrap(),
+            "--github-api-url",
+            gh.url(),
+            "--github-url",
+            gh.url(),
+            "--git-poll-interval",
+            "0s",
+        ],
+    );
+    let tf = fx.tf.to_str().unwrap().to_string();
+    ok(
+        &env,
+        &[
+            "stack",
+            "create",
+            "web",
+            "--repository",
+            "github:acme/infra",
+            "--path",
+            "infra",
+            "--engine",
+            "terraform",
+            "--engine-binary",
+            &tf,
+            "--var",
+            "TF_VAR_replicas=2",
+            "--autodeploy",
+        ],
+    );
+
+    // A push touching the stack's folder, delivered as GitHub delivers it.
+    let after = work.commit(&[("infra/main.tf", MAIN_TF)], "the module");
+    work.push("main");
+    let mut payload = examples.example("push", |p| {
+        p["ref"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("refs/heads/"))
+    });
+    payload["ref"] = "refs/heads/main".into();
+    payload["before"] = before.clone().into();
+    payload["after"] = after.clone().into();
+    payload["repository"]["full_name"] = "acme/infra".into();
+    payload["installation"] = serde_json::json!({"id": 9});
+    let body = serde_json::to_vec(&payload).unwrap();
+    let sig = bosun_testkit::sign(SECRET.as_bytes(), &body);
+    let (status, reply) = deliver_webhook(env.server.addr, "push", "e2e-1", &body, &sig);
+    assert_eq!(status, 200, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    let run = reply["triggered"][0]["run"]
+        .as_str()
+        .expect("a run")
+        .to_string();
+
+    let r = wait_state(&env, &run, "finished", PLAN_WAIT);
+    assert_eq!(
+        (r["trigger"].as_str(), r["commit"].as_str()),
+        (Some("push"), Some(after.as_str()))
+    );
+    let vs = versions(&env, "web");
+    assert_eq!(vs.len(), 1, "the apply wrote state: {vs:#?}");
+
+    // The runner cloned over HTTP with a token minted for this repository alone, read-only,
+    // and the token was revoked once the run ended.
+    let run_tokens: Vec<_> = gh
+        .git_requests()
+        .into_iter()
+        .filter(|g| g.refusal.is_none())
+        .filter_map(|g| g.token)
+        .collect();
+    assert!(
+        !run_tokens.is_empty(),
+        "the runner fetched over HTTP: {:?}",
+        gh.git_requests()
+    );
+    for req in gh.token_requests() {
+        assert!(req.accepted, "{req:?}");
+        assert_eq!(req.repositories, ["infra"]);
+        assert_eq!(req.permissions, serde_json::json!({"contents": "read"}));
+    }
+    wait_for("every token revoked", Duration::from_secs(20), || {
+        let issued = gh.issued_tokens();
+        issued.iter().all(|t| t.revoked).then_some(())
+    });
+    let logs = ok(&env, &["run", "logs", &run]);
+    for t in gh.issued_tokens() {
+        assert!(!logs.contains(&t.token), "a token leaked into the run log");
+    }
 }

@@ -613,6 +613,7 @@ mod tests {
             triggered_by: "user:admin".into(),
             commit: Some("0123456789abcdef".into()),
             branch: "main".into(),
+            pull_request: None,
             blocked_by: Some(TfLockInfo {
                 id: "lock-1".into(),
                 operation: "OperationTypeApply".into(),

@@ -170,3 +170,26 @@ pub fn parse_response(resp: &str) -> (u16, String) {
         .unwrap_or_default();
     (status, body)
 }
+
+/// Delivers a GitHub webhook to `POST /webhooks/github` as GitHub does: the event and
+/// delivery headers and the `X-Hub-Signature-256` of the body.
+pub fn deliver_webhook(
+    addr: SocketAddr,
+    event: &str,
+    delivery: &str,
+    body: &[u8],
+    signature: &str,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nUser-Agent: GitHub-Hookshot/test\r\nContent-Type: application/json\r\nX-GitHub-Event: {event}\r\nX-GitHub-Delivery: {delivery}\r\nX-Hub-Signature-256: {signature}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    parse_response(&out)
+}
