@@ -524,6 +524,7 @@ async fn on_pull_request(
                 "pull request #{} closed: its proposed runs are canceled",
                 p.number
             );
+            d.decisions = ignored_everywhere(&stacks, &d.summary);
             d.cancel = Some(CancelProposed {
                 stacks: all,
                 pull_request: p.number,
@@ -536,6 +537,7 @@ async fn on_pull_request(
                 "pull request #{} {other}: only opened, synchronize, reopened and closed act",
                 p.number
             );
+            d.decisions = ignored_everywhere(&stacks, &d.summary);
             return Ok(d);
         }
     }

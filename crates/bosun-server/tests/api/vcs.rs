@@ -598,6 +598,32 @@ async fn pull_requests_plan_on_their_base_and_newer_commits_supersede() {
     let closed = f.run(newest["id"].as_str().unwrap()).await;
     assert_eq!(closed["state"], "canceled");
     assert!(closed["reason"].as_str().unwrap().contains("closed"));
+    let app = f.triggers("app").await;
+    assert!(
+        app[0]["reason"].as_str().unwrap().contains("closed"),
+        "{app:?}"
+    );
+    assert!(
+        app[1]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("no watch path touched"),
+        "{app:?}"
+    );
+
+    // Actions that are not about code are recorded and start nothing.
+    let r = f
+        .deliver(
+            "pull_request",
+            "pr-4",
+            &f.pull_request("labeled", 7, &main2, &head2),
+        )
+        .await;
+    assert_eq!(triggered_stacks(&r), Vec::<String>::new());
+    assert!(f.triggers("net").await[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("labeled"));
 }
 
 #[tokio::test]
