@@ -231,7 +231,7 @@ fn create_stack(env: &Env, id: &str) {
             "create",
             id,
             "--repository",
-            "github:acme/infra",
+            "file:///srv/git/infra",
             "--runner-pool",
             "edge",
         ],
