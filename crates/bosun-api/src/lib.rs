@@ -609,6 +609,37 @@ pub struct Lease {
     /// Phase timeout, seconds.
     pub timeout_seconds: u64,
     pub heartbeat_seconds: u64,
+    /// Run identity: the engine gets `BOSUN_ID_TOKEN_REQUEST_URL` and
+    /// `BOSUN_ID_TOKEN_REQUEST_TOKEN`; `GET URL?audience=AUD` with the bearer token answers
+    /// `{"value": "<jwt>", "expires_at": <unix seconds>}`. The token dies with this phase.
+    #[serde(default)]
+    pub id_token_request_url: String,
+    #[serde(default)]
+    pub id_token_request_token: String,
+    /// Integrations the runner resolves, in this order, after the checkout and before the
+    /// engine starts; the first that fails fails the phase, naming it.
+    #[serde(default)]
+    pub integrations: Vec<RunnerIntegration>,
+    /// Values the runner masks (`***`) in every log line and report: resolved secrets.
+    #[serde(default)]
+    pub mask: Vec<String>,
+}
+
+/// A step of a run's environment the runner resolves itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunnerIntegration {
+    /// AWS through web identity: an OIDC token for `audience` is written to a file in the
+    /// workspace (and rewritten before it expires while the phase runs);
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE`, `AWS_ROLE_ARN` and `AWS_ROLE_SESSION_NAME` are set
+    /// for the engine.
+    AwsWebIdentity {
+        /// How failures name it, e.g. `aws (apply role)`.
+        name: String,
+        role_arn: String,
+        audience: String,
+        session_name: String,
+    },
 }
 
 /// `POST /api/v1/runner/runs/{run}/heartbeat`.

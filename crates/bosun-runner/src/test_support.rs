@@ -440,6 +440,10 @@ fn lease_at(url: &str, run: &str, repo: &str, engine_binary: Option<&Path>) -> L
         run_token: format!("run-token-{run}"),
         timeout_seconds: 120,
         heartbeat_seconds: 3,
+        id_token_request_url: String::new(),
+        id_token_request_token: String::new(),
+        integrations: Vec::new(),
+        mask: Vec::new(),
     }
 }
 

@@ -301,6 +301,10 @@ mod tests {
             run_token: "secret".into(),
             timeout_seconds: 60,
             heartbeat_seconds: 3,
+            id_token_request_url: String::new(),
+            id_token_request_token: String::new(),
+            integrations: Vec::new(),
+            mask: Vec::new(),
         }
     }
 

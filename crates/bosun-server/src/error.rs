@@ -158,6 +158,7 @@ impl From<StoreError> for ApiError {
                     message: refusal.to_string(),
                 }
             }
+            StoreError::NamespaceOwned { .. } => ApiError::Forbidden(e.to_string()),
             StoreError::SchemaTooNew { .. } | StoreError::Corrupt(_) | StoreError::Backend(_) => {
                 ApiError::Internal(e.to_string())
             }

@@ -208,6 +208,10 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>,
         run_token,
         timeout_seconds: timeout.as_secs(),
         heartbeat_seconds: state.config.runs.heartbeat.as_secs().max(1),
+        id_token_request_url: String::new(),
+        id_token_request_token: String::new(),
+        integrations: Vec::new(),
+        mask: Vec::new(),
     }))
 }
 

@@ -51,6 +51,8 @@ pub enum StoreError {
     Fenced { run: String, fencing: i64 },
     #[error("{0}")]
     InvalidTransition(#[from] bosun_core::run::InvalidTransition),
+    #[error("secret namespace {namespace:?} belongs to another org")]
+    NamespaceOwned { namespace: String },
     #[error("database error: {0}")]
     Backend(String),
 }
@@ -263,6 +265,52 @@ pub trait Store: Send + Sync + 'static {
     /// The poller's last seen commit of a remote's branch.
     async fn poll_head(&self, repository: &str, branch: &str) -> Result<Option<PollHead>>;
     async fn set_poll_head(&self, head: &PollHead) -> Result<()>;
+
+    // ---- Secrets, OIDC keys, ID-token requests ----
+
+    /// Sets a secret (create or replace). The namespace belongs to the first org that
+    /// stored a secret in it: another org gets `NamespaceOwned`.
+    async fn put_secret(
+        &self,
+        org: &str,
+        namespace: &str,
+        key: &str,
+        value: &Sealed,
+        audit: &Audit,
+    ) -> Result<SecretMeta>;
+    /// Deletes a secret; false when there was none. An emptied namespace stays the org's.
+    async fn delete_secret(
+        &self,
+        org: &str,
+        namespace: &str,
+        key: &str,
+        audit: &Audit,
+    ) -> Result<bool>;
+    /// The org's secrets (optionally one namespace), by namespace then key.
+    async fn list_secrets(&self, org: &str, namespace: Option<&str>) -> Result<Vec<SecretMeta>>;
+    /// The sealed value of one of the org's secrets; `None` if absent (or the namespace is
+    /// another org's).
+    async fn get_secret(&self, org: &str, namespace: &str, key: &str) -> Result<Option<Sealed>>;
+    /// The org owning a namespace, if any.
+    async fn namespace_owner(&self, namespace: &str) -> Result<Option<String>>;
+    /// Every sealed value (secrets and signing keys), for checking and re-sealing.
+    async fn sealed_values(&self) -> Result<Vec<(SealedOwner, Sealed)>>;
+    /// Replaces sealed values in one transaction (a secrets-key rotation), with its audit.
+    async fn reseal(&self, values: &[(SealedOwner, Sealed)], audit: &Audit) -> Result<()>;
+
+    /// Adds a signing key and, in the same transaction, retires the current one(s).
+    async fn add_signing_key(&self, key: &SigningKeyRecord, audit: &Audit) -> Result<()>;
+    /// Every signing key, newest first.
+    async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>>;
+    /// Deletes keys retired before `before` (no token they signed is still valid).
+    async fn prune_signing_keys(&self, before: chrono::DateTime<chrono::Utc>) -> Result<u64>;
+
+    async fn add_id_request_token(&self, token: &IdRequestToken) -> Result<()>;
+    /// The request token with this hash and its run, if the token exists.
+    async fn id_request_token(
+        &self,
+        secret_hash: &str,
+    ) -> Result<Option<(IdRequestToken, RunRecord)>>;
 
     /// Counts for `/metrics`: runs by state and late state writes.
     async fn metrics(&self) -> Result<StoreMetrics>;

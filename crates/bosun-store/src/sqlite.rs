@@ -2879,6 +2879,59 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn put_secret(
+        &self,
+        _org: &str,
+        _namespace: &str,
+        _key: &str,
+        _value: &Sealed,
+        _audit: &Audit,
+    ) -> Result<SecretMeta> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn delete_secret(
+        &self,
+        _org: &str,
+        _namespace: &str,
+        _key: &str,
+        _audit: &Audit,
+    ) -> Result<bool> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn list_secrets(&self, _org: &str, _namespace: Option<&str>) -> Result<Vec<SecretMeta>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn get_secret(&self, _org: &str, _namespace: &str, _key: &str) -> Result<Option<Sealed>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn namespace_owner(&self, _namespace: &str) -> Result<Option<String>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn sealed_values(&self) -> Result<Vec<(SealedOwner, Sealed)>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn reseal(&self, _values: &[(SealedOwner, Sealed)], _audit: &Audit) -> Result<()> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn add_signing_key(&self, _key: &SigningKeyRecord, _audit: &Audit) -> Result<()> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn prune_signing_keys(&self, _before: chrono::DateTime<chrono::Utc>) -> Result<u64> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn add_id_request_token(&self, _token: &IdRequestToken) -> Result<()> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+    async fn id_request_token(
+        &self,
+        _secret_hash: &str,
+    ) -> Result<Option<(IdRequestToken, RunRecord)>> {
+        Err(StoreError::Backend("not implemented yet".into()))
+    }
+
     async fn metrics(&self) -> Result<StoreMetrics> {
         self.read(|c| {
             let mut stmt = c.prepare_cached("SELECT state, COUNT(*) FROM runs GROUP BY state")?;
