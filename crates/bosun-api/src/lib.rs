@@ -184,6 +184,20 @@ pub struct DriftDetection {
     pub reconcile: bool,
 }
 
+/// AWS credentials through the run's OIDC identity: the role each phase assumes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AwsIntegration {
+    /// `arn:aws:iam::<account>:role/<name>`, assumed by plan phases.
+    pub plan_role_arn: String,
+    /// Assumed by apply phases [default: the plan role].
+    #[serde(default)]
+    pub apply_role_arn: Option<String>,
+    /// The identity token's audience [default: `sts.amazonaws.com`].
+    #[serde(default)]
+    pub audience: Option<String>,
+}
+
 /// A stack as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Stack {
@@ -203,6 +217,7 @@ pub struct Stack {
     pub depends_on: Vec<Dependency>,
     pub drift_detection: Option<DriftDetection>,
     pub runner_pool: String,
+    pub aws: Option<AwsIntegration>,
     /// Whether Bosun can reach the stack's repository.
     pub connection: StackConnection,
     pub created_at: DateTime<Utc>,
@@ -281,6 +296,8 @@ pub struct StackCreate {
     #[serde(default)]
     pub drift_detection: Option<DriftDetection>,
     #[serde(default)]
+    pub aws: Option<AwsIntegration>,
+    #[serde(default)]
     pub runner_pool: Option<String>,
 }
 
@@ -339,6 +356,14 @@ pub struct StackPatch {
     )]
     #[schema(value_type = Option<DriftDetection>)]
     pub drift_detection: Option<Option<DriftDetection>>,
+    /// `null` removes the AWS integration.
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<AwsIntegration>)]
+    pub aws: Option<Option<AwsIntegration>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_pool: Option<String>,
 }

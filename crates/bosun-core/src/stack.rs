@@ -31,6 +31,17 @@ pub struct StackInput {
     pub depends_on: Vec<DependencyInput>,
     pub drift_detection: Option<DriftInput>,
     pub runner_pool: Option<String>,
+    pub aws: Option<AwsInput>,
+}
+
+/// AWS through web identity: the role each phase assumes with the run's OIDC token.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AwsInput {
+    pub plan_role_arn: String,
+    /// Defaults to the plan role.
+    pub apply_role_arn: Option<String>,
+    /// The token's audience [default: `sts.amazonaws.com`].
+    pub audience: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,6 +77,84 @@ pub struct StackSpec {
     pub depends_on: Vec<Dependency>,
     pub drift_detection: Option<DriftDetection>,
     pub runner_pool: RunnerPool,
+    /// AWS credentials through the run's identity, per phase.
+    pub aws: Option<AwsRoles>,
+}
+
+/// The IAM roles a stack's runs assume, one per phase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsRoles {
+    pub plan_role_arn: String,
+    pub apply_role_arn: String,
+    pub audience: String,
+}
+
+pub const DEFAULT_AWS_AUDIENCE: &str = "sts.amazonaws.com";
+
+impl AwsRoles {
+    fn from_input(a: AwsInput) -> Result<Self, ValidationError> {
+        let plan_role_arn = check_role_arn("plan_role_arn", a.plan_role_arn.trim())?;
+        let apply_role_arn = match a.apply_role_arn {
+            Some(arn) => check_role_arn("apply_role_arn", arn.trim())?,
+            None => plan_role_arn.clone(),
+        };
+        let audience = a
+            .audience
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| DEFAULT_AWS_AUDIENCE.to_string());
+        if audience.is_empty() || audience.len() > 255 || audience.chars().any(char::is_control) {
+            return Err(ValidationError::new(
+                "audience",
+                "must be 1 to 255 characters without control characters",
+            ));
+        }
+        Ok(AwsRoles {
+            plan_role_arn,
+            apply_role_arn,
+            audience,
+        })
+    }
+
+    /// The role of a phase.
+    pub fn role_for(&self, phase: crate::run::Phase) -> &str {
+        match phase {
+            crate::run::Phase::Plan => &self.plan_role_arn,
+            crate::run::Phase::Apply => &self.apply_role_arn,
+        }
+    }
+}
+
+/// `arn:<partition>:iam::<12-digit account>:role/<path/name>`.
+fn check_role_arn(field: &str, arn: &str) -> Result<String, ValidationError> {
+    let bad = || {
+        Err(ValidationError::new(
+            field,
+            format!(
+                "expected an IAM role ARN like arn:aws:iam::123456789012:role/name (got {arn:?})"
+            ),
+        ))
+    };
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let [arn_lit, partition, service, region, account, resource] = parts.as_slice() else {
+        return bad();
+    };
+    let name_ok = resource.strip_prefix("role/").is_some_and(|n| {
+        !n.is_empty()
+            && n.len() <= 512
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-/".contains(&b))
+    });
+    if *arn_lit != "arn"
+        || !["aws", "aws-cn", "aws-us-gov"].contains(partition)
+        || *service != "iam"
+        || !region.is_empty()
+        || account.len() != 12
+        || !account.bytes().all(|b| b.is_ascii_digit())
+        || !name_ok
+    {
+        return bad();
+    }
+    Ok(arn.to_string())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +252,11 @@ impl StackSpec {
             Some(p) => RunnerPool::parse(&p)?,
             None => RunnerPool::Hosted,
         };
+        let aws = input
+            .aws
+            .map(AwsRoles::from_input)
+            .transpose()
+            .map_err(|e| e.under("aws"))?;
         Ok(StackSpec {
             id,
             name,
@@ -178,6 +272,7 @@ impl StackSpec {
             depends_on,
             drift_detection,
             runner_pool,
+            aws,
         })
     }
 
@@ -211,6 +306,11 @@ impl StackSpec {
                 reconcile: d.reconcile,
             }),
             runner_pool: Some(self.runner_pool.to_string()),
+            aws: self.aws.as_ref().map(|a| AwsInput {
+                plan_role_arn: a.plan_role_arn.clone(),
+                apply_role_arn: Some(a.apply_role_arn.clone()),
+                audience: Some(a.audience.clone()),
+            }),
         }
     }
 }
@@ -730,6 +830,44 @@ pub fn find_cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aws_roles_are_checked_and_default_per_phase() {
+        let base = || StackInput {
+            id: "net".into(),
+            repository: "github:acme/infra".into(),
+            ..StackInput::default()
+        };
+        let mut i = base();
+        i.aws = Some(AwsInput {
+            plan_role_arn: "arn:aws:iam::123456789012:role/bosun-plan".into(),
+            ..AwsInput::default()
+        });
+        let spec = StackSpec::from_input(i).unwrap();
+        let aws = spec.aws.clone().unwrap();
+        assert_eq!(
+            aws.role_for(crate::run::Phase::Apply),
+            "arn:aws:iam::123456789012:role/bosun-plan"
+        );
+        assert_eq!(aws.audience, DEFAULT_AWS_AUDIENCE);
+        assert_eq!(StackSpec::from_input(spec.to_input()).unwrap(), spec);
+        for bad in [
+            "arn:aws:iam::12345:role/x",
+            "arn:aws:s3:::bucket",
+            "arn:aws:iam::123456789012:user/alice",
+            "arn:aws:iam::123456789012:role/",
+            "role/x",
+        ] {
+            let mut i = base();
+            i.aws = Some(AwsInput {
+                plan_role_arn: "arn:aws:iam::123456789012:role/ok".into(),
+                apply_role_arn: Some(bad.into()),
+                audience: None,
+            });
+            let e = StackSpec::from_input(i).unwrap_err();
+            assert_eq!(e.field, "aws.apply_role_arn", "{bad}");
+        }
+    }
     use proptest::prelude::*;
 
     fn input() -> StackInput {

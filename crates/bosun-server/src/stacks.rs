@@ -67,6 +67,14 @@ fn drift_in(d: bosun_api::DriftDetection) -> DriftInput {
     }
 }
 
+fn aws_in(a: bosun_api::AwsIntegration) -> bosun_core::stack::AwsInput {
+    bosun_core::stack::AwsInput {
+        plan_role_arn: a.plan_role_arn,
+        apply_role_arn: a.apply_role_arn,
+        audience: a.audience,
+    }
+}
+
 fn input_from_create(c: StackCreate) -> StackInput {
     StackInput {
         id: c.id,
@@ -85,6 +93,7 @@ fn input_from_create(c: StackCreate) -> StackInput {
         depends_on: c.depends_on.into_iter().map(dependency_in).collect(),
         drift_detection: c.drift_detection.map(drift_in),
         runner_pool: c.runner_pool,
+        aws: c.aws.map(aws_in),
     }
 }
 
@@ -129,6 +138,7 @@ fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str
     );
     set!(drift_detection, p.drift_detection.map(|d| d.map(drift_in)));
     set!(runner_pool, p.runner_pool.map(Some));
+    set!(aws, p.aws.map(|a| a.map(aws_in)));
     Ok(changed)
 }
 
@@ -230,6 +240,11 @@ pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack 
             reconcile: d.reconcile,
         }),
         runner_pool: s.runner_pool.to_string(),
+        aws: s.aws.map(|a| bosun_api::AwsIntegration {
+            plan_role_arn: a.plan_role_arn,
+            apply_role_arn: Some(a.apply_role_arn),
+            audience: Some(a.audience),
+        }),
         connection,
         created_at: r.created_at,
         updated_at: r.updated_at,

@@ -365,6 +365,11 @@ fn full_spec() -> StackSpec {
             reconcile: true,
         }),
         runner_pool: Some("edge".into()),
+        aws: Some(bosun_core::stack::AwsInput {
+            plan_role_arn: "arn:aws:iam::123456789012:role/app-plan".into(),
+            apply_role_arn: Some("arn:aws:iam::123456789012:role/app-apply".into()),
+            audience: None,
+        }),
     })
     .unwrap()
 }

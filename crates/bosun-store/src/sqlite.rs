@@ -484,6 +484,8 @@ fn stack_record(r: StackRow) -> Result<StackRecord> {
         depends_on,
         drift_detection,
         runner_pool: Some(r.runner_pool),
+        // The column arrives with the secrets migration (to be added with its store work).
+        aws: None,
     };
     // Loading re-validates, so a hand-edited row can never enter the server as valid.
     let spec = StackSpec::from_input(input).map_err(|e| corrupt("stack", e))?;

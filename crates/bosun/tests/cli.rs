@@ -219,6 +219,7 @@ variables:       region=eu-west-1
 depends on:      network
 drift detection: 0 3 * * * (reconcile)
 runner pool:     edge
+aws:             -
 connection:      connected (plain git remote, polled every 60s; not polled yet)
 created:         [timestamp]
 updated:         [timestamp]

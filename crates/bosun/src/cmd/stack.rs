@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
-use bosun_api::{Dependency, DriftDetection, Stack, StackCreate, StackPatch, TriggerEntry};
+use bosun_api::{
+    AwsIntegration, Dependency, DriftDetection, Stack, StackCreate, StackPatch, TriggerEntry,
+};
 use clap::{Args, Subcommand};
 
 use super::{decode, Ctx};
@@ -118,6 +120,12 @@ pub struct StackFields {
     /// Runner pool: `hosted` or a pool slug [create default: hosted].
     #[arg(long)]
     runner_pool: Option<String>,
+    /// AWS: the IAM role plan phases assume with the run's identity token.
+    #[arg(long, value_name = "ARN")]
+    aws_plan_role_arn: Option<String>,
+    /// AWS: the IAM role apply phases assume [default: the plan role].
+    #[arg(long, value_name = "ARN")]
+    aws_apply_role_arn: Option<String>,
 }
 
 #[derive(Args)]
@@ -165,6 +173,9 @@ pub struct UpdateArgs {
     /// Remove every dependency.
     #[arg(long, conflicts_with = "depends_on")]
     clear_depends_on: bool,
+    /// Remove the AWS integration.
+    #[arg(long, conflicts_with_all = ["aws_plan_role_arn", "aws_apply_role_arn"])]
+    clear_aws: bool,
 }
 
 fn parse_var(raw: &str) -> Result<(String, String), String> {
@@ -208,6 +219,15 @@ fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
         (None, Some(_)) => bail!("--drift-reconcile needs --drift-schedule"),
         (None, None) => None,
     };
+    let aws = match (f.aws_plan_role_arn, f.aws_apply_role_arn) {
+        (Some(plan_role_arn), apply_role_arn) => Some(AwsIntegration {
+            plan_role_arn,
+            apply_role_arn,
+            audience: None,
+        }),
+        (None, Some(_)) => bail!("--aws-apply-role-arn needs --aws-plan-role-arn"),
+        (None, None) => None,
+    };
     Ok(StackCreate {
         id: args.id.unwrap_or_default(),
         name: f.name,
@@ -225,6 +245,7 @@ fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
         depends_on: dependencies(f.depends_on),
         drift_detection,
         runner_pool: f.runner_pool,
+        aws,
     })
 }
 
@@ -265,6 +286,33 @@ fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<Stac
             }
         }
     };
+    let aws = if args.clear_aws {
+        Some(None)
+    } else {
+        match (&f.aws_plan_role_arn, &f.aws_apply_role_arn) {
+            (None, None) => None,
+            (plan, apply) => {
+                let stored = current.and_then(|s| s.aws.clone());
+                let plan_role_arn = match (plan, &stored) {
+                    (Some(p), _) => p.clone(),
+                    (None, Some(a)) => a.plan_role_arn.clone(),
+                    (None, None) => bail!(
+                        "stack {} has no AWS integration: --aws-apply-role-arn needs --aws-plan-role-arn",
+                        args.id
+                    ),
+                };
+                let apply_role_arn = apply
+                    .clone()
+                    .or_else(|| stored.as_ref().and_then(|a| a.apply_role_arn.clone()));
+                let audience = stored.and_then(|a| a.audience);
+                Some(Some(AwsIntegration {
+                    plan_role_arn,
+                    apply_role_arn,
+                    audience,
+                }))
+            }
+        }
+    };
     let variables = if args.clear_vars {
         Some(BTreeMap::new())
     } else {
@@ -287,6 +335,7 @@ fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<Stac
         depends_on: non_empty(&f.depends_on, args.clear_depends_on).map(dependencies),
         drift_detection,
         runner_pool: f.runner_pool.clone(),
+        aws,
     })
 }
 
@@ -351,6 +400,17 @@ pub fn stack_text(s: Stack) -> String {
         .lines("depends on", deps)
         .add("drift detection", drift)
         .add("runner pool", s.runner_pool)
+        .add(
+            "aws",
+            match &s.aws {
+                Some(a) => format!(
+                    "plan {}, apply {}",
+                    a.plan_role_arn,
+                    a.apply_role_arn.as_deref().unwrap_or(&a.plan_role_arn)
+                ),
+                None => "-".into(),
+            },
+        )
         .add(
             "connection",
             format!(
@@ -425,7 +485,9 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
             let f = &args.fields;
             let partial_drift = !args.clear_drift_detection
                 && (f.drift_schedule.is_some() != f.drift_reconcile.is_some());
-            let current: Option<Stack> = if partial_drift {
+            // Any AWS flag rewrites the whole integration: keep what it does not name.
+            let aws_change = f.aws_plan_role_arn.is_some() || f.aws_apply_role_arn.is_some();
+            let current: Option<Stack> = if partial_drift || aws_change {
                 Some(decode(
                     ctx.client
                         .get(&["orgs", org, "stacks", &args.id], &[])
