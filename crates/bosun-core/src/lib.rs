@@ -5,6 +5,7 @@
 
 pub mod authz;
 pub mod id;
+pub mod integrations;
 pub mod role;
 pub mod run;
 pub mod stack;
