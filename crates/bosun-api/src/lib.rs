@@ -730,3 +730,41 @@ pub struct RunnerView {
     pub status: String,
     pub last_seen: DateTime<Utc>,
 }
+
+/// A secret as the API shows it: never its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SecretInfo {
+    pub namespace: String,
+    pub key: String,
+    /// How stacks and plans refer to it: `secret://<namespace>/<key>`.
+    pub reference: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub updated_by: String,
+}
+
+/// The body of `PUT /orgs/{org}/secrets/{namespace}/{key}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretPut {
+    pub value: String,
+}
+
+/// An identity token, as the ID-token request URL answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct IdToken {
+    /// The signed JWT.
+    pub value: String,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+/// The OIDC issuer's signing keys after a rotation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SigningKeys {
+    /// The key new tokens are signed with.
+    pub active: String,
+    /// Every key still published in the JWKS (the active one and retired ones whose
+    /// tokens may still be valid).
+    pub published: Vec<String>,
+}

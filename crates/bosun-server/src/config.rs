@@ -52,6 +52,10 @@ pub struct ServerConfig {
     pub runs: RunTimings,
     /// GitHub App, webhooks and git polling.
     pub vcs: VcsConfig,
+    /// The key that seals secrets and signing keys at rest.
+    pub secrets: SecretsConfig,
+    /// The OIDC issuer: token lifetime and signing-key rotation.
+    pub oidc: OidcConfig,
     pub bootstrap_token: Option<String>,
 }
 
@@ -81,6 +85,34 @@ impl Default for VcsConfig {
             api_url: "https://api.github.com".into(),
             web_url: "https://github.com".into(),
             poll_interval: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where the secrets key comes from; `None`: `<data-dir>/secrets.key`, written on first
+/// start while nothing is sealed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SecretsConfig {
+    pub key: Option<crate::secrets::seal::KeySource>,
+    /// The key values were sealed with before a rotation: on start, everything sealed
+    /// with it is re-sealed with `key`.
+    pub previous_key: Option<crate::secrets::seal::KeySource>,
+}
+
+/// The OIDC issuer's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OidcConfig {
+    /// Lifetime of an identity token (SPEC: 10 minutes).
+    pub token_ttl: std::time::Duration,
+    /// Rotate the signing key when the active one is this old; zero: only by command.
+    pub rotate_every: std::time::Duration,
+}
+
+impl Default for OidcConfig {
+    fn default() -> Self {
+        OidcConfig {
+            token_ttl: std::time::Duration::from_secs(600),
+            rotate_every: std::time::Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -230,6 +262,8 @@ impl ServerConfig {
             max_state_bytes,
             runs: RunTimings::default(),
             vcs: VcsConfig::default(),
+            secrets: SecretsConfig::default(),
+            oidc: OidcConfig::default(),
             bootstrap_token: o.bootstrap_token,
         })
     }

@@ -55,6 +55,10 @@ use utoipa::{Modify, OpenApi};
         crate::runners::list,
         crate::runners::drain,
         crate::vcs::list_triggers,
+        crate::secrets::list,
+        crate::secrets::put,
+        crate::secrets::delete,
+        crate::identity::rotate,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = []))

@@ -123,6 +123,8 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::runs::routes());
     routes.extend(crate::runners::routes());
     routes.extend(crate::vcs::routes());
+    routes.extend(crate::secrets::routes());
+    routes.extend(crate::identity::routes());
     routes
 }
 
@@ -159,6 +161,19 @@ pub fn router(state: AppState) -> Router {
     .route("/healthz", routing::get(crate::health::healthz))
     .route("/readyz", routing::get(crate::health::readyz))
     .route("/metrics", routing::get(crate::metrics::serve))
+    // The OIDC issuer: public documents, and the request-token endpoint phases call.
+    .route(
+        "/.well-known/openid-configuration",
+        routing::get(crate::identity::discovery),
+    )
+    .route(
+        "/.well-known/jwks.json",
+        routing::get(crate::identity::jwks),
+    )
+    .route(
+        crate::identity::TOKEN_PATH,
+        routing::get(crate::identity::token),
+    )
     // Authenticated by its HMAC signature, not a bearer token; GitHub sends up to 25 MB.
     .route(
         "/webhooks/github",

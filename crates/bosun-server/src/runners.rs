@@ -162,27 +162,26 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>,
     let source = match crate::vcs::source::for_run(state, run, &stack).await? {
         Ok(source) => source,
         Err(reason) => {
-            let input = RunEventInput {
-                event: Event::PhaseFailed,
-                fencing: Some(run.fencing),
-                update: RunUpdate {
-                    reason: Some(reason),
-                    ..RunUpdate::default()
-                },
-                audit: None,
-            };
-            state.store.run_event(&run.id, &input).await?;
+            fail_before_start(state, run, reason, &[]).await?;
             return Ok(None);
         }
     };
     let timeout = phase_timeout(state, stack.tier, run.phase);
+    let lease_ttl = timeout + state.config.runs.stale_after * 2;
+    let prepared = match crate::prepare::prepare(state, run, &stack, lease_ttl).await? {
+        Ok(p) => p,
+        Err(unprepared) => {
+            fail_before_start(state, run, unprepared.reason, &unprepared.log).await?;
+            return Ok(None);
+        }
+    };
+    append_server_log(state, run, &prepared.log).await?;
     let upstreams: Vec<String> = stack
         .depends_on
         .iter()
         .map(|d| d.stack.to_string())
         .collect();
-    let ttl = chrono::Duration::from_std(timeout + state.config.runs.stale_after * 2)
-        .unwrap_or(chrono::Duration::hours(4));
+    let ttl = chrono::Duration::from_std(lease_ttl).unwrap_or(chrono::Duration::hours(4));
     let (run_token, _) =
         mint_run_token(state, &run.org, &run.id, &run.stack, ttl, &upstreams).await?;
     Ok(Some(Lease {
@@ -200,7 +199,7 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>,
         path: stack.path.to_string(),
         engine: stack.engine.kind.as_str().to_string(),
         engine_binary: stack.engine.binary.clone(),
-        env: stack.variables.clone(),
+        env: prepared.env,
         state_url: format!(
             "{}/api/v1/orgs/{}/stacks/{}/state",
             state.config.public_url, run.org, run.stack
@@ -208,11 +207,59 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>,
         run_token,
         timeout_seconds: timeout.as_secs(),
         heartbeat_seconds: state.config.runs.heartbeat.as_secs().max(1),
-        id_token_request_url: String::new(),
-        id_token_request_token: String::new(),
-        integrations: Vec::new(),
-        mask: Vec::new(),
+        id_token_request_url: prepared.id_token_request_url,
+        id_token_request_token: prepared.id_token_request_token,
+        integrations: prepared.integrations,
+        mask: prepared.mask,
     }))
+}
+
+/// Lines the server itself adds to a run's log (what it resolved before the runner).
+async fn append_server_log(
+    state: &AppState,
+    run: &RunRecord,
+    lines: &[String],
+) -> Result<(), ApiError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let first = state.store.next_log_seq(&run.id).await?;
+    let chunks: Vec<(i64, String)> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (first + i as i64, l.clone()))
+        .collect();
+    state
+        .store
+        .append_logs(&run.id, run.fencing, &chunks)
+        .await?;
+    Ok(())
+}
+
+/// Fails a leased run that cannot start (its code or an integration is out of reach):
+/// the reason is kept, the engine never runs.
+async fn fail_before_start(
+    state: &AppState,
+    run: &RunRecord,
+    reason: String,
+    log: &[String],
+) -> Result<(), ApiError> {
+    if log.is_empty() {
+        append_server_log(state, run, &[format!("bosun: {reason}\n")]).await?;
+    } else {
+        append_server_log(state, run, log).await?;
+    }
+    let input = RunEventInput {
+        event: Event::PhaseFailed,
+        fencing: Some(run.fencing),
+        update: RunUpdate {
+            reason: Some(reason),
+            ..RunUpdate::default()
+        },
+        audit: None,
+    };
+    state.store.run_event(&run.id, &input).await?;
+    Ok(())
 }
 
 /// Wait up to `wait_seconds` (at most 30) for a run phase to execute.

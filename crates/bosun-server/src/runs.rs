@@ -62,30 +62,12 @@ pub fn new_run_id() -> String {
     )
 }
 
-/// Queues a run and wakes waiting runners. Refuses a stack whose variables reference
-/// secrets: the secret store does not exist yet, and an engine must never start with an
-/// unresolved credential.
+/// Queues a run and wakes waiting runners.
 pub async fn enqueue(
     state: &AppState,
     run: NewRun,
     caller: &Caller,
 ) -> Result<RunRecord, ApiError> {
-    if let Some(stack) = state.store.get_stack(&run.org, &run.stack).await? {
-        if let Some((name, _)) = stack
-            .spec
-            .variables
-            .iter()
-            .find(|(_, v)| v.starts_with("secret://"))
-        {
-            return Err(ApiError::Conflict {
-                code: "secrets_unavailable",
-                message: format!(
-                    "variable {name} of stack {:?} references a secret, and this server has no secret store yet; set a plain value to run it",
-                    run.stack
-                ),
-            });
-        }
-    }
     let audit = caller.audit(
         Some(&run.org),
         "run.create",

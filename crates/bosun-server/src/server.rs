@@ -27,6 +27,10 @@ pub struct AppState {
     pub duties: Arc<crate::duties::DutyStatus>,
     /// The GitHub App client, the repository mirrors and webhook counters.
     pub vcs: Arc<crate::vcs::Vcs>,
+    /// Seals secrets and signing keys at rest.
+    pub secrets_key: Arc<crate::secrets::seal::SecretsKey>,
+    /// The OIDC issuer's shared state.
+    pub issuer: Arc<crate::identity::Issuer>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +52,8 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot use the secrets key: {0}")]
+    Secrets(#[from] crate::secrets::KeyError),
     #[error("invalid GitHub configuration: {0}")]
     Github(#[from] crate::vcs::github::GithubError),
     #[error("server failed: {0}")]
@@ -72,6 +78,7 @@ impl RunningServer {
         create_private_dir(&config.data_dir)?;
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.sqlite_path()).await?);
         let admin_token_file = crate::bootstrap::run(store.as_ref(), &config).await?;
+        let secrets_key = Arc::new(crate::secrets::open_key(&config, store.as_ref()).await?);
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -98,10 +105,13 @@ impl RunningServer {
             stopping: Arc::new(tokio::sync::watch::channel(false).0),
             duties: crate::duties::new_status(),
             vcs,
+            secrets_key,
+            issuer: Arc::new(crate::identity::Issuer::default()),
         };
         let sweep = tokio::spawn(crate::duties::stale_sweep(state.clone()));
         let revoke = tokio::spawn(crate::vcs::source::revoke_duty(state.clone()));
         let poll = tokio::spawn(crate::vcs::poller::poll_duty(state.clone()));
+        let rotation = tokio::spawn(crate::identity::rotation_duty(state.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = crate::routes::router(state.clone());
         let task = tokio::spawn(async move {
@@ -119,7 +129,7 @@ impl RunningServer {
             state,
             stop: Some(stop),
             task,
-            duties: vec![sweep, revoke, poll],
+            duties: vec![sweep, revoke, poll, rotation],
         })
     }
 

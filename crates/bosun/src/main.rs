@@ -89,6 +89,12 @@ enum ClientCommand {
     Runners(cmd::runners::RunnersCommand),
     /// The org's audit log, newest first.
     Audit(cmd::audit::AuditArgs),
+    /// The org's secrets: set, list, delete (values are never shown).
+    #[command(subcommand)]
+    Secret(cmd::secret::SecretCommand),
+    /// The run-identity (OIDC) issuer: rotate its signing key.
+    #[command(subcommand)]
+    Oidc(cmd::oidc::OidcCommand),
 }
 
 async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Result<()> {
@@ -110,6 +116,8 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Run(c) => cmd::run::run(&ctx, c).await,
         ClientCommand::Runners(c) => cmd::runners::run(&ctx, c).await,
         ClientCommand::Audit(a) => cmd::audit::run(&ctx, a).await,
+        ClientCommand::Secret(c) => cmd::secret::run(&ctx, c).await,
+        ClientCommand::Oidc(c) => cmd::oidc::run(&ctx, c).await,
     }
 }
 

@@ -69,6 +69,23 @@ pub struct ServerArgs {
     /// Where GitHub repositories are cloned from (GitHub Enterprise Server: https://HOST).
     #[arg(long, env = "BOSUN_GITHUB_URL", default_value = "https://github.com")]
     github_url: String,
+    /// The secrets key file (base64 of 32 random bytes) that seals secrets and signing
+    /// keys at rest [default: <data-dir>/secrets.key, created on first start].
+    #[arg(long, env = "BOSUN_SECRETS_KEY_FILE", conflicts_with = "secrets_key")]
+    secrets_key_file: Option<PathBuf>,
+    /// The secrets key itself (base64), instead of a file.
+    #[arg(long, env = "BOSUN_SECRETS_KEY", hide_env_values = true)]
+    secrets_key: Option<String>,
+    /// The previous secrets key file: on start, everything sealed with it is re-sealed
+    /// with the current key.
+    #[arg(long, env = "BOSUN_SECRETS_PREVIOUS_KEY_FILE")]
+    secrets_previous_key_file: Option<PathBuf>,
+    /// Rotate the OIDC signing key when it is this old (0s: only `bosun oidc rotate`).
+    #[arg(long, env = "BOSUN_OIDC_KEY_ROTATION", value_parser = humantime::parse_duration, default_value = "30days")]
+    oidc_key_rotation: std::time::Duration,
+    /// Lifetime of run identity tokens (tests only; SPEC: 10 minutes).
+    #[arg(long, env = "BOSUN_OIDC_TOKEN_TTL", value_parser = humantime::parse_duration, default_value = "10m", hide = true)]
+    oidc_token_ttl: std::time::Duration,
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
@@ -83,6 +100,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let vcs = vcs_config(&args)?;
+    let secrets = secrets_config(&args);
     let config = ServerConfig::resolve(ConfigOverrides {
         config_file: args.config,
         listen: args.listen,
@@ -103,6 +121,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         phase_timeout: args.run_phase_timeout,
     };
     config.vcs = vcs;
+    config.secrets = secrets;
+    config.oidc = bosun_server::config::OidcConfig {
+        token_ttl: args.oidc_token_ttl,
+        rotate_every: args.oidc_key_rotation,
+    };
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());
@@ -142,6 +165,20 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn secrets_config(args: &ServerArgs) -> bosun_server::config::SecretsConfig {
+    use bosun_server::config::Secret;
+    use bosun_server::secrets::seal::KeySource;
+    let key = match (&args.secrets_key_file, &args.secrets_key) {
+        (Some(f), _) => Some(KeySource::File(f.clone())),
+        (None, Some(v)) if !v.is_empty() => Some(KeySource::Value(Secret(v.clone()))),
+        _ => None,
+    };
+    bosun_server::config::SecretsConfig {
+        key,
+        previous_key: args.secrets_previous_key_file.clone().map(KeySource::File),
+    }
 }
 
 fn vcs_config(args: &ServerArgs) -> anyhow::Result<bosun_server::config::VcsConfig> {

@@ -2,9 +2,11 @@
 //! [`Client`], and prints the answer for people or, with `--json`, as the server sent it.
 
 pub mod audit;
+pub mod oidc;
 pub mod org;
 pub mod run;
 pub mod runners;
+pub mod secret;
 pub mod stack;
 pub mod state;
 pub mod token;

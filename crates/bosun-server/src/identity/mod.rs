@@ -1,0 +1,351 @@
+//! Run identity: Bosun as an OIDC issuer. The discovery document and JWKS, RS256 signing
+//! keys sealed at rest and rotated with overlap (a retired key stays published until every
+//! token it signed has expired), and the ID-token request endpoint an executing phase
+//! calls with its request token — which is valid only while that run still executes that
+//! phase under that lease, so a plan phase can never mint an apply identity.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::Json;
+use base64::Engine as _;
+use bosun_api::{IdToken, SigningKeys};
+use bosun_core::authz::Access;
+use bosun_core::run::Phase;
+use bosun_store::{Audit, IdRequestToken, RunRecord, SigningKeyRecord};
+use chrono::{DateTime, Utc};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use rand::RngCore;
+use rsa::pkcs1::EncodeRsaPrivateKey;
+use rsa::traits::PublicKeyParts;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::ApiQuery;
+use crate::routes::Route;
+use crate::server::AppState;
+
+/// Where executing phases ask for identity tokens (outside `/api/v1`: its bearer is a
+/// request token, not an API token).
+pub const TOKEN_PATH: &str = "/oidc/token";
+/// Extra time a retired key stays published beyond the token lifetime (clock skew).
+const PUBLISH_SLACK: Duration = Duration::from_secs(300);
+
+pub fn routes() -> Vec<Route> {
+    vec![Route::post("/oidc/rotate", Access::ServerAdmin, rotate)]
+}
+
+/// Serializes key generation, so concurrent first requests make one key.
+#[derive(Default)]
+pub struct Issuer {
+    keygen: tokio::sync::Mutex<()>,
+}
+
+#[derive(Serialize)]
+struct Claims<'a> {
+    iss: &'a str,
+    aud: &'a str,
+    sub: String,
+    iat: i64,
+    nbf: i64,
+    exp: i64,
+    jti: String,
+    run_id: &'a str,
+    run_kind: String,
+    repository: String,
+    commit: Option<&'a str>,
+    branch: &'a str,
+    trigger: String,
+}
+
+/// `org:<org>:stack:<stack-id>:run_phase:<phase>` — the stack's id, never its name.
+pub fn subject(org: &str, stack: &str, phase: Phase) -> String {
+    format!("org:{org}:stack:{stack}:run_phase:{phase}")
+}
+
+/// A new RSA signing key: its record (private half sealed) and the key for signing.
+fn generate(state: &AppState, rsa_key: &rsa::RsaPrivateKey) -> Result<SigningKeyRecord, ApiError> {
+    let public = rsa_key.to_public_key();
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let n = public.n().to_bytes_be();
+    let e = public.e().to_bytes_be();
+    let kid = hex::encode(&Sha256::digest(&n)[..12]);
+    let der = rsa_key
+        .to_pkcs1_der()
+        .map_err(|e| ApiError::Internal(format!("encoding a signing key: {e}")))?;
+    let sealed = state
+        .secrets_key
+        .seal(der.as_bytes())
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(SigningKeyRecord {
+        kid: kid.clone(),
+        private_key: sealed,
+        public_jwk: json!({"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
+            "n": b64.encode(n), "e": b64.encode(e)}),
+        created_at: Utc::now(),
+        retired_at: None,
+    })
+}
+
+async fn new_key(state: &AppState, action: &str, actor: &str) -> Result<String, ApiError> {
+    let rsa_key =
+        tokio::task::spawn_blocking(|| rsa::RsaPrivateKey::new(&mut rand::rngs::OsRng, 2048))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(|e| ApiError::Internal(format!("generating a signing key: {e}")))?;
+    let record = generate(state, &rsa_key)?;
+    let audit = Audit {
+        org: None,
+        actor: actor.into(),
+        token_id: None,
+        action: action.into(),
+        target: format!("signing-key:{}", record.kid),
+        detail: json!({"kid": record.kid}),
+    };
+    state.store.add_signing_key(&record, &audit).await?;
+    Ok(record.kid)
+}
+
+/// The active signing key, made on first use.
+async fn active_key(state: &AppState) -> Result<(String, EncodingKey), ApiError> {
+    let find = |keys: Vec<SigningKeyRecord>| keys.into_iter().find(|k| k.retired_at.is_none());
+    let mut key = find(state.store.signing_keys().await?);
+    if key.is_none() {
+        let _one = state.issuer.keygen.lock().await;
+        key = find(state.store.signing_keys().await?);
+        if key.is_none() {
+            new_key(state, "oidc.key.create", "system").await?;
+            key = find(state.store.signing_keys().await?);
+        }
+    }
+    let key = key.ok_or_else(|| ApiError::Internal("no signing key after creating one".into()))?;
+    let der = state
+        .secrets_key
+        .open(&key.private_key)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((key.kid, EncodingKey::from_rsa_der(&der)))
+}
+
+/// Keys to publish: the active one and those retired recently enough that a token they
+/// signed may still be valid.
+async fn published(state: &AppState) -> Result<Vec<SigningKeyRecord>, ApiError> {
+    let keep = keep_since(state);
+    Ok(state
+        .store
+        .signing_keys()
+        .await?
+        .into_iter()
+        .filter(|k| k.retired_at.is_none_or(|r| r > keep))
+        .collect())
+}
+
+fn keep_since(state: &AppState) -> DateTime<Utc> {
+    let window = state.config.oidc.token_ttl + PUBLISH_SLACK;
+    Utc::now() - chrono::Duration::from_std(window).unwrap_or(chrono::Duration::hours(1))
+}
+
+/// `/.well-known/openid-configuration`.
+pub async fn discovery(State(state): State<AppState>) -> Json<Value> {
+    let iss = &state.config.public_url;
+    Json(json!({
+        "issuer": iss,
+        "jwks_uri": format!("{iss}/.well-known/jwks.json"),
+        "response_types_supported": ["id_token"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+        "scopes_supported": ["openid"],
+        "claims_supported": ["iss", "aud", "sub", "iat", "nbf", "exp", "jti", "run_id",
+            "run_kind", "repository", "commit", "branch", "trigger"],
+    }))
+}
+
+/// `/.well-known/jwks.json`.
+pub async fn jwks(State(state): State<AppState>) -> Result<(HeaderMap, Json<Value>), ApiError> {
+    let mut keys = published(&state).await?;
+    if keys.is_empty() {
+        active_key(&state).await?;
+        keys = published(&state).await?;
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("public, max-age=60"),
+    );
+    Ok((
+        headers,
+        Json(json!({"keys": keys.into_iter().map(|k| k.public_jwk).collect::<Vec<_>>()})),
+    ))
+}
+
+/// Mints the request token of a leased phase.
+pub async fn mint_request_token(
+    state: &AppState,
+    run: &RunRecord,
+    ttl: Duration,
+) -> Result<String, ApiError> {
+    let mut random = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut random);
+    let secret = format!("bosun_idr_{}", hex::encode(random));
+    let token = IdRequestToken {
+        secret_hash: bosun_core::token::hash_token(&secret),
+        run_id: run.id.clone(),
+        phase: run.phase,
+        fencing: run.fencing,
+        expires_at: Utc::now()
+            + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::hours(4)),
+    };
+    state.store.add_id_request_token(&token).await?;
+    Ok(secret)
+}
+
+/// The request URL handed to phases.
+pub fn request_url(state: &AppState) -> String {
+    format!("{}{TOKEN_PATH}", state.config.public_url)
+}
+
+#[derive(Deserialize)]
+pub struct TokenQuery {
+    pub audience: Option<String>,
+}
+
+/// `GET /oidc/token?audience=AUD` with the phase's request token: a 10-minute identity
+/// token for that phase.
+pub async fn token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<TokenQuery>,
+) -> Result<Json<IdToken>, ApiError> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::Unauthenticated("missing Authorization: Bearer <request token>".into())
+        })?;
+    let audience = q.audience.filter(|a| !a.trim().is_empty()).ok_or_else(|| {
+        bosun_core::ValidationError::new("audience", "is required: ?audience=<the relying party>")
+    })?;
+    if audience.len() > 255 || audience.chars().any(char::is_control) {
+        return Err(bosun_core::ValidationError::new(
+            "audience",
+            "must be at most 255 characters without control characters",
+        )
+        .into());
+    }
+    let refused = || {
+        ApiError::Unauthenticated(
+            "the identity request token is not valid: it is unknown, or its phase has ended".into(),
+        )
+    };
+    let (grant, run) = state
+        .store
+        .id_request_token(&bosun_core::token::hash_token(bearer.trim()))
+        .await?
+        .ok_or_else(refused)?;
+    // Valid only while the run executes the same phase under the same lease.
+    if grant.expires_at <= Utc::now()
+        || run.state.is_terminal()
+        || !run.leased
+        || run.fencing != grant.fencing
+        || run.phase != grant.phase
+    {
+        return Err(refused());
+    }
+    let repository = state
+        .store
+        .get_stack(&run.org, &run.stack)
+        .await?
+        .map(|s| s.spec.repository.to_string())
+        .unwrap_or_default();
+    let (kid, key) = active_key(&state).await?;
+    let now = Utc::now().timestamp();
+    let exp = now + state.config.oidc.token_ttl.as_secs() as i64;
+    let mut jti = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut jti);
+    let claims = Claims {
+        iss: &state.config.public_url,
+        aud: &audience,
+        sub: subject(&run.org, &run.stack, grant.phase),
+        iat: now,
+        nbf: now,
+        exp,
+        jti: hex::encode(jti),
+        run_id: &run.id,
+        run_kind: run.kind.to_string(),
+        repository,
+        commit: run.commit.as_deref(),
+        branch: &run.branch,
+        trigger: run.trigger.to_string(),
+    };
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some(kid);
+    let value = jsonwebtoken::encode(&header, &claims, &key)
+        .map_err(|e| ApiError::Internal(format!("signing an identity token: {e}")))?;
+    Ok(Json(IdToken {
+        value,
+        expires_at: exp,
+    }))
+}
+
+/// Rotate the OIDC signing key now (server admin). The old key stays published until
+/// every token it signed has expired.
+#[utoipa::path(post, path = "/api/v1/oidc/rotate", tag = "identity",
+    responses((status = 200, body = SigningKeys), (status = 403, body = bosun_api::ErrorBody)))]
+pub async fn rotate(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<SigningKeys>, ApiError> {
+    let _one = state.issuer.keygen.lock().await;
+    let kid = new_key(&state, "oidc.key.rotate", &caller.0.actor()).await?;
+    Ok(Json(SigningKeys {
+        active: kid,
+        published: published(&state)
+            .await?
+            .into_iter()
+            .map(|k| k.kid)
+            .collect(),
+    }))
+}
+
+/// Rotates the key when it is older than `rotate_every`, and forgets keys no token can
+/// need any more. Runs hourly (and at start).
+pub async fn rotation_duty(state: AppState) {
+    let every = state.config.oidc.rotate_every;
+    let mut stopping = state.stopping.subscribe();
+    let hour = Duration::from_secs(3600);
+    let period = if every.is_zero() {
+        hour
+    } else {
+        every.min(hour)
+    };
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopping.changed() => return,
+        }
+        if let Err(e) = rotation_pass(&state, every).await {
+            tracing::warn!(duty = "oidc_key_rotation", error = %e, "pass failed");
+        }
+    }
+}
+
+async fn rotation_pass(state: &AppState, every: Duration) -> Result<(), ApiError> {
+    let keys = state.store.signing_keys().await?;
+    let active = keys.iter().find(|k| k.retired_at.is_none());
+    if !every.is_zero() {
+        if let Some(a) = active {
+            let age = (Utc::now() - a.created_at).to_std().unwrap_or_default();
+            if age >= every {
+                let _one = state.issuer.keygen.lock().await;
+                new_key(state, "oidc.key.rotate", "system").await?;
+            }
+        }
+    }
+    state.store.prune_signing_keys(keep_since(state)).await?;
+    Ok(())
+}

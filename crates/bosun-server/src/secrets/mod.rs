@@ -1,0 +1,276 @@
+//! The built-in secret store: values sealed at rest (`seal`), namespaced per org, set and
+//! listed through the API (values are never returned), and resolved for runs from
+//! `secret://<namespace>/<key>` references — only inside the org's own namespaces.
+
+pub mod seal;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use bosun_api::{SecretInfo, SecretPut};
+use bosun_core::authz::Access;
+use bosun_core::stack::check_secret_ref;
+use bosun_core::{Role, ValidationError};
+use bosun_store::{Audit, SecretMeta, Store};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::config::ServerConfig;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::routes::Route;
+use crate::server::AppState;
+use seal::{KeySource, SealError, SecretsKey};
+
+/// The largest secret value accepted.
+pub const MAX_VALUE: usize = 64 * 1024;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/orgs/{org}/secrets", Access::Org(Role::Operator), list),
+        Route::put(
+            "/orgs/{org}/secrets/{namespace}/{key}",
+            Access::Org(Role::Admin),
+            put,
+        ),
+        Route::delete(
+            "/orgs/{org}/secrets/{namespace}/{key}",
+            Access::Org(Role::Admin),
+            delete,
+        ),
+    ]
+}
+
+/// Why the server cannot use its secrets key.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    #[error(transparent)]
+    Store(#[from] bosun_store::StoreError),
+    #[error("the store holds {count} sealed value(s) but no secrets key is configured and {default} does not exist: give the key with --secrets-key-file or BOSUN_SECRETS_KEY")]
+    Missing { count: usize, default: String },
+    #[error("{count} sealed value(s) were sealed with secrets key {sealed_with}, not the configured key {configured}: configure the right key, or pass the old one with --secrets-previous-key-file to re-encrypt")]
+    Mismatch {
+        count: usize,
+        sealed_with: String,
+        configured: String,
+    },
+}
+
+/// Loads (or, on a store with nothing sealed, creates) the secrets key, checks that every
+/// sealed value opens with it, and re-seals values sealed with the previous key.
+pub async fn open_key(config: &ServerConfig, store: &dyn Store) -> Result<SecretsKey, KeyError> {
+    let sealed = store.sealed_values().await?;
+    let default = config.data_dir.join("secrets.key");
+    let key = match &config.secrets.key {
+        Some(source) => SecretsKey::load(source)?,
+        None if default.exists() => SecretsKey::load(&KeySource::File(default.clone()))?,
+        None if sealed.is_empty() => {
+            let key = SecretsKey::generate_into(&default)?;
+            tracing::warn!(
+                path = %default.display(),
+                "generated a secrets key next to the database; keep a copy apart from it (--secrets-key-file) for encryption at rest to mean something"
+            );
+            key
+        }
+        None => {
+            return Err(KeyError::Missing {
+                count: sealed.len(),
+                default: default.display().to_string(),
+            })
+        }
+    };
+    let previous = config
+        .secrets
+        .previous_key
+        .as_ref()
+        .map(SecretsKey::load)
+        .transpose()?;
+    let mut resealed = Vec::new();
+    for (owner, value) in &sealed {
+        if value.key_id == key.id() {
+            key.open(value)?;
+            continue;
+        }
+        match &previous {
+            Some(prev) if value.key_id == prev.id() => {
+                let plain = prev.open(value)?;
+                resealed.push((owner.clone(), key.seal(&plain)?));
+            }
+            _ => {
+                return Err(KeyError::Mismatch {
+                    count: sealed.iter().filter(|(_, v)| v.key_id != key.id()).count(),
+                    sealed_with: value.key_id.clone(),
+                    configured: key.id().to_string(),
+                })
+            }
+        }
+    }
+    if !resealed.is_empty() {
+        let audit = Audit {
+            org: None,
+            actor: "system".into(),
+            token_id: None,
+            action: "secrets.rekey".into(),
+            target: "secrets-key".into(),
+            detail: json!({"resealed": resealed.len(), "key": key.id()}),
+        };
+        store.reseal(&resealed, &audit).await?;
+        tracing::info!(
+            count = resealed.len(),
+            key = key.id(),
+            "re-sealed values with the new secrets key"
+        );
+    }
+    Ok(key)
+}
+
+fn check_name(namespace: &str, key: &str) -> Result<String, ApiError> {
+    let reference = format!("secret://{namespace}/{key}");
+    check_secret_ref(&reference)
+        .map_err(|m| ApiError::Validation(ValidationError::new("reference", m)))?;
+    Ok(reference)
+}
+
+fn to_wire(m: SecretMeta) -> SecretInfo {
+    SecretInfo {
+        reference: format!("secret://{}/{}", m.namespace, m.key),
+        namespace: m.namespace,
+        key: m.key,
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+        updated_by: m.updated_by,
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only this namespace.
+    pub namespace: Option<String>,
+}
+
+/// The org's secrets (names only, never values), by namespace then key.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/secrets", tag = "secrets",
+    params(("org" = String, Path), ListQuery),
+    responses((status = 200, body = Vec<SecretInfo>)))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiPath(org): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<SecretInfo>>, ApiError> {
+    let items = state
+        .store
+        .list_secrets(&org, q.namespace.as_deref())
+        .await?;
+    Ok(Json(items.into_iter().map(to_wire).collect()))
+}
+
+/// Set a secret (org admin). The value is sealed before it is stored and never shown
+/// again. A namespace belongs to the org that first stored a secret in it.
+#[utoipa::path(put, path = "/api/v1/orgs/{org}/secrets/{namespace}/{key}", tag = "secrets",
+    params(("org" = String, Path), ("namespace" = String, Path), ("key" = String, Path)),
+    request_body = SecretPut,
+    responses((status = 200, body = SecretInfo), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn put(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, namespace, key)): ApiPath<(String, String, String)>,
+    ApiJson(body): ApiJson<SecretPut>,
+) -> Result<Json<SecretInfo>, ApiError> {
+    let reference = check_name(&namespace, &key)?;
+    if body.value.is_empty() {
+        return Err(ValidationError::new("value", "must not be empty").into());
+    }
+    if body.value.len() > MAX_VALUE {
+        return Err(
+            ValidationError::new("value", format!("must be at most {MAX_VALUE} bytes")).into(),
+        );
+    }
+    let sealed = state
+        .secrets_key
+        .seal(body.value.as_bytes())
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let audit = caller.audit(Some(&org), "secret.set", reference, json!({}));
+    let meta = state
+        .store
+        .put_secret(&org, &namespace, &key, &sealed, &audit)
+        .await?;
+    Ok(Json(to_wire(meta)))
+}
+
+/// Delete a secret (org admin).
+#[utoipa::path(delete, path = "/api/v1/orgs/{org}/secrets/{namespace}/{key}", tag = "secrets",
+    params(("org" = String, Path), ("namespace" = String, Path), ("key" = String, Path)),
+    responses((status = 204), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, namespace, key)): ApiPath<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let reference = check_name(&namespace, &key)?;
+    let audit = caller.audit(Some(&org), "secret.delete", reference.clone(), json!({}));
+    if state
+        .store
+        .delete_secret(&org, &namespace, &key, &audit)
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!("{reference} in org {org:?}")))
+    }
+}
+
+/// Splits `secret://ns/key`; `None` for a plain value.
+pub fn parse_ref(value: &str) -> Option<(&str, &str)> {
+    value.strip_prefix("secret://")?.split_once('/')
+}
+
+/// Refuses references into another org's namespaces (when a stack is saved).
+pub async fn check_refs_in_org<'a>(
+    state: &AppState,
+    org: &str,
+    values: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), ApiError> {
+    for (name, value) in values {
+        let Some((ns, _)) = parse_ref(value) else {
+            continue;
+        };
+        if let Some(owner) = state.store.namespace_owner(ns).await? {
+            if owner != org {
+                return Err(ValidationError::new(
+                    format!("variables.{name}"),
+                    format!("{value} is outside this org: namespace {ns:?} belongs to another org"),
+                )
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value of a reference for a run of `org`: `Err` says why it cannot be used.
+pub async fn resolve(state: &AppState, org: &str, value: &str) -> Result<String, String> {
+    let Some((ns, key)) = parse_ref(value) else {
+        return Ok(value.to_string());
+    };
+    let sealed = state
+        .store
+        .get_secret(org, ns, key)
+        .await
+        .map_err(|e| format!("cannot read {value}: {e}"))?;
+    let Some(sealed) = sealed else {
+        let owner = state.store.namespace_owner(ns).await.ok().flatten();
+        return Err(match owner {
+            Some(o) if o != org => format!("{value} is outside this org: rejected"),
+            _ => format!("{value} does not exist"),
+        });
+    };
+    let plain = state
+        .secrets_key
+        .open(&sealed)
+        .map_err(|e| format!("cannot open {value}: {e}"))?;
+    String::from_utf8(plain).map_err(|_| format!("{value} is not UTF-8 text"))
+}
