@@ -86,6 +86,23 @@ struct NextSeq {
     next_seq: i64,
 }
 
+/// An OIDC ID token of the run, as the ID-token request URL answers it.
+#[derive(Deserialize)]
+pub(crate) struct IdToken {
+    pub(crate) value: String,
+    /// When it expires, unix seconds.
+    pub(crate) expires_at: i64,
+}
+
+impl std::fmt::Debug for IdToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdToken")
+            .field("value", &"<redacted>")
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
+}
+
 #[derive(Serialize)]
 struct FencingQuery {
     fencing: i64,
@@ -216,6 +233,37 @@ impl ServerClient {
         let resp = send(req).await?;
         let bytes = resp.bytes().await.map_err(ClientError::Transport)?;
         Ok(bytes.to_vec())
+    }
+
+    /// Asks the run's ID-token request URL (`url`, from the lease) for an ID token for
+    /// `audience`, with the lease's request `token` as the bearer token — in place of the
+    /// pool token, which this request never carries.
+    pub(crate) async fn id_token(
+        &self,
+        url: &Url,
+        token: &str,
+        audience: &str,
+    ) -> Result<IdToken, ClientError> {
+        let mut auth = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            ClientError::Protocol(
+                "the ID-token request token cannot be sent in an HTTP header".to_string(),
+            )
+        })?;
+        auth.set_sensitive(true);
+        let req = self
+            .http
+            .get(url.clone())
+            .timeout(REQUEST_TIMEOUT)
+            // A request's own header wins over the client's default (the pool token).
+            .header(AUTHORIZATION, auth)
+            .query(&[("audience", audience)]);
+        let id: IdToken = json(send(req).await?).await?;
+        if id.value.trim().is_empty() {
+            return Err(ClientError::Protocol(
+                "the server sent an empty ID token".to_string(),
+            ));
+        }
+        Ok(id)
     }
 
     pub(crate) async fn report(&self, run: &str, body: &RunnerReport) -> Result<(), ClientError> {

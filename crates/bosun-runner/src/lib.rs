@@ -2,21 +2,26 @@
 //! them with the IaC engine, streaming logs and heartbeats.
 //!
 //! `run_workers` starts N workers against one server. Each registers, then loops: lease a
-//! phase (long poll), execute it in a fresh workspace — clone, `started`, `init`, `plan` or
-//! `apply` with the engine in its own process group and a minimal environment — while a
-//! heartbeat task beats independently of output, then report. A heartbeat's `cancel` or
-//! the phase timeout interrupts the engine's group (SIGINT, SIGKILL after the grace
-//! period); a fenced lease kills it at once and nothing is reported.
+//! phase (long poll), execute it in a fresh workspace — clone, integrations, `started`,
+//! `init`, `plan` or `apply` with the engine in its own process group and a minimal
+//! environment — while a heartbeat task beats independently of output, then report. A
+//! heartbeat's `cancel` or the phase timeout interrupts the engine's group (SIGINT,
+//! SIGKILL after the grace period); a fenced lease kills it at once and nothing is
+//! reported.
 //!
 //! Modules: `worker` (the lease loop, heartbeat, watchdog, report), `phase` (what a plan
-//! or apply phase runs), `process` (one command: process group, streaming, stopping),
-//! `workspace` (directory, environments — the clone token reaches git only —, backend
-//! override), `logs` (masking the lease's secrets, chunk numbering, batching, shipping),
-//! `plan_summary` (`show -json` → `PlanSummary`), `client` (the protocol's HTTP calls
-//! and retries), `control` (stop reasons and shutdown levels).
+//! or apply phase runs), `integrations` (what the runner resolves before the engine
+//! starts: identity token files for AWS, kept fresh while the phase runs), `process` (one
+//! command: process group, streaming, stopping), `workspace` (directory, environments —
+//! the clone token reaches git only, the run identity the engine only —, backend
+//! override, which lease values are secrets), `logs` (masking the phase's secrets, chunk
+//! numbering, batching, shipping), `plan_summary` (`show -json` → `PlanSummary`),
+//! `client` (the protocol's HTTP calls and retries), `control` (stop reasons and
+//! shutdown levels).
 
 mod client;
 mod control;
+mod integrations;
 mod logs;
 mod phase;
 mod plan_summary;

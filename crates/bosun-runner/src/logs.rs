@@ -4,16 +4,18 @@
 //! Resending is safe because the server keeps the first copy of each `seq`: no line is
 //! lost or duplicated by a network error.
 //!
-//! Every line passes through `LogSink`, which masks the lease's secrets (`Redactor`: the
-//! clone token, in case a remote echoes it) before the line is queued: nothing unmasked
-//! reaches the batcher, so chunk boundaries cannot split a secret. Command output is
+//! Every line passes through `LogSink`, which masks the phase's secrets (`Redactor`: the
+//! clone token, in case a remote echoes it; the ID-token request token; the lease's
+//! resolved secret values; the identity tokens integrations fetch, added as they arrive)
+//! before the line is queued: nothing unmasked reaches the batcher, so chunk boundaries
+//! cannot split a secret. Command output is
 //! assembled into whole lines before it gets here; the one place a line is cut — an
 //! overlong line without a newline — goes through `LogSink::fragment`, which holds back a
 //! tail that could be the start of a secret and prepends it to what follows.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use bosun_api::{LogAppend, LogChunk};
@@ -127,10 +129,20 @@ pub(crate) struct Redactor {
 
 impl Redactor {
     pub(crate) fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> = secrets.into_iter().filter(|s| !s.is_empty()).collect();
-        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        secrets.dedup();
-        Redactor { secrets }
+        let mut redactor = Redactor {
+            secrets: Vec::new(),
+        };
+        redactor.extend(secrets);
+        redactor
+    }
+
+    /// Adds secrets (empty ones are ignored) to those already masked.
+    fn extend(&mut self, secrets: impl IntoIterator<Item = String>) {
+        self.secrets
+            .extend(secrets.into_iter().filter(|s| !s.is_empty()));
+        self.secrets
+            .sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        self.secrets.dedup();
     }
 
     /// `text` with every occurrence of a secret replaced by `***`.
@@ -159,21 +171,45 @@ impl Redactor {
     }
 }
 
-/// Where a phase writes its log lines, masking the phase's secrets. Cloned into every
-/// task that produces output; the log is complete once every clone is dropped and the
-/// shipper has returned.
+/// Where a phase writes its log lines, masking the phase's secrets: those of the lease
+/// (`workspace::lease_secrets`) and those the phase learns while it runs (`add_secret`:
+/// the identity tokens integrations fetch). Cloned into every task that produces output;
+/// all clones share one set of secrets. The log is complete once every clone is dropped
+/// and the shipper has returned.
 #[derive(Clone)]
 pub(crate) struct LogSink {
     tx: mpsc::Sender<String>,
-    redactor: Arc<Redactor>,
+    redactor: Arc<RwLock<Redactor>>,
 }
 
 impl LogSink {
+    fn new(tx: mpsc::Sender<String>, secrets: impl IntoIterator<Item = String>) -> Self {
+        LogSink {
+            tx,
+            redactor: Arc::new(RwLock::new(Redactor::new(secrets))),
+        }
+    }
+
+    /// The redactor, for reading. A writer that panicked cannot have left it half
+    /// changed (`extend` only pushes, sorts and dedups), so a poisoned lock is used anyway.
+    fn redactor(&self) -> RwLockReadGuard<'_, Redactor> {
+        self.redactor.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Masks `secret` from now on, in every clone of this sink (an empty one is ignored).
+    /// Call it before the value can reach any output.
+    pub(crate) fn add_secret(&self, secret: impl Into<String>) {
+        self.redactor
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend([secret.into()]);
+    }
+
     /// Queues one line (without its newline), masked. A shipper that stopped (fenced)
     /// discards it.
     pub(crate) async fn line(&self, line: impl Into<String>) {
         let line = line.into();
-        let masked = match self.redactor.redact(&line) {
+        let masked = match self.redactor().redact(&line) {
             Cow::Borrowed(_) => line,
             Cow::Owned(masked) => masked,
         };
@@ -181,31 +217,33 @@ impl LogSink {
     }
 
     /// Queues the first part of a line that is cut for its length, masked, except for a
-    /// tail that could be the beginning of a secret: that tail is returned, and the caller
-    /// puts it in front of the rest of the line.
+    /// tail that could be the beginning of a secret (of any of them: the longest such
+    /// tail is kept): that tail is returned, and the caller puts it in front of the rest
+    /// of the line.
     pub(crate) async fn fragment(&self, text: &str) -> String {
-        let masked = self.redactor.redact(text);
-        let keep = self.redactor.open_tail(&masked);
-        let (head, tail) = masked.split_at(masked.len() - keep);
+        let (head, tail) = {
+            let redactor = self.redactor();
+            let masked = redactor.redact(text);
+            let keep = redactor.open_tail(&masked);
+            let (head, tail) = masked.split_at(masked.len() - keep);
+            (head.to_string(), tail.to_string())
+        };
         if !head.is_empty() {
-            let _ = self.tx.send(head.to_string()).await;
+            let _ = self.tx.send(head).await;
         }
-        tail.to_string()
+        tail
     }
 
     /// `text` masked as the log's lines are (for failure reasons, which the server shows
     /// too).
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        self.redactor.redact(text)
+        self.redactor().redact(text)
     }
 
     /// A sink whose lines go straight to `tx` (tests read them there).
     #[cfg(test)]
     pub(crate) fn for_test(tx: mpsc::Sender<String>, secrets: &[&str]) -> Self {
-        LogSink {
-            tx,
-            redactor: Arc::new(Redactor::new(secrets.iter().map(|s| s.to_string()))),
-        }
+        LogSink::new(tx, secrets.iter().map(|s| s.to_string()))
     }
 }
 
@@ -240,10 +278,7 @@ pub(crate) fn spawn_shipper(
         shutdown,
         batcher: LogBatcher::new(next_seq, MAX_CHUNK_BYTES),
     };
-    let sink = LogSink {
-        tx,
-        redactor: Arc::new(Redactor::new(secrets)),
-    };
+    let sink = LogSink::new(tx, secrets);
     (sink, tokio::spawn(shipper.run(rx)))
 }
 
@@ -438,6 +473,54 @@ mod tests {
             lines.push(line);
         }
         assert_eq!(lines, ["first part ", "*** and the rest", "whole *** line"]);
+    }
+
+    #[tokio::test]
+    async fn several_secrets_each_cut_between_fragments_are_all_masked() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let sink = LogSink::for_test(tx, &["first-SECRET-1", "second-SECRET-2"]);
+        // Both secrets are cut, one across the first boundary, one across the second.
+        let mut carry = sink.fragment("a first-SEC").await;
+        assert_eq!(carry, "first-SEC");
+        carry = sink.fragment(&format!("{carry}RET-1 and second-SE")).await;
+        assert_eq!(carry, "second-SE");
+        sink.line(format!("{carry}CRET-2 end")).await;
+        // Two secrets that begin alike: the longer possible start is held back.
+        let sink2 = LogSink::for_test(sink.tx.clone(), &["abc-1111", "abc-22"]);
+        carry = sink2.fragment("x abc-").await;
+        assert_eq!(carry, "abc-");
+        carry = sink2.fragment(&format!("{carry}22 abc-11")).await;
+        assert_eq!(carry, "abc-11");
+        sink2.line(format!("{carry}11 y")).await;
+        drop((sink, sink2));
+        let mut lines = Vec::new();
+        while let Some(line) = rx.recv().await {
+            lines.push(line);
+        }
+        assert_eq!(lines, ["a ", "*** and ", "*** end", "x ", "*** ", "*** y"]);
+        let all = lines.concat();
+        for secret in ["first-SECRET-1", "second-SECRET-2", "abc-1111", "abc-22"] {
+            assert!(!all.contains(secret), "{secret} in {all}");
+        }
+    }
+
+    #[tokio::test]
+    async fn secrets_added_later_are_masked_by_every_clone() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let sink = LogSink::for_test(tx, &["lease-secret"]);
+        let clone = sink.clone();
+        clone.line("tok-fetched-later lease-secret").await;
+        sink.add_secret("tok-fetched-later");
+        sink.add_secret("");
+        clone.line("tok-fetched-later lease-secret").await;
+        assert_eq!(sink.redact("[tok-fetched-later]"), "[***]");
+        assert_eq!(clone.fragment("a tok-fetch").await, "tok-fetch");
+        drop((sink, clone));
+        let mut lines = Vec::new();
+        while let Some(line) = rx.recv().await {
+            lines.push(line);
+        }
+        assert_eq!(lines, ["tok-fetched-later ***", "*** ***", "a "]);
     }
 
     #[test]

@@ -1,20 +1,23 @@
-//! Executing one leased phase in its workspace: check out the source, report `started`,
-//! point the engine at Bosun's state, then `init` and either `plan` (summarize and upload
-//! the plan file) or `apply` (the uploaded plan file). The result is the event to report.
+//! Executing one leased phase in its workspace: check out the source, point the engine at
+//! Bosun's state, resolve the lease's integrations (`integrations`), report `started`,
+//! then `init` and either `plan` (summarize and upload the plan file) or `apply` (the
+//! uploaded plan file). The result is the event to report.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bosun_api::{Lease, RunnerEvent, RunnerReport};
 
 use crate::client::{retry, ClientError, ServerClient};
 use crate::control::{Shutdown, Stop, StopSignal};
+use crate::integrations;
 use crate::logs::LogSink;
 use crate::plan_summary;
 use crate::process::{find_program, run_step, Exited, Step, StepEnd};
 use crate::workspace::{
-    backend_override, engine_env, git_env, inherited_path, module_dir, Workspace,
-    BACKEND_OVERRIDE_FILE,
+    backend_override, engine_env, git_env, inherited_path, module_dir, unmasked_short_values,
+    Workspace, BACKEND_OVERRIDE_FILE, MIN_MASK_BYTES,
 };
 use crate::RunnerConfig;
 
@@ -25,7 +28,7 @@ const MAX_REASON_CHARS: usize = 500;
 
 /// Everything a phase needs besides its workspace.
 pub(crate) struct PhaseContext<'a> {
-    pub(crate) client: &'a ServerClient,
+    pub(crate) client: &'a Arc<ServerClient>,
     pub(crate) config: &'a RunnerConfig,
     pub(crate) runner_name: &'a str,
     pub(crate) lease: &'a Lease,
@@ -44,7 +47,7 @@ pub(crate) enum PhaseEnd {
 
 /// Why a phase ended before its natural end.
 #[derive(Debug)]
-enum Halt {
+pub(crate) enum Halt {
     Failed(String),
     Stopped(Stop),
 }
@@ -76,6 +79,15 @@ pub(crate) async fn execute(ctx: &PhaseContext<'_>) -> PhaseEnd {
             lease.fencing
         ))
         .await;
+    let short = unmasked_short_values(lease);
+    if short > 0 {
+        ctx.log
+            .line(format!(
+                "bosun: {short} secret value(s) shorter than {MIN_MASK_BYTES} bytes are not \
+                 masked in this log"
+            ))
+            .await;
+    }
     let result = match Workspace::create(&ctx.config.work_dir, lease).await {
         Ok(ws) => {
             let result = run_phase(ctx, &ws).await;
@@ -163,14 +175,34 @@ async fn run_phase(ctx: &PhaseContext<'_>, ws: &Workspace) -> Result<RunnerEvent
     .await
     .map_err(|e| Halt::Failed(format!("cannot write {BACKEND_OVERRIDE_FILE}: {e}")))?;
 
+    // Before `started`: a failing integration fails the run while it is preparing, and
+    // the engine never starts.
+    let resolved = integrations::resolve(ctx, ws.root()).await?;
+    let result = run_engine(ctx, ws, kind, commit, &engine, &module, &resolved.env).await;
+    // Token refreshes end with the engine, before the workspace goes.
+    resolved.stop().await;
+    result
+}
+
+/// Reports `started`, then runs the engine: `init`, and `plan` or `apply`.
+async fn run_engine(
+    ctx: &PhaseContext<'_>,
+    ws: &Workspace,
+    kind: PhaseKind,
+    commit: String,
+    engine: &Path,
+    module: &Path,
+    integration_env: &[(String, String)],
+) -> Result<RunnerEvent, Halt> {
+    let lease = ctx.lease;
     check_stop(ctx)?;
     report_started(ctx, commit).await?;
 
-    let env = engine_env(ws.root(), lease);
+    let env = engine_env(ws.root(), lease, integration_env);
     let engine = Engine {
         name: &lease.engine,
-        program: &engine,
-        module: &module,
+        program: engine,
+        module,
         env: &env,
     };
     engine

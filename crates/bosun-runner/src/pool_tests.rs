@@ -2,10 +2,11 @@
 //! scripted fake engine for the control paths (cancel, timeout, fencing, failures,
 //! shutdown) and the real Terraform for a plan and an apply through the `http` backend.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use bosun_api::RunnerIntegration;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -568,6 +569,343 @@ async fn a_refused_token_stops_the_runner() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+// ---- run identity, integrations and masking --------------------------------------------
+
+/// An AWS web identity integration.
+fn aws(name: &str, audience: &str, role: &str) -> RunnerIntegration {
+    RunnerIntegration::AwsWebIdentity {
+        name: name.to_string(),
+        role_arn: format!("arn:aws:iam::123456789012:role/{role}"),
+        audience: audience.to_string(),
+        session_name: format!("bosun-{role}"),
+    }
+}
+
+/// The environment the fake engine wrote for `subcommand` into `out`.
+fn engine_env_file(out: &Path, subcommand: &str) -> BTreeMap<String, String> {
+    std::fs::read_to_string(out.join(format!("env-{subcommand}")))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Asserts that no stored chunk of `run`'s log, nor the whole log, nor any report holds
+/// any of `secrets`.
+fn assert_never_shown(server: &FakeServer, run: &str, secrets: &[String]) {
+    let fake = server.fake();
+    let whole = fake.log_text(run);
+    for secret in secrets {
+        assert!(!secret.is_empty());
+        assert!(
+            !whole.contains(secret.as_str()),
+            "{secret} in the log: {whole}"
+        );
+        for (seq, text) in &fake.logs[run] {
+            assert!(!text.contains(secret.as_str()), "{secret} in chunk {seq}");
+        }
+        for (r, _, report) in &fake.reports {
+            assert!(
+                !report.to_string().contains(secret.as_str()),
+                "{r}: {report}"
+            );
+        }
+    }
+}
+
+impl Harness {
+    /// A directory (outside the work dir) where the fake engine writes what it saw.
+    fn engine_out(&self, run: &str) -> PathBuf {
+        let out = self.dir.path().join(format!("out-{run}"));
+        std::fs::create_dir_all(&out).unwrap();
+        out
+    }
+}
+
+#[tokio::test]
+async fn the_engine_gets_the_run_identity_and_an_aws_web_identity_token_file() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let out = h.engine_out("run-i");
+    let mut lease = h.lease("run-i");
+    h.server.with_identity(&mut lease);
+    lease.integrations = vec![aws("aws (plan role)", "sts.amazonaws.com", "plan")];
+    // A stack variable cannot replace the run identity's request token.
+    lease.env.insert(
+        "BOSUN_ID_TOKEN_REQUEST_TOKEN".into(),
+        "from-the-stack".into(),
+    );
+    lease.env.insert("FAKE_MODE".into(), "sleep".into());
+    lease
+        .env
+        .insert("FAKE_OUT".into(), out.display().to_string());
+    let request_token = lease.id_token_request_token.clone();
+    h.server.push(lease);
+    // The engine holds still while its token file is inspected.
+    h.wait_log("run-i", "fake: sleeping").await;
+
+    let env = engine_env_file(&out, "init");
+    assert_eq!(
+        env["BOSUN_ID_TOKEN_REQUEST_URL"],
+        format!("{}/id-token", h.server.url)
+    );
+    assert_eq!(env["BOSUN_ID_TOKEN_REQUEST_TOKEN"], request_token);
+    assert_eq!(env["AWS_ROLE_ARN"], "arn:aws:iam::123456789012:role/plan");
+    assert_eq!(env["AWS_ROLE_SESSION_NAME"], "bosun-plan");
+    let ws = h.work_dir().join("run-i-plan-1");
+    let token_file = PathBuf::from(&env["AWS_WEB_IDENTITY_TOKEN_FILE"]);
+    assert!(token_file.starts_with(&ws), "{}", token_file.display());
+    assert!(
+        !token_file.starts_with(ws.join("src")),
+        "{}",
+        token_file.display()
+    );
+    let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let issued = h.server.fake().issued_id_tokens.clone();
+    assert_eq!(issued.len(), 1, "one token, no refresh yet");
+    assert_eq!(std::fs::read_to_string(&token_file).unwrap(), issued[0]);
+    assert_eq!(
+        std::fs::read_to_string(out.join("token-init")).unwrap(),
+        issued[0]
+    );
+    assert_eq!(issued[0].split('.').count(), 3, "JWT-shaped: {}", issued[0]);
+    // The token was asked for with the lease's request token, never the pool token.
+    assert_eq!(
+        h.server.fake().id_token_requests,
+        [(
+            format!("Bearer {request_token}"),
+            "sts.amazonaws.com".to_string()
+        )]
+    );
+
+    h.server.fake().cancel.insert("run-i".into());
+    h.wait_events("run-i", &["started", "canceled"]).await;
+    let log = h.log("run-i");
+    let ok = log
+        .find("bosun: integration aws (plan role): ok\n")
+        .unwrap();
+    let checked_out = log.find("bosun: checked out ").unwrap();
+    let init = log.find("$ terraform init").unwrap();
+    assert!(checked_out < ok && ok < init, "{log}");
+    assert!(
+        log.contains("env: BOSUN_ID_TOKEN_REQUEST_TOKEN=***\n"),
+        "{log}"
+    );
+    assert!(log.contains("token: ***\n"), "{log}");
+    assert_never_shown(&h.server, "run-i", &[request_token, issued[0].clone()]);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn a_failing_integration_fails_the_phase_before_the_engine_starts() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    h.server.fake().refused_audiences.insert(
+        "sts.refused".into(),
+        "stack net may not assume this role".into(),
+    );
+    let out = h.engine_out("run-r");
+    let mut lease = h.lease("run-r");
+    h.server.with_identity(&mut lease);
+    lease.integrations = vec![
+        aws("aws (first)", "sts.first", "first"),
+        aws("aws (apply role)", "sts.refused", "apply"),
+        aws("aws (never)", "sts.never", "never"),
+    ];
+    lease
+        .env
+        .insert("FAKE_OUT".into(), out.display().to_string());
+    h.server.push(lease);
+    h.wait_events("run-r", &["failed"]).await;
+
+    assert_eq!(
+        h.last_event("run-r")["reason"],
+        "integration aws (apply role) failed: cannot get an ID token for audience \
+         \"sts.refused\": the server answered 403 Forbidden: stack net may not assume this \
+         role (code: forbidden)"
+    );
+    // The engine never ran, and the integrations stopped at the failing one.
+    assert!(!out.join("invocations").exists());
+    let audiences: Vec<String> = h
+        .server
+        .fake()
+        .id_token_requests
+        .iter()
+        .map(|(_, a)| a.clone())
+        .collect();
+    assert_eq!(audiences, ["sts.first", "sts.refused"]);
+    let log = h.log("run-r");
+    assert!(
+        log.contains("bosun: integration aws (first): ok\n"),
+        "{log}"
+    );
+    assert!(!log.contains("aws (never)"), "{log}");
+    assert!(
+        log.contains("bosun: plan phase failed: integration aws (apply role) failed: "),
+        "{log}"
+    );
+    assert!(!log.contains("$ terraform"), "{log}");
+
+    // A lease with an integration but no run identity fails the same way.
+    let mut lease = h.lease("run-noid");
+    lease.integrations = vec![aws("aws (plan role)", "sts.amazonaws.com", "plan")];
+    h.server.push(lease);
+    h.wait_events("run-noid", &["failed"]).await;
+    let reason = h.last_event("run-noid")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.starts_with(
+            "integration aws (plan role) failed: the server gave this run no identity"
+        ),
+        "{reason}"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn integrations_run_in_lease_order() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let out = h.engine_out("run-o");
+    let mut lease = h.lease("run-o");
+    h.server.with_identity(&mut lease);
+    lease.integrations = vec![
+        aws("zeta", "aud-zeta", "zeta"),
+        aws("alpha", "aud-alpha", "alpha"),
+    ];
+    lease
+        .env
+        .insert("FAKE_OUT".into(), out.display().to_string());
+    h.server.push(lease);
+    h.wait_events("run-o", &["started", "planned"]).await;
+
+    let log = h.log("run-o");
+    let zeta = log.find("bosun: integration zeta: ok\n").unwrap();
+    let alpha = log.find("bosun: integration alpha: ok\n").unwrap();
+    let init = log.find("$ terraform init").unwrap();
+    assert!(zeta < alpha && alpha < init, "{log}");
+    let audiences: Vec<String> = h
+        .server
+        .fake()
+        .id_token_requests
+        .iter()
+        .map(|(_, a)| a.clone())
+        .collect();
+    assert_eq!(audiences, ["aud-zeta", "aud-alpha"]);
+    // The later integration's variables win; each has its own token file.
+    let env = engine_env_file(&out, "plan");
+    assert_eq!(env["AWS_ROLE_ARN"], "arn:aws:iam::123456789012:role/alpha");
+    let issued = h.server.fake().issued_id_tokens.clone();
+    assert_eq!(
+        std::fs::read_to_string(out.join("token-plan")).unwrap(),
+        issued[1]
+    );
+    assert_never_shown(&h.server, "run-o", &issued);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn mask_values_never_reach_the_log_or_the_reason() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    let one = "mask-value-one-1234";
+    let two = "other-secret-5678";
+    let mut lease = h.lease("run-m");
+    lease.mask = vec![one.into(), two.into(), "ab".into(), String::new()];
+    // Printed by the engine (its environment dump) on one line, …
+    lease
+        .env
+        .insert("FAKE_PRINT".into(), format!("x {one} y {two} z ab"));
+    // … cut by the runner inside a value (a line over 64 KiB), …
+    lease.env.insert("FAKE_LONG_PRINT".into(), one.into());
+    // … and quoted in the failure reason.
+    lease.env.insert("FAKE_MODE".into(), "fail".into());
+    lease
+        .env
+        .insert("FAKE_FAIL_MESSAGE".into(), format!("cannot use {two}"));
+    h.server.push(lease);
+    h.wait_events("run-m", &["started", "failed"]).await;
+
+    assert_eq!(
+        h.last_event("run-m")["reason"],
+        "`terraform plan` failed (exit code 1): Error: cannot use ***"
+    );
+    let log = h.log("run-m");
+    assert!(log.contains("env: FAKE_PRINT=x *** y *** z ab\n"), "{log}");
+    assert!(log.contains("x\n*** and more\n"), "the long line's end");
+    assert!(
+        log.contains("bosun: 1 secret value(s) shorter than 4 bytes are not masked"),
+        "{log}"
+    );
+    assert!(log.contains("Error: cannot use ***\n"), "{log}");
+    // The long line spans several stored chunks.
+    assert!(h.server.fake().logs["run-m"].len() > 4);
+    assert_never_shown(&h.server, "run-m", &[one.to_string(), two.to_string()]);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn the_token_file_is_refreshed_while_the_engine_runs() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# x\n")]);
+    h.server.fake().id_token_lifetime = Some(3);
+    let out = h.engine_out("run-fresh");
+    let mut lease = h.lease("run-fresh");
+    h.server.with_identity(&mut lease);
+    lease.integrations = vec![aws("aws", "sts.amazonaws.com", "plan")];
+    lease.env.insert("FAKE_MODE".into(), "sleep".into());
+    lease
+        .env
+        .insert("FAKE_OUT".into(), out.display().to_string());
+    h.server.push(lease);
+    h.wait_log("run-fresh", "fake: sleeping").await;
+
+    let env = engine_env_file(&out, "init");
+    let token_file = PathBuf::from(&env["AWS_WEB_IDENTITY_TOKEN_FILE"]);
+    let first = std::fs::read_to_string(&token_file).unwrap();
+    assert_eq!(first, h.server.fake().issued_id_tokens[0]);
+    // A 3 s token is replaced after about 2 s, while the engine still runs.
+    wait_for("the token file to be rewritten", WAIT, || {
+        std::fs::read_to_string(&token_file).is_ok_and(|t| t != first)
+    })
+    .await;
+    let second = std::fs::read_to_string(&token_file).unwrap();
+    let issued = h.server.fake().issued_id_tokens.clone();
+    assert!(
+        issued[1..].contains(&second),
+        "{second} not issued: {issued:?}"
+    );
+    let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    h.wait_log(
+        "run-fresh",
+        "bosun: integration aws: identity token refreshed",
+    )
+    .await;
+    // Every refresh asked with the lease's request token.
+    let requests = h.server.fake().id_token_requests.clone();
+    assert!(requests.len() >= 2);
+    assert!(requests
+        .iter()
+        .all(|(auth, _)| auth == "Bearer idreq-run-fresh-Secret"));
+
+    h.server.fake().cancel.insert("run-fresh".into());
+    h.wait_events("run-fresh", &["started", "canceled"]).await;
+    // Refreshing ends with the phase: no request after the report.
+    let asked = h.server.fake().id_token_requests.len();
+    let issued = h.server.fake().issued_id_tokens.clone();
+    assert_never_shown(&h.server, "run-fresh", &issued);
+    let server = h.server.clone();
+    h.finish().await;
+    assert_eq!(server.fake().id_token_requests.len(), asked);
 }
 
 // ---- the real Terraform ---------------------------------------------------------------

@@ -264,13 +264,35 @@ async fn git_http(
 /// `FAKE_MODE=sleep` prints `fake: sleeping` and waits for a signal (`stubborn`: ignoring
 /// SIGINT; `fail`: fails at once); `show -json` prints a plan document; `apply` prints the
 /// plan file.
+///
+/// With `FAKE_OUT` (a directory) every invocation appends its subcommand to
+/// `$FAKE_OUT/invocations` (the marker that the engine ran), writes its environment to
+/// `$FAKE_OUT/env-<subcommand>` and, when `AWS_WEB_IDENTITY_TOKEN_FILE` is set, that file's
+/// content to `$FAKE_OUT/token-<subcommand>`. `init` also prints the token file's content
+/// (`token: …`), and with `FAKE_LONG_PRINT` one line of 65530 `x` followed by that value
+/// (cut by the runner at 64 KiB, inside the value). `FAKE_FAIL_MESSAGE` replaces `boom`
+/// in the `fail` mode's error line.
 pub(crate) fn fake_engine(dir: &Path) -> PathBuf {
     let script = r#"#!/bin/sh
+if [ -n "$FAKE_OUT" ]; then
+  echo "$1" >> "$FAKE_OUT/invocations"
+  env > "$FAKE_OUT/env-$1"
+  if [ -n "$AWS_WEB_IDENTITY_TOKEN_FILE" ]; then
+    cat "$AWS_WEB_IDENTITY_TOKEN_FILE" > "$FAKE_OUT/token-$1"
+  fi
+fi
 case "$1" in
   init)
     echo "fake: init"
     env | sort | sed 's/^/env: /'
     sed 's/^/override: /' bosun_backend_override.tf
+    if [ -n "$AWS_WEB_IDENTITY_TOKEN_FILE" ]; then
+      echo "token: $(cat "$AWS_WEB_IDENTITY_TOKEN_FILE")"
+    fi
+    if [ -n "$FAKE_LONG_PRINT" ]; then
+      head -c 65530 /dev/zero | tr '\0' x
+      echo "$FAKE_LONG_PRINT and more"
+    fi
     ;;
   plan)
     if [ "$FAKE_MODE" = sleep ]; then
@@ -284,7 +306,7 @@ case "$1" in
       while true; do sleep 0.05; done
     fi
     if [ "$FAKE_MODE" = fail ]; then
-      echo "Error: boom" >&2
+      echo "Error: ${FAKE_FAIL_MESSAGE:-boom}" >&2
       echo "  on main.tf line 1" >&2
       exit 1
     fi
@@ -343,6 +365,16 @@ pub(crate) struct Fake {
     /// Passwords the state backend was called with.
     pub(crate) state_passwords: HashSet<String>,
     pub(crate) state_methods: Vec<String>,
+    /// ID-token request tokens `GET /id-token` accepts (those of the leases pushed).
+    pub(crate) id_token_request_tokens: HashSet<String>,
+    /// Every `GET /id-token`: its `Authorization` header and audience, in order.
+    pub(crate) id_token_requests: Vec<(String, String)>,
+    /// The ID tokens answered, in order.
+    pub(crate) issued_id_tokens: Vec<String>,
+    /// Lifetime of an issued ID token (`expires_at` = now + this), seconds; default 3600.
+    pub(crate) id_token_lifetime: Option<i64>,
+    /// Audience → message: refused with 403 `forbidden` and that message.
+    pub(crate) refused_audiences: HashMap<String, String>,
 }
 
 impl Fake {
@@ -393,6 +425,7 @@ impl FakeServer {
             )
             .route("/api/v1/runner/runs/{run}/report", post(report))
             .route("/state/{stack}", any(state_backend))
+            .route("/id-token", get(id_token))
             .with_state(Arc::clone(&state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -404,8 +437,20 @@ impl FakeServer {
         self.state.lock().unwrap()
     }
 
+    /// Queues `lease`; its ID-token request token (if any) becomes valid.
     pub(crate) fn push(&self, lease: Lease) {
-        self.fake().queue.push_back(lease);
+        let mut fake = self.fake();
+        if !lease.id_token_request_token.is_empty() {
+            fake.id_token_request_tokens
+                .insert(lease.id_token_request_token.clone());
+        }
+        fake.queue.push_back(lease);
+    }
+
+    /// Gives `lease` a run identity: this server's `/id-token` and a request token.
+    pub(crate) fn with_identity(&self, lease: &mut Lease) {
+        lease.id_token_request_url = format!("{}/id-token", self.url);
+        lease.id_token_request_token = format!("idreq-{}-Secret", lease.run_id);
     }
 
     /// A plan lease for `run` of `repo`, engine `terraform` at `engine_binary`.
@@ -667,6 +712,69 @@ async fn state_backend(
         "LOCK" | "UNLOCK" => StatusCode::OK.into_response(),
         _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
+}
+
+#[derive(Deserialize)]
+struct AudienceQuery {
+    audience: String,
+}
+
+/// The run identity's token endpoint: `GET /id-token?audience=AUD` with a known request
+/// token as the bearer answers a JWT-shaped token (numbered, so every one differs) and
+/// its `expires_at`; a refused audience gets 403 in the API's error format.
+async fn id_token(state: Shared, headers: HeaderMap, Query(q): Query<AudienceQuery>) -> Response {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let mut fake = lock(&state);
+    fake.id_token_requests
+        .push((auth.clone(), q.audience.clone()));
+    let known = auth
+        .strip_prefix("Bearer ")
+        .is_some_and(|t| fake.id_token_request_tokens.contains(t));
+    if !known {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    if let Some(message) = fake.refused_audiences.get(&q.audience) {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(json!({"error": {"code": "forbidden", "message": message}})),
+        )
+            .into_response();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let expires_at = now + fake.id_token_lifetime.unwrap_or(3600);
+    let n = fake.issued_id_tokens.len() + 1;
+    let claims = json!({"aud": q.audience, "exp": expires_at, "n": n}).to_string();
+    let value = format!(
+        "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.{}.c2lnbmF0dXJlLXt7bn19",
+        base64url(claims.as_bytes())
+    );
+    fake.issued_id_tokens.push(value.clone());
+    Json(json!({"value": value, "expires_at": expires_at})).into_response()
+}
+
+/// Base64url without padding (a JWT's parts).
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for group in bytes.chunks(3) {
+        let b = [
+            group[0],
+            group.get(1).copied().unwrap_or(0),
+            group.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=group.len() {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
 }
 
 /// The password of a basic-auth credential (`base64(user:password)`).

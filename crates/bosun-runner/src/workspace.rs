@@ -176,10 +176,21 @@ pub(crate) fn inherited_path() -> OsString {
         .unwrap_or_else(|| OsString::from(DEFAULT_PATH))
 }
 
+/// The variables that give the engine the run's identity: where and with what to ask for
+/// an OIDC ID token (`GET URL?audience=AUD` with `Authorization: Bearer TOKEN`).
+pub(crate) const ID_TOKEN_REQUEST_URL_VAR: &str = "BOSUN_ID_TOKEN_REQUEST_URL";
+pub(crate) const ID_TOKEN_REQUEST_TOKEN_VAR: &str = "BOSUN_ID_TOKEN_REQUEST_TOKEN";
+
 /// The complete environment of an engine command: nothing of the runner's (no server
 /// secrets) except `PATH`, a HOME inside the workspace, the automation switches, the run
-/// token as the backend password, then the stack's variables.
-pub(crate) fn engine_env(workspace: &Path, lease: &Lease) -> Vec<(String, String)> {
+/// token as the backend password, then the stack's variables; then — so no stack variable
+/// can replace them — the run identity's request URL and token (when the lease has a
+/// URL), and last what the lease's integrations resolved (`integration_env`, in order).
+pub(crate) fn engine_env(
+    workspace: &Path,
+    lease: &Lease,
+    integration_env: &[(String, String)],
+) -> Vec<(String, String)> {
     let mut env = vec![
         (
             "PATH".to_string(),
@@ -191,9 +202,19 @@ pub(crate) fn engine_env(workspace: &Path, lease: &Lease) -> Vec<(String, String
         ("CHECKPOINT_DISABLE".to_string(), "1".to_string()),
         ("TF_HTTP_PASSWORD".to_string(), lease.run_token.clone()),
     ];
-    for (key, value) in &lease.env {
+    let mut set = |key: &str, value: &str| {
         env.retain(|(k, _)| k != key);
-        env.push((key.clone(), value.clone()));
+        env.push((key.to_string(), value.to_string()));
+    };
+    for (key, value) in &lease.env {
+        set(key, value);
+    }
+    if !lease.id_token_request_url.is_empty() {
+        set(ID_TOKEN_REQUEST_URL_VAR, &lease.id_token_request_url);
+        set(ID_TOKEN_REQUEST_TOKEN_VAR, &lease.id_token_request_token);
+    }
+    for (key, value) in integration_env {
+        set(key, value);
     }
     env
 }
@@ -212,13 +233,44 @@ fn clone_token(lease: &Lease) -> Option<&str> {
     lease.clone_token.as_deref().filter(|t| !t.is_empty())
 }
 
-/// The values of `lease` that must never appear in the phase's log: the clone token and
-/// the credential git sends for it.
+/// The shortest value of the lease's `mask` that is masked, in bytes. Masking a shorter
+/// one would garble the log (a one-letter secret would star out that letter in every
+/// line) and, with only a few bytes to guess, hides next to nothing. So a mask value of
+/// 1 to 3 bytes is left unmasked (the phase's log says how many were); bytes, not
+/// characters, are counted, so two two-byte characters are masked.
+pub(crate) const MIN_MASK_BYTES: usize = 4;
+
+/// The values of `lease` that must never appear in the phase's log or its failure
+/// reason: the clone token and the credential git sends for it, the ID-token request
+/// token, and the lease's `mask` values (resolved secrets) of at least `MIN_MASK_BYTES`.
+/// Empty values are never secrets. The identity tokens integrations fetch are added to
+/// the phase's `LogSink` as they arrive.
 pub(crate) fn lease_secrets(lease: &Lease) -> Vec<String> {
-    match clone_token(lease) {
-        Some(token) => vec![token.to_string(), clone_credential(token)],
-        None => Vec::new(),
+    let mut secrets = Vec::new();
+    if let Some(token) = clone_token(lease) {
+        secrets.push(token.to_string());
+        secrets.push(clone_credential(token));
     }
+    if !lease.id_token_request_token.is_empty() {
+        secrets.push(lease.id_token_request_token.clone());
+    }
+    secrets.extend(
+        lease
+            .mask
+            .iter()
+            .filter(|value| value.len() >= MIN_MASK_BYTES)
+            .cloned(),
+    );
+    secrets
+}
+
+/// How many of the lease's non-empty `mask` values are too short to be masked.
+pub(crate) fn unmasked_short_values(lease: &Lease) -> usize {
+    lease
+        .mask
+        .iter()
+        .filter(|value| !value.is_empty() && value.len() < MIN_MASK_BYTES)
+        .count()
 }
 
 /// The environment of git commands: `PATH`, a HOME inside the workspace (no user config,
@@ -363,7 +415,7 @@ mod tests {
         let mut l = lease();
         l.env.insert("TF_VAR_region".into(), "eu".into());
         l.env.insert("TF_IN_AUTOMATION".into(), "yes".into());
-        let env = engine_env(Path::new("/w/ws"), &l);
+        let env = engine_env(Path::new("/w/ws"), &l, &[]);
         let map: BTreeMap<_, _> = env.iter().cloned().collect();
         assert_eq!(map.len(), env.len(), "no duplicate keys");
         assert_eq!(map["HOME"], "/w/ws");
@@ -407,11 +459,76 @@ mod tests {
 
         // The engine never sees it.
         l.env.insert("TF_VAR_x".into(), "1".into());
-        for (key, value) in engine_env(Path::new("/w/ws"), &l) {
+        for (key, value) in engine_env(Path::new("/w/ws"), &l, &[]) {
             assert!(!key.starts_with("GIT_"), "{key}");
             assert!(!value.contains("ghs_abc"), "{key}={value}");
             assert!(!value.contains("eC1hY2Nlc3MtdG9rZW46"), "{key}={value}");
         }
+    }
+
+    #[test]
+    fn the_run_identity_reaches_the_engine_only_and_wins_over_stack_variables() {
+        let mut l = lease();
+        l.env
+            .insert(ID_TOKEN_REQUEST_URL_VAR.into(), "http://evil/".into());
+        l.env
+            .insert(ID_TOKEN_REQUEST_TOKEN_VAR.into(), "mine".into());
+        l.env.insert("AWS_ROLE_ARN".into(), "arn:stack".into());
+        // Without a request URL the lease has no run identity: the stack's values stand.
+        let map: BTreeMap<_, _> = engine_env(Path::new("/w"), &l, &[]).into_iter().collect();
+        assert_eq!(map[ID_TOKEN_REQUEST_URL_VAR], "http://evil/");
+
+        l.id_token_request_url = "http://bosun/api/v1/runner/runs/r/id-token".into();
+        l.id_token_request_token = "idreq-secret".into();
+        let integration = [
+            (
+                "AWS_ROLE_ARN".to_string(),
+                "arn:aws:iam::1:role/r".to_string(),
+            ),
+            ("AWS_ROLE_SESSION_NAME".to_string(), "bosun-r".to_string()),
+        ];
+        let env = engine_env(Path::new("/w"), &l, &integration);
+        let map: BTreeMap<_, _> = env.iter().cloned().collect();
+        assert_eq!(map.len(), env.len(), "no duplicate keys");
+        assert_eq!(
+            map[ID_TOKEN_REQUEST_URL_VAR],
+            "http://bosun/api/v1/runner/runs/r/id-token"
+        );
+        assert_eq!(map[ID_TOKEN_REQUEST_TOKEN_VAR], "idreq-secret");
+        assert_eq!(map["AWS_ROLE_ARN"], "arn:aws:iam::1:role/r");
+        assert_eq!(map["AWS_ROLE_SESSION_NAME"], "bosun-r");
+
+        // Git gets none of it.
+        for (key, value) in git_env(Path::new("/w"), &l) {
+            assert!(!key.starts_with("BOSUN_"), "{key}");
+            assert!(!value.contains("idreq-secret"), "{key}={value}");
+        }
+        assert_eq!(lease_secrets(&l), ["idreq-secret"]);
+    }
+
+    #[test]
+    fn mask_values_are_secrets_unless_empty_or_shorter_than_four_bytes() {
+        let mut l = lease();
+        l.mask = vec![
+            "hunter22".into(),
+            String::new(),
+            "abc".into(),
+            "abcd".into(),
+            "éé".into(),
+            "é".into(),
+        ];
+        l.clone_token = Some("ghs_abc".into());
+        assert_eq!(
+            lease_secrets(&l),
+            [
+                "ghs_abc",
+                "eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw==",
+                "hunter22",
+                "abcd",
+                "éé"
+            ]
+        );
+        assert_eq!(unmasked_short_values(&l), 2);
     }
 
     #[test]
