@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bosun_core::run::{transition, Event, RunKind, RunState, STALE_REASON};
-use bosun_core::stack::{find_cycle, DependencyInput, DriftInput, StackInput, StackSpec};
+use bosun_core::stack::{find_cycle, AwsInput, DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_core::state::{
     decide_lock, decide_unlock, decide_write, Current, Lock, Output, StateDoc, UnlockDecision,
     UnlockRequest, Writer,
@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0002_state.sql"),
     include_str!("../migrations/sqlite/0003_runs.sql"),
     include_str!("../migrations/sqlite/0004_vcs.sql"),
+    include_str!("../migrations/sqlite/0005_identity.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -375,7 +376,7 @@ fn exists(conn: &Connection, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result
 
 const STACK_COLUMNS: &str = "org_id, id, name, repository, branch, path, watch_paths, engine,
     engine_binary, engine_version, tier, autodeploy, environment, variables, depends_on,
-    drift_detection, runner_pool, created_at, updated_at";
+    drift_detection, runner_pool, created_at, updated_at, aws";
 
 /// Raw stack columns in `STACK_COLUMNS` order.
 struct StackRow {
@@ -398,6 +399,7 @@ struct StackRow {
     runner_pool: String,
     created_at: i64,
     updated_at: i64,
+    aws: Option<String>,
 }
 
 fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRow> {
@@ -421,6 +423,7 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRow> {
         runner_pool: r.get(16)?,
         created_at: r.get(17)?,
         updated_at: r.get(18)?,
+        aws: r.get(19)?,
     })
 }
 
@@ -467,6 +470,16 @@ fn stack_record(r: StackRow) -> Result<StackRecord> {
             schedule: d["schedule"].as_str().unwrap_or_default().to_string(),
             reconcile: d["reconcile"].as_bool().unwrap_or(false),
         });
+    let aws = r
+        .aws
+        .as_deref()
+        .map(|s| json("aws", s))
+        .transpose()?
+        .map(|a| AwsInput {
+            plan_role_arn: a["plan_role_arn"].as_str().unwrap_or_default().to_string(),
+            apply_role_arn: a["apply_role_arn"].as_str().map(str::to_string),
+            audience: a["audience"].as_str().map(str::to_string),
+        });
     let input = StackInput {
         id: r.id,
         name: Some(r.name),
@@ -484,8 +497,7 @@ fn stack_record(r: StackRow) -> Result<StackRecord> {
         depends_on,
         drift_detection,
         runner_pool: Some(r.runner_pool),
-        // The column arrives with the secrets migration (to be added with its store work).
-        aws: None,
+        aws,
     };
     // Loading re-validates, so a hand-edited row can never enter the server as valid.
     let spec = StackSpec::from_input(input).map_err(|e| corrupt("stack", e))?;
@@ -551,6 +563,7 @@ struct StackColumns {
     variables: String,
     depends_on: String,
     drift_detection: Option<String>,
+    aws: Option<String>,
 }
 
 fn stack_columns(spec: &StackSpec) -> StackColumns {
@@ -579,6 +592,14 @@ fn stack_columns(spec: &StackSpec) -> StackColumns {
             .drift_detection
             .as_ref()
             .map(|d| json!({"schedule": d.schedule, "reconcile": d.reconcile}).to_string()),
+        aws: spec.aws.as_ref().map(|a| {
+            json!({
+                "plan_role_arn": a.plan_role_arn,
+                "apply_role_arn": a.apply_role_arn,
+                "audience": a.audience,
+            })
+            .to_string()
+        }),
     }
 }
 
@@ -594,7 +615,7 @@ fn write_stack_row(
     tx.prepare_cached(&format!(
         "INSERT INTO stacks ({STACK_COLUMNS}, repo_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?20)
+                 ?18, ?19, ?20, ?21)
          ON CONFLICT (org_id, id) DO UPDATE SET
             name = excluded.name, repository = excluded.repository, branch = excluded.branch,
             repo_key = excluded.repo_key,
@@ -603,7 +624,8 @@ fn write_stack_row(
             tier = excluded.tier, autodeploy = excluded.autodeploy,
             environment = excluded.environment, variables = excluded.variables,
             depends_on = excluded.depends_on, drift_detection = excluded.drift_detection,
-            runner_pool = excluded.runner_pool, updated_at = excluded.updated_at"
+            runner_pool = excluded.runner_pool, aws = excluded.aws,
+            updated_at = excluded.updated_at"
     ))?
     .execute(params![
         org,
@@ -625,6 +647,7 @@ fn write_stack_row(
         spec.runner_pool.to_string(),
         created_at,
         updated_at,
+        c.aws,
         spec.repository.key(),
     ])
 }
@@ -1460,6 +1483,128 @@ fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &str) -> Resu
     }
     if !exists(tx, "SELECT 1 FROM users WHERE id = ?1", params![user])? {
         return Err(StoreError::NotFound(format!("user {user:?}")));
+    }
+    Ok(())
+}
+
+// ---- Secrets, OIDC signing keys, ID-token request tokens ----
+
+fn secret_name(org: &str, namespace: &str, key: &str) -> String {
+    format!("secret {org}/{namespace}/{key}")
+}
+
+const SECRET_META_COLUMNS: &str = "org_id, namespace, key, created_at, updated_at, updated_by";
+
+/// Raw secret metadata columns in `SECRET_META_COLUMNS` order.
+type SecretMetaRow = (String, String, String, i64, i64, Option<String>);
+
+fn secret_meta_row(r: &Row<'_>) -> rusqlite::Result<SecretMetaRow> {
+    SecretMetaRow::try_from(r)
+}
+
+fn secret_meta(r: SecretMetaRow) -> Result<SecretMeta> {
+    let (org, namespace, key, created, updated, updated_by) = r;
+    let Some(updated_by) = updated_by else {
+        return Err(StoreError::Corrupt(format!(
+            "{} has no updated_by",
+            secret_name(&org, &namespace, &key)
+        )));
+    };
+    Ok(SecretMeta {
+        org,
+        namespace,
+        key,
+        created_at: from_millis(created)?,
+        updated_at: from_millis(updated)?,
+        updated_by,
+    })
+}
+
+const SIGNING_KEY_COLUMNS: &str =
+    "kid, private_ciphertext, private_nonce, key_id, public_jwk, created_at, retired_at";
+
+/// Raw signing key columns in `SIGNING_KEY_COLUMNS` order.
+type SigningKeyRow = (
+    String,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<String>,
+    String,
+    i64,
+    Option<i64>,
+);
+
+fn signing_key_row(r: &Row<'_>) -> rusqlite::Result<SigningKeyRow> {
+    SigningKeyRow::try_from(r)
+}
+
+/// The sealed private half of a signing key row; every key the store writes has one.
+fn signing_key_sealed(
+    kid: &str,
+    ciphertext: Option<Vec<u8>>,
+    nonce: Option<Vec<u8>>,
+    key_id: Option<String>,
+) -> Result<Sealed> {
+    match (ciphertext, nonce, key_id) {
+        (Some(ciphertext), Some(nonce), Some(key_id)) => Ok(Sealed {
+            ciphertext,
+            nonce,
+            key_id,
+        }),
+        _ => Err(StoreError::Corrupt(format!(
+            "signing key {kid:?} has no sealed private key"
+        ))),
+    }
+}
+
+fn signing_key_record(r: SigningKeyRow) -> Result<SigningKeyRecord> {
+    let (kid, ciphertext, nonce, key_id, jwk, created, retired) = r;
+    Ok(SigningKeyRecord {
+        private_key: signing_key_sealed(&kid, ciphertext, nonce, key_id)?,
+        public_jwk: serde_json::from_str(&jwk).map_err(|e| corrupt("public_jwk", e))?,
+        created_at: from_millis(created)?,
+        retired_at: opt_from_millis(retired)?,
+        kid,
+    })
+}
+
+/// Replaces one sealed value in the caller's write transaction; `NotFound` when its owner
+/// no longer exists.
+fn reseal_one(tx: &Transaction<'_>, owner: &SealedOwner, value: &Sealed) -> Result<()> {
+    let changed = match owner {
+        SealedOwner::Secret {
+            org,
+            namespace,
+            key,
+        } => tx
+            .prepare_cached(
+                "UPDATE secrets SET ciphertext = ?4, nonce = ?5, key_id = ?6
+                 WHERE org_id = ?1 AND namespace = ?2 AND key = ?3",
+            )?
+            .execute(params![
+                org,
+                namespace,
+                key,
+                value.ciphertext,
+                value.nonce,
+                value.key_id
+            ])?,
+        SealedOwner::SigningKey { kid } => tx
+            .prepare_cached(
+                "UPDATE oidc_signing_keys
+                 SET private_ciphertext = ?2, private_nonce = ?3, key_id = ?4 WHERE kid = ?1",
+            )?
+            .execute(params![kid, value.ciphertext, value.nonce, value.key_id])?,
+    };
+    if changed == 0 {
+        return Err(StoreError::NotFound(match owner {
+            SealedOwner::Secret {
+                org,
+                namespace,
+                key,
+            } => secret_name(org, namespace, key),
+            SealedOwner::SigningKey { kid } => format!("signing key {kid:?}"),
+        }));
     }
     Ok(())
 }
@@ -2883,55 +3028,343 @@ impl Store for SqliteStore {
 
     async fn put_secret(
         &self,
-        _org: &str,
-        _namespace: &str,
-        _key: &str,
-        _value: &Sealed,
-        _audit: &Audit,
+        org: &str,
+        namespace: &str,
+        key: &str,
+        value: &Sealed,
+        audit: &Audit,
     ) -> Result<SecretMeta> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        let (org, namespace, key) = (org.to_string(), namespace.to_string(), key.to_string());
+        let (value, audit) = (value.clone(), audit.clone());
+        self.write(move |tx| {
+            let now = millis(Utc::now());
+            // Who owns the namespace is decided here, in the write transaction: two orgs
+            // racing for a new namespace cannot both get it.
+            let owner: Option<String> = tx
+                .prepare_cached("SELECT org_id FROM secret_namespaces WHERE name = ?1")?
+                .query_row([&namespace], |r| r.get(0))
+                .optional()?;
+            match owner {
+                Some(owner) if owner != org => {
+                    return Err(StoreError::NamespaceOwned { namespace });
+                }
+                Some(_) => {}
+                None => {
+                    tx.prepare_cached(
+                        "INSERT INTO secret_namespaces (name, org_id, created_at)
+                         VALUES (?1, ?2, ?3)",
+                    )?
+                    .execute(params![namespace, org, now])
+                    .map_err(|e| {
+                        if is_foreign_key_violation(&e) {
+                            StoreError::NotFound(format!("org {org:?}"))
+                        } else {
+                            e.into()
+                        }
+                    })?;
+                }
+            }
+            let created: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT created_at FROM secrets
+                     WHERE org_id = ?1 AND namespace = ?2 AND key = ?3",
+                )?
+                .query_row(params![org, namespace, key], |r| r.get(0))
+                .optional()?;
+            let created = created.unwrap_or(now);
+            let updated = now.max(created);
+            tx.prepare_cached(
+                "INSERT INTO secrets (org_id, namespace, key, ciphertext, nonce, key_id,
+                                      created_at, updated_at, updated_by)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (org_id, namespace, key) DO UPDATE SET
+                    ciphertext = excluded.ciphertext, nonce = excluded.nonce,
+                    key_id = excluded.key_id, updated_at = excluded.updated_at,
+                    updated_by = excluded.updated_by",
+            )?
+            .execute(params![
+                org,
+                namespace,
+                key,
+                value.ciphertext,
+                value.nonce,
+                value.key_id,
+                created,
+                updated,
+                audit.actor,
+            ])?;
+            append_audit(tx, &audit)?;
+            Ok(SecretMeta {
+                org,
+                namespace,
+                key,
+                created_at: from_millis(created)?,
+                updated_at: from_millis(updated)?,
+                updated_by: audit.actor,
+            })
+        })
+        .await
     }
+
     async fn delete_secret(
         &self,
-        _org: &str,
-        _namespace: &str,
-        _key: &str,
-        _audit: &Audit,
+        org: &str,
+        namespace: &str,
+        key: &str,
+        audit: &Audit,
     ) -> Result<bool> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        let (org, namespace, key) = (org.to_string(), namespace.to_string(), key.to_string());
+        let audit = audit.clone();
+        self.write(move |tx| {
+            // The namespace row stays: an emptied namespace is still the org's.
+            let done = tx
+                .prepare_cached(
+                    "DELETE FROM secrets WHERE org_id = ?1 AND namespace = ?2 AND key = ?3",
+                )?
+                .execute(params![org, namespace, key])?
+                > 0;
+            if done {
+                append_audit(tx, &audit)?;
+            }
+            Ok(done)
+        })
+        .await
     }
-    async fn list_secrets(&self, _org: &str, _namespace: Option<&str>) -> Result<Vec<SecretMeta>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn list_secrets(&self, org: &str, namespace: Option<&str>) -> Result<Vec<SecretMeta>> {
+        let (org, namespace) = (org.to_string(), namespace.map(str::to_string));
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {SECRET_META_COLUMNS} FROM secrets
+                 WHERE org_id = ?1 AND (?2 IS NULL OR namespace = ?2)
+                 ORDER BY namespace, key"
+            ))?;
+            let rows = stmt.query_map(params![org, namespace], secret_meta_row)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(secret_meta(row?)?);
+            }
+            Ok(out)
+        })
+        .await
     }
-    async fn get_secret(&self, _org: &str, _namespace: &str, _key: &str) -> Result<Option<Sealed>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn get_secret(&self, org: &str, namespace: &str, key: &str) -> Result<Option<Sealed>> {
+        let (org, namespace, key) = (org.to_string(), namespace.to_string(), key.to_string());
+        self.read(move |c| {
+            // Rows are keyed by org: another org's namespace holds nothing of this org's.
+            let row = c
+                .prepare_cached(
+                    "SELECT ciphertext, nonce, key_id FROM secrets
+                     WHERE org_id = ?1 AND namespace = ?2 AND key = ?3",
+                )?
+                .query_row(params![org, namespace, key], |r| {
+                    <(Vec<u8>, Vec<u8>, String)>::try_from(r)
+                })
+                .optional()?;
+            Ok(row.map(|(ciphertext, nonce, key_id)| Sealed {
+                ciphertext,
+                nonce,
+                key_id,
+            }))
+        })
+        .await
     }
-    async fn namespace_owner(&self, _namespace: &str) -> Result<Option<String>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn namespace_owner(&self, namespace: &str) -> Result<Option<String>> {
+        let namespace = namespace.to_string();
+        self.read(move |c| {
+            Ok(
+                c.prepare_cached("SELECT org_id FROM secret_namespaces WHERE name = ?1")?
+                    .query_row([&namespace], |r| r.get(0))
+                    .optional()?,
+            )
+        })
+        .await
     }
+
     async fn sealed_values(&self) -> Result<Vec<(SealedOwner, Sealed)>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        self.read(|c| {
+            let mut out = Vec::new();
+            let mut stmt = c.prepare_cached(
+                "SELECT org_id, namespace, key, ciphertext, nonce, key_id FROM secrets
+                 ORDER BY org_id, namespace, key",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                <(String, String, String, Vec<u8>, Vec<u8>, String)>::try_from(r)
+            })?;
+            for row in rows {
+                let (org, namespace, key, ciphertext, nonce, key_id) = row?;
+                out.push((
+                    SealedOwner::Secret {
+                        org,
+                        namespace,
+                        key,
+                    },
+                    Sealed {
+                        ciphertext,
+                        nonce,
+                        key_id,
+                    },
+                ));
+            }
+            let mut stmt = c.prepare_cached(
+                "SELECT kid, private_ciphertext, private_nonce, key_id FROM oidc_signing_keys
+                 ORDER BY created_at, rowid",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                <(String, Option<Vec<u8>>, Option<Vec<u8>>, Option<String>)>::try_from(r)
+            })?;
+            for row in rows {
+                let (kid, ciphertext, nonce, key_id) = row?;
+                let sealed = signing_key_sealed(&kid, ciphertext, nonce, key_id)?;
+                out.push((SealedOwner::SigningKey { kid }, sealed));
+            }
+            Ok(out)
+        })
+        .await
     }
-    async fn reseal(&self, _values: &[(SealedOwner, Sealed)], _audit: &Audit) -> Result<()> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn reseal(&self, values: &[(SealedOwner, Sealed)], audit: &Audit) -> Result<()> {
+        let (values, audit) = (values.to_vec(), audit.clone());
+        self.write(move |tx| {
+            // Any owner gone fails the whole transaction: all values change or none.
+            for (owner, value) in &values {
+                reseal_one(tx, owner, value)?;
+            }
+            append_audit(tx, &audit)
+        })
+        .await
     }
-    async fn add_signing_key(&self, _key: &SigningKeyRecord, _audit: &Audit) -> Result<()> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn add_signing_key(&self, key: &SigningKeyRecord, audit: &Audit) -> Result<()> {
+        let (key, audit) = (key.clone(), audit.clone());
+        self.write(move |tx| {
+            let now = millis(Utc::now());
+            tx.prepare_cached(
+                "UPDATE oidc_signing_keys SET retired_at = ?1 WHERE retired_at IS NULL",
+            )?
+            .execute([now])?;
+            tx.prepare_cached(&format!(
+                "INSERT INTO oidc_signing_keys ({SIGNING_KEY_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+            ))?
+            .execute(params![
+                key.kid,
+                key.private_key.ciphertext,
+                key.private_key.nonce,
+                key.private_key.key_id,
+                key.public_jwk.to_string(),
+                millis(key.created_at),
+                key.retired_at.map(millis),
+            ])
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::AlreadyExists(format!("signing key {:?}", key.kid))
+                } else {
+                    e.into()
+                }
+            })?;
+            append_audit(tx, &audit)
+        })
+        .await
     }
+
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {SIGNING_KEY_COLUMNS} FROM oidc_signing_keys
+                 ORDER BY created_at DESC, rowid DESC"
+            ))?;
+            let rows = stmt.query_map([], signing_key_row)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(signing_key_record(row?)?);
+            }
+            Ok(out)
+        })
+        .await
     }
-    async fn prune_signing_keys(&self, _before: chrono::DateTime<chrono::Utc>) -> Result<u64> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn prune_signing_keys(&self, before: DateTime<Utc>) -> Result<u64> {
+        self.write(move |tx| {
+            let deleted = tx
+                .prepare_cached(
+                    "DELETE FROM oidc_signing_keys
+                     WHERE retired_at IS NOT NULL AND retired_at < ?1",
+                )?
+                .execute([millis(before)])?;
+            Ok(deleted as u64)
+        })
+        .await
     }
-    async fn add_id_request_token(&self, _token: &IdRequestToken) -> Result<()> {
-        Err(StoreError::Backend("not implemented yet".into()))
+
+    async fn add_id_request_token(&self, token: &IdRequestToken) -> Result<()> {
+        let token = token.clone();
+        self.write(move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO id_request_tokens (secret_hash, run_id, phase, fencing, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                token.secret_hash,
+                token.run_id,
+                token.phase.as_str(),
+                token.fencing,
+                millis(token.expires_at),
+            ])
+            .map_err(|e| {
+                if is_foreign_key_violation(&e) {
+                    StoreError::NotFound(format!("run {:?}", token.run_id))
+                } else if is_unique_violation(&e) {
+                    StoreError::AlreadyExists("ID-token request token".into())
+                } else {
+                    e.into()
+                }
+            })?;
+            Ok(())
+        })
+        .await
     }
+
     async fn id_request_token(
         &self,
-        _secret_hash: &str,
+        secret_hash: &str,
     ) -> Result<Option<(IdRequestToken, RunRecord)>> {
-        Err(StoreError::Backend("not implemented yet".into()))
+        let hash = secret_hash.to_string();
+        self.read(move |c| {
+            // One statement, so the token and its run come from the same snapshot. The
+            // token's columns are renamed: `phase` and `fencing` are also the run's.
+            let row = c
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS}, t_phase, t_fencing, t_expires_at FROM runs
+                     JOIN (SELECT run_id AS t_run, phase AS t_phase, fencing AS t_fencing,
+                                  expires_at AS t_expires_at
+                           FROM id_request_tokens WHERE secret_hash = ?1) ON id = t_run"
+                ))?
+                .query_row([&hash], |r| {
+                    Ok((
+                        run_row(r)?,
+                        r.get::<_, String>(27)?,
+                        r.get::<_, i64>(28)?,
+                        r.get::<_, i64>(29)?,
+                    ))
+                })
+                .optional()?;
+            let Some((run, phase, fencing, expires)) = row else {
+                return Ok(None);
+            };
+            let run = run_record(run)?;
+            let token = IdRequestToken {
+                secret_hash: hash,
+                run_id: run.id.clone(),
+                phase: phase.parse().map_err(|e| corrupt("phase", e))?,
+                fencing,
+                expires_at: from_millis(expires)?,
+            };
+            Ok(Some((token, run)))
+        })
+        .await
     }
 
     async fn metrics(&self) -> Result<StoreMetrics> {

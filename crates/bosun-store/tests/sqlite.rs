@@ -213,3 +213,151 @@ async fn migrates_a_v3_database_and_backfills_repository_keys() {
     );
     again.close().await;
 }
+
+/// Creates a database at schema v4 (the first four migrations, as an older binary left
+/// it) holding an org, a stack and a run.
+fn v4_database(path: &std::path::Path) {
+    let mut conn = rusqlite::Connection::open(path).unwrap();
+    let tx = conn.transaction().unwrap();
+    tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
+        .unwrap();
+    for (i, sql) in [
+        include_str!("../migrations/sqlite/0001_init.sql"),
+        include_str!("../migrations/sqlite/0002_state.sql"),
+        include_str!("../migrations/sqlite/0003_runs.sql"),
+        include_str!("../migrations/sqlite/0004_vcs.sql"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        tx.execute_batch(sql).unwrap();
+        tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
+            .unwrap();
+    }
+    tx.execute_batch(
+        "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
+         INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths, engine,
+             tier, autodeploy, variables, depends_on, runner_pool, created_at, updated_at,
+             repo_key)
+         VALUES ('acme', 'net', 'net', 'github:Acme/Infra', 'main', '.', '[]', 'tofu',
+                 'small', 0, '{}', '[]', 'hosted', 1, 1, 'github:acme/infra');
+         INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+             triggered_by, branch, created_at, updated_at)
+         VALUES ('r-old', 'acme', 'net', 'tracked', 'manual', 'queued', 'plan', 1,
+                 'user:alice', 'main', 2, 2);
+         INSERT INTO run_phases (run_id, state, started_at) VALUES ('r-old', 'queued', 2);",
+    )
+    .unwrap();
+    tx.commit().unwrap();
+}
+
+#[tokio::test]
+async fn migrates_a_v4_database_to_run_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    v4_database(&path);
+    let store = SqliteStore::open(&path).await.unwrap();
+    let (fresh_store, _fresh_dir) = fresh().await;
+    assert_eq!(
+        store.schema_version().await.unwrap(),
+        fresh_store.schema_version().await.unwrap()
+    );
+    assert!(store.schema_version().await.unwrap() >= 5);
+
+    // The old stack reads with no AWS roles, and can be given some.
+    let old = store.get_stack("acme", "net").await.unwrap().unwrap();
+    assert_eq!(old.spec.aws, None);
+    let mut input = old.spec.to_input();
+    input.aws = Some(bosun_core::stack::AwsInput {
+        plan_role_arn: "arn:aws:iam::123456789012:role/net-plan".into(),
+        apply_role_arn: None,
+        audience: None,
+    });
+    let with_aws = bosun_core::stack::StackSpec::from_input(input).unwrap();
+    let a = bosun_store::Audit {
+        org: Some("acme".into()),
+        actor: "user:alice".into(),
+        token_id: None,
+        action: "stack.update".into(),
+        target: "stack:net".into(),
+        detail: serde_json::json!({}),
+    };
+    store.update_stack("acme", &with_aws, &a).await.unwrap();
+
+    // The new tables work against the old rows.
+    let sealed = bosun_store::Sealed {
+        ciphertext: b"ct".to_vec(),
+        nonce: vec![0; 12],
+        key_id: "sk1".into(),
+    };
+    store
+        .put_secret("acme", "db", "password", &sealed, &a)
+        .await
+        .unwrap();
+    assert!(store.signing_keys().await.unwrap().is_empty());
+    store
+        .add_id_request_token(&bosun_store::IdRequestToken {
+            secret_hash: "e".repeat(64),
+            run_id: "r-old".into(),
+            phase: bosun_core::run::Phase::Plan,
+            fencing: 0,
+            expires_at: chrono::Utc::now() + chrono::Duration::minutes(5),
+        })
+        .await
+        .unwrap();
+    let (_, run) = store
+        .id_request_token(&"e".repeat(64))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.id, "r-old");
+    store.close().await;
+
+    // Reopening applies nothing again and keeps what was written.
+    let again = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(
+        again
+            .get_stack("acme", "net")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .aws,
+        with_aws.aws
+    );
+    assert_eq!(
+        again.get_secret("acme", "db", "password").await.unwrap(),
+        Some(sealed)
+    );
+    assert_eq!(
+        again.namespace_owner("db").await.unwrap().as_deref(),
+        Some("acme")
+    );
+    again.close().await;
+}
+
+/// A signing key row without its sealed private half (only a hand edit makes one) is
+/// refused as corrupt, not returned half-empty.
+#[tokio::test]
+async fn signing_key_without_private_half_is_corrupt() {
+    let (store, dir) = fresh().await;
+    store.close().await;
+    let conn = rusqlite::Connection::open(dir.path().join("bosun.db")).unwrap();
+    conn.execute(
+        "INSERT INTO oidc_signing_keys (kid, public_jwk, created_at) VALUES ('k', '{}', 1)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&dir.path().join("bosun.db"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.signing_keys().await,
+        Err(StoreError::Corrupt(_))
+    ));
+    assert!(matches!(
+        store.sealed_values().await,
+        Err(StoreError::Corrupt(_))
+    ));
+}
