@@ -17,6 +17,12 @@ pub struct DutyStatus {
     pub git_poll_last_pass: AtomicI64,
 }
 
+/// Resolves once shutdown has begun — also when it began before this receiver was made
+/// (`changed()` alone would miss a signal sent before the subscription).
+pub async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|s| *s).await;
+}
+
 /// Force-fails executing runs with no heartbeat for `stale_after`, requeues leased runs
 /// whose runner never started them, and interrupts runs past their phase timeout.
 pub async fn stale_sweep(state: AppState) {
@@ -25,7 +31,7 @@ pub async fn stale_sweep(state: AppState) {
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stopping.changed() => return,
+            _ = crate::duties::stopped(&mut stopping) => return,
         }
         match sweep_once(&state).await {
             Ok(n) => {

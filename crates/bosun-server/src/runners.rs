@@ -299,7 +299,7 @@ pub async fn lease(
             _ = woken => {}
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = tokio::time::sleep_until(deadline) => {}
-            _ = stopping.changed() => {}
+            _ = crate::duties::stopped(&mut stopping) => {}
         }
     }
 }

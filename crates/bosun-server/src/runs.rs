@@ -400,7 +400,7 @@ pub async fn logs_stream(
             }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                _ = stopping.changed() => return,
+                _ = crate::duties::stopped(&mut stopping) => return,
             }
         }
     });

@@ -942,3 +942,121 @@ fn a_github_push_runs_with_its_own_installation_token_cloned_over_http() {
         assert!(!logs.contains(&t.token), "a token leaked into the run log");
     }
 }
+
+/// PyJWT with its crypto extra, or `None` after announcing the skip.
+fn pyjwt_or_skip() -> Option<()> {
+    let ok = Command::new("python3")
+        .args(["-c", "import jwt, cryptography"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(());
+    }
+    if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+        panic!("PyJWT is required (BOSUN_REQUIRE_TOOLS=1): pip install 'pyjwt[crypto]'");
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): pyjwt");
+    None
+}
+
+/// Runs the independent verifier on a token file: (exit code, output).
+fn verify_jwt(issuer: &str, token_file: &Path, audience: &str) -> (i32, String) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/verify_jwt.py");
+    let out = Command::new("python3")
+        .args([script, issuer, token_file.to_str().unwrap(), audience])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn a_run_requests_its_identity_that_an_independent_verifier_accepts_and_secrets_are_masked() {
+    let Some(fx) = Fixture::new() else { return };
+    let Some(()) = pyjwt_or_skip() else { return };
+    let tokens = fx.dir.path().join("tokens");
+    std::fs::create_dir_all(&tokens).unwrap();
+    // The engine: asks for an identity token the way a cloud SDK would, prints the
+    // secret it was given, then runs the real Terraform.
+    let wrapper = fx.dir.path().join("tf-with-identity.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nset -e\nn=$(ls {tokens} | wc -l)\ncurl -sSf -H \"Authorization: Bearer $BOSUN_ID_TOKEN_REQUEST_TOKEN\" \"$BOSUN_ID_TOKEN_REQUEST_URL?audience=bosun-e2e\" > {tokens}/reply-$n.json\necho \"the database password is $TF_VAR_db_password\" >&2\nexec {tf} \"$@\"\n",
+            tokens = tokens.display(),
+            tf = fx.tf.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let env = start(&fx, &["--local-runners", "1", "--oidc-token-ttl", "10s"]);
+    let issuer = env.server.url();
+    ok(
+        &env,
+        &["secret", "set", "db/password", "--value", "pa55-w0rd-e2e"],
+    );
+    create_stack(
+        &env,
+        &fx,
+        "web",
+        &wrapper,
+        &["--var", "TF_VAR_db_password=secret://db/password"],
+    );
+    let run = trigger(&env, "web", &["--proposed"]);
+    wait_state(&env, &run, "finished", PLAN_WAIT);
+
+    // Each engine call got a token; the verifier accepts it with the right audience.
+    let reply: Value =
+        serde_json::from_str(&std::fs::read_to_string(tokens.join("reply-0.json")).unwrap())
+            .unwrap();
+    let token_file = tokens.join("token.jwt");
+    std::fs::write(&token_file, reply["value"].as_str().unwrap()).unwrap();
+    let (code, out) = verify_jwt(&issuer, &token_file, "bosun-e2e");
+    assert_eq!(code, 0, "the verifier refused: {out}");
+    let claims: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(claims["sub"], "org:default:stack:web:run_phase:plan");
+    assert_eq!(claims["run_id"], run.as_str());
+    assert_eq!(claims["exp"], reply["expires_at"]);
+    assert_eq!(
+        verify_jwt(&issuer, &token_file, "someone-else").0,
+        4,
+        "wrong audience refused"
+    );
+
+    // A rotation keeps the old key published: the token still verifies.
+    let rotated = ok_json(&env, &["oidc", "rotate"]);
+    assert_ne!(rotated["active"], Value::Null);
+    let (code, out) = verify_jwt(&issuer, &token_file, "bosun-e2e");
+    assert_eq!(code, 0, "after rotation: {out}");
+
+    // The secret reached the engine but never the log.
+    let log = ok(&env, &["run", "logs", &run]);
+    assert!(log.contains("the database password is ***"), "{log}");
+    assert!(
+        !log.contains("pa55-w0rd-e2e"),
+        "the secret leaked into the log"
+    );
+
+    // And once its lifetime is over, the token is refused as expired.
+    let exp = claims["exp"].as_i64().unwrap();
+    wait_for("the token to expire", Duration::from_secs(30), || {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        (now > exp).then_some(())
+    });
+    let (code, out) = verify_jwt(&issuer, &token_file, "bosun-e2e");
+    assert_eq!(code, 3, "expired: {out}");
+}

@@ -326,7 +326,7 @@ pub async fn rotation_duty(state: AppState) {
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stopping.changed() => return,
+            _ = crate::duties::stopped(&mut stopping) => return,
         }
         if let Err(e) = rotation_pass(&state, every).await {
             tracing::warn!(duty = "oidc_key_rotation", error = %e, "pass failed");

@@ -32,7 +32,7 @@ pub async fn poll_duty(state: AppState) {
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stopping.changed() => return,
+            _ = crate::duties::stopped(&mut stopping) => return,
         }
         match poll_once(&state).await {
             Ok(_) => state.duties.git_poll_last_pass.store(

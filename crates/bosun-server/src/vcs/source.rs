@@ -84,7 +84,7 @@ pub async fn revoke_duty(state: AppState) {
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stopping.changed() => return,
+            _ = crate::duties::stopped(&mut stopping) => return,
         }
         if let Err(e) = revoke_once(&state).await {
             tracing::warn!(duty = "vcs_token_revoke", error = %e, "pass failed");

@@ -5,6 +5,7 @@
 mod authz;
 mod bad_input;
 mod harness;
+mod identity;
 mod openapi;
 mod runs;
 mod snapshots;
