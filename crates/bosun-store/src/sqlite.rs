@@ -132,6 +132,10 @@ impl SqliteStore {
 
     fn open_blocking(path: &Path) -> Result<Self> {
         let mut writer = open_connection(path)?;
+        // A webhook delivery writes one decision row per stack of its repository; with
+        // thousands of stacks the default 2 MiB cache spills dirty pages to the WAL
+        // mid-transaction. 32 MiB keeps such a transaction in memory.
+        writer.pragma_update(None, "cache_size", -32 * 1024)?;
         migrate(&mut writer)?;
         let mut readers = Vec::with_capacity(READERS);
         for _ in 0..READERS {
@@ -317,18 +321,30 @@ fn token_record(t: TokenRow) -> Result<TokenRecord> {
     })
 }
 
+/// Runs a query and decodes each row in two steps: the raw columns (`row`), then the
+/// validated record (`record`), whose errors name the corrupt field.
+fn query_decoded<R, T>(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+    row: fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>,
+    record: fn(R) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, row)?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(record(r?)?);
+    }
+    Ok(out)
+}
+
 fn query_tokens(
     conn: &Connection,
     sql: &str,
     args: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<TokenRecord>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(args, token_row)?;
-    let mut out = Vec::new();
-    for row in rows {
-        out.push(token_record(row?)?);
-    }
-    Ok(out)
+    query_decoded(conn, sql, args, token_row, token_record)
 }
 
 fn roles_of(conn: &Connection, user: &str) -> Result<BTreeMap<String, Role>> {
@@ -926,13 +942,7 @@ fn query_runs(
     sql: &str,
     args: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<RunRecord>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(args, run_row)?;
-    let mut out = Vec::new();
-    for row in rows {
-        out.push(run_record(row?)?);
-    }
-    Ok(out)
+    query_decoded(conn, sql, args, run_row, run_record)
 }
 
 fn load_run(conn: &Connection, id: &str) -> Result<Option<RunRecord>> {
@@ -1229,13 +1239,7 @@ fn query_stacks(
     sql: &str,
     args: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<StackRecord>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(args, stack_row)?;
-    let mut out = Vec::new();
-    for row in rows {
-        out.push(stack_record(row?)?);
-    }
-    Ok(out)
+    query_decoded(conn, sql, args, stack_row, stack_record)
 }
 
 /// Inserts or rebinds `owner/repo` bindings to an installation.

@@ -139,7 +139,23 @@ impl Runner {
         );
     }
 
-    fn log(&self, l: &Leased, seq: i64, text: &str) {
+    /// Appends a line where the run's log continues (the server writes its own lines
+    /// about the phase's integrations first), as a real runner does.
+    fn log(&self, l: &Leased, text: &str) {
+        let (status, next) = http(
+            self.addr,
+            "GET",
+            &format!(
+                "/api/v1/runner/runs/{}/logs/next?fencing={}",
+                l.run, l.fencing
+            ),
+            &self.token,
+            None,
+        );
+        assert_eq!(status, 200, "logs/next: {next}");
+        let seq = serde_json::from_str::<Value>(&next).unwrap()["next_seq"]
+            .as_i64()
+            .unwrap();
         let (status, body) = self.post(
             &format!("/api/v1/runner/runs/{}/logs", l.run),
             json!({"fencing": l.fencing, "chunks": [{"seq": seq, "text": text}]}),
@@ -223,6 +239,9 @@ fn running(child: &mut Child) -> bool {
     child.try_wait().unwrap().is_none()
 }
 
+/// What the server logs for each phase it prepares (a stack without secrets or AWS).
+const PREPARED: &str = "bosun: integration identity: ok\nbosun: integration variables: ok\n";
+
 fn create_stack(env: &Env, id: &str) {
     ok(
         env,
@@ -300,8 +319,8 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     let l = runner.lease();
     assert_eq!((l.run.as_str(), l.phase.as_str()), (r1.as_str(), "plan"));
     runner.started(&l);
-    runner.log(&l, 0, "hello\n");
-    runner.log(&l, 1, "planning...\n");
+    runner.log(&l, "hello\n");
+    runner.log(&l, "planning...\n");
     runner.planned(&l, 1);
     let shown = ok(&env, &["run", "show", &r1]);
     for want in [
@@ -330,11 +349,16 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     assert_eq!(v["plan"]["add"], 1);
 
     // Logs: the text as written; --json the chunks.
-    assert_eq!(ok(&env, &["run", "logs", &r1]), "hello\nplanning...\n");
+    assert_eq!(
+        ok(&env, &["run", "logs", &r1]),
+        format!("{PREPARED}hello\nplanning...\n")
+    );
     let chunks = ok_json(&env, &["run", "logs", &r1]);
     assert_eq!(
         chunks,
-        json!([{"seq": 0, "text": "hello\n"}, {"seq": 1, "text": "planning...\n"}])
+        json!([{"seq": 0, "text": "bosun: integration identity: ok\n"},
+               {"seq": 1, "text": "bosun: integration variables: ok\n"},
+               {"seq": 2, "text": "hello\n"}, {"seq": 3, "text": "planning...\n"}])
     );
 
     // Confirm moves it to applying; the runner applies it.
@@ -344,21 +368,21 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     let l = runner.lease();
     assert_eq!((l.run.as_str(), l.phase.as_str()), (r1.as_str(), "apply"));
     runner.started(&l);
-    runner.log(&l, 2, "applied\n");
+    runner.log(&l, "applied\n");
     runner.report(&l, json!({"event": "applied"}));
 
     // Following an ended run prints the whole log and stops at the end event.
     assert_eq!(
         ok(&env, &["run", "logs", &r1, "--follow"]),
-        "hello\nplanning...\napplied\n"
+        format!("{PREPARED}hello\nplanning...\n{PREPARED}applied\n")
     );
     let lines = ok(&env, &["run", "logs", &r1, "--follow", "--json"]);
     let events: Vec<Value> = lines
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(events.len(), 4, "{lines}");
-    assert_eq!(events[3], json!({"state": "finished"}));
+    assert_eq!(events.len(), 8, "seven chunks and the end: {lines}");
+    assert_eq!(events[7], json!({"state": "finished"}));
 
     // Confirming a finished run says why it cannot.
     let err = fails(&env, &["run", "confirm", &r1]);
@@ -510,9 +534,9 @@ fn trigger_wait_and_live_log_follow() {
     let l = runner.lease();
     let mut follow = spawn(&env, &["run", "logs", &l.run, "--follow"]);
     runner.started(&l);
-    runner.log(&l, 0, "line one\n");
+    runner.log(&l, "line one\n");
     std::thread::sleep(Duration::from_millis(600));
-    runner.log(&l, 1, "line two\n");
+    runner.log(&l, "line two\n");
     runner.planned(&l, 1);
     let out = finish(waiting);
     assert!(out.status.success(), "{}", describe(&out));
@@ -540,13 +564,13 @@ fn trigger_wait_and_live_log_follow() {
         (l.run.as_str(), "apply")
     );
     runner.started(&a);
-    runner.log(&a, 2, "applying\n");
+    runner.log(&a, "applying\n");
     runner.report(&a, json!({"event": "failed", "reason": "boom"}));
     let out = finish(follow);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "line one\nline two\napplying\n"
+        format!("{PREPARED}line one\nline two\n{PREPARED}applying\n")
     );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(&format!("run {} ended failed: boom", l.run)),

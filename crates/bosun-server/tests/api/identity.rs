@@ -491,3 +491,80 @@ async fn the_secrets_key_is_required_once_secrets_exist_and_rotation_re_seals() 
         .expect("the old key no longer does");
     assert!(e.to_string().contains("sealed with secrets key"), "{e}");
 }
+
+#[tokio::test]
+async fn the_signing_key_rotates_on_schedule() {
+    let t =
+        TestServer::start_with(|c| c.oidc.rotate_every = std::time::Duration::from_secs(1)).await;
+    let jwks = || async {
+        let v: Value = t
+            .client
+            .get(format!("{}/.well-known/jwks.json", t.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let first = jwks().await;
+    assert_eq!(first.len(), 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let now = jwks().await;
+        if now.len() >= 2 {
+            assert!(
+                now.contains(&first[0]),
+                "the retired key stays published: {now:?}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no scheduled rotation"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_reference_that_left_the_org_is_rejected_when_resolved() {
+    let t = TestServer::start().await;
+    let r = t
+        .post("/api/v1/orgs", &t.admin, json!({"id": "beta"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    // Saved while namespace `shared` belonged to nobody…
+    let r = t
+        .post(
+            "/api/v1/orgs/beta/stacks",
+            &t.admin,
+            json!({"id": "app", "repository": "file:///srv/git/x", "variables": {"TF_VAR_k": "secret://shared/key"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    // …then org default claims it.
+    let r = put_secret(&t, &t.admin, "default", "shared/key", "not-for-beta").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = t
+        .post("/api/v1/orgs/beta/stacks/app/runs", &t.admin, json!({}))
+        .await;
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let runner = Runner::register(&t, "r1").await;
+    assert!(runner.lease(1).await.is_none());
+    let r = t
+        .get(&format!("/api/v1/orgs/beta/runs/{id}"), &t.admin)
+        .await
+        .body;
+    assert_eq!(r["state"], "failed");
+    assert_eq!(
+        r["reason"],
+        "integration secrets (built-in store) failed: variable TF_VAR_k: secret://shared/key is outside this org: rejected"
+    );
+}
