@@ -135,8 +135,9 @@ async fn tracked_run_lifecycle_over_the_protocol() {
             &t.server.hosted_runner_token,
         )
         .await;
-    assert_eq!(next.body["next_seq"], 0);
-    let chunks = json!({"fencing": 1, "chunks": [{"seq": 0, "text": "init\n"}, {"seq": 1, "text": "plan\n"}]});
+    // The server logged the phase's integrations first; the runner continues after them.
+    assert_eq!(next.body["next_seq"], 2);
+    let chunks = json!({"fencing": 1, "chunks": [{"seq": 2, "text": "init\n"}, {"seq": 3, "text": "plan\n"}]});
     assert_eq!(
         runner
             .call(&format!("{id}/logs"), chunks.clone())
@@ -220,7 +221,7 @@ async fn tracked_run_lifecycle_over_the_protocol() {
     runner
         .call(
             &format!("{id}/logs"),
-            json!({"fencing": 2, "chunks": [{"seq": 2, "text": "apply\n"}]}),
+            json!({"fencing": 2, "chunks": [{"seq": 6, "text": "apply\n"}]}),
         )
         .await;
     runner
@@ -256,7 +257,8 @@ async fn tracked_run_lifecycle_over_the_protocol() {
         .iter()
         .map(|c| c["text"].as_str().unwrap())
         .collect();
-    assert_eq!(text, "init\nplan\napply\n");
+    let prepared = "bosun: integration identity: ok\nbosun: integration variables: ok\n";
+    assert_eq!(text, format!("{prepared}init\nplan\n{prepared}apply\n"));
     // The run's token died with it.
     let r = t
         .get(
