@@ -1,0 +1,1 @@
+//! The executor: a plan run step by step across hosts.

@@ -1,0 +1,21 @@
+//! Bosun's host-plan engine: ordered steps run per host over SSH (or locally), usable
+//! with no server (`bosun plan exec`) and by runners for plans stored on the server.
+//!
+//! - [`model`]: plan and inventory files, parsed in two stages (raw YAML → validated),
+//!   errors with file, line and column; lint.
+//! - [`template`]: `{{ vars.x }}`, `{{ env.x }}`, `{{ inputs.x }}`, `{{ host.* }}`,
+//!   unresolved references collected (or refused with `strict_vars`).
+//! - [`condition`]: the `when:` expression language; a malformed condition fails open.
+//! - [`lineinfile`]: `file.lineinfile`, byte-identical to Ansible's `lineinfile`.
+//! - [`connection`]: `local` and `ssh` connections (host keys verified, stdin closed,
+//!   non-interactive sudo) and the staged host check.
+//! - [`modules`] and [`exec`]: the modules, the executor (step by step across hosts,
+//!   bounded parallelism, halting, timeouts) and the dry run.
+
+pub mod condition;
+pub mod connection;
+pub mod exec;
+pub mod lineinfile;
+pub mod model;
+pub mod modules;
+pub mod template;

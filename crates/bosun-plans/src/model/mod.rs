@@ -1,0 +1,221 @@
+//! Plans and inventories as the engine uses them: validated, with every templated string
+//! kept as written (rendered per host at run time). Parsing (`parse.rs`) turns YAML into
+//! these in two stages — raw serde structures, then validation — and every error names
+//! the file, line and column.
+
+mod parse;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use parse::{lint, parse_inventory, parse_plan, LintFinding, LintReport};
+
+/// A variable value: YAML scalars, lists and maps, as JSON values.
+pub type Value = serde_json::Value;
+
+/// Where something is in a source file (1-based).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// A plan file that cannot be used, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct ModelError {
+    pub location: Location,
+    pub message: String,
+}
+
+/// A validated plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub name: String,
+    pub targets: Targets,
+    /// Allow runs of this plan to overlap on the same hosts (server-side guard).
+    pub concurrent_runs: bool,
+    /// Fail on an unresolved reference instead of rendering it empty.
+    pub strict_vars: bool,
+    /// Run overrides, with their defaults.
+    pub inputs: BTreeMap<String, InputDef>,
+    /// Plan defaults (lowest precedence of `vars`).
+    pub vars: BTreeMap<String, Value>,
+    /// Cron schedule (server-side), as written.
+    pub schedule: Option<String>,
+    pub steps: Vec<Step>,
+}
+
+/// Hosts a plan runs on: the union of these.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Targets {
+    pub hosts: Vec<String>,
+    pub labels: Vec<String>,
+    pub environments: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InputDef {
+    pub default: Option<Value>,
+    pub description: Option<String>,
+}
+
+/// One step: a module and how to run it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub name: String,
+    pub module: Module,
+    /// The `when:` expression as written (see `condition`).
+    pub when: Option<String>,
+    pub sudo: bool,
+    pub continue_on_error: bool,
+    pub timeout: Option<Duration>,
+    /// Where the step starts in its file.
+    pub location: Location,
+}
+
+/// What a step does. Every string is a template, rendered per host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Module {
+    /// argv, no shell.
+    Command {
+        argv: Vec<String>,
+    },
+    /// A `sh -c` command line.
+    Shell {
+        cmd: String,
+    },
+    /// A local script uploaded to the host and run there with `args`.
+    Script {
+        src: PathBuf,
+        args: Vec<String>,
+    },
+    LineInFile(LineInFileArgs),
+    Copy {
+        path: String,
+        source: CopySource,
+        mode: Option<String>,
+        owner: Option<String>,
+    },
+    Directory {
+        path: String,
+        mode: Option<String>,
+        owner: Option<String>,
+    },
+    Absent {
+        path: String,
+    },
+}
+
+impl Module {
+    /// The name as written in plan files (`command`, `file.lineinfile`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Module::Command { .. } => "command",
+            Module::Shell { .. } => "shell",
+            Module::Script { .. } => "script",
+            Module::LineInFile(_) => "file.lineinfile",
+            Module::Copy { .. } => "file.copy",
+            Module::Directory { .. } => "file.directory",
+            Module::Absent { .. } => "file.absent",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CopySource {
+    /// Inline content (a template).
+    Content(String),
+    /// A local file, relative to the plan file's folder.
+    Src(PathBuf),
+}
+
+/// `file.lineinfile`'s parameters, as Ansible names them (templates unrendered).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LineInFileArgs {
+    pub path: String,
+    pub line: Option<String>,
+    pub regexp: Option<String>,
+    pub search_string: Option<String>,
+    /// `present` (default) or `absent`.
+    pub state: Option<String>,
+    /// A regex, or `EOF`.
+    pub insertafter: Option<String>,
+    /// A regex, or `BOF`.
+    pub insertbefore: Option<String>,
+    pub backrefs: bool,
+    pub firstmatch: bool,
+    pub create: bool,
+    pub mode: Option<String>,
+    pub owner: Option<String>,
+}
+
+/// A validated inventory.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Inventory {
+    pub environments: BTreeMap<String, Environment>,
+    /// In file order.
+    pub hosts: Vec<Host>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Environment {
+    pub vars: BTreeMap<String, Value>,
+    pub requires_approval: bool,
+    pub protected: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConnectionKind {
+    #[default]
+    Ssh,
+    Local,
+}
+
+/// A host, with the inventory's `defaults` already applied.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Host {
+    pub name: String,
+    /// Defaults to the name.
+    pub address: String,
+    /// Default 22.
+    pub port: u16,
+    /// Default: the local user name.
+    pub user: Option<String>,
+    pub connection: ConnectionKind,
+    pub labels: Vec<String>,
+    pub vars: BTreeMap<String, Value>,
+    pub environment: Option<String>,
+    /// Private key file; `None`: the agent, then `~/.ssh/id_*`.
+    pub identity_file: Option<PathBuf>,
+    /// `known_hosts` file; `None`: `~/.ssh/known_hosts`.
+    pub known_hosts: Option<PathBuf>,
+    /// A pinned host key (`ssh-ed25519 AAAA…`), checked instead of known_hosts.
+    pub host_key: Option<String>,
+}
+
+impl Plan {
+    /// The inventory's hosts this plan targets (union of hosts, labels, environments),
+    /// in inventory order.
+    pub fn target_hosts<'a>(&self, inventory: &'a Inventory) -> Vec<&'a Host> {
+        inventory
+            .hosts
+            .iter()
+            .filter(|h| {
+                self.targets.hosts.contains(&h.name)
+                    || h.labels.iter().any(|l| self.targets.labels.contains(l))
+                    || h.environment
+                        .as_ref()
+                        .is_some_and(|e| self.targets.environments.contains(e))
+            })
+            .collect()
+    }
+}
