@@ -52,6 +52,44 @@ pub struct Plan {
     /// Cron schedule (server-side), as written.
     pub schedule: Option<String>,
     pub steps: Vec<Step>,
+    /// Where each part of the plan was written (for lint and run-time warnings).
+    pub locations: SourceMap,
+}
+
+/// Locations of a file's parts by path: mapping keys joined with `.`, list items as
+/// `[i]` — `name`, `targets.hosts[0]`, `steps[1]`, `steps[1].when`,
+/// `steps[0].file.lineinfile.path`, `vars.app`. The location is where the value starts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SourceMap {
+    pub file: String,
+    pub entries: BTreeMap<String, Location>,
+}
+
+impl SourceMap {
+    /// The location of `path`, if it was written in the file.
+    pub fn get(&self, path: &str) -> Option<&Location> {
+        self.entries.get(path)
+    }
+
+    /// The location of `path`, else of its nearest written parent, else the file's start.
+    pub fn locate(&self, path: &str) -> Location {
+        let mut p = path;
+        loop {
+            if let Some(l) = self.entries.get(p) {
+                return l.clone();
+            }
+            match p.rfind(['.', '[']) {
+                Some(i) => p = &p[..i],
+                None => {
+                    return Location {
+                        file: self.file.clone(),
+                        line: 1,
+                        column: 1,
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Hosts a plan runs on: the union of these.
