@@ -12,6 +12,7 @@ apt_tools=(
   "curl:curl"
   "node:nodejs"
   "npm:npm"
+  "/usr/sbin/sshd:openssh-server"
 )
 missing=()
 for entry in "${apt_tools[@]}"; do

@@ -20,11 +20,13 @@
 pub mod git;
 pub mod github;
 pub mod keys;
+pub mod sshd;
 pub mod webhooks;
 
 pub use git::{BareRepo, WorkTree};
 pub use github::{
     ApiRequest, GitRequest, GithubDouble, InstallationLookup, IssuedToken, TokenRequest,
 };
+pub use sshd::{require_sshd, SshdFleet, SshdHost, SshdOptions};
 pub use keys::{app_jwt, app_private_key_pem, app_public_key_pem, write_app_key};
 pub use webhooks::{require_examples, sign, WebhookExamples};
