@@ -234,7 +234,9 @@ mod tests {
     #[tokio::test]
     async fn shell_lines_go_through_sh() {
         let out = LocalConnection::new()
-            .run(&req(CommandSpec::Shell("echo out; echo err >&2; exit 7".into())))
+            .run(&req(CommandSpec::Shell(
+                "echo out; echo err >&2; exit 7".into(),
+            )))
             .await
             .unwrap();
         assert_eq!(out.exit_code, Some(7));
@@ -264,10 +266,7 @@ mod tests {
     async fn timeout_kills_the_whole_group() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("survived");
-        let line = format!(
-            "(sleep 2; touch '{}') & sleep 30",
-            marker.to_str().unwrap()
-        );
+        let line = format!("(sleep 2; touch '{}') & sleep 30", marker.to_str().unwrap());
         let mut r = req(CommandSpec::Shell(line));
         r.timeout = Some(Duration::from_millis(300));
         let started = Instant::now();
@@ -276,7 +275,10 @@ mod tests {
         assert_eq!(out.exit_code, None);
         assert!(started.elapsed() < Duration::from_secs(5));
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        assert!(!marker.exists(), "the background child outlived the timeout");
+        assert!(
+            !marker.exists(),
+            "the background child outlived the timeout"
+        );
     }
 
     #[tokio::test]
@@ -314,11 +316,8 @@ mod tests {
             ),
         )
         .unwrap();
-        std::fs::set_permissions(
-            &fake,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         let conn = LocalConnection::with_sudo_program(&fake);
         let mut r = req(CommandSpec::Shell("id -u".into()));
         r.sudo = true;

@@ -1,1 +1,508 @@
-//! The modules: what each step does on a host, for real or as a dry-run prediction.
+//! The modules: what each step does on a host, for real ([`apply`]) or as a dry-run
+//! prediction ([`predict`]).
+//!
+//! A step's module is first [`render`]ed for its host: every template string through
+//! [`template::render`], unresolved references collected (the executor warns, or fails
+//! the step under `strict_vars`), modes and owners validated. Then:
+//!
+//! - `command`, `shell`, `script` run on the host and always count as changed; a dry
+//!   run cannot know what they would do and says so.
+//! - `file.copy`, `file.lineinfile`, `file.directory`, `file.absent` read the path's
+//!   current state from the host (kind, mode, owner, bytes), decide, and change only
+//!   what differs — writes are atomic (a temporary file beside the target, then `mv`).
+//!   A dry run decides the same way and carries a unified diff; its predictions are kept
+//!   in an [`Overlay`] per host so a later file step on the same path starts from what
+//!   the earlier one would have written.
+//!
+//! All host work goes through [`Connection::run`](crate::connection::Connection::run).
+
+mod diff;
+mod file;
+pub mod mode;
+mod raw;
+pub mod remote;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::connection::{ConnError, Output};
+use crate::lineinfile::{self, LineInFileError};
+use crate::model::{CopySource, Module};
+use crate::template::{self, Scope, TemplateError};
+
+pub use mode::ModeSpec;
+pub use remote::{FileState, OwnerSpec, Ownership, Remote};
+
+/// The message for a real run that meets a `secret://` reference.
+pub const SECRETS_NEED_SERVER: &str =
+    "secret references need a Bosun server (plan exec has no secret store)";
+
+/// A module with its templates rendered for one host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RenderedModule {
+    Command {
+        argv: Vec<String>,
+    },
+    Shell {
+        cmd: String,
+    },
+    Script {
+        src: PathBuf,
+        args: Vec<String>,
+    },
+    LineInFile {
+        path: String,
+        params: lineinfile::Params,
+        mode: Option<ModeSpec>,
+        owner: Option<OwnerSpec>,
+    },
+    Copy {
+        path: String,
+        source: RenderedSource,
+        mode: Option<ModeSpec>,
+        owner: Option<OwnerSpec>,
+    },
+    Directory {
+        path: String,
+        mode: Option<ModeSpec>,
+        owner: Option<OwnerSpec>,
+    },
+    Absent {
+        path: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenderedSource {
+    Content(String),
+    /// A local file, read as bytes (not a template).
+    Src(PathBuf),
+}
+
+impl RenderedModule {
+    /// A raw command: not idempotent, unknowable in a dry run.
+    pub fn is_raw(&self) -> bool {
+        matches!(
+            self,
+            RenderedModule::Command { .. }
+                | RenderedModule::Shell { .. }
+                | RenderedModule::Script { .. }
+        )
+    }
+
+    /// The path a file module works on.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            RenderedModule::LineInFile { path, .. }
+            | RenderedModule::Copy { path, .. }
+            | RenderedModule::Directory { path, .. }
+            | RenderedModule::Absent { path } => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// A rendered module and what rendering found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Render {
+    pub module: RenderedModule,
+    /// References that did not resolve (as written, e.g. `vars.missing`), in order, once
+    /// each.
+    pub unresolved: Vec<String>,
+    /// Some rendered value holds a `secret://` reference.
+    pub has_secret_refs: bool,
+}
+
+/// Why a step failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModuleError {
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error("unresolved reference(s) with strict_vars: {}", .0.join(", "))]
+    Unresolved(Vec<String>),
+    #[error("{SECRETS_NEED_SERVER}")]
+    SecretReferences,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("file.lineinfile: {0}")]
+    LineInFile(#[from] LineInFileError),
+    #[error("cannot read local file {path}: {reason}")]
+    Local { path: String, reason: String },
+    #[error(transparent)]
+    Connection(#[from] ConnError),
+    #[error("{what}{}", exit_suffix(.output))]
+    Failed { what: String, output: Output },
+    #[error("timed out")]
+    TimedOut { output: Option<Output> },
+    #[error("sudo needs a password on this host; a run cannot answer prompts (grant passwordless sudo for the commands the host is managed with)")]
+    SudoPassword { output: Output },
+    #[error("{0}")]
+    Remote(String),
+}
+
+fn exit_suffix(output: &Output) -> String {
+    let code = match output.exit_code {
+        Some(c) => format!(" (exit code {c})"),
+        None => " (killed)".into(),
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    match last {
+        Some(line) => format!("{code}: {}", line.trim()),
+        None => code,
+    }
+}
+
+impl ModuleError {
+    /// The host command's output, when the failure came from one.
+    pub fn output(&self) -> Option<&Output> {
+        match self {
+            ModuleError::Failed { output, .. } | ModuleError::SudoPassword { output } => {
+                Some(output)
+            }
+            ModuleError::TimedOut { output } => output.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ModuleError::TimedOut { .. })
+    }
+}
+
+/// Whether a step changed (or would change) its host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Changed,
+    Unchanged,
+    /// A dry run of a raw command: it cannot be known.
+    Unknown,
+}
+
+/// A dry run's prediction for one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prediction {
+    pub path: String,
+    pub before: FileState,
+    pub after: FileState,
+}
+
+/// What a step did (or would do) on one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub change: Change,
+    pub exit_code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// One line for people: `line added`, `would run: …`, `directory created`.
+    pub message: String,
+    /// Dry run of a file module: the unified diff (`--- PATH (before)`/`+++ PATH
+    /// (after)`) and mode/owner changes; `None` when nothing would change.
+    pub diff: Option<String>,
+    /// Dry run of a file module: before and after.
+    pub prediction: Option<Prediction>,
+    pub warnings: Vec<String>,
+}
+
+impl Outcome {
+    fn new(change: Change, message: impl Into<String>) -> Self {
+        Outcome {
+            change,
+            exit_code: None,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            message: message.into(),
+            diff: None,
+            prediction: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// A dry run's picture of one host: the predicted state of every path an earlier file
+/// step touched, and whether a raw command ran before (after which nothing is certain).
+#[derive(Debug, Clone, Default)]
+pub struct Overlay {
+    files: BTreeMap<String, FileState>,
+    /// The name of the last raw-command step the dry run passed on this host.
+    raw_command: Option<String>,
+}
+
+impl Overlay {
+    pub fn new() -> Self {
+        Overlay::default()
+    }
+
+    /// The predicted state of `path`, if an earlier step predicted it.
+    pub fn get(&self, path: &str) -> Option<&FileState> {
+        self.files.get(path)
+    }
+
+    /// Records a prediction; removing a directory removes what was predicted under it.
+    pub fn set(&mut self, path: &str, state: FileState) {
+        if matches!(state, FileState::Absent) {
+            let prefix = format!("{}/", path.trim_end_matches('/'));
+            for (p, s) in self.files.iter_mut() {
+                if p.starts_with(&prefix) {
+                    *s = FileState::Absent;
+                }
+            }
+        }
+        self.files.insert(path.to_string(), state);
+    }
+
+    /// Notes that the raw-command step `step` would have run before what follows.
+    pub fn note_raw_command(&mut self, step: &str) {
+        self.raw_command = Some(step.to_string());
+    }
+
+    /// The caveat for predictions made after a raw command.
+    pub fn caveat(&self) -> Option<String> {
+        self.raw_command.as_ref().map(|s| {
+            format!(
+                "an earlier raw command (step {s:?}) may change this: the prediction may be \
+                 inaccurate"
+            )
+        })
+    }
+}
+
+/// Renders `module` in `scope`.
+pub fn render(module: &Module, scope: &Scope) -> Result<Render, ModuleError> {
+    let mut r = Renderer {
+        scope,
+        unresolved: Vec::new(),
+        secrets: false,
+    };
+    let module = match module {
+        Module::Command { argv } => RenderedModule::Command {
+            argv: argv.iter().map(|a| r.text(a)).collect::<Result<_, _>>()?,
+        },
+        Module::Shell { cmd } => RenderedModule::Shell { cmd: r.text(cmd)? },
+        Module::Script { src, args } => RenderedModule::Script {
+            src: src.clone(),
+            args: args.iter().map(|a| r.text(a)).collect::<Result<_, _>>()?,
+        },
+        Module::LineInFile(a) => {
+            let state = r.opt(&a.state)?;
+            let absent = match state.as_deref() {
+                None | Some("present") => false,
+                Some("absent") => true,
+                Some(other) => {
+                    return Err(ModuleError::Invalid(format!(
+                        "file.lineinfile: state must be present or absent, not {other:?}"
+                    )))
+                }
+            };
+            RenderedModule::LineInFile {
+                path: r.path(&a.path)?,
+                params: lineinfile::Params {
+                    line: r.opt(&a.line)?,
+                    regexp: r.opt(&a.regexp)?,
+                    search_string: r.opt(&a.search_string)?,
+                    absent,
+                    insertafter: r.opt(&a.insertafter)?,
+                    insertbefore: r.opt(&a.insertbefore)?,
+                    backrefs: a.backrefs,
+                    firstmatch: a.firstmatch,
+                    create: a.create,
+                },
+                mode: r.mode(&a.mode)?,
+                owner: r.owner(&a.owner)?,
+            }
+        }
+        Module::Copy {
+            path,
+            source,
+            mode,
+            owner,
+        } => RenderedModule::Copy {
+            path: r.path(path)?,
+            source: match source {
+                CopySource::Content(c) => RenderedSource::Content(r.text(c)?),
+                CopySource::Src(p) => RenderedSource::Src(p.clone()),
+            },
+            mode: r.mode(mode)?,
+            owner: r.owner(owner)?,
+        },
+        Module::Directory { path, mode, owner } => RenderedModule::Directory {
+            path: r.path(path)?,
+            mode: r.mode(mode)?,
+            owner: r.owner(owner)?,
+        },
+        Module::Absent { path } => {
+            let path = r.path(path)?;
+            if path.trim_matches(|c| c == '/' || c == '.').is_empty() {
+                return Err(ModuleError::Invalid(format!(
+                    "file.absent refuses to remove {path:?}"
+                )));
+            }
+            RenderedModule::Absent { path }
+        }
+    };
+    Ok(Render {
+        module,
+        unresolved: r.unresolved,
+        has_secret_refs: r.secrets,
+    })
+}
+
+struct Renderer<'a> {
+    scope: &'a Scope,
+    unresolved: Vec<String>,
+    secrets: bool,
+}
+
+impl Renderer<'_> {
+    fn text(&mut self, template: &str) -> Result<String, ModuleError> {
+        let rendered = template::render(template, self.scope)?;
+        for u in rendered.unresolved {
+            if !self.unresolved.contains(&u) {
+                self.unresolved.push(u);
+            }
+        }
+        if rendered.text.contains("secret://") {
+            self.secrets = true;
+        }
+        Ok(rendered.text)
+    }
+
+    fn opt(&mut self, template: &Option<String>) -> Result<Option<String>, ModuleError> {
+        template.as_deref().map(|t| self.text(t)).transpose()
+    }
+
+    fn path(&mut self, template: &str) -> Result<String, ModuleError> {
+        let path = self.text(template)?;
+        if path.trim().is_empty() {
+            return Err(ModuleError::Invalid(format!(
+                "path {template:?} renders empty"
+            )));
+        }
+        if path.contains('\0') || path.contains('\n') {
+            return Err(ModuleError::Invalid(format!(
+                "path {path:?} holds a NUL or newline"
+            )));
+        }
+        Ok(path)
+    }
+
+    fn mode(&mut self, template: &Option<String>) -> Result<Option<ModeSpec>, ModuleError> {
+        self.opt(template)?
+            .map(|m| mode::parse(&m).map_err(ModuleError::Invalid))
+            .transpose()
+    }
+
+    fn owner(&mut self, template: &Option<String>) -> Result<Option<OwnerSpec>, ModuleError> {
+        self.opt(template)?
+            .map(|o| OwnerSpec::parse(&o).map_err(ModuleError::Invalid))
+            .transpose()
+    }
+}
+
+/// Runs `module` on the host for real.
+pub async fn apply(module: &RenderedModule, remote: &Remote<'_>) -> Result<Outcome, ModuleError> {
+    match module {
+        RenderedModule::Command { .. }
+        | RenderedModule::Shell { .. }
+        | RenderedModule::Script { .. } => raw::apply(module, remote).await,
+        _ => file::apply(module, remote).await,
+    }
+}
+
+/// Predicts what `module` would do on the host (reading it, changing nothing), starting
+/// from `overlay`'s earlier predictions, and records its own there.
+pub async fn predict(
+    module: &RenderedModule,
+    remote: &Remote<'_>,
+    overlay: &mut Overlay,
+    step_name: &str,
+) -> Result<Outcome, ModuleError> {
+    match module {
+        RenderedModule::Command { .. }
+        | RenderedModule::Shell { .. }
+        | RenderedModule::Script { .. } => {
+            let outcome = raw::predict(module).await?;
+            overlay.note_raw_command(step_name);
+            Ok(outcome)
+        }
+        _ => file::predict(module, remote, overlay).await,
+    }
+}
+
+/// Replaces every `secret://namespace/key` reference in `text` with
+/// `secret://[redacted]`.
+pub fn redact_secrets(text: &str) -> String {
+    const MARK: &str = "secret://";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(MARK) {
+        out.push_str(&rest[..i]);
+        out.push_str("secret://[redacted]");
+        let after = &rest[i + MARK.len()..];
+        let end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '.')))
+            .unwrap_or(after.len());
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Shows an argv as a shell would need it quoted.
+pub fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted() {
+        assert_eq!(
+            redact_secrets("token=secret://prod/db-password; x"),
+            "token=secret://[redacted]; x"
+        );
+        assert_eq!(
+            redact_secrets("a secret://a/b and secret://c/d.e"),
+            "a secret://[redacted] and secret://[redacted]"
+        );
+        assert_eq!(redact_secrets("nothing"), "nothing");
+    }
+
+    #[test]
+    fn argv_display() {
+        assert_eq!(
+            shell_words(&["echo".into(), "a b".into(), "it's".into(), "".into()]),
+            r#"echo 'a b' 'it'\''s' ''"#
+        );
+    }
+
+    #[test]
+    fn overlay_absent_removes_children() {
+        let mut o = Overlay::new();
+        o.set(
+            "/d/f",
+            FileState::File {
+                content: b"x".to_vec(),
+                mode: None,
+                owner: None,
+            },
+        );
+        o.set("/d", FileState::Absent);
+        assert_eq!(o.get("/d/f"), Some(&FileState::Absent));
+    }
+}

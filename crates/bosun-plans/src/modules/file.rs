@@ -1,0 +1,448 @@
+//! The file modules: `file.copy`, `file.lineinfile`, `file.directory`, `file.absent`.
+//!
+//! One pure decision ([`decide`]) from the path's current state to the actions that
+//! bring it where the step wants it serves both modes: a real run reads the host,
+//! decides and performs the actions; a dry run reads the host (or the overlay of
+//! earlier predictions), decides the same way and reports the state it would leave.
+
+use super::diff::diff;
+use super::mode::{show, ModeSpec};
+use super::remote::{FileState, OwnerSpec, Remote};
+use super::{Change, ModuleError, Outcome, Overlay, Prediction, RenderedModule, RenderedSource};
+use crate::lineinfile;
+
+/// What to do to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Action {
+    Write {
+        content: Vec<u8>,
+        mode: Option<ModeSpec>,
+        owner: Option<OwnerSpec>,
+    },
+    Attributes {
+        mode: Option<ModeSpec>,
+        owner: Option<OwnerSpec>,
+    },
+    Mkdir {
+        mode: Option<ModeSpec>,
+        owner: Option<OwnerSpec>,
+    },
+    Remove,
+}
+
+#[derive(Debug)]
+struct Decision {
+    after: FileState,
+    actions: Vec<Action>,
+    changed: bool,
+    message: String,
+}
+
+/// The desired bytes of a copy (a local `src` is read here, once).
+async fn copy_content(source: &RenderedSource) -> Result<Vec<u8>, ModuleError> {
+    match source {
+        RenderedSource::Content(c) => Ok(c.clone().into_bytes()),
+        RenderedSource::Src(p) => tokio::fs::read(p).await.map_err(|e| ModuleError::Local {
+            path: p.display().to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Whether the module needs the file's bytes (not just its kind and attributes).
+fn needs_content(module: &RenderedModule) -> bool {
+    matches!(
+        module,
+        RenderedModule::Copy { .. } | RenderedModule::LineInFile { .. }
+    )
+}
+
+/// Mode and owner work on an existing path: what changes, and the resulting attributes.
+struct AttrPlan {
+    mode: Option<ModeSpec>,
+    owner: Option<OwnerSpec>,
+    new_mode: Option<u32>,
+    new_owner: Option<super::Ownership>,
+    notes: Vec<String>,
+}
+
+fn plan_attributes(
+    cur_mode: Option<u32>,
+    cur_owner: Option<&super::Ownership>,
+    is_dir: bool,
+    mode: Option<&ModeSpec>,
+    owner: Option<&OwnerSpec>,
+) -> AttrPlan {
+    let mut p = AttrPlan {
+        mode: None,
+        owner: None,
+        new_mode: cur_mode,
+        new_owner: cur_owner.cloned(),
+        notes: Vec::new(),
+    };
+    if let Some(m) = mode {
+        let want = cur_mode.map(|c| m.mode.apply(c, is_dir));
+        let differs = match (want, cur_mode) {
+            (Some(w), Some(c)) => w != c,
+            _ => true,
+        };
+        if differs {
+            p.mode = Some(m.clone());
+            p.new_mode = want.or(m.mode.absolute());
+            p.notes.push(match (cur_mode, p.new_mode) {
+                (Some(c), Some(n)) => format!("mode {} → {}", show(c), show(n)),
+                _ => format!("mode set to {}", m.text),
+            });
+        }
+    }
+    if let Some(o) = owner {
+        if !o.satisfied_by(cur_owner) {
+            p.owner = Some(o.clone());
+            p.new_owner = o.applied_to(cur_owner);
+            p.notes.push(format!("owner set to {}", o.text));
+        }
+    }
+    p
+}
+
+fn decide(
+    module: &RenderedModule,
+    current: &FileState,
+    copy_bytes: Option<Vec<u8>>,
+) -> Result<Decision, ModuleError> {
+    let not_a_file = |path: &str, what: &FileState| {
+        ModuleError::Invalid(format!(
+            "{path} is {}; {} works on regular files",
+            what.describe(),
+            module_kind(module)
+        ))
+    };
+    match module {
+        RenderedModule::Copy {
+            path, mode, owner, ..
+        } => {
+            let content = copy_bytes.unwrap_or_default();
+            match current {
+                FileState::Absent => Ok(create(
+                    content,
+                    mode.as_ref(),
+                    owner.as_ref(),
+                    "file created",
+                )),
+                FileState::File {
+                    content: cur,
+                    mode: cm,
+                    owner: co,
+                } => Ok(update(
+                    cur,
+                    *cm,
+                    co.as_ref(),
+                    content,
+                    mode.as_ref(),
+                    owner.as_ref(),
+                    "content replaced",
+                )),
+                other => Err(not_a_file(path, other)),
+            }
+        }
+        RenderedModule::LineInFile {
+            path,
+            params,
+            mode,
+            owner,
+        } => match current {
+            FileState::Absent => {
+                let out = lineinfile::apply(None, params)?;
+                match out.content {
+                    None => Ok(Decision {
+                        after: FileState::Absent,
+                        actions: Vec::new(),
+                        changed: false,
+                        message: out.message,
+                    }),
+                    Some(content) => {
+                        Ok(create(content, mode.as_ref(), owner.as_ref(), &out.message))
+                    }
+                }
+            }
+            FileState::File {
+                content: cur,
+                mode: cm,
+                owner: co,
+            } => {
+                let out = lineinfile::apply(Some(cur), params)?;
+                let content = out.content.unwrap_or_else(|| cur.clone());
+                let mut d = update(
+                    cur,
+                    *cm,
+                    co.as_ref(),
+                    content,
+                    mode.as_ref(),
+                    owner.as_ref(),
+                    &out.message,
+                );
+                if out.changed {
+                    d.changed = true;
+                }
+                if !d.changed {
+                    d.message = if out.message.is_empty() {
+                        "unchanged".into()
+                    } else {
+                        out.message
+                    };
+                }
+                Ok(d)
+            }
+            other => Err(not_a_file(path, other)),
+        },
+        RenderedModule::Directory { path, mode, owner } => match current {
+            FileState::Absent => Ok(Decision {
+                after: FileState::Directory {
+                    mode: mode.as_ref().and_then(|m| m.mode.absolute()),
+                    owner: owner.as_ref().and_then(|o| o.applied_to(None)),
+                },
+                actions: vec![Action::Mkdir {
+                    mode: mode.clone(),
+                    owner: owner.clone(),
+                }],
+                changed: true,
+                message: "directory created".into(),
+            }),
+            FileState::Directory {
+                mode: cm,
+                owner: co,
+            } => {
+                let p = plan_attributes(*cm, co.as_ref(), true, mode.as_ref(), owner.as_ref());
+                let changed = p.mode.is_some() || p.owner.is_some();
+                Ok(Decision {
+                    after: FileState::Directory {
+                        mode: p.new_mode,
+                        owner: p.new_owner,
+                    },
+                    actions: if changed {
+                        vec![Action::Attributes {
+                            mode: p.mode,
+                            owner: p.owner,
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                    changed,
+                    message: if changed {
+                        p.notes.join(", ")
+                    } else {
+                        "directory exists".into()
+                    },
+                })
+            }
+            other => Err(ModuleError::Invalid(format!(
+                "{path} exists and is {}, not a directory",
+                other.describe()
+            ))),
+        },
+        RenderedModule::Absent { .. } => Ok(match current {
+            FileState::Absent => Decision {
+                after: FileState::Absent,
+                actions: Vec::new(),
+                changed: false,
+                message: "already absent".into(),
+            },
+            FileState::Directory { .. } => Decision {
+                after: FileState::Absent,
+                actions: vec![Action::Remove],
+                changed: true,
+                message: "directory removed (with everything in it)".into(),
+            },
+            _ => Decision {
+                after: FileState::Absent,
+                actions: vec![Action::Remove],
+                changed: true,
+                message: "removed".into(),
+            },
+        }),
+        _ => Err(ModuleError::Invalid(
+            "not a file module (internal error)".into(),
+        )),
+    }
+}
+
+fn module_kind(module: &RenderedModule) -> &'static str {
+    match module {
+        RenderedModule::Copy { .. } => "file.copy",
+        RenderedModule::LineInFile { .. } => "file.lineinfile",
+        RenderedModule::Directory { .. } => "file.directory",
+        RenderedModule::Absent { .. } => "file.absent",
+        RenderedModule::Command { .. } => "command",
+        RenderedModule::Shell { .. } => "shell",
+        RenderedModule::Script { .. } => "script",
+    }
+}
+
+/// A new file with `content`.
+fn create(
+    content: Vec<u8>,
+    mode: Option<&ModeSpec>,
+    owner: Option<&OwnerSpec>,
+    message: &str,
+) -> Decision {
+    Decision {
+        after: FileState::File {
+            content: content.clone(),
+            mode: mode.and_then(|m| m.mode.absolute()),
+            owner: owner.and_then(|o| o.applied_to(None)),
+        },
+        actions: vec![Action::Write {
+            content,
+            mode: mode.cloned(),
+            owner: owner.cloned(),
+        }],
+        changed: true,
+        message: message.to_string(),
+    }
+}
+
+/// An existing file that should hold `content`, with `mode` and `owner` when given.
+fn update(
+    cur: &[u8],
+    cur_mode: Option<u32>,
+    cur_owner: Option<&super::Ownership>,
+    content: Vec<u8>,
+    mode: Option<&ModeSpec>,
+    owner: Option<&OwnerSpec>,
+    content_message: &str,
+) -> Decision {
+    let p = plan_attributes(cur_mode, cur_owner, false, mode, owner);
+    let content_changed = cur != content.as_slice();
+    let mut notes = Vec::new();
+    if content_changed {
+        notes.push(content_message.to_string());
+    }
+    notes.extend(p.notes.iter().cloned());
+    let actions = if content_changed {
+        // The write starts from the existing mode; a symbolic mode applies to that, an
+        // octal one replaces it — the same result `plan_attributes` predicted.
+        vec![Action::Write {
+            content: content.clone(),
+            mode: p.mode.clone(),
+            owner: p.owner.clone(),
+        }]
+    } else if p.mode.is_some() || p.owner.is_some() {
+        vec![Action::Attributes {
+            mode: p.mode.clone(),
+            owner: p.owner.clone(),
+        }]
+    } else {
+        Vec::new()
+    };
+    let changed = !actions.is_empty();
+    Decision {
+        after: FileState::File {
+            content,
+            mode: p.new_mode,
+            owner: p.new_owner,
+        },
+        actions,
+        changed,
+        message: if changed {
+            notes.join(", ")
+        } else {
+            "unchanged".into()
+        },
+    }
+}
+
+fn path_of(module: &RenderedModule) -> Result<&str, ModuleError> {
+    module
+        .path()
+        .ok_or_else(|| ModuleError::Invalid("not a file module (internal error)".into()))
+}
+
+pub(super) async fn apply(
+    module: &RenderedModule,
+    remote: &Remote<'_>,
+) -> Result<Outcome, ModuleError> {
+    let path = path_of(module)?;
+    let copy_bytes = match module {
+        RenderedModule::Copy { source, .. } => Some(copy_content(source).await?),
+        _ => None,
+    };
+    let current = remote.probe(path, needs_content(module)).await?;
+    let decision = decide(module, &current, copy_bytes)?;
+    for action in &decision.actions {
+        match action {
+            Action::Write {
+                content,
+                mode,
+                owner,
+            } => {
+                remote
+                    .write(path, content, mode.as_ref(), owner.as_ref())
+                    .await?
+            }
+            Action::Attributes { mode, owner } => {
+                remote
+                    .attributes(path, mode.as_ref(), owner.as_ref())
+                    .await?
+            }
+            Action::Mkdir { mode, owner } => {
+                remote
+                    .directory(path, mode.as_ref(), owner.as_ref())
+                    .await?
+            }
+            Action::Remove => remote.remove(path).await?,
+        }
+    }
+    let change = if decision.changed {
+        Change::Changed
+    } else {
+        Change::Unchanged
+    };
+    Ok(Outcome::new(change, decision.message))
+}
+
+pub(super) async fn predict(
+    module: &RenderedModule,
+    remote: &Remote<'_>,
+    overlay: &mut Overlay,
+) -> Result<Outcome, ModuleError> {
+    let path = path_of(module)?;
+    let copy_bytes = match module {
+        RenderedModule::Copy { source, .. } => Some(copy_content(source).await?),
+        _ => None,
+    };
+    let mut warnings = Vec::new();
+    let current = match overlay.get(path) {
+        Some(state) => state.clone(),
+        None => remote.probe(path, needs_content(module)).await?,
+    };
+    if let Some(caveat) = overlay.caveat() {
+        warnings.push(caveat);
+    }
+    let decision = decide(module, &current, copy_bytes)?;
+    let change = if decision.changed {
+        Change::Changed
+    } else {
+        Change::Unchanged
+    };
+    let message = if decision.changed {
+        format!("would change: {}", decision.message)
+    } else {
+        format!("no change: {}", decision.message)
+    };
+    let diff = if decision.changed {
+        diff(path, &current, &decision.after)
+    } else {
+        None
+    };
+    overlay.set(path, decision.after.clone());
+    Ok(Outcome {
+        diff,
+        prediction: Some(Prediction {
+            path: path.to_string(),
+            before: current,
+            after: decision.after,
+        }),
+        warnings,
+        ..Outcome::new(change, message)
+    })
+}
