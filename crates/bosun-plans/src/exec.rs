@@ -552,9 +552,9 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
                 } else {
                     format!("{at}: ")
                 };
+                // `why` names the condition and what is wrong with it.
                 warnings.push(format!(
-                    "{at}malformed condition {expr:?}: {why}; the step runs (a broken guard \
-                     fails open)"
+                    "{at}{why}; the step runs (a broken guard fails open)"
                 ));
             }
         }

@@ -1,0 +1,747 @@
+//! The executor end to end over the `local` connection: plans built in Rust (not parsed),
+//! hosts that are all this machine (`connection: local`), every file in a temporary
+//! folder. Halting, continue_on_error, timeouts, stdin, conditions, forks, connection
+//! failures, and dry runs whose predictions are what the real run then does.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bosun_plans::connection::ConnectOptions;
+use bosun_plans::exec::{self, Event, ExecError, HostStatus, RunOptions, RunReport, RunStatus};
+use bosun_plans::model::{
+    ConnectionKind, CopySource, Host, InputDef, Inventory, LineInFileArgs, Location, Module, Plan,
+    SourceMap, Step, Targets,
+};
+use bosun_plans::modules::FileState;
+use serde_json::json;
+
+fn local(name: &str) -> Host {
+    Host {
+        name: name.into(),
+        address: "localhost".into(),
+        port: 22,
+        connection: ConnectionKind::Local,
+        ..Host::default()
+    }
+}
+
+fn inventory(hosts: Vec<Host>) -> Inventory {
+    Inventory {
+        environments: BTreeMap::new(),
+        hosts,
+    }
+}
+
+fn step(name: &str, module: Module) -> Step {
+    Step {
+        name: name.into(),
+        module,
+        when: None,
+        sudo: false,
+        continue_on_error: false,
+        timeout: None,
+        location: Location::default(),
+    }
+}
+
+fn shell(name: &str, cmd: &str) -> Step {
+    step(name, Module::Shell { cmd: cmd.into() })
+}
+
+/// A plan targeting every host of `inv`.
+fn plan(inv: &Inventory, steps: Vec<Step>) -> Plan {
+    Plan {
+        name: "test".into(),
+        targets: Targets {
+            hosts: inv.hosts.iter().map(|h| h.name.clone()).collect(),
+            ..Targets::default()
+        },
+        concurrent_runs: false,
+        strict_vars: false,
+        inputs: BTreeMap::new(),
+        vars: BTreeMap::new(),
+        schedule: None,
+        steps,
+        locations: SourceMap::default(),
+    }
+}
+
+fn opts(dry_run: bool) -> RunOptions {
+    RunOptions {
+        dry_run,
+        forks: 10,
+        ..RunOptions::default()
+    }
+}
+
+async fn run(plan: &Plan, inv: &Inventory, options: RunOptions) -> RunReport {
+    exec::run(plan, inv, options, |_| {}).await.unwrap()
+}
+
+fn d(dir: &Path) -> String {
+    dir.to_str().unwrap().to_string()
+}
+
+fn lineinfile(path: &str, regexp: Option<&str>, line: &str) -> Module {
+    Module::LineInFile(LineInFileArgs {
+        path: path.into(),
+        line: Some(line.into()),
+        regexp: regexp.map(Into::into),
+        ..LineInFileArgs::default()
+    })
+}
+
+fn copy(path: &str, content: &str, mode: Option<&str>) -> Module {
+    Module::Copy {
+        path: path.into(),
+        source: CopySource::Content(content.into()),
+        mode: mode.map(Into::into),
+        owner: None,
+    }
+}
+
+#[tokio::test]
+async fn a_run_halts_at_the_first_failed_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let inv = inventory(vec![local("a"), local("b"), local("c")]);
+    let p = plan(
+        &inv,
+        vec![
+            shell("one", &format!("touch {dir_s}/{{{{ host.name }}}}.1")),
+            // b fails at once; a and c are still working on the step when it does.
+            shell(
+                "two",
+                &format!(
+                    "if [ {{{{ host.name }}}} = b ]; then echo boom >&2; exit 3; fi; \
+                     sleep 1; touch {dir_s}/{{{{ host.name }}}}.2"
+                ),
+            ),
+            shell("three", &format!("touch {dir_s}/{{{{ host.name }}}}.3")),
+        ],
+    );
+    let mut events = Vec::new();
+    let report = exec::run(&p, &inv, opts(false), |e| events.push(e))
+        .await
+        .unwrap();
+
+    assert_eq!(report.status, RunStatus::Failed);
+    let halt = report.halted.as_ref().unwrap();
+    assert_eq!((halt.step, halt.hosts.clone()), (2, vec!["b".to_string()]));
+    for h in ["a", "b", "c"] {
+        assert_eq!(report.result(1, h).unwrap().status, HostStatus::Changed);
+        assert!(dir.path().join(format!("{h}.1")).exists());
+        // Step 3 is skipped everywhere and never ran.
+        let r3 = report.result(3, h).unwrap();
+        assert_eq!(r3.status, HostStatus::Skipped);
+        assert!(r3.message.contains("halted at step 2"), "{}", r3.message);
+        assert!(!dir.path().join(format!("{h}.3")).exists());
+    }
+    let b = report.result(2, "b").unwrap();
+    assert_eq!(b.status, HostStatus::Failed);
+    assert_eq!(b.exit_code, Some(3));
+    assert_eq!(b.stderr, "boom\n");
+    assert!(b.message.contains("exit code 3"), "{}", b.message);
+    // Hosts already running step 2 finished it.
+    for h in ["a", "c"] {
+        assert_eq!(report.result(2, h).unwrap().status, HostStatus::Changed);
+        assert!(dir.path().join(format!("{h}.2")).exists());
+    }
+    assert_eq!(report.steps[1].results.len(), 3);
+    let summary = report.summary();
+    assert_eq!(summary[1].failed, 1);
+    assert_eq!(summary[1].skipped, 1);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, Event::Halted(h) if h.step == 2)));
+    let finished = events
+        .iter()
+        .filter(|e| matches!(e, Event::HostFinished { .. }))
+        .count();
+    assert_eq!(finished, 9);
+}
+
+#[tokio::test]
+async fn hosts_not_yet_started_on_a_failed_step_do_not_start_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let inv = inventory(vec![local("a"), local("b"), local("c")]);
+    let p = plan(
+        &inv,
+        vec![shell(
+            "fails on a",
+            &format!("touch {dir_s}/{{{{ host.name }}}}; [ {{{{ host.name }}}} != a ]"),
+        )],
+    );
+    let report = run(
+        &p,
+        &inv,
+        RunOptions {
+            forks: 1,
+            ..opts(false)
+        },
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Failed);
+    assert_eq!(report.result(1, "a").unwrap().status, HostStatus::Failed);
+    for h in ["b", "c"] {
+        assert_eq!(report.result(1, h).unwrap().status, HostStatus::Skipped);
+        assert!(!dir.path().join(h).exists());
+    }
+}
+
+#[tokio::test]
+async fn continue_on_error_tolerates_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let inv = inventory(vec![local("a"), local("b")]);
+    let mut tolerated = shell("may fail", "echo nope >&2; exit 1");
+    tolerated.continue_on_error = true;
+    let p = plan(
+        &inv,
+        vec![
+            tolerated,
+            shell("after", &format!("touch {dir_s}/{{{{ host.name }}}}")),
+        ],
+    );
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert!(report.halted.is_none());
+    for h in ["a", "b"] {
+        let r = report.result(1, h).unwrap();
+        assert_eq!(r.status, HostStatus::Failed);
+        assert!(r.ignored);
+        assert_eq!(r.exit_code, Some(1));
+        assert_eq!(report.result(2, h).unwrap().status, HostStatus::Changed);
+        assert!(dir.path().join(h).exists());
+    }
+    assert_eq!(report.summary()[0].ignored, 1);
+}
+
+#[tokio::test]
+async fn a_step_timeout_fails_the_step_as_timed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("late");
+    let inv = inventory(vec![local("a")]);
+    let mut slow = shell(
+        "slow",
+        &format!("(sleep 2; touch {}) & sleep 30", marker.display()),
+    );
+    slow.timeout = Some(Duration::from_millis(500));
+    let p = plan(&inv, vec![slow, shell("next", "true")]);
+    let started = Instant::now();
+    let report = run(&p, &inv, opts(false)).await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let r = report.result(1, "a").unwrap();
+    assert_eq!(r.status, HostStatus::TimedOut);
+    assert_eq!(r.exit_code, None);
+    assert_eq!(r.message, "timed out after 500ms");
+    assert_eq!(report.status, RunStatus::Failed);
+    assert_eq!(report.result(2, "a").unwrap().status, HostStatus::Skipped);
+    // The whole process group went with it.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn a_timed_out_step_with_continue_on_error_lets_the_run_go_on() {
+    let inv = inventory(vec![local("a")]);
+    let mut slow = shell("slow", "sleep 30");
+    slow.timeout = Some(Duration::from_millis(200));
+    slow.continue_on_error = true;
+    let p = plan(&inv, vec![slow, shell("next", "true")]);
+    let report = run(&p, &inv, opts(false)).await;
+    let r = report.result(1, "a").unwrap();
+    assert_eq!((r.status, r.ignored), (HostStatus::TimedOut, true));
+    assert_eq!(report.result(2, "a").unwrap().status, HostStatus::Changed);
+    assert_eq!(report.status, RunStatus::Succeeded);
+}
+
+#[tokio::test]
+async fn commands_run_with_stdin_closed() {
+    let inv = inventory(vec![local("a")]);
+    let mut cat = step(
+        "cat",
+        Module::Command {
+            argv: vec!["cat".into()],
+        },
+    );
+    cat.timeout = Some(Duration::from_secs(10));
+    let mut read = shell("read", "read x; echo \"read exit $?, x=[$x]\"");
+    read.timeout = Some(Duration::from_secs(10));
+    let p = plan(&inv, vec![cat, read]);
+    let started = Instant::now();
+    let report = run(&p, &inv, opts(false)).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(report.result(1, "a").unwrap().stdout, "");
+    assert_eq!(report.result(2, "a").unwrap().stdout, "read exit 1, x=[]\n");
+}
+
+#[tokio::test]
+async fn conditions_skip_run_or_fail_open_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let mut a = local("a");
+    a.labels = vec!["web".into()];
+    let inv = inventory(vec![a, local("b")]);
+    let mut only_a = shell("only a", &format!("touch {dir_s}/{{{{ host.name }}}}.only"));
+    only_a.when = Some(r#"host.name == "a""#.into());
+    let mut web = shell("web", &format!("touch {dir_s}/{{{{ host.name }}}}.web"));
+    web.when = Some(r#""web" in host.labels"#.into());
+    let mut broken = shell(
+        "broken",
+        &format!("touch {dir_s}/{{{{ host.name }}}}.broken"),
+    );
+    broken.when = Some("host.name ==".into());
+    let p = plan(&inv, vec![only_a, web, broken]);
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(report.result(1, "a").unwrap().status, HostStatus::Changed);
+    let skipped = report.result(1, "b").unwrap();
+    assert_eq!(skipped.status, HostStatus::Skipped);
+    assert!(skipped.message.contains("condition is false"));
+    assert_eq!(report.result(2, "a").unwrap().status, HostStatus::Changed);
+    assert_eq!(report.result(2, "b").unwrap().status, HostStatus::Skipped);
+    assert!(dir.path().join("a.only").exists() && !dir.path().join("b.only").exists());
+    // A malformed condition runs the step everywhere, with a warning on the run.
+    for h in ["a", "b"] {
+        let r = report.result(3, h).unwrap();
+        assert_eq!(r.status, HostStatus::Changed);
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(dir.path().join(format!("{h}.broken")).exists());
+    }
+    let warnings: Vec<_> = report
+        .warnings
+        .iter()
+        .filter(|w| w.step == Some(3))
+        .collect();
+    assert_eq!(warnings.len(), 2);
+    assert!(
+        warnings[0].message.contains("fails open") && warnings[0].message.contains("host.name =="),
+        "{}",
+        warnings[0].message
+    );
+}
+
+#[tokio::test]
+async fn at_most_forks_hosts_work_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    std::fs::create_dir(dir.path().join("running")).unwrap();
+    let hosts: Vec<Host> = (0..20).map(|i| local(&format!("h{i:02}"))).collect();
+    let inv = inventory(hosts);
+    let p = plan(
+        &inv,
+        vec![shell(
+            "count",
+            &format!(
+                "touch {dir_s}/running/$$; ls {dir_s}/running | wc -l >> {dir_s}/counts; \
+                 sleep 0.3; rm {dir_s}/running/$$"
+            ),
+        )],
+    );
+    let report = run(
+        &p,
+        &inv,
+        RunOptions {
+            forks: 5,
+            ..opts(false)
+        },
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    let counts: Vec<usize> = std::fs::read_to_string(dir.path().join("counts"))
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 20);
+    let max = counts.iter().copied().max().unwrap();
+    assert!(
+        max <= 5,
+        "{max} hosts worked at once with forks 5: {counts:?}"
+    );
+    assert!(max >= 2, "no parallelism at all: {counts:?}");
+}
+
+#[tokio::test]
+async fn a_host_that_cannot_connect_fails_its_first_step() {
+    let unreachable = Host {
+        name: "gone".into(),
+        address: "127.0.0.1".into(),
+        port: 1,
+        connection: ConnectionKind::Ssh,
+        ..Host::default()
+    };
+    let inv = inventory(vec![local("a"), unreachable]);
+    let p = plan(&inv, vec![shell("one", "true"), shell("two", "true")]);
+    let report = run(
+        &p,
+        &inv,
+        RunOptions {
+            connect: ConnectOptions {
+                connect_timeout: Duration::from_secs(3),
+            },
+            ..opts(false)
+        },
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Failed);
+    assert_eq!(report.result(1, "a").unwrap().status, HostStatus::Changed);
+    let gone = report.result(1, "gone").unwrap();
+    assert_eq!(gone.status, HostStatus::Failed);
+    assert!(!gone.message.is_empty());
+    assert_eq!(report.result(2, "a").unwrap().status, HostStatus::Skipped);
+}
+
+#[tokio::test]
+async fn unknown_inputs_are_refused() {
+    let inv = inventory(vec![local("a")]);
+    let mut p = plan(&inv, vec![shell("one", "true")]);
+    p.inputs.insert("release".into(), InputDef::default());
+    let err = exec::run(
+        &p,
+        &inv,
+        RunOptions {
+            inputs: BTreeMap::from([("relase".to_string(), json!("2"))]),
+            ..opts(false)
+        },
+        |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ExecError::UnknownInput { .. }));
+    assert!(err.to_string().contains("release"), "{err}");
+}
+
+fn predicted_after(report: &RunReport, step: usize, host: &str) -> FileState {
+    report
+        .result(step, host)
+        .unwrap()
+        .prediction
+        .as_ref()
+        .unwrap()
+        .after
+        .clone()
+}
+
+fn content(state: &FileState) -> Vec<u8> {
+    match state {
+        FileState::File { content, .. } => content.clone(),
+        other => panic!("not a file: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn dry_run_predictions_are_what_the_real_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let app = format!("{dir_s}/app.conf");
+    let fresh = format!("{dir_s}/fresh.conf");
+    let new = format!("{dir_s}/new.conf");
+    std::fs::write(&app, "# app\nrelease=0.9\nport=80\n").unwrap();
+    std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let inv = inventory(vec![local("a")]);
+    let p = plan(
+        &inv,
+        vec![
+            step("new file", copy(&new, "hello\nworld\n", Some("0640"))),
+            step(
+                "pin release",
+                lineinfile(&app, Some("^release="), "release=1.0"),
+            ),
+            // A second lineinfile on the same path starts from the first one's result.
+            step(
+                "debug off",
+                lineinfile(&app, Some("^debug="), "debug=false"),
+            ),
+            // A copy to a new path, then a lineinfile on that path.
+            step("fresh", copy(&fresh, "a=1\n", None)),
+            step("fresh b", lineinfile(&fresh, Some("^b="), "b=2")),
+            step(
+                "dir",
+                Module::Directory {
+                    path: format!("{dir_s}/sub/dir"),
+                    mode: Some("0750".into()),
+                    owner: None,
+                },
+            ),
+        ],
+    );
+
+    let dry = run(&p, &inv, opts(true)).await;
+    assert_eq!(dry.status, RunStatus::Succeeded, "{dry:#?}");
+    // Nothing changed on the host.
+    assert!(!Path::new(&new).exists() && !Path::new(&fresh).exists());
+    assert!(!dir.path().join("sub").exists());
+    assert_eq!(
+        std::fs::read_to_string(&app).unwrap(),
+        "# app\nrelease=0.9\nport=80\n"
+    );
+    for s in 1..=6 {
+        let r = dry.result(s, "a").unwrap();
+        assert_eq!(r.status, HostStatus::Changed, "step {s}: {r:#?}");
+        assert!(r.message.starts_with("would change"), "{}", r.message);
+    }
+    let diff = dry.result(2, "a").unwrap().diff.clone().unwrap();
+    assert!(
+        diff.starts_with(&format!("--- {app} (before)\n+++ {app} (after)\n")),
+        "{diff}"
+    );
+    assert!(diff.contains("-release=0.9\n+release=1.0\n"), "{diff}");
+    let diff3 = dry.result(3, "a").unwrap().diff.clone().unwrap();
+    assert!(
+        diff3.contains(" release=1.0\n") && diff3.contains("+debug=false\n"),
+        "{diff3}"
+    );
+    assert!(dry
+        .result(1, "a")
+        .unwrap()
+        .diff
+        .as_ref()
+        .unwrap()
+        .contains("+hello\n"));
+
+    let real = run(&p, &inv, opts(false)).await;
+    assert_eq!(real.status, RunStatus::Succeeded, "{real:#?}");
+    for s in 1..=6 {
+        assert_eq!(real.result(s, "a").unwrap().status, HostStatus::Changed);
+    }
+    assert_eq!(
+        content(&predicted_after(&dry, 1, "a")),
+        std::fs::read(&new).unwrap()
+    );
+    assert_eq!(
+        content(&predicted_after(&dry, 3, "a")),
+        std::fs::read(&app).unwrap()
+    );
+    assert_eq!(
+        content(&predicted_after(&dry, 5, "a")),
+        std::fs::read(&fresh).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&app).unwrap(),
+        "# app\nrelease=1.0\nport=80\ndebug=false\n"
+    );
+    assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "a=1\nb=2\n");
+    let mode = |p: &str| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&new), 0o640);
+    assert!(matches!(
+        predicted_after(&dry, 1, "a"),
+        FileState::File {
+            mode: Some(0o640),
+            ..
+        }
+    ));
+    // The existing file kept its mode through the atomic replace.
+    assert_eq!(mode(&app), 0o600);
+    assert_eq!(mode(&format!("{dir_s}/sub/dir")), 0o750);
+    // No temporary files left beside the targets.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".bosun."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Run again: both modes agree on what is left to do — nothing, except the copy and
+    // the lineinfile that fight over fresh.conf (the copy resets it, the lineinfile
+    // adds its line again).
+    let again = run(&p, &inv, opts(true)).await;
+    let real_again = run(&p, &inv, opts(false)).await;
+    for s in 1..=6 {
+        let (d, r) = (
+            again.result(s, "a").unwrap(),
+            real_again.result(s, "a").unwrap(),
+        );
+        let expected = if s == 4 || s == 5 {
+            HostStatus::Changed
+        } else {
+            HostStatus::Ok
+        };
+        assert_eq!(d.status, expected, "dry step {s}: {d:#?}");
+        assert_eq!(d.diff.is_some(), expected == HostStatus::Changed);
+        assert_eq!(r.status, expected, "real step {s}: {r:#?}");
+    }
+    assert_eq!(content(&predicted_after(&again, 4, "a")), b"a=1\n");
+    assert_eq!(
+        content(&predicted_after(&again, 5, "a")),
+        std::fs::read(&fresh).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn copy_from_a_local_source_and_mode_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let src = dir.path().join("source.bin");
+    std::fs::write(&src, [0u8, 159, 146, 150, 10]).unwrap();
+    let target = format!("{dir_s}/target.bin");
+    std::fs::write(&target, [0u8, 159, 146, 150, 10]).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let inv = inventory(vec![local("a")]);
+    let p = plan(
+        &inv,
+        vec![step(
+            "copy",
+            Module::Copy {
+                path: target.clone(),
+                source: CopySource::Src(src.clone()),
+                mode: Some("go-r".into()),
+                owner: None,
+            },
+        )],
+    );
+    let dry = run(&p, &inv, opts(true)).await;
+    let r = dry.result(1, "a").unwrap();
+    assert_eq!(r.status, HostStatus::Changed);
+    assert!(
+        r.diff.as_ref().unwrap().contains("# mode 0644 → 0600"),
+        "{r:#?}"
+    );
+    let real = run(&p, &inv, opts(false)).await;
+    assert_eq!(real.result(1, "a").unwrap().status, HostStatus::Changed);
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o600);
+    let again = run(&p, &inv, opts(false)).await;
+    assert_eq!(again.result(1, "a").unwrap().status, HostStatus::Ok);
+}
+
+#[tokio::test]
+async fn absent_removes_and_scripts_run_with_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    std::fs::create_dir_all(dir.path().join("tree/deep")).unwrap();
+    std::fs::write(dir.path().join("tree/deep/f"), "x").unwrap();
+    let script = dir.path().join("hello.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"hello $1 $2\"\ncat\n").unwrap();
+    let inv = inventory(vec![local("a")]);
+    let p = plan(
+        &inv,
+        vec![
+            step(
+                "script",
+                Module::Script {
+                    src: script.clone(),
+                    args: vec!["big".into(), "world".into()],
+                },
+            ),
+            step(
+                "rm",
+                Module::Absent {
+                    path: format!("{dir_s}/tree"),
+                },
+            ),
+        ],
+    );
+    let dry = run(&p, &inv, opts(true)).await;
+    let s = dry.result(1, "a").unwrap();
+    assert_eq!(s.status, HostStatus::Unknown);
+    assert!(s.message.contains("cannot know"), "{}", s.message);
+    let rm = dry.result(2, "a").unwrap();
+    assert_eq!(rm.status, HostStatus::Changed);
+    // After a raw command, a prediction says it may be inaccurate.
+    assert!(
+        rm.warnings.iter().any(|w| w.contains("may change this")),
+        "{:?}",
+        rm.warnings
+    );
+    assert!(dir.path().join("tree/deep/f").exists());
+
+    let real = run(&p, &inv, opts(false)).await;
+    assert_eq!(real.status, RunStatus::Succeeded, "{real:#?}");
+    assert_eq!(real.result(1, "a").unwrap().stdout, "hello big world\n");
+    assert!(!dir.path().join("tree").exists());
+    let again = run(&p, &inv, opts(false)).await;
+    assert_eq!(again.result(2, "a").unwrap().status, HostStatus::Ok);
+}
+
+#[tokio::test]
+async fn dry_runs_list_unresolved_references_and_redact_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let target = format!("{dir_s}/creds");
+    let inv = inventory(vec![local("a"), local("b")]);
+    let mut p = plan(
+        &inv,
+        vec![
+            step(
+                "creds",
+                copy(
+                    &target,
+                    "token={{ vars.token }}\nuser={{ vars.missing }}\n",
+                    None,
+                ),
+            ),
+            shell("echo", "echo {{ inputs.nope }}"),
+        ],
+    );
+    p.vars
+        .insert("token".into(), json!("secret://prod/api-token"));
+
+    let dry = run(&p, &inv, opts(true)).await;
+    assert_eq!(dry.status, RunStatus::Succeeded);
+    let r = dry.result(1, "a").unwrap();
+    let diff = r.diff.as_ref().unwrap();
+    assert!(diff.contains("+token=secret://[redacted]\n"), "{diff}");
+    assert!(!diff.contains("api-token"), "{diff}");
+    let refs: Vec<(String, usize, String)> = dry
+        .unresolved
+        .iter()
+        .map(|u| (u.host.clone(), u.step, u.reference.clone()))
+        .collect();
+    assert_eq!(
+        refs,
+        vec![
+            ("a".into(), 1, "vars.missing".into()),
+            ("b".into(), 1, "vars.missing".into()),
+            ("a".into(), 2, "inputs.nope".into()),
+            ("b".into(), 2, "inputs.nope".into()),
+        ]
+    );
+
+    // A real run refuses secret references before anything runs.
+    let err = exec::run(&p, &inv, opts(false), |_| {}).await.unwrap_err();
+    assert!(matches!(err, ExecError::SecretReferences { .. }));
+    assert!(
+        err.to_string()
+            .contains("secret references need a Bosun server (plan exec has no secret store)"),
+        "{err}"
+    );
+    assert!(!Path::new(&target).exists());
+}
+
+#[tokio::test]
+async fn strict_vars_fails_a_step_with_an_unresolved_reference() {
+    let inv = inventory(vec![local("a")]);
+    let mut p = plan(&inv, vec![shell("echo", "echo {{ vars.missing }}")]);
+    p.strict_vars = true;
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let r = report.result(1, "a").unwrap();
+    assert_eq!(r.status, HostStatus::Failed);
+    assert!(r.message.contains("vars.missing"), "{}", r.message);
+    assert_eq!(report.unresolved.len(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_dry_run_step_halts_the_dry_run_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let inv = inventory(vec![local("a")]);
+    // lineinfile on a missing file without `create` fails, as in Ansible.
+    let p = plan(
+        &inv,
+        vec![
+            step("missing", lineinfile(&format!("{dir_s}/nope"), None, "x=1")),
+            step("after", copy(&format!("{dir_s}/after"), "x", None)),
+        ],
+    );
+    let dry = run(&p, &inv, opts(true)).await;
+    assert_eq!(dry.status, RunStatus::Failed);
+    assert_eq!(dry.result(1, "a").unwrap().status, HostStatus::Failed);
+    assert_eq!(dry.result(2, "a").unwrap().status, HostStatus::Skipped);
+}
