@@ -1,0 +1,688 @@
+//! Plan and inventory files: the SPEC examples parse to the expected model; every
+//! error names its line and column; lint findings.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bosun_plans::model::{
+    lint, parse_inventory, parse_plan, ConnectionKind, CopySource, Environment, Host, InputDef,
+    Inventory, LineInFileArgs, Location, Module, Plan, Targets,
+};
+use serde_json::json;
+
+const SPEC_PLAN: &str = r#"name: app-config
+targets:                       # union of these
+  hosts: [web-1]
+  labels: [web]
+  environments: [staging]
+concurrent_runs: false         # default; see concurrency guard
+inputs:                        # run overrides, with defaults
+  release: { default: "1.0" }
+vars:                          # plan defaults
+  app: shop
+steps:
+  - name: pin release
+    file.lineinfile:
+      path: "/srv/{{ vars.app }}/app.conf"
+      regexp: "^release="
+      line: "release={{ inputs.release }}"
+  - name: restart
+    command: ["systemctl", "restart", "{{ vars.app }}"]
+    sudo: true
+    when: 'vars.restart == "yes"'
+    continue_on_error: true
+    timeout: 60s
+"#;
+
+const SPEC_INVENTORY: &str = r#"environments:
+  staging: { vars: { app_port: 8080 } }
+  prod:    { requires_approval: true, protected: true, vars: { app_port: 80 } }
+defaults:                      # applied to every host unless it says otherwise
+  user: deploy
+  identity_file: ~/.ssh/id_ed25519        # default: the agent, then ~/.ssh/id_*
+  known_hosts: ~/.ssh/known_hosts         # default
+hosts:
+  web-1: { address: 10.1.0.11, environment: prod, labels: [web], vars: { weight: 3 } }
+  web-2: { address: 10.1.0.12, port: 2222, environment: prod, labels: [web] }
+  build: { connection: local, environment: staging }
+"#;
+
+fn loc(file: &str, line: usize, column: usize) -> Location {
+    Location {
+        file: file.into(),
+        line,
+        column,
+    }
+}
+
+fn map(v: serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    serde_json::from_value(v).unwrap()
+}
+
+fn plan(text: &str) -> Plan {
+    parse_plan(Path::new("plans/p.yaml"), text).unwrap()
+}
+
+fn inventory(text: &str) -> Inventory {
+    parse_inventory(Path::new("inv.yaml"), text).unwrap()
+}
+
+/// `line:column: message` of a plan's error.
+fn plan_err(text: &str) -> String {
+    let e = parse_plan(Path::new("p.yaml"), text).unwrap_err();
+    assert_eq!(e.location.file, "p.yaml");
+    format!("{}:{}: {}", e.location.line, e.location.column, e.message)
+}
+
+fn inv_err(text: &str) -> String {
+    let e = parse_inventory(Path::new("i.yaml"), text).unwrap_err();
+    assert_eq!(e.location.file, "i.yaml");
+    format!("{}:{}: {}", e.location.line, e.location.column, e.message)
+}
+
+fn assert_err(got: String, at: &str, says: &str) {
+    assert!(
+        got.starts_with(&format!("{at}: ")) && got.contains(says),
+        "expected {at}: …{says}…, got {got}"
+    );
+}
+
+#[test]
+fn the_spec_plan_parses_to_the_expected_model() {
+    let p = plan(SPEC_PLAN);
+    let expected = Plan {
+        name: "app-config".into(),
+        targets: Targets {
+            hosts: vec!["web-1".into()],
+            labels: vec!["web".into()],
+            environments: vec!["staging".into()],
+        },
+        concurrent_runs: false,
+        strict_vars: false,
+        inputs: BTreeMap::from([(
+            "release".to_string(),
+            InputDef {
+                default: Some(json!("1.0")),
+                description: None,
+            },
+        )]),
+        vars: map(json!({"app": "shop"})),
+        schedule: None,
+        steps: vec![
+            bosun_plans::model::Step {
+                name: "pin release".into(),
+                module: Module::LineInFile(LineInFileArgs {
+                    path: "/srv/{{ vars.app }}/app.conf".into(),
+                    line: Some("release={{ inputs.release }}".into()),
+                    regexp: Some("^release=".into()),
+                    state: Some("present".into()),
+                    ..LineInFileArgs::default()
+                }),
+                when: None,
+                sudo: false,
+                continue_on_error: false,
+                timeout: None,
+                location: loc("plans/p.yaml", 12, 5),
+            },
+            bosun_plans::model::Step {
+                name: "restart".into(),
+                module: Module::Command {
+                    argv: vec![
+                        "systemctl".into(),
+                        "restart".into(),
+                        "{{ vars.app }}".into(),
+                    ],
+                },
+                when: Some(r#"vars.restart == "yes""#.into()),
+                sudo: true,
+                continue_on_error: true,
+                timeout: Some(Duration::from_secs(60)),
+                location: loc("plans/p.yaml", 17, 5),
+            },
+        ],
+        locations: p.locations.clone(),
+    };
+    assert_eq!(p, expected);
+    // The source map places fields where they are written.
+    assert_eq!(
+        p.locations.get("targets.hosts[0]"),
+        Some(&loc("plans/p.yaml", 3, 11))
+    );
+    assert_eq!(
+        p.locations.get("steps[1].when"),
+        Some(&loc("plans/p.yaml", 20, 11))
+    );
+    assert_eq!(
+        p.locations.get("steps[0].file.lineinfile.path"),
+        Some(&loc("plans/p.yaml", 14, 13))
+    );
+    assert_eq!(
+        p.locations.locate("steps[1].nothing"),
+        loc("plans/p.yaml", 17, 5)
+    );
+    assert!(lint(&p, None)
+        .findings
+        .iter()
+        .all(|f| !f.message.contains("vars.app")));
+}
+
+#[test]
+fn the_spec_inventory_parses_to_the_expected_model() {
+    let inv = inventory(SPEC_INVENTORY);
+    let home = PathBuf::from(std::env::var("HOME").unwrap());
+    let host = |name: &str, address: &str, port: u16, env: &str| Host {
+        name: name.into(),
+        address: address.into(),
+        port,
+        user: Some("deploy".into()),
+        connection: ConnectionKind::Ssh,
+        labels: vec!["web".into()],
+        vars: BTreeMap::new(),
+        environment: Some(env.into()),
+        identity_file: Some(home.join(".ssh/id_ed25519")),
+        known_hosts: Some(home.join(".ssh/known_hosts")),
+        host_key: None,
+    };
+    let expected = Inventory {
+        environments: BTreeMap::from([
+            (
+                "staging".to_string(),
+                Environment {
+                    vars: map(json!({"app_port": 8080})),
+                    requires_approval: false,
+                    protected: false,
+                },
+            ),
+            (
+                "prod".to_string(),
+                Environment {
+                    vars: map(json!({"app_port": 80})),
+                    requires_approval: true,
+                    protected: true,
+                },
+            ),
+        ]),
+        hosts: vec![
+            Host {
+                vars: map(json!({"weight": 3})),
+                ..host("web-1", "10.1.0.11", 22, "prod")
+            },
+            host("web-2", "10.1.0.12", 2222, "prod"),
+            Host {
+                connection: ConnectionKind::Local,
+                labels: vec![],
+                ..host("build", "build", 22, "staging")
+            },
+        ],
+    };
+    assert_eq!(inv, expected);
+    // The plan's targets: web-1 by name, web-1 and web-2 by label, build by environment.
+    let names: Vec<&str> = plan(SPEC_PLAN)
+        .target_hosts(&inv)
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    assert_eq!(names, ["web-1", "web-2", "build"]);
+}
+
+#[test]
+fn hosts_keep_file_order_and_defaults_apply_unless_overridden() {
+    let inv = inventory(
+        "defaults: { user: ops, port: 2200, connection: local, identity_file: /k, known_hosts: kh }
+hosts:
+  zeta:
+  alpha: { user: root, port: 22, connection: ssh, identity_file: '~', host_key: 'ssh-ed25519 AAAAC3 comment' }
+  mid: { address: mid.example }
+",
+    );
+    let names: Vec<&str> = inv.hosts.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["zeta", "alpha", "mid"]);
+    let zeta = &inv.hosts[0];
+    assert_eq!(
+        (
+            zeta.address.as_str(),
+            zeta.port,
+            zeta.user.as_deref(),
+            zeta.connection
+        ),
+        ("zeta", 2200, Some("ops"), ConnectionKind::Local)
+    );
+    assert_eq!(zeta.identity_file.as_deref(), Some(Path::new("/k")));
+    // A relative path other than `~/…` is kept as written.
+    assert_eq!(zeta.known_hosts.as_deref(), Some(Path::new("kh")));
+    let alpha = &inv.hosts[1];
+    assert_eq!(
+        (alpha.port, alpha.user.as_deref(), alpha.connection),
+        (22, Some("root"), ConnectionKind::Ssh)
+    );
+    assert_eq!(
+        alpha.identity_file.as_deref(),
+        Some(Path::new(&std::env::var("HOME").unwrap()))
+    );
+    assert_eq!(
+        alpha.host_key.as_deref(),
+        Some("ssh-ed25519 AAAAC3 comment")
+    );
+    assert_eq!(inv.hosts[2].address, "mid.example");
+    assert_eq!(inv.hosts[2].environment, None);
+
+    let bare = inventory("hosts:\n  h1: {}\n");
+    assert_eq!((bare.hosts[0].port, bare.hosts[0].user.clone()), (22, None));
+    assert_eq!(bare.hosts[0].connection, ConnectionKind::Ssh);
+}
+
+#[test]
+fn every_module_and_step_field() {
+    let p = plan(
+        r#"name: all
+strict_vars: true
+concurrent_runs: true
+schedule: "0 2 * * *"
+inputs:
+  release:
+  level: { default: 3, description: how loud }
+steps:
+  - command: systemctl restart "my app" '{{ vars.unit }}' {{ vars.a | default("x y") }}
+    timeout: 90
+  - shell: "echo hi | tee /tmp/x"
+    timeout: 1h30m
+  - shell: { cmd: "exit 0" }
+    timeout: 1.5
+  - script: { src: scripts/setup.sh, args: ["--fast", "{{ host.name }}"] }
+  - script: /abs/run.sh
+  - script: { src: run.sh, args: "-v 'two words'" }
+  - file.lineinfile:
+      path: /etc/x
+      search_string: "needle"
+      state: absent
+  - file.lineinfile: { path: /etc/y, line: "a=1", regexp: "^a=(.*)", backrefs: true, firstmatch: true, create: true, insertbefore: BOF, mode: 0644, owner: "root:root" }
+  - file.copy: { path: /etc/motd, content: "hello {{ host.name }}\n", mode: "0600" }
+  - file.copy: { path: /etc/app.conf, src: files/app.conf, owner: app }
+  - file.directory: { path: /srv/app, mode: "2775" }
+  - file.absent: { path: /tmp/junk }
+"#,
+    );
+    assert!(p.strict_vars && p.concurrent_runs);
+    assert_eq!(p.schedule.as_deref(), Some("0 2 * * *"));
+    assert_eq!(p.inputs["release"], InputDef::default());
+    assert_eq!(
+        p.inputs["level"],
+        InputDef {
+            default: Some(json!(3)),
+            description: Some("how loud".into())
+        }
+    );
+    let m: Vec<&Module> = p.steps.iter().map(|s| &s.module).collect();
+    assert_eq!(
+        m[0],
+        &Module::Command {
+            argv: vec![
+                "systemctl".into(),
+                "restart".into(),
+                "my app".into(),
+                "{{ vars.unit }}".into(),
+                "{{ vars.a | default(\"x y\") }}".into()
+            ]
+        }
+    );
+    assert_eq!(
+        p.steps[0].name, "command",
+        "a step without a name is named after its module"
+    );
+    assert_eq!(p.steps[0].timeout, Some(Duration::from_secs(90)));
+    assert_eq!(
+        m[1],
+        &Module::Shell {
+            cmd: "echo hi | tee /tmp/x".into()
+        }
+    );
+    assert_eq!(p.steps[1].timeout, Some(Duration::from_secs(5400)));
+    assert_eq!(
+        m[2],
+        &Module::Shell {
+            cmd: "exit 0".into()
+        }
+    );
+    assert_eq!(p.steps[2].timeout, Some(Duration::from_millis(1500)));
+    assert_eq!(
+        m[3],
+        &Module::Script {
+            src: PathBuf::from("plans/scripts/setup.sh"),
+            args: vec!["--fast".into(), "{{ host.name }}".into()]
+        }
+    );
+    assert_eq!(
+        m[4],
+        &Module::Script {
+            src: PathBuf::from("/abs/run.sh"),
+            args: vec![]
+        }
+    );
+    assert_eq!(
+        m[5],
+        &Module::Script {
+            src: PathBuf::from("plans/run.sh"),
+            args: vec!["-v".into(), "two words".into()]
+        }
+    );
+    assert_eq!(
+        m[6],
+        &Module::LineInFile(LineInFileArgs {
+            path: "/etc/x".into(),
+            search_string: Some("needle".into()),
+            state: Some("absent".into()),
+            ..LineInFileArgs::default()
+        })
+    );
+    assert_eq!(
+        m[7],
+        &Module::LineInFile(LineInFileArgs {
+            path: "/etc/y".into(),
+            line: Some("a=1".into()),
+            regexp: Some("^a=(.*)".into()),
+            state: Some("present".into()),
+            insertbefore: Some("BOF".into()),
+            backrefs: true,
+            firstmatch: true,
+            create: true,
+            mode: Some("0644".into()),
+            owner: Some("root:root".into()),
+            ..LineInFileArgs::default()
+        })
+    );
+    assert_eq!(
+        m[8],
+        &Module::Copy {
+            path: "/etc/motd".into(),
+            source: CopySource::Content("hello {{ host.name }}\n".into()),
+            mode: Some("0600".into()),
+            owner: None
+        }
+    );
+    assert_eq!(
+        m[9],
+        &Module::Copy {
+            path: "/etc/app.conf".into(),
+            source: CopySource::Src(PathBuf::from("plans/files/app.conf")),
+            mode: None,
+            owner: Some("app".into())
+        }
+    );
+    assert_eq!(
+        m[10],
+        &Module::Directory {
+            path: "/srv/app".into(),
+            mode: Some("2775".into()),
+            owner: None
+        }
+    );
+    assert_eq!(
+        m[11],
+        &Module::Absent {
+            path: "/tmp/junk".into()
+        }
+    );
+    // Malformed conditions and templates are kept: they fail open at run time.
+    let q = plan("name: q\nsteps:\n  - shell: \"{{ oops\"\n    when: 'vars.a =='\n");
+    assert_eq!(q.steps[0].when.as_deref(), Some("vars.a =="));
+}
+
+#[test]
+fn plan_errors_name_line_and_column() {
+    let s = |steps: &str| format!("name: p\nsteps:\n{steps}");
+    // Semantic errors, at the key or value that is wrong.
+    assert_err(
+        plan_err(&s("  - name: a\n    file.lineinfil: {path: /x}\n")),
+        "4:5",
+        "unknown module `file.lineinfil`",
+    );
+    assert_err(
+        plan_err(&s("  - name: a\n    command: [ls]\n    shell: ls\n")),
+        "5:5",
+        "a step runs one module, and this one also has `command`",
+    );
+    assert_err(
+        plan_err(&s("  - name: a\n    sudo: true\n")),
+        "3:5",
+        "the step has no module",
+    );
+    assert_err(
+        plan_err(&s("  - name: a\n    file.directory: {mode: \"0755\"}\n")),
+        "4:5",
+        "file.directory needs `path`",
+    );
+    assert_err(
+        plan_err(&s("  - file.copy:\n      content: x\n")),
+        "3:5",
+        "file.copy needs `path`",
+    );
+    assert_err(
+        plan_err(&s("  - file.absent: {path: \"\"}\n")),
+        "3:25",
+        "`path` is empty",
+    );
+    assert_err(
+        plan_err(&s(
+            "  - file.lineinfile:\n      path: /x\n      line: a\n      regexp: ^a\n      search_string: a\n",
+        )),
+        "7:7",
+        "`regexp` and `search_string` cannot be used together",
+    );
+    assert_err(
+        plan_err(&s(
+            "  - file.lineinfile:\n      search_string: a\n      regexp: ^a\n      path: /x\n",
+        )),
+        "5:7",
+        "`regexp` and `search_string` cannot be used together",
+    );
+    assert_err(
+        plan_err(&s(
+            "  - file.lineinfile:\n      path: /x\n      line: a\n      backrefs: true\n",
+        )),
+        "6:7",
+        "`backrefs` needs `regexp`",
+    );
+    assert_err(
+        plan_err(&s(
+            "  - file.lineinfile: {path: /x, line: a, insertafter: EOF, insertbefore: BOF}\n",
+        )),
+        "3:60",
+        "`insertafter` and `insertbefore` cannot be used together",
+    );
+    assert_err(
+        plan_err(&s(
+            "  - file.lineinfile: {path: /x, line: a, state: gone}\n",
+        )),
+        "3:49",
+        "state must be `present` or `absent`, not `gone`",
+    );
+    assert_err(
+        plan_err(&s("  - file.lineinfile: {path: /x}\n")),
+        "3:5",
+        "needs `line` with state present",
+    );
+    assert_err(
+        plan_err(&s("  - file.lineinfile: {path: /x, state: absent}\n")),
+        "3:5",
+        "needs `line`, `regexp` or `search_string` with state absent",
+    );
+    assert_err(
+        plan_err(&s("  - command: ls\n    timeout: 60x\n")),
+        "4:14",
+        "bad timeout `60x`",
+    );
+    assert_err(
+        plan_err(&s("  - command: ls\n    timeout: 0\n")),
+        "4:14",
+        "more than zero",
+    );
+    assert_err(
+        plan_err(&s("  - command: ls\n    timeout: -5\n")),
+        "4:14",
+        "bad timeout `-5`",
+    );
+    assert_err(
+        plan_err(&s("  - file.directory: {path: /d, mode: 755}\n")),
+        "3:38",
+        "write the mode as a string of octal digits",
+    );
+    assert_err(
+        plan_err(&s("  - file.directory: {path: /d, mode: \"rwx\"}\n")),
+        "3:38",
+        "mode `rwx` is not octal digits",
+    );
+    assert_err(
+        plan_err(&s("  - file.copy: {path: /d, content: a, src: b}\n")),
+        "3:39",
+        "`content` and `src` cannot be used together",
+    );
+    assert_err(
+        plan_err(&s("  - file.copy: {path: /d}\n")),
+        "3:5",
+        "file.copy needs `content` or `src`",
+    );
+    assert_err(
+        plan_err(&s("  - command: \"echo 'oops\"\n")),
+        "3:14",
+        "unterminated ' quote",
+    );
+    assert_err(
+        plan_err(&s("  - command: []\n")),
+        "3:14",
+        "command needs a program",
+    );
+    assert_err(
+        plan_err(&s("  - shell: {cmd: \"\"}\n")),
+        "3:5",
+        "shell needs a command line",
+    );
+    assert_err(
+        plan_err(&s("  - script: {args: [a]}\n")),
+        "3:5",
+        "script needs `src`",
+    );
+    // Plan-level.
+    assert_err(
+        plan_err("steps:\n  - command: ls\n"),
+        "1:1",
+        "a plan needs a `name`",
+    );
+    assert_err(plan_err("name: p\n"), "1:1", "a plan needs `steps`");
+    assert_err(
+        plan_err("name: p\nsteps: []\n"),
+        "2:8",
+        "a plan needs at least one step",
+    );
+    assert_err(
+        plan_err("name: \"\"\nsteps: []\n"),
+        "1:7",
+        "the plan's name is empty",
+    );
+    assert_err(plan_err(""), "1:1", "the file is empty");
+    // Duplicate keys are refused at the second one, wherever they are.
+    assert_err(
+        plan_err(&s("  - command: ls\n    when: vars.a\n    when: vars.b\n")),
+        "5:5",
+        "duplicate step key `when` (first at line 4, column 5)",
+    );
+    assert_err(
+        plan_err("name: p\nvars:\n  a: 1\n  a: 2\nsteps: [{command: ls}]\n"),
+        "4:3",
+        "duplicate variable `a`",
+    );
+    // Syntax and type errors, where serde_norway found them.
+    assert_err(
+        plan_err("name: p\nsteps: [\n"),
+        "3:1",
+        "did not find expected node content",
+    );
+    assert_err(
+        plan_err(&s("  - command: ls\n    sudo: maybe\n")),
+        "4:11",
+        "invalid type: string \"maybe\", expected a boolean",
+    );
+    assert_err(
+        plan_err("name: p\nstepz: []\n"),
+        "2:1",
+        "unknown field `stepz`",
+    );
+    assert_err(
+        plan_err(&s("  - command: ls\n    timeout: [1]\n")),
+        "4:14",
+        "expected a number or a string",
+    );
+    assert_err(
+        plan_err(&s(
+            "  - file.copy: {path: /x, content: a, mdoe: \"0644\"}\n",
+        )),
+        "3:39",
+        "unknown field `mdoe`",
+    );
+    assert_err(plan_err("- a\n- b\n"), "1:1", "expected a plan");
+}
+
+#[test]
+fn inventory_errors_name_line_and_column() {
+    assert_err(
+        inv_err("hosts:\n  web-1: {}\n  web-2: {}\n  web-1: { port: 23 }\n"),
+        "4:3",
+        "duplicate host `web-1` (first at line 2, column 3)",
+    );
+    assert_err(
+        inv_err("hosts:\n  web-1: { port: 70000 }\n"),
+        "2:18",
+        "port 70000 is out of range (1-65535)",
+    );
+    assert_err(
+        inv_err("hosts:\n  web-1:\n    port: 0\n"),
+        "3:11",
+        "port 0 is out of range",
+    );
+    assert_err(
+        inv_err("defaults:\n  port: -1\nhosts: {}\n"),
+        "2:9",
+        "port -1 is out of range",
+    );
+    assert_err(
+        inv_err("environments:\n  prod: {}\nhosts:\n  web-1: { environment: staging }\n"),
+        "4:25",
+        "unknown environment `staging` (defined: prod)",
+    );
+    assert_err(
+        inv_err("hosts:\n  web-1: { connection: winrm }\n"),
+        "2:24",
+        "connection must be `ssh` or `local`, not `winrm`",
+    );
+    assert_err(
+        inv_err("defaults:\n  connection: telnet\nhosts: {}\n"),
+        "2:15",
+        "connection must be `ssh` or `local`, not `telnet`",
+    );
+    assert_err(
+        inv_err("hosts:\n  h: { host_key: AAAAonly }\n"),
+        "2:18",
+        "`host_key` is a public key line",
+    );
+    assert_err(
+        inv_err("environments:\n  prod: {}\n  prod: {}\n"),
+        "3:3",
+        "duplicate environment `prod`",
+    );
+    assert_err(
+        inv_err("hosts:\n  h: { adress: x }\n"),
+        "2:8",
+        "unknown field `adress`",
+    );
+    assert_err(
+        inv_err("hosts:\n  h: { port: twenty }\n"),
+        "2:14",
+        "invalid type",
+    );
+    assert_err(
+        inv_err("hosts: [a, b]\n"),
+        "1:8",
+        "hosts: invalid type: sequence, expected a mapping",
+    );
+}
