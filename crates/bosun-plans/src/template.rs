@@ -6,7 +6,7 @@
 //! Templates are MiniJinja (Jinja2 syntax), configured like Ansible's: no HTML escaping,
 //! `trim_blocks` on, a trailing newline kept. Strings render as they are, numbers and
 //! booleans as their text (`1.0`, `true`), `null` as nothing, lists and maps the
-//! MiniJinja way (`["a", "b"]`).
+//! MiniJinja way (`['a', 'b']`, `{'k': 1}`).
 //!
 //! Unresolved references are found while rendering: every namespace (and every map
 //! inside it) is an object that records a key it does not have, as written
@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use minijinja::value::{Enumerator, Object, ObjectRepr, Rest};
+use minijinja::value::{Enumerator, Object, ObjectRepr, Rest, ValueKind};
 use minijinja::{Environment, State, UndefinedBehavior};
 
 use crate::model::{Host, Inventory, Plan, Value};
@@ -277,6 +277,12 @@ fn environment(tracker: Option<Arc<Tracker>>) -> Environment<'static> {
     env.set_formatter(|out, state, value| {
         if value.is_none() {
             Ok(())
+        } else if value.kind() == ValueKind::Bool {
+            // As YAML and JSON write them, not Python's `True`.
+            let text = if value.is_true() { "true" } else { "false" };
+            out.write_str(text).map_err(|e| {
+                minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
+            })
         } else {
             minijinja::escape_formatter(out, state, value)
         }

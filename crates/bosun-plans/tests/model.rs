@@ -686,3 +686,116 @@ fn inventory_errors_name_line_and_column() {
         "hosts: invalid type: sequence, expected a mapping",
     );
 }
+
+const LINT_PLAN: &str = r#"name: l
+targets:
+  hosts: [web-1, ghost]
+  labels: [web, nolabel]
+  environments: [staging, nowhere, empty]
+inputs:
+  release: { default: "1" }
+vars:
+  app: shop
+steps:
+  - name: fine
+    command: ["echo", "{{ vars.app }} {{ inputs.release }} {{ vars.release }} {{ vars.weight }} {{ env.app_port }} {{ host.name }}"]
+    when: 'vars.app == "shop" and env.app_port > 1'
+  - name: broken condition
+    shell: "echo {{ vars.app | default('x') }}"
+    when: 'vars.app = "shop"'
+  - name: unknown references
+    file.lineinfile:
+      path: "/srv/{{ vars.nope }}/x"
+      line: "{{ inputs.nope }} {{ env.nope }} {{ host.port }} {{ foo }}"
+    when: vars.cond_missing or host.labels.x
+  - name: bad template
+    file.copy: { path: /x, content: "{{ vars.app " }
+"#;
+
+fn findings(plan: &Plan, inv: Option<&Inventory>) -> Vec<String> {
+    lint(plan, inv)
+        .findings
+        .iter()
+        .map(|f| {
+            assert_eq!(f.location.file, "plans/p.yaml");
+            format!("{}:{}: {}", f.location.line, f.location.column, f.message)
+        })
+        .collect()
+}
+
+fn assert_findings(got: Vec<String>, want: &[(&str, &str)]) {
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (g, (at, says)) in got.iter().zip(want) {
+        assert!(
+            g.starts_with(&format!("{at}: ")) && g.contains(says),
+            "expected {at}: …{says}…, got {g}\n(all: {got:#?})"
+        );
+    }
+}
+
+#[test]
+fn lint_without_an_inventory() {
+    let p = plan(LINT_PLAN);
+    assert_findings(
+        findings(&p, None),
+        &[
+            ("12:23", "`vars.weight` is not defined in the plan's vars or inputs"),
+            ("16:11", "malformed condition \"vars.app = \\\"shop\\\"\": column 10: `=` is not an operator"),
+            ("21:11", "`vars.cond_missing` is not defined in the plan's vars or inputs"),
+            ("19:13", "`vars.nope` is not defined"),
+            ("20:13", "unknown name `foo`"),
+            ("20:13", "`host.port` does not exist"),
+            ("20:13", "`inputs.nope` is not one of the plan's inputs"),
+            ("23:37", "template error in `file.copy.content`: syntax error"),
+        ],
+    );
+}
+
+#[test]
+fn lint_with_an_inventory() {
+    let p = plan(LINT_PLAN);
+    let inv = inventory(&SPEC_INVENTORY.replace("environments:\n", "environments:\n  empty: {}\n"));
+    assert_findings(
+        findings(&p, Some(&inv)),
+        &[
+            ("3:18", "unknown target host `ghost`: not in the inventory"),
+            ("4:17", "no host in the inventory has label `nolabel`"),
+            ("5:27", "unknown target environment `nowhere`: not in the inventory"),
+            ("5:36", "no host in the inventory is in environment `empty`"),
+            // vars.weight (web-1's) and env.app_port (prod's) now resolve.
+            ("16:11", "malformed condition"),
+            (
+                "21:11",
+                "`vars.cond_missing` is not defined in the plan's vars or inputs, nor in the vars of any targeted host or environment",
+            ),
+            ("19:13", "`vars.nope` is not defined"),
+            ("20:13", "`env.nope` is not defined in any targeted environment"),
+            ("20:13", "unknown name `foo`"),
+            ("20:13", "`host.port` does not exist"),
+            ("20:13", "`inputs.nope` is not one of the plan's inputs"),
+            ("23:37", "template error"),
+        ],
+    );
+    // A host's vars count only when the plan targets that host.
+    let only_build = plan(
+        "name: b\ntargets: { hosts: [build] }\nsteps:\n  - command: ['echo', '{{ vars.weight }}{{ env.app_port }}']\n",
+    );
+    assert_findings(
+        findings(&only_build, Some(&inv)),
+        &[("4:23", "`vars.weight` is not defined")],
+    );
+    // Targets that match nothing at all.
+    let nothing = plan("name: n\ntargets:\n  hosts: [ghost]\nsteps:\n  - command: ls\n");
+    assert_findings(
+        findings(&nothing, Some(&inv)),
+        &[
+            ("3:11", "unknown target host `ghost`"),
+            ("3:3", "the plan's targets match no host in the inventory"),
+        ],
+    );
+    // The SPEC example is clean against the SPEC inventory but for vars.restart.
+    assert_findings(
+        findings(&plan(SPEC_PLAN), Some(&inventory(SPEC_INVENTORY))),
+        &[("20:11", "`vars.restart` is not defined")],
+    );
+}
