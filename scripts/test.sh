@@ -80,6 +80,16 @@ if ! python3 -c 'import jwt, cryptography' 2>/dev/null; then
   }
 fi
 
+# ansible-core: the reference the file.lineinfile differential test compares against.
+if ! python3 -c 'import ansible' 2>/dev/null; then
+  log "installing ansible-core (pip: ansible-core)"
+  pip_install "ansible-core==2.19.*"
+  python3 -c 'import ansible.modules.lineinfile' || {
+    echo "ansible-core is not usable after pip install" >&2
+    exit 1
+  }
+fi
+
 # GitHub's own example webhook payloads, which the GitHub integration tests parse
 # (bosun-testkit reads them from target/npm; a `cargo clean` removes them, this restores).
 webhook_examples_version=7.6.1

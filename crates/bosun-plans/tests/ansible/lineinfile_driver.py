@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -110,7 +111,10 @@ def run_playbook(root, cases):
                ANSIBLE_LOCAL_TEMP=os.path.join(root, "local-tmp"),
                ANSIBLE_REMOTE_TEMP=os.path.join(root, "remote-tmp"),
                ANSIBLE_RETRY_FILES_ENABLED="0")
-    cmd = ["ansible-playbook", "-i", "localhost,", "-c", "local",
+    # pip may put the entry point beside the interpreter without that folder on PATH.
+    playbook_cmd = shutil.which("ansible-playbook") or os.path.join(
+        os.path.dirname(sys.executable), "ansible-playbook")
+    cmd = [playbook_cmd, "-i", "localhost,", "-c", "local",
            "-e", "ansible_python_interpreter=%s" % sys.executable, playbook]
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if not os.path.exists(results_path):
