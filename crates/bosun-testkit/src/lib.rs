@@ -27,6 +27,6 @@ pub use git::{BareRepo, WorkTree};
 pub use github::{
     ApiRequest, GitRequest, GithubDouble, InstallationLookup, IssuedToken, TokenRequest,
 };
-pub use sshd::{require_sshd, SshdFleet, SshdHost, SshdOptions};
 pub use keys::{app_jwt, app_private_key_pem, app_public_key_pem, write_app_key};
+pub use sshd::{require_sshd, SshdFleet, SshdHost, SshdOptions};
 pub use webhooks::{require_examples, sign, WebhookExamples};

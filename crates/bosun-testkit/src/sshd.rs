@@ -5,6 +5,12 @@
 //! permissions do not matter), the pid file and logs live in the temp dir. [`SshdFleet`]
 //! starts several that all trust one client key.
 //!
+//! Sessions get an empty `HOME` inside the temp dir (sshd `SetEnv`) unless
+//! [`SshdOptions::real_home`] says otherwise: the machine's dotfiles stay out of the
+//! tests (bash sources `~/.bashrc` for every ssh command; on a developer machine that can
+//! cost hundreds of milliseconds per command and change `PATH`). The working directory
+//! is still the user's real home, where sshd starts sessions.
+//!
 //! Everything is sync (`std::process`), so sync tests and tokio tests alike can use it.
 //! sshd's own log (`-e`, `LogLevel VERBOSE`) goes to `<dir>/sshd.log`, read back by
 //! [`SshdHost::log`] to explain a failure. Dropping the host kills sshd.
@@ -126,12 +132,15 @@ pub fn require_sshd() -> bool {
 pub struct SshdOptions {
     /// Authorize this existing client key instead of generating one.
     pub client_key: Option<KeyPair>,
-    /// Environment variables sshd sets in every session (`SetEnv`). Note that the
-    /// user's shell start-up files (e.g. a `~/.bashrc` sourced for ssh commands) may
-    /// still change them; prepending to `PATH` survives the usual ones.
+    /// Environment variables sshd sets in every session (`SetEnv`), e.g. a `PATH` with
+    /// stand-in programs first.
     pub session_env: Vec<(String, String)>,
     /// Extra sshd_config lines, appended verbatim.
     pub extra_config: Vec<String>,
+    /// Keep the user's real `HOME` in sessions. By default sessions get `HOME=<dir>/home`
+    /// (an empty dir), so the machine's shell start-up files (a `~/.bashrc`, which bash
+    /// sources for every ssh command) neither slow commands down nor change them.
+    pub real_home: bool,
 }
 
 /// A running sshd on `127.0.0.1`; killed on drop.
@@ -176,8 +185,11 @@ impl SshdHost {
         for _attempt in 0..10 {
             let port = free_port();
             let config = dir.join("sshd_config");
-            fs::write(&config, config_text(&dir, port, &authorized, &host_key, &options))
-                .unwrap();
+            fs::write(
+                &config,
+                config_text(&dir, port, &authorized, &host_key, &options),
+            )
+            .unwrap();
             let log_path = dir.join("sshd.log");
             let log = fs::File::create(&log_path).unwrap();
             let mut child = Command::new(SSHD)
@@ -202,8 +214,7 @@ impl SshdHost {
                         host_key,
                         known_hosts,
                     };
-                    fs::write(&host.known_hosts, format!("{}\n", host.known_hosts_line()))
-                        .unwrap();
+                    fs::write(&host.known_hosts, format!("{}\n", host.known_hosts_line())).unwrap();
                     return host;
                 }
                 Err(reason) => {
@@ -389,9 +400,16 @@ fn config_text(
         pid = dir.join("sshd.pid").display(),
         authorized = authorized.display(),
     );
-    if !options.session_env.is_empty() {
+    let mut env = Vec::new();
+    if !options.real_home && !options.session_env.iter().any(|(k, _)| k == "HOME") {
+        let home = dir.join("home");
+        fs::create_dir_all(&home).unwrap();
+        env.push(("HOME".to_string(), home.display().to_string()));
+    }
+    env.extend(options.session_env.iter().cloned());
+    if !env.is_empty() {
         text.push_str("SetEnv");
-        for (k, v) in &options.session_env {
+        for (k, v) in &env {
             assert!(
                 !v.contains(['"', ' ', '\n']) && !k.contains(['=', ' ', '\n']),
                 "SetEnv values here must not contain spaces or quotes: {k}={v}"
@@ -421,7 +439,9 @@ fn wait_listening(child: &mut Child, port: u16) -> Result<(), String> {
             }
         }
         if Instant::now() > deadline {
-            return Err(format!("port {port} did not accept SSH connections in 10 s"));
+            return Err(format!(
+                "port {port} did not accept SSH connections in 10 s"
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -470,7 +490,10 @@ fn ensure_privsep_dir() {
     let dir = Path::new("/run/sshd");
     if !dir.is_dir() {
         use std::os::unix::fs::DirBuilderExt as _;
-        let _ = fs::DirBuilder::new().mode(0o755).recursive(true).create(dir);
+        let _ = fs::DirBuilder::new()
+            .mode(0o755)
+            .recursive(true)
+            .create(dir);
     }
 }
 
@@ -503,11 +526,15 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let host = SshdHost::start(dir.path());
-        assert!(host.known_hosts_line().starts_with(&format!(
-            "[127.0.0.1]:{} ssh-ed25519 AAAA",
-            host.port()
-        )));
-        let out = ssh(&host, host.client_key_path(), host.known_hosts_path(), "echo hi; id -un");
+        assert!(host
+            .known_hosts_line()
+            .starts_with(&format!("[127.0.0.1]:{} ssh-ed25519 AAAA", host.port())));
+        let out = ssh(
+            &host,
+            host.client_key_path(),
+            host.known_hosts_path(),
+            "echo hi; id -un",
+        );
         assert!(
             out.status.success(),
             "ssh failed: {}\nsshd log:\n{}",
@@ -518,6 +545,17 @@ mod tests {
             String::from_utf8_lossy(&out.stdout),
             format!("hi\n{}\n", host.user())
         );
+        // Sessions get the harness's empty HOME.
+        let out = ssh(
+            &host,
+            host.client_key_path(),
+            host.known_hosts_path(),
+            "echo $HOME",
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            host.dir().join("home").display().to_string()
+        );
 
         // Another key is refused (only the generated one is authorized).
         let other = keygen(&dir.path().join("other"), KeyType::Ed25519);
@@ -526,7 +564,11 @@ mod tests {
         // …until it is authorized.
         host.authorize_key(&other.public_line);
         let out = ssh(&host, &other.private_key, host.known_hosts_path(), "true");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     #[test]
@@ -539,8 +581,17 @@ mod tests {
             fleet.hosts().iter().map(|h| h.port()).collect();
         assert_eq!(ports.len(), 3);
         for host in fleet.hosts() {
-            let out = ssh(host, fleet.client_key_path(), fleet.known_hosts_path(), "true");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let out = ssh(
+                host,
+                fleet.client_key_path(),
+                fleet.known_hosts_path(),
+                "true",
+            );
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 

@@ -1,8 +1,28 @@
-//! The staged connection check: resolve, connect, host key, authenticate, sudo.
+//! The staged connection check (`bosun host check`): resolve, connect, host key,
+//! authenticate, sudo — each ok, warning or failed with a reason, and every stage after a
+//! failure skipped. The stages are the very steps [`super::ssh::SshConnection::connect`]
+//! takes, run one at a time so the report says which one broke.
+//!
+//! - **resolve**: the address (DNS, or a literal) to socket addresses.
+//! - **connect**: a TCP connection and an SSH handshake (a host that accepts TCP but
+//!   does not speak SSH fails here).
+//! - **host key**: the server's key against the pinned `host_key` or `known_hosts`.
+//! - **authenticate**: the keys of the connection's order (identity file, agent,
+//!   `~/.ssh/id_*`) as the host's user.
+//! - **sudo**: `sudo -n true`. A sudo that wants a password is a **warning** — a run
+//!   cannot answer prompts — as is a missing sudo or one that refuses the user: only
+//!   steps with `sudo: true` need it.
+//!
+//! A `local` host has nothing to resolve, connect to or log in to (those stages are ok,
+//! "local"); its sudo is checked on this machine.
 
-use crate::model::Host;
+use std::time::{Duration, Instant};
 
-use super::ConnectOptions;
+use crate::model::{ConnectionKind, Host};
+
+use super::local::LocalConnection;
+use super::ssh::{self, SshConnection};
+use super::{CommandSpec, ConnError, ConnectOptions, Connection, Output, RunRequest};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StageStatus {
@@ -22,11 +42,238 @@ pub struct Stage {
     pub detail: String,
 }
 
+/// The stages, in order.
+pub const STAGES: [&str; 5] = ["resolve", "connect", "host key", "authenticate", "sudo"];
+
+/// The warning for a sudo that asks for a password.
+pub const SUDO_PASSWORD_WARNING: &str = "sudo asks for a password: a run cannot answer prompts; grant passwordless sudo for the commands this host is managed with";
+
 /// Checks a host stage by stage.
-pub async fn check(host: &Host, _options: &ConnectOptions) -> Vec<Stage> {
-    vec![Stage {
-        name: "resolve",
-        status: StageStatus::Failed,
-        detail: format!("host checks are not implemented yet ({})", host.name),
-    }]
+pub async fn check(host: &Host, options: &ConnectOptions) -> Vec<Stage> {
+    match host.connection {
+        ConnectionKind::Local => check_local(options).await,
+        ConnectionKind::Ssh => check_ssh(host, options).await,
+    }
+}
+
+/// Collects stages; after a failure the remaining ones are skipped.
+struct Report {
+    stages: Vec<Stage>,
+}
+
+impl Report {
+    fn ok(&mut self, name: &'static str, detail: impl Into<String>) {
+        self.push(name, StageStatus::Ok, detail.into());
+    }
+
+    fn push(&mut self, name: &'static str, status: StageStatus, detail: String) {
+        self.stages.push(Stage {
+            name,
+            status,
+            detail,
+        });
+    }
+
+    /// Records `name` as failed and every later stage as skipped.
+    fn fail(mut self, name: &'static str, detail: impl Into<String>) -> Vec<Stage> {
+        self.push(name, StageStatus::Failed, detail.into());
+        for later in STAGES.iter().skip_while(|s| **s != name).skip(1) {
+            self.push(
+                later,
+                StageStatus::Skipped,
+                format!("not checked: {name} failed"),
+            );
+        }
+        self.stages
+    }
+}
+
+async fn check_ssh(host: &Host, options: &ConnectOptions) -> Vec<Stage> {
+    let limit = options.connect_timeout;
+    let mut report = Report { stages: Vec::new() };
+
+    let started = Instant::now();
+    let addrs = match ssh::resolve(host, limit).await {
+        Ok(addrs) => addrs,
+        Err(e) => return report.fail("resolve", e.to_string()),
+    };
+    let shown: Vec<String> = addrs.iter().take(3).map(|a| a.to_string()).collect();
+    let more = if addrs.len() > 3 {
+        format!(" and {} more", addrs.len() - 3)
+    } else {
+        String::new()
+    };
+    report.ok(
+        "resolve",
+        format!("{}{more} ({})", shown.join(", "), took(started)),
+    );
+
+    let started = Instant::now();
+    let (stream, addr) = match ssh::tcp_connect(host, &addrs, limit).await {
+        Ok(connected) => connected,
+        Err(e) => return report.fail("connect", e.to_string()),
+    };
+    let (mut handle, trust) = match ssh::handshake(host, stream, limit).await {
+        Ok(session) => session,
+        Err(e @ ConnError::HostKey { .. }) => {
+            report.ok(
+                "connect",
+                format!("SSH server at {addr} ({})", took(started)),
+            );
+            return report.fail("host key", e.to_string());
+        }
+        Err(e) => return report.fail("connect", e.to_string()),
+    };
+    report.ok(
+        "connect",
+        format!("SSH server at {addr} ({})", took(started)),
+    );
+    report.ok("host key", trust);
+
+    let started = Instant::now();
+    match ssh::authenticate(host, &mut handle, limit).await {
+        Ok(how) => report.ok("authenticate", format!("{how} ({})", took(started))),
+        Err(e) => return report.fail("authenticate", e.to_string()),
+    }
+
+    let connection = SshConnection::from_handle(host, handle);
+    let outcome = connection.run(&sudo_probe(limit)).await;
+    connection.close().await;
+    match sudo_verdict(outcome, limit) {
+        Ok((status, detail)) => report.push("sudo", status, detail),
+        Err(detail) => return report.fail("sudo", detail),
+    }
+    report.stages
+}
+
+async fn check_local(options: &ConnectOptions) -> Vec<Stage> {
+    let mut report = Report { stages: Vec::new() };
+    for name in ["resolve", "connect", "host key", "authenticate"] {
+        report.ok(name, "local");
+    }
+    let limit = options.connect_timeout;
+    let outcome = LocalConnection::new().run(&sudo_probe(limit)).await;
+    match sudo_verdict(outcome, limit) {
+        Ok((status, detail)) => report.push("sudo", status, detail),
+        Err(detail) => return report.fail("sudo", detail),
+    }
+    report.stages
+}
+
+/// `sudo -n true`, through a shell so a missing sudo is an exit status (127), the same
+/// locally and remotely, rather than a failure to start.
+fn sudo_probe(limit: Duration) -> RunRequest {
+    RunRequest {
+        command: CommandSpec::Shell("exec sudo -n -- true".into()),
+        sudo: false,
+        stdin: None,
+        timeout: Some(limit),
+    }
+}
+
+/// The sudo stage's verdict; `Err` when the probe could not run at all.
+fn sudo_verdict(
+    outcome: Result<Output, ConnError>,
+    limit: Duration,
+) -> Result<(StageStatus, String), String> {
+    let out = outcome.map_err(|e| format!("could not run `sudo -n true`: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.timed_out {
+        return Ok((
+            StageStatus::Warning,
+            format!(
+                "`sudo -n true` did not finish in {:.0} s",
+                limit.as_secs_f64()
+            ),
+        ));
+    }
+    if out.exit_code == Some(0) {
+        return Ok((StageStatus::Ok, "passwordless sudo works".into()));
+    }
+    if super::local::sudo_wants_password(out.exit_code, &out.stderr) {
+        return Ok((StageStatus::Warning, SUDO_PASSWORD_WARNING.into()));
+    }
+    if out.exit_code == Some(127) {
+        return Ok((
+            StageStatus::Warning,
+            "sudo is not installed: steps with `sudo: true` will fail on this host".into(),
+        ));
+    }
+    let code = out
+        .exit_code
+        .map_or_else(|| "killed".to_string(), |c| format!("exit {c}"));
+    Ok((
+        StageStatus::Warning,
+        format!("`sudo -n true` failed ({code}): {stderr}; steps with `sudo: true` will fail on this host"),
+    ))
+}
+
+fn took(started: Instant) -> String {
+    format!("{} ms", started.elapsed().as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(code: i32, stderr: &str) -> Result<Output, ConnError> {
+        Ok(Output {
+            exit_code: Some(code),
+            stderr: stderr.as_bytes().to_vec(),
+            ..Output::default()
+        })
+    }
+
+    #[test]
+    fn sudo_verdicts() {
+        let limit = Duration::from_secs(5);
+        assert_eq!(sudo_verdict(out(0, ""), limit).unwrap().0, StageStatus::Ok);
+        assert_eq!(
+            sudo_verdict(out(1, "sudo: a password is required\n"), limit).unwrap(),
+            (StageStatus::Warning, SUDO_PASSWORD_WARNING.to_string())
+        );
+        assert_eq!(
+            sudo_verdict(
+                out(1, "sudo: a terminal is required to read the password"),
+                limit
+            )
+            .unwrap()
+            .1,
+            SUDO_PASSWORD_WARNING
+        );
+        let (status, detail) =
+            sudo_verdict(out(127, "sh: 1: exec: sudo: not found"), limit).unwrap();
+        assert_eq!(status, StageStatus::Warning);
+        assert!(detail.contains("not installed"), "{detail}");
+        let (status, detail) =
+            sudo_verdict(out(1, "deploy is not in the sudoers file."), limit).unwrap();
+        assert_eq!(status, StageStatus::Warning);
+        assert!(detail.contains("not in the sudoers file"), "{detail}");
+        assert!(sudo_verdict(
+            Err(ConnError::Lost {
+                host: "h".into(),
+                reason: "gone".into()
+            }),
+            limit
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn a_failure_skips_the_later_stages() {
+        let mut report = Report { stages: Vec::new() };
+        report.ok("resolve", "x");
+        let stages = report.fail("connect", "refused");
+        let got: Vec<_> = stages.iter().map(|s| (s.name, s.status)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("resolve", StageStatus::Ok),
+                ("connect", StageStatus::Failed),
+                ("host key", StageStatus::Skipped),
+                ("authenticate", StageStatus::Skipped),
+                ("sudo", StageStatus::Skipped),
+            ]
+        );
+    }
 }
