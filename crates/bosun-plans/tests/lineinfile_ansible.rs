@@ -337,6 +337,119 @@ fn random_cases(seed: u64, n: usize) -> Vec<Case> {
     cases
 }
 
+/// Python `re` on bytes, case by case: each pattern replaces the line it matches with
+/// `<\g<0>>` (the exact span, newline included when the match took it), with and without
+/// firstmatch, and removes every line it matches with `state: absent`. Invalid patterns
+/// must fail on both sides.
+fn regex_corpus() -> Vec<Case> {
+    let content: &[u8] = b"foo\na\nab\nabcd\nxx\n  \t\nA1_b2\n\ncaf\xe9\naab\noo\r\nx=42x\n[:a]\nb";
+    let patterns = [
+        "^a",
+        "a$",
+        "^$",
+        "\\Aa",
+        "a\\Z",
+        "\\bfoo\\b",
+        "\\Bo",
+        "o+?",
+        "o*",
+        "(?i)FOO",
+        "(?i)[A-C]+",
+        "[^a-z]+",
+        "[\\w-]+",
+        "[\\s]+$",
+        "\\s+$",
+        "\\d{2,}",
+        "x{,2}",
+        "x{1,}",
+        "a{0}",
+        "a{,}",
+        ".",
+        "(?s).$",
+        ".$",
+        "\\S+",
+        "\\W",
+        "\\x41",
+        "\\101",
+        "\\t",
+        "[\\x00-\\x1f]",
+        "[\\x80-\\xff]+",
+        "(?:a|b)+",
+        "(a|ab)(c|bcd)(d*)",
+        "(a*)*",
+        "(a|)+b",
+        "(?=o)o",
+        "(?!f)o",
+        "(?<=f)o",
+        "(?<!f)o",
+        "(?<=\\d{2})x",
+        "(\\w)\\1",
+        "(?P<n>\\w)(?P=n)",
+        "(a)?(?(1)b|c)",
+        "a*+",
+        "(?>a+)b",
+        "a++b",
+        "a?+b",
+        "(?x) a  b # c",
+        "(?m)^b",
+        "(?m)a$",
+        "(?s:.)+",
+        "(?i:a)A",
+        "(?i)a(?-i:A)",
+        "(?a)\\w+",
+        "(?L)\\w+",
+        "[[:alpha:]]+",
+        "(?i)(?m)^x",
+        "(?=a)*b",
+        "()",
+        "(|a)",
+        "a||b",
+        "[]-a]+",
+        "[a-]+",
+        "[-a]+",
+        "[\\]]",
+        "[^]]+",
+        "(?#comment)ab",
+        "\\.",
+        "\\==",
+        "[\\b]",
+        "\\0",
+        "(?i)\\xc9",
+        "x{2}{3}",
+        "(?(1)a|b)",
+        "\\u0041",
+        "\\p{L}",
+        "a{2,1}",
+        "(?P<a>x)(?P<a>y)",
+        "(?<=a*)b",
+        "[a",
+        "(?",
+        "a|*",
+        "x(?i)",
+        "\\Z*",
+        "\\8",
+        "(a)\\2",
+        "(?P<1>a)",
+        "(?u)a",
+        "(?La)a",
+        "(?-a:x)",
+        "(?<!ab|c)x",
+        "(?<=ab|cd)c",
+    ];
+    let mut cases = Vec::new();
+    for (i, re) in patterns.iter().enumerate() {
+        let with = |p: Params| Case {
+            id: format!("regex-{i} {re}"),
+            content: Some(content.to_vec()),
+            params: p,
+        };
+        cases.push(with(line("<\\g<0>>").re(re).br()));
+        cases.push(with(line("<\\g<0>>").re(re).br().first()));
+        cases.push(with(gone().re(re)));
+    }
+    cases
+}
+
 fn all_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for (pname, params) in param_sets() {
@@ -348,6 +461,7 @@ fn all_cases() -> Vec<Case> {
             });
         }
     }
+    cases.extend(regex_corpus());
     cases.extend(random_cases(0x00B0_5E11, 300));
     cases
 }
