@@ -287,7 +287,7 @@ pub enum Event {
     HostFinished {
         step: usize,
         step_name: String,
-        result: HostResult,
+        result: Box<HostResult>,
     },
     /// A step failed: every later step is skipped.
     Halted(Halt),
@@ -379,7 +379,7 @@ pub async fn run(
         };
         if let Some(halt) = &report.halted {
             let why = format!(
-                "skipped: the run halted at step {} ({:?}), which failed on {}",
+                "the run halted at step {} ({:?}), which failed on {}",
                 halt.step,
                 halt.step_name,
                 halt.hosts.join(", ")
@@ -389,7 +389,7 @@ pub async fn run(
                 progress(Event::HostFinished {
                     step: number,
                     step_name: step.name.clone(),
-                    result: result.clone(),
+                    result: Box::new(result.clone()),
                 });
                 step_report.results.push(result);
             }
@@ -425,7 +425,7 @@ pub async fn run(
                 progress(Event::HostFinished {
                     step: number,
                     step_name: step.name.clone(),
-                    result: result.clone(),
+                    result: Box::new(result.clone()),
                 });
                 if let Some(slot) = results.get_mut(i) {
                     *slot = Some((result, unresolved));
@@ -538,7 +538,7 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
             Decision::Run => {}
             Decision::Skip => {
                 return (
-                    HostResult::skipped(name, format!("skipped: condition is false: {expr}")),
+                    HostResult::skipped(name, format!("condition is false: {expr}")),
                     Vec::new(),
                 )
             }

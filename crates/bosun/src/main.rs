@@ -57,6 +57,12 @@ enum Command {
     /// Run a runner: lease run phases from a server and execute them with the IaC engine
     /// (the runner-pool token: --token or BOSUN_RUNNER_TOKEN).
     Runner(runner_cmd::RunnerArgs),
+    /// Host plans: run a plan file on its hosts with no server (`exec`), lint it.
+    #[command(subcommand)]
+    Plan(cmd::plan::PlanCommand),
+    /// Hosts of an inventory: check a host's connection stage by stage.
+    #[command(subcommand)]
+    Host(cmd::host::HostCommand),
     #[command(flatten)]
     Client(ClientCommand),
 }
@@ -146,6 +152,10 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Server(args) => server_cmd::run(*args).await,
             Command::Runner(args) => runner_cmd::run(args, token_flag).await,
+            // Offline for now (no BOSUN_URL/TOKEN needed); server-backed subcommands
+            // will take the client options from `cli.global` when they arrive.
+            Command::Plan(command) => cmd::plan::run(command, cli.global.json).await,
+            Command::Host(command) => cmd::host::run(command, cli.global.json).await,
             Command::Client(command) => run_client(cli.global, command)
                 .await
                 .map(|()| ExitCode::SUCCESS),

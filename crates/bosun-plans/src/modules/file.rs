@@ -424,11 +424,7 @@ pub(super) async fn predict(
     } else {
         Change::Unchanged
     };
-    let message = if decision.changed {
-        format!("would change: {}", decision.message)
-    } else {
-        format!("no change: {}", decision.message)
-    };
+    let message = decision.message.clone();
     let diff = if decision.changed {
         diff(path, &current, &decision.after)
     } else {

@@ -130,7 +130,9 @@ pub enum ModuleError {
     Local { path: String, reason: String },
     #[error(transparent)]
     Connection(#[from] ConnError),
-    #[error("{what}{}", exit_suffix(.output))]
+    /// A host command exited non-zero; `what` says what it was for (empty for a raw
+    /// command: the step is the command).
+    #[error("{}", failed_text(.what, .output))]
     Failed { what: String, output: Output },
     #[error("timed out")]
     TimedOut { output: Option<Output> },
@@ -140,17 +142,23 @@ pub enum ModuleError {
     Remote(String),
 }
 
-fn exit_suffix(output: &Output) -> String {
+/// `what (exit code N): last stderr line`, or `exit code N: …` for a raw command.
+fn failed_text(what: &str, output: &Output) -> String {
     let code = match output.exit_code {
-        Some(c) => format!(" (exit code {c})"),
-        None => " (killed)".into(),
+        Some(c) => format!("exit code {c}"),
+        None => "killed".into(),
+    };
+    let mut text = if what.is_empty() {
+        code
+    } else {
+        format!("{what} ({code})")
     };
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-    match last {
-        Some(line) => format!("{code}: {}", line.trim()),
-        None => code,
+    if let Some(line) = stderr.lines().rev().find(|l| !l.trim().is_empty()) {
+        text.push_str(": ");
+        text.push_str(line.trim());
     }
+    text
 }
 
 impl ModuleError {

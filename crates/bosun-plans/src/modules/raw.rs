@@ -9,7 +9,10 @@ use crate::modules::Change;
 
 fn finish(what: String, output: Output) -> Result<Outcome, ModuleError> {
     if output.exit_code != Some(0) {
-        return Err(ModuleError::Failed { what, output });
+        return Err(ModuleError::Failed {
+            what: String::new(),
+            output,
+        });
     }
     Ok(Outcome {
         exit_code: output.exit_code,

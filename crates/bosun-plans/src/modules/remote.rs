@@ -191,8 +191,8 @@ const REMOVE: &str = r#"rm -rf -- "$1""#;
 
 /// Uploads stdin to a private temporary file, runs it with the arguments (stdin
 /// closed), removes it and exits as the script did.
-const SCRIPT: &str = r#"t=$(mktemp "${TMPDIR:-/tmp}/bosun-script.XXXXXX") || exit 125
-cat > "$t" && chmod 700 "$t" || { rm -f "$t"; exit 125; }
+const SCRIPT: &str = r#"t=$(mktemp "${TMPDIR:-/tmp}/bosun-script.XXXXXX") || { echo "bosun: cannot upload the script" >&2; exit 125; }
+cat > "$t" && chmod 700 "$t" || { rm -f "$t"; echo "bosun: cannot upload the script" >&2; exit 125; }
 "$t" "$@" < /dev/null
 rc=$?
 rm -f "$t"
@@ -339,7 +339,7 @@ impl Remote<'_> {
     }
 
     /// Uploads `script` and runs it with `args`; the output is returned whatever the exit
-    /// code (125: the upload failed).
+    /// code (125 with `bosun: cannot upload the script` on stderr: the upload failed).
     pub async fn run_script(&self, script: &[u8], args: &[String]) -> Result<Output, ModuleError> {
         let mut argv = vec!["sh".to_string(), "-c".into(), SCRIPT.into(), "sh".into()];
         argv.extend(args.iter().cloned());

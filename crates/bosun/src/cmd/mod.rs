@@ -2,8 +2,10 @@
 //! [`Client`], and prints the answer for people or, with `--json`, as the server sent it.
 
 pub mod audit;
+pub mod host;
 pub mod oidc;
 pub mod org;
+pub mod plan;
 pub mod run;
 pub mod runners;
 pub mod secret;

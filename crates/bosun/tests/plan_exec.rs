@@ -1,0 +1,346 @@
+//! `bosun plan exec`, `bosun plan lint` and `bosun host check` end to end: the real
+//! binary on YAML plan and inventory files, with `connection: local` hosts working in a
+//! temporary folder. No server: these commands must not need BOSUN_URL or BOSUN_TOKEN.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_bosun");
+
+/// Runs `bosun` with `args` in `dir`, pointing the client options at nothing usable.
+fn bosun(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env("BOSUN_URL", "http://127.0.0.1:9")
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn describe(out: &Output) -> String {
+    let (o, e) = text(out);
+    format!("status: {:?}\nstdout:\n{o}\nstderr:\n{e}", out.status)
+}
+
+/// A folder with `inventory.yaml` (local hosts a and b) and a `work/` folder.
+fn setup() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    std::fs::write(
+        dir.path().join("inventory.yaml"),
+        "environments:\n  staging: { vars: { port: 8080 } }\nhosts:\n  a: { connection: local, environment: staging, labels: [web] }\n  b: { connection: local, environment: staging }\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn write_plan(dir: &Path, name: &str, body: &str) {
+    let work = dir.join("work");
+    std::fs::write(dir.join(name), body.replace("WORK", work.to_str().unwrap())).unwrap();
+}
+
+const APP_PLAN: &str = r#"name: app-config
+targets:
+  environments: [staging]
+inputs:
+  release: { default: "1.0" }
+vars:
+  app: shop
+steps:
+  - name: config
+    file.copy:
+      path: "WORK/{{ host.name }}.conf"
+      content: "app={{ vars.app }}\nport={{ vars.port }}\n"
+      mode: "0640"
+  - name: pin release
+    file.lineinfile:
+      path: "WORK/{{ host.name }}.env"
+      regexp: "^RELEASE="
+      line: "RELEASE={{ inputs.release }}"
+      create: true
+  - name: greet web
+    command: ["sh", "-c", "echo hello > WORK/{{ host.name }}.greeted"]
+    when: '"web" in host.labels'
+"#;
+
+#[test]
+fn exec_runs_a_plan_on_local_hosts() {
+    let dir = setup();
+    write_plan(dir.path(), "plan.yaml", APP_PLAN);
+    let out = bosun(
+        dir.path(),
+        &[
+            "plan",
+            "exec",
+            "plan.yaml",
+            "--inventory",
+            "inventory.yaml",
+            "--input",
+            "release=2.0",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    let work = dir.path().join("work");
+    for h in ["a", "b"] {
+        assert_eq!(
+            std::fs::read_to_string(work.join(format!("{h}.conf"))).unwrap(),
+            "app=shop\nport=8080\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(work.join(format!("{h}.env"))).unwrap(),
+            "RELEASE=2.0\n"
+        );
+        // Live progress: one line per host and step.
+        assert!(
+            stdout.contains(&format!("[1/3 config] {h}: changed")),
+            "{stdout}"
+        );
+    }
+    assert!(work.join("a.greeted").exists());
+    assert!(!work.join("b.greeted").exists());
+    assert!(stdout.contains("[3/3 greet web] b: skipped"), "{stdout}");
+    // The summary table and the verdict.
+    assert!(
+        stdout.contains("HOST  OK  CHANGED  FAILED  IGNORED  SKIPPED"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Run of \"app-config\" succeeded."),
+        "{stdout}"
+    );
+
+    // A second run changes nothing but the raw command.
+    let out = bosun(
+        dir.path(),
+        &[
+            "plan",
+            "exec",
+            "plan.yaml",
+            "-i",
+            "inventory.yaml",
+            "--input",
+            "release=2.0",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["status"], "succeeded");
+    assert_eq!(report["steps"][0]["results"][0]["status"], "ok");
+    assert_eq!(report["steps"][1]["results"][1]["status"], "ok");
+    assert_eq!(report["steps"][2]["results"][0]["status"], "changed");
+}
+
+#[test]
+fn a_failed_run_exits_non_zero_and_skips_later_steps() {
+    let dir = setup();
+    write_plan(
+        dir.path(),
+        "fail.yaml",
+        r#"name: failing
+targets: { hosts: [a, b] }
+steps:
+  - name: one
+    shell: "touch WORK/{{ host.name }}.1"
+  - name: two
+    shell: "if [ {{ host.name }} = b ]; then echo broken >&2; exit 4; fi"
+  - name: three
+    shell: "touch WORK/{{ host.name }}.3"
+"#,
+    );
+    let out = bosun(
+        dir.path(),
+        &["plan", "exec", "fail.yaml", "-i", "inventory.yaml"],
+    );
+    assert!(!out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("Run of \"failing\" failed at step 2 (\"two\") on b."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("exit code 4: broken"), "{stdout}");
+    let work = dir.path().join("work");
+    assert!(work.join("a.1").exists() && work.join("b.1").exists());
+    assert!(!work.join("a.3").exists() && !work.join("b.3").exists());
+}
+
+#[test]
+fn dry_run_shows_diffs_and_lists_unresolved_variables_at_the_bottom() {
+    let dir = setup();
+    let work = dir.path().join("work");
+    std::fs::write(work.join("a.conf"), "app=shop\nrelease=0.9\nport=8080\n").unwrap();
+    write_plan(
+        dir.path(),
+        "dry.yaml",
+        r#"name: dry
+targets: { hosts: [a] }
+vars: { token: "secret://prod/api-key" }
+steps:
+  - name: pin release
+    file.lineinfile:
+      path: "WORK/a.conf"
+      regexp: "^release="
+      line: "release={{ vars.missing }}1.0"
+  - name: again
+    file.lineinfile:
+      path: "WORK/a.conf"
+      line: "token={{ vars.token }}"
+  - name: restart
+    command: ["systemctl", "restart", "shop"]
+"#,
+    );
+    let out = bosun(
+        dir.path(),
+        &[
+            "plan",
+            "exec",
+            "dry.yaml",
+            "-i",
+            "inventory.yaml",
+            "--dry-run",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    let conf = work.join("a.conf");
+    let conf_s = conf.to_str().unwrap();
+    assert!(
+        stdout.contains(&format!("--- {conf_s} (before)")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("-release=0.9"), "{stdout}");
+    assert!(stdout.contains("+release=1.0"), "{stdout}");
+    // The second step starts from the first one's prediction.
+    assert!(stdout.contains(" release=1.0"), "{stdout}");
+    assert!(stdout.contains("+token=secret://[redacted]"), "{stdout}");
+    assert!(!stdout.contains("api-key"), "{stdout}");
+    assert!(stdout.contains("cannot know"), "{stdout}");
+    // Nothing changed.
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "app=shop\nrelease=0.9\nport=8080\n"
+    );
+    // The unresolved references are the last thing printed.
+    let tail = stdout
+        .rsplit_once("Unresolved variables (rendered empty):\n")
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("no unresolved section:\n{stdout}"));
+    assert_eq!(tail, "  vars.missing — step 1 \"pin release\" on a\n");
+
+    // For real, the secret reference is refused before anything runs.
+    let out = bosun(
+        dir.path(),
+        &["plan", "exec", "dry.yaml", "-i", "inventory.yaml"],
+    );
+    assert!(!out.status.success());
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains("secret references need a Bosun server (plan exec has no secret store)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "app=shop\nrelease=0.9\nport=8080\n"
+    );
+}
+
+#[test]
+fn bad_files_and_inputs_are_reported() {
+    let dir = setup();
+    write_plan(dir.path(), "plan.yaml", APP_PLAN);
+    let out = bosun(
+        dir.path(),
+        &[
+            "plan",
+            "exec",
+            "plan.yaml",
+            "-i",
+            "inventory.yaml",
+            "--input",
+            "relase=2",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).1.contains("unknown input \"relase\""),
+        "{}",
+        describe(&out)
+    );
+
+    std::fs::write(dir.path().join("broken.yaml"), "name: x\nsteps: [\n").unwrap();
+    let out = bosun(
+        dir.path(),
+        &["plan", "exec", "broken.yaml", "-i", "inventory.yaml"],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("broken.yaml"), "{}", describe(&out));
+}
+
+#[test]
+fn lint_reports_malformed_conditions() {
+    let dir = setup();
+    write_plan(dir.path(), "plan.yaml", APP_PLAN);
+    let out = bosun(
+        dir.path(),
+        &["plan", "lint", "plan.yaml", "-i", "inventory.yaml"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(text(&out).0.contains("no problems found"));
+
+    write_plan(
+        dir.path(),
+        "bad.yaml",
+        "name: bad\ntargets: { hosts: [a] }\nsteps:\n  - shell: echo hi\n    when: 'vars.x =='\n",
+    );
+    let out = bosun(dir.path(), &["plan", "lint", "bad.yaml"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("bad.yaml:5:"), "{stdout}");
+    assert!(stdout.contains("malformed condition"), "{stdout}");
+    let out = bosun(dir.path(), &["plan", "lint", "bad.yaml", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["findings"][0]["line"], 5);
+}
+
+#[test]
+fn host_check_reports_stages() {
+    let dir = setup();
+    let out = bosun(dir.path(), &["host", "check", "a", "-i", "inventory.yaml"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    for stage in ["resolve", "connect", "host key", "authenticate", "sudo"] {
+        assert!(stdout.contains(stage), "{stdout}");
+    }
+    let out = bosun(
+        dir.path(),
+        &["host", "check", "a", "-i", "inventory.yaml", "--json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["host"], "a");
+    assert_eq!(v["stages"][0]["stage"], "resolve");
+
+    let out = bosun(
+        dir.path(),
+        &["host", "check", "nope", "-i", "inventory.yaml"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).1.contains("no host \"nope\""),
+        "{}",
+        describe(&out)
+    );
+}
