@@ -647,22 +647,34 @@ fn lit_value(l: &Lit) -> Value {
     }
 }
 
-/// Looks a dotted reference up in the scope.
+/// Looks a dotted reference up in the scope (`["vars", "db", "port"]`).
 pub fn lookup(scope: &Scope, path: &[String]) -> Option<Value> {
     let (ns, rest) = path.split_first()?;
-    let root: Value = match ns.as_str() {
-        "vars" => Value::Object(scope.vars.clone().into_iter().collect()),
-        "env" => Value::Object(scope.env.clone().into_iter().collect()),
-        "inputs" => Value::Object(scope.inputs.clone().into_iter().collect()),
-        "host" => serde_json::json!({
-            "name": scope.host.name,
-            "address": scope.host.address,
-            "labels": scope.host.labels,
-        }),
+    let map = match ns.as_str() {
+        "vars" => &scope.vars,
+        "env" => &scope.env,
+        "inputs" => &scope.inputs,
+        "host" => {
+            let host = serde_json::json!({
+                "name": scope.host.name,
+                "address": scope.host.address,
+                "labels": scope.host.labels,
+            });
+            let mut cur = &host;
+            for seg in rest {
+                cur = cur.as_object()?.get(seg)?;
+            }
+            return Some(cur.clone());
+        }
         _ => return None,
     };
-    let mut cur = &root;
-    for seg in rest {
+    let Some((first, deeper)) = rest.split_first() else {
+        return Some(Value::Object(
+            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        ));
+    };
+    let mut cur = map.get(first)?;
+    for seg in deeper {
         cur = cur.as_object()?.get(seg)?;
     }
     Some(cur.clone())

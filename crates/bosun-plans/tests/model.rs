@@ -799,3 +799,30 @@ fn lint_with_an_inventory() {
         &[("20:11", "`vars.restart` is not defined")],
     );
 }
+
+proptest::proptest! {
+    /// Parsing never panics, whatever the text: it is a model or a located error.
+    #[test]
+    fn parsing_never_panics(
+        parts in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "name: p\n", "steps:\n", "  - ", "command: ", "shell: ", "file.lineinfile: ",
+                "{path: /x, ", "line: a}", "timeout: ", "60x", "1h", "[", "]", "{", "}", ": ",
+                "- ", "\n", "    ", "'", "\"", "&a ", "*a", "<<: ", "hosts:\n", "  web-1: ",
+                "port: ", "70000", "environment: ", "when: ", "{{ vars.x }}", "~", "#", ",",
+                "\t", "---\n", "é", "null", "true", "0644", "regexp: ", "backrefs: true",
+            ]),
+            0..40,
+        )
+    ) {
+        let text = parts.concat();
+        for result in [
+            parse_plan(Path::new("p.yaml"), &text).map(|_| ()),
+            parse_inventory(Path::new("i.yaml"), &text).map(|_| ()),
+        ] {
+            if let Err(e) = result {
+                proptest::prop_assert!(e.location.line >= 1 && e.location.column >= 1, "{e}");
+            }
+        }
+    }
+}
