@@ -745,3 +745,137 @@ async fn a_failed_dry_run_step_halts_the_dry_run_too() {
     assert_eq!(dry.result(1, "a").unwrap().status, HostStatus::Failed);
     assert_eq!(dry.result(2, "a").unwrap().status, HostStatus::Skipped);
 }
+
+/// The same engine over real SSH (`bosun_testkit::sshd`, on this machine): file modules
+/// whose scripts and contents travel through the remote shell's quoting, scripts with
+/// awkward arguments, stdin closed, a timeout, and dry-run predictions equal to the
+/// real result. Skipped loudly when sshd is not installed.
+#[tokio::test]
+async fn over_ssh_predictions_and_results_agree() {
+    use bosun_testkit::sshd::{require_sshd, SshdFleet};
+    if !require_sshd() {
+        return;
+    }
+    let fleet = SshdFleet::start(2);
+    let hosts: Vec<Host> = fleet
+        .hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Host {
+            name: format!("s{i}"),
+            address: s.address().into(),
+            port: s.port(),
+            user: Some(s.user().into()),
+            connection: ConnectionKind::Ssh,
+            identity_file: Some(fleet.client_key_path().to_path_buf()),
+            known_hosts: Some(fleet.known_hosts_path().to_path_buf()),
+            ..Host::default()
+        })
+        .collect();
+    let inv = inventory(hosts);
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let awkward = "it's \"quoted\" $HOME `x` \\ ünïcode\nno newline at the end";
+    let script = dir.path().join("args.sh");
+    std::fs::write(&script, "#!/bin/sh\nprintf '[%s]' \"$@\"\n").unwrap();
+    let mut slow = shell("slow", "sleep 30");
+    slow.timeout = Some(Duration::from_millis(500));
+    slow.continue_on_error = true;
+    let p = plan(
+        &inv,
+        vec![
+            step(
+                "dir",
+                Module::Directory {
+                    path: format!("{dir_s}/{{{{ host.name }}}}"),
+                    mode: Some("0700".into()),
+                    owner: None,
+                },
+            ),
+            step(
+                "awkward",
+                copy(
+                    &format!("{dir_s}/{{{{ host.name }}}}/awkward"),
+                    awkward,
+                    Some("0600"),
+                ),
+            ),
+            step(
+                "conf",
+                copy(
+                    &format!("{dir_s}/{{{{ host.name }}}}/app.conf"),
+                    "a=1\nb=2\n",
+                    None,
+                ),
+            ),
+            step(
+                "pin a",
+                lineinfile(
+                    &format!("{dir_s}/{{{{ host.name }}}}/app.conf"),
+                    Some("^a="),
+                    "a=10",
+                ),
+            ),
+            step(
+                "add c",
+                lineinfile(
+                    &format!("{dir_s}/{{{{ host.name }}}}/app.conf"),
+                    None,
+                    "c=3",
+                ),
+            ),
+            step(
+                "script",
+                Module::Script {
+                    src: script.clone(),
+                    args: vec!["two words".into(), "it's".into(), "$HOME".into()],
+                },
+            ),
+            shell("stdin", "cat; read x; echo read=$?"),
+            slow,
+        ],
+    );
+    let dry = run(&p, &inv, opts(true)).await;
+    assert_eq!(dry.status, RunStatus::Succeeded, "{dry:#?}");
+    assert!(!dir.path().join("s0").exists());
+    let real = run(&p, &inv, opts(false)).await;
+    assert_eq!(real.status, RunStatus::Succeeded, "{real:#?}");
+    for h in ["s0", "s1"] {
+        let base = dir.path().join(h);
+        assert_eq!(
+            std::fs::read_to_string(base.join("awkward")).unwrap(),
+            awkward
+        );
+        assert_eq!(
+            content(&predicted_after(&dry, 2, h)),
+            std::fs::read(base.join("awkward")).unwrap()
+        );
+        assert_eq!(
+            content(&predicted_after(&dry, 5, h)),
+            std::fs::read(base.join("app.conf")).unwrap()
+        );
+        assert_eq!(
+            std::fs::read_to_string(base.join("app.conf")).unwrap(),
+            "a=10\nb=2\nc=3\n"
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&base), 0o700);
+        assert_eq!(mode(&base.join("awkward")), 0o600);
+        assert_eq!(
+            real.result(6, h).unwrap().stdout,
+            "[two words][it's][$HOME]"
+        );
+        assert_eq!(real.result(7, h).unwrap().stdout, "read=1\n");
+        let slow = real.result(8, h).unwrap();
+        assert_eq!((slow.status, slow.ignored), (HostStatus::TimedOut, true));
+    }
+    // Idempotent where it should be.
+    let again = run(&p, &inv, opts(false)).await;
+    for s in [1, 2] {
+        assert_eq!(
+            again.result(s, "s0").unwrap().status,
+            HostStatus::Ok,
+            "step {s}"
+        );
+    }
+}
