@@ -879,3 +879,102 @@ async fn over_ssh_predictions_and_results_agree() {
         );
     }
 }
+
+/// Folders matter to predictions: a copy into a missing folder fails in both modes; a
+/// lineinfile with `create` makes the folders above its file (as Ansible does), and a
+/// later step in that folder is predicted to work; a folder an earlier step removes
+/// takes its files with it.
+#[tokio::test]
+async fn dry_runs_follow_folders_created_and_removed_by_earlier_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    std::fs::create_dir(dir.path().join("old")).unwrap();
+    std::fs::write(dir.path().join("old/keep.conf"), "x=1\n").unwrap();
+    let inv = inventory(vec![local("a")]);
+    let created = Module::LineInFile(LineInFileArgs {
+        path: format!("{dir_s}/new/deep/app.env"),
+        line: Some("A=1".into()),
+        create: true,
+        ..LineInFileArgs::default()
+    });
+    let p = plan(
+        &inv,
+        vec![
+            step("create with parents", created),
+            step(
+                "copy beside it",
+                copy(&format!("{dir_s}/new/deep/b"), "b\n", None),
+            ),
+            step(
+                "made dir",
+                Module::Directory {
+                    path: format!("{dir_s}/made"),
+                    mode: None,
+                    owner: None,
+                },
+            ),
+            step(
+                "copy into made",
+                copy(&format!("{dir_s}/made/c"), "c\n", None),
+            ),
+            step(
+                "remove old",
+                Module::Absent {
+                    path: format!("{dir_s}/old"),
+                },
+            ),
+            step(
+                "edit removed",
+                lineinfile(&format!("{dir_s}/old/keep.conf"), Some("^x="), "x=2"),
+            ),
+        ],
+    );
+    let dry = run(&p, &inv, opts(true)).await;
+    for s in 1..=5 {
+        assert_eq!(
+            dry.result(s, "a").unwrap().status,
+            HostStatus::Changed,
+            "step {s}: {dry:#?}"
+        );
+    }
+    // The file went with its folder, so the edit fails (no `create`), in both modes.
+    let edit = dry.result(6, "a").unwrap();
+    assert_eq!(edit.status, HostStatus::Failed, "{edit:#?}");
+    assert_eq!(dry.status, RunStatus::Failed);
+    let real = run(&p, &inv, opts(false)).await;
+    for s in 1..=5 {
+        assert_eq!(
+            real.result(s, "a").unwrap().status,
+            HostStatus::Changed,
+            "step {s}: {real:#?}"
+        );
+    }
+    assert_eq!(real.result(6, "a").unwrap().status, HostStatus::Failed);
+    assert_eq!(real.result(6, "a").unwrap().message, edit.message);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("new/deep/app.env")).unwrap(),
+        "A=1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("made/c")).unwrap(),
+        "c\n"
+    );
+
+    // A copy into a folder that does not exist fails, and the dry run says so first.
+    let p = plan(
+        &inv,
+        vec![step(
+            "orphan",
+            copy(&format!("{dir_s}/nowhere/f"), "f", None),
+        )],
+    );
+    let dry = run(&p, &inv, opts(true)).await;
+    let real = run(&p, &inv, opts(false)).await;
+    let (d1, r1) = (dry.result(1, "a").unwrap(), real.result(1, "a").unwrap());
+    assert_eq!(
+        (d1.status, r1.status),
+        (HostStatus::Failed, HostStatus::Failed)
+    );
+    assert!(d1.message.contains("does not exist"), "{}", d1.message);
+    assert_eq!(d1.message, r1.message);
+}

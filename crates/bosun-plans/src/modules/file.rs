@@ -18,6 +18,8 @@ enum Action {
         content: Vec<u8>,
         mode: Option<ModeSpec>,
         owner: Option<OwnerSpec>,
+        /// Create the missing folders above the file first (`lineinfile` with `create`).
+        make_parents: bool,
     },
     Attributes {
         mode: Option<ModeSpec>,
@@ -47,6 +49,12 @@ async fn copy_content(source: &RenderedSource) -> Result<Vec<u8>, ModuleError> {
             reason: e.to_string(),
         }),
     }
+}
+
+/// Whether the decision depends on the folder above the path: a file module that may
+/// create the file.
+fn needs_parent(module: &RenderedModule, current: &FileState) -> bool {
+    matches!(current, FileState::Absent) && needs_content(module)
 }
 
 /// Whether the module needs the file's bytes (not just its kind and attributes).
@@ -105,10 +113,13 @@ fn plan_attributes(
     p
 }
 
+/// Decides what `module` does to a path that is `current`; `parent_exists` says whether
+/// the folder above it exists (it matters only when the path is absent).
 fn decide(
     module: &RenderedModule,
     current: &FileState,
     copy_bytes: Option<Vec<u8>>,
+    parent_exists: bool,
 ) -> Result<Decision, ModuleError> {
     let not_a_file = |path: &str, what: &FileState| {
         ModuleError::Invalid(format!(
@@ -123,11 +134,16 @@ fn decide(
         } => {
             let content = copy_bytes.unwrap_or_default();
             match current {
+                FileState::Absent if !parent_exists => Err(ModuleError::Invalid(format!(
+                    "destination directory {} does not exist",
+                    super::parent_of(path).unwrap_or(".")
+                ))),
                 FileState::Absent => Ok(create(
                     content,
                     mode.as_ref(),
                     owner.as_ref(),
                     "file created",
+                    false,
                 )),
                 FileState::File {
                     content: cur,
@@ -160,9 +176,14 @@ fn decide(
                         changed: false,
                         message: out.message,
                     }),
-                    Some(content) => {
-                        Ok(create(content, mode.as_ref(), owner.as_ref(), &out.message))
-                    }
+                    // Ansible creates the folders above a file it creates.
+                    Some(content) => Ok(create(
+                        content,
+                        mode.as_ref(),
+                        owner.as_ref(),
+                        &out.message,
+                        !parent_exists,
+                    )),
                 }
             }
             FileState::File {
@@ -284,6 +305,7 @@ fn create(
     mode: Option<&ModeSpec>,
     owner: Option<&OwnerSpec>,
     message: &str,
+    make_parents: bool,
 ) -> Decision {
     Decision {
         after: FileState::File {
@@ -295,6 +317,7 @@ fn create(
             content,
             mode: mode.cloned(),
             owner: owner.cloned(),
+            make_parents,
         }],
         changed: true,
         message: message.to_string(),
@@ -325,6 +348,7 @@ fn update(
             content: content.clone(),
             mode: p.mode.clone(),
             owner: p.owner.clone(),
+            make_parents: false,
         }]
     } else if p.mode.is_some() || p.owner.is_some() {
         vec![Action::Attributes {
@@ -367,16 +391,21 @@ pub(super) async fn apply(
         _ => None,
     };
     let current = remote.probe(path, needs_content(module)).await?;
-    let decision = decide(module, &current, copy_bytes)?;
+    let parent_exists = match (needs_parent(module, &current), super::parent_of(path)) {
+        (true, Some(parent)) => remote.is_directory(parent).await?,
+        _ => true,
+    };
+    let decision = decide(module, &current, copy_bytes, parent_exists)?;
     for action in &decision.actions {
         match action {
             Action::Write {
                 content,
                 mode,
                 owner,
+                make_parents,
             } => {
                 remote
-                    .write(path, content, mode.as_ref(), owner.as_ref())
+                    .write(path, content, mode.as_ref(), owner.as_ref(), *make_parents)
                     .await?
             }
             Action::Attributes { mode, owner } => {
@@ -412,13 +441,29 @@ pub(super) async fn predict(
     };
     let mut warnings = Vec::new();
     let current = match overlay.get(path) {
-        Some(state) => state.clone(),
+        Some(state) => state,
         None => remote.probe(path, needs_content(module)).await?,
     };
     if let Some(caveat) = overlay.caveat() {
         warnings.push(caveat);
     }
-    let decision = decide(module, &current, copy_bytes)?;
+    let parent_exists = match (needs_parent(module, &current), super::parent_of(path)) {
+        (true, Some(parent)) => match overlay.dir_exists(parent) {
+            Some(known) => known,
+            None => remote.is_directory(parent).await?,
+        },
+        _ => true,
+    };
+    let decision = decide(module, &current, copy_bytes, parent_exists)?;
+    for action in &decision.actions {
+        match action {
+            Action::Write {
+                make_parents: true, ..
+            }
+            | Action::Mkdir { .. } => overlay.note_parents(path),
+            _ => {}
+        }
+    }
     let change = if decision.changed {
         Change::Changed
     } else {

@@ -22,7 +22,7 @@ pub mod mode;
 mod raw;
 pub mod remote;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::connection::{ConnError, Output};
@@ -229,12 +229,36 @@ impl Outcome {
 }
 
 /// A dry run's picture of one host: the predicted state of every path an earlier file
-/// step touched, and whether a raw command ran before (after which nothing is certain).
+/// step touched, the directories earlier steps would have created, and whether a raw
+/// command ran before (after which nothing is certain). Paths are compared as written
+/// (after trailing slashes are dropped): `/a/./b` and `/a/b` are different paths here.
 #[derive(Debug, Clone, Default)]
 pub struct Overlay {
     files: BTreeMap<String, FileState>,
+    /// Directories that would exist (created with `mkdir -p` and its parents).
+    made_dirs: BTreeSet<String>,
     /// The name of the last raw-command step the dry run passed on this host.
     raw_command: Option<String>,
+}
+
+/// `path` without trailing slashes (`/` stays `/`).
+fn normal(path: &str) -> &str {
+    let t = path.trim_end_matches('/');
+    if t.is_empty() && path.starts_with('/') {
+        "/"
+    } else {
+        t
+    }
+}
+
+/// The parent of `path` as written, if it has one (`None` for `/` and bare names).
+pub(crate) fn parent_of(path: &str) -> Option<&str> {
+    let p = normal(path);
+    let i = p.rfind('/')?;
+    if i == 0 {
+        return (p.len() > 1).then_some("/");
+    }
+    Some(&p[..i])
 }
 
 impl Overlay {
@@ -242,22 +266,60 @@ impl Overlay {
         Overlay::default()
     }
 
-    /// The predicted state of `path`, if an earlier step predicted it.
-    pub fn get(&self, path: &str) -> Option<&FileState> {
-        self.files.get(path)
+    /// The predicted state of `path`: an earlier step's prediction for it, or absent
+    /// when an earlier step removed (or replaced with a file) a folder above it.
+    pub fn get(&self, path: &str) -> Option<FileState> {
+        let path = normal(path);
+        if let Some(state) = self.files.get(path) {
+            return Some(state.clone());
+        }
+        let mut p = path;
+        while let Some(parent) = parent_of(p) {
+            match self.files.get(parent) {
+                Some(FileState::Directory { .. }) => return None,
+                Some(_) => return Some(FileState::Absent),
+                None if self.made_dirs.contains(parent) => return None,
+                None => p = parent,
+            }
+        }
+        None
     }
 
-    /// Records a prediction; removing a directory removes what was predicted under it.
+    /// Whether `dir` would be a directory, if the predictions say.
+    pub fn dir_exists(&self, dir: &str) -> Option<bool> {
+        let dir = normal(dir);
+        match self.get(dir) {
+            Some(FileState::Directory { .. }) => Some(true),
+            Some(_) => Some(false),
+            None => self.made_dirs.contains(dir).then_some(true),
+        }
+    }
+
+    /// Records a prediction; removing a path removes what was predicted under it.
     pub fn set(&mut self, path: &str, state: FileState) {
-        if matches!(state, FileState::Absent) {
+        let path = normal(path);
+        if !matches!(state, FileState::Directory { .. }) {
             let prefix = format!("{}/", path.trim_end_matches('/'));
             for (p, s) in self.files.iter_mut() {
                 if p.starts_with(&prefix) {
                     *s = FileState::Absent;
                 }
             }
+            self.made_dirs.retain(|d| !d.starts_with(&prefix));
         }
         self.files.insert(path.to_string(), state);
+    }
+
+    /// Records that every folder above `path` would exist (`mkdir -p` of its parent).
+    pub fn note_parents(&mut self, path: &str) {
+        let mut p = normal(path);
+        while let Some(parent) = parent_of(p) {
+            if !matches!(self.files.get(parent), Some(FileState::Directory { .. })) {
+                self.files.remove(parent);
+                self.made_dirs.insert(parent.to_string());
+            }
+            p = parent;
+        }
     }
 
     /// Notes that the raw-command step `step` would have run before what follows.
@@ -511,6 +573,24 @@ mod tests {
             },
         );
         o.set("/d", FileState::Absent);
-        assert_eq!(o.get("/d/f"), Some(&FileState::Absent));
+        assert_eq!(o.get("/d/f"), Some(FileState::Absent));
+        // Never predicted, but under a removed folder.
+        assert_eq!(o.get("/d/g/h"), Some(FileState::Absent));
+        assert_eq!(o.dir_exists("/d"), Some(false));
+        assert_eq!(o.get("/elsewhere"), None);
+        o.note_parents("/d/e/f");
+        assert_eq!(o.dir_exists("/d/e"), Some(true));
+        assert_eq!(o.dir_exists("/d/"), Some(true));
+        assert_eq!(o.get("/d/e/x"), None);
+    }
+
+    #[test]
+    fn parents() {
+        assert_eq!(parent_of("/a/b"), Some("/a"));
+        assert_eq!(parent_of("/a/b/"), Some("/a"));
+        assert_eq!(parent_of("/a"), Some("/"));
+        assert_eq!(parent_of("/"), None);
+        assert_eq!(parent_of("a"), None);
+        assert_eq!(parent_of("a/b"), Some("a"));
     }
 }

@@ -16,8 +16,9 @@ pub enum Mode {
 /// One symbolic clause: who, then operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Clause {
-    /// A mask of the permission bits `who` covers (`u` = 0o700, …).
+    /// Which of user, group and others the clause is about.
     who: Who,
+    /// Each operator (`+`, `-`, `=`) with the permissions after it.
     ops: Vec<(char, String)>,
 }
 

@@ -148,13 +148,16 @@ echo "$t $m"
 if [ "$t" = file ] && [ "$2" = content ]; then exec cat -- "$p"; fi
 "#;
 
+const IS_DIR: &str = r#"if [ -d "$1" ]; then echo yes; else echo no; fi"#;
+
 /// Writes stdin to `$1` atomically. The mode starts as the existing file's (else the
 /// default for a new file under the caller's umask), then `$2` applies to it (so a
 /// symbolic mode is relative to that); owner `$3`, else the existing file's when
-/// permitted.
+/// permitted. With `$4` = `parents`, missing folders above it are created first.
 const WRITE: &str = r#"set -e
 p=$1; mode=$2; owner=$3
 u=$(umask)
+if [ "$4" = parents ]; then mkdir -p -- "$(dirname -- "$p")"; fi
 umask 077
 t=$(mktemp "$p.bosun.XXXXXX")
 trap 'rm -f "$t"' EXIT
@@ -272,20 +275,31 @@ impl Remote<'_> {
         parse_probe(path, out.stdout)
     }
 
-    /// Replaces `path`'s content atomically.
+    /// Whether `path` is a directory.
+    pub async fn is_directory(&self, path: &str) -> Result<bool, ModuleError> {
+        let out = self
+            .script(&format!("cannot inspect {path}"), IS_DIR, &[path], None)
+            .await?;
+        Ok(out.stdout.starts_with(b"yes"))
+    }
+
+    /// Replaces `path`'s content atomically (creating the folders above it first with
+    /// `make_parents`).
     pub async fn write(
         &self,
         path: &str,
         content: &[u8],
         mode: Option<&ModeSpec>,
         owner: Option<&OwnerSpec>,
+        make_parents: bool,
     ) -> Result<(), ModuleError> {
         let mode = mode.map(|m| m.text.as_str()).unwrap_or("");
         let owner = owner.map(|o| o.text.as_str()).unwrap_or("");
+        let parents = if make_parents { "parents" } else { "" };
         self.script(
             &format!("cannot write {path}"),
             WRITE,
-            &[path, mode, owner],
+            &[path, mode, owner, parents],
             Some(content.to_vec()),
         )
         .await
