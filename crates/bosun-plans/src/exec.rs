@@ -411,13 +411,15 @@ pub async fn run(
                 halting: &halting,
             };
             let ctx = &ctx;
-            let mut running = stream::iter(
-                hosts
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(i, h)| async move { (i, run_host_step(ctx, h).await) }),
-            )
-            .buffer_unordered(forks);
+            // Collected first: a lazy `map` kept inside the stream would make this future
+            // lose `Send` (rustc cannot prove it for the closure's higher-ranked
+            // lifetimes), and runners spawn runs on a multi-threaded runtime.
+            let work: Vec<_> = hosts
+                .iter_mut()
+                .enumerate()
+                .map(|(i, h)| async move { (i, run_host_step(ctx, h).await) })
+                .collect();
+            let mut running = stream::iter(work).buffer_unordered(forks);
             while let Some((i, (result, unresolved))) = running.next().await {
                 if result.halts() {
                     halting.store(true, Ordering::SeqCst);

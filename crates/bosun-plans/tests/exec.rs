@@ -978,3 +978,13 @@ async fn dry_runs_follow_folders_created_and_removed_by_earlier_steps() {
     assert!(d1.message.contains("does not exist"), "{}", d1.message);
     assert_eq!(d1.message, r1.message);
 }
+
+/// A runner can spawn a run on a multi-threaded runtime: the future is `Send`.
+#[test]
+fn the_run_future_is_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    let inv = inventory(vec![local("a")]);
+    let p = plan(&inv, vec![shell("one", "true")]);
+    let fut = exec::run(&p, &inv, opts(true), |_| {});
+    assert_send(&fut);
+}
