@@ -344,3 +344,127 @@ fn host_check_reports_stages() {
         describe(&out)
     );
 }
+
+/// The whole plan flow over real SSH: three loopback sshd hosts with their own host keys,
+/// known_hosts verification, a malformed condition that fails open, an unresolved
+/// variable, continue_on_error, halting at the first failed step, and a host whose key
+/// changed refused before anything runs on it.
+#[test]
+fn exec_over_ssh_halts_tolerates_and_refuses_changed_host_keys() {
+    use bosun_testkit::sshd::{require_sshd, SshdFleet};
+    if !require_sshd() {
+        return;
+    }
+    let fleet = SshdFleet::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let mut inv = String::from("hosts:\n");
+    for (i, h) in fleet.hosts().iter().enumerate() {
+        inv.push_str(&format!(
+            "  h{i}: {{ address: {}, port: {}, user: {}, identity_file: {}, known_hosts: {}, labels: [fleet] }}\n",
+            h.address(),
+            h.port(),
+            h.user(),
+            fleet.client_key_path().display(),
+            fleet.known_hosts_path().display()
+        ));
+    }
+    std::fs::write(dir.path().join("inventory.yaml"), &inv).unwrap();
+    let plan = format!(
+        r#"name: fleet
+targets: {{ labels: [fleet] }}
+steps:
+  - name: conf
+    file.lineinfile:
+      path: "{w}/{{{{ host.name }}}}.conf"
+      line: "owner={{{{ vars.owner }}}}"
+      create: true
+  - name: guarded
+    shell: "touch {w}/{{{{ host.name }}}}.guarded"
+    when: 'vars.x =='
+  - name: tolerated
+    shell: "exit 3"
+    continue_on_error: true
+  - name: fails on h1
+    shell: 'test "{{{{ host.name }}}}" != h1'
+  - name: never
+    shell: "touch {w}/{{{{ host.name }}}}.never"
+"#,
+        w = work.display()
+    );
+    std::fs::write(dir.path().join("plan.yaml"), plan).unwrap();
+    let out = bosun(
+        dir.path(),
+        &[
+            "plan",
+            "exec",
+            "plan.yaml",
+            "--inventory",
+            "inventory.yaml",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(&out)));
+    assert_eq!(report["status"], "failed", "{report:#}");
+    for i in 0..3 {
+        // The unresolved variable rendered empty; the malformed guard failed open.
+        assert_eq!(
+            std::fs::read_to_string(work.join(format!("h{i}.conf"))).unwrap(),
+            "owner=\n"
+        );
+        assert!(work.join(format!("h{i}.guarded")).exists());
+        assert!(
+            !work.join(format!("h{i}.never")).exists(),
+            "halted before the last step"
+        );
+    }
+    let json_text = report.to_string();
+    assert!(
+        json_text.contains("vars.owner"),
+        "unresolved reference listed: {report:#}"
+    );
+    assert!(
+        json_text.contains("vars.x"),
+        "the malformed condition is warned about: {report:#}"
+    );
+
+    // A host whose key changed is refused, naming the problem; the others still run.
+    let known = std::fs::read_to_string(fleet.known_hosts_path()).unwrap();
+    let other = fleet.hosts()[1].host_public_key().to_string();
+    let first_line = known.lines().next().unwrap().to_string();
+    let (pattern, _) = first_line.split_once(' ').unwrap();
+    let tampered = known.replacen(&first_line, &format!("{pattern} {other}"), 1);
+    std::fs::write(fleet.known_hosts_path(), tampered).unwrap();
+    std::fs::write(
+        dir.path().join("small.yaml"),
+        format!(
+            "name: small\ntargets: {{ labels: [fleet] }}\nsteps:\n  - name: touch\n    shell: \"touch {w}/{{{{ host.name }}}}.small\"\n",
+            w = work.display()
+        ),
+    )
+    .unwrap();
+    let out = bosun(
+        dir.path(),
+        &[
+            "plan",
+            "exec",
+            "small.yaml",
+            "--inventory",
+            "inventory.yaml",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let (stdout, stderr) = text(&out);
+    assert!(
+        format!("{stdout}{stderr}").contains("does not match"),
+        "the changed key is named: {}",
+        describe(&out)
+    );
+    assert!(
+        !work.join("h0.small").exists(),
+        "nothing ran on the host with the changed key"
+    );
+}
