@@ -80,6 +80,17 @@ if ! python3 -c 'import jwt, cryptography' 2>/dev/null; then
   }
 fi
 
+# prometheus-client: the Prometheus project's exposition-format parser the /metrics
+# tests read the scrape with.
+if ! python3 -c 'import prometheus_client.parser' 2>/dev/null; then
+  log "installing prometheus-client (pip: prometheus-client)"
+  pip_install "prometheus-client==0.*"
+  python3 -c 'import prometheus_client.parser' || {
+    echo "prometheus-client is not usable after pip install" >&2
+    exit 1
+  }
+fi
+
 # ansible-core: the reference the file.lineinfile differential test compares against.
 if ! python3 -c 'import ansible' 2>/dev/null; then
   log "installing ansible-core (pip: ansible-core)"

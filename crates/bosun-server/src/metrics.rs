@@ -1,62 +1,394 @@
-//! Prometheus metrics at `/metrics`, read from the store on each scrape (so they survive
-//! restarts and agree across replicas) plus this process's duty status.
+//! Prometheus metrics at `/metrics`, in the text exposition format 0.0.4.
+//!
+//! Everything about runs, runners, locks and trigger decisions is read from the store on
+//! each scrape, so it survives restarts and every replica answers the same; only the
+//! webhook delivery counter (refused deliveries are stored nowhere) and the duties' last
+//! passes belong to this process. Timings come from runs created within the store's
+//! window (24 hours for SQLite) so a scrape's cost does not grow with history: those
+//! histograms slide with the window — read their buckets as they are, not with `rate()`.
+//!
+//! Not here yet, because what they measure does not exist yet: drift-check age per stack
+//! (drift detection) and notification failures (notifications).
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use bosun_core::run::RunState;
+use bosun_core::run::{RunKind, RunState};
+use chrono::{DateTime, Utc};
 
 use crate::error::ApiError;
+use crate::runners::{dark_after, runner_status, RUNNER_STATUSES};
 use crate::server::AppState;
+
+/// The content type of the text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Upper bounds (seconds) for the wait from a run's creation to its first lease: runners
+/// long-poll, so an idle pool answers in well under a second.
+const QUEUE_WAIT_BUCKETS: [f64; 13] = [
+    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0,
+];
+
+/// Upper bounds (seconds) for the time spent in a state: seconds (preparing) to a day
+/// (a plan waiting for confirmation).
+const PHASE_BUCKETS: [f64; 15] = [
+    1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0,
+    43200.0, 86400.0,
+];
+
+/// Every run kind, for a stable set of `bosun_runs` series.
+const KINDS: [RunKind; 3] = [RunKind::Tracked, RunKind::Proposed, RunKind::Drift];
 
 pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let m = state.store.metrics().await?;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP bosun_runs Runs by state.\n# TYPE bosun_runs gauge"
-    );
-    for s in RunState::ALL {
-        let n = m.runs_by_state.get(s.as_str()).copied().unwrap_or(0);
-        let _ = writeln!(out, "bosun_runs{{state=\"{s}\"}} {n}");
+    let now = Utc::now();
+    let window = window_text(m.window);
+    let mut out = Exposition::default();
+
+    out.family("bosun_runs", "gauge", "Runs stored, by kind and state.");
+    let mut runs = m.runs.clone();
+    for kind in KINDS {
+        for s in RunState::ALL {
+            let n = runs
+                .remove(&(kind.as_str().to_string(), s.as_str().to_string()))
+                .unwrap_or(0);
+            out.sample(
+                "bosun_runs",
+                &[("kind", kind.as_str()), ("state", s.as_str())],
+                n,
+            );
+        }
     }
-    let _ = writeln!(
-        out,
-        "# HELP bosun_state_late_writes_total State versions written by runs that had already ended.\n# TYPE bosun_state_late_writes_total counter\nbosun_state_late_writes_total {}",
-        m.late_writes
+    // Anything else the store holds is shown rather than dropped.
+    for ((kind, s), n) in runs {
+        out.sample("bosun_runs", &[("kind", &kind), ("state", &s)], n);
+    }
+
+    out.family(
+        "bosun_run_queue_wait_seconds",
+        "histogram",
+        &format!(
+            "Seconds from a run's creation to its first lease by a runner, for the runs \
+             created in the last {window} that were leased (a sliding window read from the \
+             store on each scrape)."
+        ),
     );
-    let _ = writeln!(
-        out,
-        "# HELP bosun_duty_last_pass_timestamp_seconds When a background duty last completed a pass.\n# TYPE bosun_duty_last_pass_timestamp_seconds gauge"
+    out.histogram(
+        "bosun_run_queue_wait_seconds",
+        &[],
+        &QUEUE_WAIT_BUCKETS,
+        &seconds(&m.queue_waits_ms),
     );
-    for (duty, last) in [
-        ("stale_sweep", &state.duties.stale_sweep_last_pass),
-        ("git_poll", &state.duties.git_poll_last_pass),
-    ] {
-        let _ = writeln!(
-            out,
-            "bosun_duty_last_pass_timestamp_seconds{{duty=\"{duty}\"}} {}",
-            last.load(Ordering::Relaxed) as f64 / 1000.0
+
+    out.family(
+        "bosun_run_phase_duration_seconds",
+        "histogram",
+        &format!(
+            "Seconds runs spent in a state before leaving it, by state (applying includes \
+             the wait for the apply lease), for the runs created in the last {window} (a \
+             sliding window read from the store on each scrape)."
+        ),
+    );
+    let mut phases = m.phase_durations_ms.clone();
+    for phase in RunState::ALL.into_iter().filter(|s| !s.is_terminal()) {
+        let observed = phases.remove(phase.as_str()).unwrap_or_default();
+        out.histogram(
+            "bosun_run_phase_duration_seconds",
+            &[("phase", phase.as_str())],
+            &PHASE_BUCKETS,
+            &seconds(&observed),
         );
     }
+    for (phase, observed) in phases {
+        out.histogram(
+            "bosun_run_phase_duration_seconds",
+            &[("phase", &phase)],
+            &PHASE_BUCKETS,
+            &seconds(&observed),
+        );
+    }
+
+    let dark_after = dark_after(&state);
+    out.family(
+        "bosun_runners",
+        "gauge",
+        "Registered runners by status, as the runner list shows them: online, busy \
+         (holding a lease), dark (silent past the stale limit) or drained.",
+    );
+    let statuses: Vec<&str> = m
+        .runners
+        .iter()
+        .map(|r| runner_status(r, now, dark_after, |id| m.busy_runners.contains(id)))
+        .collect();
+    for status in RUNNER_STATUSES {
+        let n = statuses.iter().filter(|s| **s == status).count();
+        out.sample("bosun_runners", &[("state", status)], n);
+    }
+
+    out.family(
+        "bosun_runner_last_seen_age_seconds",
+        "gauge",
+        &format!(
+            "Seconds since each runner last contacted the server, for runners seen in the \
+             last {window}."
+        ),
+    );
+    let recent = chrono::Duration::from_std(m.window).unwrap_or(chrono::Duration::days(1));
+    for r in m.runners.iter().filter(|r| now - r.last_seen <= recent) {
+        out.sample(
+            "bosun_runner_last_seen_age_seconds",
+            &[("runner", &r.id), ("name", &r.name), ("pool", &r.pool)],
+            age_seconds(now, r.last_seen),
+        );
+    }
+
+    out.family(
+        "bosun_state_lock_age_seconds",
+        "gauge",
+        "Seconds each held state lock has been held.",
+    );
+    for l in &m.locks {
+        out.sample(
+            "bosun_state_lock_age_seconds",
+            &[("org", &l.org), ("stack", &l.stack)],
+            age_seconds(now, l.acquired_at),
+        );
+    }
+
+    out.family(
+        "bosun_state_late_writes_total",
+        "counter",
+        "State versions written by runs that had already ended.",
+    );
+    out.sample("bosun_state_late_writes_total", &[], m.late_writes);
+
     let c = &state.vcs.counters;
-    let _ = writeln!(
-        out,
-        "# HELP bosun_webhook_deliveries_total GitHub webhook deliveries by outcome (rejected: bad or missing signature).\n# TYPE bosun_webhook_deliveries_total counter"
+    out.family(
+        "bosun_webhook_deliveries_total",
+        "counter",
+        "GitHub webhook deliveries this server process received, by outcome (rejected: \
+         bad or missing signature).",
     );
     for (outcome, n) in [
         ("accepted", &c.accepted),
         ("duplicate", &c.duplicate),
         ("rejected", &c.rejected),
     ] {
-        let _ = writeln!(
-            out,
-            "bosun_webhook_deliveries_total{{outcome=\"{outcome}\"}} {}",
-            n.load(Ordering::Relaxed)
+        out.sample(
+            "bosun_webhook_deliveries_total",
+            &[("outcome", outcome)],
+            n.load(Ordering::Relaxed),
         );
     }
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out))
+
+    let d = m.trigger_decisions;
+    out.family(
+        "bosun_trigger_decisions_total",
+        "counter",
+        "Trigger decisions stored, one per stack a webhook or poll delivery concerned: \
+         triggered (a run started), ignored (the stack was left alone) or duplicate (a \
+         repeated delivery, which changes nothing).",
+    );
+    for (decision, n) in [
+        ("triggered", d.triggered),
+        ("ignored", d.ignored),
+        ("duplicate", d.duplicate),
+    ] {
+        out.sample(
+            "bosun_trigger_decisions_total",
+            &[("decision", decision)],
+            n,
+        );
+    }
+
+    out.family(
+        "bosun_duty_last_pass_timestamp_seconds",
+        "gauge",
+        "When a background duty of this server process last completed a pass (Unix \
+         seconds; 0 before its first).",
+    );
+    for (duty, last) in [
+        ("stale_sweep", &state.duties.stale_sweep_last_pass),
+        ("git_poll", &state.duties.git_poll_last_pass),
+    ] {
+        out.sample(
+            "bosun_duty_last_pass_timestamp_seconds",
+            &[("duty", duty)],
+            last.load(Ordering::Relaxed) as f64 / 1000.0,
+        );
+    }
+
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], out.text))
+}
+
+/// The window as HELP text says it: `24h`, `90m` or `45s`.
+fn window_text(window: Duration) -> String {
+    let s = window.as_secs();
+    if s > 0 && s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else if s > 0 && s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn seconds(ms: &[i64]) -> Vec<f64> {
+    ms.iter().map(|ms| *ms as f64 / 1000.0).collect()
+}
+
+/// Seconds from `then` to `now`, never negative (another replica's clock may run ahead).
+fn age_seconds(now: DateTime<Utc>, then: DateTime<Utc>) -> f64 {
+    ((now - then).num_milliseconds() as f64 / 1000.0).max(0.0)
+}
+
+/// A sample value as the text format writes it.
+trait Value {
+    fn text(&self) -> String;
+}
+
+impl Value for f64 {
+    fn text(&self) -> String {
+        if *self == 0.0 {
+            // Also -0.0 (an empty float sum): written as 0.
+            "0".into()
+        } else if self.is_nan() {
+            "NaN".into()
+        } else if self.is_infinite() {
+            if *self > 0.0 { "+Inf" } else { "-Inf" }.into()
+        } else {
+            self.to_string()
+        }
+    }
+}
+
+macro_rules! integer_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            fn text(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+integer_value!(i64, u64, usize);
+
+/// The text exposition format, written family by family.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// A family's `HELP` and `TYPE` lines; its samples follow.
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Value) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (label, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{label}=\"{}\"", escape_label(v));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {}", value.text());
+    }
+
+    /// One histogram series: cumulative `_bucket`s ending with `+Inf`, `_sum`, `_count`.
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], bounds: &[f64], observed: &[f64]) {
+        let bucket = format!("{name}_bucket");
+        for (le, n) in cumulative(bounds, observed) {
+            let le = le.text();
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, n);
+        }
+        self.sample(&format!("{name}_sum"), labels, observed.iter().sum::<f64>());
+        self.sample(&format!("{name}_count"), labels, observed.len());
+    }
+}
+
+/// (upper bound, observations at or below it) for each bound and then `+Inf`.
+fn cumulative(bounds: &[f64], observed: &[f64]) -> Vec<(f64, usize)> {
+    bounds
+        .iter()
+        .copied()
+        .chain([f64::INFINITY])
+        .map(|le| (le, observed.iter().filter(|v| **v <= le).count()))
+        .collect()
+}
+
+/// A label value: backslash, double quote and line feed escaped.
+fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HELP text: backslash and line feed escaped.
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_and_help_are_escaped() {
+        assert_eq!(escape_label(r#"a\b"c"#), r#"a\\b\"c"#);
+        assert_eq!(escape_label("line\nnext"), "line\\nnext");
+        assert_eq!(escape_help("a \\ \"b\"\nc"), "a \\\\ \"b\"\\nc");
+        let mut e = Exposition::default();
+        e.sample("m", &[("a", "x\"y"), ("b", "\\")], 1_i64);
+        assert_eq!(e.text, "m{a=\"x\\\"y\",b=\"\\\\\"} 1\n");
+    }
+
+    #[test]
+    fn histograms_are_cumulative_and_end_at_count() {
+        let mut e = Exposition::default();
+        e.histogram(
+            "h",
+            &[("phase", "planning")],
+            &[1.0, 2.5],
+            &[0.5, 1.0, 2.0, 9.0],
+        );
+        assert_eq!(
+            e.text,
+            "h_bucket{phase=\"planning\",le=\"1\"} 2\n\
+             h_bucket{phase=\"planning\",le=\"2.5\"} 3\n\
+             h_bucket{phase=\"planning\",le=\"+Inf\"} 4\n\
+             h_sum{phase=\"planning\"} 12.5\n\
+             h_count{phase=\"planning\"} 4\n"
+        );
+    }
+
+    #[test]
+    fn values_and_windows_read_as_prometheus_and_people_expect() {
+        assert_eq!(0.0_f64.text(), "0");
+        assert_eq!(Vec::<f64>::new().iter().sum::<f64>().text(), "0");
+        assert_eq!(1.5_f64.text(), "1.5");
+        assert_eq!(f64::INFINITY.text(), "+Inf");
+        assert_eq!(window_text(Duration::from_secs(86_400)), "24h");
+        assert_eq!(window_text(Duration::from_secs(90 * 60)), "90m");
+        assert_eq!(window_text(Duration::from_secs(45)), "45s");
+    }
 }

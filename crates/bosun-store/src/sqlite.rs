@@ -3373,18 +3373,21 @@ impl Store for SqliteStore {
 
     async fn metrics(&self) -> Result<StoreMetrics> {
         self.read(|c| {
-            let mut stmt = c.prepare_cached("SELECT state, COUNT(*) FROM runs GROUP BY state")?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            let runs_by_state = rows.collect::<rusqlite::Result<_>>()?;
-            let late_writes: i64 = c.query_row(
-                "SELECT COUNT(*) FROM state_versions WHERE late_write = 1",
-                [],
-                |r| r.get(0),
-            )?;
-            Ok(StoreMetrics {
-                runs_by_state,
-                late_writes,
-            })
+            // One deferred read transaction: every figure from the same snapshot.
+            let tx = c.unchecked_transaction()?;
+            let since = millis(Utc::now()) - METRICS_WINDOW.as_millis() as i64;
+            let metrics = StoreMetrics {
+                runs: metrics_runs(&tx)?,
+                late_writes: metrics_late_writes(&tx)?,
+                window: METRICS_WINDOW,
+                queue_waits_ms: metrics_queue_waits(&tx, since)?,
+                phase_durations_ms: metrics_phase_durations(&tx, since)?,
+                runners: metrics_runners(&tx)?,
+                busy_runners: metrics_busy_runners(&tx)?,
+                locks: metrics_locks(&tx)?,
+                trigger_decisions: metrics_trigger_decisions(&tx)?,
+            };
+            Ok(metrics)
         })
         .await
     }
@@ -3434,6 +3437,120 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
+
+// ---- /metrics: the store's figures, each a bounded query ----
+
+/// How far back `/metrics` timings reach (runs created within it).
+const METRICS_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The window's runs, found through the `runs_dispatch (needs_lease, created_at)` index:
+/// `needs_lease IN (0, 1)` names every run and lets SQLite seek on `created_at`.
+const METRICS_WINDOW_RUNS: &str = "r.needs_lease IN (0, 1) AND r.created_at >= ?1";
+
+fn metrics_runs(c: &Connection) -> Result<BTreeMap<(String, String), i64>> {
+    let mut stmt =
+        c.prepare_cached("SELECT kind, state, COUNT(*) FROM runs GROUP BY kind, state")?;
+    let rows = stmt.query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn metrics_late_writes(c: &Connection) -> Result<i64> {
+    let mut stmt = c.prepare_cached("SELECT COUNT(*) FROM state_versions WHERE late_write = 1")?;
+    Ok(stmt.query_row([], |r| r.get(0))?)
+}
+
+/// Creation to first lease (the first `preparing` stint), of the window's leased runs.
+fn metrics_queue_waits(c: &Connection, since: i64) -> Result<Vec<i64>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT MAX(0, MIN(p.started_at) - r.created_at)
+         FROM runs r JOIN run_phases p ON p.run_id = r.id
+         WHERE {METRICS_WINDOW_RUNS} AND p.state = 'preparing'
+         GROUP BY r.id"
+    ))?;
+    let rows = stmt.query_map([since], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Every ended stint of the window's runs, by the state it was in.
+fn metrics_phase_durations(c: &Connection, since: i64) -> Result<BTreeMap<String, Vec<i64>>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT p.state, MAX(0, p.ended_at - p.started_at)
+         FROM runs r JOIN run_phases p ON p.run_id = r.id
+         WHERE {METRICS_WINDOW_RUNS} AND p.ended_at IS NOT NULL"
+    ))?;
+    let rows = stmt.query_map([since], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for row in rows {
+        let (state, ms) = row?;
+        out.entry(state).or_default().push(ms);
+    }
+    Ok(out)
+}
+
+fn metrics_runners(c: &Connection) -> Result<Vec<RunnerRecord>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {RUNNER_COLUMNS} FROM runners ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([], runner_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(runner_record(row?)?);
+    }
+    Ok(out)
+}
+
+/// The runners of `executing_runs`: those holding a lease.
+fn metrics_busy_runners(c: &Connection) -> Result<std::collections::BTreeSet<String>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT DISTINCT runner_id FROM runs WHERE leased = 1 AND runner_id IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn metrics_locks(c: &Connection) -> Result<Vec<HeldLock>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT org_id, stack_id, lock_acquired_at FROM state_heads
+         WHERE lock_id IS NOT NULL ORDER BY org_id, stack_id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (org, stack, at) = row?;
+        out.push(HeldLock {
+            org,
+            stack,
+            acquired_at: from_millis(at)?,
+        });
+    }
+    Ok(out)
+}
+
+/// A decision on a repeated delivery is `duplicate`; otherwise it started a run or not.
+fn metrics_trigger_decisions(c: &Connection) -> Result<DecisionCounts> {
+    Ok(c.prepare_cached(
+        "SELECT
+            COALESCE(SUM(d.duplicate_of IS NULL AND t.run_id IS NOT NULL), 0),
+            COALESCE(SUM(d.duplicate_of IS NULL AND t.run_id IS NULL), 0),
+            COALESCE(SUM(d.duplicate_of IS NOT NULL), 0)
+         FROM trigger_decisions t JOIN deliveries d ON d.id = t.delivery_id",
+    )?
+    .query_row([], |r| {
+        Ok(DecisionCounts {
+            triggered: r.get(0)?,
+            ignored: r.get(1)?,
+            duplicate: r.get(2)?,
+        })
+    })?)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod authz;
 mod bad_input;
 mod harness;
 mod identity;
+mod metrics;
 mod openapi;
 mod runs;
 mod snapshots;

@@ -536,7 +536,7 @@ async fn a_silent_runner_is_swept_its_lock_released_and_late_writes_flagged() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("bosun_runs{state=\"force_failed\"} 1"),
+        metrics.contains("bosun_runs{kind=\"tracked\",state=\"force_failed\"} 1"),
         "{metrics}"
     );
     let log = t.get("/api/v1/orgs/default/audit", &t.admin).await;
