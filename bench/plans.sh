@@ -168,6 +168,7 @@ if has_tool bosun; then
     fi
     BOSUN_VERSION=$("$BIN" --version 2>/dev/null || echo bosun)
     BOSUN_VERSION=${BOSUN_VERSION%%$'\n'*}
+    BOSUN_VERSION=${BOSUN_VERSION#bosun }
 else
     GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
     GIT_DIRTY=false
