@@ -6,6 +6,7 @@
 pub mod authz;
 pub mod id;
 pub mod integrations;
+pub mod outputs;
 pub mod role;
 pub mod run;
 pub mod stack;
