@@ -16,6 +16,7 @@ mod health;
 pub mod identity;
 mod metrics;
 pub mod openapi;
+mod outputs;
 mod prepare;
 pub mod routes;
 mod runners;

@@ -120,6 +120,7 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::tokens::routes());
     routes.extend(crate::stacks::routes());
     routes.extend(crate::state::routes());
+    routes.extend(crate::outputs::routes());
     routes.extend(crate::runs::routes());
     routes.extend(crate::runners::routes());
     routes.extend(crate::vcs::routes());

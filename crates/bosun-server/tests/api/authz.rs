@@ -229,6 +229,13 @@ fn cases() -> Vec<Case> {
             Some(json!({"lock_id": "x"})),
             Org(Operator),
         ),
+        case(
+            Method::GET,
+            "/orgs/{org}/stacks/{stack}/outputs",
+            "/orgs/default/stacks/ghost/outputs",
+            None,
+            Org(Viewer),
+        ),
         // Runs: viewers read, operators act.
         case(
             Method::POST,

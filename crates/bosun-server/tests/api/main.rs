@@ -8,6 +8,7 @@ mod harness;
 mod identity;
 mod metrics;
 mod openapi;
+mod outputs;
 mod runs;
 mod snapshots;
 mod stacks;
