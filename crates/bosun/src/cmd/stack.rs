@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
 use bosun_api::{
-    AwsIntegration, Dependency, DriftDetection, Stack, StackCreate, StackPatch, TriggerEntry,
+    AwsIntegration, Dependency, DriftDetection, OutputChangeKind, OutputSensitivityChange, Stack,
+    StackCreate, StackOutputs, StackPatch, TriggerEntry,
 };
 use clap::{Args, Subcommand};
 
@@ -65,6 +66,15 @@ pub enum StackCommand {
         /// Fetch every page, not just the first.
         #[arg(long)]
         all: bool,
+    },
+    /// The stack's outputs (sensitive values masked) and how each changed since the
+    /// state version before.
+    Outputs {
+        stack: String,
+        /// Show the outputs of this state version, compared with the one before it,
+        /// instead of the current version's.
+        #[arg(long, value_name = "N")]
+        version: Option<i64>,
     },
 }
 
@@ -539,7 +549,68 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
                 triggers_table(&stack, t)
             })
         }
+        StackCommand::Outputs { stack, version } => {
+            let query: Vec<(&str, String)> = version
+                .map(|n| ("version", n.to_string()))
+                .into_iter()
+                .collect();
+            let value = ctx
+                .client
+                .get(&["orgs", org, "stacks", &stack, "outputs"], &query)
+                .await?;
+            ctx.show(value, |o: StackOutputs| outputs_text(&stack, o))
+        }
     }
+}
+
+/// The outputs of one version as a table: every output of it or of the version before,
+/// by name, with its value (strings as they are, anything else as compact JSON) and what
+/// happened to it.
+fn outputs_text(stack: &str, o: StackOutputs) -> String {
+    let Some(version) = o.version else {
+        return format!("Stack {stack} has no state yet.\n");
+    };
+    let serial = o
+        .serial
+        .map(|s| format!(" (serial {s})"))
+        .unwrap_or_default();
+    let against = match o.previous_version {
+        Some(p) => format!("compared with version {p}"),
+        None => "the first version".into(),
+    };
+    let mut out = format!("Stack {stack}, state version {version}{serial}, {against}.\n");
+    if o.changes.is_empty() {
+        out.push_str("No outputs.\n");
+        return out;
+    }
+    let mut t = Table::new(&["NAME", "VALUE", "CHANGE"]);
+    for c in o.changes {
+        let value = match o.outputs.get(&c.name) {
+            None => "-".to_string(),
+            Some(v) if v.sensitive => "(sensitive)".to_string(),
+            Some(v) => match &v.value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            },
+        };
+        let flip = c.sensitivity.map(|s| match s {
+            OutputSensitivityChange::BecameSensitive => "became sensitive",
+            OutputSensitivityChange::NoLongerSensitive => "no longer sensitive",
+        });
+        let change = match (c.change, flip) {
+            (OutputChangeKind::Added, _) => "added".to_string(),
+            (OutputChangeKind::Removed, _) => "removed".to_string(),
+            (OutputChangeKind::Changed, Some(flip)) => format!("changed, {flip}"),
+            (OutputChangeKind::Changed, None) => "changed".to_string(),
+            (OutputChangeKind::SensitivityChanged, flip) => {
+                flip.unwrap_or("sensitivity changed").to_string()
+            }
+            (OutputChangeKind::Unchanged, _) => "unchanged".to_string(),
+        };
+        t.row(vec![c.name, value, change]);
+    }
+    out.push_str(&t.render());
+    out
 }
 
 fn triggers_table(stack: &str, entries: Vec<TriggerEntry>) -> String {
