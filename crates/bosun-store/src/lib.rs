@@ -312,7 +312,7 @@ pub trait Store: Send + Sync + 'static {
         secret_hash: &str,
     ) -> Result<Option<(IdRequestToken, RunRecord)>>;
 
-    /// Counts for `/metrics`: runs by state and late state writes.
+    /// Everything `/metrics` reads from the store, in one read transaction.
     async fn metrics(&self) -> Result<StoreMetrics>;
 
     /// Audit records, newest first; `org: None` lists every org's and the server's.
