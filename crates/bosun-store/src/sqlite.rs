@@ -71,6 +71,15 @@ fn constraint_violation(e: &rusqlite::Error, code: std::ffi::c_int) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == code)
 }
 
+/// A unique-constraint violation becomes `AlreadyExists(what())`; any other error passes.
+fn exists_or(e: rusqlite::Error, what: impl FnOnce() -> String) -> StoreError {
+    if is_unique_violation(&e) {
+        StoreError::AlreadyExists(what())
+    } else {
+        e.into()
+    }
+}
+
 fn is_unique_violation(e: &rusqlite::Error) -> bool {
     constraint_violation(e, rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
         || constraint_violation(e, rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
@@ -270,13 +279,7 @@ fn insert_token(tx: &Transaction<'_>, t: &NewToken) -> Result<i64> {
         t.expires_at.map(millis),
         json!(t.read_stacks).to_string(),
     ])
-    .map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::AlreadyExists(format!("token {}", t.id))
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(|e| exists_or(e, || format!("token {}", t.id)))?;
     Ok(now)
 }
 
@@ -1152,13 +1155,7 @@ fn insert_run(tx: &Transaction<'_>, run: &NewRun, delivery: Option<i64>) -> Resu
         delivery,
         now,
     ])
-    .map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::AlreadyExists(format!("run {:?}", run.id))
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(|e| exists_or(e, || format!("run {:?}", run.id)))?;
     tx.prepare_cached(
         "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
     )?
@@ -1700,13 +1697,7 @@ impl Store for SqliteStore {
                 "INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)",
                 params![org.id, org.name, now],
             )
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    StoreError::AlreadyExists(format!("org {:?}", org.id))
-                } else {
-                    e.into()
-                }
-            })?;
+            .map_err(|e| exists_or(e, || format!("org {:?}", org.id)))?;
             if let Some(admin) = &org.admin {
                 tx.execute(
                     "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, 'admin')",
@@ -1756,13 +1747,7 @@ impl Store for SqliteStore {
                 "INSERT INTO users (id, server_admin, created_at) VALUES (?1, ?2, ?3)",
                 params![user.id, user.server_admin, now],
             )
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    StoreError::AlreadyExists(format!("user {:?}", user.id))
-                } else {
-                    e.into()
-                }
-            })?;
+            .map_err(|e| exists_or(e, || format!("user {:?}", user.id)))?;
             append_audit(tx, &audit)?;
             Ok(UserRecord {
                 id: user.id,
@@ -3262,13 +3247,7 @@ impl Store for SqliteStore {
                 millis(key.created_at),
                 key.retired_at.map(millis),
             ])
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    StoreError::AlreadyExists(format!("signing key {:?}", key.kid))
-                } else {
-                    e.into()
-                }
-            })?;
+            .map_err(|e| exists_or(e, || format!("signing key {:?}", key.kid)))?;
             append_audit(tx, &audit)
         })
         .await
