@@ -1,9 +1,17 @@
 //! The file modules: `file.copy`, `file.lineinfile`, `file.directory`, `file.absent`.
 //!
 //! One pure decision ([`decide`]) from the path's current state to the actions that
-//! bring it where the step wants it serves both modes: a real run reads the host,
-//! decides and performs the actions; a dry run reads the host (or the overlay of
-//! earlier predictions), decides the same way and reports the state it would leave.
+//! bring it where the step wants it serves both modes: a dry run reads the host (or the
+//! overlay of earlier predictions), decides and reports the state it would leave; a real
+//! run makes the same decision with as few remote commands as it can:
+//!
+//! - `file.copy`, `file.directory`, `file.absent` know what they want up front, so each
+//!   is one command that looks and acts at once ([`Remote::put`], [`Remote::directory`],
+//!   [`Remote::remove`]) and reports the state it found; [`decide`] on that state gives
+//!   the result, message and `changed` a dry run predicts.
+//! - `file.lineinfile` needs the file's bytes first: a probe (one command, which also
+//!   says whether the folder above an absent file exists), then — only when something
+//!   changes — a [`Remote::put`] of the new bytes.
 
 use super::diff::diff;
 use super::mode::{show, ModeSpec};
@@ -129,38 +137,13 @@ fn decide(
         ))
     };
     match module {
-        RenderedModule::Copy {
-            path, mode, owner, ..
-        } => {
-            let content = copy_bytes.unwrap_or_default();
-            match current {
-                FileState::Absent if !parent_exists => Err(ModuleError::Invalid(format!(
-                    "destination directory {} does not exist",
-                    super::parent_of(path).unwrap_or(".")
-                ))),
-                FileState::Absent => Ok(create(
-                    content,
-                    mode.as_ref(),
-                    owner.as_ref(),
-                    "file created",
-                    false,
-                )),
-                FileState::File {
-                    content: cur,
-                    mode: cm,
-                    owner: co,
-                } => Ok(update(
-                    cur,
-                    *cm,
-                    co.as_ref(),
-                    content,
-                    mode.as_ref(),
-                    owner.as_ref(),
-                    "content replaced",
-                )),
-                other => Err(not_a_file(path, other)),
-            }
-        }
+        RenderedModule::Copy { .. } => decide_copy(
+            module,
+            current,
+            copy_bytes.unwrap_or_default(),
+            parent_exists,
+            None,
+        ),
         RenderedModule::LineInFile {
             path,
             params,
@@ -194,7 +177,7 @@ fn decide(
                 let out = lineinfile::apply(Some(cur), params)?;
                 let content = out.content.unwrap_or_else(|| cur.clone());
                 let mut d = update(
-                    cur,
+                    cur != &content,
                     *cm,
                     co.as_ref(),
                     content,
@@ -287,6 +270,56 @@ fn decide(
     }
 }
 
+/// `file.copy`'s decision. `differs` says whether an existing file's bytes differ from
+/// `content` when the host compared them (a real run's one command reads no bytes back);
+/// `None`: compare with the bytes in `current`.
+fn decide_copy(
+    module: &RenderedModule,
+    current: &FileState,
+    content: Vec<u8>,
+    parent_exists: bool,
+    differs: Option<bool>,
+) -> Result<Decision, ModuleError> {
+    let RenderedModule::Copy {
+        path, mode, owner, ..
+    } = module
+    else {
+        return Err(ModuleError::Invalid(
+            "not file.copy (internal error)".into(),
+        ));
+    };
+    match current {
+        FileState::Absent if !parent_exists => Err(ModuleError::Invalid(format!(
+            "destination directory {} does not exist",
+            super::parent_of(path).unwrap_or(".")
+        ))),
+        FileState::Absent => Ok(create(
+            content,
+            mode.as_ref(),
+            owner.as_ref(),
+            "file created",
+            false,
+        )),
+        FileState::File {
+            content: cur,
+            mode: cm,
+            owner: co,
+        } => Ok(update(
+            differs.unwrap_or_else(|| cur != &content),
+            *cm,
+            co.as_ref(),
+            content,
+            mode.as_ref(),
+            owner.as_ref(),
+            "content replaced",
+        )),
+        other => Err(ModuleError::Invalid(format!(
+            "{path} is {}; file.copy works on regular files",
+            other.describe()
+        ))),
+    }
+}
+
 fn module_kind(module: &RenderedModule) -> &'static str {
     match module {
         RenderedModule::Copy { .. } => "file.copy",
@@ -324,9 +357,10 @@ fn create(
     }
 }
 
-/// An existing file that should hold `content`, with `mode` and `owner` when given.
+/// An existing file that should hold `content` (`content_changed`: its bytes differ),
+/// with `mode` and `owner` when given.
 fn update(
-    cur: &[u8],
+    content_changed: bool,
     cur_mode: Option<u32>,
     cur_owner: Option<&super::Ownership>,
     content: Vec<u8>,
@@ -335,7 +369,6 @@ fn update(
     content_message: &str,
 ) -> Decision {
     let p = plan_attributes(cur_mode, cur_owner, false, mode, owner);
-    let content_changed = cur != content.as_slice();
     let mut notes = Vec::new();
     if content_changed {
         notes.push(content_message.to_string());
@@ -386,47 +419,95 @@ pub(super) async fn apply(
     remote: &Remote<'_>,
 ) -> Result<Outcome, ModuleError> {
     let path = path_of(module)?;
-    let copy_bytes = match module {
-        RenderedModule::Copy { source, .. } => Some(copy_content(source).await?),
-        _ => None,
-    };
-    let current = remote.probe(path, needs_content(module)).await?;
-    let parent_exists = match (needs_parent(module, &current), super::parent_of(path)) {
-        (true, Some(parent)) => remote.is_directory(parent).await?,
-        _ => true,
-    };
-    let decision = decide(module, &current, copy_bytes, parent_exists)?;
-    for action in &decision.actions {
-        match action {
-            Action::Write {
+    let decision = match module {
+        // One command each: look and act at once, then decide on what was found (the
+        // script did what the decision says; see `Remote::put` and friends).
+        RenderedModule::Copy {
+            source,
+            mode,
+            owner,
+            ..
+        } => {
+            let content = copy_content(source).await?;
+            let report = remote
+                .put(path, &content, mode.as_ref(), owner.as_ref(), false)
+                .await?;
+            decide_copy(
+                module,
+                &report.before,
                 content,
-                mode,
-                owner,
-                make_parents,
-            } => {
-                remote
-                    .write(path, content, mode.as_ref(), owner.as_ref(), *make_parents)
-                    .await?
-            }
-            Action::Attributes { mode, owner } => {
-                remote
-                    .attributes(path, mode.as_ref(), owner.as_ref())
-                    .await?
-            }
-            Action::Mkdir { mode, owner } => {
-                remote
-                    .directory(path, mode.as_ref(), owner.as_ref())
-                    .await?
-            }
-            Action::Remove => remote.remove(path).await?,
+                report.parent_exists,
+                Some(report.differs),
+            )?
         }
-    }
+        RenderedModule::Directory { mode, owner, .. } => {
+            let before = remote
+                .directory(path, mode.as_ref(), owner.as_ref())
+                .await?;
+            decide(module, &before, None, true)?
+        }
+        RenderedModule::Absent { .. } => {
+            let before = remote.remove(path).await?;
+            decide(module, &before, None, true)?
+        }
+        // The new bytes depend on the current ones: probe, decide, then write if needed.
+        _ => {
+            let probe = remote.probe(path, needs_content(module)).await?;
+            let decision = decide(module, &probe.state, None, probe.parent_exists)?;
+            for action in &decision.actions {
+                let (content, mode, owner, make_parents) = match action {
+                    Action::Write {
+                        content,
+                        mode,
+                        owner,
+                        make_parents,
+                    } => (content.as_slice(), mode, owner, *make_parents),
+                    // Same bytes: the put changes only mode and owner.
+                    Action::Attributes { mode, owner } => {
+                        (current_content(&probe.state), mode, owner, false)
+                    }
+                    Action::Mkdir { .. } | Action::Remove => {
+                        return Err(ModuleError::Invalid(format!(
+                            "{} does not {action:?} (internal error)",
+                            module_kind(module)
+                        )))
+                    }
+                };
+                let report = remote
+                    .put(path, content, mode.as_ref(), owner.as_ref(), make_parents)
+                    .await?;
+                // The path changed under us between the probe and the write.
+                if !matches!(report.before, FileState::File { .. } | FileState::Absent) {
+                    return Err(ModuleError::Invalid(format!(
+                        "{path} is {}; {} works on regular files",
+                        report.before.describe(),
+                        module_kind(module)
+                    )));
+                }
+                if matches!(report.before, FileState::Absent) && !report.parent_exists {
+                    return Err(ModuleError::Invalid(format!(
+                        "destination directory {} does not exist",
+                        super::parent_of(path).unwrap_or(".")
+                    )));
+                }
+            }
+            decision
+        }
+    };
     let change = if decision.changed {
         Change::Changed
     } else {
         Change::Unchanged
     };
     Ok(Outcome::new(change, decision.message))
+}
+
+/// The bytes of a probed file (empty for anything else).
+fn current_content(state: &FileState) -> &[u8] {
+    match state {
+        FileState::File { content, .. } => content,
+        _ => &[],
+    }
 }
 
 pub(super) async fn predict(
@@ -440,17 +521,23 @@ pub(super) async fn predict(
         _ => None,
     };
     let mut warnings = Vec::new();
-    let current = match overlay.get(path) {
-        Some(state) => state,
-        None => remote.probe(path, needs_content(module)).await?,
+    // The probe answers for the folder above too; what earlier predictions say about
+    // that folder wins.
+    let (current, probed_parent) = match overlay.get(path) {
+        Some(state) => (state, None),
+        None => {
+            let probe = remote.probe(path, needs_content(module)).await?;
+            (probe.state, Some(probe.parent_exists))
+        }
     };
     if let Some(caveat) = overlay.caveat() {
         warnings.push(caveat);
     }
     let parent_exists = match (needs_parent(module, &current), super::parent_of(path)) {
-        (true, Some(parent)) => match overlay.dir_exists(parent) {
-            Some(known) => known,
-            None => remote.is_directory(parent).await?,
+        (true, Some(parent)) => match (overlay.dir_exists(parent), probed_parent) {
+            (Some(known), _) => known,
+            (None, Some(probed)) => probed,
+            (None, None) => remote.is_directory(parent).await?,
         },
         _ => true,
     };

@@ -137,10 +137,14 @@ pub struct Remote<'a> {
     pub deadline: Option<Instant>,
 }
 
+/// What `$1` is: `absent` (`absent noparent` when `$3`, the folder above it, is not a
+/// directory), or its kind, mode and owner; with `$2` = `content`, a regular file's bytes
+/// follow.
 const PROBE: &str = r#"p=$1
 if [ -d "$p" ]; then t=directory
 elif [ -f "$p" ]; then t=file
 elif [ -e "$p" ]; then t=other
+elif [ -n "$3" ] && [ ! -d "$3" ]; then echo absent noparent; exit 0
 else echo absent; exit 0
 fi
 m=$(stat -L -c '%a %U %G %u %g' -- "$p" 2>/dev/null || stat -L -f '%Lp %Su %Sg %u %g' -- "$p") || exit 1
@@ -150,47 +154,112 @@ if [ "$t" = file ] && [ "$2" = content ]; then exec cat -- "$p"; fi
 
 const IS_DIR: &str = r#"if [ -d "$1" ]; then echo yes; else echo no; fi"#;
 
-/// Writes stdin to `$1` atomically. The mode starts as the existing file's (else the
-/// default for a new file under the caller's umask), then `$2` applies to it (so a
-/// symbolic mode is relative to that); owner `$3`, else the existing file's when
-/// permitted. With `$4` = `parents`, missing folders above it are created first.
-const WRITE: &str = r#"set -e
-p=$1; mode=$2; owner=$3
-u=$(umask)
-if [ "$4" = parents ]; then mkdir -p -- "$(dirname -- "$p")"; fi
-umask 077
+/// Shared by [`PUT`] and [`DIRECTORY`]: whether the owner spec (`$ou`, `$og`: user and
+/// group as written, either may be empty) differs from the current one (`$cu`/`$cuid`,
+/// `$cg`/`$cgid`; empty when there is none): a name or an id satisfies it.
+const NEED_OWNER: &str = r#"need_owner() {
+  if [ -n "$ou" ] && [ "$ou" != "$cu" ] && [ "$ou" != "$cuid" ]; then return 0; fi
+  if [ -n "$og" ] && [ "$og" != "$cg" ] && [ "$og" != "$cgid" ]; then return 0; fi
+  return 1
+}
+"#;
+
+/// Compare-and-write in one command: the desired bytes on stdin go to a temporary file
+/// beside `$1`, are compared with the current file (`cmp`, only when the sizes agree),
+/// and replace it with `mv` only if they differ; mode and owner apply where they differ.
+/// Arguments: path, the folder above it (empty: none), mode as written, the mode in
+/// octal when the mode is octal (so a current mode can be compared with it), owner as
+/// written, its user and group parts, the desired size, and `parents` to create a missing
+/// folder above. A new file starts from the default mode under the caller's umask, a
+/// replaced one from the current file's mode and owner; a symbolic mode applies to
+/// that. Owner before mode (a `chown` may clear set-id bits).
+///
+/// Prints the state before (the first line: `directory`, `other`, `absent noparent` —
+/// then nothing is written — `absent`, or `file MODE USER GROUP UID GID`) and, once
+/// done, `same` (content equal; mode and owner fixed if needed) or `written`.
+const PUT: &str = r#"p=$1; d=$2; mode=$3; want=$4; owner=$5; ou=$6; og=$7; size=$8; mk=$9
+if [ -d "$p" ]; then echo directory; exit 0
+elif [ -e "$p" ] && [ ! -f "$p" ]; then echo other; exit 0
+fi
+set -e
+cm=; cu=; cg=; cuid=; cgid=; cs=
+if [ -f "$p" ]; then
+  set -- $(stat -L -c '%a %U %G %u %g %s' -- "$p" 2>/dev/null || stat -L -f '%Lp %Su %Sg %u %g %z' -- "$p")
+  [ $# -eq 6 ]
+  cm=$1; cu=$2; cg=$3; cuid=$4; cgid=$5; cs=$6
+  echo "file $cm $cu $cg $cuid $cgid"
+else
+  if [ -n "$d" ] && [ ! -d "$d" ]; then
+    if [ "$mk" = parents ]; then mkdir -p -- "$d"; else echo absent noparent; exit 0; fi
+  fi
+  echo absent
+  [ -n "$want" ] || u=$(umask)
+fi
 t=$(mktemp "$p.bosun.XXXXXX")
 trap 'rm -f "$t"' EXIT
 cat > "$t"
-if [ -e "$p" ]; then
-  cur=$(stat -L -c '%a %u:%g' -- "$p" 2>/dev/null || stat -L -f '%Lp %u:%g' -- "$p")
-  base=${cur%% *}
-  [ -n "$owner" ] || chown "${cur#* }" "$t" 2>/dev/null || true
-else
-  base=$(printf '%o' $(( 0666 & ~0$u )))
+if [ -n "$cm" ] && [ "$cs" = "$size" ]; then
+  if cmp -s "$t" "$p"; then
+    need_owner && chown "$owner" -- "$p"
+    if [ -n "$mode" ] && { [ -z "$want" ] || [ "$want" != "$cm" ]; }; then chmod "$mode" -- "$p"; fi
+    echo same
+    exit 0
+  else
+    r=$?
+    [ $r -eq 1 ] || { echo "cannot compare with cmp (exit code $r)" >&2; exit 1; }
+  fi
 fi
-chmod "$base" "$t"
+if [ -n "$cm" ]; then
+  if [ ! -O "$p" ] || [ ! -G "$p" ] || [ -g "${d:-.}" ]; then chown "$cuid:$cgid" "$t" 2>/dev/null || true; fi
+  need_owner && chown "$owner" "$t"
+  [ -n "$want" ] || chmod "$cm" "$t"
+else
+  [ -z "$owner" ] || chown "$owner" "$t"
+  [ -n "$want" ] || chmod "$(printf '%o' $(( 0666 & ~0$u )))" "$t"
+fi
 [ -z "$mode" ] || chmod "$mode" "$t"
-[ -z "$owner" ] || chown "$owner" "$t"
 mv -f "$t" "$p"
 trap - EXIT
+echo written
 "#;
 
-const DIRECTORY: &str = r#"set -e
-p=$1; mode=$2; owner=$3
-if [ -e "$p" ] && [ ! -d "$p" ]; then echo "$p exists and is not a directory" >&2; exit 1; fi
-mkdir -p -- "$p"
-[ -z "$mode" ] || chmod "$mode" -- "$p"
+/// A directory in one command. Arguments: path, mode as written, the mode in octal when
+/// it is octal, owner as written, its user and group parts, and `m` when `mkdir -m` can
+/// set the mode (octal, no set-id or sticky bits). Prints the state before (`absent`,
+/// `file`, `other` — then nothing is done — or `directory MODE USER GROUP UID GID`); a new
+/// directory is made with its parents, an existing one gets mode and owner where they
+/// differ.
+const DIRECTORY: &str = r#"p=$1; mode=$2; want=$3; owner=$4; ou=$5; og=$6; mk=$7
+if [ -d "$p" ]; then
+  set -- $(stat -L -c '%a %U %G %u %g' -- "$p" 2>/dev/null || stat -L -f '%Lp %Su %Sg %u %g' -- "$p")
+  [ $# -eq 5 ] || exit 1
+  cm=$1; cu=$2; cg=$3; cuid=$4; cgid=$5
+  echo "directory $cm $cu $cg $cuid $cgid"
+  set -e
+  if [ -n "$mode" ] && { [ -z "$want" ] || [ "$want" != "$cm" ]; }; then chmod "$mode" -- "$p"; fi
+  need_owner && chown "$owner" -- "$p"
+  exit 0
+elif [ -f "$p" ]; then echo file; exit 0
+elif [ -e "$p" ]; then echo other; exit 0
+fi
+echo absent
+set -e
+if [ "$mk" = m ]; then mkdir -p -m "$mode" -- "$p"
+else
+  mkdir -p -- "$p"
+  [ -z "$mode" ] || chmod "$mode" -- "$p"
+fi
 [ -z "$owner" ] || chown "$owner" -- "$p"
 "#;
 
-const ATTRS: &str = r#"set -e
-p=$1; mode=$2; owner=$3
-[ -z "$mode" ] || chmod "$mode" -- "$p"
-[ -z "$owner" ] || chown "$owner" -- "$p"
+/// Removes `$1` (recursively) if it exists; prints what it was: `absent`, `directory` or
+/// `present`.
+const REMOVE: &str = r#"if [ -d "$1" ]; then echo directory
+elif [ -e "$1" ]; then echo present
+else echo absent; exit 0
+fi
+exec rm -rf -- "$1"
 "#;
-
-const REMOVE: &str = r#"rm -rf -- "$1""#;
 
 /// Uploads stdin to a private temporary file, runs it with the arguments (stdin
 /// closed), removes it and exits as the script did.
@@ -261,14 +330,28 @@ impl Remote<'_> {
         Ok(output)
     }
 
-    /// What `path` is (with its bytes when it is a regular file and `content`).
-    pub async fn probe(&self, path: &str, content: bool) -> Result<FileState, ModuleError> {
+    /// Runs one of the scripts above with `args`; the output whatever the exit code.
+    async fn script_output(
+        &self,
+        script: &str,
+        args: &[&str],
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Output, ModuleError> {
+        let mut argv = vec!["sh".to_string(), "-c".into(), script.into(), "sh".into()];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        self.run(CommandSpec::Argv(argv), stdin).await
+    }
+
+    /// What `path` is (with its bytes when it is a regular file and `content`), and, when
+    /// it is absent, whether the folder above it is a directory — one command.
+    pub async fn probe(&self, path: &str, content: bool) -> Result<Probe, ModuleError> {
         let mode = if content { "content" } else { "" };
+        let parent = super::parent_of(path).unwrap_or("");
         let out = self
             .script(
                 &format!("cannot inspect {path}"),
                 PROBE,
-                &[path, mode],
+                &[path, mode, parent],
                 None,
             )
             .await?;
@@ -283,73 +366,124 @@ impl Remote<'_> {
         Ok(out.stdout.starts_with(b"yes"))
     }
 
-    /// Replaces `path`'s content atomically (creating the folders above it first with
-    /// `make_parents`).
-    pub async fn write(
+    /// Makes `path` a regular file holding `content`, with `mode` and `owner`, in one
+    /// command: written (atomically) only when the bytes differ, mode and owner set only
+    /// where they differ. With `make_parents`, missing folders above it are created;
+    /// without, a missing folder writes nothing (the report says so). A path that is a
+    /// directory or something else is left alone, and the report says what it is.
+    pub async fn put(
         &self,
         path: &str,
         content: &[u8],
         mode: Option<&ModeSpec>,
         owner: Option<&OwnerSpec>,
         make_parents: bool,
-    ) -> Result<(), ModuleError> {
-        let mode = mode.map(|m| m.text.as_str()).unwrap_or("");
-        let owner = owner.map(|o| o.text.as_str()).unwrap_or("");
+    ) -> Result<PutReport, ModuleError> {
+        let parent = super::parent_of(path).unwrap_or("");
+        let (mode_text, want) = mode_args(mode);
+        let (owner_text, user, group) = owner_args(owner);
+        let size = content.len().to_string();
         let parents = if make_parents { "parents" } else { "" };
-        self.script(
-            &format!("cannot write {path}"),
-            WRITE,
-            &[path, mode, owner, parents],
-            Some(content.to_vec()),
-        )
-        .await
-        .map(|_| ())
+        let script = format!("{NEED_OWNER}{PUT}");
+        let out = self
+            .script_output(
+                &script,
+                &[
+                    path, parent, mode_text, &want, owner_text, user, group, &size, parents,
+                ],
+                Some(content.to_vec()),
+            )
+            .await?;
+        let (before, rest) = parse_before(path, &out.stdout);
+        if out.exit_code != Some(0) {
+            let what = match (&before, rest.first().map(String::as_str)) {
+                (None, _) => format!("cannot inspect {path}"),
+                (Some(_), Some("same")) => format!("cannot set mode/owner of {path}"),
+                (Some(_), _) => format!("cannot write {path}"),
+            };
+            return Err(ModuleError::Failed { what, output: out });
+        }
+        let Some((state, parent_exists)) = before else {
+            return Err(ModuleError::Remote(format!("writing {path}: no answer")));
+        };
+        let outcome = rest.first().map(String::as_str);
+        let differs = match (&state, outcome) {
+            (FileState::File { .. } | FileState::Absent, Some("written")) => true,
+            (FileState::File { .. }, Some("same")) => false,
+            (FileState::Absent, None) if !parent_exists => false,
+            (FileState::Directory { .. } | FileState::Other, None) => false,
+            _ => {
+                return Err(ModuleError::Remote(format!(
+                    "writing {path}: unexpected answer {:?}",
+                    String::from_utf8_lossy(&out.stdout)
+                )))
+            }
+        };
+        Ok(PutReport {
+            before: state,
+            parent_exists,
+            differs,
+        })
     }
 
+    /// Makes `path` a directory with `mode` and `owner` (folders above it too), in one
+    /// command; returns what it was before (without content). Something other than a
+    /// directory at `path` is left alone.
     pub async fn directory(
         &self,
         path: &str,
         mode: Option<&ModeSpec>,
         owner: Option<&OwnerSpec>,
-    ) -> Result<(), ModuleError> {
-        let mode = mode.map(|m| m.text.as_str()).unwrap_or("");
-        let owner = owner.map(|o| o.text.as_str()).unwrap_or("");
-        self.script(
-            &format!("cannot create directory {path}"),
-            DIRECTORY,
-            &[path, mode, owner],
-            None,
-        )
-        .await
-        .map(|_| ())
-    }
-
-    /// Sets mode and/or owner of an existing path.
-    pub async fn attributes(
-        &self,
-        path: &str,
-        mode: Option<&ModeSpec>,
-        owner: Option<&OwnerSpec>,
-    ) -> Result<(), ModuleError> {
-        if mode.is_none() && owner.is_none() {
-            return Ok(());
+    ) -> Result<FileState, ModuleError> {
+        let (mode_text, want) = mode_args(mode);
+        let (owner_text, user, group) = owner_args(owner);
+        // `mkdir -m` sets an octal mode without set-id or sticky bits exactly.
+        let mkdir_m = match mode.map(|m| &m.mode) {
+            Some(super::mode::Mode::Octal(m)) if *m <= 0o777 => "m",
+            _ => "",
+        };
+        let script = format!("{NEED_OWNER}{DIRECTORY}");
+        let out = self
+            .script_output(
+                &script,
+                &[path, mode_text, &want, owner_text, user, group, mkdir_m],
+                None,
+            )
+            .await?;
+        let (before, _) = parse_before(path, &out.stdout);
+        if out.exit_code != Some(0) {
+            let what = match &before {
+                None => format!("cannot inspect {path}"),
+                Some((FileState::Directory { .. }, _)) => {
+                    format!("cannot set mode/owner of {path}")
+                }
+                Some(_) => format!("cannot create directory {path}"),
+            };
+            return Err(ModuleError::Failed { what, output: out });
         }
-        let mode = mode.map(|m| m.text.as_str()).unwrap_or("");
-        let owner = owner.map(|o| o.text.as_str()).unwrap_or("");
-        self.script(
-            &format!("cannot set mode/owner of {path}"),
-            ATTRS,
-            &[path, mode, owner],
-            None,
-        )
-        .await
-        .map(|_| ())
+        before
+            .map(|(state, _)| state)
+            .ok_or_else(|| ModuleError::Remote(format!("inspecting {path}: no answer")))
     }
 
-    pub async fn remove(&self, path: &str) -> Result<(), ModuleError> {
-        self.script(&format!("cannot remove {path}"), REMOVE, &[path], None)
-            .await
-            .map(|_| ())
+    /// Removes `path` (with everything in it) if it exists, in one command; returns what
+    /// it was: absent, a directory, or [`FileState::Other`] for anything else.
+    pub async fn remove(&self, path: &str) -> Result<FileState, ModuleError> {
+        let out = self
+            .script(&format!("cannot remove {path}"), REMOVE, &[path], None)
+            .await?;
+        match out.stdout.split(|b| *b == b'\n').next() {
+            Some(b"absent") => Ok(FileState::Absent),
+            Some(b"directory") => Ok(FileState::Directory {
+                mode: None,
+                owner: None,
+            }),
+            Some(b"present") => Ok(FileState::Other),
+            _ => Err(ModuleError::Remote(format!(
+                "removing {path}: unexpected answer {:?}",
+                String::from_utf8_lossy(&out.stdout)
+            ))),
+        }
     }
 
     /// Uploads `script` and runs it with `args`; the output is returned whatever the exit
@@ -362,7 +496,72 @@ impl Remote<'_> {
     }
 }
 
-fn parse_probe(path: &str, stdout: Vec<u8>) -> Result<FileState, ModuleError> {
+/// A probe's answer: the path's state and whether the folder above it is a directory
+/// (asked only when the path is absent; `true` otherwise, and for a path with no folder
+/// above it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub state: FileState,
+    pub parent_exists: bool,
+}
+
+/// What [`Remote::put`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutReport {
+    /// The state before (a file's `content` is not read: empty).
+    pub before: FileState,
+    /// Whether the folder above the path existed (it matters when the path was absent).
+    pub parent_exists: bool,
+    /// The file was written (it was absent, or its bytes differed).
+    pub differs: bool,
+}
+
+/// The `mode` argument of the scripts, and the mode in octal as `stat %a` prints it when
+/// it is octal (empty for a symbolic mode or none).
+fn mode_args(mode: Option<&ModeSpec>) -> (&str, String) {
+    match mode {
+        None => ("", String::new()),
+        Some(m) => (
+            m.text.as_str(),
+            m.mode
+                .absolute()
+                .map(|v| format!("{v:o}"))
+                .unwrap_or_default(),
+        ),
+    }
+}
+
+/// The owner arguments of the scripts: as written, its user part, its group part.
+fn owner_args(owner: Option<&OwnerSpec>) -> (&str, &str, &str) {
+    match owner {
+        None => ("", "", ""),
+        Some(o) => (
+            o.text.as_str(),
+            o.user.as_deref().unwrap_or(""),
+            o.group.as_deref().unwrap_or(""),
+        ),
+    }
+}
+
+/// The first line of a script's answer — the state before, as `kind [MODE USER GROUP UID
+/// GID]` or `absent noparent` — and the lines after it. `None` when there is no first
+/// line or it cannot be read.
+fn parse_before(path: &str, stdout: &[u8]) -> (Option<(FileState, bool)>, Vec<String>) {
+    let text = String::from_utf8_lossy(stdout);
+    let mut lines = text.lines();
+    let first = lines.next().map(|l| {
+        let mut head = l.as_bytes().to_vec();
+        head.push(b'\n');
+        parse_probe(path, head)
+    });
+    let rest = lines.map(str::to_string).collect();
+    match first {
+        Some(Ok(p)) => (Some((p.state, p.parent_exists)), rest),
+        _ => (None, rest),
+    }
+}
+
+fn parse_probe(path: &str, stdout: Vec<u8>) -> Result<Probe, ModuleError> {
     let bad = |why: &str| ModuleError::Remote(format!("inspecting {path}: {why}"));
     let nl = stdout
         .iter()
@@ -371,10 +570,38 @@ fn parse_probe(path: &str, stdout: Vec<u8>) -> Result<FileState, ModuleError> {
     let head = String::from_utf8_lossy(&stdout[..nl]).to_string();
     let mut fields = head.split_whitespace();
     let kind = fields.next().unwrap_or_default();
-    if kind == "absent" {
-        return Ok(FileState::Absent);
-    }
     let rest: Vec<&str> = fields.collect();
+    let found = |state| {
+        Ok(Probe {
+            state,
+            parent_exists: true,
+        })
+    };
+    match (kind, &rest[..]) {
+        ("absent", []) => return found(FileState::Absent),
+        ("absent", ["noparent"]) => {
+            return Ok(Probe {
+                state: FileState::Absent,
+                parent_exists: false,
+            })
+        }
+        // The one-command scripts name what they will not touch without its attributes.
+        ("file", []) => {
+            return found(FileState::File {
+                content: Vec::new(),
+                mode: None,
+                owner: None,
+            })
+        }
+        ("directory", []) => {
+            return found(FileState::Directory {
+                mode: None,
+                owner: None,
+            })
+        }
+        ("other", []) => return found(FileState::Other),
+        _ => {}
+    }
     let [mode, user, group, uid, gid] = rest[..] else {
         return Err(bad(&format!("unexpected answer {head:?}")));
     };
@@ -386,16 +613,16 @@ fn parse_probe(path: &str, stdout: Vec<u8>) -> Result<FileState, ModuleError> {
         gid: gid.parse().ok(),
     };
     match kind {
-        "file" => Ok(FileState::File {
+        "file" => found(FileState::File {
             content: stdout[nl + 1..].to_vec(),
             mode: Some(mode),
             owner: Some(owner),
         }),
-        "directory" => Ok(FileState::Directory {
+        "directory" => found(FileState::Directory {
             mode: Some(mode),
             owner: Some(owner),
         }),
-        "other" => Ok(FileState::Other),
+        "other" => found(FileState::Other),
         _ => Err(bad(&format!("unexpected answer {head:?}"))),
     }
 }
@@ -432,9 +659,21 @@ mod tests {
     fn probe_answers() {
         assert_eq!(
             parse_probe("/x", b"absent\n".to_vec()).unwrap(),
-            FileState::Absent
+            Probe {
+                state: FileState::Absent,
+                parent_exists: true
+            }
         );
-        let f = parse_probe("/x", b"file 644 root root 0 0\nhello\n".to_vec()).unwrap();
+        assert_eq!(
+            parse_probe("/x", b"absent noparent\n".to_vec()).unwrap(),
+            Probe {
+                state: FileState::Absent,
+                parent_exists: false
+            }
+        );
+        let f = parse_probe("/x", b"file 644 root root 0 0\nhello\n".to_vec())
+            .unwrap()
+            .state;
         assert_eq!(
             f,
             FileState::File {
@@ -449,6 +688,27 @@ mod tests {
             }
         );
         assert!(parse_probe("/x", b"file 644\n".to_vec()).is_err());
+        assert!(parse_probe("/x", b"absent nonsense\n".to_vec()).is_err());
         assert!(parse_probe("/x", Vec::new()).is_err());
+        // The one-command scripts' first line, and what follows it.
+        let (before, rest) = parse_before("/x", b"directory\n");
+        assert_eq!(
+            before,
+            Some((
+                FileState::Directory {
+                    mode: None,
+                    owner: None
+                },
+                true
+            ))
+        );
+        assert!(rest.is_empty());
+        let (before, rest) = parse_before("/x", b"file 600 a b 1 2\nsame\n");
+        assert!(matches!(
+            before,
+            Some((FileState::File { mode: Some(0o600), ref content, .. }, true)) if content.is_empty()
+        ));
+        assert_eq!(rest, vec!["same".to_string()]);
+        assert_eq!(parse_before("/x", b"").0, None);
     }
 }
