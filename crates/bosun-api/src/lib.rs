@@ -182,6 +182,9 @@ pub struct DriftDetection {
     /// Start a tracked run when drift is found.
     #[serde(default)]
     pub reconcile: bool,
+    /// IANA time zone the schedule is read in [default: `UTC`]; answers always carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// AWS credentials through the run's OIDC identity: the role each phase assumes.

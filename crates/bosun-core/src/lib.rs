@@ -4,6 +4,8 @@
 //! and the CLI all lean on it so that a rule is written once.
 
 pub mod authz;
+pub mod cron;
+pub mod drift;
 pub mod id;
 pub mod integrations;
 pub mod outputs;

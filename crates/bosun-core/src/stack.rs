@@ -55,6 +55,8 @@ pub struct DependencyInput {
 pub struct DriftInput {
     pub schedule: String,
     pub reconcile: bool,
+    /// IANA time zone the schedule is read in [default: `UTC`].
+    pub timezone: Option<String>,
 }
 
 /// A validated stack definition.
@@ -169,6 +171,15 @@ pub struct Dependency {
 pub struct DriftDetection {
     pub schedule: String,
     pub reconcile: bool,
+    /// The IANA time zone the schedule's wall times are in.
+    pub timezone: String,
+}
+
+impl DriftDetection {
+    /// The parsed schedule (valid: checked when the stack was saved).
+    pub fn parsed(&self) -> Result<crate::cron::Schedule, ValidationError> {
+        crate::cron::Schedule::parse(&self.schedule, &self.timezone)
+    }
 }
 
 pub const DEFAULT_BRANCH: &str = "main";
@@ -304,6 +315,7 @@ impl StackSpec {
             drift_detection: self.drift_detection.as_ref().map(|d| DriftInput {
                 schedule: d.schedule.clone(),
                 reconcile: d.reconcile,
+                timezone: Some(d.timezone.clone()),
             }),
             runner_pool: Some(self.runner_pool.to_string()),
             aws: self.aws.as_ref().map(|a| AwsInput {
@@ -773,13 +785,12 @@ impl Dependency {
 
 impl DriftDetection {
     fn from_input(d: DriftInput) -> Result<Self, ValidationError> {
-        let schedule = d.schedule.trim().to_string();
-        croner::Cron::new(&schedule).parse().map_err(|e| {
-            ValidationError::new("schedule", format!("invalid cron {schedule:?}: {e}"))
-        })?;
+        let timezone = d.timezone.as_deref().unwrap_or("UTC");
+        let parsed = crate::cron::Schedule::parse(&d.schedule, timezone)?;
         Ok(DriftDetection {
-            schedule,
+            schedule: parsed.expression().to_string(),
             reconcile: d.reconcile,
+            timezone: parsed.timezone().name().to_string(),
         })
     }
 }
@@ -957,10 +968,20 @@ mod tests {
                 |i| {
                     i.drift_detection = Some(DriftInput {
                         schedule: "every day".into(),
-                        reconcile: false,
+                        ..Default::default()
                     })
                 },
                 "drift_detection.schedule",
+            ),
+            (
+                |i| {
+                    i.drift_detection = Some(DriftInput {
+                        schedule: "0 3 * * *".into(),
+                        timezone: Some("Europe/Atlantis".into()),
+                        ..Default::default()
+                    })
+                },
+                "drift_detection.timezone",
             ),
             (|i| i.name = Some("   ".into()), "name"),
         ];

@@ -64,6 +64,7 @@ fn drift_in(d: bosun_api::DriftDetection) -> DriftInput {
     DriftInput {
         schedule: d.schedule,
         reconcile: d.reconcile,
+        timezone: d.timezone,
     }
 }
 
@@ -238,6 +239,7 @@ pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack 
         drift_detection: s.drift_detection.map(|d| bosun_api::DriftDetection {
             schedule: d.schedule,
             reconcile: d.reconcile,
+            timezone: Some(d.timezone),
         }),
         runner_pool: s.runner_pool.to_string(),
         aws: s.aws.map(|a| bosun_api::AwsIntegration {

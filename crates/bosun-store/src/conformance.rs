@@ -370,6 +370,7 @@ fn full_spec() -> StackSpec {
         drift_detection: Some(DriftInput {
             schedule: "0 */6 * * *".into(),
             reconcile: true,
+            timezone: Some("Europe/Berlin".into()),
         }),
         runner_pool: Some("edge".into()),
         aws: Some(bosun_core::stack::AwsInput {

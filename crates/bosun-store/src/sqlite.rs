@@ -488,6 +488,7 @@ fn stack_record(r: StackRow) -> Result<StackRecord> {
         .map(|d| DriftInput {
             schedule: d["schedule"].as_str().unwrap_or_default().to_string(),
             reconcile: d["reconcile"].as_bool().unwrap_or(false),
+            timezone: d["timezone"].as_str().map(str::to_string),
         });
     let aws = r
         .aws
@@ -610,7 +611,10 @@ fn stack_columns(spec: &StackSpec) -> StackColumns {
         drift_detection: spec
             .drift_detection
             .as_ref()
-            .map(|d| json!({"schedule": d.schedule, "reconcile": d.reconcile}).to_string()),
+            .map(|d| {
+                json!({"schedule": d.schedule, "reconcile": d.reconcile, "timezone": d.timezone})
+                    .to_string()
+            }),
         aws: spec.aws.as_ref().map(|a| {
             json!({
                 "plan_role_arn": a.plan_role_arn,

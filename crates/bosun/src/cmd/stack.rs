@@ -120,9 +120,12 @@ pub struct StackFields {
     /// An upstream stack this one depends on (repeatable; on update, replaces the list).
     #[arg(long = "depends-on", value_name = "STACK")]
     depends_on: Vec<String>,
-    /// Cron schedule for drift detection.
+    /// Cron schedule for drift detection (5 fields, or @hourly/@daily/@weekly/…).
     #[arg(long, value_name = "CRON")]
     drift_schedule: Option<String>,
+    /// IANA time zone the drift schedule is read in [default: UTC].
+    #[arg(long, value_name = "ZONE")]
+    drift_timezone: Option<String>,
     /// Start a tracked run when drift is found (`--drift-reconcile=false` turns it off).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true")]
@@ -166,7 +169,7 @@ pub struct UpdateArgs {
     #[arg(long, conflicts_with = "environment")]
     clear_environment: bool,
     /// Turn drift detection off.
-    #[arg(long, conflicts_with_all = ["drift_schedule", "drift_reconcile"])]
+    #[arg(long, conflicts_with_all = ["drift_schedule", "drift_reconcile", "drift_timezone"])]
     clear_drift_detection: bool,
     /// Forget the engine binary (use the default one).
     #[arg(long, conflicts_with = "engine_binary")]
@@ -221,13 +224,15 @@ fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
         return read_create_file(file);
     }
     let f = args.fields;
-    let drift_detection = match (f.drift_schedule, f.drift_reconcile) {
-        (Some(schedule), reconcile) => Some(DriftDetection {
+    let drift_detection = match (f.drift_schedule, f.drift_reconcile, f.drift_timezone) {
+        (Some(schedule), reconcile, timezone) => Some(DriftDetection {
             schedule,
             reconcile: reconcile.unwrap_or(false),
+            timezone,
         }),
-        (None, Some(_)) => bail!("--drift-reconcile needs --drift-schedule"),
-        (None, None) => None,
+        (None, Some(_), _) => bail!("--drift-reconcile needs --drift-schedule"),
+        (None, None, Some(_)) => bail!("--drift-timezone needs --drift-schedule"),
+        (None, None, None) => None,
     };
     let aws = match (f.aws_plan_role_arn, f.aws_apply_role_arn) {
         (Some(plan_role_arn), apply_role_arn) => Some(AwsIntegration {
@@ -276,22 +281,26 @@ fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<Stac
     let drift_detection = if args.clear_drift_detection {
         Some(None)
     } else {
-        match (&f.drift_schedule, f.drift_reconcile) {
-            (None, None) => None,
-            (schedule, reconcile) => {
+        match (&f.drift_schedule, f.drift_reconcile, &f.drift_timezone) {
+            (None, None, None) => None,
+            (schedule, reconcile, timezone) => {
                 let stored = current.and_then(|s| s.drift_detection.clone());
                 let schedule = match (schedule, &stored) {
                     (Some(s), _) => s.clone(),
                     (None, Some(d)) => d.schedule.clone(),
                     (None, None) => bail!(
-                        "stack {} has no drift detection: --drift-reconcile needs --drift-schedule",
+                        "stack {} has no drift detection: --drift-reconcile and --drift-timezone need --drift-schedule",
                         args.id
                     ),
                 };
+                let timezone = timezone
+                    .clone()
+                    .or(stored.as_ref().and_then(|d| d.timezone.clone()));
                 let reconcile = reconcile.or(stored.map(|d| d.reconcile)).unwrap_or(false);
                 Some(Some(DriftDetection {
                     schedule,
                     reconcile,
+                    timezone,
                 }))
             }
         }
@@ -493,8 +502,15 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
         }
         StackCommand::Update(args) => {
             let f = &args.fields;
+            // The patch replaces drift detection whole: keep the parts no flag names.
+            let given = [
+                f.drift_schedule.is_some(),
+                f.drift_reconcile.is_some(),
+                f.drift_timezone.is_some(),
+            ];
             let partial_drift = !args.clear_drift_detection
-                && (f.drift_schedule.is_some() != f.drift_reconcile.is_some());
+                && given.contains(&true)
+                && given.contains(&false);
             // Any AWS flag rewrites the whole integration: keep what it does not name.
             let aws_change = f.aws_plan_role_arn.is_some() || f.aws_apply_role_arn.is_some();
             let current: Option<Stack> = if partial_drift || aws_change {
