@@ -988,3 +988,565 @@ fn the_run_future_is_send() {
     let fut = exec::run(&p, &inv, opts(true), |_| {});
     assert_send(&fut);
 }
+
+// ---- file steps: one command each, predictions equal to what the real run does ------------
+
+/// A path's state as the tests compare it: kind, bytes, mode, owner ids, inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    dir: bool,
+    content: Vec<u8>,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    ino: u64,
+}
+
+fn seen(path: &Path) -> Option<Seen> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(Seen {
+        dir: m.is_dir(),
+        content: if m.is_file() {
+            std::fs::read(path).unwrap()
+        } else {
+            Vec::new()
+        },
+        mode: m.mode() & 0o7777,
+        uid: m.uid(),
+        gid: m.gid(),
+        ino: m.ino(),
+    })
+}
+
+/// Every path under `dir` with its state (to show a dry run changed nothing).
+fn snapshot(dir: &Path) -> BTreeMap<String, Seen> {
+    let mut all = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let s = seen(&p).unwrap();
+            if s.dir {
+                todo.push(p.clone());
+            }
+            all.insert(p.display().to_string(), s);
+        }
+    }
+    all
+}
+
+fn file_with(path: &Path, content: &str, mode: u32) {
+    std::fs::write(path, content).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn dir_with(path: &Path, mode: u32) {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// One file step on its own path, with the result both modes must report.
+struct Case {
+    name: &'static str,
+    path: String,
+    module: Module,
+    status: HostStatus,
+    message: String,
+    /// The real run must leave the file's inode as it was (mode or owner changed in place).
+    same_inode: bool,
+}
+
+fn running_as_root(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).unwrap().uid() == 0
+}
+
+/// The cases, with their starting state made under `dir`: for `file.copy`, created,
+/// unchanged, content changed (other size and same size), mode only (octal and
+/// symbolic), content and symbolic mode, owner (changed only as root), a missing folder
+/// above and a directory in the way; for `file.directory` and `file.absent` the same
+/// kinds; `file.lineinfile` changing only the mode.
+fn file_cases(dir: &Path) -> Vec<Case> {
+    let root = running_as_root(dir);
+    let me = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir).unwrap().uid()
+    };
+    let p = |name: &str| format!("{}/{name}", d(dir));
+    let case = |name: &'static str, module: Module, status, message: String| Case {
+        name,
+        path: p(name),
+        module,
+        status,
+        message,
+        same_inode: false,
+    };
+    let copy_m =
+        |name: &str, content: &str, mode: Option<&str>, owner: Option<&str>| Module::Copy {
+            path: p(name),
+            source: CopySource::Content(content.into()),
+            mode: mode.map(Into::into),
+            owner: owner.map(Into::into),
+        };
+    let dir_m = |name: &str, mode: Option<&str>, owner: Option<&str>| Module::Directory {
+        path: p(name),
+        mode: mode.map(Into::into),
+        owner: owner.map(Into::into),
+    };
+    let at = |name: &str| dir.join(name);
+    let mut cases = Vec::new();
+
+    cases.push(case(
+        "c_created",
+        copy_m("c_created", "hello\n", Some("0640"), None),
+        HostStatus::Changed,
+        "file created".into(),
+    ));
+    file_with(&at("c_unchanged"), "same\n", 0o644);
+    cases.push(case(
+        "c_unchanged",
+        copy_m("c_unchanged", "same\n", Some("0644"), None),
+        HostStatus::Ok,
+        "unchanged".into(),
+    ));
+    file_with(&at("c_content"), "old\n", 0o600);
+    cases.push(case(
+        "c_content",
+        copy_m("c_content", "newer\n", None, None),
+        HostStatus::Changed,
+        "content replaced".into(),
+    ));
+    file_with(&at("c_same_size"), "abc\n", 0o644);
+    cases.push(case(
+        "c_same_size",
+        copy_m("c_same_size", "xyz\n", None, None),
+        HostStatus::Changed,
+        "content replaced".into(),
+    ));
+    file_with(&at("c_mode"), "m\n", 0o644);
+    cases.push(Case {
+        same_inode: true,
+        ..case(
+            "c_mode",
+            copy_m("c_mode", "m\n", Some("0600"), None),
+            HostStatus::Changed,
+            "mode 0644 → 0600".into(),
+        )
+    });
+    file_with(&at("c_symbolic"), "s\n", 0o644);
+    cases.push(Case {
+        same_inode: true,
+        ..case(
+            "c_symbolic",
+            copy_m("c_symbolic", "s\n", Some("go-r"), None),
+            HostStatus::Changed,
+            "mode 0644 → 0600".into(),
+        )
+    });
+    file_with(&at("c_symbolic_content"), "s\n", 0o640);
+    cases.push(case(
+        "c_symbolic_content",
+        copy_m("c_symbolic_content", "t2\n", Some("u+x"), None),
+        HostStatus::Changed,
+        "content replaced, mode 0640 → 0740".into(),
+    ));
+    file_with(&at("c_owner_same"), "o\n", 0o644);
+    cases.push(case(
+        "c_owner_same",
+        copy_m("c_owner_same", "o\n", None, Some(&me.to_string())),
+        HostStatus::Ok,
+        "unchanged".into(),
+    ));
+    if root {
+        file_with(&at("c_owner"), "o\n", 0o644);
+        cases.push(Case {
+            same_inode: true,
+            ..case(
+                "c_owner",
+                copy_m("c_owner", "o\n", None, Some("65534:65534")),
+                HostStatus::Changed,
+                "owner set to 65534:65534".into(),
+            )
+        });
+        file_with(&at("c_owner_content"), "o\n", 0o4755);
+        cases.push(case(
+            "c_owner_content",
+            copy_m("c_owner_content", "o2\n", Some("4755"), Some("65534")),
+            HostStatus::Changed,
+            "content replaced, owner set to 65534".into(),
+        ));
+        cases.push(case(
+            "c_owner_new",
+            copy_m("c_owner_new", "n\n", Some("0600"), Some("65534:65534")),
+            HostStatus::Changed,
+            "file created".into(),
+        ));
+    }
+    cases.push(case(
+        "c_noparent",
+        copy_m("c_missing/f", "f\n", None, None),
+        HostStatus::Failed,
+        format!("destination directory {} does not exist", p("c_missing")),
+    ));
+    cases.last_mut().unwrap().path = p("c_missing/f");
+    dir_with(&at("c_isdir"), 0o755);
+    cases.push(case(
+        "c_isdir",
+        copy_m("c_isdir", "f\n", None, None),
+        HostStatus::Failed,
+        format!(
+            "{} is a directory; file.copy works on regular files",
+            p("c_isdir")
+        ),
+    ));
+
+    cases.push(case(
+        "d_created",
+        dir_m("d_created/a/b", Some("0750"), None),
+        HostStatus::Changed,
+        "directory created".into(),
+    ));
+    cases.last_mut().unwrap().path = p("d_created/a/b");
+    cases.push(case(
+        "d_created_symbolic",
+        dir_m("d_created_symbolic", Some("g+s"), None),
+        HostStatus::Changed,
+        "directory created".into(),
+    ));
+    dir_with(&at("d_exists"), 0o755);
+    cases.push(case(
+        "d_exists",
+        dir_m("d_exists", Some("0755"), None),
+        HostStatus::Ok,
+        "directory exists".into(),
+    ));
+    dir_with(&at("d_mode"), 0o755);
+    cases.push(Case {
+        same_inode: true,
+        ..case(
+            "d_mode",
+            dir_m("d_mode", Some("0700"), None),
+            HostStatus::Changed,
+            "mode 0755 → 0700".into(),
+        )
+    });
+    dir_with(&at("d_symbolic"), 0o755);
+    cases.push(Case {
+        same_inode: true,
+        ..case(
+            "d_symbolic",
+            dir_m("d_symbolic", Some("g+w,o-rx"), None),
+            HostStatus::Changed,
+            "mode 0755 → 0770".into(),
+        )
+    });
+    if root {
+        dir_with(&at("d_owner"), 0o755);
+        cases.push(Case {
+            same_inode: true,
+            ..case(
+                "d_owner",
+                dir_m("d_owner", None, Some("65534:65534")),
+                HostStatus::Changed,
+                "owner set to 65534:65534".into(),
+            )
+        });
+    }
+    file_with(&at("d_isfile"), "f\n", 0o644);
+    cases.push(case(
+        "d_isfile",
+        dir_m("d_isfile", Some("0755"), None),
+        HostStatus::Failed,
+        format!("{} exists and is a file, not a directory", p("d_isfile")),
+    ));
+
+    file_with(&at("a_file"), "x\n", 0o644);
+    cases.push(case(
+        "a_file",
+        Module::Absent { path: p("a_file") },
+        HostStatus::Changed,
+        "removed".into(),
+    ));
+    dir_with(&at("a_dir/inner"), 0o755);
+    file_with(&at("a_dir/inner/f"), "x\n", 0o644);
+    cases.push(case(
+        "a_dir",
+        Module::Absent { path: p("a_dir") },
+        HostStatus::Changed,
+        "directory removed (with everything in it)".into(),
+    ));
+    cases.push(case(
+        "a_absent",
+        Module::Absent {
+            path: p("a_absent"),
+        },
+        HostStatus::Ok,
+        "already absent".into(),
+    ));
+
+    file_with(&at("l_mode"), "x=1\n", 0o644);
+    cases.push(Case {
+        same_inode: true,
+        ..case(
+            "l_mode",
+            Module::LineInFile(LineInFileArgs {
+                path: p("l_mode"),
+                regexp: Some("^x=".into()),
+                line: Some("x=1".into()),
+                mode: Some("0600".into()),
+                ..LineInFileArgs::default()
+            }),
+            HostStatus::Changed,
+            "mode 0644 → 0600".into(),
+        )
+    });
+    file_with(&at("l_edit"), "x=1\ny=2\n", 0o640);
+    cases.push(case(
+        "l_edit",
+        lineinfile(&p("l_edit"), Some("^x="), "x=5"),
+        HostStatus::Changed,
+        "line replaced".into(),
+    ));
+    cases
+}
+
+/// Whether the predicted state `after` is what the real run left at `path`.
+fn agrees(after: &FileState, real: Option<&Seen>) -> Result<(), String> {
+    let owner_ok = |owner: &Option<bosun_plans::modules::Ownership>, s: &Seen| match owner {
+        None => true,
+        Some(o) => {
+            let uid = o.uid.or_else(|| o.user.parse().ok());
+            let gid = o.gid.or_else(|| o.group.parse().ok());
+            uid.is_none_or(|u| u == s.uid) && gid.is_none_or(|g| g == s.gid)
+        }
+    };
+    match (after, real) {
+        (FileState::Absent, None) => Ok(()),
+        (
+            FileState::File {
+                content,
+                mode,
+                owner,
+            },
+            Some(s),
+        ) if !s.dir
+            && &s.content == content
+            && mode.is_none_or(|m| m == s.mode)
+            && owner_ok(owner, s) =>
+        {
+            Ok(())
+        }
+        (FileState::Directory { mode, owner }, Some(s))
+            if s.dir && mode.is_none_or(|m| m == s.mode) && owner_ok(owner, s) =>
+        {
+            Ok(())
+        }
+        _ => Err(format!("predicted {after:?}, found {real:?}")),
+    }
+}
+
+/// Dry run (changes nothing), real run (the same statuses and messages, predictions
+/// equal to the files), then both again (nothing left to do).
+async fn check_file_cases(inv: &Inventory, host: &str, dir: &Path) {
+    let cases = file_cases(dir);
+    let steps = cases
+        .iter()
+        .map(|c| Step {
+            continue_on_error: true,
+            ..step(c.name, c.module.clone())
+        })
+        .collect();
+    let p = plan(inv, steps);
+    let before = snapshot(dir);
+    let dry = run(&p, inv, opts(true)).await;
+    assert_eq!(snapshot(dir), before, "the dry run changed files");
+    let real = run(&p, inv, opts(false)).await;
+    for (i, c) in cases.iter().enumerate() {
+        let (dr, rr) = (
+            dry.result(i + 1, host).unwrap(),
+            real.result(i + 1, host).unwrap(),
+        );
+        assert_eq!(
+            (dr.status, rr.status),
+            (c.status, c.status),
+            "{}: dry {dr:#?} real {rr:#?}",
+            c.name
+        );
+        assert_eq!(dr.message, c.message, "{} (dry)", c.name);
+        assert_eq!(rr.message, c.message, "{} (real)", c.name);
+        let now = seen(Path::new(&c.path));
+        if let Some(pred) = &dr.prediction {
+            agrees(&pred.after, now.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        } else {
+            assert!(c.status.is_failure(), "{}: no prediction", c.name);
+        }
+        if c.same_inode {
+            let was = &before[&c.path];
+            assert_eq!(now.as_ref().map(|s| s.ino), Some(was.ino), "{}", c.name);
+        }
+    }
+    let leftovers: Vec<_> = snapshot(dir)
+        .into_keys()
+        .filter(|p| p.contains(".bosun."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Symbolic modes on directories made with the host's default mode: checked here.
+    let made = seen(&dir.join("d_created_symbolic")).unwrap();
+    assert_eq!(made.mode & 0o2000, 0o2000);
+
+    let settled = snapshot(dir);
+    let dry2 = run(&p, inv, opts(true)).await;
+    let real2 = run(&p, inv, opts(false)).await;
+    for (i, c) in cases.iter().enumerate() {
+        let (dr, rr) = (
+            dry2.result(i + 1, host).unwrap(),
+            real2.result(i + 1, host).unwrap(),
+        );
+        let want = if c.status.is_failure() {
+            c.status
+        } else {
+            HostStatus::Ok
+        };
+        assert_eq!((dr.status, rr.status), (want, want), "{} again", c.name);
+        assert_eq!(dr.message, rr.message, "{} again", c.name);
+    }
+    // A run with nothing to do rewrites nothing.
+    assert_eq!(snapshot(dir), settled);
+}
+
+#[tokio::test]
+async fn file_steps_over_local_predictions_and_results_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(vec![local("a")]);
+    check_file_cases(&inv, "a", dir.path()).await;
+}
+
+#[tokio::test]
+async fn file_steps_over_ssh_predictions_and_results_agree() {
+    use bosun_testkit::sshd::{require_sshd, SshdHost};
+    if !require_sshd() {
+        return;
+    }
+    let sshd_dir = tempfile::tempdir().unwrap();
+    let sshd = SshdHost::start(sshd_dir.path());
+    let inv = inventory(vec![Host {
+        name: "s".into(),
+        address: sshd.address().into(),
+        port: sshd.port(),
+        user: Some(sshd.user().into()),
+        connection: ConnectionKind::Ssh,
+        identity_file: Some(sshd.client_key_path().to_path_buf()),
+        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
+        ..Host::default()
+    }]);
+    let dir = tempfile::tempdir().unwrap();
+    check_file_cases(&inv, "s", dir.path()).await;
+}
+
+/// A connection that counts the commands it runs (on this machine).
+struct Counting {
+    inner: bosun_plans::connection::local::LocalConnection,
+    commands: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl bosun_plans::connection::Connection for Counting {
+    async fn run(
+        &self,
+        request: &bosun_plans::connection::RunRequest,
+    ) -> Result<bosun_plans::connection::Output, bosun_plans::connection::ConnError> {
+        self.commands
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.run(request).await
+    }
+    async fn close(&self) {}
+}
+
+/// How many remote commands each file step takes: one for `file.copy`,
+/// `file.directory` and `file.absent` whatever they find; `file.lineinfile` one to read
+/// and one more only when it writes; a dry run one probe per path.
+#[tokio::test]
+async fn file_steps_take_one_remote_command_each() {
+    use bosun_plans::modules::{self, mode, Overlay, Remote, RenderedModule, RenderedSource};
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| format!("{}/{n}", d(dir.path()));
+    let conn = Counting {
+        inner: bosun_plans::connection::local::LocalConnection::new(),
+        commands: Default::default(),
+    };
+    let remote = Remote {
+        conn: &conn,
+        sudo: false,
+        deadline: None,
+    };
+    let copy = |path: String, content: &str, m: Option<&str>| RenderedModule::Copy {
+        path,
+        source: RenderedSource::Content(content.into()),
+        mode: m.map(|m| mode::parse(m).unwrap()),
+        owner: None,
+    };
+    let line = |path: String, l: &str| RenderedModule::LineInFile {
+        path,
+        params: bosun_plans::lineinfile::Params {
+            line: Some(l.into()),
+            regexp: Some("^x=".into()),
+            ..Default::default()
+        },
+        mode: None,
+        owner: None,
+    };
+    let directory = |path: String| RenderedModule::Directory {
+        path,
+        mode: Some(mode::parse("0750").unwrap()),
+        owner: None,
+    };
+    file_with(&dir.path().join("conf"), "x=1\n", 0o644);
+    let cases: Vec<(&str, RenderedModule, bool, usize)> = vec![
+        ("copy creates", copy(p("f"), "a\n", Some("0600")), true, 1),
+        ("copy unchanged", copy(p("f"), "a\n", Some("0600")), true, 1),
+        ("copy content", copy(p("f"), "bb\n", None), true, 1),
+        ("copy mode", copy(p("f"), "bb\n", Some("0640")), true, 1),
+        ("copy no folder", copy(p("none/f"), "a\n", None), false, 1),
+        (
+            "copy onto a folder",
+            copy(d(dir.path()), "a\n", None),
+            false,
+            1,
+        ),
+        ("directory creates", directory(p("d/e")), true, 1),
+        ("directory exists", directory(p("d/e")), true, 1),
+        (
+            "absent removes",
+            RenderedModule::Absent { path: p("d") },
+            true,
+            1,
+        ),
+        (
+            "absent already",
+            RenderedModule::Absent { path: p("d") },
+            true,
+            1,
+        ),
+        ("lineinfile unchanged", line(p("conf"), "x=1"), true, 1),
+        ("lineinfile changes", line(p("conf"), "x=2"), true, 2),
+    ];
+    for (what, module, ok, want) in cases {
+        conn.commands.store(0, std::sync::atomic::Ordering::SeqCst);
+        let result = modules::apply(&module, &remote).await;
+        assert_eq!(result.is_ok(), ok, "{what}: {result:?}");
+        assert_eq!(
+            conn.commands.load(std::sync::atomic::Ordering::SeqCst),
+            want,
+            "{what}"
+        );
+        // A dry run probes once (the folder above an absent path in the same command).
+        conn.commands.store(0, std::sync::atomic::Ordering::SeqCst);
+        let _ = modules::predict(&module, &remote, &mut Overlay::new(), "s").await;
+        assert_eq!(
+            conn.commands.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{what} (dry run)"
+        );
+    }
+}
