@@ -223,6 +223,9 @@ pub struct Stack {
     pub aws: Option<AwsIntegration>,
     /// Whether Bosun can reach the stack's repository.
     pub connection: StackConnection,
+    /// How drift checking goes, for a stack with drift detection.
+    #[serde(default)]
+    pub drift_status: Option<StackDriftStatus>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -561,9 +564,33 @@ pub struct Run {
     pub retry_of: Option<String>,
     /// The pull request a proposed run plans.
     pub pull_request: Option<i64>,
+    /// A dependency run: the upstream run that started it.
+    #[serde(default)]
+    pub upstream_run: Option<String>,
+    /// The upstream outputs this run was given, and from which state versions.
+    #[serde(default)]
+    pub consumed: Vec<ConsumedOutput>,
+    /// A drift run's outcome.
+    #[serde(default)]
+    pub drift: Option<RunDrift>,
+    /// A tracked run a drift run's reconcile started: that drift run.
+    #[serde(default)]
+    pub reconciles: Option<String>,
     pub phases: Vec<PhaseTiming>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// One upstream output a run was given as `TF_VAR_<variable>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ConsumedOutput {
+    /// The upstream stack.
+    pub stack: String,
+    /// The upstream state version the value came from.
+    pub version: i64,
+    pub output: String,
+    pub variable: String,
+    pub sensitive: bool,
 }
 
 /// A chunk of a run's log. Chunks are numbered from 0 without gaps.
@@ -838,4 +865,137 @@ pub struct StackOutputChange {
     /// The current value, for a `changed` or `added` output that is not sensitive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<serde_json::Value>,
+}
+
+// ---- Notifications ----
+
+/// A rule of a notification target: an event is sent when its kind is in `events` and,
+/// for `run_ended`, the run's kind and final state are listed (an empty list: any).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationRule {
+    /// `run_ended`, `late_write`, `old_lock`, `stale_drift_check`.
+    pub events: Vec<String>,
+    /// `tracked`, `proposed`, `drift`.
+    #[serde(default)]
+    pub run_kinds: Vec<String>,
+    /// Terminal run states: `failed`, `force_failed`, `interrupted`, `finished`, …
+    #[serde(default)]
+    pub run_states: Vec<String>,
+}
+
+/// The body of `POST /orgs/{org}/notifications/targets`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationTargetCreate {
+    pub id: String,
+    /// `webhook` (JSON, HMAC-signed) or `slack` (incoming webhook).
+    pub kind: String,
+    /// `http://` or `https://`.
+    pub url: String,
+    /// The webhook's HMAC-SHA256 key (required for `webhook`, refused for `slack`);
+    /// write-only.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// None or empty: the defaults (failed, force-failed and interrupted runs of every
+    /// kind, late writes, old locks, stale drift checks).
+    #[serde(default)]
+    pub rules: Option<Vec<NotificationRule>>,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+/// The body of `PATCH /orgs/{org}/notifications/targets/{id}`: only the given fields
+/// change (`rules: []` returns to the defaults).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationTargetPatch {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub secret: Option<String>,
+    #[serde(default)]
+    pub rules: Option<Vec<NotificationRule>>,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+/// A notification target as the API shows it (never its secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NotificationTargetInfo {
+    pub id: String,
+    pub kind: String,
+    pub url: String,
+    /// Whether an HMAC secret is set.
+    pub has_secret: bool,
+    /// The rules in force (the defaults when `default_rules`).
+    pub rules: Vec<NotificationRule>,
+    pub default_rules: bool,
+    pub enabled: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub updated_by: String,
+}
+
+/// One entry of a target's delivery log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NotificationDeliveryInfo {
+    /// Also sent as `X-Bosun-Delivery`.
+    pub id: i64,
+    pub event_id: i64,
+    /// `run_ended`, `late_write`, `old_lock`, `stale_drift_check` or `test`.
+    pub event: String,
+    /// The event's details (org, stack, run, state, …).
+    pub data: serde_json::Value,
+    pub attempts: i64,
+    /// `pending`, `delivered` or `failed` (gave up after the last attempt).
+    pub status: String,
+    pub last_status_code: Option<i64>,
+    pub last_error: Option<String>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+// ---- Drift detection ----
+
+/// A drift run's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunDrift {
+    /// `pending` (not ended), `no_drift`, `drift_detected` or `failed` (ended any other
+    /// way than a finished plan: before the plan too — integrations, clone, engine).
+    pub result: String,
+    /// The tracked run `reconcile` started for detected drift.
+    pub reconcile_run: Option<String>,
+}
+
+/// One completed or failed drift check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DriftCheck {
+    pub run: String,
+    /// `no_drift`, `drift_detected` or `failed`.
+    pub result: String,
+    /// When the drift run ended.
+    pub checked_at: DateTime<Utc>,
+    pub reconcile_run: Option<String>,
+}
+
+/// A stack's drift checking: the next check and how the last ones went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StackDriftStatus {
+    /// The next scheduled check (absent until the scheduler has armed the schedule).
+    pub next_check_at: Option<DateTime<Utc>>,
+    /// The latest check that completed (`no_drift` or `drift_detected`).
+    pub last_success: Option<DriftCheck>,
+    /// The latest check whatever its result.
+    pub last_check: Option<DriftCheck>,
+    /// A drift run of the stack that has not ended.
+    pub open_run: Option<String>,
+    /// Seconds since the last successful check (or, with none, since checking began).
+    pub age_seconds: Option<i64>,
+    /// The last successful check is older than twice the schedule's interval.
+    pub stale: bool,
+    /// What the last scheduled check noted: fire times missed while the server was down,
+    /// or why it started no run.
+    pub last_fire_note: Option<String>,
 }

@@ -56,6 +56,10 @@ pub struct ServerConfig {
     pub secrets: SecretsConfig,
     /// The OIDC issuer: token lifetime and signing-key rotation.
     pub oidc: OidcConfig,
+    /// Notification delivery: retries, timeouts, the old-lock threshold.
+    pub notify: NotifyConfig,
+    /// The scheduler (drift checks): how often it looks, and the clock it reads.
+    pub schedules: crate::schedules::ScheduleConfig,
     pub bootstrap_token: Option<String>,
 }
 
@@ -113,6 +117,33 @@ impl Default for OidcConfig {
         OidcConfig {
             token_ttl: std::time::Duration::from_secs(600),
             rotate_every: std::time::Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+/// Notification delivery settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotifyConfig {
+    /// A state lock held this long notifies (once per lock); zero turns it off.
+    pub lock_age: std::time::Duration,
+    /// The first retry's delay; each further one is three times the last.
+    pub retry_base: std::time::Duration,
+    /// Attempts before a delivery is given up.
+    pub max_attempts: u32,
+    /// Per-request timeout.
+    pub timeout: std::time::Duration,
+    /// The longest the delivery duty sleeps between looks (it also wakes on new events).
+    pub poll_interval: std::time::Duration,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            lock_age: std::time::Duration::from_secs(3600),
+            retry_base: std::time::Duration::from_secs(10),
+            max_attempts: 8,
+            timeout: std::time::Duration::from_secs(10),
+            poll_interval: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -264,6 +295,8 @@ impl ServerConfig {
             vcs: VcsConfig::default(),
             secrets: SecretsConfig::default(),
             oidc: OidcConfig::default(),
+            notify: NotifyConfig::default(),
+            schedules: crate::schedules::ScheduleConfig::default(),
             bootstrap_token: o.bootstrap_token,
         })
     }

@@ -15,6 +15,7 @@ use crate::server::AppState;
 pub struct DutyStatus {
     pub stale_sweep_last_pass: AtomicI64,
     pub git_poll_last_pass: AtomicI64,
+    pub notify_last_pass: AtomicI64,
 }
 
 /// Resolves once shutdown has begun — also when it began before this receiver was made

@@ -7,8 +7,11 @@
 //! window (24 hours for SQLite) so a scrape's cost does not grow with history: those
 //! histograms slide with the window — read their buckets as they are, not with `rate()`.
 //!
-//! Not here yet, because what they measure does not exist yet: drift-check age per stack
-//! (drift detection) and notification failures (notifications).
+//! The notification counters belong to this process too (each replica's delivery duty
+//! counts its own attempts; Prometheus sums them).
+//!
+//! Not here yet, because what it measures does not exist yet: drift-check age per stack
+//! (drift detection).
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -160,6 +163,20 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
     }
 
     out.family(
+        "bosun_drift_check_age_seconds",
+        "gauge",
+        "Seconds since each drift-checked stack's last successful drift check (or, with \
+         none yet, since its schedule took effect); stale past twice the schedule's interval.",
+    );
+    for (org, stack, age) in crate::drift::check_ages(&state).await? {
+        out.sample(
+            "bosun_drift_check_age_seconds",
+            &[("org", &org), ("stack", &stack)],
+            age,
+        );
+    }
+
+    out.family(
         "bosun_state_late_writes_total",
         "counter",
         "State versions written by runs that had already ended.",
@@ -205,6 +222,37 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
         );
     }
 
+    let n = &state.notifications;
+    out.family(
+        "bosun_notification_deliveries_total",
+        "counter",
+        "Notification delivery attempts this server process made, by outcome: delivered, \
+         retry (failed, tried again later) or gave_up (failed on the last attempt).",
+    );
+    for (outcome, c) in [
+        ("delivered", &n.delivered),
+        ("retry", &n.retried),
+        ("gave_up", &n.gave_up),
+    ] {
+        out.sample(
+            "bosun_notification_deliveries_total",
+            &[("outcome", outcome)],
+            c.load(Ordering::Relaxed),
+        );
+    }
+    out.family(
+        "bosun_notification_failures_total",
+        "counter",
+        "Failed notification delivery attempts this server process made, by target kind.",
+    );
+    for kind in crate::notify::KINDS {
+        out.sample(
+            "bosun_notification_failures_total",
+            &[("kind", kind)],
+            n.failures(kind).load(Ordering::Relaxed),
+        );
+    }
+
     out.family(
         "bosun_duty_last_pass_timestamp_seconds",
         "gauge",
@@ -214,6 +262,7 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
     for (duty, last) in [
         ("stale_sweep", &state.duties.stale_sweep_last_pass),
         ("git_poll", &state.duties.git_poll_last_pass),
+        ("notify", &state.duties.notify_last_pass),
     ] {
         out.sample(
             "bosun_duty_last_pass_timestamp_seconds",

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bosun_api::RunnerIntegration;
+use bosun_api::{ConsumedOutput, RunnerIntegration};
 use bosun_core::integrations::{self, Kind};
 use bosun_core::stack::StackSpec;
 use bosun_store::RunRecord;
@@ -126,7 +126,10 @@ pub async fn prepare(
                     };
                     out.env.insert(var.clone(), v);
                 }
-                Ok("ok")
+                match upstream_outputs(state, run, spec, &mut out).await? {
+                    Ok(()) => Ok("ok"),
+                    Err(why) => Err(why),
+                }
             }
         };
         match step {
@@ -142,4 +145,84 @@ pub async fn prepare(
         }
     }
     Ok(Ok(out))
+}
+
+/// A value as Terraform reads it from `TF_VAR_*`: strings as they are, everything else
+/// as JSON (which is also HCL for lists, maps and objects).
+fn tf_var_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The dependency output mappings of the stack: each mapped upstream output becomes
+/// `TF_VAR_<variable>`, read from the upstream's current state version — or, for a later
+/// phase, from the versions its first phase consumed, recorded on the run.
+async fn upstream_outputs(
+    state: &AppState,
+    run: &RunRecord,
+    spec: &StackSpec,
+    out: &mut Prepared,
+) -> Result<Result<(), String>, ApiError> {
+    let recorded: Vec<ConsumedOutput> = run
+        .consumed
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    let mut consumed = Vec::new();
+    for dep in spec.depends_on.iter().filter(|d| !d.outputs.is_empty()) {
+        let upstream = dep.stack.as_str();
+        let pinned = recorded
+            .iter()
+            .find(|c| c.stack == upstream)
+            .map(|c| c.version);
+        let meta = match pinned {
+            Some(v) => state
+                .store
+                .state_version(&run.org, upstream, Some(v))
+                .await?
+                .map(|(m, _)| m),
+            None => state.store.state_head(&run.org, upstream).await?.current,
+        };
+        let Some(meta) = meta else {
+            return Ok(Err(format!(
+                "upstream stack {upstream} has no state yet, so its outputs ({}) cannot be passed",
+                dep.outputs.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let mut passed = Vec::new();
+        for (output, variable) in &dep.outputs {
+            let Some(o) = meta.outputs.get(output) else {
+                return Ok(Err(format!(
+                    "upstream stack {upstream} has no output {output} in state version {}",
+                    meta.version
+                )));
+            };
+            let text = tf_var_text(&o.value);
+            if o.sensitive {
+                out.mask.push(text.clone());
+            }
+            out.env.insert(format!("TF_VAR_{variable}"), text);
+            passed.push(format!("{output} → TF_VAR_{variable}"));
+            consumed.push(ConsumedOutput {
+                stack: upstream.to_string(),
+                version: meta.version,
+                output: output.clone(),
+                variable: variable.clone(),
+                sensitive: o.sensitive,
+            });
+        }
+        out.log.push(format!(
+            "bosun: upstream stack {upstream}, state version {}: {}\n",
+            meta.version,
+            passed.join(", ")
+        ));
+    }
+    if !consumed.is_empty() && run.consumed.is_none() {
+        let value = serde_json::to_value(&consumed)
+            .map_err(|e| ApiError::Internal(format!("consumed outputs: {e}")))?;
+        state.store.set_run_consumed(&run.id, &value).await?;
+    }
+    Ok(Ok(()))
 }

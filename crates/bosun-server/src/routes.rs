@@ -122,10 +122,12 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::state::routes());
     routes.extend(crate::outputs::routes());
     routes.extend(crate::runs::routes());
+    routes.extend(crate::drift::routes());
     routes.extend(crate::runners::routes());
     routes.extend(crate::vcs::routes());
     routes.extend(crate::secrets::routes());
     routes.extend(crate::identity::routes());
+    routes.extend(crate::notify::routes());
     routes
 }
 

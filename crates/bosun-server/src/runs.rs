@@ -8,7 +8,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::Json;
-use bosun_api::{LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo};
+use bosun_api::{
+    ConsumedOutput, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
+};
 use bosun_core::authz::Access;
 use bosun_core::run::{Event, RunKind, Trigger};
 use bosun_core::{Role, ValidationError};
@@ -90,6 +92,7 @@ async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRecord, ApiErr
 }
 
 pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
+    let (drift, reconciles) = crate::drift::run_fields(state, &r).await?;
     let phases = state
         .store
         .run_phases(&r.id)
@@ -125,6 +128,13 @@ pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
         runner: r.runner_id,
         retry_of: r.retry_of,
         pull_request: r.pull_request,
+        upstream_run: r.upstream_run,
+        consumed: r
+            .consumed
+            .and_then(|v| serde_json::from_value::<Vec<ConsumedOutput>>(v).ok())
+            .unwrap_or_default(),
+        drift,
+        reconciles,
         phases,
         created_at: r.created_at,
         updated_at: r.updated_at,
@@ -146,9 +156,12 @@ pub async fn trigger(
         None => RunKind::Tracked,
         Some(k) => match k.parse()? {
             RunKind::Drift => {
-                return Err(
-                    ValidationError::new("kind", "drift runs are started by schedules").into(),
+                return Err(ValidationError::new(
+                    "kind",
+                    "drift runs start from the stack's schedule or from \
+                     POST /api/v1/orgs/{org}/stacks/{stack}/drift-checks (bosun stack drift-check)",
                 )
+                .into())
             }
             k => k,
         },

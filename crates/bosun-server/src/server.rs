@@ -31,6 +31,8 @@ pub struct AppState {
     pub secrets_key: Arc<crate::secrets::seal::SecretsKey>,
     /// The OIDC issuer's shared state.
     pub issuer: Arc<crate::identity::Issuer>,
+    /// This process's notification delivery counters.
+    pub notifications: Arc<crate::notify::Counters>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,11 +109,14 @@ impl RunningServer {
             vcs,
             secrets_key,
             issuer: Arc::new(crate::identity::Issuer::default()),
+            notifications: Arc::default(),
         };
         let sweep = tokio::spawn(crate::duties::stale_sweep(state.clone()));
         let revoke = tokio::spawn(crate::vcs::source::revoke_duty(state.clone()));
         let poll = tokio::spawn(crate::vcs::poller::poll_duty(state.clone()));
         let rotation = tokio::spawn(crate::identity::rotation_duty(state.clone()));
+        let notify = tokio::spawn(crate::notify::deliver::delivery_duty(state.clone()));
+        let schedules = tokio::spawn(crate::schedules::schedule_duty(state.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = crate::routes::router(state.clone());
         let task = tokio::spawn(async move {
@@ -129,7 +134,7 @@ impl RunningServer {
             state,
             stop: Some(stop),
             task,
-            duties: vec![sweep, revoke, poll, rotation],
+            duties: vec![sweep, revoke, poll, rotation, notify, schedules],
         })
     }
 

@@ -208,7 +208,11 @@ pub async fn connection(
 /// The wire form of a stack, with its connection looked up.
 pub async fn to_wire_with_connection(state: &AppState, r: StackRecord) -> Result<Stack, ApiError> {
     let c = connection(state, &r.spec).await?;
-    Ok(to_wire(r, c))
+    let drift = crate::drift::stack_status(state, &r.org, r.spec.id.as_str()).await?;
+    Ok(Stack {
+        drift_status: drift,
+        ..to_wire(r, c)
+    })
 }
 
 pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack {
@@ -248,6 +252,7 @@ pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack 
             audience: Some(a.audience),
         }),
         connection,
+        drift_status: None,
         created_at: r.created_at,
         updated_at: r.updated_at,
     }
@@ -282,8 +287,10 @@ pub async fn list(
     // One binding lookup per repository, not per stack.
     let mut seen: std::collections::HashMap<String, bosun_api::StackConnection> =
         std::collections::HashMap::new();
+    let mut drift = crate::drift::org_status(&state, &org).await?;
     let mut items = Vec::with_capacity(records.len());
     for r in records {
+        let drift_status = drift.remove(r.spec.id.as_str());
         let key = r.spec.repository.key();
         let c = match seen.get(&key) {
             Some(c) => c.clone(),
@@ -293,7 +300,10 @@ pub async fn list(
                 c
             }
         };
-        items.push(to_wire(r, c));
+        items.push(Stack {
+            drift_status,
+            ..to_wire(r, c)
+        });
     }
     Ok(Json(Page { items, next_cursor }))
 }

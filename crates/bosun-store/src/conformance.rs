@@ -62,7 +62,13 @@ macro_rules! conformance_suite {
             signing_keys_rotate_and_prune,
             id_request_tokens_with_their_run,
             sealed_values_reseal_all_or_nothing,
-            metrics_count_and_time_from_the_store
+            metrics_count_and_time_from_the_store,
+            dependency_runs_held_released_removed_skipped,
+            held_runs_do_not_block_their_stack,
+            notification_targets_roundtrip_and_reseal,
+            notification_events_written_with_their_cause,
+            notification_deliveries_retry_and_settle,
+            drift_schedules_fire_once_settle_once
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -2965,4 +2971,842 @@ pub async fn metrics_count_and_time_from_the_store(store: Arc<dyn Store>) {
         }
     );
     assert_eq!(m.runs.get(&kind_state("tracked", "queued")), Some(&1));
+}
+
+fn dep_spec(id: &str, upstream: &str, trigger_always: bool) -> StackSpec {
+    StackSpec::from_input(StackInput {
+        id: id.into(),
+        repository: "github:acme/infra".into(),
+        depends_on: vec![DependencyInput {
+            stack: upstream.into(),
+            outputs: [("name".to_string(), "upstream_name".to_string())].into(),
+            trigger_always,
+        }],
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+async fn only_run(store: &dyn Store, stack: &str) -> Option<RunRecord> {
+    let mut runs = store
+        .list_runs("acme", Some(stack), None, 10)
+        .await
+        .unwrap();
+    assert!(runs.len() <= 1, "{stack}: {runs:?}");
+    runs.pop()
+}
+
+/// Leases `id` (nothing else may be waiting) and runs its phase to `event`.
+async fn run_phase(store: &dyn Store, r: &RunnerRecord, id: &str, end: Event) -> RunRecord {
+    let leased = store.lease_run(r).await.unwrap().expect("a run to lease");
+    assert_eq!(leased.id, id);
+    store
+        .run_event(id, &ev(Event::PhaseStarted, leased.fencing))
+        .await
+        .unwrap();
+    if end == Event::ApplyFinished {
+        let v = store.state_head("acme", &leased.stack).await.unwrap();
+        let serial = v.current.map(|c| c.serial + 1).unwrap_or(1);
+        store
+            .write_state(
+                "acme",
+                &leased.stack,
+                &state_write(
+                    Writer::Run(id.into()),
+                    WriterLiveness::LiveRun,
+                    None,
+                    serial,
+                    "L",
+                ),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .run_event(id, &ev(end, leased.fencing))
+        .await
+        .unwrap()
+        .run
+}
+
+pub async fn dependency_runs_held_released_removed_skipped(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let a = audit(Some("acme"), "stack.create", "x");
+    store
+        .create_stack("acme", &dep_spec("app", "net", false), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("acme", &dep_spec("web", "app", false), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("acme", &dep_spec("ops", "net", true), &a)
+        .await
+        .unwrap();
+    let r = runner(&*store, "runner-1").await;
+    let confirm = |_: ()| RunEventInput {
+        event: Event::Confirm,
+        fencing: None,
+        update: RunUpdate::default(),
+        audit: None,
+    };
+
+    // A proposed run holds nothing; a tracked one holds a run of each downstream stack,
+    // and that one holds the next level's.
+    store
+        .create_run(&new_run("p1", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    assert!(only_run(&*store, "app").await.is_none());
+    let p = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(p.id, "p1");
+    store
+        .run_event("p1", &ev(Event::PhaseStarted, p.fencing))
+        .await
+        .unwrap();
+    store
+        .run_event("p1", &ev(Event::PlanFinished { changes: false }, p.fencing))
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("n1", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let app = only_run(&*store, "app").await.expect("a held app run");
+    assert_eq!(
+        (
+            app.trigger,
+            app.held,
+            app.needs_lease,
+            app.upstream_run.as_deref()
+        ),
+        (Trigger::Dependency, true, false, Some("n1"))
+    );
+    assert_eq!(app.triggered_by, "stack:net");
+    let web = only_run(&*store, "web").await.expect("a held web run");
+    assert_eq!(
+        (web.held, web.upstream_run.as_deref()),
+        (true, Some(app.id.as_str()))
+    );
+    assert!(only_run(&*store, "ops").await.unwrap().held);
+
+    // Held runs are never leased: the runner gets the upstream run. It finishes without
+    // writing state: outputs unchanged → the held runs go away (the next level too),
+    // except where trigger_always asks for a run.
+    let n1 = run_phase(&*store, &r, "n1", Event::PlanFinished { changes: false }).await;
+    assert_eq!(n1.state, RunState::Finished);
+    assert!(
+        only_run(&*store, "app").await.is_none(),
+        "unchanged outputs trigger nothing"
+    );
+    assert!(only_run(&*store, "web").await.is_none());
+    let ops = only_run(&*store, "ops").await.unwrap();
+    assert_eq!(
+        (ops.held, ops.needs_lease, ops.state),
+        (false, true, RunState::Queued)
+    );
+    assert!(
+        ops.reason.as_deref().unwrap().contains("trigger_always"),
+        "{ops:?}"
+    );
+    store
+        .cancel_run(&ops.id, &audit(Some("acme"), "run.cancel", "ops"))
+        .await
+        .unwrap();
+
+    // Outputs changed by the upstream's apply: the downstream run is released with the
+    // names of the changed outputs; the level below still waits for it.
+    store
+        .create_run(&new_run("n2", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    run_phase(&*store, &r, "n2", Event::PlanFinished { changes: true }).await;
+    store.run_event("n2", &confirm(())).await.unwrap();
+    let n2 = run_phase(&*store, &r, "n2", Event::ApplyFinished).await;
+    assert_eq!(n2.state, RunState::Finished);
+    let runs = store
+        .list_runs("acme", Some("app"), None, 10)
+        .await
+        .unwrap();
+    let app = runs
+        .iter()
+        .find(|x| x.upstream_run.as_deref() == Some("n2"))
+        .unwrap();
+    assert_eq!((app.held, app.needs_lease), (false, true));
+    let reason = app.reason.clone().unwrap();
+    assert!(reason.contains("changed outputs: name, pw"), "{reason}");
+    let web = store
+        .list_runs("acme", Some("web"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(web.len(), 1);
+    assert!(web[0].held && web[0].state == RunState::Queued);
+    let ops = store
+        .list_runs("acme", Some("ops"), None, 10)
+        .await
+        .unwrap();
+    assert!(ops
+        .iter()
+        .any(|o| o.upstream_run.as_deref() == Some("n2") && !o.held));
+    for o in ops.iter().filter(|o| !o.state.is_terminal()) {
+        store
+            .cancel_run(&o.id, &audit(Some("acme"), "run.cancel", "ops"))
+            .await
+            .unwrap();
+    }
+
+    // The consumed outputs are recorded once.
+    let consumed = json!([{"stack": "net", "version": 1, "output": "name", "variable": "upstream_name", "sensitive": false}]);
+    assert!(store.set_run_consumed(&app.id, &consumed).await.unwrap());
+    assert!(!store.set_run_consumed(&app.id, &json!([])).await.unwrap());
+    assert_eq!(
+        store.get_run(&app.id).await.unwrap().unwrap().consumed,
+        Some(consumed)
+    );
+
+    // The released run fails: the run waiting on it is skipped, naming it.
+    let leased = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(leased.id, app.id);
+    store
+        .run_event(&app.id, &ev(Event::PhaseStarted, leased.fencing))
+        .await
+        .unwrap();
+    store
+        .run_event(&app.id, &ev(Event::PhaseFailed, leased.fencing))
+        .await
+        .unwrap();
+    let web = store.get_run(&web[0].id).await.unwrap().unwrap();
+    assert_eq!((web.state, web.held), (RunState::Skipped, false));
+    let reason = web.reason.unwrap();
+    assert!(
+        reason.contains(&app.id) && reason.contains("ended failed"),
+        "{reason}"
+    );
+
+    // An upstream failure skips the whole chain below it.
+    store
+        .create_run(&new_run("n3", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    run_phase(&*store, &r, "n3", Event::PhaseFailed).await;
+    for stack in ["app", "web", "ops"] {
+        let runs = store
+            .list_runs("acme", Some(stack), None, 10)
+            .await
+            .unwrap();
+        let latest = &runs[0];
+        assert_eq!(latest.state, RunState::Skipped, "{stack}: {latest:?}");
+        assert!(!latest.held);
+    }
+    assert!(
+        store.lease_run(&r).await.unwrap().is_none(),
+        "nothing left waiting"
+    );
+}
+
+pub async fn held_runs_do_not_block_their_stack(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let a = audit(Some("acme"), "stack.create", "x");
+    store
+        .create_stack("acme", &dep_spec("app", "net", false), &a)
+        .await
+        .unwrap();
+    let r = runner(&*store, "runner-1").await;
+    store
+        .create_run(&new_run("n1", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let held = only_run(&*store, "app").await.unwrap();
+    // A push to the downstream stack runs while the dependency run waits…
+    store
+        .create_run(&new_run("a1", "app", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let first = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(first.id, "n1");
+    let second = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(second.id, "a1");
+    // …and once released, the older dependency run still waits for the running one.
+    store
+        .run_event("n1", &ev(Event::PhaseStarted, first.fencing))
+        .await
+        .unwrap();
+    store
+        .run_event("n1", &ev(Event::PhaseFailed, first.fencing))
+        .await
+        .unwrap();
+    let skipped = store.get_run(&held.id).await.unwrap().unwrap();
+    assert_eq!(skipped.state, RunState::Skipped);
+    store
+        .create_run(&new_run("n2", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let held = store
+        .list_runs("acme", Some("app"), None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|x| x.upstream_run.as_deref() == Some("n2"))
+        .unwrap();
+    let n2 = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(n2.id, "n2");
+    store
+        .run_event("n2", &ev(Event::PhaseStarted, n2.fencing))
+        .await
+        .unwrap();
+    store
+        .run_event("n2", &ev(Event::PlanFinished { changes: true }, n2.fencing))
+        .await
+        .unwrap();
+    store
+        .run_event(
+            "n2",
+            &RunEventInput {
+                event: Event::Confirm,
+                fencing: None,
+                update: RunUpdate::default(),
+                audit: None,
+            },
+        )
+        .await
+        .unwrap();
+    let n2 = run_phase(&*store, &r, "n2", Event::ApplyFinished).await;
+    assert_eq!(n2.state, RunState::Finished);
+    let released = store.get_run(&held.id).await.unwrap().unwrap();
+    assert!(!released.held && released.needs_lease);
+    assert!(
+        store.lease_run(&r).await.unwrap().is_none(),
+        "a1 is still planning on app: the released run waits"
+    );
+}
+
+// ---- Notifications ----
+
+fn target(id: &str, kind: &str, rules: Vec<NotificationRule>, enabled: bool) -> NewNotificationTarget {
+    NewNotificationTarget {
+        org: "acme".into(),
+        id: id.into(),
+        kind: kind.into(),
+        url: format!("http://127.0.0.1:9/{id}"),
+        secret: (kind == "webhook").then(|| sealed(id, "k1")),
+        rules,
+        enabled,
+    }
+}
+
+fn rule(events: &[&str], kinds: &[&str], states: &[&str]) -> NotificationRule {
+    let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+    NotificationRule {
+        events: v(events),
+        run_kinds: v(kinds),
+        run_states: v(states),
+    }
+}
+
+/// (event kind, run state) of each delivery of a target, oldest first.
+async fn deliveries_of(store: &dyn Store, t: &str) -> Vec<(String, Option<String>)> {
+    let mut out: Vec<_> = store
+        .list_notification_deliveries("acme", t, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| {
+            let state = d.payload["state"].as_str().map(String::from);
+            (d.event.as_str().to_string(), state)
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+pub async fn notification_targets_roundtrip_and_reseal(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "notification_target.create", "hook");
+    let hook = target("hook", "webhook", vec![rule(&["old_lock"], &[], &[])], true);
+    let created = store.create_notification_target(&hook, &a).await.unwrap();
+    assert_eq!(created.secret, hook.secret);
+    assert_eq!(created.rules, hook.rules);
+    assert!(matches!(
+        store.create_notification_target(&hook, &a).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    let mut other_org = hook.clone();
+    other_org.org = "ghost".into();
+    assert!(matches!(
+        store.create_notification_target(&other_org, &a).await,
+        Err(StoreError::NotFound(_))
+    ));
+    store
+        .create_notification_target(&target("chat", "slack", vec![], true), &a)
+        .await
+        .unwrap();
+    // An update without a secret keeps the stored one.
+    let mut changed = hook.clone();
+    changed.url = "https://example.test/new".into();
+    changed.secret = None;
+    changed.rules = vec![];
+    changed.enabled = false;
+    let updated = store
+        .update_notification_target(&changed, &audit(Some("acme"), "x", "y"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (updated.url.as_str(), updated.rules.len(), updated.enabled),
+        ("https://example.test/new", 0, false)
+    );
+    assert_eq!(updated.secret, hook.secret);
+    let ids: Vec<String> = store
+        .list_notification_targets("acme")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(ids, ["chat", "hook"]);
+    // The secret is one of the sealed values, and a rekey replaces it.
+    let owner = SealedOwner::NotificationTarget {
+        org: "acme".into(),
+        id: "hook".into(),
+    };
+    let all = store.sealed_values().await.unwrap();
+    assert!(all.contains(&(owner.clone(), sealed("hook", "k1"))), "{all:?}");
+    assert_eq!(all.len(), 1, "a slack target has no secret");
+    store
+        .reseal(&[(owner.clone(), sealed("hook2", "k2"))], &audit(None, "x", "y"))
+        .await
+        .unwrap();
+    let t = store
+        .get_notification_target("acme", "hook")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.secret, Some(sealed("hook2", "k2")));
+    assert!(store
+        .delete_notification_target("acme", "hook", &audit(Some("acme"), "x", "y"))
+        .await
+        .unwrap());
+    assert!(!store
+        .delete_notification_target("acme", "hook", &audit(Some("acme"), "x", "y"))
+        .await
+        .unwrap());
+    assert!(matches!(
+        store.reseal(&[(owner, sealed("h3", "k3"))], &audit(None, "x", "y")).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let a = audit(Some("acme"), "notification_target.create", "t");
+    for t in [
+        target("defaults", "webhook", vec![], true),
+        target("all-runs", "slack", vec![rule(&["run_ended"], &[], &[])], true),
+        target("drift-only", "slack", vec![rule(&["run_ended"], &["drift"], &["failed"])], true),
+        target("off", "slack", vec![], false),
+    ] {
+        store.create_notification_target(&t, &a).await.unwrap();
+    }
+    let signal = store.notification_signal();
+    // A queued run canceled: not a failure, so only the catch-all rule takes it.
+    store
+        .create_run(&new_run("r-cancel", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    store
+        .cancel_run("r-cancel", &audit(Some("acme"), "run.cancel", "run:r-cancel"))
+        .await
+        .unwrap();
+    assert_eq!(
+        deliveries_of(&*store, "all-runs").await,
+        [("run_ended".into(), Some("canceled".into()))]
+    );
+    assert!(deliveries_of(&*store, "defaults").await.is_empty());
+    tokio::time::timeout(std::time::Duration::from_secs(5), signal.notified())
+        .await
+        .expect("a commit with deliveries wakes the delivery duty");
+    // A drift run failing: the defaults and the drift rule take it.
+    let r = runner(&*store, "runner-1").await;
+    store
+        .create_run(&new_run("r-drift", "net", RunKind::Drift), None)
+        .await
+        .unwrap();
+    let leased = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(leased.id, "r-drift");
+    store
+        .run_event("r-drift", &ev(Event::PhaseStarted, leased.fencing))
+        .await
+        .unwrap();
+    let mut failed = ev(Event::PhaseFailed, leased.fencing);
+    failed.update.reason = Some("credentials expired".into());
+    store.run_event("r-drift", &failed).await.unwrap();
+    let failed_run = [("run_ended".to_string(), Some("failed".to_string()))];
+    assert_eq!(deliveries_of(&*store, "defaults").await, failed_run);
+    assert_eq!(deliveries_of(&*store, "drift-only").await, failed_run);
+    assert!(deliveries_of(&*store, "off").await.is_empty(), "disabled target");
+    let d = &store
+        .list_notification_deliveries("acme", "defaults", None, 1)
+        .await
+        .unwrap()[0];
+    assert_eq!(
+        (
+            d.payload["run"].as_str(),
+            d.payload["kind"].as_str(),
+            d.payload["stack"].as_str(),
+            d.payload["reason"].as_str(),
+            d.payload["url"].as_str(),
+        ),
+        (
+            Some("r-drift"),
+            Some("drift"),
+            Some("net"),
+            Some("credentials expired"),
+            Some("/api/v1/orgs/acme/runs/r-drift"),
+        )
+    );
+    // A late write from an ended run, in the write's transaction.
+    let late = state_write(
+        Writer::Run("r-drift".into()),
+        WriterLiveness::EndedRun,
+        None,
+        1,
+        "L",
+    );
+    store.write_state("acme", "net", &late, None).await.unwrap();
+    assert_eq!(
+        deliveries_of(&*store, "defaults").await.last().unwrap().0,
+        "late_write"
+    );
+    // An old lock: one event per lock id, however often the duty looks.
+    let mut lock = state_lock("OLD-LOCK", Writer::User("bob".into()));
+    lock.acquired_at = Utc::now() - Duration::hours(3);
+    store.lock_state("acme", "net", &lock).await.unwrap();
+    let hour_ago = Utc::now() - Duration::hours(1);
+    assert_eq!(store.notify_old_locks(Utc::now() - Duration::hours(4)).await.unwrap(), 0);
+    assert_eq!(store.notify_old_locks(hour_ago).await.unwrap(), 1);
+    assert_eq!(store.notify_old_locks(hour_ago).await.unwrap(), 0);
+    let kinds: Vec<String> = deliveries_of(&*store, "defaults")
+        .await
+        .into_iter()
+        .map(|d| d.0)
+        .collect();
+    assert_eq!(kinds, ["run_ended", "late_write", "old_lock"]);
+    // Other causes (stale drift checks) come through add_notification_event, de-duplicated.
+    let stale = NewNotificationEvent {
+        kind: NotificationEventKind::StaleDriftCheck,
+        run_kind: None,
+        run_state: None,
+        payload: json!({"org": "acme", "stack": "net"}),
+        dedup_key: Some("stale:net:1".into()),
+        only_target: None,
+    };
+    assert!(store.add_notification_event("acme", &stale).await.unwrap().is_some());
+    assert!(store.add_notification_event("acme", &stale).await.unwrap().is_none());
+    // A test event goes to its target only, whatever its rules; an unknown target is refused.
+    let test = NewNotificationEvent {
+        kind: NotificationEventKind::Test,
+        only_target: Some("drift-only".into()),
+        dedup_key: None,
+        ..stale.clone()
+    };
+    store.add_notification_event("acme", &test).await.unwrap().unwrap();
+    assert_eq!(deliveries_of(&*store, "drift-only").await.last().unwrap().0, "test");
+    assert!(matches!(
+        store
+            .add_notification_event(
+                "acme",
+                &NewNotificationEvent {
+                    only_target: Some("ghost".into()),
+                    ..test
+                }
+            )
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn notification_deliveries_retry_and_settle(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    store
+        .create_notification_target(
+            &target("hook", "webhook", vec![], true),
+            &audit(Some("acme"), "x", "y"),
+        )
+        .await
+        .unwrap();
+    let event = NewNotificationEvent {
+        kind: NotificationEventKind::LateWrite,
+        run_kind: None,
+        run_state: None,
+        payload: json!({"org": "acme", "stack": "net"}),
+        dedup_key: None,
+        only_target: None,
+    };
+    store.add_notification_event("acme", &event).await.unwrap();
+    let due = store.due_notifications(Utc::now(), 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].target.id, "hook");
+    assert_eq!(due[0].target.secret, Some(sealed("hook", "k1")));
+    let id = due[0].delivery.id;
+    let retry_at = Utc::now() + Duration::seconds(30);
+    store
+        .record_notification_attempt(
+            id,
+            &NotificationAttempt {
+                status: Some(500),
+                error: Some("HTTP 500".into()),
+                delivered: false,
+                retry_at: Some(retry_at),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(store.due_notifications(Utc::now(), 10).await.unwrap().is_empty());
+    let later = store
+        .due_notifications(retry_at + Duration::seconds(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(later.len(), 1);
+    assert_eq!(
+        (later[0].delivery.attempts, later[0].delivery.last_status),
+        (1, Some(500))
+    );
+    store
+        .record_notification_attempt(
+            id,
+            &NotificationAttempt {
+                status: Some(204),
+                error: None,
+                delivered: true,
+                retry_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(store
+        .due_notifications(Utc::now() + Duration::days(1), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let log = store
+        .list_notification_deliveries("acme", "hook", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(
+        (log[0].attempts, log[0].last_status, log[0].last_error.clone()),
+        (2, Some(204), None)
+    );
+    assert!(log[0].delivered_at.is_some() && log[0].next_attempt_at.is_none());
+    // Deleting the target deletes its log.
+    store
+        .delete_notification_target("acme", "hook", &audit(Some("acme"), "x", "y"))
+        .await
+        .unwrap();
+    assert!(store
+        .list_notification_deliveries("acme", "hook", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn notification_default_rules_follow_the_spec() {
+    use NotificationEventKind::*;
+    let d: &[NotificationRule] = &[];
+    for state in ["failed", "force_failed", "interrupted"] {
+        for kind in ["tracked", "proposed", "drift"] {
+            assert!(NotificationRule::any_matches(d, RunEnded, Some(kind), Some(state)));
+        }
+    }
+    for state in ["finished", "canceled", "discarded", "skipped"] {
+        assert!(!NotificationRule::any_matches(d, RunEnded, Some("tracked"), Some(state)));
+    }
+    for kind in [LateWrite, OldLock, StaleDriftCheck] {
+        assert!(NotificationRule::any_matches(d, kind, None, None));
+    }
+    assert!(!NotificationRule::any_matches(d, Test, None, None));
+    let only_drift = [rule(&["run_ended"], &["drift"], &[])];
+    assert!(NotificationRule::any_matches(&only_drift, RunEnded, Some("drift"), Some("finished")));
+    assert!(!NotificationRule::any_matches(&only_drift, RunEnded, Some("tracked"), Some("failed")));
+    assert!(!NotificationRule::any_matches(&only_drift, LateWrite, None, None));
+}
+
+// ---- Drift detection ----
+
+pub async fn drift_schedules_fire_once_settle_once(store: Arc<dyn Store>) {
+    use bosun_core::drift::DriftResult;
+    seed_stack(&*store, "plain").await;
+    let mut input = spec("net", &[]).to_input();
+    input.drift_detection = Some(DriftInput {
+        schedule: "0 * * * *".into(),
+        reconcile: true,
+        timezone: Some("Europe/Berlin".into()),
+    });
+    store
+        .create_stack(
+            "acme",
+            &StackSpec::from_input(input).unwrap(),
+            &audit(Some("acme"), "stack.create", "net"),
+        )
+        .await
+        .unwrap();
+    // Only stacks with drift detection, not yet armed.
+    let all = store.drift_schedules(None, None).await.unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(
+        (all[0].stack.as_str(), all[0].drift.timezone.as_str()),
+        ("net", "Europe/Berlin")
+    );
+    assert!(all[0].state.is_none() && all[0].last_success.is_none());
+    assert!(store
+        .drift_schedules(Some("other"), None)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let t0 = Utc::now();
+    let fire = |expected, run: Option<NewRun>| DriftFire {
+        org: "acme".into(),
+        stack: "net".into(),
+        schedule: "0 * * * *".into(),
+        timezone: "Europe/Berlin".into(),
+        expected_next: expected,
+        next_at: t0 + Duration::hours(1),
+        since: Some(t0),
+        run,
+        note: None,
+        now: t0,
+    };
+    assert_eq!(
+        store.fire_drift_schedule(&fire(None, None)).await.unwrap(),
+        DriftFired::Armed
+    );
+    // A pass that read an older next_at loses: nothing is written twice.
+    assert_eq!(
+        store.fire_drift_schedule(&fire(None, None)).await.unwrap(),
+        DriftFired::Raced
+    );
+    let armed = store
+        .drift_schedules(Some("acme"), Some("net"))
+        .await
+        .unwrap();
+    let state = armed[0].state.clone().unwrap();
+    assert_eq!(
+        state.next_at.timestamp_millis(),
+        (t0 + Duration::hours(1)).timestamp_millis()
+    );
+
+    let mut scheduled = new_run("run-d1", "net", RunKind::Drift);
+    scheduled.trigger = Trigger::Schedule;
+    let mut f = fire(Some(state.next_at), Some(scheduled.clone()));
+    f.note = Some("2 missed".into());
+    f.next_at = t0 + Duration::hours(2);
+    let DriftFired::Started(run) = store.fire_drift_schedule(&f).await.unwrap() else {
+        panic!("the drift run starts");
+    };
+    assert_eq!((run.kind, run.trigger), (RunKind::Drift, Trigger::Schedule));
+    let s = store.drift_schedules(None, None).await.unwrap().remove(0);
+    assert_eq!(s.open_run.as_deref(), Some("run-d1"));
+    assert_eq!(
+        s.state.as_ref().unwrap().last_fire_note.as_deref(),
+        Some("2 missed")
+    );
+    assert_eq!(
+        s.state.as_ref().unwrap().last_fire_run.as_deref(),
+        Some("run-d1")
+    );
+
+    // While it is open: the next fire records the skip; a manual check is refused.
+    let mut again = new_run("run-d2", "net", RunKind::Drift);
+    again.trigger = Trigger::Schedule;
+    let mut f2 = fire(Some(t0 + Duration::hours(2)), Some(again));
+    f2.next_at = t0 + Duration::hours(3);
+    assert_eq!(
+        store.fire_drift_schedule(&f2).await.unwrap(),
+        DriftFired::Skipped {
+            open_run: "run-d1".into()
+        }
+    );
+    let note = store.drift_schedules(None, None).await.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .last_fire_note;
+    assert_eq!(
+        note.as_deref(),
+        Some("skipped: drift run run-d1 is still open")
+    );
+    let manual = new_run("run-d3", "net", RunKind::Drift);
+    let refused = store
+        .start_drift_check(&manual, &audit(Some("acme"), "run.create", "run:run-d3"))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::HasOpenRuns { .. })),
+        "{refused:?}"
+    );
+    assert!(store.get_run("run-d2").await.unwrap().is_none());
+
+    // Nothing to settle until it ends; then exactly once, with its reconcile run.
+    assert!(store.unsettled_drift_runs(10).await.unwrap().is_empty());
+    let r = runner(&*store, "r1").await;
+    run_phase(&*store, &r, "run-d1", Event::PlanFinished { changes: true }).await;
+    let unsettled = store.unsettled_drift_runs(10).await.unwrap();
+    assert_eq!(unsettled.len(), 1);
+    let mut reconcile = new_run("run-t1", "net", RunKind::Tracked);
+    reconcile.trigger = Trigger::Schedule;
+    reconcile.triggered_by = "run:run-d1".into();
+    let check = store
+        .settle_drift_run("run-d1", DriftResult::DriftDetected, Some(&reconcile))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(check.reconcile_run.as_deref(), Some("run-t1"));
+    assert!(store
+        .settle_drift_run("run-d1", DriftResult::DriftDetected, Some(&reconcile))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store.unsettled_drift_runs(10).await.unwrap().is_empty());
+    assert_eq!(
+        store.drift_check("run-d1").await.unwrap(),
+        Some(check.clone())
+    );
+    assert_eq!(
+        store.drift_check("run-t1").await.unwrap(),
+        Some(check.clone())
+    );
+    let s = store.drift_schedules(None, None).await.unwrap().remove(0);
+    assert_eq!(s.last_success, Some(check.clone()));
+    assert_eq!(s.open_run, None);
+
+    // A failed check is the latest check, not the latest success.
+    let manual = store
+        .start_drift_check(&manual, &audit(Some("acme"), "run.create", "run:run-d3"))
+        .await
+        .unwrap();
+    store
+        .cancel_run(&manual.id, &audit(Some("acme"), "run.cancel", "run:run-d3"))
+        .await
+        .unwrap();
+    store
+        .settle_drift_run("run-d3", DriftResult::Failed, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let s = store.drift_schedules(None, None).await.unwrap().remove(0);
+    assert_eq!(s.last_success.map(|c| c.run).as_deref(), Some("run-d1"));
+    assert_eq!(
+        s.last_check.map(|c| (c.run, c.result)),
+        Some(("run-d3".to_string(), DriftResult::Failed))
+    );
+    // Scheduled runs are audited as the system's.
+    let audits = store.list_audit(Some("acme"), None, 100).await.unwrap();
+    assert!(audits
+        .iter()
+        .any(|a| a.entry.target == "run:run-d1" && a.entry.actor == "system"));
+    assert!(audits
+        .iter()
+        .any(|a| a.entry.target == "run:run-t1" && a.entry.actor == "run:run-d1"));
 }

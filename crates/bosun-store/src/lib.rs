@@ -199,6 +199,9 @@ pub trait Store: Send + Sync + 'static {
     async fn executing_runs(&self) -> Result<Vec<RunRecord>>;
     /// Marks the run as having written late state.
     async fn flag_late_write(&self, run: &str) -> Result<()>;
+    /// Records the upstream outputs (stack, state version, output, variable) a run was
+    /// given; only the first call per run counts (`false` after that).
+    async fn set_run_consumed(&self, run: &str, consumed: &serde_json::Value) -> Result<bool>;
     /// Stores log chunks; a seq already stored keeps its first text.
     async fn append_logs(&self, run: &str, fencing: i64, chunks: &[(i64, String)]) -> Result<()>;
     async fn read_logs(
@@ -322,4 +325,97 @@ pub trait Store: Send + Sync + 'static {
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>>;
+
+    // ---- Notifications ----
+
+    /// Creates a target (`AlreadyExists` for a taken id), with its audit.
+    async fn create_notification_target(
+        &self,
+        target: &NewNotificationTarget,
+        audit: &Audit,
+    ) -> Result<NotificationTargetRecord>;
+    /// Replaces a target's url, rules and enabled flag, and its secret when one is given.
+    async fn update_notification_target(
+        &self,
+        target: &NewNotificationTarget,
+        audit: &Audit,
+    ) -> Result<NotificationTargetRecord>;
+    async fn get_notification_target(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Option<NotificationTargetRecord>>;
+    /// The org's targets by id.
+    async fn list_notification_targets(&self, org: &str) -> Result<Vec<NotificationTargetRecord>>;
+    /// Deletes a target and its delivery log; false when there was none.
+    async fn delete_notification_target(&self, org: &str, id: &str, audit: &Audit)
+        -> Result<bool>;
+    /// Writes an event to the outbox and, in the same transaction, one delivery for each
+    /// enabled target of the org whose rules select it (or for `only_target` alone).
+    /// Returns the event id; `None` when its dedup key was already recorded. Run endings,
+    /// late writes and old locks are written by the store itself; other causes (stale
+    /// drift checks, tests) call this.
+    async fn add_notification_event(
+        &self,
+        org: &str,
+        event: &NewNotificationEvent,
+    ) -> Result<Option<i64>>;
+    /// Writes one `old_lock` event per state lock acquired before `acquired_before`, once
+    /// per lock id. Returns how many it wrote.
+    async fn notify_old_locks(&self, acquired_before: chrono::DateTime<chrono::Utc>)
+        -> Result<u64>;
+    /// Deliveries whose next attempt is due at `now`, oldest first, with their targets.
+    async fn due_notifications(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<Vec<DueNotification>>;
+    /// Records one attempt of a delivery: delivered, to retry at a time, or given up.
+    async fn record_notification_attempt(
+        &self,
+        delivery: i64,
+        attempt: &NotificationAttempt,
+    ) -> Result<()>;
+    /// A target's delivery log, newest first, ids below `before`.
+    async fn list_notification_deliveries(
+        &self,
+        org: &str,
+        target: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<NotificationDeliveryRecord>>;
+    /// Woken (one stored permit) after a commit that added deliveries, so the delivery
+    /// duty sends at once instead of at its next poll.
+    fn notification_signal(&self) -> std::sync::Arc<tokio::sync::Notify>;
+
+    // ---- Drift detection ----
+
+    /// Stacks with drift detection (of one org, or one stack, or every org), each with
+    /// its schedule bookkeeping, latest successful and latest settled check, and open
+    /// drift run.
+    async fn drift_schedules(
+        &self,
+        org: Option<&str>,
+        stack: Option<&str>,
+    ) -> Result<Vec<DriftScheduleRecord>>;
+    /// Applies a scheduler decision in one transaction: arms the schedule, or fires it —
+    /// starting the drift run (with a `run.create` audit by `system`), or, while a drift
+    /// run of the stack is open, recording the skip instead. `Raced` when the stored
+    /// `next_at` is no longer `expected_next`.
+    async fn fire_drift_schedule(&self, fire: &DriftFire) -> Result<DriftFired>;
+    /// Starts an operator's drift check; `HasOpenRuns` while a drift run of the stack
+    /// is open (never two at once).
+    async fn start_drift_check(&self, run: &NewRun, audit: &Audit) -> Result<RunRecord>;
+    /// Ended drift runs whose result is not settled yet, oldest first.
+    async fn unsettled_drift_runs(&self, limit: u32) -> Result<Vec<RunRecord>>;
+    /// Settles an ended drift run's result and, in the same transaction, creates the
+    /// reconcile run when given. `None` when it was settled already (nothing written).
+    async fn settle_drift_run(
+        &self,
+        run: &str,
+        result: bosun_core::drift::DriftResult,
+        reconcile: Option<&NewRun>,
+    ) -> Result<Option<DriftCheckRecord>>;
+    /// The settled check of a drift run, or the check whose reconcile started this run.
+    async fn drift_check(&self, run: &str) -> Result<Option<DriftCheckRecord>>;
 }

@@ -30,6 +30,10 @@ use tokio::sync::Semaphore;
 
 use crate::*;
 
+mod deps;
+mod drift;
+mod notify;
+
 /// Migrations embedded in the binary, applied in order. The index + 1 is the version.
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
@@ -37,6 +41,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0003_runs.sql"),
     include_str!("../migrations/sqlite/0004_vcs.sql"),
     include_str!("../migrations/sqlite/0005_identity.sql"),
+    include_str!("../migrations/sqlite/0006_dependencies.sql"),
+    include_str!("../migrations/sqlite/0007_notifications.sql"),
+    include_str!("../migrations/sqlite/0008_drift.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -59,6 +66,8 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     /// One permit per idle reader in `readers`.
     reader_permits: Semaphore,
+    /// Woken after a commit that wrote notification deliveries.
+    notifications: Arc<tokio::sync::Notify>,
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -157,6 +166,7 @@ impl SqliteStore {
                 writer: Mutex::new(Some(writer)),
                 readers: Mutex::new(readers),
                 reader_permits: Semaphore::new(READERS),
+                notifications: Arc::new(tokio::sync::Notify::new()),
             }),
         })
     }
@@ -205,8 +215,12 @@ impl SqliteStore {
             let mut guard = inner.writer.lock().map_err(|_| closed())?;
             let conn = guard.as_mut().ok_or_else(closed)?;
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            notify::take_event_written();
             let out = f(&tx)?;
             tx.commit()?;
+            if notify::take_event_written() {
+                inner.notifications.notify_one();
+            }
             Ok(out)
         })
         .await
@@ -702,9 +716,10 @@ fn version_row(r: &Row<'_>) -> rusqlite::Result<VersionRow> {
     VersionRow::try_from(r)
 }
 
-fn version_meta(v: VersionRow) -> Result<StateVersionMeta> {
-    let outputs: Value = serde_json::from_str(&v.13).map_err(|e| corrupt("outputs", e))?;
-    let outputs = outputs
+/// A state version's `outputs` column: name → value and sensitivity.
+fn decode_outputs(raw: &str) -> Result<BTreeMap<String, Output>> {
+    let outputs: Value = serde_json::from_str(raw).map_err(|e| corrupt("outputs", e))?;
+    Ok(outputs
         .as_object()
         .map(|o| {
             o.iter()
@@ -719,7 +734,11 @@ fn version_meta(v: VersionRow) -> Result<StateVersionMeta> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default())
+}
+
+fn version_meta(v: VersionRow) -> Result<StateVersionMeta> {
+    let outputs = decode_outputs(&v.13)?;
     Ok(StateVersionMeta {
         org: v.0,
         stack: v.1,
@@ -843,7 +862,7 @@ fn sha256_hex(body: &[u8]) -> String {
 const RUN_COLUMNS: &str = "id, org_id, stack_id, kind, trigger, state, phase, needs_lease, leased,
     started, cancel_requested, reason, triggered_by, commit_sha, branch, retry_of, plan_summary,
     blocked_by, late_write, runner_id, fencing, last_heartbeat, phase_started_at, created_at,
-    updated_at, pull_request, delivery_id";
+    updated_at, pull_request, delivery_id, upstream_run, held, consumed";
 
 /// Raw run columns in `RUN_COLUMNS` order.
 struct RunRow {
@@ -874,6 +893,9 @@ struct RunRow {
     updated_at: i64,
     pull_request: Option<i64>,
     delivery: Option<i64>,
+    upstream_run: Option<String>,
+    held: bool,
+    consumed: Option<String>,
 }
 
 fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
@@ -905,6 +927,9 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         updated_at: r.get(24)?,
         pull_request: r.get(25)?,
         delivery: r.get(26)?,
+        upstream_run: r.get(27)?,
+        held: r.get(28)?,
+        consumed: r.get(29)?,
     })
 }
 
@@ -920,6 +945,7 @@ fn run_record(r: RunRow) -> Result<RunRecord> {
         phase: r.phase.parse().map_err(|e| corrupt("phase", e))?,
         plan_summary: json("plan_summary", r.plan_summary)?,
         blocked_by: json("blocked_by", r.blocked_by)?,
+        consumed: json("consumed", r.consumed)?,
         last_heartbeat: opt_from_millis(r.last_heartbeat)?,
         phase_started_at: opt_from_millis(r.phase_started_at)?,
         created_at: from_millis(r.created_at)?,
@@ -938,6 +964,8 @@ fn run_record(r: RunRow) -> Result<RunRecord> {
         retry_of: r.retry_of,
         pull_request: r.pull_request,
         delivery: r.delivery,
+        upstream_run: r.upstream_run,
+        held: r.held,
         late_write: r.late_write,
         runner_id: r.runner_id,
         fencing: r.fencing,
@@ -1117,8 +1145,14 @@ fn apply_event(
         now,
     ])?;
     enter_state(tx, &run.id, run.state, next.state, now)?;
+    if next.state.is_terminal() {
+        deps::upstream_ended(tx, run, next.state)?;
+    }
     let run =
         load_run(tx, &run.id)?.ok_or_else(|| StoreError::NotFound(format!("run {:?}", run.id)))?;
+    if next.state.is_terminal() {
+        notify::run_ended(tx, &run)?;
+    }
     Ok(RunEventResult {
         run,
         stop_runner: next.stop_runner,
@@ -1164,7 +1198,10 @@ fn insert_run(tx: &Transaction<'_>, run: &NewRun, delivery: Option<i64>) -> Resu
         "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
     )?
     .execute(params![run.id, now])?;
-    load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
+    let created =
+        load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))?;
+    deps::hold_downstream(tx, &created)?;
+    Ok(created)
 }
 
 /// Requests a cancel of `run` through [`transition`] (queued and unconfirmed runs end,
@@ -1600,6 +1637,7 @@ fn reseal_one(tx: &Transaction<'_>, owner: &SealedOwner, value: &Sealed) -> Resu
                  SET private_ciphertext = ?2, private_nonce = ?3, key_id = ?4 WHERE kid = ?1",
             )?
             .execute(params![kid, value.ciphertext, value.nonce, value.key_id])?,
+        SealedOwner::NotificationTarget { org, id } => notify::reseal_secret(tx, org, id, value)?,
     };
     if changed == 0 {
         return Err(StoreError::NotFound(match owner {
@@ -1609,6 +1647,9 @@ fn reseal_one(tx: &Transaction<'_>, owner: &SealedOwner, value: &Sealed) -> Resu
                 key,
             } => secret_name(org, namespace, key),
             SealedOwner::SigningKey { kid } => format!("signing key {kid:?}"),
+            SealedOwner::NotificationTarget { org, id } => {
+                format!("notification target {org}/{id}")
+            }
         }));
     }
     Ok(())
@@ -2221,6 +2262,9 @@ impl Store for SqliteStore {
                 )?
                 .execute(params![org, stack, version])?;
             }
+            if outcome.late_write {
+                notify::late_write(tx, &org, &stack, version, &new.request.writer)?;
+            }
             if let Some(audit) = &audit {
                 append_audit(tx, audit)?;
             }
@@ -2449,7 +2493,9 @@ impl Store for SqliteStore {
                         &format!(
                             "SELECT 1 FROM runs WHERE org_id = ?1 AND stack_id = ?2
                              AND kind = 'tracked' AND state NOT IN {TERMINAL_STATES}
-                             AND (created_at < ?3 OR (created_at = ?3 AND id < ?4))"
+                             AND held = 0 AND id <> ?4
+                             AND (state <> 'queued' OR created_at < ?3
+                                  OR (created_at = ?3 AND id < ?4))"
                         ),
                         params![run.org, run.stack, millis(run.created_at), run.id],
                     )?;
@@ -2539,6 +2585,12 @@ impl Store for SqliteStore {
             )
         })
         .await
+    }
+
+    async fn set_run_consumed(&self, run: &str, consumed: &Value) -> Result<bool> {
+        let (run, consumed) = (run.to_string(), consumed.clone());
+        self.write(move |tx| deps::set_consumed(tx, &run, &consumed))
+            .await
     }
 
     async fn flag_late_write(&self, run: &str) -> Result<()> {
@@ -3213,6 +3265,7 @@ impl Store for SqliteStore {
                 let sealed = signing_key_sealed(&kid, ciphertext, nonce, key_id)?;
                 out.push((SealedOwner::SigningKey { kid }, sealed));
             }
+            out.extend(notify::sealed_secrets(c)?);
             Ok(out)
         })
         .await
@@ -3419,6 +3472,121 @@ impl Store for SqliteStore {
             Ok(out)
         })
         .await
+    }
+
+    async fn create_notification_target(
+        &self,
+        t: &NewNotificationTarget,
+        audit: &Audit,
+    ) -> Result<NotificationTargetRecord> {
+        self.notify_create_target(t, audit).await
+    }
+
+    async fn update_notification_target(
+        &self,
+        t: &NewNotificationTarget,
+        audit: &Audit,
+    ) -> Result<NotificationTargetRecord> {
+        self.notify_update_target(t, audit).await
+    }
+
+    async fn get_notification_target(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Option<NotificationTargetRecord>> {
+        self.notify_get_target(org, id).await
+    }
+
+    async fn list_notification_targets(&self, org: &str) -> Result<Vec<NotificationTargetRecord>> {
+        self.notify_list_targets(org).await
+    }
+
+    async fn delete_notification_target(&self, org: &str, id: &str, audit: &Audit) -> Result<bool> {
+        self.notify_delete_target(org, id, audit).await
+    }
+
+    async fn add_notification_event(
+        &self,
+        org: &str,
+        event: &NewNotificationEvent,
+    ) -> Result<Option<i64>> {
+        self.notify_add_event(org, event).await
+    }
+
+    async fn notify_old_locks(&self, acquired_before: DateTime<Utc>) -> Result<u64> {
+        self.notify_write_old_locks(acquired_before).await
+    }
+
+    async fn due_notifications(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<DueNotification>> {
+        self.notify_due(now, limit).await
+    }
+
+    async fn record_notification_attempt(
+        &self,
+        delivery: i64,
+        attempt: &NotificationAttempt,
+    ) -> Result<()> {
+        self.notify_record_attempt(delivery, attempt).await
+    }
+
+    async fn list_notification_deliveries(
+        &self,
+        org: &str,
+        target: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<NotificationDeliveryRecord>> {
+        self.notify_list_deliveries(org, target, before, limit).await
+    }
+
+    fn notification_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.inner.notifications.clone()
+    }
+
+    async fn drift_schedules(
+        &self,
+        org: Option<&str>,
+        stack: Option<&str>,
+    ) -> Result<Vec<DriftScheduleRecord>> {
+        let (org, stack) = (org.map(str::to_string), stack.map(str::to_string));
+        self.read(move |c| drift::schedules(c, org.as_deref(), stack.as_deref()))
+            .await
+    }
+
+    async fn fire_drift_schedule(&self, fire: &DriftFire) -> Result<DriftFired> {
+        let fire = fire.clone();
+        self.write(move |tx| drift::fire(tx, &fire)).await
+    }
+
+    async fn start_drift_check(&self, run: &NewRun, audit: &Audit) -> Result<RunRecord> {
+        let (run, audit) = (run.clone(), audit.clone());
+        self.write(move |tx| drift::start_check(tx, &run, &audit))
+            .await
+    }
+
+    async fn unsettled_drift_runs(&self, limit: u32) -> Result<Vec<RunRecord>> {
+        self.read(move |c| drift::unsettled(c, limit)).await
+    }
+
+    async fn settle_drift_run(
+        &self,
+        run: &str,
+        result: bosun_core::drift::DriftResult,
+        reconcile: Option<&NewRun>,
+    ) -> Result<Option<DriftCheckRecord>> {
+        let (run, reconcile) = (run.to_string(), reconcile.cloned());
+        self.write(move |tx| drift::settle(tx, &run, result, reconcile.as_ref()))
+            .await
+    }
+
+    async fn drift_check(&self, run: &str) -> Result<Option<DriftCheckRecord>> {
+        let run = run.to_string();
+        self.read(move |c| drift::check(c, &run)).await
     }
 }
 

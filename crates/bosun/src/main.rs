@@ -101,6 +101,9 @@ enum ClientCommand {
     /// The run-identity (OIDC) issuer: rotate its signing key.
     #[command(subcommand)]
     Oidc(cmd::oidc::OidcCommand),
+    /// Notifications: the org's targets (webhook, Slack), their rules and delivery logs.
+    #[command(subcommand)]
+    Notify(cmd::notify::NotifyCommand),
 }
 
 async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Result<()> {
@@ -124,6 +127,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Audit(a) => cmd::audit::run(&ctx, a).await,
         ClientCommand::Secret(c) => cmd::secret::run(&ctx, c).await,
         ClientCommand::Oidc(c) => cmd::oidc::run(&ctx, c).await,
+        ClientCommand::Notify(c) => cmd::notify::run(&ctx, c).await,
     }
 }
 

@@ -86,6 +86,14 @@ pub struct ServerArgs {
     /// Lifetime of run identity tokens (tests only; SPEC: 10 minutes).
     #[arg(long, env = "BOSUN_OIDC_TOKEN_TTL", value_parser = humantime::parse_duration, default_value = "10m", hide = true)]
     oidc_token_ttl: std::time::Duration,
+    /// A state lock held this long sends an `old_lock` notification, once per lock (0s:
+    /// never).
+    #[arg(long, env = "BOSUN_NOTIFY_LOCK_AGE", value_parser = humantime::parse_duration, default_value = "1h")]
+    notify_lock_age: std::time::Duration,
+    /// The first notification retry's delay; each further one is three times the last
+    /// (8 attempts in all).
+    #[arg(long, env = "BOSUN_NOTIFY_RETRY_BASE", value_parser = humantime::parse_duration, default_value = "10s")]
+    notify_retry_base: std::time::Duration,
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
@@ -122,6 +130,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     };
     config.vcs = vcs;
     config.secrets = secrets;
+    config.notify = bosun_server::config::NotifyConfig {
+        lock_age: args.notify_lock_age,
+        retry_base: args.notify_retry_base,
+        ..Default::default()
+    };
     config.oidc = bosun_server::config::OidcConfig {
         token_ttl: args.oidc_token_ttl,
         rotate_every: args.oidc_key_rotation,

@@ -1060,3 +1060,173 @@ fn a_run_requests_its_identity_that_an_independent_verifier_accepts_and_secrets_
     let (code, out) = verify_jwt(&issuer, &token_file, "bosun-e2e");
     assert_eq!(code, 3, "expired: {out}");
 }
+
+// ---- dependencies ------------------------------------------------------------------------
+
+/// An upstream module: a required variable and outputs, no resources, so its outputs
+/// change only through the variable.
+const NET_TF: &str = r#"variable "vpc" {
+  type = string
+}
+
+output "vpc_id" {
+  value = "vpc-${var.vpc}"
+}
+
+output "region" {
+  value = "eu-west-1"
+}
+"#;
+
+/// A downstream module: what the upstream passes it, echoed as an output.
+const APP_TF: &str = r#"variable "network_id" {
+  type = string
+}
+
+output "seen" {
+  value = var.network_id
+}
+"#;
+
+/// A second bare repository beside the fixture's, holding `files`.
+fn repo_with(fx: &Fixture, name: &str, files: &[(&str, &str)]) -> String {
+    let work = fx.path().join(format!("{name}-src"));
+    for (path, text) in files {
+        let file = work.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    git(&work, &["init", "--quiet", "--initial-branch=main"]);
+    git(&work, &["add", "--all"]);
+    git(&work, &["commit", "--quiet", "-m", name]);
+    let bare = fx.path().join(format!("{name}.git"));
+    git(
+        fx.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    format!("file://{}", bare.display())
+}
+
+fn stack_runs(env: &Env, stack: &str) -> Vec<Value> {
+    let v = ok_json(env, &["stack", "runs", stack]);
+    v.as_array()
+        .or_else(|| v["items"].as_array())
+        .unwrap_or_else(|| panic!("stack runs {stack}: {v}"))
+        .clone()
+}
+
+fn output_value(env: &Env, stack: &str, name: &str) -> Value {
+    ok_json(env, &["stack", "outputs", stack])["outputs"][name]["value"].clone()
+}
+
+/// The one run of `stack` started by upstream run `upstream`, once it exists.
+fn dependency_run(env: &Env, stack: &str, upstream: &str) -> Value {
+    wait_for(
+        &format!("a run of {stack} started by {upstream}"),
+        PLAN_WAIT,
+        || {
+            stack_runs(env, stack)
+                .into_iter()
+                .find(|r| r["upstream_run"] == upstream)
+        },
+    )
+}
+
+#[test]
+fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
+    let Some(fx) = Fixture::new() else { return };
+    let url = repo_with(&fx, "deps", &[("net/main.tf", NET_TF), ("app/main.tf", APP_TF)]);
+    let env = start(&fx, &["--local-runners", "2"]);
+    let tf = fx.tf.to_str().unwrap();
+    let common = ["--repository", url.as_str(), "--engine", "terraform"];
+    let mut net = vec!["stack", "create", "net", "--path", "net", "--autodeploy"];
+    net.extend(common);
+    net.extend(["--engine-binary", tf, "--var", "TF_VAR_vpc=one"]);
+    ok(&env, &net);
+    let mut app = vec!["stack", "create", "app", "--path", "app", "--autodeploy"];
+    app.extend(common);
+    app.extend(["--engine-binary", tf, "--depends-on", "net:vpc_id=network_id"]);
+    ok(&env, &app);
+    // A cycle is refused when saved, naming it.
+    let out = bosun(
+        &env.server,
+        &env.admin,
+        &["stack", "update", "net", "--depends-on", "app"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cycle"), "{}", describe(&out));
+    assert!(err.contains("net") && err.contains("app"), "{err}");
+
+    // First apply of the upstream: its outputs are new, so the downstream runs with them.
+    let n1 = trigger(&env, "net", &[]);
+    wait_state(&env, &n1, "finished", PLAN_WAIT);
+    let a1 = dependency_run(&env, "app", &n1);
+    assert_eq!(a1["trigger"], "dependency");
+    assert_eq!(a1["kind"], "tracked");
+    let a1 = wait_state(&env, a1["id"].as_str().unwrap(), "finished", PLAN_WAIT);
+    assert_eq!(output_value(&env, "app", "seen"), "vpc-one");
+    assert_eq!(
+        a1["consumed"],
+        serde_json::json!([{"stack": "net", "version": 1, "output": "vpc_id",
+                            "variable": "network_id", "sensitive": false}])
+    );
+    let log = ok(&env, &["run", "logs", a1["id"].as_str().unwrap()]);
+    assert!(
+        log.contains("upstream stack net, state version 1: vpc_id → TF_VAR_network_id"),
+        "{log}"
+    );
+
+    // Same outputs: the upstream run ends with nothing to apply and no downstream run.
+    let n2 = trigger(&env, "net", &[]);
+    wait_state(&env, &n2, "finished", PLAN_WAIT);
+    assert_eq!(stack_runs(&env, "app").len(), 1, "unchanged outputs trigger nothing");
+
+    // The output changes through a variable alone — no resources at all.
+    ok(&env, &["stack", "update", "net", "--var", "TF_VAR_vpc=two"]);
+    let n3 = trigger(&env, "net", &[]);
+    wait_state(&env, &n3, "finished", PLAN_WAIT);
+    let a3 = dependency_run(&env, "app", &n3);
+    let reason = a3["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("changed outputs: vpc_id"), "{a3:#}");
+    wait_state(&env, a3["id"].as_str().unwrap(), "finished", PLAN_WAIT);
+    assert_eq!(output_value(&env, "app", "seen"), "vpc-two");
+
+    // trigger_always: a run even when nothing changed upstream.
+    ok(
+        &env,
+        &[
+            "stack",
+            "update",
+            "app",
+            "--depends-on",
+            "net:vpc_id=network_id",
+            "--trigger-always",
+            "net",
+        ],
+    );
+    let n4 = trigger(&env, "net", &[]);
+    wait_state(&env, &n4, "finished", PLAN_WAIT);
+    let a4 = dependency_run(&env, "app", &n4);
+    assert!(
+        a4["reason"].as_str().unwrap_or_default().contains("trigger_always"),
+        "{a4:#}"
+    );
+    wait_state(&env, a4["id"].as_str().unwrap(), "finished", PLAN_WAIT);
+
+    // The upstream fails (its required variable is gone): the waiting run is skipped,
+    // naming the upstream run, and never ran.
+    ok(&env, &["stack", "update", "net", "--clear-vars"]);
+    let n5 = trigger(&env, "net", &[]);
+    wait_state(&env, &n5, "failed", PLAN_WAIT);
+    let a5 = dependency_run(&env, "app", &n5);
+    assert_eq!(a5["state"], "skipped", "{a5:#}");
+    let reason = a5["reason"].as_str().unwrap();
+    assert!(reason.contains(&n5) && reason.contains("failed"), "{reason}");
+    assert!(a5["runner"].is_null());
+}

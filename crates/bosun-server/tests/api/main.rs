@@ -4,9 +4,11 @@
 
 mod authz;
 mod bad_input;
+mod drift;
 mod harness;
 mod identity;
 mod metrics;
+mod notify;
 mod openapi;
 mod outputs;
 mod runs;

@@ -29,7 +29,7 @@ async fn create_show_update_delete_with_every_field() {
         "environment": "prod",
         "variables": {"TF_VAR_region": "eu-west-1", "DB_PASSWORD": "secret://db/password"},
         "depends_on": [{"stack": "net", "outputs": {"vpc_id": "vpc"}, "trigger_always": true}],
-        "drift_detection": {"schedule": "0 3 * * *", "reconcile": true},
+        "drift_detection": {"schedule": "0 3 * * *", "reconcile": true, "timezone": "Europe/Berlin"},
         "runner_pool": "edge"
     });
     let r = t.create_stack(full.clone()).await;

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod host;
+pub mod notify;
 pub mod oidc;
 pub mod org;
 pub mod plan;

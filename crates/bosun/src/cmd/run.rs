@@ -164,6 +164,37 @@ pub fn run_text(r: Run) -> String {
     if let Some(of) = r.retry_of {
         f.add("retry of", of);
     }
+    if let Some(up) = r.upstream_run {
+        f.add("upstream run", up);
+    }
+    if let Some(d) = &r.drift {
+        let mut line = d.result.clone();
+        if let Some(rec) = &d.reconcile_run {
+            line.push_str(&format!(" (reconcile run {rec})"));
+        }
+        f.add("drift", line);
+    }
+    if let Some(of) = r.reconciles {
+        f.add("reconciles", format!("drift found by run {of}"));
+    }
+    if !r.consumed.is_empty() {
+        f.lines(
+            "upstream outputs",
+            r.consumed
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}.{} (state version {}) → TF_VAR_{}{}",
+                        c.stack,
+                        c.output,
+                        c.version,
+                        c.variable,
+                        if c.sensitive { " (sensitive)" } else { "" }
+                    )
+                })
+                .collect(),
+        );
+    }
     if let Some(b) = &r.blocked_by {
         f.add("blocked by", blocked_text(b));
     }
@@ -634,6 +665,8 @@ mod tests {
             late_write: true,
             runner: None,
             retry_of: None,
+            drift: None,
+            reconciles: None,
             phases: vec![PhaseTiming {
                 state: "queued".into(),
                 started_at: t,

@@ -67,6 +67,9 @@ pub enum StackCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Check the stack for drift now: a drift run (plan only) whose result is `no_drift`,
+    /// `drift_detected` or `failed`. Refused while a drift run of the stack is open.
+    DriftCheck { stack: String },
     /// The stack's outputs (sensitive values masked) and how each changed since the
     /// state version before.
     Outputs {
@@ -117,9 +120,15 @@ pub struct StackFields {
     /// An input variable, NAME=VALUE (repeatable; on update, replaces all variables).
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
     vars: Vec<(String, String)>,
-    /// An upstream stack this one depends on (repeatable; on update, replaces the list).
-    #[arg(long = "depends-on", value_name = "STACK")]
-    depends_on: Vec<String>,
+    /// An upstream stack this one depends on, with the upstream outputs passed to its
+    /// runs as `TF_VAR_<VARIABLE>` (repeatable; on update, replaces the list).
+    #[arg(long = "depends-on", value_name = "STACK[:OUTPUT=VARIABLE,...]",
+          value_parser = parse_dependency)]
+    depends_on: Vec<Dependency>,
+    /// Run this stack after every successful tracked run of upstream STACK, even when
+    /// its outputs did not change (STACK must be given with `--depends-on`; repeatable).
+    #[arg(long = "trigger-always", value_name = "STACK", requires = "depends_on")]
+    trigger_always: Vec<String>,
     /// Cron schedule for drift detection (5 fields, or @hourly/@daily/@weekly/…).
     #[arg(long, value_name = "CRON")]
     drift_schedule: Option<String>,
@@ -198,14 +207,39 @@ fn parse_var(raw: &str) -> Result<(String, String), String> {
     }
 }
 
-fn dependencies(stacks: Vec<String>) -> Vec<Dependency> {
-    stacks
-        .into_iter()
-        .map(|stack| Dependency {
-            stack,
-            ..Dependency::default()
-        })
-        .collect()
+fn parse_dependency(raw: &str) -> Result<Dependency, String> {
+    let (stack, mappings) = match raw.split_once(':') {
+        Some((stack, m)) => (stack, Some(m)),
+        None => (raw, None),
+    };
+    if stack.is_empty() {
+        return Err(format!("expected STACK[:OUTPUT=VARIABLE,...] (got {raw:?})"));
+    }
+    let mut outputs = std::collections::BTreeMap::new();
+    for pair in mappings.into_iter().flat_map(|m| m.split(',')) {
+        match pair.split_once('=') {
+            Some((out, var)) if !out.is_empty() && !var.is_empty() => {
+                outputs.insert(out.to_string(), var.to_string());
+            }
+            _ => return Err(format!("expected OUTPUT=VARIABLE (got {pair:?} in {raw:?})")),
+        }
+    }
+    Ok(Dependency {
+        stack: stack.to_string(),
+        outputs,
+        trigger_always: false,
+    })
+}
+
+/// The `--depends-on` list with `--trigger-always` applied to the stacks it names.
+fn dependencies(mut deps: Vec<Dependency>, always: &[String]) -> anyhow::Result<Vec<Dependency>> {
+    for stack in always {
+        match deps.iter_mut().find(|d| &d.stack == stack) {
+            Some(d) => d.trigger_always = true,
+            None => bail!("--trigger-always {stack}: {stack} is not given with --depends-on"),
+        }
+    }
+    Ok(deps)
 }
 
 fn read_create_file(file: &PathBuf) -> anyhow::Result<StackCreate> {
@@ -257,7 +291,7 @@ fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
         autodeploy: f.autodeploy.unwrap_or(false),
         environment: f.environment,
         variables: f.vars.into_iter().collect(),
-        depends_on: dependencies(f.depends_on),
+        depends_on: dependencies(f.depends_on, &f.trigger_always)?,
         drift_detection,
         runner_pool: f.runner_pool,
         aws,
@@ -351,7 +385,13 @@ fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<Stac
         autodeploy: f.autodeploy,
         environment: nullable(&f.environment, args.clear_environment),
         variables,
-        depends_on: non_empty(&f.depends_on, args.clear_depends_on).map(dependencies),
+        depends_on: if args.clear_depends_on {
+            Some(Vec::new())
+        } else if f.depends_on.is_empty() {
+            None
+        } else {
+            Some(dependencies(f.depends_on.clone(), &f.trigger_always)?)
+        },
         drift_detection,
         runner_pool: f.runner_pool.clone(),
         aws,
@@ -392,12 +432,60 @@ pub fn stack_text(s: Stack) -> String {
         })
         .collect();
     let drift = match s.drift_detection {
-        Some(d) if d.reconcile => format!("{} (reconcile)", d.schedule),
-        Some(d) => d.schedule,
+        Some(d) => format!(
+            "{} in {}{}",
+            d.schedule,
+            d.timezone.as_deref().unwrap_or("UTC"),
+            if d.reconcile { " (reconcile)" } else { "" }
+        ),
         None => "-".into(),
     };
-    Fields::new()
-        .add("id", s.id)
+    let check = |c: &bosun_api::DriftCheck| {
+        let mut line = format!("{} {} ({})", timestamp(&c.checked_at), c.result, c.run);
+        if let Some(r) = &c.reconcile_run {
+            line.push_str(&format!(", reconcile run {r}"));
+        }
+        line
+    };
+    let drift_status: Vec<(&str, String)> = match &s.drift_status {
+        None => Vec::new(),
+        Some(d) => {
+            let mut v = vec![
+                (
+                    "next drift check",
+                    d.next_check_at
+                        .as_ref()
+                        .map(timestamp)
+                        .unwrap_or_else(|| "- (not scheduled yet)".into()),
+                ),
+                (
+                    "last good check",
+                    d.last_success.as_ref().map(check).unwrap_or_else(|| "never".into()),
+                ),
+            ];
+            if let Some(c) = d.last_check.as_ref().filter(|c| c.result == "failed") {
+                v.push(("last check", check(c)));
+            }
+            if let Some(r) = &d.open_run {
+                v.push(("drift run open", r.clone()));
+            }
+            if d.stale {
+                v.push((
+                    "drift checks",
+                    format!(
+                        "STALE: no successful check for {}s (over twice the interval)",
+                        d.age_seconds.unwrap_or_default()
+                    ),
+                ));
+            }
+            if let Some(n) = &d.last_fire_note {
+                v.push(("last schedule note", n.clone()));
+            }
+            v
+        }
+    };
+    let mut f = Fields::new();
+    f.add("id", s.id)
         .add("name", s.name)
         .add("repository", s.repository)
         .add("branch", s.branch)
@@ -417,8 +505,11 @@ pub fn stack_text(s: Stack) -> String {
                 .collect(),
         )
         .lines("depends on", deps)
-        .add("drift detection", drift)
-        .add("runner pool", s.runner_pool)
+        .add("drift detection", drift);
+    for (key, value) in drift_status {
+        f.add(key, value);
+    }
+    f.add("runner pool", s.runner_pool)
         .add(
             "aws",
             match &s.aws {
@@ -443,8 +534,8 @@ pub fn stack_text(s: Stack) -> String {
             ),
         )
         .add("created", timestamp(&s.created_at))
-        .add("updated", timestamp(&s.updated_at))
-        .render()
+        .add("updated", timestamp(&s.updated_at));
+    f.render()
 }
 
 fn stack_table(org: &str, stacks: Vec<Stack>) -> String {
@@ -553,6 +644,13 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
             cursor,
             all,
         } => super::run::list(ctx, &stack, limit, cursor, all).await,
+        StackCommand::DriftCheck { stack } => {
+            let value = ctx
+                .client
+                .post(&["orgs", org, "stacks", &stack, "drift-checks"], &serde_json::json!({}))
+                .await?;
+            ctx.show(value, super::run::run_text)
+        }
         StackCommand::Triggers {
             stack,
             limit,

@@ -1,0 +1,381 @@
+//! Drift detection (SPEC §2.8): scheduled and manual drift checks, their outcome, the
+//! reconcile run, each stack's last successful check, and the stale-check alert.
+//!
+//! - A drift run is a plan with detailed exit codes; its outcome comes from
+//!   [`bosun_core::drift::result_of`]: `no_drift`, `drift_detected`, or `failed` for any
+//!   other end (integrations or clone failing before the plan, engine errors, timeouts,
+//!   a runner gone dark, a cancel). Drift runs are never skipped.
+//! - The scheduler settles every ended drift run once: it records the result and, for
+//!   `drift_detected` on a stack with `reconcile`, starts a tracked run at the branch head
+//!   with trigger `schedule`, triggered by `run:<drift run>` (the run's `reconciles`
+//!   names it, and the drift run's `reconcile_run` names the tracked run).
+//! - Never two open drift runs of one stack: a schedule that fires while one is open
+//!   records the skip on the schedule; a manual check is refused (409).
+//! - Stale: the last successful check (or the schedule's start, with none) is older than
+//!   twice the schedule's interval. One `stale_drift_check` notification per episode (the
+//!   event's dedup key is the stack and that starting point, so the next success starts
+//!   a new episode), and the `bosun_drift_check_age_seconds` gauge.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use bosun_api::{DriftCheck, Run, RunDrift, StackDriftStatus};
+use bosun_core::authz::Access;
+use bosun_core::drift::{result_of, staleness, DriftResult};
+use bosun_core::run::{RunKind, Trigger};
+use bosun_core::Role;
+use bosun_store::{
+    DriftCheckRecord, DriftFire, DriftFired, DriftScheduleRecord, NewNotificationEvent, NewRun,
+    NotificationEventKind, RunRecord,
+};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::ApiPath;
+use crate::routes::Route;
+use crate::schedules::{decide, Armed, Decision};
+use crate::server::AppState;
+
+pub fn routes() -> Vec<Route> {
+    vec![Route::post(
+        "/orgs/{org}/stacks/{stack}/drift-checks",
+        Access::Org(Role::Operator),
+        start_check,
+    )]
+}
+
+/// Start a drift check of a stack now (operator+): a drift run with trigger `manual`.
+/// Refused (409 `has_open_runs`) while a drift run of the stack is open.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/stacks/{stack}/drift-checks", tag = "runs",
+    params(("org" = String, Path), ("stack" = String, Path)),
+    responses((status = 201, body = Run), (status = 409, body = bosun_api::ErrorBody),
+        (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn start_check(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, stack)): ApiPath<(String, String)>,
+) -> Result<(StatusCode, Json<Run>), ApiError> {
+    let spec = state
+        .store
+        .get_stack(&org, &stack)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
+        .spec;
+    let run = NewRun {
+        id: crate::runs::new_run_id(),
+        org: org.clone(),
+        stack,
+        kind: RunKind::Drift,
+        trigger: Trigger::Manual,
+        triggered_by: caller.0.actor(),
+        commit: None,
+        branch: spec.branch,
+        retry_of: None,
+        pull_request: None,
+    };
+    let audit = caller.audit(
+        Some(&org),
+        "run.create",
+        format!("run:{}", run.id),
+        json!({"stack": run.stack, "kind": "drift", "trigger": "manual"}),
+    );
+    let record = state.store.start_drift_check(&run, &audit).await?;
+    state.dispatch.notify_waiters();
+    Ok((
+        StatusCode::CREATED,
+        Json(crate::runs::to_wire(&state, record).await?),
+    ))
+}
+
+/// Arms new or changed schedules and fires the due ones.
+pub async fn fire_due(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiError> {
+    for rec in state.store.drift_schedules(None, None).await? {
+        let Ok(schedule) = rec.drift.parsed() else {
+            // Validated when saved; a schedule this build cannot read is left alone.
+            continue;
+        };
+        let armed = rec.state.as_ref().map(|s| Armed {
+            expression: &s.schedule,
+            timezone: &s.timezone,
+            next_at: s.next_at,
+        });
+        let mut fire = DriftFire {
+            org: rec.org.clone(),
+            stack: rec.stack.clone(),
+            schedule: schedule.expression().to_string(),
+            timezone: schedule.timezone().name().to_string(),
+            expected_next: rec.state.as_ref().map(|s| s.next_at),
+            next_at: now,
+            since: None,
+            run: None,
+            note: None,
+            now,
+        };
+        match decide(&schedule, armed, now) {
+            Decision::Wait => continue,
+            Decision::Arm { next } => {
+                fire.next_at = next;
+                fire.since = Some(now);
+            }
+            Decision::Fire { missed, next } => {
+                let Some(stack) = state.store.get_stack(&rec.org, &rec.stack).await? else {
+                    continue;
+                };
+                fire.next_at = next;
+                fire.note = (missed > 0).then(|| {
+                    format!(
+                        "{missed} scheduled check(s) passed while the server was down or busy; ran one"
+                    )
+                });
+                fire.run = Some(NewRun {
+                    id: crate::runs::new_run_id(),
+                    org: rec.org.clone(),
+                    stack: rec.stack.clone(),
+                    kind: RunKind::Drift,
+                    trigger: Trigger::Schedule,
+                    triggered_by: "system".into(),
+                    commit: None,
+                    branch: stack.spec.branch,
+                    retry_of: None,
+                    pull_request: None,
+                });
+            }
+        }
+        match state.store.fire_drift_schedule(&fire).await? {
+            DriftFired::Started(run) => {
+                tracing::info!(org = %rec.org, stack = %rec.stack, run = %run.id, "drift check started");
+                state.dispatch.notify_waiters();
+            }
+            DriftFired::Skipped { open_run } => {
+                tracing::info!(org = %rec.org, stack = %rec.stack, open_run = %open_run,
+                    "drift check skipped: one is still open");
+            }
+            DriftFired::Armed | DriftFired::Raced => {}
+        }
+    }
+    Ok(())
+}
+
+fn plan_changes(run: &RunRecord) -> Option<bool> {
+    run.plan_summary
+        .as_ref()
+        .and_then(|p| p.get("has_changes"))
+        .and_then(|v| v.as_bool())
+}
+
+/// A drift run's result as it stands.
+pub fn result(run: &RunRecord) -> DriftResult {
+    result_of(run.state, plan_changes(run))
+}
+
+/// Settles ended drift runs: records each result once and starts the reconcile runs.
+pub async fn settle_ended(state: &AppState) -> Result<(), ApiError> {
+    for run in state.store.unsettled_drift_runs(100).await? {
+        let result = result(&run);
+        let reconcile = if result == DriftResult::DriftDetected {
+            state
+                .store
+                .get_stack(&run.org, &run.stack)
+                .await?
+                .filter(|s| s.spec.drift_detection.as_ref().is_some_and(|d| d.reconcile))
+                .map(|s| NewRun {
+                    id: crate::runs::new_run_id(),
+                    org: run.org.clone(),
+                    stack: run.stack.clone(),
+                    kind: RunKind::Tracked,
+                    trigger: Trigger::Schedule,
+                    triggered_by: format!("run:{}", run.id),
+                    // The branch head: applying the commit the check planned could roll
+                    // back what was merged since.
+                    commit: None,
+                    branch: s.spec.branch,
+                    retry_of: None,
+                    pull_request: None,
+                })
+        } else {
+            None
+        };
+        if let Some(check) = state
+            .store
+            .settle_drift_run(&run.id, result, reconcile.as_ref())
+            .await?
+        {
+            tracing::info!(run = %run.id, result = result.as_str(), reconcile = ?check.reconcile_run,
+                "drift check settled");
+            if check.reconcile_run.is_some() {
+                state.dispatch.notify_waiters();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The stale rule over one stack at `now`.
+fn stale_of(rec: &DriftScheduleRecord, now: DateTime<Utc>) -> Option<bosun_core::drift::Staleness> {
+    let schedule = rec.drift.parsed().ok()?;
+    let since = rec.state.as_ref()?.since;
+    staleness(
+        &schedule,
+        rec.last_success.as_ref().map(|c| c.checked_at),
+        since,
+        now,
+    )
+}
+
+/// Raises one `stale_drift_check` notification per staleness episode.
+pub async fn alert_stale(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiError> {
+    for rec in state.store.drift_schedules(None, None).await? {
+        let Some(st) = stale_of(&rec, now).filter(|s| s.stale) else {
+            continue;
+        };
+        let base = rec
+            .last_success
+            .as_ref()
+            .map(|c| c.checked_at)
+            .or(rec.state.as_ref().map(|s| s.since))
+            .unwrap_or(now);
+        let event = NewNotificationEvent {
+            kind: NotificationEventKind::StaleDriftCheck,
+            run_kind: None,
+            run_state: None,
+            payload: json!({
+                "org": rec.org,
+                "stack": rec.stack,
+                "schedule": rec.drift.schedule,
+                "timezone": rec.drift.timezone,
+                "last_success": rec.last_success.as_ref().map(check_json),
+                "age_seconds": st.age.num_seconds(),
+                "interval_seconds": st.interval.num_seconds(),
+                "message": format!(
+                    "stack {} has had no successful drift check for {}s (more than twice its {}s interval)",
+                    rec.stack, st.age.num_seconds(), st.interval.num_seconds()
+                ),
+            }),
+            dedup_key: Some(format!(
+                "stale_drift_check:{}:{}",
+                rec.stack,
+                base.timestamp_millis()
+            )),
+            only_target: None,
+        };
+        if state
+            .store
+            .add_notification_event(&rec.org, &event)
+            .await?
+            .is_some()
+        {
+            tracing::warn!(org = %rec.org, stack = %rec.stack, age_seconds = st.age.num_seconds(),
+                "drift checks are stale");
+        }
+    }
+    Ok(())
+}
+
+fn check_json(c: &DriftCheckRecord) -> serde_json::Value {
+    json!({"run": c.run, "result": c.result.as_str(), "checked_at": c.checked_at})
+}
+
+fn check_wire(c: DriftCheckRecord) -> DriftCheck {
+    DriftCheck {
+        run: c.run,
+        result: c.result.as_str().to_string(),
+        checked_at: c.checked_at,
+        reconcile_run: c.reconcile_run,
+    }
+}
+
+fn status_wire(rec: DriftScheduleRecord, now: DateTime<Utc>) -> StackDriftStatus {
+    let st = stale_of(&rec, now);
+    StackDriftStatus {
+        next_check_at: rec.state.as_ref().map(|s| s.next_at),
+        last_fire_note: rec.state.and_then(|s| s.last_fire_note),
+        last_success: rec.last_success.map(check_wire),
+        last_check: rec.last_check.map(check_wire),
+        open_run: rec.open_run,
+        age_seconds: st.as_ref().map(|s| s.age.num_seconds()),
+        stale: st.is_some_and(|s| s.stale),
+    }
+}
+
+/// The drift status of every drift-checked stack of an org, by stack id.
+pub async fn org_status(
+    state: &AppState,
+    org: &str,
+) -> Result<BTreeMap<String, StackDriftStatus>, ApiError> {
+    let now = state.config.schedules.clock.now();
+    Ok(state
+        .store
+        .drift_schedules(Some(org), None)
+        .await?
+        .into_iter()
+        .map(|r| (r.stack.clone(), status_wire(r, now)))
+        .collect())
+}
+
+/// One stack's drift status (`None` without drift detection).
+pub async fn stack_status(
+    state: &AppState,
+    org: &str,
+    stack: &str,
+) -> Result<Option<StackDriftStatus>, ApiError> {
+    let now = state.config.schedules.clock.now();
+    Ok(state
+        .store
+        .drift_schedules(Some(org), Some(stack))
+        .await?
+        .pop()
+        .map(|r| status_wire(r, now)))
+}
+
+/// The drift fields of a run on the wire: a drift run's outcome, or the drift run a
+/// reconcile run came from.
+pub async fn run_fields(
+    state: &AppState,
+    run: &RunRecord,
+) -> Result<(Option<RunDrift>, Option<String>), ApiError> {
+    match (run.kind, run.trigger) {
+        (RunKind::Drift, _) => {
+            let check = state.store.drift_check(&run.id).await?;
+            Ok((
+                Some(RunDrift {
+                    result: result(run).as_str().to_string(),
+                    reconcile_run: check.and_then(|c| c.reconcile_run),
+                }),
+                None,
+            ))
+        }
+        (RunKind::Tracked, Trigger::Schedule) => Ok((
+            None,
+            state
+                .store
+                .drift_check(&run.id)
+                .await?
+                .filter(|c| c.reconcile_run.as_deref() == Some(&run.id))
+                .map(|c| c.run),
+        )),
+        _ => Ok((None, None)),
+    }
+}
+
+/// `bosun_drift_check_age_seconds{org,stack}`: per drift-checked stack that the
+/// scheduler has armed, seconds since its last successful check (or since checking
+/// began).
+pub async fn check_ages(state: &AppState) -> Result<Vec<(String, String, f64)>, ApiError> {
+    let now = state.config.schedules.clock.now();
+    Ok(state
+        .store
+        .drift_schedules(None, None)
+        .await?
+        .into_iter()
+        .filter_map(|r| {
+            let since = r.state.as_ref()?.since;
+            let base = r.last_success.as_ref().map_or(since, |c| c.checked_at);
+            let age = (now - base).num_milliseconds().max(0) as f64 / 1000.0;
+            Some((r.org, r.stack, age))
+        })
+        .collect())
+}

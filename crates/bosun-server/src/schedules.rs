@@ -1,0 +1,215 @@
+//! The scheduler: one background duty that fires cron schedules (today: drift checks;
+//! plan schedules will join) from the time its [`Clock`] reads, settles ended drift
+//! runs and raises stale-drift alerts.
+//!
+//! A schedule is armed with its first fire time after the moment it is first seen (or
+//! its settings change). When a pass finds it due, it fires **once**, however many fire
+//! times passed — a server that was down over several runs one check when it is back,
+//! and the fire records how many it missed — then re-arms at the first fire time after
+//! now. The store applies each fire only if the schedule's `next_at` is still the one
+//! the pass read, so two servers sharing a store never both fire it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bosun_core::cron::Schedule;
+use chrono::{DateTime, Utc};
+
+use crate::server::AppState;
+
+/// Where the scheduler reads the time: the system clock, or (tests) a clock set by hand.
+#[derive(Clone, Default)]
+pub struct Clock(Option<Arc<Mutex<DateTime<Utc>>>>);
+
+impl Clock {
+    pub fn system() -> Self {
+        Clock(None)
+    }
+
+    /// A clock that reads `start` until moved with [`Clock::set`] or [`Clock::advance`].
+    pub fn manual(start: DateTime<Utc>) -> Self {
+        Clock(Some(Arc::new(Mutex::new(start))))
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        match &self.0 {
+            None => Utc::now(),
+            Some(t) => *t.lock().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    /// Sets a manual clock (no effect on the system clock).
+    pub fn set(&self, to: DateTime<Utc>) {
+        if let Some(t) = &self.0 {
+            *t.lock().unwrap_or_else(|e| e.into_inner()) = to;
+        }
+    }
+
+    pub fn advance(&self, by: chrono::Duration) {
+        self.set(self.now() + by);
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            None => f.write_str("Clock(system)"),
+            Some(_) => write!(f, "Clock(manual {})", self.now()),
+        }
+    }
+}
+
+impl PartialEq for Clock {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// The scheduler's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleConfig {
+    /// How often the scheduler looks (cron has minute resolution; the default looks
+    /// several times a minute so a check starts close to its time).
+    pub interval: Duration,
+    pub clock: Clock,
+}
+
+impl Default for ScheduleConfig {
+    fn default() -> Self {
+        ScheduleConfig {
+            interval: Duration::from_secs(15),
+            clock: Clock::system(),
+        }
+    }
+}
+
+/// Where an armed schedule stands, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Armed<'a> {
+    pub expression: &'a str,
+    pub timezone: &'a str,
+    pub next_at: DateTime<Utc>,
+}
+
+/// What a pass does with one schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Not armed, or its settings changed: arm it with this first fire time.
+    Arm {
+        next: DateTime<Utc>,
+    },
+    /// Due: fire once now; `missed` earlier fire times passed unfired.
+    Fire {
+        missed: u32,
+        next: DateTime<Utc>,
+    },
+    Wait,
+}
+
+/// Decides one schedule at `now` (the generic cron-firing rule every schedule follows).
+pub fn decide(schedule: &Schedule, armed: Option<Armed<'_>>, now: DateTime<Utc>) -> Decision {
+    let current = armed.filter(|a| {
+        a.expression == schedule.expression() && a.timezone == schedule.timezone().name()
+    });
+    match current {
+        None => match schedule.next_after(now) {
+            Some(next) => Decision::Arm { next },
+            None => Decision::Wait,
+        },
+        Some(a) => match bosun_core::drift::due(schedule, a.next_at, now) {
+            Some(d) => Decision::Fire {
+                missed: d.missed,
+                next: d.next,
+            },
+            None => Decision::Wait,
+        },
+    }
+}
+
+/// The scheduler duty: a pass every `schedules.interval` until shutdown.
+pub async fn schedule_duty(state: AppState) {
+    let mut stopping = state.stopping.subscribe();
+    let mut tick = tokio::time::interval(state.config.schedules.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = crate::duties::stopped(&mut stopping) => return,
+        }
+        if let Err(e) = pass(&state).await {
+            tracing::warn!(duty = "schedules", error = %e, "pass failed");
+        }
+    }
+}
+
+/// One pass at the clock's current time.
+pub async fn pass(state: &AppState) -> Result<(), crate::error::ApiError> {
+    let now = state.config.schedules.clock.now();
+    crate::drift::fire_due(state, now).await?;
+    crate::drift::settle_ended(state).await?;
+    crate::drift::alert_stale(state, now).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn arm_fire_wait_and_rearm_on_change() {
+        let s = Schedule::parse("0 9 * * *", "Europe/Berlin").unwrap();
+        let now = utc("2024-06-01T10:00:00Z");
+        assert_eq!(
+            decide(&s, None, now),
+            Decision::Arm {
+                next: utc("2024-06-02T07:00:00Z")
+            }
+        );
+        let armed = |next_at| Armed {
+            expression: "0 9 * * *",
+            timezone: "Europe/Berlin",
+            next_at,
+        };
+        assert_eq!(
+            decide(&s, Some(armed(utc("2024-06-02T07:00:00Z"))), now),
+            Decision::Wait
+        );
+        // Down for three days: one fire, two missed.
+        assert_eq!(
+            decide(
+                &s,
+                Some(armed(utc("2024-06-02T07:00:00Z"))),
+                utc("2024-06-04T08:00:00Z")
+            ),
+            Decision::Fire {
+                missed: 2,
+                next: utc("2024-06-05T07:00:00Z")
+            }
+        );
+        // Another zone is another schedule: re-armed, not fired.
+        let tokyo = Schedule::parse("0 9 * * *", "Asia/Tokyo").unwrap();
+        assert!(matches!(
+            decide(&tokyo, Some(armed(utc("2024-06-01T07:00:00Z"))), now),
+            Decision::Arm { .. }
+        ));
+    }
+
+    #[test]
+    fn manual_clock_moves_only_by_hand() {
+        let c = Clock::manual(utc("2024-01-01T00:00:00Z"));
+        assert_eq!(c.now(), utc("2024-01-01T00:00:00Z"));
+        c.advance(chrono::Duration::hours(2));
+        assert_eq!(c.now(), utc("2024-01-01T02:00:00Z"));
+        assert_eq!(c.clone(), c);
+        assert_ne!(c, Clock::system());
+    }
+}
