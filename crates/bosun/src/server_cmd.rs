@@ -97,6 +97,9 @@ pub struct ServerArgs {
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
+    /// How often the scheduler looks for due drift checks and settles ended ones.
+    #[arg(long, env = "BOSUN_SCHEDULE_INTERVAL", value_parser = humantime::parse_duration, default_value = "15s", hide = true)]
+    schedule_interval: std::time::Duration,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -139,6 +142,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         token_ttl: args.oidc_token_ttl,
         rotate_every: args.oidc_key_rotation,
     };
+    config.schedules.interval = args.schedule_interval.max(std::time::Duration::from_millis(10));
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());

@@ -109,7 +109,10 @@ async fn the_schedule_fires_in_its_zone_once_and_never_beside_an_open_check() {
     .await;
     assert_eq!(s["drift_status"]["last_success"], Value::Null);
     assert_eq!(s["drift_status"]["stale"], false);
-    assert!(runs(&t, "net").await.is_empty(), "nothing fires before its time");
+    assert!(
+        runs(&t, "net").await.is_empty(),
+        "nothing fires before its time"
+    );
 
     clock.set(utc("2024-06-01T07:00:20Z"));
     wait_stack(&t, "net", "the following check", |s| {
@@ -162,9 +165,19 @@ async fn the_schedule_fires_in_its_zone_once_and_never_beside_an_open_check() {
         s["drift_status"]["last_success"]["run"] == json!(first)
     })
     .await;
-    assert_eq!(s["drift_status"]["last_success"]["result"], "drift_detected");
-    assert_eq!(s["drift_status"]["last_success"]["reconcile_run"], Value::Null);
-    assert_eq!(runs(&t, "net").await.len(), 1, "no reconcile without the flag");
+    assert_eq!(
+        s["drift_status"]["last_success"]["result"],
+        "drift_detected"
+    );
+    assert_eq!(
+        s["drift_status"]["last_success"]["reconcile_run"],
+        Value::Null
+    );
+    assert_eq!(
+        runs(&t, "net").await.len(),
+        1,
+        "no reconcile without the flag"
+    );
 
     // Down over three fire times (5th, 6th, 7th at 07:00 UTC): one check, two missed.
     clock.set(utc("2024-06-07T09:00:00Z"));
@@ -231,7 +244,12 @@ async fn reconcile_starts_a_tracked_run_that_names_its_drift_run() {
         .to_string();
     let r = run(&t, &tracked).await;
     assert_eq!(
-        (&r["kind"], &r["trigger"], &r["triggered_by"], &r["reconciles"]),
+        (
+            &r["kind"],
+            &r["trigger"],
+            &r["triggered_by"],
+            &r["reconciles"]
+        ),
         (
             &json!("tracked"),
             &json!("schedule"),
@@ -239,7 +257,10 @@ async fn reconcile_starts_a_tracked_run_that_names_its_drift_run() {
             &json!(drift)
         )
     );
-    assert_eq!(run(&t, &drift).await["drift"]["reconcile_run"], json!(tracked));
+    assert_eq!(
+        run(&t, &drift).await["drift"]["reconcile_run"],
+        json!(tracked)
+    );
     // Exactly one reconcile, however many passes settle.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(runs(&t, "net").await.len(), 2);
@@ -316,10 +337,7 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
         (&r["state"], &r["drift"]["result"]),
         (&json!("failed"), &json!("failed"))
     );
-    assert!(
-        r["reason"].as_str().unwrap().contains("ops/missing"),
-        "{r}"
-    );
+    assert!(r["reason"].as_str().unwrap().contains("ops/missing"), "{r}");
     let s = wait_stack(&t, "net", "the failed check", |s| {
         s["drift_status"]["last_check"]["run"] == json!(id)
     })
