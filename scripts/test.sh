@@ -13,6 +13,7 @@ apt_tools=(
   "node:nodejs"
   "npm:npm"
   "/usr/sbin/sshd:openssh-server"
+  "/usr/bin/sudo:sudo"
 )
 missing=()
 for entry in "${apt_tools[@]}"; do
