@@ -176,7 +176,10 @@ async fn send(
     d: &DueNotification,
 ) -> Result<i64, (Option<i64>, String)> {
     let (body, signature) = match d.target.kind.as_str() {
-        "slack" => (json!({"text": slack_text(state, d)}).to_string(), None),
+        "slack" => (
+            json!({"text": slack_text(&state.config.public_url, d)}).to_string(),
+            None,
+        ),
         _ => {
             let body = webhook_body(d).to_string();
             let secret = match &d.target.secret {
@@ -254,11 +257,11 @@ fn field<'a>(data: &'a Value, key: &str) -> &'a str {
 }
 
 /// One line for people, with a link: Slack's `<url|text>` markup.
-pub fn slack_text(state: &AppState, d: &DueNotification) -> String {
+pub fn slack_text(public_url: &str, d: &DueNotification) -> String {
     let data = &d.delivery.payload;
     let org = d.delivery.org.as_str();
     let link = |label: &str| match data.get("url").and_then(Value::as_str) {
-        Some(path) => format!(" <{}{}|{label}>", state.config.public_url, path),
+        Some(path) => format!(" — <{public_url}{path}|{label}>"),
         None => String::new(),
     };
     let stack = format!("{org}/{}", field(data, "stack"));
@@ -270,7 +273,7 @@ pub fn slack_text(state: &AppState, d: &DueNotification) -> String {
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default();
             format!(
-                ":rotating_light: Bosun: {} run {} of {stack} {} (trigger {}){reason} —{}",
+                ":rotating_light: Bosun: {} run {} of {stack} {} (trigger {}){reason}{}",
                 field(data, "kind"),
                 field(data, "run"),
                 field(data, "state").replace('_', "-"),
@@ -279,9 +282,11 @@ pub fn slack_text(state: &AppState, d: &DueNotification) -> String {
             )
         }
         NotificationEventKind::LateWrite => format!(
-            ":warning: Bosun: {} wrote state version {} of {stack} after it had ended —{}",
+            ":warning: Bosun: {} wrote state version {} of {stack} after it had ended{}",
             field(data, "writer"),
-            data.get("version").and_then(Value::as_i64).unwrap_or_default(),
+            data.get("version")
+                .and_then(Value::as_i64)
+                .unwrap_or_default(),
             link("open the version"),
         ),
         NotificationEventKind::OldLock => {
@@ -290,19 +295,30 @@ pub fn slack_text(state: &AppState, d: &DueNotification) -> String {
                 .and_then(Value::as_i64)
                 .unwrap_or_default();
             format!(
-                ":lock: Bosun: the state of {stack} has been locked for {} by {} (lock {}) —{}",
+                ":lock: Bosun: the state of {stack} has been locked for {} by {} (lock {}){}",
                 human_age(age),
                 field(data, "who"),
                 field(data, "lock_id"),
                 link("open the lock"),
             )
         }
-        NotificationEventKind::StaleDriftCheck => format!(
-            ":hourglass: Bosun: the last successful drift check of {stack} is older than twice its schedule interval —{}",
-            link("open the stack"),
-        ),
+        NotificationEventKind::StaleDriftCheck => {
+            let secs = |k: &str| data.get(k).and_then(Value::as_i64);
+            let ages = match (secs("age_seconds"), secs("interval_seconds")) {
+                (Some(age), Some(interval)) => format!(
+                    " ({} ago; the schedule runs every {})",
+                    human_age(age),
+                    human_age(interval)
+                ),
+                _ => String::new(),
+            };
+            format!(
+                ":hourglass: Bosun: the last successful drift check of {stack} is older than twice its schedule interval{ages}{}",
+                link("open the stack"),
+            )
+        }
         NotificationEventKind::Test => format!(
-            ":white_check_mark: Bosun: test notification for target {} of org {org}, sent by {} —{}",
+            ":white_check_mark: Bosun: test notification for target {} of org {org}, sent by {}{}",
             d.target.id,
             field(data, "requested_by"),
             link("open the target"),
@@ -313,6 +329,7 @@ pub fn slack_text(state: &AppState, d: &DueNotification) -> String {
 fn human_age(seconds: i64) -> String {
     let (h, m) = (seconds / 3600, (seconds % 3600) / 60);
     match (h, m) {
+        (0, 0) => format!("{seconds}s"),
         (0, m) => format!("{m}m"),
         (h, 0) => format!("{h}h"),
         (h, m) => format!("{h}h {m}m"),
@@ -334,6 +351,86 @@ mod tests {
         assert_eq!(delays[7], None, "the eighth failure gives up");
     }
 
+    fn due(event: NotificationEventKind, payload: Value) -> DueNotification {
+        let now = Utc::now();
+        DueNotification {
+            delivery: bosun_store::NotificationDeliveryRecord {
+                id: 7,
+                event_id: 3,
+                org: "acme".into(),
+                target: "chat".into(),
+                event,
+                payload,
+                event_created_at: now,
+                attempts: 0,
+                next_attempt_at: Some(now),
+                last_status: None,
+                last_error: None,
+                delivered_at: None,
+                created_at: now,
+            },
+            target: bosun_store::NotificationTargetRecord {
+                org: "acme".into(),
+                id: "chat".into(),
+                kind: "slack".into(),
+                url: "http://127.0.0.1:9/".into(),
+                secret: None,
+                rules: vec![],
+                enabled: true,
+                created_at: now,
+                updated_at: now,
+                updated_by: "user:admin".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn slack_lines_say_what_happened_with_a_link_when_there_is_one() {
+        let url = "https://bosun.example";
+        let cases = [
+            (
+                NotificationEventKind::RunEnded,
+                json!({"stack": "net", "run": "run-1", "kind": "drift", "trigger": "schedule",
+                       "state": "force_failed", "reason": "runner went silent",
+                       "url": "/api/v1/orgs/acme/runs/run-1"}),
+                ":rotating_light: Bosun: drift run run-1 of acme/net force-failed (trigger schedule): runner went silent — <https://bosun.example/api/v1/orgs/acme/runs/run-1|open the run>",
+            ),
+            (
+                NotificationEventKind::LateWrite,
+                json!({"stack": "net", "version": 4, "writer": "run:run-1"}),
+                ":warning: Bosun: run:run-1 wrote state version 4 of acme/net after it had ended",
+            ),
+            (
+                NotificationEventKind::OldLock,
+                json!({"stack": "net", "lock_id": "L1", "who": "alice@laptop", "age_seconds": 7380}),
+                ":lock: Bosun: the state of acme/net has been locked for 2h 3m by alice@laptop (lock L1)",
+            ),
+            (
+                NotificationEventKind::StaleDriftCheck,
+                json!({"stack": "net", "age_seconds": 7200, "interval_seconds": 3600}),
+                ":hourglass: Bosun: the last successful drift check of acme/net is older than twice its schedule interval (2h ago; the schedule runs every 1h)",
+            ),
+            (
+                NotificationEventKind::Test,
+                json!({"requested_by": "user:admin"}),
+                ":white_check_mark: Bosun: test notification for target chat of org acme, sent by user:admin",
+            ),
+        ];
+        for (event, payload, want) in cases {
+            assert_eq!(slack_text(url, &due(event, payload)), want);
+        }
+        let body = webhook_body(&due(NotificationEventKind::Test, json!({"x": 1})));
+        assert_eq!(
+            (
+                &body["delivery"],
+                &body["event"],
+                &body["org"],
+                &body["data"]
+            ),
+            (&json!(7), &json!("test"), &json!("acme"), &json!({"x": 1}))
+        );
+    }
+
     #[test]
     fn signature_is_github_style() {
         // RFC 4231 test case 2.
@@ -344,5 +441,6 @@ mod tests {
         );
         assert_eq!(human_age(7380), "2h 3m");
         assert_eq!(human_age(3600), "1h");
+        assert_eq!(human_age(42), "42s");
     }
 }
