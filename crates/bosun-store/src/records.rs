@@ -831,7 +831,7 @@ pub struct DriftFire {
 pub enum DriftFired {
     /// The schedule was (re)armed; nothing started.
     Armed,
-    Started(RunRecord),
+    Started(Box<RunRecord>),
     /// A drift run of the stack is still open: none started, the skip recorded.
     Skipped { open_run: String },
     /// Another pass moved the schedule first: nothing written.

@@ -175,7 +175,7 @@ fn stack_create_with_every_flag_round_trips_through_show() {
         "environment": "production",
         "variables": {"region": "eu-west-1", "replicas": "3"},
         "depends_on": [{"stack": "network", "outputs": {}, "trigger_always": false}],
-        "drift_detection": {"schedule": "0 3 * * *", "reconcile": true},
+        "drift_detection": {"schedule": "0 3 * * *", "reconcile": true, "timezone": "UTC"},
         "runner_pool": "edge",
     });
     assert_eq!(shown["watch_paths"], json!(["modules/net", "modules/dns"]));
@@ -201,28 +201,30 @@ fn human_stack_show_snapshot() {
     ok(&env, &env.admin, FULL_STACK);
     let text = redact_timestamps(&ok(&env, &env.admin, &["stack", "show", "web"]));
     let expected = "\
-id:              web
-name:            Web frontend
-repository:      https://github.com/acme/infra.git
-branch:          prod
-path:            envs/web
-watch paths:     modules/net
-                 modules/dns
-engine:          terraform
-engine binary:   /usr/local/bin/terraform
-engine version:  1.5.7
-tier:            medium
-autodeploy:      yes
-environment:     production
-variables:       region=eu-west-1
-                 replicas=3
-depends on:      network
-drift detection: 0 3 * * * (reconcile)
-runner pool:     edge
-aws:             -
-connection:      connected (plain git remote, polled every 60s; not polled yet)
-created:         [timestamp]
-updated:         [timestamp]
+id:               web
+name:             Web frontend
+repository:       https://github.com/acme/infra.git
+branch:           prod
+path:             envs/web
+watch paths:      modules/net
+                  modules/dns
+engine:           terraform
+engine binary:    /usr/local/bin/terraform
+engine version:   1.5.7
+tier:             medium
+autodeploy:       yes
+environment:      production
+variables:        region=eu-west-1
+                  replicas=3
+depends on:       network
+drift detection:  0 3 * * * in UTC (reconcile)
+next drift check: - (not scheduled yet)
+last good check:  never
+runner pool:      edge
+aws:              -
+connection:       connected (plain git remote, polled every 60s; not polled yet)
+created:          [timestamp]
+updated:          [timestamp]
 ";
     assert_eq!(text, expected);
 }
@@ -395,7 +397,7 @@ fn stack_update_changes_only_named_fields() {
     );
     assert_eq!(
         drift["drift_detection"],
-        json!({"schedule": "*/5 * * * *", "reconcile": false})
+        json!({"schedule": "*/5 * * * *", "reconcile": false, "timezone": "UTC"})
     );
     // One drift flag alone keeps the other part as stored.
     let drift = ok_json(
@@ -405,7 +407,16 @@ fn stack_update_changes_only_named_fields() {
     );
     assert_eq!(
         drift["drift_detection"],
-        json!({"schedule": "*/5 * * * *", "reconcile": true})
+        json!({"schedule": "*/5 * * * *", "reconcile": true, "timezone": "UTC"})
+    );
+    let drift = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--drift-timezone", "America/New_York"],
+    );
+    assert_eq!(
+        drift["drift_detection"],
+        json!({"schedule": "*/5 * * * *", "reconcile": true, "timezone": "America/New_York"})
     );
     let off = ok_json(
         &env,

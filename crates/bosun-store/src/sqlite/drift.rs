@@ -178,7 +178,11 @@ pub(super) fn fire(tx: &Transaction<'_>, f: &DriftFire) -> Result<DriftFired> {
             let created = insert_run(tx, run, None)?;
             append_audit(tx, &run_audit(run))?;
             let id = created.id.clone();
-            (DriftFired::Started(created), Some(id), f.note.clone())
+            (
+                DriftFired::Started(Box::new(created)),
+                Some(id),
+                f.note.clone(),
+            )
         }
     };
     tx.prepare_cached(

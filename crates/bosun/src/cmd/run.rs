@@ -665,6 +665,8 @@ mod tests {
             late_write: true,
             runner: None,
             retry_of: None,
+            upstream_run: None,
+            consumed: Vec::new(),
             drift: None,
             reconciles: None,
             phases: vec![PhaseTiming {
