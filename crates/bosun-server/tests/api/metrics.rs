@@ -569,9 +569,28 @@ async fn metrics_expose_every_series_in_the_text_format() {
         );
     }
 
+    // Notifications: no target, nothing attempted; every outcome and kind present.
+    let sent = family(&families, "bosun_notification_deliveries", "counter");
+    for outcome in ["delivered", "retry", "gave_up"] {
+        assert_eq!(
+            sent.value(
+                "bosun_notification_deliveries_total",
+                &[("outcome", outcome)]
+            ),
+            0.0
+        );
+    }
+    let failed = family(&families, "bosun_notification_failures", "counter");
+    for kind in ["webhook", "slack"] {
+        assert_eq!(
+            failed.value("bosun_notification_failures_total", &[("kind", kind)]),
+            0.0
+        );
+    }
+
     // The duties' last passes.
     let duties = family(&families, "bosun_duty_last_pass_timestamp_seconds", "gauge");
-    for duty in ["stale_sweep", "git_poll"] {
+    for duty in ["stale_sweep", "git_poll", "notify"] {
         let at = duties.value("bosun_duty_last_pass_timestamp_seconds", &[("duty", duty)]);
         assert!(at >= 0.0, "{duty}: {at}");
     }
@@ -590,6 +609,8 @@ async fn metrics_expose_every_series_in_the_text_format() {
         names,
         [
             "bosun_duty_last_pass_timestamp_seconds",
+            "bosun_notification_deliveries",
+            "bosun_notification_failures",
             "bosun_run_phase_duration_seconds",
             "bosun_run_queue_wait_seconds",
             "bosun_runner_last_seen_age_seconds",
