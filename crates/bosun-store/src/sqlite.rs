@@ -3383,11 +3383,13 @@ impl Store for SqliteStore {
                            FROM id_request_tokens WHERE secret_hash = ?1) ON id = t_run"
                 ))?
                 .query_row([&hash], |r| {
+                    // The token's columns follow the run's.
+                    let n = RUN_COLUMNS.split(',').count();
                     Ok((
                         run_row(r)?,
-                        r.get::<_, String>(27)?,
-                        r.get::<_, i64>(28)?,
-                        r.get::<_, i64>(29)?,
+                        r.get::<_, String>(n)?,
+                        r.get::<_, i64>(n + 1)?,
+                        r.get::<_, i64>(n + 2)?,
                     ))
                 })
                 .optional()?;
