@@ -22,6 +22,11 @@
 //! removed it (it only logs a deprecation warning). As a non-root user sshd can only log
 //! in that same user, which is the user [`SshdHost::user`] reports.
 //!
+//! Running as root, a host can log in another user instead ([`SshdOptions::login_user`]),
+//! e.g. one made by [`ensure_sudo_user`] with a sudoers rule of the test's choosing
+//! (idempotent: a fixed name, created once per machine, its rule rewritten each time and
+//! checked with `visudo -cf`); [`require_sudo_users`] says whether that is possible here.
+//!
 //! sshd's `MaxSessions` is left at its default (10 channels per connection), like a real
 //! host, so a client that opens more concurrent channels must queue them.
 
@@ -127,6 +132,103 @@ pub fn require_sshd() -> bool {
     false
 }
 
+/// `true` when tests can make login users with sudo rules here: running as root with
+/// `useradd`, `sudo` and `visudo` installed. Otherwise announces `SKIPPED (tool missing):
+/// root with sudo` on stderr and returns `false` — or, with `BOSUN_REQUIRE_TOOLS=1`,
+/// fails.
+pub fn require_sudo_users() -> bool {
+    let missing: Vec<&str> = [
+        ("root", current_uid() == 0),
+        ("useradd", Path::new("/usr/sbin/useradd").is_file()),
+        ("sudo", Path::new("/usr/bin/sudo").is_file()),
+        ("visudo", Path::new("/usr/sbin/visudo").is_file()),
+    ]
+    .into_iter()
+    .filter(|(_, ok)| !ok)
+    .map(|(what, _)| what)
+    .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+        panic!(
+            "making sudo test users needs root, useradd, sudo and visudo (BOSUN_REQUIRE_TOOLS=1); missing: {} (run the tests as root; apt-get install sudo)",
+            missing.join(", ")
+        );
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED (tool missing): root with sudo ({})",
+        missing.join(", ")
+    );
+    false
+}
+
+/// Makes sure login user `name` exists (with a home, `/bin/sh`, no password but not
+/// locked, so public-key logins work with `UsePAM no`) and that its only sudoers rule is
+/// `name <rule>` (e.g. `ALL=(ALL) ALL`, which asks for a password, or `ALL=(ALL)
+/// NOPASSWD: ALL`), in `/etc/sudoers.d/<name>` once `visudo -cf` accepts it. Call
+/// [`require_sudo_users`] first. Safe to call from tests running at once.
+pub fn ensure_sudo_user(name: &str, rule: &str) {
+    assert!(
+        name.starts_with("bosun-test-")
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+        "test users are named bosun-test-<lowercase letters, digits, dashes>: {name:?}"
+    );
+    let exists = |name: &str| {
+        Command::new("id")
+            .args(["-u", name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !exists(name) {
+        let out = Command::new("/usr/sbin/useradd")
+            .args([
+                "--create-home",
+                "--shell",
+                "/bin/sh",
+                "--password",
+                "*",
+                name,
+            ])
+            .output()
+            .unwrap();
+        // Exit 9: another test made it meanwhile.
+        assert!(
+            out.status.success() || (out.status.code() == Some(9) && exists(name)),
+            "useradd {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // sudo skips files in sudoers.d whose name has a dot: write one, check it, rename it.
+    let dir = Path::new("/etc/sudoers.d");
+    fs::create_dir_all(dir).unwrap();
+    let staged = dir.join(format!(".{name}.{}", std::process::id()));
+    fs::write(&staged, format!("{name} {rule}\n")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        fs::set_permissions(&staged, fs::Permissions::from_mode(0o440)).unwrap();
+    }
+    let out = Command::new("/usr/sbin/visudo")
+        .arg("-cf")
+        .arg(&staged)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        let _ = fs::remove_file(&staged);
+        panic!(
+            "visudo rejects the rule {rule:?} for {name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    fs::rename(&staged, dir.join(name)).unwrap();
+}
+
 /// How to start an [`SshdHost`] beyond the defaults.
 #[derive(Debug, Clone, Default)]
 pub struct SshdOptions {
@@ -141,6 +243,10 @@ pub struct SshdOptions {
     /// (an empty dir), so the machine's shell start-up files (a `~/.bashrc`, which bash
     /// sources for every ssh command) neither slow commands down nor change them.
     pub real_home: bool,
+    /// Log sessions in as this user instead of the current one (sshd must run as root).
+    /// The host's folder and authorized keys are then made readable by everyone (the
+    /// keys are public): sshd reads them as the user. See [`ensure_sudo_user`].
+    pub login_user: Option<String>,
 }
 
 /// A running sshd on `127.0.0.1`; killed on drop.
@@ -179,7 +285,30 @@ impl SshdHost {
             .unwrap_or_else(|| keygen(&dir.join("client_ed25519"), KeyType::Ed25519));
         let authorized = dir.join("authorized_keys");
         fs::write(&authorized, format!("{}\n", client_key.public_line)).unwrap();
-        let user = current_user();
+        let user = match &options.login_user {
+            None => current_user(),
+            Some(other) => {
+                assert_eq!(
+                    current_uid(),
+                    0,
+                    "only root's sshd can log in another user ({other})"
+                );
+                use std::os::unix::fs::PermissionsExt as _;
+                for (path, mode) in [(&dir, 0o755), (&authorized, 0o644)] {
+                    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+                }
+                for up in dir.ancestors().skip(1) {
+                    let mode = fs::metadata(up).unwrap().permissions().mode();
+                    assert!(
+                        mode & 0o001 != 0,
+                        "{other} cannot reach its authorized keys: {} is mode {:o} (make the folders above the host's 0755)",
+                        up.display(),
+                        mode & 0o7777
+                    );
+                }
+                other.clone()
+            }
+        };
 
         let mut last_log = String::new();
         for _attempt in 0..10 {
@@ -246,7 +375,8 @@ impl SshdHost {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
-    /// The user sessions log in as: the user running the tests.
+    /// The user sessions log in as: the user running the tests, or
+    /// [`SshdOptions::login_user`].
     pub fn user(&self) -> &str {
         &self.user
     }

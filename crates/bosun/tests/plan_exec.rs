@@ -468,3 +468,171 @@ steps:
         "nothing ran on the host with the changed key"
     );
 }
+
+/// sudo for real, over a real sshd, as non-root users: one whose sudoers rule asks for a
+/// password — its `sudo: true` steps fail at once saying so, and `bosun host check`
+/// warns under the sudo stage — and one with a NOPASSWD rule, whose steps run as root
+/// (a command, and a file step's one command).
+#[test]
+fn sudo_over_ssh_with_a_real_sudoers_rule() {
+    use bosun_testkit::sshd::{
+        ensure_sudo_user, require_sshd, require_sudo_users, SshdHost, SshdOptions,
+    };
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !require_sshd() || !require_sudo_users() {
+        return;
+    }
+    ensure_sudo_user("bosun-test-pw", "ALL=(ALL) ALL");
+    ensure_sudo_user("bosun-test-np", "ALL=(ALL) NOPASSWD: ALL");
+    let dir = tempfile::tempdir().unwrap();
+    // The users' sshd read their authorized keys from below here.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let start = |user: &str| {
+        SshdHost::start_with(
+            &dir.path().join(user),
+            SshdOptions {
+                login_user: Some(user.into()),
+                ..SshdOptions::default()
+            },
+        )
+    };
+    let hosts = [
+        ("pw", start("bosun-test-pw")),
+        ("np", start("bosun-test-np")),
+    ];
+    let mut inv = String::from("hosts:\n");
+    for (name, h) in &hosts {
+        inv.push_str(&format!(
+            "  {name}: {{ address: {}, port: {}, user: {}, identity_file: {}, known_hosts: {}, labels: [sudo] }}\n",
+            h.address(),
+            h.port(),
+            h.user(),
+            h.client_key_path().display(),
+            h.known_hosts_path().display()
+        ));
+    }
+    std::fs::write(dir.path().join("inventory.yaml"), &inv).unwrap();
+    let plan = format!(
+        r#"name: sudo
+targets: {{ labels: [sudo] }}
+steps:
+  - name: who
+    command: ["id", "-un"]
+  - name: as root
+    command: ["id", "-un"]
+    sudo: true
+    continue_on_error: true
+  - name: root file
+    file.copy:
+      path: "{w}/{{{{ host.name }}}}.conf"
+      content: "made by root\n"
+      mode: "0600"
+    sudo: true
+"#,
+        w = work.display()
+    );
+    std::fs::write(dir.path().join("plan.yaml"), plan).unwrap();
+    let started = std::time::Instant::now();
+    let out = bosun(
+        dir.path(),
+        &[
+            "plan",
+            "exec",
+            "plan.yaml",
+            "--inventory",
+            "inventory.yaml",
+            "--json",
+        ],
+    );
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(&out)));
+    let result = |step: usize, host: &str| -> Value {
+        report["steps"][step]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["host"] == host)
+            .cloned()
+            .unwrap_or_else(|| panic!("no result for {host} in step {step}: {report:#}"))
+    };
+    // The sessions really are the non-root users.
+    assert_eq!(result(0, "pw")["stdout"], "bosun-test-pw\n", "{report:#}");
+    assert_eq!(result(0, "np")["stdout"], "bosun-test-np\n", "{report:#}");
+    // NOPASSWD: the command and the file step run as root.
+    let np = result(1, "np");
+    assert_eq!(
+        (&np["status"], &np["stdout"]),
+        (&json_str("changed"), &json_str("root\n"))
+    );
+    assert_eq!(result(2, "np")["status"], "changed", "{report:#}");
+    let conf = work.join("np.conf");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "made by root\n");
+    let meta = std::fs::metadata(&conf).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o600));
+    // A password rule: both sudo steps fail fast, saying why; nothing is written.
+    for step in [1, 2] {
+        let pw = result(step, "pw");
+        assert_eq!(pw["status"], "failed", "{report:#}");
+        let message = pw["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("sudo needs a password on this host"),
+            "{message}"
+        );
+        assert!(pw["duration_ms"].as_u64().unwrap() < 10_000, "{pw:#}");
+    }
+    assert_eq!(result(1, "pw")["ignored"], true);
+    assert!(!work.join("pw.conf").exists());
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+
+    // The host check: a warning under the sudo stage for the password rule, ok for NOPASSWD.
+    for (host, status) in [("pw", "warning"), ("np", "ok")] {
+        let out = bosun(
+            dir.path(),
+            &["host", "check", host, "-i", "inventory.yaml", "--json"],
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sudo = v["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == "sudo")
+            .cloned()
+            .unwrap();
+        assert_eq!(sudo["status"], status, "{v:#}");
+        for s in v["stages"].as_array().unwrap() {
+            if s["stage"] != "sudo" {
+                assert_eq!(s["status"], "ok", "{v:#}");
+            }
+        }
+        if host == "pw" {
+            assert!(
+                sudo["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("sudo asks for a password"),
+                "{v:#}"
+            );
+            // And in the table, on the sudo stage's row.
+            let out = bosun(dir.path(), &["host", "check", host, "-i", "inventory.yaml"]);
+            let (stdout, _) = text(&out);
+            let row = stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with("sudo"))
+                .unwrap_or_else(|| panic!("no sudo row: {stdout}"));
+            assert!(
+                row.contains("warning") && row.contains("sudo asks for a password"),
+                "{stdout}"
+            );
+            assert!(stdout.contains("pw: reachable, with warnings"), "{stdout}");
+        }
+    }
+}
+
+fn json_str(s: &str) -> Value {
+    Value::String(s.into())
+}
