@@ -603,11 +603,15 @@ async fn metrics_expose_every_series_in_the_text_format() {
         0.0
     );
 
+    // Drift-check age per stack (its values are checked with the drift scheduler).
+    family(&families, "bosun_drift_check_age_seconds", "gauge");
+
     // Nothing else: every family is one of these.
     let names: Vec<&str> = families.keys().map(String::as_str).collect();
     assert_eq!(
         names,
         [
+            "bosun_drift_check_age_seconds",
             "bosun_duty_last_pass_timestamp_seconds",
             "bosun_notification_deliveries",
             "bosun_notification_failures",
