@@ -310,6 +310,16 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    // A second target with the default rules: every failed run, drift runs included.
+    let (all_url, all_got) = receiver().await;
+    let r = t
+        .post(
+            "/api/v1/orgs/default/notifications/targets",
+            &t.admin,
+            json!({"id": "all", "kind": "webhook", "url": all_url, "secret": "s3cret-all"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
     // Its variable names a secret nobody stored: every run fails while preparing.
     let r = t
         .create_stack(json!({"id": "net", "repository": "file:///srv/git/infra",
@@ -338,6 +348,30 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
         (&json!("failed"), &json!("failed"))
     );
     assert!(r["reason"].as_str().unwrap().contains("ops/missing"), "{r}");
+    // …and the failed drift check is notified.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let failed = loop {
+        let seen: Vec<Value> = all_got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| serde_json::from_str(b).unwrap())
+            .collect();
+        if let Some(b) = seen.into_iter().find(|b| b["data"]["run"] == json!(id)) {
+            break b;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no notification of {id}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(failed["event"], "run_ended", "{failed}");
+    assert_eq!(
+        (&failed["data"]["kind"], &failed["data"]["state"]),
+        (&json!("drift"), &json!("failed")),
+        "{failed}"
+    );
     let s = wait_stack(&t, "net", "the failed check", |s| {
         s["drift_status"]["last_check"]["run"] == json!(id)
     })
