@@ -10,6 +10,9 @@
 //! - `file.copy`, `file.lineinfile`, `file.directory`, `file.absent` read the path's
 //!   current state from the host (kind, mode, owner, bytes), decide, and change only
 //!   what differs — writes are atomic (a temporary file beside the target, then `mv`).
+//!   Reading and changing cost one remote command for a copy, a directory or an
+//!   absent path (the host compares and acts, and reports the state it found), and a
+//!   probe plus, when something changes, a write for a lineinfile.
 //!   A dry run decides the same way and carries a unified diff; its predictions are kept
 //!   in an [`Overlay`] per host so a later file step on the same path starts from what
 //!   the earlier one would have written.

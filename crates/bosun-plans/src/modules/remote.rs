@@ -1,8 +1,12 @@
 //! File work on a host, every bit of it through [`Connection::run`] with small POSIX `sh`
-//! scripts (paths and values are positional arguments, never spliced into the script):
-//! probing a path (kind, mode, owner and, for a regular file, its bytes), writing a file
-//! atomically (a temporary file beside it, then `mv`), creating a directory, setting mode
-//! and owner, removing a path, and uploading and running a script.
+//! scripts (paths and values are positional arguments, never spliced into the script),
+//! each one remote command: probing a path (kind, mode, owner, whether the folder above
+//! an absent path exists and, for a regular file, its bytes); putting a file — the
+//! desired bytes on stdin, compared on the host and written atomically (a temporary file
+//! beside it, then `mv`) only if they differ, mode and owner set where they differ;
+//! making a directory or fixing its mode and owner; removing a path; uploading and
+//! running a script. The scripts that act also report the state they found first, so
+//! the caller decides on it (message, `changed`) as a dry run would have.
 
 use std::time::Duration;
 
