@@ -3284,7 +3284,12 @@ pub async fn held_runs_do_not_block_their_stack(store: Arc<dyn Store>) {
 
 // ---- Notifications ----
 
-fn target(id: &str, kind: &str, rules: Vec<NotificationRule>, enabled: bool) -> NewNotificationTarget {
+fn target(
+    id: &str,
+    kind: &str,
+    rules: Vec<NotificationRule>,
+    enabled: bool,
+) -> NewNotificationTarget {
     NewNotificationTarget {
         org: "acme".into(),
         id: id.into(),
@@ -3371,10 +3376,16 @@ pub async fn notification_targets_roundtrip_and_reseal(store: Arc<dyn Store>) {
         id: "hook".into(),
     };
     let all = store.sealed_values().await.unwrap();
-    assert!(all.contains(&(owner.clone(), sealed("hook", "k1"))), "{all:?}");
+    assert!(
+        all.contains(&(owner.clone(), sealed("hook", "k1"))),
+        "{all:?}"
+    );
     assert_eq!(all.len(), 1, "a slack target has no secret");
     store
-        .reseal(&[(owner.clone(), sealed("hook2", "k2"))], &audit(None, "x", "y"))
+        .reseal(
+            &[(owner.clone(), sealed("hook2", "k2"))],
+            &audit(None, "x", "y"),
+        )
         .await
         .unwrap();
     let t = store
@@ -3392,7 +3403,9 @@ pub async fn notification_targets_roundtrip_and_reseal(store: Arc<dyn Store>) {
         .await
         .unwrap());
     assert!(matches!(
-        store.reseal(&[(owner, sealed("h3", "k3"))], &audit(None, "x", "y")).await,
+        store
+            .reseal(&[(owner, sealed("h3", "k3"))], &audit(None, "x", "y"))
+            .await,
         Err(StoreError::NotFound(_))
     ));
 }
@@ -3402,8 +3415,18 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
     let a = audit(Some("acme"), "notification_target.create", "t");
     for t in [
         target("defaults", "webhook", vec![], true),
-        target("all-runs", "slack", vec![rule(&["run_ended"], &[], &[])], true),
-        target("drift-only", "slack", vec![rule(&["run_ended"], &["drift"], &["failed"])], true),
+        target(
+            "all-runs",
+            "slack",
+            vec![rule(&["run_ended"], &[], &[])],
+            true,
+        ),
+        target(
+            "drift-only",
+            "slack",
+            vec![rule(&["run_ended"], &["drift"], &["failed"])],
+            true,
+        ),
         target("off", "slack", vec![], false),
     ] {
         store.create_notification_target(&t, &a).await.unwrap();
@@ -3415,7 +3438,10 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
         .await
         .unwrap();
     store
-        .cancel_run("r-cancel", &audit(Some("acme"), "run.cancel", "run:r-cancel"))
+        .cancel_run(
+            "r-cancel",
+            &audit(Some("acme"), "run.cancel", "run:r-cancel"),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -3444,7 +3470,10 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
     let failed_run = [("run_ended".to_string(), Some("failed".to_string()))];
     assert_eq!(deliveries_of(&*store, "defaults").await, failed_run);
     assert_eq!(deliveries_of(&*store, "drift-only").await, failed_run);
-    assert!(deliveries_of(&*store, "off").await.is_empty(), "disabled target");
+    assert!(
+        deliveries_of(&*store, "off").await.is_empty(),
+        "disabled target"
+    );
     let d = &store
         .list_notification_deliveries("acme", "defaults", None, 1)
         .await
@@ -3483,7 +3512,13 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
     lock.acquired_at = Utc::now() - Duration::hours(3);
     store.lock_state("acme", "net", &lock).await.unwrap();
     let hour_ago = Utc::now() - Duration::hours(1);
-    assert_eq!(store.notify_old_locks(Utc::now() - Duration::hours(4)).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .notify_old_locks(Utc::now() - Duration::hours(4))
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(store.notify_old_locks(hour_ago).await.unwrap(), 1);
     assert_eq!(store.notify_old_locks(hour_ago).await.unwrap(), 0);
     let kinds: Vec<String> = deliveries_of(&*store, "defaults")
@@ -3501,8 +3536,16 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
         dedup_key: Some("stale:net:1".into()),
         only_target: None,
     };
-    assert!(store.add_notification_event("acme", &stale).await.unwrap().is_some());
-    assert!(store.add_notification_event("acme", &stale).await.unwrap().is_none());
+    assert!(store
+        .add_notification_event("acme", &stale)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(store
+        .add_notification_event("acme", &stale)
+        .await
+        .unwrap()
+        .is_none());
     // A test event goes to its target only, whatever its rules; an unknown target is refused.
     let test = NewNotificationEvent {
         kind: NotificationEventKind::Test,
@@ -3510,8 +3553,15 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
         dedup_key: None,
         ..stale.clone()
     };
-    store.add_notification_event("acme", &test).await.unwrap().unwrap();
-    assert_eq!(deliveries_of(&*store, "drift-only").await.last().unwrap().0, "test");
+    store
+        .add_notification_event("acme", &test)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        deliveries_of(&*store, "drift-only").await.last().unwrap().0,
+        "test"
+    );
     assert!(matches!(
         store
             .add_notification_event(
@@ -3562,7 +3612,11 @@ pub async fn notification_deliveries_retry_and_settle(store: Arc<dyn Store>) {
         )
         .await
         .unwrap();
-    assert!(store.due_notifications(Utc::now(), 10).await.unwrap().is_empty());
+    assert!(store
+        .due_notifications(Utc::now(), 10)
+        .await
+        .unwrap()
+        .is_empty());
     let later = store
         .due_notifications(retry_at + Duration::seconds(1), 10)
         .await
@@ -3595,7 +3649,11 @@ pub async fn notification_deliveries_retry_and_settle(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(log.len(), 1);
     assert_eq!(
-        (log[0].attempts, log[0].last_status, log[0].last_error.clone()),
+        (
+            log[0].attempts,
+            log[0].last_status,
+            log[0].last_error.clone()
+        ),
         (2, Some(204), None)
     );
     assert!(log[0].delivered_at.is_some() && log[0].next_attempt_at.is_none());
@@ -3617,20 +3675,45 @@ fn notification_default_rules_follow_the_spec() {
     let d: &[NotificationRule] = &[];
     for state in ["failed", "force_failed", "interrupted"] {
         for kind in ["tracked", "proposed", "drift"] {
-            assert!(NotificationRule::any_matches(d, RunEnded, Some(kind), Some(state)));
+            assert!(NotificationRule::any_matches(
+                d,
+                RunEnded,
+                Some(kind),
+                Some(state)
+            ));
         }
     }
     for state in ["finished", "canceled", "discarded", "skipped"] {
-        assert!(!NotificationRule::any_matches(d, RunEnded, Some("tracked"), Some(state)));
+        assert!(!NotificationRule::any_matches(
+            d,
+            RunEnded,
+            Some("tracked"),
+            Some(state)
+        ));
     }
     for kind in [LateWrite, OldLock, StaleDriftCheck] {
         assert!(NotificationRule::any_matches(d, kind, None, None));
     }
     assert!(!NotificationRule::any_matches(d, Test, None, None));
     let only_drift = [rule(&["run_ended"], &["drift"], &[])];
-    assert!(NotificationRule::any_matches(&only_drift, RunEnded, Some("drift"), Some("finished")));
-    assert!(!NotificationRule::any_matches(&only_drift, RunEnded, Some("tracked"), Some("failed")));
-    assert!(!NotificationRule::any_matches(&only_drift, LateWrite, None, None));
+    assert!(NotificationRule::any_matches(
+        &only_drift,
+        RunEnded,
+        Some("drift"),
+        Some("finished")
+    ));
+    assert!(!NotificationRule::any_matches(
+        &only_drift,
+        RunEnded,
+        Some("tracked"),
+        Some("failed")
+    ));
+    assert!(!NotificationRule::any_matches(
+        &only_drift,
+        LateWrite,
+        None,
+        None
+    ));
 }
 
 // ---- Drift detection ----

@@ -348,8 +348,7 @@ pub trait Store: Send + Sync + 'static {
     /// The org's targets by id.
     async fn list_notification_targets(&self, org: &str) -> Result<Vec<NotificationTargetRecord>>;
     /// Deletes a target and its delivery log; false when there was none.
-    async fn delete_notification_target(&self, org: &str, id: &str, audit: &Audit)
-        -> Result<bool>;
+    async fn delete_notification_target(&self, org: &str, id: &str, audit: &Audit) -> Result<bool>;
     /// Writes an event to the outbox and, in the same transaction, one delivery for each
     /// enabled target of the org whose rules select it (or for `only_target` alone).
     /// Returns the event id; `None` when its dedup key was already recorded. Run endings,

@@ -833,7 +833,9 @@ pub enum DriftFired {
     Armed,
     Started(Box<RunRecord>),
     /// A drift run of the stack is still open: none started, the skip recorded.
-    Skipped { open_run: String },
+    Skipped {
+        open_run: String,
+    },
     /// Another pass moved the schedule first: nothing written.
     Raced,
 }

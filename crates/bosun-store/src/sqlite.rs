@@ -622,13 +622,10 @@ fn stack_columns(spec: &StackSpec) -> StackColumns {
                 .collect(),
         )
         .to_string(),
-        drift_detection: spec
-            .drift_detection
-            .as_ref()
-            .map(|d| {
-                json!({"schedule": d.schedule, "reconcile": d.reconcile, "timezone": d.timezone})
-                    .to_string()
-            }),
+        drift_detection: spec.drift_detection.as_ref().map(|d| {
+            json!({"schedule": d.schedule, "reconcile": d.reconcile, "timezone": d.timezone})
+                .to_string()
+        }),
         aws: spec.aws.as_ref().map(|a| {
             json!({
                 "plan_role_arn": a.plan_role_arn,
@@ -3543,7 +3540,8 @@ impl Store for SqliteStore {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<NotificationDeliveryRecord>> {
-        self.notify_list_deliveries(org, target, before, limit).await
+        self.notify_list_deliveries(org, target, before, limit)
+            .await
     }
 
     fn notification_signal(&self) -> Arc<tokio::sync::Notify> {

@@ -142,7 +142,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         token_ttl: args.oidc_token_ttl,
         rotate_every: args.oidc_key_rotation,
     };
-    config.schedules.interval = args.schedule_interval.max(std::time::Duration::from_millis(10));
+    config.schedules.interval = args
+        .schedule_interval
+        .max(std::time::Duration::from_millis(10));
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());

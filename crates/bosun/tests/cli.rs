@@ -412,7 +412,13 @@ fn stack_update_changes_only_named_fields() {
     let drift = ok_json(
         &env,
         &env.admin,
-        &["stack", "update", "web", "--drift-timezone", "America/New_York"],
+        &[
+            "stack",
+            "update",
+            "web",
+            "--drift-timezone",
+            "America/New_York",
+        ],
     );
     assert_eq!(
         drift["drift_detection"],

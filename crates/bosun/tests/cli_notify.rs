@@ -165,7 +165,16 @@ fn notify_targets_test_events_and_the_delivery_log() {
         describe(&out)
     );
     let out = run(&[
-        "notify", "target", "add", "bad", "--kind", "slack", "--endpoint", &url, "--rule", "/drift",
+        "notify",
+        "target",
+        "add",
+        "bad",
+        "--kind",
+        "slack",
+        "--endpoint",
+        &url,
+        "--rule",
+        "/drift",
     ]);
     assert!(!out.status.success());
     assert!(

@@ -1141,7 +1141,11 @@ fn dependency_run(env: &Env, stack: &str, upstream: &str) -> Value {
 #[test]
 fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
     let Some(fx) = Fixture::new() else { return };
-    let url = repo_with(&fx, "deps", &[("net/main.tf", NET_TF), ("app/main.tf", APP_TF)]);
+    let url = repo_with(
+        &fx,
+        "deps",
+        &[("net/main.tf", NET_TF), ("app/main.tf", APP_TF)],
+    );
     let env = start(&fx, &["--local-runners", "2"]);
     let tf = fx.tf.to_str().unwrap();
     let common = ["--repository", url.as_str(), "--engine", "terraform"];
@@ -1151,7 +1155,12 @@ fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
     ok(&env, &net);
     let mut app = vec!["stack", "create", "app", "--path", "app", "--autodeploy"];
     app.extend(common);
-    app.extend(["--engine-binary", tf, "--depends-on", "net:vpc_id=network_id"]);
+    app.extend([
+        "--engine-binary",
+        tf,
+        "--depends-on",
+        "net:vpc_id=network_id",
+    ]);
     ok(&env, &app);
     // A cycle is refused when saved, naming it.
     let out = bosun(
@@ -1160,7 +1169,11 @@ fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
         &["stack", "update", "net", "--depends-on", "app"],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("cycle"), "{}", describe(&out));
+    assert!(
+        !out.status.success() && err.contains("cycle"),
+        "{}",
+        describe(&out)
+    );
     assert!(err.contains("net") && err.contains("app"), "{err}");
 
     // First apply of the upstream: its outputs are new, so the downstream runs with them.
@@ -1185,7 +1198,11 @@ fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
     // Same outputs: the upstream run ends with nothing to apply and no downstream run.
     let n2 = trigger(&env, "net", &[]);
     wait_state(&env, &n2, "finished", PLAN_WAIT);
-    assert_eq!(stack_runs(&env, "app").len(), 1, "unchanged outputs trigger nothing");
+    assert_eq!(
+        stack_runs(&env, "app").len(),
+        1,
+        "unchanged outputs trigger nothing"
+    );
 
     // The output changes through a variable alone — no resources at all.
     ok(&env, &["stack", "update", "net", "--var", "TF_VAR_vpc=two"]);
@@ -1214,7 +1231,10 @@ fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
     wait_state(&env, &n4, "finished", PLAN_WAIT);
     let a4 = dependency_run(&env, "app", &n4);
     assert!(
-        a4["reason"].as_str().unwrap_or_default().contains("trigger_always"),
+        a4["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("trigger_always"),
         "{a4:#}"
     );
     wait_state(&env, a4["id"].as_str().unwrap(), "finished", PLAN_WAIT);
@@ -1227,6 +1247,9 @@ fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
     let a5 = dependency_run(&env, "app", &n5);
     assert_eq!(a5["state"], "skipped", "{a5:#}");
     let reason = a5["reason"].as_str().unwrap();
-    assert!(reason.contains(&n5) && reason.contains("failed"), "{reason}");
+    assert!(
+        reason.contains(&n5) && reason.contains("failed"),
+        "{reason}"
+    );
     assert!(a5["runner"].is_null());
 }

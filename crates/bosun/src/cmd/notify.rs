@@ -206,7 +206,11 @@ pub async fn run(ctx: &Ctx, command: NotifyCommand) -> anyhow::Result<()> {
                 .post(&["orgs", org, "notifications", "targets"], &body)
                 .await?;
             ctx.show(reply, |t: NotificationTargetInfo| {
-                format!("added notification target {}\n{}", t.id.clone(), show_target(t))
+                format!(
+                    "added notification target {}\n{}",
+                    t.id.clone(),
+                    show_target(t)
+                )
             })
         }
         NotifyCommand::Target(TargetCommand::List) => {

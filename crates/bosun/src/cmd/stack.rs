@@ -213,7 +213,9 @@ fn parse_dependency(raw: &str) -> Result<Dependency, String> {
         None => (raw, None),
     };
     if stack.is_empty() {
-        return Err(format!("expected STACK[:OUTPUT=VARIABLE,...] (got {raw:?})"));
+        return Err(format!(
+            "expected STACK[:OUTPUT=VARIABLE,...] (got {raw:?})"
+        ));
     }
     let mut outputs = std::collections::BTreeMap::new();
     for pair in mappings.into_iter().flat_map(|m| m.split(',')) {
@@ -221,7 +223,11 @@ fn parse_dependency(raw: &str) -> Result<Dependency, String> {
             Some((out, var)) if !out.is_empty() && !var.is_empty() => {
                 outputs.insert(out.to_string(), var.to_string());
             }
-            _ => return Err(format!("expected OUTPUT=VARIABLE (got {pair:?} in {raw:?})")),
+            _ => {
+                return Err(format!(
+                    "expected OUTPUT=VARIABLE (got {pair:?} in {raw:?})"
+                ))
+            }
         }
     }
     Ok(Dependency {
@@ -460,7 +466,10 @@ pub fn stack_text(s: Stack) -> String {
                 ),
                 (
                     "last good check",
-                    d.last_success.as_ref().map(check).unwrap_or_else(|| "never".into()),
+                    d.last_success
+                        .as_ref()
+                        .map(check)
+                        .unwrap_or_else(|| "never".into()),
                 ),
             ];
             if let Some(c) = d.last_check.as_ref().filter(|c| c.result == "failed") {
@@ -599,9 +608,8 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
                 f.drift_reconcile.is_some(),
                 f.drift_timezone.is_some(),
             ];
-            let partial_drift = !args.clear_drift_detection
-                && given.contains(&true)
-                && given.contains(&false);
+            let partial_drift =
+                !args.clear_drift_detection && given.contains(&true) && given.contains(&false);
             // Any AWS flag rewrites the whole integration: keep what it does not name.
             let aws_change = f.aws_plan_role_arn.is_some() || f.aws_apply_role_arn.is_some();
             let current: Option<Stack> = if partial_drift || aws_change {
@@ -647,7 +655,10 @@ pub async fn run(ctx: &Ctx, cmd: StackCommand) -> anyhow::Result<()> {
         StackCommand::DriftCheck { stack } => {
             let value = ctx
                 .client
-                .post(&["orgs", org, "stacks", &stack, "drift-checks"], &serde_json::json!({}))
+                .post(
+                    &["orgs", org, "stacks", &stack, "drift-checks"],
+                    &serde_json::json!({}),
+                )
                 .await?;
             ctx.show(value, super::run::run_text)
         }
