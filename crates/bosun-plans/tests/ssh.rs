@@ -5,9 +5,10 @@
 //! keys) and the check's stages. Skipped loudly (`SKIPPED (tool missing): sshd`) when
 //! sshd is not installed, unless `BOSUN_REQUIRE_TOOLS=1`.
 //!
-//! sudo: the check's password detection is tested against stand-in `sudo` scripts put
-//! first on the sshd session's `PATH` (sshd `SetEnv`), not a real sudoers setup — the
-//! tests run as root in CI, where a real `sudo -n` never asks.
+//! sudo: the check's password detection is tested here against stand-in `sudo` scripts
+//! put first on the sshd session's `PATH` (sshd `SetEnv`); a real sudo with real sudoers
+//! rules, over sshd sessions of non-root users, is tested end to end in
+//! `crates/bosun/tests/plan_exec.rs` (`sudo_over_ssh_with_a_real_sudoers_rule`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
