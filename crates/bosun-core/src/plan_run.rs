@@ -1,0 +1,451 @@
+//! Runs of a host plan (SPEC §3.5): their states, the one transition function that
+//! decides every state change, the concurrency guard's overlap rule and the approval
+//! gate. The store loads a run, asks [`transition`], and writes the answer.
+//!
+//! A leased run is `running` from the lease on; `started` says whether the runner began
+//! executing steps. A lease that never started is put back in the queue (nothing ran);
+//! a started run whose runner went silent is `interrupted`, keeping the per-host
+//! progress already reported. An abort settles the record at once; when a runner holds
+//! the run, the lease is kept until the runner acknowledges (or goes silent) so its
+//! heartbeat can be told to stop.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::ValidationError;
+
+/// The states of a plan run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanRunState {
+    Queued,
+    /// Waiting for an approval (a target host is in a `requires_approval` environment).
+    Paused,
+    Running,
+    Succeeded,
+    Failed,
+    Rejected,
+    Aborted,
+    Interrupted,
+}
+
+/// What started a plan run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanTrigger {
+    Manual,
+    Schedule,
+}
+
+macro_rules! string_enum {
+    ($t:ty, $field:literal, $($v:ident => $s:literal),+ $(,)?) => {
+        impl $t {
+            pub fn as_str(self) -> &'static str {
+                match self { $(<$t>::$v => $s),+ }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl FromStr for $t {
+            type Err = ValidationError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($s => Ok(<$t>::$v),)+
+                    other => Err(ValidationError::new(
+                        $field,
+                        format!("unknown {} {other:?}; expected one of: {}", $field, [$($s),+].join(", ")),
+                    )),
+                }
+            }
+        }
+    };
+}
+
+string_enum!(PlanRunState, "state", Queued => "queued", Paused => "paused", Running => "running",
+    Succeeded => "succeeded", Failed => "failed", Rejected => "rejected", Aborted => "aborted",
+    Interrupted => "interrupted");
+string_enum!(PlanTrigger, "trigger", Manual => "manual", Schedule => "schedule");
+
+impl PlanRunState {
+    pub const ALL: [PlanRunState; 8] = [
+        PlanRunState::Queued,
+        PlanRunState::Paused,
+        PlanRunState::Running,
+        PlanRunState::Succeeded,
+        PlanRunState::Failed,
+        PlanRunState::Rejected,
+        PlanRunState::Aborted,
+        PlanRunState::Interrupted,
+    ];
+
+    pub fn is_terminal(self) -> bool {
+        !self.is_active()
+    }
+
+    /// Counts for the concurrency guard: queued, paused or running.
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            PlanRunState::Queued | PlanRunState::Paused | PlanRunState::Running
+        )
+    }
+}
+
+/// Something that happens to a plan run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanRunEvent {
+    /// A runner leased the run.
+    Leased,
+    /// The runner began executing steps.
+    Started,
+    /// The runner finished executing: `ok` when every step succeeded (or was tolerated).
+    Finished { ok: bool },
+    /// An approver let a paused run go.
+    Approve,
+    /// An approver refused a paused run.
+    Reject,
+    /// An operator aborted the run.
+    Abort,
+    /// The runner stopped after an abort.
+    AbortAcknowledged,
+    /// The stale sweep: the runner stopped heart-beating after it started.
+    Stale,
+    /// The runner leased the run but went silent before starting: nothing ran.
+    Requeue,
+}
+
+impl PlanRunEvent {
+    fn name(self) -> &'static str {
+        match self {
+            PlanRunEvent::Leased => "lease",
+            PlanRunEvent::Started => "start",
+            PlanRunEvent::Finished { .. } => "finish",
+            PlanRunEvent::Approve => "approve",
+            PlanRunEvent::Reject => "reject",
+            PlanRunEvent::Abort => "abort",
+            PlanRunEvent::AbortAcknowledged => "acknowledge the abort of",
+            PlanRunEvent::Stale => "interrupt",
+            PlanRunEvent::Requeue => "requeue",
+        }
+    }
+}
+
+/// The facts about a run that transitions depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanRunFacts {
+    /// A runner holds a lease on the run.
+    pub leased: bool,
+    /// The runner began executing steps.
+    pub started: bool,
+}
+
+/// The result of a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanRunNext {
+    pub state: PlanRunState,
+    /// The run waits for a runner to lease it.
+    pub needs_lease: bool,
+    /// A runner holds the run after the transition.
+    pub leased: bool,
+    /// The runner began executing steps (after the transition).
+    pub started: bool,
+    /// The runner holding the run must be told to stop (through its heartbeat answer).
+    pub stop_runner: bool,
+}
+
+/// Why an event does not apply to a run in its state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot {event} a plan run that is {state}")]
+pub struct InvalidPlanTransition {
+    pub state: PlanRunState,
+    pub event: &'static str,
+}
+
+/// The state a new run starts in: `paused` when a target host's environment requires
+/// approval, else `queued` (and waiting for a runner).
+pub fn initial(gated: bool) -> PlanRunNext {
+    PlanRunNext {
+        state: if gated {
+            PlanRunState::Paused
+        } else {
+            PlanRunState::Queued
+        },
+        needs_lease: !gated,
+        leased: false,
+        started: false,
+        stop_runner: false,
+    }
+}
+
+/// The plan-run state machine: the one function that decides every transition.
+pub fn transition(
+    state: PlanRunState,
+    facts: PlanRunFacts,
+    event: PlanRunEvent,
+) -> Result<PlanRunNext, InvalidPlanTransition> {
+    use PlanRunEvent as E;
+    use PlanRunState::*;
+    let refuse = || InvalidPlanTransition {
+        state,
+        event: event.name(),
+    };
+    let to = |state, needs_lease, leased, started| PlanRunNext {
+        state,
+        needs_lease,
+        leased,
+        started,
+        stop_runner: false,
+    };
+    // Settled: no runner, nothing waiting.
+    let end = |s| to(s, false, false, facts.started);
+    match (state, event) {
+        (Queued, E::Leased) if !facts.leased => Ok(to(Running, false, true, false)),
+        (Running, E::Started) if facts.leased && !facts.started => {
+            Ok(to(Running, false, true, true))
+        }
+        (Running, E::Requeue) if facts.leased && !facts.started => {
+            Ok(to(Queued, true, false, false))
+        }
+        (Running, E::Finished { ok }) if facts.leased && facts.started => {
+            Ok(end(if ok { Succeeded } else { Failed }))
+        }
+        (Running, E::Stale) if facts.leased && facts.started => Ok(end(Interrupted)),
+        (Paused, E::Approve) => Ok(to(Queued, true, false, false)),
+        (Paused, E::Reject) => Ok(end(Rejected)),
+        (Queued | Paused, E::Abort) if !facts.leased => Ok(end(Aborted)),
+        // Settled at once; the lease stays until the runner has stopped, so its
+        // heartbeat answer can tell it to.
+        (Running, E::Abort) if facts.leased => Ok(PlanRunNext {
+            stop_runner: true,
+            ..to(Aborted, false, true, facts.started)
+        }),
+        // The runner of an aborted run stopped, finished anyway, or went silent: the
+        // record stays aborted, the lease is released.
+        (Aborted, E::AbortAcknowledged | E::Finished { .. } | E::Stale | E::Requeue)
+            if facts.leased =>
+        {
+            Ok(end(Aborted))
+        }
+        _ => Err(refuse()),
+    }
+}
+
+/// The concurrency guard's rule: the hosts of `new` that an active run also targets,
+/// sorted and without repeats. Empty: no overlap.
+pub fn overlap<'a>(active: impl IntoIterator<Item = &'a [String]>, new: &[String]) -> Vec<String> {
+    let new: BTreeSet<&str> = new.iter().map(String::as_str).collect();
+    let mut found = BTreeSet::new();
+    for hosts in active {
+        for h in hosts {
+            if new.contains(h.as_str()) {
+                found.insert(h.clone());
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// The refusal of the concurrency guard (SPEC §3.5).
+pub fn guard_message(hosts: &[String]) -> String {
+    format!(
+        "Already has a run in progress on the same targets: {}",
+        hosts.join(", ")
+    )
+}
+
+/// The gate rule: the environments among `environments` (those of the target hosts)
+/// that require approval, sorted and without repeats. Non-empty: the run starts paused.
+pub fn gated_environments<'a>(
+    environments: impl IntoIterator<Item = (&'a str, bool)>,
+) -> Vec<String> {
+    environments
+        .into_iter()
+        .filter(|(_, requires_approval)| *requires_approval)
+        .map(|(e, _)| e.to_string())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// The reason an interrupted run carries.
+pub const STALE_REASON: &str =
+    "the runner stopped reporting; the per-host progress it reported is kept";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PlanRunEvent as E;
+    use PlanRunState as S;
+
+    fn all_events() -> Vec<PlanRunEvent> {
+        vec![
+            E::Leased,
+            E::Started,
+            E::Finished { ok: true },
+            E::Finished { ok: false },
+            E::Approve,
+            E::Reject,
+            E::Abort,
+            E::AbortAcknowledged,
+            E::Stale,
+            E::Requeue,
+        ]
+    }
+
+    fn all_facts() -> [PlanRunFacts; 3] {
+        [
+            PlanRunFacts {
+                leased: false,
+                started: false,
+            },
+            PlanRunFacts {
+                leased: true,
+                started: false,
+            },
+            PlanRunFacts {
+                leased: true,
+                started: true,
+            },
+        ]
+    }
+
+    /// The whole table, written out: (state, leased, started, event) → next state.
+    /// Every pair not listed is refused.
+    fn expected(
+        s: PlanRunState,
+        f: PlanRunFacts,
+        e: PlanRunEvent,
+    ) -> Option<(PlanRunState, bool, bool, bool)> {
+        // (next state, needs_lease, leased, stop_runner)
+        let (l, st) = (f.leased, f.started);
+        Some(match (s, l, st, e) {
+            (S::Queued, false, _, E::Leased) => (S::Running, false, true, false),
+            (S::Queued, false, _, E::Abort) => (S::Aborted, false, false, false),
+            (S::Paused, _, _, E::Approve) => (S::Queued, true, false, false),
+            (S::Paused, _, _, E::Reject) => (S::Rejected, false, false, false),
+            (S::Paused, false, _, E::Abort) => (S::Aborted, false, false, false),
+            (S::Running, true, false, E::Started) => (S::Running, false, true, false),
+            (S::Running, true, false, E::Requeue) => (S::Queued, true, false, false),
+            (S::Running, true, true, E::Finished { ok: true }) => {
+                (S::Succeeded, false, false, false)
+            }
+            (S::Running, true, true, E::Finished { ok: false }) => (S::Failed, false, false, false),
+            (S::Running, true, true, E::Stale) => (S::Interrupted, false, false, false),
+            (S::Running, true, _, E::Abort) => (S::Aborted, false, true, true),
+            (
+                S::Aborted,
+                true,
+                _,
+                E::AbortAcknowledged | E::Finished { .. } | E::Stale | E::Requeue,
+            ) => (S::Aborted, false, false, false),
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn every_state_event_and_fact_is_decided_as_the_table_says() {
+        for s in PlanRunState::ALL {
+            for f in all_facts() {
+                for e in all_events() {
+                    let got = transition(s, f, e)
+                        .ok()
+                        .map(|n| (n.state, n.needs_lease, n.leased, n.stop_runner));
+                    assert_eq!(got, expected(s, f, e), "{s} {f:?} {e:?}");
+                    if let Ok(n) = transition(s, f, e) {
+                        // A settled run waits for nothing; only an abort keeps a runner.
+                        if n.state.is_terminal() {
+                            assert!(!n.needs_lease);
+                            assert!(!n.leased || (n.state == S::Aborted && n.stop_runner));
+                        }
+                        if n.needs_lease {
+                            assert!(!n.leased);
+                        }
+                    } else {
+                        let err = transition(s, f, e).unwrap_err();
+                        assert!(err.to_string().contains(s.as_str()), "{err}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_active_run_can_be_aborted_and_nothing_stays_running() {
+        for s in PlanRunState::ALL.into_iter().filter(|s| s.is_active()) {
+            let f = PlanRunFacts {
+                leased: s == S::Running,
+                started: s == S::Running,
+            };
+            let n = transition(s, f, E::Abort).unwrap();
+            assert_eq!(n.state, S::Aborted, "{s}");
+        }
+        // A leased run whose runner goes silent always leaves `running`.
+        for f in all_facts().into_iter().filter(|f| f.leased) {
+            let e = if f.started { E::Stale } else { E::Requeue };
+            assert_ne!(transition(S::Running, f, e).unwrap().state, S::Running);
+        }
+    }
+
+    #[test]
+    fn terminal_states_accept_nothing_but_the_release_of_an_aborted_lease() {
+        for s in PlanRunState::ALL.into_iter().filter(|s| s.is_terminal()) {
+            for e in all_events() {
+                let f = PlanRunFacts::default();
+                assert!(transition(s, f, e).is_err(), "{s} accepted {e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_gate_starts_paused_runs() {
+        assert_eq!(initial(true).state, S::Paused);
+        assert!(!initial(true).needs_lease);
+        assert_eq!(initial(false).state, S::Queued);
+        assert!(initial(false).needs_lease);
+        assert_eq!(
+            gated_environments([
+                ("prod", true),
+                ("staging", false),
+                ("prod", true),
+                ("dr", true)
+            ]),
+            ["dr", "prod"]
+        );
+        assert!(gated_environments([("staging", false)]).is_empty());
+    }
+
+    #[test]
+    fn overlap_is_sorted_and_unique() {
+        let a = vec!["web-2".to_string(), "db".to_string()];
+        let b = vec!["web-1".to_string(), "web-2".to_string()];
+        let new = vec![
+            "web-2".to_string(),
+            "web-1".to_string(),
+            "cache".to_string(),
+        ];
+        assert_eq!(
+            overlap([a.as_slice(), b.as_slice()], &new),
+            ["web-1", "web-2"]
+        );
+        assert!(overlap([a.as_slice()], &["x".to_string()]).is_empty());
+        assert!(overlap(std::iter::empty(), &new).is_empty());
+        assert_eq!(
+            guard_message(&["web-1".into(), "web-2".into()]),
+            "Already has a run in progress on the same targets: web-1, web-2"
+        );
+    }
+
+    #[test]
+    fn names_roundtrip() {
+        for s in PlanRunState::ALL {
+            assert_eq!(s.as_str().parse::<PlanRunState>().unwrap(), s);
+        }
+        assert!("finished".parse::<PlanRunState>().is_err());
+        assert_eq!(
+            "schedule".parse::<PlanTrigger>().unwrap(),
+            PlanTrigger::Schedule
+        );
+    }
+}
