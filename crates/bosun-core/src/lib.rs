@@ -9,6 +9,7 @@ pub mod drift;
 pub mod id;
 pub mod integrations;
 pub mod outputs;
+pub mod plan_resources;
 pub mod plan_run;
 pub mod role;
 pub mod run;

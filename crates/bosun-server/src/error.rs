@@ -159,6 +159,13 @@ impl From<StoreError> for ApiError {
                 }
             }
             StoreError::NamespaceOwned { .. } => ApiError::Forbidden(e.to_string()),
+            StoreError::EnvironmentInUse { .. } => ApiError::Conflict {
+                code: "environment_in_use",
+                message: e.to_string(),
+            },
+            StoreError::UnknownEnvironment(_) => {
+                ApiError::Validation(ValidationError::new("environment", e.to_string()))
+            }
             StoreError::SchemaTooNew { .. } | StoreError::Corrupt(_) | StoreError::Backend(_) => {
                 ApiError::Internal(e.to_string())
             }

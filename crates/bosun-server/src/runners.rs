@@ -379,7 +379,7 @@ pub async fn put_plan(
 ) -> Result<StatusCode, ApiError> {
     pool_run(&state, &caller, &id).await?;
     let body = read_body(req, &state).await?;
-    state.store.put_plan(&id, q.fencing, &body).await?;
+    state.store.put_run_plan(&id, q.fencing, &body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -402,7 +402,7 @@ pub async fn get_plan(
     }
     let plan = state
         .store
-        .get_plan(&id)
+        .get_run_plan(&id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("the plan file of run {id:?}")))?;
     Ok((

@@ -33,6 +33,7 @@ use crate::*;
 mod deps;
 mod drift;
 mod notify;
+mod plan_resources;
 
 /// Migrations embedded in the binary, applied in order. The index + 1 is the version.
 const MIGRATIONS: &[&str] = &[
@@ -44,6 +45,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0006_dependencies.sql"),
     include_str!("../migrations/sqlite/0007_notifications.sql"),
     include_str!("../migrations/sqlite/0008_drift.sql"),
+    include_str!("../migrations/sqlite/0009_plan_resources.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -2649,7 +2651,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn put_plan(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()> {
+    async fn put_run_plan(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()> {
         let (id, body) = (run.to_string(), body.to_vec());
         self.write(move |tx| {
             if !exists(
@@ -2666,7 +2668,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn get_plan(&self, run: &str) -> Result<Option<Vec<u8>>> {
+    async fn get_run_plan(&self, run: &str) -> Result<Option<Vec<u8>>> {
         let id = run.to_string();
         self.read(move |c| {
             Ok(
@@ -3587,6 +3589,98 @@ impl Store for SqliteStore {
     async fn drift_check(&self, run: &str) -> Result<Option<DriftCheckRecord>> {
         let run = run.to_string();
         self.read(move |c| drift::check(c, &run)).await
+    }
+
+    async fn create_environment(
+        &self,
+        env: &NewEnvironment,
+        audit: &Audit,
+    ) -> Result<EnvironmentRecord> {
+        self.plans_create_environment(env, audit).await
+    }
+
+    async fn update_environment(
+        &self,
+        env: &NewEnvironment,
+        audit: &Audit,
+    ) -> Result<EnvironmentRecord> {
+        self.plans_update_environment(env, audit).await
+    }
+
+    async fn get_environment(&self, org: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
+        self.plans_get_environment(org, id).await
+    }
+
+    async fn list_environments(&self, org: &str) -> Result<Vec<EnvironmentRecord>> {
+        self.plans_list_environments(org).await
+    }
+
+    async fn delete_environment(&self, org: &str, id: &str, audit: &Audit) -> Result<bool> {
+        self.plans_delete_environment(org, id, audit).await
+    }
+
+    async fn grant_environment(
+        &self,
+        org: &str,
+        env: &str,
+        user: &str,
+        audit: &Audit,
+    ) -> Result<bool> {
+        self.plans_grant(org, env, user, audit).await
+    }
+
+    async fn revoke_environment_grant(
+        &self,
+        org: &str,
+        env: &str,
+        user: &str,
+        audit: &Audit,
+    ) -> Result<bool> {
+        self.plans_revoke(org, env, user, audit).await
+    }
+
+    async fn create_host(&self, host: &NewHost, audit: &Audit) -> Result<HostRecord> {
+        self.plans_create_host(host, audit).await
+    }
+
+    async fn update_host(&self, host: &NewHost, audit: &Audit) -> Result<HostRecord> {
+        self.plans_update_host(host, audit).await
+    }
+
+    async fn get_host(&self, org: &str, name: &str) -> Result<Option<HostRecord>> {
+        self.plans_get_host(org, name).await
+    }
+
+    async fn list_hosts(&self, org: &str) -> Result<Vec<HostRecord>> {
+        self.plans_list_hosts(org).await
+    }
+
+    async fn delete_host(&self, org: &str, name: &str, audit: &Audit) -> Result<bool> {
+        self.plans_delete_host(org, name, audit).await
+    }
+
+    async fn import_inventory(
+        &self,
+        import: &InventoryImport,
+        audit: &Audit,
+    ) -> Result<InventoryImported> {
+        self.plans_import_inventory(import, audit).await
+    }
+
+    async fn save_plan(&self, plan: &NewPlan, audit: &Audit) -> Result<PlanRecord> {
+        self.plans_save_plan(plan, audit).await
+    }
+
+    async fn get_plan(&self, org: &str, name: &str) -> Result<Option<PlanRecord>> {
+        self.plans_get_plan(org, name).await
+    }
+
+    async fn list_plans(&self, org: &str) -> Result<Vec<PlanRecord>> {
+        self.plans_list_plans(org).await
+    }
+
+    async fn delete_plan(&self, org: &str, name: &str, audit: &Audit) -> Result<bool> {
+        self.plans_delete_plan(org, name, audit).await
     }
 }
 
