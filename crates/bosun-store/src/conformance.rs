@@ -3947,21 +3947,33 @@ pub async fn plan_environments_grants_and_refused_delete(store: Arc<dyn Store>) 
         .await
         .unwrap();
     assert_eq!(
-        (created.vars.clone(), created.requires_approval, created.protected),
+        (
+            created.vars.clone(),
+            created.requires_approval,
+            created.protected
+        ),
         (prod.vars.clone(), true, true)
     );
     assert!(created.grants.is_empty());
     assert!(matches!(
-        store.create_environment(&prod, &a("environment.create")).await,
+        store
+            .create_environment(&prod, &a("environment.create"))
+            .await,
         Err(StoreError::AlreadyExists(_))
     ));
     store
-        .create_environment(&environment("acme", "staging", false), &a("environment.create"))
+        .create_environment(
+            &environment("acme", "staging", false),
+            &a("environment.create"),
+        )
         .await
         .unwrap();
     assert!(matches!(
         store
-            .create_environment(&environment("ghost", "prod", false), &a("environment.create"))
+            .create_environment(
+                &environment("ghost", "prod", false),
+                &a("environment.create")
+            )
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -4001,7 +4013,11 @@ pub async fn plan_environments_grants_and_refused_delete(store: Arc<dyn Store>) 
             .await,
         Err(StoreError::NotFound(w)) if w.contains("qa")
     ));
-    let got = store.get_environment("acme", "prod").await.unwrap().unwrap();
+    let got = store
+        .get_environment("acme", "prod")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.grants, vec!["alice".to_string(), "owner".to_string()]);
 
     // An update replaces vars and flags and keeps the grants.
@@ -4033,7 +4049,11 @@ pub async fn plan_environments_grants_and_refused_delete(store: Arc<dyn Store>) 
         .unwrap());
 
     // Org-scoped: the other org sees none of it.
-    assert!(store.get_environment("other", "prod").await.unwrap().is_none());
+    assert!(store
+        .get_environment("other", "prod")
+        .await
+        .unwrap()
+        .is_none());
     assert!(store.list_environments("other").await.unwrap().is_empty());
     let ids: Vec<String> = store
         .list_environments("acme")
@@ -4080,7 +4100,11 @@ pub async fn plan_environments_grants_and_refused_delete(store: Arc<dyn Store>) 
         .delete_environment("acme", "prod", &a("environment.delete"))
         .await
         .unwrap());
-    assert!(store.get_environment("acme", "prod").await.unwrap().is_none());
+    assert!(store
+        .get_environment("acme", "prod")
+        .await
+        .unwrap()
+        .is_none());
     // Its grants went with it: a new "prod" starts with none.
     let again = store
         .create_environment(&prod, &a("environment.create"))
@@ -4104,7 +4128,10 @@ pub async fn plan_environments_grants_and_refused_delete(store: Arc<dyn Store>) 
         2
     );
     assert_eq!(
-        actions.iter().filter(|x| *x == "environment.revoke").count(),
+        actions
+            .iter()
+            .filter(|x| *x == "environment.revoke")
+            .count(),
         1
     );
 }
@@ -4114,7 +4141,10 @@ pub async fn plan_hosts_roundtrip_every_field(store: Arc<dyn Store>) {
     seed_org(&*store, "other").await;
     let a = |action: &str| audit(Some("acme"), action, "host:web-1");
     store
-        .create_environment(&environment("acme", "prod", false), &a("environment.create"))
+        .create_environment(
+            &environment("acme", "prod", false),
+            &a("environment.create"),
+        )
         .await
         .unwrap();
     let full = NewHost {
@@ -4298,7 +4328,10 @@ pub async fn plan_files_versioned_and_org_scoped(store: Arc<dyn Store>) {
         source: "name: app-config\nsteps: []\n  # kept exactly, comments too\n".into(),
     };
     let first = store.save_plan(&v1, &a).await.unwrap();
-    assert_eq!((first.version, first.updated_by.as_str()), (1, "user:tester"));
+    assert_eq!(
+        (first.version, first.updated_by.as_str()),
+        (1, "user:tester")
+    );
     assert_eq!(first.source, v1.source);
     let mut v2 = v1.clone();
     v2.source = "name: app-config\nsteps: [] # v2\n".into();
@@ -4334,16 +4367,18 @@ pub async fn plan_files_versioned_and_org_scoped(store: Arc<dyn Store>) {
         .map(|p| p.name)
         .collect();
     assert_eq!(names, ["app-config", "backup"]);
+    assert!(store.delete_plan("acme", "app-config", &a).await.unwrap());
+    assert!(!store.delete_plan("acme", "app-config", &a).await.unwrap());
     assert!(store
-        .delete_plan("acme", "app-config", &a)
+        .get_plan("acme", "app-config")
         .await
-        .unwrap());
-    assert!(!store
-        .delete_plan("acme", "app-config", &a)
+        .unwrap()
+        .is_none());
+    assert!(store
+        .get_plan("other", "app-config")
         .await
-        .unwrap());
-    assert!(store.get_plan("acme", "app-config").await.unwrap().is_none());
-    assert!(store.get_plan("other", "app-config").await.unwrap().is_some());
+        .unwrap()
+        .is_some());
     // Recreated after a delete: version 1 again.
     assert_eq!(store.save_plan(&v1, &a).await.unwrap().version, 1);
 }

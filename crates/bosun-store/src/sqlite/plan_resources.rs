@@ -5,8 +5,7 @@
 
 use super::*;
 
-const ENV_COLUMNS: &str =
-    "org_id, id, vars, requires_approval, protected, created_at, updated_at";
+const ENV_COLUMNS: &str = "org_id, id, vars, requires_approval, protected, created_at, updated_at";
 
 type EnvRow = (String, String, String, bool, bool, i64, i64);
 
@@ -144,8 +143,7 @@ fn host_row(r: &Row<'_>) -> rusqlite::Result<HostRow> {
 }
 
 fn host_record(r: HostRow) -> Result<HostRecord> {
-    let (org, name, address, port, user, connection, labels, vars, env, id_file, key, kh, c, u) =
-        r;
+    let (org, name, address, port, user, connection, labels, vars, env, id_file, key, kh, c, u) = r;
     Ok(HostRecord {
         port: u16::try_from(port).map_err(|e| corrupt("host port", e))?,
         labels: serde_json::from_str(&labels).map_err(|e| corrupt("host labels", e))?,
