@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use parse::{lint, parse_inventory, parse_plan, LintFinding, LintReport};
+pub use parse::{
+    lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport,
+};
 
 /// A variable value: YAML scalars, lists and maps, as JSON values.
 pub type Value = serde_json::Value;

@@ -1245,8 +1245,25 @@ fn split_words(s: &str) -> Result<Vec<String>, String> {
 // ---------------------------------------------------------------------------------
 // Inventory
 
-/// Parses an inventory file's text.
+/// Parses an inventory file's text (`~/…` paths are this machine's home folder).
 pub fn parse_inventory(file: &Path, text: &str) -> Result<Inventory, ModelError> {
+    inventory(file, text, true)
+}
+
+/// Parses an inventory to be used on another machine (the server stores it for its
+/// runners): `identity_file` and `known_hosts` stay as written, `~` included.
+pub fn parse_inventory_as_written(file: &Path, text: &str) -> Result<Inventory, ModelError> {
+    inventory(file, text, false)
+}
+
+fn inventory(file: &Path, text: &str, expand: bool) -> Result<Inventory, ModelError> {
+    let expand_tilde = |p: &str| {
+        if expand {
+            expand_tilde(p)
+        } else {
+            PathBuf::from(p)
+        }
+    };
     let name = file.display().to_string();
     let (ix, raw): (Index, RawInventory) = read(&name, text, |parent| match parent {
         "" => Some("inventory field"),
