@@ -219,6 +219,54 @@ pub fn var_name(field: &str, key: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// A `secret://<namespace>/<key>` reference found in a text, with its 1-based line and
+/// column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRef<'a> {
+    pub namespace: &'a str,
+    pub key: &'a str,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Every `secret://<namespace>/<key>` reference in `text` (a plan file, a variable), in
+/// order. The namespace runs over slug characters, the key over letters, digits, `_`,
+/// `.` and `-`; a reference without a `/` or a key is skipped (not a reference).
+pub fn secret_refs(text: &str) -> Vec<SecretRef<'_>> {
+    const MARK: &str = "secret://";
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(MARK).map(|i| from + i) {
+        let rest = &text[at + MARK.len()..];
+        from = at + MARK.len();
+        let ns_len = rest
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+            .count();
+        if ns_len == 0 || rest.as_bytes().get(ns_len) != Some(&b'/') {
+            continue;
+        }
+        let key_rest = &rest[ns_len + 1..];
+        let key_len = key_rest
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || b"_.-".contains(b))
+            .count();
+        if key_len == 0 {
+            continue;
+        }
+        let before = &text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        out.push(SecretRef {
+            namespace: &rest[..ns_len],
+            key: &key_rest[..key_len],
+            line,
+            column,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +362,19 @@ mod tests {
             "vars.1x"
         );
         assert!(vars("vars", &json!({"a-b": 1})).is_err());
+    }
+
+    #[test]
+    fn secret_references_with_positions() {
+        let text =
+            "a: secret://prod/db.pass\n  b: \"x secret://ops/k-1\" secret://Bad/x secret://n/\n";
+        let refs = secret_refs(text);
+        let got: Vec<(&str, &str, usize, usize)> = refs
+            .iter()
+            .map(|r| (r.namespace, r.key, r.line, r.column))
+            .collect();
+        assert_eq!(got, [("prod", "db.pass", 1, 4), ("ops", "k-1", 2, 9)]);
+        assert!(secret_refs("no references here").is_empty());
     }
 
     #[test]
