@@ -6,8 +6,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use bosun_api::{
-    ErrorBody, Heartbeat, HeartbeatReply, Lease, LeaseRequest, LogAppend, RunnerRegister,
-    RunnerRegistered, RunnerReport,
+    AnyLease, ErrorBody, Heartbeat, HeartbeatReply, LeaseRequest, LogAppend, PlanResultsAppend,
+    PlanRunnerReport, RunnerRegister, RunnerRegistered, RunnerReport,
 };
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
@@ -168,7 +168,7 @@ impl ServerClient {
     }
 
     /// Waits up to `wait_seconds` for work; `None` when none came.
-    pub(crate) async fn lease(&self, body: &LeaseRequest) -> Result<Option<Lease>, ClientError> {
+    pub(crate) async fn lease(&self, body: &LeaseRequest) -> Result<Option<AnyLease>, ClientError> {
         let timeout = Duration::from_secs(body.wait_seconds) + LEASE_SLACK;
         let req = self
             .request(Method::POST, &["lease"])?
@@ -188,7 +188,7 @@ impl ServerClient {
         timeout: Duration,
     ) -> Result<HeartbeatReply, ClientError> {
         let req = self
-            .request(Method::POST, &["runs", run, "heartbeat"])?
+            .request(Method::POST, &[runs_of(run), run, "heartbeat"])?
             .timeout(timeout)
             .json(&Heartbeat { fencing });
         json(send(req).await?).await
@@ -197,7 +197,7 @@ impl ServerClient {
     /// The `seq` the run's next log chunk gets.
     pub(crate) async fn next_log_seq(&self, run: &str, fencing: i64) -> Result<i64, ClientError> {
         let req = self
-            .request(Method::GET, &["runs", run, "logs", "next"])?
+            .request(Method::GET, &[runs_of(run), run, "logs", "next"])?
             .query(&FencingQuery { fencing });
         let next: NextSeq = json(send(req).await?).await?;
         Ok(next.next_seq)
@@ -205,7 +205,7 @@ impl ServerClient {
 
     pub(crate) async fn append_logs(&self, run: &str, body: &LogAppend) -> Result<(), ClientError> {
         let req = self
-            .request(Method::POST, &["runs", run, "logs"])?
+            .request(Method::POST, &[runs_of(run), run, "logs"])?
             .json(body);
         send(req).await.map(drop)
     }
@@ -266,11 +266,44 @@ impl ServerClient {
         Ok(id)
     }
 
+    /// Per-host results of a plan run's finished steps.
+    pub(crate) async fn plan_results(
+        &self,
+        run: &str,
+        body: &PlanResultsAppend,
+    ) -> Result<(), ClientError> {
+        let req = self
+            .request(Method::POST, &["plan-runs", run, "results"])?
+            .json(body);
+        send(req).await.map(drop)
+    }
+
+    pub(crate) async fn plan_report(
+        &self,
+        run: &str,
+        body: &PlanRunnerReport,
+    ) -> Result<(), ClientError> {
+        let req = self
+            .request(Method::POST, &["plan-runs", run, "report"])?
+            .json(body);
+        send(req).await.map(drop)
+    }
+
     pub(crate) async fn report(&self, run: &str, body: &RunnerReport) -> Result<(), ClientError> {
         let req = self
             .request(Method::POST, &["runs", run, "report"])?
             .json(body);
         send(req).await.map(drop)
+    }
+}
+
+/// Where a run's heartbeat and log calls go: plan runs (`prun-…`) under `plan-runs`,
+/// stack runs under `runs` — so the heartbeat loop and the log shipper serve both.
+fn runs_of(run: &str) -> &'static str {
+    if run.starts_with("prun-") {
+        "plan-runs"
+    } else {
+        "runs"
     }
 }
 

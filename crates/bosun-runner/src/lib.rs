@@ -24,6 +24,7 @@ mod control;
 mod integrations;
 mod logs;
 mod phase;
+mod plan_run;
 mod plan_summary;
 mod process;
 mod worker;

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bosun_api::{Lease, LeaseRequest, RunnerEvent, RunnerRegister, RunnerRegistered, RunnerReport};
+use bosun_api::{
+    AnyLease, Lease, LeaseRequest, RunnerEvent, RunnerRegister, RunnerRegistered, RunnerReport,
+};
 use reqwest::StatusCode;
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
@@ -31,7 +33,7 @@ pub(crate) struct Worker {
 
 /// Aborts a background task when dropped, so no way out of a phase leaves its heartbeat
 /// running.
-struct AbortOnDrop(JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -51,6 +53,7 @@ impl Worker {
             let request = LeaseRequest {
                 runner_id: registered.runner_id.clone(),
                 wait_seconds: LEASE_WAIT_SECONDS,
+                plan_runs: true,
             };
             let asked = Instant::now();
             let leased = tokio::select! {
@@ -58,9 +61,14 @@ impl Worker {
                 () = self.shutdown.reached(Level::Draining) => break,
             };
             match leased {
-                Ok(Some(lease)) => {
+                Ok(Some(AnyLease::Stack(lease))) => {
                     backoff.reset();
-                    self.handle(lease, registered.heartbeat_seconds).await;
+                    self.handle(*lease, registered.heartbeat_seconds).await;
+                }
+                Ok(Some(AnyLease::PlanRun(answer))) => {
+                    backoff.reset();
+                    crate::plan_run::handle(&self, answer.plan_run, registered.heartbeat_seconds)
+                        .await;
                 }
                 Ok(None) => {
                     backoff.reset();
@@ -268,7 +276,7 @@ pub(crate) fn heartbeat_interval(heartbeat_seconds: u64) -> Duration {
 /// Beats for as long as the phase holds its lease, independent of engine output. A
 /// `cancel` answer raises `Stop::Canceled`; a fenced one raises `Stop::Fenced` and ends
 /// the beat.
-async fn heartbeat_loop(
+pub(crate) async fn heartbeat_loop(
     client: Arc<ServerClient>,
     run_id: String,
     fencing: i64,

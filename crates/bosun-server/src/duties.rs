@@ -78,6 +78,7 @@ pub async fn sweep_once(state: &AppState) -> Result<usize, bosun_store::StoreErr
             Err(e) => return Err(e),
         }
     }
+    settled += crate::plans::runs::sweep_stale(state, Utc::now() - stale_after).await?;
     for run in state.store.executing_runs().await? {
         let (Some(started), true) = (run.phase_started_at, run.started) else {
             continue;

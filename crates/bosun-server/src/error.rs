@@ -159,6 +159,14 @@ impl From<StoreError> for ApiError {
                 }
             }
             StoreError::NamespaceOwned { .. } => ApiError::Forbidden(e.to_string()),
+            StoreError::RunInProgress { .. } => ApiError::Conflict {
+                code: "run_in_progress",
+                message: e.to_string(),
+            },
+            StoreError::InvalidPlanTransition(_) => ApiError::Conflict {
+                code: "invalid_transition",
+                message: e.to_string(),
+            },
             StoreError::EnvironmentInUse { .. } => ApiError::Conflict {
                 code: "environment_in_use",
                 message: e.to_string(),

@@ -18,6 +18,7 @@ pub mod identity;
 mod metrics;
 pub mod notify;
 pub mod openapi;
+mod plans;
 mod outputs;
 mod prepare;
 pub mod routes;

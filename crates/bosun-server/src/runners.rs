@@ -265,7 +265,8 @@ async fn fail_before_start(
 /// Wait up to `wait_seconds` (at most 30) for a run phase to execute.
 #[utoipa::path(post, path = "/api/v1/runner/lease", tag = "runners",
     request_body = LeaseRequest,
-    responses((status = 200, body = Lease), (status = 204, description = "no work within the wait")))]
+    responses((status = 200, body = Lease, description = "a stack run's phase; a runner that asked for `plan_runs` may get a `PlanRunLeaseAnswer` instead"),
+        (status = 204, description = "no work within the wait")))]
 pub async fn lease(
     State(state): State<AppState>,
     caller: Caller,
@@ -288,6 +289,14 @@ pub async fn lease(
                 Some(lease) => return Ok((StatusCode::OK, Json(lease)).into_response()),
                 // Failed before it started: look for other work at once.
                 None => continue,
+            }
+        }
+        // Plan runs go only to runners that said they execute them.
+        if body.plan_runs {
+            if let Some(run) = state.store.lease_plan_run(&runner).await? {
+                let plan_run = crate::plans::runs::build_lease(&state, &run).await?;
+                let answer = bosun_api::PlanRunLeaseAnswer { plan_run };
+                return Ok((StatusCode::OK, Json(answer)).into_response());
             }
         }
         if tokio::time::Instant::now() >= deadline {

@@ -104,6 +104,9 @@ enum ClientCommand {
     /// Notifications: the org's targets (webhook, Slack), their rules and delivery logs.
     #[command(subcommand)]
     Notify(cmd::notify::NotifyCommand),
+    /// Runs of plans stored on the server: start (or dry-run), list, show, logs, abort.
+    #[command(subcommand)]
+    PlanRun(cmd::plan_run::PlanRunCommand),
 }
 
 async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Result<()> {
@@ -128,6 +131,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Secret(c) => cmd::secret::run(&ctx, c).await,
         ClientCommand::Oidc(c) => cmd::oidc::run(&ctx, c).await,
         ClientCommand::Notify(c) => cmd::notify::run(&ctx, c).await,
+        ClientCommand::PlanRun(c) => cmd::plan_run::run(&ctx, c).await,
     }
 }
 

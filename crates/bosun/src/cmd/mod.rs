@@ -7,6 +7,7 @@ pub mod notify;
 pub mod oidc;
 pub mod org;
 pub mod plan;
+pub mod plan_run;
 pub mod run;
 pub mod runners;
 pub mod secret;

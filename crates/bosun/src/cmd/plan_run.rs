@@ -1,0 +1,316 @@
+//! `bosun plan-run`: runs of plans stored on the server — start one (or a dry run) and
+//! optionally wait for it, list a plan's runs, show one with its per-host summary (and a
+//! dry run's unresolved references at the bottom), print or follow its log, abort it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::bail;
+use bosun_api::{LogChunk, PlanRunCreate, PlanRunView};
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+use super::{decode, Ctx};
+use crate::output::{emit, emit_json, opt_timestamp, timestamp, Fields, Table};
+
+#[derive(Subcommand)]
+pub enum PlanRunCommand {
+    /// Run a stored plan on its target hosts (a runner executes it); prints the run id.
+    Start {
+        plan: String,
+        /// Predict instead of acting: what would change per host and step, with diffs,
+        /// and every unresolved reference.
+        #[arg(long)]
+        dry_run: bool,
+        /// A run override, NAME=VALUE (repeatable); NAME must be one of the plan's inputs.
+        #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
+        inputs: Vec<(String, String)>,
+        /// Follow the log until the run ends, then show it; exit non-zero unless it
+        /// succeeded.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// A plan's runs, newest first.
+    List { plan: String },
+    /// A run: state and why, per-host summary and results, a dry run's unresolved
+    /// references.
+    Show { run: String },
+    /// Print a run's log.
+    Logs {
+        run: String,
+        /// Keep printing until the run ends; exit non-zero unless it succeeded.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Abort a run: settled at once; a runner executing it stops.
+    Abort { run: String },
+}
+
+fn parse_input(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected NAME=VALUE, got {s:?}")),
+    }
+}
+
+fn is_terminal(state: &str) -> bool {
+    !matches!(state, "queued" | "paused" | "running")
+}
+
+/// The per-host totals over a run's results.
+fn summary_table(run: &PlanRunView) -> String {
+    let mut totals: BTreeMap<&str, [usize; 6]> = BTreeMap::new();
+    for h in &run.hosts {
+        totals.insert(h, [0; 6]);
+    }
+    for r in &run.results {
+        let t = totals.entry(&r.host).or_insert([0; 6]);
+        let i = match (r.status.as_str(), r.ignored) {
+            ("ok", _) => 0,
+            ("changed", _) => 1,
+            ("unknown", _) => 2,
+            ("failed" | "timed_out", true) => 4,
+            ("failed" | "timed_out", false) => 3,
+            _ => 5,
+        };
+        t[i] += 1;
+    }
+    let mut table = Table::new(&[
+        "HOST", "OK", "CHANGED", "UNKNOWN", "FAILED", "IGNORED", "SKIPPED",
+    ]);
+    for h in &run.hosts {
+        let t = totals.get(h.as_str()).copied().unwrap_or([0; 6]);
+        let mut row = vec![h.clone()];
+        row.extend(t.iter().map(|n| n.to_string()));
+        table.row(row);
+    }
+    table.render()
+}
+
+fn render(run: &PlanRunView) -> String {
+    let mut f = Fields::new();
+    f.add("id", run.id.clone())
+        .add(
+            "plan",
+            format!("{} (version {})", run.plan, run.plan_version),
+        )
+        .add("state", run.state.clone());
+    if let Some(reason) = &run.reason {
+        f.add("reason", reason.clone());
+    }
+    f.add("mode", if run.dry_run { "dry run" } else { "run" })
+        .add("requested by", run.requested_by.clone())
+        .add("trigger", run.trigger.clone())
+        .add("hosts", run.hosts.join(", "));
+    if !run.gated_environments.is_empty() {
+        f.add("gated environments", run.gated_environments.join(", "));
+    }
+    if !run.inputs.is_empty() {
+        f.lines(
+            "inputs",
+            run.inputs.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        );
+    }
+    f.add("created", timestamp(&run.created_at))
+        .add("ended", opt_timestamp(&run.ended_at));
+    let mut out = f.render();
+    out.push('\n');
+    out.push_str(&summary_table(run));
+    if !run.results.is_empty() {
+        out.push('\n');
+        let mut table = Table::new(&["STEP", "HOST", "STATUS", "MESSAGE"]);
+        for r in &run.results {
+            table.row(vec![
+                format!("{} {}", r.step, r.step_name),
+                r.host.clone(),
+                if r.ignored {
+                    format!("{} (ignored)", r.status)
+                } else {
+                    r.status.clone()
+                },
+                r.message.clone(),
+            ]);
+        }
+        out.push_str(&table.render());
+        for r in run.results.iter().filter(|r| r.diff.is_some()) {
+            out.push_str(&format!(
+                "\n--- step {} on {}\n{}",
+                r.step,
+                r.host,
+                r.diff.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    if run.dry_run {
+        let unresolved = run
+            .report
+            .as_ref()
+            .and_then(|r| r.get("unresolved"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        out.push_str(&format!("\nUnresolved references: {}\n", unresolved.len()));
+        for u in unresolved {
+            out.push_str(&format!(
+                "  {} step {} ({}): {}\n",
+                u["host"].as_str().unwrap_or(""),
+                u["step"],
+                u["step_name"].as_str().unwrap_or(""),
+                u["reference"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    out
+}
+
+async fn get_run(ctx: &Ctx, run: &str) -> anyhow::Result<(Value, PlanRunView)> {
+    let value = ctx
+        .client
+        .get(&["orgs", &ctx.org, "plan-runs", run], &[])
+        .await?;
+    Ok((value.clone(), decode(value)?))
+}
+
+/// Prints log chunks after `after`; returns the last seq printed.
+async fn print_logs(ctx: &Ctx, run: &str, mut after: Option<i64>) -> anyhow::Result<Option<i64>> {
+    loop {
+        let mut query = vec![("limit", "1000".to_string())];
+        if let Some(a) = after {
+            query.push(("after", a.to_string()));
+        }
+        let value = ctx
+            .client
+            .get(&["orgs", &ctx.org, "plan-runs", run, "logs"], &query)
+            .await?;
+        let chunks: Vec<LogChunk> = decode(value)?;
+        let Some(last) = chunks.last().map(|c| c.seq) else {
+            return Ok(after);
+        };
+        for c in chunks {
+            if ctx.json {
+                emit(&format!("{}\n", json!({"seq": c.seq, "text": c.text})))?;
+            } else {
+                emit(&c.text)?;
+            }
+        }
+        after = Some(last);
+    }
+}
+
+/// Prints the log as it grows until the run has ended (and its runner let go), then
+/// fails unless it succeeded.
+async fn follow(ctx: &Ctx, run: &str) -> anyhow::Result<PlanRunView> {
+    let mut after = None;
+    loop {
+        let (_, view) = get_run(ctx, run).await?;
+        after = print_logs(ctx, run, after).await?;
+        if is_terminal(&view.state) {
+            // One more pass: lines sent between the two reads.
+            print_logs(ctx, run, after).await?;
+            return Ok(view);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn ended_badly(run: &PlanRunView) -> anyhow::Result<()> {
+    if run.state == "succeeded" {
+        return Ok(());
+    }
+    match &run.reason {
+        Some(r) => bail!("plan run {} ended {}: {r}", run.id, run.state),
+        None => bail!("plan run {} ended {}", run.id, run.state),
+    }
+}
+
+/// `bosun plan-run start`, also usable as `bosun plan run`.
+pub async fn start(
+    ctx: &Ctx,
+    plan: &str,
+    dry_run: bool,
+    inputs: Vec<(String, String)>,
+    wait: bool,
+) -> anyhow::Result<()> {
+    let body = PlanRunCreate {
+        dry_run,
+        inputs: inputs
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect(),
+    };
+    let value = ctx
+        .client
+        .post(&["orgs", &ctx.org, "plans", plan, "runs"], &body)
+        .await?;
+    let run: PlanRunView = decode(value.clone())?;
+    if !wait {
+        if ctx.json {
+            return emit_json(&value);
+        }
+        return emit(&format!("{}\n", run.id));
+    }
+    if !ctx.json {
+        emit(&format!("{} ({})\n", run.id, run.state))?;
+    }
+    follow(ctx, &run.id).await?;
+    let (value, run) = get_run(ctx, &run.id).await?;
+    if ctx.json {
+        emit_json(&value)?;
+    } else {
+        emit(&render(&run))?;
+    }
+    ended_badly(&run)
+}
+
+pub async fn run(ctx: &Ctx, cmd: PlanRunCommand) -> anyhow::Result<()> {
+    match cmd {
+        PlanRunCommand::Start {
+            plan,
+            dry_run,
+            inputs,
+            wait,
+        } => start(ctx, &plan, dry_run, inputs, wait).await,
+        PlanRunCommand::List { plan } => {
+            let value = ctx
+                .client
+                .get(&["orgs", &ctx.org, "plans", &plan, "runs"], &[])
+                .await?;
+            ctx.show(value, |runs: Vec<PlanRunView>| {
+                let mut t =
+                    Table::new(&["ID", "STATE", "MODE", "HOSTS", "REQUESTED BY", "CREATED"]);
+                for r in runs {
+                    t.row(vec![
+                        r.id,
+                        r.state,
+                        if r.dry_run { "dry run" } else { "run" }.into(),
+                        r.hosts.join(","),
+                        r.requested_by,
+                        timestamp(&r.created_at),
+                    ]);
+                }
+                t.render()
+            })
+        }
+        PlanRunCommand::Show { run } => {
+            let (value, view) = get_run(ctx, &run).await?;
+            if ctx.json {
+                return emit_json(&value);
+            }
+            emit(&render(&view))
+        }
+        PlanRunCommand::Logs { run, follow: false } => print_logs(ctx, &run, None).await.map(drop),
+        PlanRunCommand::Logs { run, follow: true } => {
+            let view = follow(ctx, &run).await?;
+            ended_badly(&view)
+        }
+        PlanRunCommand::Abort { run } => {
+            let value = ctx
+                .client
+                .post(&["orgs", &ctx.org, "plan-runs", &run, "abort"], &json!({}))
+                .await?;
+            ctx.show(value, |r: PlanRunView| {
+                format!("Aborted plan run {} ({}).\n", r.id, r.state)
+            })
+        }
+    }
+}
