@@ -405,11 +405,53 @@ fn cases() -> Vec<Case> {
             None,
             Org(Admin),
         ),
+        case(
+            Method::POST,
+            "/orgs/{org}/plans/{plan}/runs",
+            "/orgs/default/plans/ghost/runs",
+            Some(json!({"dry_run": true})),
+            Org(Operator),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/plans/{plan}/runs",
+            "/orgs/default/plans/ghost/runs",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/plan-runs/{run}",
+            "/orgs/default/plan-runs/ghost",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/plan-runs/{run}/abort",
+            "/orgs/default/plan-runs/ghost/abort",
+            None,
+            Org(Operator),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/plan-runs/{run}/logs",
+            "/orgs/default/plan-runs/ghost/logs",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/plan-runs/{run}/logs/stream",
+            "/orgs/default/plan-runs/ghost/logs/stream",
+            None,
+            Org(Viewer),
+        ),
     ]
 }
 
 /// The runner protocol: pool tokens only (checked in `runner_protocol_needs_a_pool_token`).
-const RUNNER_ROUTES: [(&str, &str); 8] = [
+const RUNNER_ROUTES: [(&str, &str); 13] = [
     ("POST", "/runner/register"),
     ("POST", "/runner/lease"),
     ("POST", "/runner/runs/{run}/heartbeat"),
@@ -418,6 +460,11 @@ const RUNNER_ROUTES: [(&str, &str); 8] = [
     ("PUT", "/runner/runs/{run}/plan"),
     ("GET", "/runner/runs/{run}/plan"),
     ("POST", "/runner/runs/{run}/report"),
+    ("POST", "/runner/plan-runs/{run}/heartbeat"),
+    ("GET", "/runner/plan-runs/{run}/logs/next"),
+    ("POST", "/runner/plan-runs/{run}/logs"),
+    ("POST", "/runner/plan-runs/{run}/results"),
+    ("POST", "/runner/plan-runs/{run}/report"),
 ];
 
 const STATE: &str = "/orgs/{org}/stacks/{stack}/state";
