@@ -11,6 +11,7 @@ mod metrics;
 mod notify;
 mod openapi;
 mod outputs;
+mod plan_runs;
 mod runs;
 mod snapshots;
 mod stacks;

@@ -1,0 +1,198 @@
+//! Plan runs over the API with no runner attached: targets resolved from the org's
+//! hosts, refusals naming the field, the approval gate, the concurrency guard (also
+//! under racing requests) and abort.
+
+use std::collections::BTreeMap;
+
+use bosun_core::Role;
+use bosun_store::{Audit, NewEnvironment, NewHost, NewPlan};
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::harness::TestServer;
+
+const PLAN: &str = r#"name: app-config
+targets:
+  labels: [web]
+inputs:
+  release: { default: "1.0" }
+steps:
+  - name: say
+    command: ["echo", "{{ inputs.release }}"]
+"#;
+
+fn audit() -> Audit {
+    Audit {
+        org: Some("default".into()),
+        actor: "user:test".into(),
+        token_id: None,
+        action: "test.seed".into(),
+        target: "seed".into(),
+        detail: json!({}),
+    }
+}
+
+async fn seed(t: &TestServer) {
+    let store = &t.server.state().store;
+    store
+        .create_environment(
+            &NewEnvironment {
+                org: "default".into(),
+                id: "prod".into(),
+                vars: BTreeMap::new(),
+                requires_approval: true,
+                protected: false,
+            },
+            &audit(),
+        )
+        .await
+        .unwrap();
+    for (name, env) in [("web-1", None), ("web-2", None), ("db-1", Some("prod"))] {
+        store
+            .create_host(
+                &NewHost {
+                    org: "default".into(),
+                    name: name.into(),
+                    address: "127.0.0.1".into(),
+                    port: 22,
+                    user: None,
+                    connection: "ssh".into(),
+                    labels: vec![if name.starts_with("web") { "web" } else { "db" }.into()],
+                    vars: BTreeMap::new(),
+                    environment: env.map(str::to_string),
+                    identity_file: None,
+                    host_key: None,
+                    known_hosts: None,
+                },
+                &audit(),
+            )
+            .await
+            .unwrap();
+    }
+    for (name, source) in [
+        ("app-config", PLAN.to_string()),
+        (
+            "db",
+            PLAN.replace("labels: [web]", "labels: [db]")
+                .replace("app-config", "db"),
+        ),
+        (
+            "nowhere",
+            PLAN.replace("labels: [web]", "labels: [none]")
+                .replace("app-config", "nowhere"),
+        ),
+    ] {
+        store
+            .save_plan(
+                &NewPlan {
+                    org: "default".into(),
+                    name: name.into(),
+                    source,
+                },
+                &audit(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn runs_resolve_targets_refuse_overlap_and_abort() {
+    let t = TestServer::start().await;
+    seed(&t).await;
+    let op = t.user_token("op", Some(Role::Operator)).await;
+    let viewer = t.user_token("vi", Some(Role::Viewer)).await;
+    let runs = "/api/v1/orgs/default/plans/app-config/runs";
+
+    let r = t.post(runs, &viewer, json!({})).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = t
+        .post(runs, &op, json!({"inputs": {"colour": "red"}}))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(r.body["error"]["field"], "inputs.colour");
+    assert!(r.message().contains("release"), "{}", r.message());
+    let r = t
+        .post("/api/v1/orgs/default/plans/nowhere/runs", &op, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(r.body["error"]["field"], "targets");
+    let r = t
+        .post("/api/v1/orgs/default/plans/ghost/runs", &op, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    // Two racing requests over the same hosts: exactly one run.
+    let (a, b) = tokio::join!(
+        t.post(runs, &op, json!({"inputs": {"release": "2.0"}})),
+        t.post(runs, &op, json!({"dry_run": true})),
+    );
+    let (created, refused) = if a.status == StatusCode::CREATED {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.body);
+    assert_eq!(refused.code(), "run_in_progress");
+    assert_eq!(
+        refused.message(),
+        "Already has a run in progress on the same targets: web-1, web-2"
+    );
+    assert_eq!(created.body["state"], "queued");
+    assert_eq!(created.body["hosts"], json!(["web-1", "web-2"]));
+    let id = created.body["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("prun-"));
+
+    let shown = t
+        .get(&format!("/api/v1/orgs/default/plan-runs/{id}"), &viewer)
+        .await;
+    assert_eq!(shown.status, StatusCode::OK);
+    assert_eq!(shown.body["plan_version"], 1);
+    let listed = t.get(runs, &viewer).await;
+    assert_eq!(listed.body.as_array().unwrap().len(), 1);
+
+    // Abort settles it at once and frees the hosts.
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/plan-runs/{id}/abort"),
+            &viewer,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/plan-runs/{id}/abort"),
+            &op,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["state"], "aborted");
+    assert_eq!(r.body["reason"], "aborted by user:op");
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/plan-runs/{id}/abort"),
+            &op,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert_eq!(r.code(), "invalid_transition");
+    let r = t.post(runs, &op, json!({})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+
+    // A target in an environment requiring approval starts paused.
+    let r = t
+        .post("/api/v1/orgs/default/plans/db/runs", &op, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["state"], "paused");
+    assert_eq!(r.body["gated_environments"], json!(["prod"]));
+    let r = t
+        .post("/api/v1/orgs/default/plans/db/runs", &op, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert!(r.message().ends_with("db-1"), "{}", r.message());
+}
