@@ -128,6 +128,7 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::secrets::routes());
     routes.extend(crate::identity::routes());
     routes.extend(crate::notify::routes());
+    routes.extend(crate::plans::resources::routes());
     routes.extend(crate::plans::runs::routes());
     routes
 }

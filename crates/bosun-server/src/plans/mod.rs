@@ -1,4 +1,5 @@
 //! Plans on the server (SPEC §3): hosts, environments and plan files, and the runs of
 //! plans. One module per part.
 
+pub mod resources;
 pub mod runs;

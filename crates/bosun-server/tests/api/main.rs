@@ -12,6 +12,7 @@ mod notify;
 mod openapi;
 mod outputs;
 mod plan_runs;
+mod plans_resources;
 mod runs;
 mod snapshots;
 mod stacks;

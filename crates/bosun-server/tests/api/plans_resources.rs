@@ -1,0 +1,667 @@
+//! Hosts, environments with grants, plan files and inventory imports over the API: what
+//! is stored, what is refused (and why, naming the field), and what members may do.
+
+use bosun_core::Role;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::harness::{Reply, TestServer};
+
+const ED25519: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDxkfIaTBCx7IfHK+Wz8o2Dcw6j7I5l2ia0Ez+Lk3WlN";
+
+async fn patch(t: &TestServer, path: &str, token: &str, body: Value) -> Reply {
+    t.call(Method::PATCH, path, Some(token), Some(body)).await
+}
+
+async fn delete(t: &TestServer, path: &str, token: &str) -> Reply {
+    t.call(Method::DELETE, path, Some(token), None).await
+}
+
+async fn put(t: &TestServer, path: &str, token: &str) -> Reply {
+    t.call(Method::PUT, path, Some(token), None).await
+}
+
+fn field(r: &Reply) -> &str {
+    r.body["error"]["field"].as_str().unwrap_or("")
+}
+
+/// Asserts a 400 naming `expected_field`, with `needle` in its message.
+fn refused(r: &Reply, expected_field: &str, needle: &str) {
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(field(r), expected_field, "{:?}", r.body);
+    assert!(
+        r.message().contains(needle),
+        "{needle:?} not in {:?}",
+        r.body
+    );
+}
+
+async fn create_env(t: &TestServer, body: Value) {
+    let r = t
+        .post("/api/v1/orgs/default/environments", &t.admin, body)
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+}
+
+async fn create_host(t: &TestServer, body: Value) -> Reply {
+    t.post("/api/v1/orgs/default/hosts", &t.admin, body).await
+}
+
+#[tokio::test]
+async fn hosts_roundtrip_defaults_patch_and_refusals() {
+    let t = TestServer::start().await;
+    create_env(&t, json!({"id": "prod", "vars": {"app_port": 80}})).await;
+    let r = create_host(
+        &t,
+        json!({
+            "name": "web-1", "address": "10.1.0.11", "port": 2222, "user": "deploy",
+            "labels": ["web", "eu"], "vars": {"weight": 3}, "environment": "prod",
+            "identity_file": "~/.ssh/id_ed25519", "host_key": ED25519,
+            "known_hosts": "/etc/ssh/ssh_known_hosts",
+        }),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    for (k, v) in [
+        ("address", json!("10.1.0.11")),
+        ("port", json!(2222)),
+        ("user", json!("deploy")),
+        ("connection", json!("ssh")),
+        ("labels", json!(["web", "eu"])),
+        ("vars", json!({"weight": 3})),
+        ("environment", json!("prod")),
+        ("identity_file", json!("~/.ssh/id_ed25519")),
+        ("host_key", json!(ED25519)),
+        ("known_hosts", json!("/etc/ssh/ssh_known_hosts")),
+    ] {
+        assert_eq!(r.body[k], v, "{k}");
+    }
+    // Defaults: the address is the name, port 22, ssh.
+    let r = create_host(&t, json!({"name": "build"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(
+        (&r.body["address"], &r.body["port"], &r.body["connection"]),
+        (&json!("build"), &json!(22), &json!("ssh"))
+    );
+    let r = create_host(&t, json!({"name": "build"})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "already_exists")
+    );
+
+    // Every refusal names its field.
+    for (body, f, needle) in [
+        (json!({"name": "Web 1"}), "name", "lowercase"),
+        (json!({"name": "w", "port": 0}), "port", "1 to 65535"),
+        (json!({"name": "w", "port": 70000}), "port", "1 to 65535"),
+        (json!({"name": "w", "address": "w:22"}), "address", "port"),
+        (
+            json!({"name": "w", "connection": "telnet"}),
+            "connection",
+            "ssh",
+        ),
+        (
+            json!({"name": "w", "labels": ["web", "Web"]}),
+            "labels[1]",
+            "lowercase",
+        ),
+        (json!({"name": "w", "vars": [1, 2]}), "vars", "object"),
+        (
+            json!({"name": "w", "vars": {"1x": 1}}),
+            "vars.1x",
+            "variable names",
+        ),
+        (
+            json!({"name": "w", "host_key": "ssh-dss AAAA"}),
+            "host_key",
+            "ssh-dss",
+        ),
+        (
+            json!({"name": "w", "environment": "staging"}),
+            "environment",
+            "does not exist",
+        ),
+    ] {
+        let r = create_host(&t, body.clone()).await;
+        refused(&r, f, needle);
+    }
+    let r = create_host(&t, json!({"name": "w", "colour": "red"})).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert!(r.message().contains("colour"), "{:?}", r.body);
+
+    // PATCH changes only what it names; null clears.
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/hosts/web-1",
+        &t.admin,
+        json!({"port": 22, "host_key": null, "environment": null, "labels": ["web"]}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["port"], 22);
+    assert_eq!(r.body["host_key"], Value::Null);
+    assert_eq!(r.body["environment"], Value::Null);
+    assert_eq!(r.body["labels"], json!(["web"]));
+    assert_eq!(r.body["user"], "deploy");
+    assert_eq!(r.body["identity_file"], "~/.ssh/id_ed25519");
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/hosts/web-1",
+        &t.admin,
+        json!({"connection": "carrier-pigeon"}),
+    )
+    .await;
+    refused(&r, "connection", "carrier-pigeon");
+    let r = patch(&t, "/api/v1/orgs/default/hosts/ghost", &t.admin, json!({})).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    let r = t.get("/api/v1/orgs/default/hosts", &t.admin).await;
+    let names: Vec<&str> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["build", "web-1"]);
+
+    // Members read; only admins change.
+    let viewer = t.user_token("vera", Some(Role::Viewer)).await;
+    let operator = t.user_token("otto", Some(Role::Operator)).await;
+    assert_eq!(
+        t.get("/api/v1/orgs/default/hosts/web-1", &viewer)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let r = t
+        .post(
+            "/api/v1/orgs/default/hosts",
+            &operator,
+            json!({"name": "sneaky"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    assert!(r.message().contains("admin"), "{:?}", r.body);
+
+    let before = t.audit_total().await;
+    let r = delete(&t, "/api/v1/orgs/default/hosts/build", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = delete(&t, "/api/v1/orgs/default/hosts/build", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(t.audit_total().await, before + 1);
+}
+
+#[tokio::test]
+async fn environments_grants_and_refused_delete() {
+    let t = TestServer::start().await;
+    create_env(
+        &t,
+        json!({"id": "prod", "requires_approval": true, "protected": true, "vars": {"app_port": 80}}),
+    )
+    .await;
+    let r = t
+        .post(
+            "/api/v1/orgs/default/environments",
+            &t.admin,
+            json!({"id": "Prod"}),
+        )
+        .await;
+    refused(&r, "id", "lowercase");
+    let r = create_host(&t, json!({"name": "web-2", "environment": "prod"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = create_host(&t, json!({"name": "web-1", "environment": "prod"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+
+    let r = t
+        .get("/api/v1/orgs/default/environments/prod", &t.admin)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["hosts"], json!(["web-1", "web-2"]));
+    assert_eq!(r.body["vars"], json!({"app_port": 80}));
+    assert_eq!(
+        (
+            r.body["requires_approval"].as_bool(),
+            r.body["protected"].as_bool()
+        ),
+        (Some(true), Some(true))
+    );
+
+    // Grants go to operators and admins of the org; others are refused saying why.
+    t.user_token("olga", Some(Role::Operator)).await;
+    t.user_token("vic", Some(Role::Viewer)).await;
+    t.user_token("stranger", None).await;
+    let grants = "/api/v1/orgs/default/environments/prod/grants";
+    let r = put(&t, &format!("{grants}/olga"), &t.admin).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["grants"], json!(["olga"]));
+    let r = put(&t, &format!("{grants}/olga"), &t.admin).await;
+    assert_eq!(
+        (r.status, &r.body["grants"]),
+        (StatusCode::OK, &json!(["olga"]))
+    );
+    let r = put(&t, &format!("{grants}/vic"), &t.admin).await;
+    refused(&r, "user", "operator or above");
+    let r = put(&t, &format!("{grants}/stranger"), &t.admin).await;
+    refused(&r, "user", "not a member");
+    let r = put(
+        &t,
+        "/api/v1/orgs/default/environments/qa/grants/olga",
+        &t.admin,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    // PATCH keeps the grants.
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/environments/prod",
+        &t.admin,
+        json!({"requires_approval": false}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["requires_approval"], false);
+    assert_eq!(r.body["protected"], true);
+    assert_eq!(r.body["grants"], json!(["olga"]));
+
+    // Deleting an environment hosts are in is refused, naming them.
+    let r = delete(&t, "/api/v1/orgs/default/environments/prod", &t.admin).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "environment_in_use"),
+        "{:?}",
+        r.body
+    );
+    assert!(r.message().contains("web-1, web-2"), "{:?}", r.body);
+
+    let r = delete(&t, &format!("{grants}/olga"), &t.admin).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = delete(&t, &format!("{grants}/olga"), &t.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    for h in ["web-1", "web-2"] {
+        let r = patch(
+            &t,
+            &format!("/api/v1/orgs/default/hosts/{h}"),
+            &t.admin,
+            json!({"environment": null}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+    let r = delete(&t, "/api/v1/orgs/default/environments/prod", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    let r = t.get("/api/v1/orgs/default/environments", &t.admin).await;
+    assert_eq!(r.body, json!([]));
+}
+
+const PLAN: &str = r#"name: app-config
+targets:
+  labels: [web]
+  hosts: [db-9]
+inputs:
+  release: { default: "1.0" }
+vars:
+  app: shop
+steps:
+  - name: pin release
+    file.lineinfile:
+      path: "/srv/{{ vars.app }}/app.conf"
+      regexp: "^release="
+      line: "release={{ inputs.release }}"
+  - name: restart
+    command: ["systemctl", "restart", "{{ vars.app }}"]
+    sudo: true
+    when: 'vars.restart == '
+"#;
+
+#[tokio::test]
+async fn plans_upload_versions_lint_show_and_delete() {
+    let t = TestServer::start().await;
+    create_env(&t, json!({"id": "prod"})).await;
+    for (name, labels) in [
+        ("web-1", json!(["web"])),
+        ("web-2", json!(["web"])),
+        ("db-1", json!(["db"])),
+    ] {
+        let r = create_host(
+            &t,
+            json!({"name": name, "labels": labels, "environment": "prod"}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": PLAN, "file": "app.yaml"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(
+        (r.body["name"].as_str(), r.body["version"].as_i64()),
+        (Some("app-config"), Some(1))
+    );
+    assert_eq!(r.body["created"], true);
+    assert_eq!(r.body["source"], PLAN);
+    let s = &r.body["summary"];
+    assert_eq!(s["hosts"], json!(["web-1", "web-2"]));
+    assert_eq!(s["inputs"], json!({"release": "1.0"}));
+    assert_eq!(s["steps"][0]["module"], "file.lineinfile");
+    assert_eq!(s["steps"][1]["sudo"], true);
+    // Lint findings come back as warnings, with where they are: the unknown target host
+    // and the malformed condition.
+    let warnings = r.body["warnings"].as_array().unwrap();
+    let unknown = warnings
+        .iter()
+        .find(|w| w["message"].as_str().unwrap().contains("db-9"))
+        .unwrap_or_else(|| panic!("no warning about db-9: {warnings:?}"));
+    assert_eq!(
+        (unknown["file"].as_str(), unknown["line"].as_i64()),
+        (Some("app.yaml"), Some(4))
+    );
+    assert!(
+        warnings.iter().any(|w| w["line"] == 18
+            && w["message"]
+                .as_str()
+                .unwrap()
+                .contains("malformed condition")),
+        "no warning on the malformed condition (line 18): {warnings:?}"
+    );
+
+    // The same name again: a new version.
+    let v2 = PLAN.replace("'vars.restart == '", "'vars.restart == \"yes\"'");
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": v2}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        (r.body["version"].as_i64(), r.body["created"].as_bool()),
+        (Some(2), Some(false))
+    );
+    let warnings = r.body["warnings"].as_array().unwrap();
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("malformed")),
+        "{warnings:?}"
+    );
+
+    // A file that does not parse: 400 naming file, line and column; nothing stored.
+    let broken = "name: broken\nsteps:\n  - name: x\n    comand: [ls]\n";
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": broken, "file": "broken.yaml"}),
+        )
+        .await;
+    refused(&r, "source", "broken.yaml:4:");
+    assert_eq!(
+        t.get("/api/v1/orgs/default/plans/broken", &t.admin)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": PLAN.replace("app-config", "App Config")}),
+        )
+        .await;
+    refused(&r, "source", "plan.yaml:1:");
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": PLAN.replace("name: app-config", "name: lint")}),
+        )
+        .await;
+    refused(&r, "source", "reserved");
+
+    // Lint stores nothing, and viewers may lint.
+    let viewer = t.user_token("vera", Some(Role::Viewer)).await;
+    let other = PLAN.replace("app-config", "other-plan");
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/lint",
+            &viewer,
+            json!({"source": other}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["name"], "other-plan");
+    assert!(!r.body["warnings"].as_array().unwrap().is_empty());
+    assert_eq!(
+        t.get("/api/v1/orgs/default/plans/other-plan", &t.admin)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &viewer,
+            json!({"source": other}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+
+    // Show: the source as stored, and the hosts it targets now.
+    let r = create_host(&t, json!({"name": "web-3", "labels": ["web"]})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = t
+        .get("/api/v1/orgs/default/plans/app-config", &viewer)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["version"], 2);
+    assert_eq!(r.body["source"], v2);
+    assert_eq!(
+        r.body["summary"]["hosts"],
+        json!(["web-1", "web-2", "web-3"])
+    );
+    assert!(r.body.get("created").is_none());
+
+    let r = t.get("/api/v1/orgs/default/plans", &viewer).await;
+    assert_eq!(r.body.as_array().unwrap().len(), 1);
+    assert_eq!(r.body[0]["version"], 2);
+    let r = delete(&t, "/api/v1/orgs/default/plans/app-config", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = delete(&t, "/api/v1/orgs/default/plans/app-config", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn secret_references_into_another_org_are_refused() {
+    let t = TestServer::start().await;
+    let r = t
+        .post("/api/v1/orgs", &t.admin, json!({"id": "other"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    for (org, ns) in [("other", "theirs"), ("default", "ours")] {
+        let r = t
+            .call(
+                Method::PUT,
+                &format!("/api/v1/orgs/{org}/secrets/{ns}/db-password"),
+                Some(&t.admin),
+                Some(json!({"value": "hunter2"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let r = create_host(&t, json!({"name": "web-1", "labels": ["web"]})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let plan = |ns: &str| {
+        format!(
+            "name: uses-secret\ntargets: {{ labels: [web] }}\nsteps:\n  - name: x\n    command: [\"echo\", \"secret://{ns}/db-password\"]\n"
+        )
+    };
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": plan("theirs")}),
+        )
+        .await;
+    refused(&r, "source", "plan.yaml:5:");
+    assert!(r.message().contains("another org"), "{:?}", r.body);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/lint",
+            &t.admin,
+            json!({"source": plan("theirs")}),
+        )
+        .await;
+    refused(&r, "source", "secret://theirs/db-password");
+    // The org's own namespace, and a namespace nobody owns yet, are fine.
+    for ns in ["ours", "unclaimed"] {
+        let r = t
+            .post(
+                "/api/v1/orgs/default/plans",
+                &t.admin,
+                json!({"source": plan(ns)}),
+            )
+            .await;
+        assert!(r.status.is_success(), "{ns}: {:?}", r.body);
+    }
+    // Host and environment variables too.
+    let r = create_host(
+        &t,
+        json!({"name": "web-2", "vars": {"pw": "secret://theirs/db-password"}}),
+    )
+    .await;
+    refused(&r, "vars.pw", "another org");
+    let r = t
+        .post(
+            "/api/v1/orgs/default/environments",
+            &t.admin,
+            json!({"id": "prod", "vars": {"pw": {"nested": "secret://theirs/x"}}}),
+        )
+        .await;
+    refused(&r, "vars.pw", "another org");
+}
+
+const INVENTORY: &str = r#"environments:
+  staging: { vars: { app_port: 8080 } }
+  prod:    { requires_approval: true, protected: true, vars: { app_port: 80 } }
+defaults:
+  user: deploy
+  identity_file: ~/.ssh/id_ed25519
+hosts:
+  web-1: { address: 10.1.0.11, environment: prod, labels: [web], vars: { weight: 3 } }
+  web-2: { address: 10.1.0.12, port: 2222, environment: prod, labels: [web] }
+  build: { connection: local, environment: staging }
+"#;
+
+#[tokio::test]
+async fn inventory_import_creates_updates_and_is_all_or_nothing() {
+    let t = TestServer::start().await;
+    create_env(&t, json!({"id": "staging"})).await;
+    let r = create_host(&t, json!({"name": "web-1", "address": "old.example"})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &t.admin,
+            json!({"source": INVENTORY}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        r.body,
+        json!({
+            "environments_created": ["prod"], "environments_updated": ["staging"],
+            "hosts_created": ["web-2", "build"], "hosts_updated": ["web-1"],
+        })
+    );
+    let web1 = t
+        .get("/api/v1/orgs/default/hosts/web-1", &t.admin)
+        .await
+        .body;
+    assert_eq!(web1["address"], "10.1.0.11");
+    assert_eq!(web1["user"], "deploy");
+    assert_eq!(web1["environment"], "prod");
+    // `~` stays as written: it is the runner's home, not the server's.
+    assert_eq!(web1["identity_file"], "~/.ssh/id_ed25519");
+    let build = t
+        .get("/api/v1/orgs/default/hosts/build", &t.admin)
+        .await
+        .body;
+    assert_eq!(build["connection"], "local");
+    let prod = t
+        .get("/api/v1/orgs/default/environments/prod", &t.admin)
+        .await
+        .body;
+    assert_eq!(
+        (
+            prod["requires_approval"].as_bool(),
+            prod["protected"].as_bool()
+        ),
+        (Some(true), Some(true))
+    );
+    assert_eq!(prod["hosts"], json!(["web-1", "web-2"]));
+
+    // Importing it again changes nothing but says what it replaced.
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &t.admin,
+            json!({"source": INVENTORY}),
+        )
+        .await;
+    assert_eq!(r.body["hosts_created"], json!([]));
+
+    // A host breaking a rule refuses the whole file, naming it; nothing is written.
+    let before = t.audit_total().await;
+    let bad = "environments:\n  qa: {}\nhosts:\n  new-1: { environment: qa }\n  new-2: { labels: [Web] }\n";
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &t.admin,
+            json!({"source": bad}),
+        )
+        .await;
+    refused(&r, "hosts.new-2.labels[0]", "lowercase");
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &t.admin,
+            json!({"source": "hosts:\n  x: { port: 0 }\n", "file": "inv.yml"}),
+        )
+        .await;
+    refused(&r, "source", "inv.yml:2:");
+    assert_eq!(t.audit_total().await, before);
+    assert_eq!(
+        t.get("/api/v1/orgs/default/environments/qa", &t.admin)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        t.get("/api/v1/orgs/default/hosts/new-1", &t.admin)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Operators may not import.
+    let operator = t.user_token("otto", Some(Role::Operator)).await;
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &operator,
+            json!({"source": INVENTORY}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+}
