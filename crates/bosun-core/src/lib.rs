@@ -3,6 +3,7 @@
 //! Nothing in this crate does I/O or knows about the wire format; the server, the store
 //! and the CLI all lean on it so that a rule is written once.
 
+pub mod approval;
 pub mod authz;
 pub mod cron;
 pub mod drift;
