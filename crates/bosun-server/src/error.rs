@@ -109,6 +109,12 @@ impl From<Denial> for ApiError {
     }
 }
 
+impl From<bosun_core::approval::ApprovalRefused> for ApiError {
+    fn from(r: bosun_core::approval::ApprovalRefused) -> Self {
+        ApiError::Forbidden(r.to_string())
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -169,6 +175,10 @@ impl From<StoreError> for ApiError {
             },
             StoreError::EnvironmentInUse { .. } => ApiError::Conflict {
                 code: "environment_in_use",
+                message: e.to_string(),
+            },
+            StoreError::NotAwaitingApproval { .. } => ApiError::Conflict {
+                code: "not_awaiting_approval",
                 message: e.to_string(),
             },
             StoreError::UnknownEnvironment(_) => {

@@ -65,6 +65,9 @@ pub enum StoreError {
     RunInProgress { hosts: Vec<String> },
     #[error("{0}")]
     InvalidPlanTransition(#[from] bosun_core::plan_run::InvalidPlanTransition),
+    /// An approval asked of a run that does not wait for one.
+    #[error("{why}")]
+    NotAwaitingApproval { subject: String, why: String },
     #[error("database error: {0}")]
     Backend(String),
 }
@@ -546,4 +549,38 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<(i64, String)>>;
     async fn next_plan_run_log_seq(&self, id: &str) -> Result<i64>;
+
+    // ---- The approvals inbox and plan schedules ----
+
+    /// Runs of `org` waiting for an approval, oldest first: paused plan runs, and tracked
+    /// stack runs in `unconfirmed` whose stack's environment requires approval.
+    async fn pending_approvals(&self, org: &str) -> Result<Vec<PendingApproval>>;
+    /// One waiting run; `NotFound` for a run the org does not have, `NotAwaitingApproval`
+    /// (saying why) for one that does not wait.
+    async fn pending_approval(&self, org: &str, subject: &str) -> Result<PendingApproval>;
+    /// Decides a waiting run: approve (a plan run → `queued`, a stack run confirmed) or
+    /// reject (a plan run → `rejected`, a stack run discarded, with the reason), the
+    /// decision and `input.audit` written in the same transaction.
+    async fn decide_approval(
+        &self,
+        input: &ApprovalDecisionInput,
+    ) -> Result<(ApprovalRecord, ApprovalOutcome)>;
+    /// Recorded decisions, newest first.
+    async fn approval_decisions(&self, org: &str, limit: u32) -> Result<Vec<ApprovalRecord>>;
+    /// Sets a plan's schedule (`NotFound` for an unknown plan).
+    async fn put_plan_schedule(
+        &self,
+        input: &PlanScheduleInput,
+        audit: &Audit,
+    ) -> Result<PlanScheduleRecord>;
+    /// Removes a plan's schedule; false when it had none.
+    async fn delete_plan_schedule(&self, org: &str, plan: &str, audit: &Audit) -> Result<bool>;
+    async fn plan_schedules(
+        &self,
+        org: Option<&str>,
+        plan: Option<&str>,
+    ) -> Result<Vec<PlanScheduleRecord>>;
+    /// Arms a schedule or fires it (creating the run in the same transaction, or recording
+    /// why none was created), only while its `next_at` is still `fire.expected_next`.
+    async fn fire_plan_schedule(&self, fire: &PlanScheduleFire) -> Result<PlanScheduleFired>;
 }

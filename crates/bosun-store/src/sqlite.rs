@@ -30,6 +30,7 @@ use tokio::sync::Semaphore;
 
 use crate::*;
 
+mod approvals;
 mod deps;
 mod drift;
 mod notify;
@@ -48,6 +49,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0008_drift.sql"),
     include_str!("../migrations/sqlite/0009_plan_resources.sql"),
     include_str!("../migrations/sqlite/0010_plan_runs.sql"),
+    include_str!("../migrations/sqlite/0011_approvals.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -990,9 +992,16 @@ fn load_run(conn: &Connection, id: &str) -> Result<Option<RunRecord>> {
     .pop())
 }
 
+/// Whether the stack's tracked runs apply without a confirmation: its `autodeploy`, unless
+/// its environment requires approval — then they wait in `unconfirmed` for the approvals
+/// inbox (`sqlite/approvals.rs`).
 fn stack_autodeploy(conn: &Connection, org: &str, stack: &str) -> Result<bool> {
     Ok(conn
-        .prepare_cached("SELECT autodeploy FROM stacks WHERE org_id = ?1 AND id = ?2")?
+        .prepare_cached(
+            "SELECT s.autodeploy AND NOT EXISTS (SELECT 1 FROM environments e
+                WHERE e.org_id = s.org_id AND e.id = s.environment AND e.requires_approval = 1)
+             FROM stacks s WHERE s.org_id = ?1 AND s.id = ?2",
+        )?
         .query_row(params![org, stack], |r| r.get(0))
         .optional()?
         .unwrap_or(false))
@@ -3773,6 +3782,62 @@ impl Store for SqliteStore {
     async fn next_plan_run_log_seq(&self, id: &str) -> Result<i64> {
         let id = id.to_string();
         self.read(move |c| plan_runs::next_log_seq(c, &id)).await
+    }
+
+    async fn pending_approvals(&self, org: &str) -> Result<Vec<PendingApproval>> {
+        let org = org.to_string();
+        self.read(move |c| approvals::pending(c, &org)).await
+    }
+
+    async fn pending_approval(&self, org: &str, subject: &str) -> Result<PendingApproval> {
+        let (org, subject) = (org.to_string(), subject.to_string());
+        self.read(move |c| approvals::pending_one(c, &org, &subject))
+            .await
+    }
+
+    async fn decide_approval(
+        &self,
+        input: &ApprovalDecisionInput,
+    ) -> Result<(ApprovalRecord, ApprovalOutcome)> {
+        let input = input.clone();
+        self.write(move |tx| approvals::decide(tx, &input)).await
+    }
+
+    async fn approval_decisions(&self, org: &str, limit: u32) -> Result<Vec<ApprovalRecord>> {
+        let org = org.to_string();
+        self.read(move |c| approvals::decisions(c, &org, limit))
+            .await
+    }
+
+    async fn put_plan_schedule(
+        &self,
+        input: &PlanScheduleInput,
+        audit: &Audit,
+    ) -> Result<PlanScheduleRecord> {
+        let (input, audit) = (input.clone(), audit.clone());
+        self.write(move |tx| approvals::put_schedule(tx, &input, &audit))
+            .await
+    }
+
+    async fn delete_plan_schedule(&self, org: &str, plan: &str, audit: &Audit) -> Result<bool> {
+        let (org, plan, audit) = (org.to_string(), plan.to_string(), audit.clone());
+        self.write(move |tx| approvals::delete_schedule(tx, &org, &plan, &audit))
+            .await
+    }
+
+    async fn plan_schedules(
+        &self,
+        org: Option<&str>,
+        plan: Option<&str>,
+    ) -> Result<Vec<PlanScheduleRecord>> {
+        let (org, plan) = (org.map(str::to_string), plan.map(str::to_string));
+        self.read(move |c| approvals::schedules(c, org.as_deref(), plan.as_deref()))
+            .await
+    }
+
+    async fn fire_plan_schedule(&self, fire: &PlanScheduleFire) -> Result<PlanScheduleFired> {
+        let fire = fire.clone();
+        self.write(move |tx| approvals::fire(tx, &fire)).await
     }
 }
 
