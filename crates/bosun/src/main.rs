@@ -57,10 +57,12 @@ enum Command {
     /// Run a runner: lease run phases from a server and execute them with the IaC engine
     /// (the runner-pool token: --token or BOSUN_RUNNER_TOKEN).
     Runner(runner_cmd::RunnerArgs),
-    /// Host plans: run a plan file on its hosts with no server (`exec`), lint it.
+    /// Host plans: store plan files on the server (`apply`, `list`, `show`, `delete`),
+    /// lint them, or run one with no server (`exec`).
     #[command(subcommand)]
     Plan(cmd::plan::PlanCommand),
-    /// Hosts of an inventory: check a host's connection stage by stage.
+    /// The org's hosts (add, list, show, update, delete, import an inventory) and a
+    /// connection check from this machine.
     #[command(subcommand)]
     Host(cmd::host::HostCommand),
     #[command(flatten)]
@@ -104,20 +106,28 @@ enum ClientCommand {
     /// Notifications: the org's targets (webhook, Slack), their rules and delivery logs.
     #[command(subcommand)]
     Notify(cmd::notify::NotifyCommand),
+    /// Environments of hosts: variables, approval, protection, and approval grants.
+    #[command(subcommand)]
+    Env(cmd::env::EnvCommand),
     /// Runs of plans stored on the server: start (or dry-run), list, show, logs, abort.
     #[command(subcommand)]
     PlanRun(cmd::plan_run::PlanRunCommand),
 }
 
-async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Result<()> {
-    let ctx = Ctx {
+/// The client context of the global options; `Err` (no token, a bad URL) says why.
+fn client_ctx(global: GlobalArgs) -> anyhow::Result<Ctx> {
+    Ok(Ctx {
         client: Client::new(ClientConfig {
             url: global.url,
             token: global.token,
         })?,
         org: global.org,
         json: global.json,
-    };
+    })
+}
+
+async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Result<()> {
+    let ctx = client_ctx(global)?;
     match command {
         ClientCommand::Whoami => cmd::whoami::run(&ctx).await,
         ClientCommand::Org(c) => cmd::org::run(&ctx, c).await,
@@ -132,6 +142,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Oidc(c) => cmd::oidc::run(&ctx, c).await,
         ClientCommand::Notify(c) => cmd::notify::run(&ctx, c).await,
         ClientCommand::PlanRun(c) => cmd::plan_run::run(&ctx, c).await,
+        ClientCommand::Env(c) => cmd::env::run(&ctx, c).await,
     }
 }
 
@@ -160,10 +171,16 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Server(args) => server_cmd::run(*args).await,
             Command::Runner(args) => runner_cmd::run(args, token_flag).await,
-            // Offline for now (no BOSUN_URL/TOKEN needed); server-backed subcommands
-            // will take the client options from `cli.global` when they arrive.
-            Command::Plan(command) => cmd::plan::run(command, cli.global.json).await,
-            Command::Host(command) => cmd::host::run(command, cli.global.json).await,
+            // `exec`, `host check --inventory` and an offline `lint` need no server: the
+            // client context is only built for, and its absence only fatal to, the rest.
+            Command::Plan(command) => {
+                let json = cli.global.json;
+                cmd::plan::run(command, json, client_ctx(cli.global)).await
+            }
+            Command::Host(command) => {
+                let json = cli.global.json;
+                cmd::host::run(command, json, client_ctx(cli.global)).await
+            }
             Command::Client(command) => run_client(cli.global, command)
                 .await
                 .map(|()| ExitCode::SUCCESS),

@@ -2,6 +2,7 @@
 //! [`Client`], and prints the answer for people or, with `--json`, as the server sent it.
 
 pub mod audit;
+pub mod env;
 pub mod host;
 pub mod notify;
 pub mod oidc;

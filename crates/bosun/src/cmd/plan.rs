@@ -1,7 +1,8 @@
 //! `bosun plan`: host plans. `exec` runs a plan file directly on the inventory's hosts
-//! with no server (the same engine runners use) and `lint` checks a plan file; both
-//! work offline. Server-backed subcommands (`apply`, `list`, `show`, `run`) join this
-//! enum later and take the client context then.
+//! with no server (the same engine runners use); `lint` checks a plan file, offline with
+//! `--inventory` (or with no server configured), else against the server's hosts.
+//! `apply`, `list`, `show` and `delete` manage the plans stored on the server (runs of
+//! them: `bosun plan-run`).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -9,20 +10,40 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use bosun_api::{PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer, PlanListItem, PlanSource};
 use bosun_plans::exec::{self, Event, HostResult, HostStatus, RunOptions, RunReport, RunStatus};
 use bosun_plans::model::{self, Inventory, Plan};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use crate::output::{self, Table};
+use super::Ctx;
+use crate::output::{self, timestamp, Fields, Table};
 
 #[derive(Subcommand)]
 pub enum PlanCommand {
     /// Run a plan file on its hosts directly, with no server (local development):
     /// live progress per host, a summary, and a non-zero exit when the run failed.
     Exec(ExecArgs),
-    /// Check a plan file: structure, malformed conditions, unresolvable references.
+    /// Check a plan file: structure, malformed conditions, unresolvable references —
+    /// against `--inventory`, or the server's hosts when a token is configured.
     Lint(LintArgs),
+    /// Store a plan file on the server (org admins): created, or updated to a new
+    /// version when a plan of its name exists. Lint findings are shown as warnings.
+    Apply {
+        /// The plan file (YAML).
+        file: PathBuf,
+    },
+    /// The org's stored plans.
+    List,
+    /// A stored plan: version, targets (and the hosts they match now), inputs, steps.
+    Show {
+        name: String,
+        /// Print the plan file as stored instead.
+        #[arg(long)]
+        source: bool,
+    },
+    /// Delete a stored plan (org admins).
+    Delete { name: String },
 }
 
 #[derive(Args)]
@@ -72,11 +93,24 @@ pub fn read_inventory(path: &Path) -> anyhow::Result<Inventory> {
     Ok(model::parse_inventory(path, &text)?)
 }
 
-/// Runs a `bosun plan` subcommand; `json` prints machine-readable output.
-pub async fn run(command: PlanCommand, json: bool) -> anyhow::Result<ExitCode> {
+/// Runs a `bosun plan` subcommand; `json` prints machine-readable output. `server` is
+/// the client context, or why there is none (no token): `exec` and an offline `lint`
+/// do without.
+pub async fn run(
+    command: PlanCommand,
+    json: bool,
+    server: anyhow::Result<Ctx>,
+) -> anyhow::Result<ExitCode> {
     match command {
         PlanCommand::Exec(args) => exec_cmd(args, json).await,
-        PlanCommand::Lint(args) => lint_cmd(args, json),
+        PlanCommand::Lint(args) => match server {
+            Ok(ctx) if args.inventory.is_none() => server_lint(&ctx, &args.file).await,
+            _ => lint_cmd(args, json),
+        },
+        other => {
+            stored(&server?, other).await?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -399,4 +433,180 @@ fn lint_cmd(args: LintArgs, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+// ---- Plans stored on the server ----
+
+fn read_source(file: &Path) -> anyhow::Result<PlanSource> {
+    let source =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok(PlanSource {
+        source,
+        file: Some(file.display().to_string()),
+    })
+}
+
+fn findings_text(findings: &[PlanFinding]) -> String {
+    findings
+        .iter()
+        .map(|f| format!("{}:{}:{}: {}\n", f.file, f.line, f.column, f.message))
+        .collect()
+}
+
+fn list_or_dash(v: &[String]) -> String {
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn summary_fields(f: &mut Fields, s: &PlanFileSummary) {
+    let mut targets = Vec::new();
+    if !s.target_hosts.is_empty() {
+        targets.push(format!("hosts: {}", s.target_hosts.join(", ")));
+    }
+    if !s.target_labels.is_empty() {
+        targets.push(format!("labels: {}", s.target_labels.join(", ")));
+    }
+    if !s.target_environments.is_empty() {
+        targets.push(format!(
+            "environments: {}",
+            s.target_environments.join(", ")
+        ));
+    }
+    f.lines("targets", targets)
+        .add("hosts now", list_or_dash(&s.hosts))
+        .lines(
+            "inputs",
+            s.inputs
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::Null => k.clone(),
+                    v => format!("{k} (default {v})"),
+                })
+                .collect(),
+        )
+        .lines(
+            "steps",
+            s.steps
+                .iter()
+                .enumerate()
+                .map(|(i, st)| {
+                    let mut line = format!("{}. {} ({})", i + 1, st.name, st.module);
+                    if st.sudo {
+                        line.push_str(" sudo");
+                    }
+                    if let Some(w) = &st.when {
+                        line.push_str(&format!(" when: {w}"));
+                    }
+                    line
+                })
+                .collect(),
+        );
+    if let Some(s) = &s.schedule {
+        f.add("schedule", s.clone());
+    }
+}
+
+fn plan_text(p: &PlanInfo) -> String {
+    let mut f = Fields::new();
+    f.add("plan", p.name.clone())
+        .add("version", p.version.to_string());
+    summary_fields(&mut f, &p.summary);
+    f.add(
+        "updated",
+        format!("{} by {}", timestamp(&p.updated_at), p.updated_by),
+    );
+    let mut out = f.render();
+    if !p.warnings.is_empty() {
+        out.push_str(&format!("\n{} warning(s):\n", p.warnings.len()));
+        out.push_str(&findings_text(&p.warnings));
+    }
+    out
+}
+
+/// `lint` against the server's hosts and environments (nothing is stored).
+async fn server_lint(ctx: &Ctx, file: &Path) -> anyhow::Result<ExitCode> {
+    let org = ctx.org.as_str();
+    let reply = ctx
+        .client
+        .post(&["orgs", org, "plans", "lint"], &read_source(file)?)
+        .await?;
+    let answer: PlanLintAnswer = super::decode(reply)?;
+    if ctx.json {
+        output::emit_json(&json!({
+            "findings": answer.warnings,
+            "hosts": answer.summary.hosts,
+        }))?;
+    } else if answer.warnings.is_empty() {
+        output::emit(&format!(
+            "{}: no problems found (against org {org}: targets {})\n",
+            file.display(),
+            list_or_dash(&answer.summary.hosts)
+        ))?;
+    } else {
+        let mut text = findings_text(&answer.warnings);
+        text.push_str(&format!(
+            "{} problem(s) (against the hosts of org {org})\n",
+            answer.warnings.len()
+        ));
+        output::emit(&text)?;
+    }
+    Ok(if answer.warnings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    match command {
+        PlanCommand::Exec(_) | PlanCommand::Lint(_) => Ok(()),
+        PlanCommand::Apply { file } => {
+            let reply = ctx
+                .client
+                .post(&["orgs", org, "plans"], &read_source(&file)?)
+                .await?;
+            ctx.show(reply, |p: PlanInfo| {
+                let verb = if p.created == Some(true) {
+                    format!("created plan {} (version 1)", p.name)
+                } else {
+                    format!("updated plan {} to version {}", p.name, p.version)
+                };
+                format!("{verb}\n{}", plan_text(&p))
+            })
+        }
+        PlanCommand::List => {
+            let reply = ctx.client.get(&["orgs", org, "plans"], &[]).await?;
+            ctx.show(reply, |plans: Vec<PlanListItem>| {
+                if plans.is_empty() {
+                    return format!("No plans in org {org}.\n");
+                }
+                let mut t = Table::new(&["NAME", "VERSION", "UPDATED", "BY"]);
+                for p in plans {
+                    t.row(vec![
+                        p.name,
+                        p.version.to_string(),
+                        timestamp(&p.updated_at),
+                        p.updated_by,
+                    ]);
+                }
+                t.render()
+            })
+        }
+        PlanCommand::Show { name, source } => {
+            let reply = ctx.client.get(&["orgs", org, "plans", &name], &[]).await?;
+            if source && !ctx.json {
+                let p: PlanInfo = super::decode(reply)?;
+                return output::emit(&p.source);
+            }
+            ctx.show(reply, |p: PlanInfo| plan_text(&p))
+        }
+        PlanCommand::Delete { name } => {
+            ctx.client.delete(&["orgs", org, "plans", &name]).await?;
+            ctx.done(&format!("deleted plan {name}"))
+        }
+    }
 }

@@ -1,0 +1,203 @@
+//! `bosun env`: the org's environments (`staging`, `prod`) — variables, whether runs
+//! touching them need approval, whether they are protected — and the grants that let a
+//! member approve runs on a protected one.
+
+use std::collections::BTreeMap;
+
+use bosun_api::{EnvironmentCreate, EnvironmentInfo, EnvironmentPatch};
+use clap::Subcommand;
+use serde_json::Value;
+
+use super::Ctx;
+use crate::output::{timestamp, yes_no, Fields, Table};
+
+#[derive(Subcommand)]
+pub enum EnvCommand {
+    /// Create an environment (org admins).
+    Create {
+        /// A slug: `staging`, `prod`.
+        id: String,
+        /// A variable, NAME=VALUE (repeatable); VALUE is read as JSON when it parses
+        /// (`3`, `true`, `[1,2]`), else as a string.
+        #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+        vars: Vec<(String, Value)>,
+        /// Runs touching it wait for an approver (operator or above).
+        #[arg(long)]
+        requires_approval: bool,
+        /// Approvers additionally need a grant on it (`bosun env grant`).
+        #[arg(long)]
+        protected: bool,
+    },
+    /// The org's environments.
+    List,
+    /// One environment: variables, flags, grants and hosts.
+    Show { id: String },
+    /// Change an environment (org admins); only what is given changes.
+    Update {
+        id: String,
+        /// Set a variable, NAME=VALUE (repeatable; kept variables stay).
+        #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+        vars: Vec<(String, Value)>,
+        /// Remove a variable (repeatable).
+        #[arg(long = "unset-var", value_name = "NAME")]
+        unset_vars: Vec<String>,
+        #[arg(long, value_name = "BOOL")]
+        requires_approval: Option<bool>,
+        #[arg(long, value_name = "BOOL")]
+        protected: Option<bool>,
+    },
+    /// Delete an environment (org admins); refused while hosts are in it.
+    Delete { id: String },
+    /// Let a member (operator or above) approve runs on a protected environment.
+    Grant { id: String, user: String },
+    /// Take a member's grant away.
+    Revoke { id: String, user: String },
+}
+
+/// `NAME=VALUE`, the value as JSON when it parses, else a string.
+pub fn parse_var(raw: &str) -> Result<(String, Value), String> {
+    match raw.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((
+            k.to_string(),
+            serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string())),
+        )),
+        _ => Err(format!("expected NAME=VALUE, got {raw:?}")),
+    }
+}
+
+pub fn vars_text(vars: &BTreeMap<String, Value>) -> Vec<String> {
+    vars.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+fn env_text(e: EnvironmentInfo) -> String {
+    let mut f = Fields::new();
+    f.add("environment", e.id)
+        .add("requires approval", yes_no(e.requires_approval))
+        .add("protected", yes_no(e.protected))
+        .lines("vars", vars_text(&e.vars))
+        .lines("grants", e.grants)
+        .lines("hosts", e.hosts)
+        .add("updated", timestamp(&e.updated_at));
+    f.render()
+}
+
+pub async fn run(ctx: &Ctx, command: EnvCommand) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    match command {
+        EnvCommand::Create {
+            id,
+            vars,
+            requires_approval,
+            protected,
+        } => {
+            let body = EnvironmentCreate {
+                id,
+                vars: Some(Value::Object(vars.into_iter().collect())),
+                requires_approval,
+                protected,
+            };
+            let reply = ctx
+                .client
+                .post(&["orgs", org, "environments"], &body)
+                .await?;
+            ctx.show(reply, |e: EnvironmentInfo| {
+                format!("created environment {}\n{}", e.id, env_text(e.clone()))
+            })
+        }
+        EnvCommand::List => {
+            let reply = ctx.client.get(&["orgs", org, "environments"], &[]).await?;
+            ctx.show(reply, |items: Vec<EnvironmentInfo>| {
+                if items.is_empty() {
+                    return format!("No environments in org {org}.\n");
+                }
+                let mut t = Table::new(&["ID", "APPROVAL", "PROTECTED", "HOSTS", "GRANTS"]);
+                for e in items {
+                    t.row(vec![
+                        e.id,
+                        yes_no(e.requires_approval).into(),
+                        yes_no(e.protected).into(),
+                        e.hosts.len().to_string(),
+                        if e.grants.is_empty() {
+                            "-".into()
+                        } else {
+                            e.grants.join(",")
+                        },
+                    ]);
+                }
+                t.render()
+            })
+        }
+        EnvCommand::Show { id } => {
+            let reply = ctx
+                .client
+                .get(&["orgs", org, "environments", &id], &[])
+                .await?;
+            ctx.show(reply, env_text)
+        }
+        EnvCommand::Update {
+            id,
+            vars,
+            unset_vars,
+            requires_approval,
+            protected,
+        } => {
+            let new_vars = if vars.is_empty() && unset_vars.is_empty() {
+                None
+            } else {
+                let current: EnvironmentInfo = super::decode(
+                    ctx.client
+                        .get(&["orgs", org, "environments", &id], &[])
+                        .await?,
+                )?;
+                let mut merged = current.vars;
+                for name in &unset_vars {
+                    merged.remove(name);
+                }
+                merged.extend(vars);
+                Some(Value::Object(merged.into_iter().collect()))
+            };
+            let body = EnvironmentPatch {
+                vars: new_vars,
+                requires_approval,
+                protected,
+            };
+            let reply = ctx
+                .client
+                .patch(&["orgs", org, "environments", &id], &body)
+                .await?;
+            ctx.show(reply, |e: EnvironmentInfo| {
+                format!("updated environment {}\n{}", e.id, env_text(e.clone()))
+            })
+        }
+        EnvCommand::Delete { id } => {
+            ctx.client
+                .delete(&["orgs", org, "environments", &id])
+                .await?;
+            ctx.done(&format!("deleted environment {id}"))
+        }
+        EnvCommand::Grant { id, user } => {
+            let reply = ctx
+                .client
+                .request::<()>(
+                    reqwest::Method::PUT,
+                    &["orgs", org, "environments", &id, "grants", &user],
+                    &[],
+                    None,
+                )
+                .await?;
+            ctx.show(reply, |e: EnvironmentInfo| {
+                format!(
+                    "{user} may approve runs on {} (grants: {})\n",
+                    e.id,
+                    e.grants.join(", ")
+                )
+            })
+        }
+        EnvCommand::Revoke { id, user } => {
+            ctx.client
+                .delete(&["orgs", org, "environments", &id, "grants", &user])
+                .await?;
+            ctx.done(&format!("revoked {user}'s grant on {id}"))
+        }
+    }
+}
