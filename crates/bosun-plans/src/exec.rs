@@ -13,8 +13,11 @@
 //!   of file steps are threaded per host and path into later file steps (an overlay the
 //!   file modules read before the host), predictions made after a raw command say they
 //!   may be inaccurate, and the report lists every unresolved reference.
-//! - `secret://` references: shown as `secret://[redacted]` everywhere in the report; a
-//!   real run refuses them before anything runs (they need a Bosun server to resolve).
+//! - `secret://` references: shown as `secret://[redacted]` everywhere in the report. A
+//!   real run substitutes the values in [`RunOptions::secrets`] (a Bosun server resolves
+//!   them and hands them to its runner) when it renders a step, and masks those values in
+//!   every text it reports; it refuses, before anything runs, a reference it was given
+//!   no value for (`bosun plan exec` has no secret store). Dry runs never substitute.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +56,9 @@ pub struct RunOptions {
     pub connect: ConnectOptions,
     /// Applied to every text of the report (server runs mask resolved secret values).
     pub masker: Option<Masker>,
+    /// Resolved `secret://namespace/key` references (as written → value), substituted in
+    /// real runs only and masked (`***`) in every text of the report.
+    pub secrets: BTreeMap<String, String>,
 }
 
 impl Default for RunOptions {
@@ -63,6 +69,7 @@ impl Default for RunOptions {
             inputs: BTreeMap::new(),
             connect: ConnectOptions::default(),
             masker: None,
+            secrets: BTreeMap::new(),
         }
     }
 }
@@ -75,6 +82,7 @@ impl std::fmt::Debug for RunOptions {
             .field("inputs", &self.inputs)
             .field("connect", &self.connect)
             .field("masker", &self.masker.is_some())
+            .field("secrets", &self.secrets.len())
             .finish()
     }
 }
@@ -339,7 +347,7 @@ pub async fn run(
         })
         .collect();
     if !options.dry_run {
-        refuse_secret_references(plan, &hosts)?;
+        refuse_secret_references(plan, &hosts, &options.secrets)?;
     }
 
     let host_names: Vec<String> = targets.iter().map(|h| h.name.clone()).collect();
@@ -483,13 +491,21 @@ pub async fn run(
     Ok(report)
 }
 
-/// A real run cannot resolve `secret://` references: refuse before anything runs.
-fn refuse_secret_references(plan: &Plan, hosts: &[HostRun<'_>]) -> Result<(), ExecError> {
+/// A real run cannot use a `secret://` reference it has no value for: refuse before
+/// anything runs.
+fn refuse_secret_references(
+    plan: &Plan,
+    hosts: &[HostRun<'_>],
+    secrets: &BTreeMap<String, String>,
+) -> Result<(), ExecError> {
     let mut places = Vec::new();
     for (i, step) in plan.steps.iter().enumerate() {
         let on: Vec<&str> = hosts
             .iter()
-            .filter(|h| modules::render(&step.module, &h.scope).is_ok_and(|r| r.has_secret_refs))
+            .filter(|h| {
+                modules::render_with(&step.module, &h.scope, Some(secrets))
+                    .is_ok_and(|r| r.has_secret_refs)
+            })
             .map(|h| h.host.name.as_str())
             .collect();
         if !on.is_empty() {
@@ -562,7 +578,8 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
         }
     }
 
-    let rendered = match modules::render(&step.module, &h.scope) {
+    let values = (!ctx.options.dry_run).then_some(&ctx.options.secrets);
+    let rendered = match modules::render_with(&step.module, &h.scope, values) {
         Ok(r) => r,
         Err(e) => return (finish(ctx, name, started, warnings, Err(e)), Vec::new()),
     };
@@ -688,7 +705,12 @@ fn finish(
     };
     result.duration_ms = millis(started.elapsed());
     let clean = |s: &str| {
-        let s = redact_secrets(s);
+        let mut s = redact_secrets(s);
+        for value in ctx.options.secrets.values().filter(|v| !v.is_empty()) {
+            if s.contains(value.as_str()) {
+                s = s.replace(value.as_str(), "***");
+            }
+        }
         match &ctx.options.masker {
             Some(mask) => mask(&s),
             None => s,

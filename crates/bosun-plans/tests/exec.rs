@@ -715,6 +715,65 @@ async fn dry_runs_list_unresolved_references_and_redact_secrets() {
 }
 
 #[tokio::test]
+async fn real_runs_substitute_given_secrets_and_mask_them_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("{}/creds", d(dir.path()));
+    let inv = inventory(vec![local("a")]);
+    let mut p = plan(
+        &inv,
+        vec![
+            step("creds", copy(&target, "token={{ vars.token }}\n", None)),
+            shell(
+                "echo",
+                "echo got {{ vars.token }}; echo {{ vars.token }} >&2",
+            ),
+        ],
+    );
+    p.vars
+        .insert("token".into(), json!("secret://prod/api-token"));
+    let with_secret = |dry_run| RunOptions {
+        secrets: [(
+            "secret://prod/api-token".to_string(),
+            "s3cr3t-value".to_string(),
+        )]
+        .into(),
+        ..opts(dry_run)
+    };
+
+    // A dry run never substitutes: the diff shows the redacted reference.
+    let dry = run(&p, &inv, with_secret(true)).await;
+    let diff = dry.result(1, "a").unwrap().diff.clone().unwrap();
+    assert!(diff.contains("+token=secret://[redacted]\n"), "{diff}");
+    assert!(!Path::new(&target).exists());
+
+    let mut events = Vec::new();
+    let report = exec::run(&p, &inv, with_secret(false), |e| {
+        events.push(format!("{e:?}"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+    // The host got the value …
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "token=s3cr3t-value\n"
+    );
+    // … and no text of the report or the progress shows it.
+    let echoed = report.result(2, "a").unwrap();
+    assert_eq!(echoed.stdout, "got ***\n");
+    assert_eq!(echoed.stderr, "***\n");
+    let all = format!("{report:?} {events:?}");
+    assert!(!all.contains("s3cr3t-value"), "{all}");
+
+    // A reference without a value is still refused before anything runs.
+    p.vars.insert("token".into(), json!("secret://prod/other"));
+    let err = exec::run(&p, &inv, with_secret(false), |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ExecError::SecretReferences { .. }), "{err}");
+}
+
+#[tokio::test]
 async fn strict_vars_fails_a_step_with_an_unresolved_reference() {
     let inv = inventory(vec![local("a")]);
     let mut p = plan(&inv, vec![shell("echo", "echo {{ vars.missing }}")]);

@@ -343,10 +343,22 @@ impl Overlay {
 
 /// Renders `module` in `scope`.
 pub fn render(module: &Module, scope: &Scope) -> Result<Render, ModuleError> {
+    render_with(module, scope, None)
+}
+
+/// Renders `module` in `scope`, substituting the `secret://namespace/key` references
+/// that `secrets` resolves (reference as written → value); a reference it does not
+/// resolve stays, and `has_secret_refs` says so. Only real runs on a server pass values.
+pub fn render_with(
+    module: &Module,
+    scope: &Scope,
+    secrets: Option<&BTreeMap<String, String>>,
+) -> Result<Render, ModuleError> {
     let mut r = Renderer {
         scope,
         unresolved: Vec::new(),
         secrets: false,
+        values: secrets,
     };
     let module = match module {
         Module::Command { argv } => RenderedModule::Command {
@@ -424,7 +436,9 @@ pub fn render(module: &Module, scope: &Scope) -> Result<Render, ModuleError> {
 struct Renderer<'a> {
     scope: &'a Scope,
     unresolved: Vec<String>,
+    /// A reference is left in some rendered value.
     secrets: bool,
+    values: Option<&'a BTreeMap<String, String>>,
 }
 
 impl Renderer<'_> {
@@ -435,10 +449,20 @@ impl Renderer<'_> {
                 self.unresolved.push(u);
             }
         }
-        if rendered.text.contains("secret://") {
-            self.secrets = true;
+        if !rendered.text.contains(SECRET_MARK) {
+            return Ok(rendered.text);
         }
-        Ok(rendered.text)
+        match self.values {
+            Some(values) => {
+                let (text, left) = substitute_secrets(&rendered.text, values);
+                self.secrets |= left;
+                Ok(text)
+            }
+            None => {
+                self.secrets = true;
+                Ok(rendered.text)
+            }
+        }
     }
 
     fn opt(&mut self, template: &Option<String>) -> Result<Option<String>, ModuleError> {
@@ -503,10 +527,43 @@ pub async fn predict(
     }
 }
 
+const SECRET_MARK: &str = "secret://";
+
+/// The length of the `namespace/key` part after a `secret://` mark.
+fn reference_len(after: &str) -> usize {
+    after
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '.')))
+        .unwrap_or(after.len())
+}
+
+/// Replaces each `secret://namespace/key` reference `values` resolves with its value;
+/// also answers whether a reference was left (one `values` does not hold).
+pub fn substitute_secrets(text: &str, values: &BTreeMap<String, String>) -> (String, bool) {
+    let mut out = String::with_capacity(text.len());
+    let mut left = false;
+    let mut rest = text;
+    while let Some(i) = rest.find(SECRET_MARK) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + SECRET_MARK.len()..];
+        let end = reference_len(after);
+        let reference = &rest[i..i + SECRET_MARK.len() + end];
+        match values.get(reference) {
+            Some(v) => out.push_str(v),
+            None => {
+                left = true;
+                out.push_str(reference);
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    (out, left)
+}
+
 /// Replaces every `secret://namespace/key` reference in `text` with
 /// `secret://[redacted]`.
 pub fn redact_secrets(text: &str) -> String {
-    const MARK: &str = "secret://";
+    const MARK: &str = SECRET_MARK;
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find(MARK) {
@@ -542,6 +599,24 @@ pub fn shell_words(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_substituted_only_where_resolved() {
+        let values: BTreeMap<String, String> =
+            [("secret://prod/db".to_string(), "hunter2".to_string())].into();
+        assert_eq!(
+            substitute_secrets("pw=secret://prod/db; x", &values),
+            ("pw=hunter2; x".to_string(), false)
+        );
+        assert_eq!(
+            substitute_secrets("secret://prod/db secret://prod/other", &values),
+            ("hunter2 secret://prod/other".to_string(), true)
+        );
+        assert_eq!(
+            substitute_secrets("plain", &values),
+            ("plain".to_string(), false)
+        );
+    }
 
     #[test]
     fn secrets_are_redacted() {
