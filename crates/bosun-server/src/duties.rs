@@ -1,5 +1,6 @@
 //! Background duties: named workers with an interval and a shutdown signal. The stale
-//! sweep settles runs whose runner stopped reporting, and runs past their phase timeout.
+//! sweep settles runs whose runner stopped reporting, and runs past their phase timeout;
+//! at start, runs of the previous process's embedded runners are reconciled at once.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
 /// Force-fails executing runs with no heartbeat for `stale_after`, requeues leased runs
 /// whose runner never started them, and interrupts runs past their phase timeout.
 pub async fn stale_sweep(state: AppState) {
+    // Silence while this server was down is not a runner's: it is counted from here.
+    let since = Utc::now();
     let mut stopping = state.stopping.subscribe();
     let mut tick = tokio::time::interval(state.config.runs.sweep_interval);
     loop {
@@ -34,7 +37,7 @@ pub async fn stale_sweep(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
-        match sweep_once(&state).await {
+        match sweep_once(&state, since).await {
             Ok(n) => {
                 state
                     .duties
@@ -49,36 +52,26 @@ pub async fn stale_sweep(state: AppState) {
     }
 }
 
-/// One pass; returns how many runs it settled or requeued.
-pub async fn sweep_once(state: &AppState) -> Result<usize, bosun_store::StoreError> {
+/// One pass; returns how many runs it settled or requeued. A run is stale after
+/// `stale_after` without a heartbeat counted from `since` at the earliest (the server's
+/// start): a separate runner that kept working while the server was down gets a whole
+/// heartbeat period to reach it again.
+pub async fn sweep_once(
+    state: &AppState,
+    since: chrono::DateTime<Utc>,
+) -> Result<usize, bosun_store::StoreError> {
     let stale_after = chrono::Duration::from_std(state.config.runs.stale_after)
         .unwrap_or(chrono::Duration::seconds(60));
     let mut settled = 0;
-    for run in state.store.stale_runs(Utc::now() - stale_after).await? {
-        // Nothing ran if the runner never started the phase: safe to hand to another.
-        let event = if run.started {
-            Event::Stale
-        } else {
-            Event::Requeue
-        };
-        let input = RunEventInput {
-            event: event.clone(),
-            fencing: Some(run.fencing),
-            update: RunUpdate::default(),
-            audit: None,
-        };
-        match state.store.run_event(&run.id, &input).await {
-            Ok(out) => {
+    let before = Utc::now() - stale_after;
+    if before >= since {
+        for run in state.store.stale_runs(before).await? {
+            if settle_silent_run(state, &run).await? {
                 settled += 1;
-                tracing::warn!(run = %run.id, state = %out.run.state, "stale run settled");
             }
-            // The runner reported meanwhile: nothing to settle.
-            Err(bosun_store::StoreError::Fenced { .. })
-            | Err(bosun_store::StoreError::InvalidTransition(_)) => {}
-            Err(e) => return Err(e),
         }
+        settled += crate::plans::runs::sweep_stale(state, before).await?;
     }
-    settled += crate::plans::runs::sweep_stale(state, Utc::now() - stale_after).await?;
     for run in state.store.executing_runs().await? {
         let (Some(started), true) = (run.phase_started_at, run.started) else {
             continue;
@@ -110,6 +103,106 @@ pub async fn sweep_once(state: &AppState) -> Result<usize, bosun_store::StoreErr
         }
     }
     Ok(settled)
+}
+
+/// Settles a leased stack run nothing executes any more: force-failed, or requeued when
+/// its runner never started the phase (nothing ran: safe to hand to another). `false`
+/// when the runner reported meanwhile.
+async fn settle_silent_run(
+    state: &AppState,
+    run: &bosun_store::RunRecord,
+) -> Result<bool, bosun_store::StoreError> {
+    let event = if run.started {
+        Event::Stale
+    } else {
+        Event::Requeue
+    };
+    let input = RunEventInput {
+        event,
+        fencing: Some(run.fencing),
+        update: RunUpdate::default(),
+        audit: None,
+    };
+    match state.store.run_event(&run.id, &input).await {
+        Ok(out) => {
+            tracing::warn!(run = %run.id, state = %out.run.state, "silent run settled");
+            Ok(true)
+        }
+        // The runner reported meanwhile: nothing to settle.
+        Err(bosun_store::StoreError::Fenced { .. })
+        | Err(bosun_store::StoreError::InvalidTransition(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a runner was one of a server's embedded runners: the only runners of the
+/// org-less `hosted` pool (`runners::hosted_pool_token`).
+fn is_embedded(runner: &bosun_store::RunnerRecord) -> bool {
+    runner.org.is_none() && runner.pool == "hosted"
+}
+
+/// Reconciles, before the server serves (SPEC §3.5, "restarts never strand runs"), the
+/// runs that were executing in the runners embedded in an earlier server process: those
+/// runners died with it — and their pool token was revoked when this start minted its
+/// own — so nothing executes such a run any more. A stack run is settled as the stale
+/// sweep would (force-failed, or requeued if its phase never started); a plan run is
+/// `interrupted` at once with the per-host progress it reported (requeued if it never
+/// started). Runs leased by separate runners keep their lease: their runner resumes
+/// heart-beating and reporting once it reaches this server, and the stale sweep counts
+/// their silence from this start only. Returns how many runs it settled.
+pub async fn reconcile_on_start(state: &AppState) -> Result<usize, bosun_store::StoreError> {
+    let mut embedded = std::collections::HashMap::<String, bool>::new();
+    let mut settled = 0;
+    for run in state.store.executing_runs().await? {
+        if ran_embedded(state, &mut embedded, run.runner_id.as_deref()).await?
+            && settle_silent_run(state, &run).await?
+        {
+            settled += 1;
+        }
+    }
+    // Every leased plan run: heartbeats are never in the future.
+    let leased = state
+        .store
+        .stale_plan_runs(Utc::now() + chrono::Duration::days(1))
+        .await?;
+    for run in leased {
+        if !ran_embedded(state, &mut embedded, run.runner_id.as_deref()).await? {
+            continue;
+        }
+        let reason = "the server restarted while its embedded runner executed the run; \
+            the per-host progress it reported is kept";
+        if crate::plans::runs::settle_silent(state, &run, Some(reason.into())).await? {
+            settled += 1;
+        }
+    }
+    if settled > 0 {
+        tracing::warn!(
+            runs = settled,
+            "settled the runs of the previous process's embedded runners"
+        );
+    }
+    Ok(settled)
+}
+
+/// Whether `runner` (looked up once per id in `seen`) was an embedded runner.
+async fn ran_embedded(
+    state: &AppState,
+    seen: &mut std::collections::HashMap<String, bool>,
+    runner: Option<&str>,
+) -> Result<bool, bosun_store::StoreError> {
+    let Some(id) = runner else {
+        return Ok(false);
+    };
+    if let Some(known) = seen.get(id) {
+        return Ok(*known);
+    }
+    let is = state
+        .store
+        .get_runner(id)
+        .await?
+        .is_some_and(|r| is_embedded(&r));
+    seen.insert(id.to_string(), is);
+    Ok(is)
 }
 
 pub fn new_status() -> Arc<DutyStatus> {

@@ -111,6 +111,9 @@ impl RunningServer {
             issuer: Arc::new(crate::identity::Issuer::default()),
             notifications: Arc::default(),
         };
+        // Before anything is served: runs of the previous process's embedded runners
+        // are settled, not left `running` with nothing executing them.
+        crate::duties::reconcile_on_start(&state).await?;
         let sweep = tokio::spawn(crate::duties::stale_sweep(state.clone()));
         let revoke = tokio::spawn(crate::vcs::source::revoke_duty(state.clone()));
         let poll = tokio::spawn(crate::vcs::poller::poll_duty(state.clone()));

@@ -670,35 +670,51 @@ pub async fn runner_report(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Settles a leased plan run nothing executes any more (its runner went silent, or died
+/// with an earlier server process): requeued when it never started (nothing ran), else
+/// `interrupted` keeping its per-host progress, with `reason` or the stale reason; an
+/// aborted run's lease is released. `false` when the runner reported meanwhile.
+pub async fn settle_silent(
+    state: &AppState,
+    run: &PlanRunRecord,
+    reason: Option<String>,
+) -> Result<bool, StoreError> {
+    let (event, reason) = if run.state == PlanRunState::Aborted {
+        // Settled already: only the lease is released, the abort's reason stays.
+        (PlanRunEvent::Stale, None)
+    } else if run.started {
+        (PlanRunEvent::Stale, reason)
+    } else {
+        (PlanRunEvent::Requeue, None)
+    };
+    let input = PlanRunEventInput {
+        event,
+        fencing: Some(run.fencing),
+        reason,
+        report: None,
+        audit: None,
+    };
+    match state.store.plan_run_event(&run.id, &input).await {
+        Ok(out) => {
+            tracing::warn!(plan_run = %run.id, state = %out.state, "silent plan run settled");
+            Ok(true)
+        }
+        // The runner reported meanwhile: nothing to settle.
+        Err(StoreError::Fenced { .. }) | Err(StoreError::InvalidPlanTransition(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The stale sweep's pass over plan runs: a leased run with no heartbeat since
-/// `before` is requeued when it never started (nothing ran), else `interrupted` keeping
-/// its per-host progress; an aborted run's lease is released. Returns how many it moved.
+/// `before` is settled by [`settle_silent`]. Returns how many it moved.
 pub async fn sweep_stale(
     state: &AppState,
     before: chrono::DateTime<Utc>,
 ) -> Result<usize, StoreError> {
     let mut moved = 0;
     for run in state.store.stale_plan_runs(before).await? {
-        let event = if run.started || run.state == PlanRunState::Aborted {
-            PlanRunEvent::Stale
-        } else {
-            PlanRunEvent::Requeue
-        };
-        let input = PlanRunEventInput {
-            event,
-            fencing: Some(run.fencing),
-            reason: None,
-            report: None,
-            audit: None,
-        };
-        match state.store.plan_run_event(&run.id, &input).await {
-            Ok(out) => {
-                moved += 1;
-                tracing::warn!(plan_run = %run.id, state = %out.state, "stale plan run settled");
-            }
-            // The runner reported meanwhile: nothing to settle.
-            Err(StoreError::Fenced { .. }) | Err(StoreError::InvalidPlanTransition(_)) => {}
-            Err(e) => return Err(e),
+        if settle_silent(state, &run, None).await? {
+            moved += 1;
         }
     }
     Ok(moved)
