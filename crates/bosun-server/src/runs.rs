@@ -377,16 +377,63 @@ pub async fn logs_stream(
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     load(&state, &org, &id).await?;
+    let read_id = id.clone();
+    Ok(log_stream(
+        state,
+        q.after,
+        move |state| {
+            let id = id.clone();
+            async move {
+                Ok(match state.store.get_run(&id).await? {
+                    None => RunProgress::Gone,
+                    Some(r) if r.state.is_terminal() => RunProgress::Ended(r.state.as_str()),
+                    Some(_) => RunProgress::Going,
+                })
+            }
+        },
+        move |state, after| {
+            let id = read_id.clone();
+            async move { state.store.read_logs(&id, after, 1000).await }
+        },
+    ))
+}
+
+/// Where a run whose log is streamed stands.
+pub(crate) enum RunProgress {
+    /// Deleted: the stream stops.
+    Gone,
+    Going,
+    /// Ended for good (its last log lines are in): its final state.
+    Ended(&'static str),
+}
+
+/// A run's log as server-sent events, for stack runs and plan runs alike: `chunk` events
+/// carrying a LogChunk (after `after`), then an `end` event with the run's final state
+/// once `progress` says it ended and every chunk was sent. `read` gives the chunks after
+/// a seq. Polls every 200 ms; stops when the client goes, the run is gone, a store call
+/// fails, or the server shuts down.
+pub(crate) fn log_stream<P, PF, R, RF>(
+    state: AppState,
+    mut after: Option<i64>,
+    progress: P,
+    read: R,
+) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>
+where
+    P: Fn(AppState) -> PF + Send + 'static,
+    PF: std::future::Future<Output = Result<RunProgress, bosun_store::StoreError>> + Send,
+    R: Fn(AppState, Option<i64>) -> RF + Send + 'static,
+    RF: std::future::Future<Output = Result<Vec<(i64, String)>, bosun_store::StoreError>> + Send,
+{
     let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
-    let mut after = q.after;
     tokio::spawn(async move {
         let mut stopping = state.stopping.subscribe();
         loop {
-            let ended = match state.store.get_run(&id).await {
-                Ok(Some(r)) => r.state.is_terminal().then_some(r.state),
-                _ => return,
+            let ended = match progress(state.clone()).await {
+                Ok(RunProgress::Going) => None,
+                Ok(RunProgress::Ended(s)) => Some(s),
+                Ok(RunProgress::Gone) | Err(_) => return,
             };
-            let Ok(chunks) = state.store.read_logs(&id, after, 1000).await else {
+            let Ok(chunks) = read(state.clone(), after).await else {
                 return;
             };
             let drained = chunks.is_empty();
@@ -406,7 +453,7 @@ pub async fn logs_stream(
                     .send(
                         SseEvent::default()
                             .event("end")
-                            .data(json!({"state": s.as_str()}).to_string()),
+                            .data(json!({"state": s}).to_string()),
                     )
                     .await;
                 return;
@@ -422,5 +469,5 @@ pub async fn logs_stream(
             rx,
             |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
         );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    Sse::new(stream).keep_alive(KeepAlive::default())
 }

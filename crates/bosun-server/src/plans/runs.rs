@@ -11,11 +11,10 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::path::Path;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::Json;
 use bosun_api::{
     Heartbeat, HeartbeatReply, LogAppend, LogChunk, PlanHostResult, PlanResultsAppend,
@@ -37,6 +36,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::routes::Route;
 use crate::runners::{FencingQuery, NextSeq};
+use crate::runs::{log_stream, RunProgress};
 use crate::server::AppState;
 
 /// At most this many hosts of a run work at once.
@@ -434,54 +434,29 @@ pub async fn logs_stream(
     ApiQuery(q): ApiQuery<PlanLogsQuery>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     load(&state, &org, &id).await?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
-    let mut after = q.after;
-    tokio::spawn(async move {
-        let mut stopping = state.stopping.subscribe();
-        loop {
-            // An aborted run may still be held by its runner until it stops: its last
-            // lines are worth waiting for.
-            let ended = match state.store.get_plan_run(&id).await {
-                Ok(Some(r)) => (r.state.is_terminal() && !r.leased).then_some(r.state),
-                _ => return,
-            };
-            let Ok(chunks) = state.store.read_plan_run_logs(&id, after, 1000).await else {
-                return;
-            };
-            let drained = chunks.is_empty();
-            for (seq, text) in chunks {
-                after = Some(seq);
-                let data = json!({"seq": seq, "text": text}).to_string();
-                if tx
-                    .send(SseEvent::default().event("chunk").data(data))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
+    let read_id = id.clone();
+    Ok(log_stream(
+        state,
+        q.after,
+        move |state| {
+            let id = id.clone();
+            async move {
+                Ok(match state.store.get_plan_run(&id).await? {
+                    None => RunProgress::Gone,
+                    // An aborted run may still be held by its runner until it stops: its
+                    // last lines are worth waiting for.
+                    Some(r) if r.state.is_terminal() && !r.leased => {
+                        RunProgress::Ended(r.state.as_str())
+                    }
+                    Some(_) => RunProgress::Going,
+                })
             }
-            if let (Some(s), true) = (ended, drained) {
-                let _ = tx
-                    .send(
-                        SseEvent::default()
-                            .event("end")
-                            .data(json!({"state": s.as_str()}).to_string()),
-                    )
-                    .await;
-                return;
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                _ = crate::duties::stopped(&mut stopping) => return,
-            }
-        }
-    });
-    let stream =
-        futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
-        );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+        },
+        move |state, after| {
+            let id = read_id.clone();
+            async move { state.store.read_plan_run_logs(&id, after, 1000).await }
+        },
+    ))
 }
 
 // ---- The runner protocol ----
@@ -670,6 +645,21 @@ pub async fn runner_report(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The stale sweep's pass over plan runs: a leased run with no heartbeat since
+/// `before` is settled by [`settle_silent`]. Returns how many it moved.
+pub async fn sweep_stale(
+    state: &AppState,
+    before: chrono::DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let mut moved = 0;
+    for run in state.store.stale_plan_runs(before).await? {
+        if settle_silent(state, &run, None).await? {
+            moved += 1;
+        }
+    }
+    Ok(moved)
+}
+
 /// Settles a leased plan run nothing executes any more (its runner went silent, or died
 /// with an earlier server process): requeued when it never started (nothing ran), else
 /// `interrupted` keeping its per-host progress, with `reason` or the stale reason; an
@@ -703,19 +693,4 @@ pub async fn settle_silent(
         Err(StoreError::Fenced { .. }) | Err(StoreError::InvalidPlanTransition(_)) => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-/// The stale sweep's pass over plan runs: a leased run with no heartbeat since
-/// `before` is settled by [`settle_silent`]. Returns how many it moved.
-pub async fn sweep_stale(
-    state: &AppState,
-    before: chrono::DateTime<Utc>,
-) -> Result<usize, StoreError> {
-    let mut moved = 0;
-    for run in state.store.stale_plan_runs(before).await? {
-        if settle_silent(state, &run, None).await? {
-            moved += 1;
-        }
-    }
-    Ok(moved)
 }

@@ -3,7 +3,6 @@
 //! dry run's unresolved references at the bottom), print or follow its log, abort it.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use anyhow::bail;
 use bosun_api::{LogChunk, PlanRunCreate, PlanRunView};
@@ -51,10 +50,6 @@ fn parse_input(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("expected NAME=VALUE, got {s:?}")),
     }
-}
-
-fn is_terminal(state: &str) -> bool {
-    !matches!(state, "queued" | "paused" | "running")
 }
 
 /// The per-host totals over a run's results.
@@ -197,20 +192,12 @@ async fn print_logs(ctx: &Ctx, run: &str, mut after: Option<i64>) -> anyhow::Res
     }
 }
 
-/// Prints the log as it grows until the run has ended (and its runner let go), then
-/// fails unless it succeeded.
+/// Prints the log as it grows — the server's event stream, as `bosun run logs --follow`
+/// reads it — until the run has ended and its runner let go; returns the run as it ended.
 async fn follow(ctx: &Ctx, run: &str) -> anyhow::Result<PlanRunView> {
-    let mut after = None;
-    loop {
-        let (_, view) = get_run(ctx, run).await?;
-        after = print_logs(ctx, run, after).await?;
-        if is_terminal(&view.state) {
-            // One more pass: lines sent between the two reads.
-            print_logs(ctx, run, after).await?;
-            return Ok(view);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let path = ["orgs", ctx.org.as_str(), "plan-runs", run, "logs", "stream"];
+    super::run::stream_log(ctx, &path, run).await?;
+    Ok(get_run(ctx, run).await?.1)
 }
 
 fn ended_badly(run: &PlanRunView) -> anyhow::Result<()> {
@@ -252,7 +239,12 @@ pub async fn start(
     if !ctx.json {
         emit(&format!("{} ({})\n", run.id, run.state))?;
     }
-    follow(ctx, &run.id).await?;
+    super::run::stream_log(
+        ctx,
+        &["orgs", &ctx.org, "plan-runs", &run.id, "logs", "stream"],
+        &run.id,
+    )
+    .await?;
     let (value, run) = get_run(ctx, &run.id).await?;
     if ctx.json {
         emit_json(&value)?;

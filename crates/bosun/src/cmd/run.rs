@@ -449,11 +449,29 @@ struct StreamEnd {
 /// How many times in a row `logs --follow` reconnects without receiving anything.
 const MAX_IDLE_RECONNECTS: u32 = 3;
 
-/// Follows the log over the server-sent event stream until its `end` event,
-/// reconnecting after the last chunk seen when the stream breaks off (the client's
-/// timeout bounds each connection).
+/// Follows the log over the server-sent event stream until its `end` event; fails
+/// unless the run ended well.
 async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
+    let state = stream_log(ctx, &["orgs", org, "runs", run, "logs", "stream"], run).await?;
+    if is_failure(&state) {
+        let reason = ctx
+            .client
+            .get(&["orgs", org, "runs", run], &[])
+            .await
+            .ok()
+            .and_then(|v| decode::<Run>(v).ok())
+            .and_then(|r| r.reason);
+        return Err(ended_badly(run, &state, reason.as_deref()));
+    }
+    Ok(())
+}
+
+/// Prints a run's log from its server-sent event stream at `path` (a stack run's or a
+/// plan run's) until the `end` event, reconnecting after the last chunk seen when the
+/// stream breaks off (the client's timeout bounds each connection). Returns the run's
+/// final state.
+pub(crate) async fn stream_log(ctx: &Ctx, path: &[&str], run: &str) -> anyhow::Result<String> {
     let mut after: Option<i64> = None;
     let mut idle = 0;
     loop {
@@ -461,10 +479,7 @@ async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
         if let Some(a) = after {
             query.push(("after", a.to_string()));
         }
-        let mut resp = ctx
-            .client
-            .get_event_stream(&["orgs", org, "runs", run, "logs", "stream"], &query)
-            .await?;
+        let mut resp = ctx.client.get_event_stream(path, &query).await?;
         let mut parser = SseParser::default();
         let mut received = false;
         let mut broke_off: Option<reqwest::Error> = None;
@@ -505,17 +520,7 @@ async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
             }
         }
         if let Some(end) = end {
-            if is_failure(&end.state) {
-                let reason = ctx
-                    .client
-                    .get(&["orgs", org, "runs", run], &[])
-                    .await
-                    .ok()
-                    .and_then(|v| decode::<Run>(v).ok())
-                    .and_then(|r| r.reason);
-                return Err(ended_badly(run, &end.state, reason.as_deref()));
-            }
-            return Ok(());
+            return Ok(end.state);
         }
         idle = if received { 0 } else { idle + 1 };
         if idle >= MAX_IDLE_RECONNECTS {
