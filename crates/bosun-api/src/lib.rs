@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
+mod approvals;
 mod plan_resources;
+pub use approvals::*;
 pub use plan_resources::*;
 
 /// Every error response: `{"error": {"code", "message"}}`.
@@ -1106,6 +1108,11 @@ pub struct PlanRunLease {
     /// Values the runner masks (`***`) in every log line and result.
     #[serde(default)]
     pub mask: Vec<String>,
+    /// Resolved `secret://namespace/key` references (key: the reference as written) the
+    /// engine substitutes in a real run; empty for dry runs. Never logged, never stored.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = Object)]
+    pub secrets: BTreeMap<String, String>,
 }
 
 /// The lease answer that carries a plan run: `{"plan_run": {…}}`.
@@ -1118,7 +1125,7 @@ pub struct PlanRunLeaseAnswer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum AnyLease {
-    PlanRun(PlanRunLeaseAnswer),
+    PlanRun(Box<PlanRunLeaseAnswer>),
     Stack(Box<Lease>),
 }
 

@@ -197,6 +197,8 @@ async fn execute(worker: &Worker, lease: &PlanRunLease, stop: &StopSignal, log: 
         forks: lease.forks.max(1) as usize,
         inputs: lease.inputs.clone(),
         masker: Some(masker),
+        // Substituted by the engine in real runs only (the server sends none for dry runs).
+        secrets: lease.secrets.clone(),
         ..RunOptions::default()
     };
     let (tx, rx) = mpsc::unbounded_channel::<Event>();

@@ -60,6 +60,9 @@ pub struct ServerConfig {
     pub notify: NotifyConfig,
     /// The scheduler (drift checks): how often it looks, and the clock it reads.
     pub schedules: crate::schedules::ScheduleConfig,
+    /// Whether the requester of a run waiting for approval may approve it themselves
+    /// (off by default: another approver must).
+    pub allow_self_approval: bool,
     pub bootstrap_token: Option<String>,
 }
 
@@ -297,6 +300,7 @@ impl ServerConfig {
             oidc: OidcConfig::default(),
             notify: NotifyConfig::default(),
             schedules: crate::schedules::ScheduleConfig::default(),
+            allow_self_approval: false,
             bootstrap_token: o.bootstrap_token,
         })
     }

@@ -6,6 +6,7 @@
 //! through are `auth` (who is calling, may they), `error` (the one mapping to HTTP) and
 //! `extract` (request bodies and queries with errors in our format).
 
+mod approvals;
 pub mod auth;
 mod bootstrap;
 pub mod config;

@@ -97,6 +97,13 @@ use utoipa::{Modify, OpenApi};
         crate::plans::runs::runner_logs,
         crate::plans::runs::runner_results,
         crate::plans::runs::runner_report,
+        crate::approvals::list,
+        crate::approvals::decisions,
+        crate::approvals::approve,
+        crate::approvals::reject,
+        crate::plans::schedule::show,
+        crate::plans::schedule::set,
+        crate::plans::schedule::clear,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = []))

@@ -130,6 +130,8 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::notify::routes());
     routes.extend(crate::plans::resources::routes());
     routes.extend(crate::plans::runs::routes());
+    routes.extend(crate::approvals::routes());
+    routes.extend(crate::plans::schedule::routes());
     routes
 }
 

@@ -294,7 +294,10 @@ pub async fn lease(
         // Plan runs go only to runners that said they execute them.
         if body.plan_runs {
             if let Some(run) = state.store.lease_plan_run(&runner).await? {
-                let plan_run = crate::plans::runs::build_lease(&state, &run).await?;
+                let Some(plan_run) = crate::plans::runs::build_lease(&state, &run).await? else {
+                    // Failed before it started (a secret out of reach): look again.
+                    continue;
+                };
                 let answer = bosun_api::PlanRunLeaseAnswer { plan_run };
                 return Ok((StatusCode::OK, Json(answer)).into_response());
             }

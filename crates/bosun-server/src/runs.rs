@@ -265,7 +265,8 @@ async fn operator_event(
     Ok(Json(to_wire(state, out.run).await?))
 }
 
-/// Confirm an unconfirmed run: its plan is applied.
+/// Confirm an unconfirmed run: its plan is applied. A run whose stack's environment
+/// requires approval is refused (409 `approval_required`): it waits in the approvals inbox.
 #[utoipa::path(post, path = "/api/v1/orgs/{org}/runs/{run}/confirm", tag = "runs",
     params(("org" = String, Path), ("run" = String, Path)),
     responses((status = 200, body = Run), (status = 409, body = bosun_api::ErrorBody)))]
@@ -274,6 +275,7 @@ pub async fn confirm(
     caller: Caller,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<Json<Run>, ApiError> {
+    crate::approvals::refuse_gated_confirm(&state, &org, &id).await?;
     operator_event(&state, &caller, &org, &id, Event::Confirm, "run.confirm").await
 }
 

@@ -1,6 +1,6 @@
-//! The scheduler: one background duty that fires cron schedules (today: drift checks;
-//! plan schedules will join) from the time its [`Clock`] reads, settles ended drift
-//! runs and raises stale-drift alerts.
+//! The scheduler: one background duty that fires cron schedules (drift checks and plan
+//! schedules — `crate::plans::schedule`) from the time its [`Clock`] reads, settles ended
+//! drift runs and raises stale-drift alerts.
 //!
 //! A schedule is armed with its first fire time after the moment it is first seen (or
 //! its settings change). When a pass finds it due, it fires **once**, however many fire
@@ -150,6 +150,7 @@ pub async fn schedule_duty(state: AppState) {
 pub async fn pass(state: &AppState) -> Result<(), crate::error::ApiError> {
     let now = state.config.schedules.clock.now();
     crate::drift::fire_due(state, now).await?;
+    crate::plans::schedule::fire_due(state, now).await?;
     crate::drift::settle_ended(state).await?;
     crate::drift::alert_stale(state, now).await?;
     Ok(())

@@ -100,6 +100,10 @@ pub struct ServerArgs {
     /// How often the scheduler looks for due drift checks and settles ended ones.
     #[arg(long, env = "BOSUN_SCHEDULE_INTERVAL", value_parser = humantime::parse_duration, default_value = "15s", hide = true)]
     schedule_interval: std::time::Duration,
+    /// Let the requester of a run waiting for approval approve it themselves (default:
+    /// another approver must).
+    #[arg(long, env = "BOSUN_ALLOW_SELF_APPROVAL")]
+    allow_self_approval: bool,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -145,6 +149,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     config.schedules.interval = args
         .schedule_interval
         .max(std::time::Duration::from_millis(10));
+    config.allow_self_approval = args.allow_self_approval;
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());

@@ -3,3 +3,5 @@
 
 pub mod resources;
 pub mod runs;
+pub mod schedule;
+pub mod secrets;

@@ -462,8 +462,13 @@ pub async fn logs_stream(
 // ---- The runner protocol ----
 
 /// What a runner needs to execute a leased plan run: the plan source it was created
-/// with, an inventory of only its target hosts (as they are now) and their environments.
-pub async fn build_lease(state: &AppState, run: &PlanRunRecord) -> Result<PlanRunLease, ApiError> {
+/// with, an inventory of only its target hosts (as they are now) and their environments,
+/// and its resolved secrets (`super::secrets`). `None`: a secret could not be resolved
+/// and the run was failed with the reason.
+pub async fn build_lease(
+    state: &AppState,
+    run: &PlanRunRecord,
+) -> Result<Option<PlanRunLease>, ApiError> {
     let hosts = state.store.list_hosts(&run.org).await?;
     let environments = state.store.list_environments(&run.org).await?;
     let targets: Vec<&HostRecord> = run
@@ -471,7 +476,14 @@ pub async fn build_lease(state: &AppState, run: &PlanRunRecord) -> Result<PlanRu
         .iter()
         .filter_map(|name| hosts.iter().find(|h| &h.name == name))
         .collect();
-    Ok(PlanRunLease {
+    let secrets = match super::secrets::for_lease(state, run, &targets, &environments).await? {
+        Ok(s) => s,
+        Err(reason) => {
+            super::secrets::fail_before_start(state, run, reason).await?;
+            return Ok(None);
+        }
+    };
+    Ok(Some(PlanRunLease {
         run_id: run.id.clone(),
         fencing: run.fencing,
         org: run.org.clone(),
@@ -482,8 +494,9 @@ pub async fn build_lease(state: &AppState, run: &PlanRunRecord) -> Result<PlanRu
         dry_run: run.dry_run,
         forks: FORKS,
         heartbeat_seconds: state.config.runs.heartbeat.as_secs().max(1),
-        mask: Vec::new(),
-    })
+        mask: secrets.mask,
+        secrets: secrets.secrets,
+    }))
 }
 
 /// A plan run the caller's pool may act on.

@@ -573,6 +573,55 @@ fn cases() -> Vec<Case> {
             None,
             Org(Viewer),
         ),
+        case(
+            Method::GET,
+            "/orgs/{org}/approvals",
+            "/orgs/default/approvals",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/approvals/decisions",
+            "/orgs/default/approvals/decisions",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/approvals/{subject}/approve",
+            "/orgs/default/approvals/ghost/approve",
+            Some(json!({})),
+            Org(Operator),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/approvals/{subject}/reject",
+            "/orgs/default/approvals/ghost/reject",
+            Some(json!({"comment": "no"})),
+            Org(Operator),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/plans/{plan}/schedule",
+            "/orgs/default/plans/ghost/schedule",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::PUT,
+            "/orgs/{org}/plans/{plan}/schedule",
+            "/orgs/default/plans/ghost/schedule",
+            Some(json!({"cron": "0 2 * * *"})),
+            Org(Operator),
+        ),
+        case(
+            Method::DELETE,
+            "/orgs/{org}/plans/{plan}/schedule",
+            "/orgs/default/plans/ghost/schedule",
+            None,
+            Org(Operator),
+        ),
     ]
 }
 

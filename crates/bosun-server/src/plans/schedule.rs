@@ -1,0 +1,273 @@
+//! Plan schedules (SPEC §3.5 "Scheduling"): one cron schedule per plan, in an IANA time
+//! zone, with the inputs of its runs — set, shown and cleared through the API, fired by
+//! the scheduler duty (`crate::schedules`) with the same rule as drift checks.
+//!
+//! When a schedule is due, the pass creates a plan run (trigger `schedule`, requested by
+//! `schedule`) in the store transaction that moves the schedule on. A plan whose targets
+//! include a `requires_approval` environment gets a **paused run at its time**, waiting
+//! in the approvals inbox. A run the concurrency guard refuses, or one that cannot be
+//! resolved (the plan no longer parses, it targets no host), is not created: the reason
+//! is the schedule's last note. Missed fire times (the server was down) give **one
+//! catch-up run** when the server is back, and the note says how many were missed.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use bosun_api::{PlanScheduleSet, PlanScheduleView};
+use bosun_core::authz::Access;
+use bosun_core::cron::Schedule;
+use bosun_core::plan_run::PlanTrigger;
+use bosun_core::{Role, ValidationError};
+use bosun_store::{
+    NewPlanRun, PlanScheduleFire, PlanScheduleFired, PlanScheduleInput, PlanScheduleRecord,
+};
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+use crate::routes::Route;
+use crate::schedules::{decide, Armed, Decision};
+use crate::server::AppState;
+
+/// Who requests scheduled runs.
+pub const REQUESTER: &str = "schedule";
+
+pub fn routes() -> Vec<Route> {
+    let op = Access::Org(Role::Operator);
+    let viewer = Access::Org(Role::Viewer);
+    vec![
+        Route::get("/orgs/{org}/plans/{plan}/schedule", viewer, show),
+        Route::put("/orgs/{org}/plans/{plan}/schedule", op, set),
+        Route::delete("/orgs/{org}/plans/{plan}/schedule", op, clear),
+    ]
+}
+
+/// The schedule as shown: the next run time only while the armed schedule is the one set.
+pub fn to_wire(r: PlanScheduleRecord) -> PlanScheduleView {
+    let armed = r
+        .armed
+        .filter(|a| a.cron == r.cron && a.timezone == r.timezone);
+    PlanScheduleView {
+        next_run_at: armed.as_ref().map(|a| a.next_at),
+        last_fire_at: armed.as_ref().and_then(|a| a.last_fire_at),
+        last_run: armed.as_ref().and_then(|a| a.last_fire_run.clone()),
+        last_note: armed.and_then(|a| a.last_fire_note),
+        plan: r.plan,
+        cron: r.cron,
+        timezone: r.timezone,
+        inputs: r.inputs,
+        updated_by: r.updated_by,
+        updated_at: r.updated_at,
+    }
+}
+
+async fn load(state: &AppState, org: &str, plan: &str) -> Result<PlanScheduleRecord, ApiError> {
+    state
+        .store
+        .plan_schedules(Some(org), Some(plan))
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::NotFound(format!("a schedule of plan {plan:?}")))
+}
+
+/// A plan's schedule, its next run time and the last fire's outcome.
+#[utoipa::path(get, path = "/api/v1/orgs/{org}/plans/{plan}/schedule", tag = "plans",
+    params(("org" = String, Path), ("plan" = String, Path)),
+    responses((status = 200, body = PlanScheduleView), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    ApiPath((org, plan)): ApiPath<(String, String)>,
+) -> Result<Json<PlanScheduleView>, ApiError> {
+    Ok(Json(to_wire(load(&state, &org, &plan).await?)))
+}
+
+/// Set (or replace) a plan's schedule (operator+). The cron and zone are checked, and
+/// every input must be one the stored plan declares; the schedule is armed on the
+/// scheduler's next pass (its first run is the first fire time after that).
+#[utoipa::path(put, path = "/api/v1/orgs/{org}/plans/{plan}/schedule", tag = "plans",
+    params(("org" = String, Path), ("plan" = String, Path)), request_body = PlanScheduleSet,
+    responses((status = 200, body = PlanScheduleView), (status = 400, body = bosun_api::ErrorBody),
+        (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn set(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, plan)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<PlanScheduleSet>,
+) -> Result<Json<PlanScheduleView>, ApiError> {
+    let timezone = body.timezone.as_deref().unwrap_or("UTC");
+    let schedule = Schedule::parse(&body.cron, timezone).map_err(|e| {
+        // The cron module names its field `schedule`; here it is `cron`.
+        if e.field == "schedule" {
+            ValidationError::new("cron", e.message)
+        } else {
+            e
+        }
+    })?;
+    let stored = state
+        .store
+        .get_plan(&org, &plan)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("plan {plan:?}")))?;
+    let parsed = bosun_plans::model::parse_plan(
+        std::path::Path::new(&format!("{plan}.yaml")),
+        &stored.source,
+    )
+    .map_err(|e| ApiError::Conflict {
+        code: "invalid_plan",
+        message: format!("the stored plan {plan:?} no longer parses: {e}"),
+    })?;
+    if let Some(unknown) = body.inputs.keys().find(|k| !parsed.inputs.contains_key(*k)) {
+        let declared: Vec<&str> = parsed.inputs.keys().map(String::as_str).collect();
+        return Err(ValidationError::new(
+            format!("inputs.{unknown}"),
+            format!(
+                "the plan {plan:?} has no input {unknown:?} (it declares: {})",
+                if declared.is_empty() {
+                    "none".to_string()
+                } else {
+                    declared.join(", ")
+                }
+            ),
+        )
+        .into());
+    }
+    let input = PlanScheduleInput {
+        org: org.clone(),
+        plan: plan.clone(),
+        cron: schedule.expression().to_string(),
+        timezone: schedule.timezone().name().to_string(),
+        inputs: body.inputs,
+        updated_by: caller.0.actor(),
+    };
+    let audit = caller.audit(
+        Some(&org),
+        "plan.schedule.set",
+        format!("plan:{plan}"),
+        json!({"cron": input.cron, "timezone": input.timezone,
+            "inputs": input.inputs.keys().collect::<Vec<_>>()}),
+    );
+    let record = state.store.put_plan_schedule(&input, &audit).await?;
+    Ok(Json(to_wire(record)))
+}
+
+/// Remove a plan's schedule (operator+); runs it created stay.
+#[utoipa::path(delete, path = "/api/v1/orgs/{org}/plans/{plan}/schedule", tag = "plans",
+    params(("org" = String, Path), ("plan" = String, Path)),
+    responses((status = 204), (status = 404, body = bosun_api::ErrorBody)))]
+pub async fn clear(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, plan)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let audit = caller.audit(
+        Some(&org),
+        "plan.schedule.delete",
+        format!("plan:{plan}"),
+        json!({}),
+    );
+    if state
+        .store
+        .delete_plan_schedule(&org, &plan, &audit)
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!("a schedule of plan {plan:?}")))
+    }
+}
+
+/// The run a due schedule creates, or why it cannot be created.
+async fn scheduled_run(
+    state: &AppState,
+    rec: &PlanScheduleRecord,
+) -> Result<Result<NewPlanRun, String>, ApiError> {
+    let Some(plan) = state.store.get_plan(&rec.org, &rec.plan).await? else {
+        return Ok(Err(format!("plan {:?} no longer exists", rec.plan)));
+    };
+    let inputs: BTreeMap<String, Value> = rec.inputs.clone();
+    match super::runs::resolve(state, &rec.org, &rec.plan, &plan.source, &inputs).await {
+        Ok(resolved) => Ok(Ok(NewPlanRun {
+            id: super::runs::new_plan_run_id(),
+            org: rec.org.clone(),
+            plan: rec.plan.clone(),
+            plan_version: plan.version,
+            source: plan.source,
+            inputs,
+            dry_run: false,
+            requested_by: REQUESTER.to_string(),
+            trigger: PlanTrigger::Schedule,
+            hosts: resolved.hosts,
+            gated_environments: resolved.gated,
+            concurrent: resolved.plan.concurrent_runs,
+        })),
+        // Refusals of the plan or its targets are the schedule's business: recorded.
+        Err(ApiError::Validation(e)) => Ok(Err(e.to_string())),
+        Err(ApiError::Conflict { message, .. }) => Ok(Err(message)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Arms new or changed plan schedules and fires the due ones (from the scheduler pass).
+pub async fn fire_due(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiError> {
+    for rec in state.store.plan_schedules(None, None).await? {
+        let Ok(schedule) = Schedule::parse(&rec.cron, &rec.timezone) else {
+            // Validated when set; a schedule this build cannot read is left alone.
+            continue;
+        };
+        let armed = rec.armed.as_ref().map(|a| Armed {
+            expression: &a.cron,
+            timezone: &a.timezone,
+            next_at: a.next_at,
+        });
+        let mut fire = PlanScheduleFire {
+            org: rec.org.clone(),
+            plan: rec.plan.clone(),
+            cron: schedule.expression().to_string(),
+            timezone: schedule.timezone().name().to_string(),
+            expected_next: rec.armed.as_ref().map(|a| a.next_at),
+            next_at: now,
+            since: None,
+            run: None,
+            note: None,
+            now,
+        };
+        match decide(&schedule, armed, now) {
+            Decision::Wait => continue,
+            Decision::Arm { next } => {
+                fire.next_at = next;
+                fire.since = Some(now);
+            }
+            Decision::Fire { missed, next } => {
+                fire.next_at = next;
+                let caught_up = (missed > 0).then(|| {
+                    format!("{missed} scheduled run(s) passed while the server was down or busy; ran one")
+                });
+                match scheduled_run(state, &rec).await? {
+                    Ok(run) => {
+                        fire.run = Some(run);
+                        fire.note = caught_up;
+                    }
+                    Err(why) => fire.note = Some(format!("skipped: {why}")),
+                }
+            }
+        }
+        match state.store.fire_plan_schedule(&fire).await? {
+            PlanScheduleFired::Started(run) => {
+                tracing::info!(org = %rec.org, plan = %rec.plan, run = %run.id, state = %run.state,
+                    "scheduled plan run created");
+                if run.needs_lease {
+                    state.dispatch.notify_waiters();
+                }
+            }
+            PlanScheduleFired::Skipped { reason } => {
+                tracing::info!(org = %rec.org, plan = %rec.plan, %reason, "scheduled plan run skipped");
+            }
+            PlanScheduleFired::Armed | PlanScheduleFired::Raced => {}
+        }
+    }
+    Ok(())
+}
