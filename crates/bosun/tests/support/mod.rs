@@ -25,10 +25,20 @@ impl ServerProcess {
     /// Starts a server on `127.0.0.1:0` with `data_dir`, extra args and env, and waits
     /// (up to 30 s) for its "listening on" line.
     pub fn start(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_listening(data_dir, "127.0.0.1:0", args, env)
+    }
+
+    /// Like [`Self::start`], listening on `listen` (a restart on the port runners know).
+    pub fn start_listening(
+        data_dir: &Path,
+        listen: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut cmd = Command::new(BIN);
         cmd.arg("server")
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(listen)
             .arg("--data-dir")
             .arg(data_dir)
             .args(args)

@@ -1,0 +1,962 @@
+//! Plan runs end to end: the real `bosun server` (with its embedded runner, or a separate
+//! `bosun runner` process), three real sshd hosts on loopback (`SshdFleet`: their own host
+//! keys checked against a known_hosts file, one client identity file), the hosts and the
+//! plan stored through the API, runs started, followed, shown and aborted with the CLI.
+//! A run over three hosts with per-host results and its file edits on every host; a
+//! failing step halting the run; a dry run's report changing nothing; an abort killing
+//! the remote commands; and restarts: the server killed mid-run while its separate runner
+//! goes on (the run completes), the server and the runner both killed (the run is
+//! `interrupted` with its progress), and the server killed with its embedded runner (the
+//! run is settled before the restarted server answers anything).
+//!
+//! The sshd hosts run as the current user, so their commands are processes of ours: the
+//! long ones sleep for a duration unique to the test (`sleep 30.<marker>`), found and
+//! counted by that command line, and killed when the test ends.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bosun_testkit::sshd::{
+    ensure_sudo_user, keygen, require_sshd, require_sudo_users, KeyType, SshdFleet, SshdHost,
+    SshdOptions,
+};
+use serde_json::{json, Value};
+use support::{bosun, http, ServerProcess, BIN};
+use tempfile::TempDir;
+
+/// Short liveness timings, so a silent runner is noticed within seconds.
+const TIMING: &[&str] = &[
+    "--run-heartbeat",
+    "1s",
+    "--run-stale-after",
+    "3s",
+    "--run-sweep-interval",
+    "200ms",
+];
+
+/// How long a run of a few quick steps over three loopback hosts may take.
+const RUN_WAIT: Duration = Duration::from_secs(60);
+
+// ---- processes ---------------------------------------------------------------------------
+
+/// Live (not zombie) processes whose command line contains `needle`: pid and command line.
+fn processes_with(needle: &str) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let zombie = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|s| s == "Z" || s == "X");
+        if zombie {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        if cmdline.contains(needle) {
+            out.push((pid, cmdline));
+        }
+    }
+    out
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `f` until it returns `Some`, up to `timeout`; panics with `what` otherwise.
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ---- one test's world --------------------------------------------------------------------
+
+/// Who the hosts log sessions in as.
+#[derive(Clone, Copy, PartialEq)]
+enum Login {
+    /// The user running the tests.
+    Current,
+    /// A user other than root: the test user `bosun-test-plan-abort` when the tests run
+    /// as root (OpenSSH refuses signal requests in root sessions), else the current user.
+    NotRoot,
+}
+
+/// Three sshd hosts trusting one client key, with one known_hosts file for all.
+struct Hosts {
+    hosts: Vec<SshdHost>,
+    client_key: PathBuf,
+    known_hosts: PathBuf,
+    // After the hosts: they stop before their files go.
+    _fleet: Option<SshdFleet>,
+    _dir: Option<TempDir>,
+}
+
+impl Hosts {
+    /// `None` when a tool is missing (the skip is announced).
+    fn start(login: Login) -> Option<Hosts> {
+        if !require_sshd() {
+            return None;
+        }
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let root = unsafe { libc::getuid() } == 0;
+        if login == Login::Current || !root {
+            let fleet = SshdFleet::start(3);
+            let client_key = fleet.client_key_path().to_path_buf();
+            let known_hosts = fleet.known_hosts_path().to_path_buf();
+            let hosts = Vec::new();
+            return Some(Hosts {
+                hosts,
+                client_key,
+                known_hosts,
+                _fleet: Some(fleet),
+                _dir: None,
+            });
+        }
+        if !require_sudo_users() {
+            return None;
+        }
+        let user = "bosun-test-plan-abort";
+        ensure_sudo_user(user, "ALL=(ALL) NOPASSWD: /bin/true");
+        // The login user reads its authorized keys inside the hosts' folders.
+        let dir = tempfile::Builder::new()
+            .prefix("bosun-plan-hosts-")
+            .tempdir()
+            .unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let key = keygen(&dir.path().join("client_ed25519"), KeyType::Ed25519);
+        let hosts: Vec<SshdHost> = (0..3)
+            .map(|i| {
+                SshdHost::start_with(
+                    &dir.path().join(format!("host-{i}")),
+                    SshdOptions {
+                        client_key: Some(key.clone()),
+                        login_user: Some(user.to_string()),
+                        ..SshdOptions::default()
+                    },
+                )
+            })
+            .collect();
+        let known_hosts = dir.path().join("known_hosts");
+        let lines: String = hosts
+            .iter()
+            .map(|h| format!("{}\n", h.known_hosts_line()))
+            .collect();
+        std::fs::write(&known_hosts, lines).unwrap();
+        Some(Hosts {
+            hosts,
+            client_key: key.private_key.clone(),
+            known_hosts,
+            _fleet: None,
+            _dir: Some(dir),
+        })
+    }
+
+    fn list(&self) -> &[SshdHost] {
+        match &self._fleet {
+            Some(fleet) => fleet.hosts(),
+            None => &self.hosts,
+        }
+    }
+}
+
+/// Three sshd hosts, a temp dir (the server's data, the hosts' work dir, a runner's work
+/// dir and log), the server, and maybe a separate runner.
+struct World {
+    fleet: Hosts,
+    dir: TempDir,
+    server: ServerProcess,
+    admin: String,
+    runner: Option<KillOnDrop>,
+    /// In the duration of every long `sleep` this test's plans run on the hosts.
+    marker: String,
+}
+
+impl World {
+    /// `None` when sshd is missing (the skip is announced). `args` go to `bosun server`.
+    fn new(args: &[&str]) -> Option<World> {
+        World::with_login(args, Login::Current)
+    }
+
+    fn with_login(args: &[&str], login: Login) -> Option<World> {
+        let fleet = Hosts::start(login)?;
+        let dir = tempfile::Builder::new()
+            .prefix("bosun-plan-runs-e2e-")
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        let mut all = args.to_vec();
+        all.extend_from_slice(TIMING);
+        let server = ServerProcess::start(&dir.path().join("data"), &all, &[]);
+        let admin = server.admin_token();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let marker = format!("{:05}{:04}", std::process::id() % 100_000, nanos % 10_000);
+        let world = World {
+            fleet,
+            dir,
+            server,
+            admin,
+            runner: None,
+            marker,
+        };
+        world.import_hosts();
+        Some(world)
+    }
+
+    fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// `sleep` for `secs` seconds and a fraction that is this test's marker.
+    fn sleep_command(&self, secs: u32) -> String {
+        format!("[\"sleep\", \"{secs}.{}\"]", self.marker)
+    }
+
+    /// This test's long remote sleeps still running.
+    fn sleeps(&self) -> Vec<(i32, String)> {
+        processes_with(&format!(".{}", self.marker))
+            .into_iter()
+            .filter(|(_, cmd)| cmd.starts_with("sleep "))
+            .collect()
+    }
+
+    /// Kills this test's remote sleeps: a runner killed with SIGKILL leaves its remote
+    /// commands running (sshd does not signal a command whose client vanished).
+    fn kill_sleeps(&self) {
+        for (pid, _) in self.sleeps() {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// h0, h1, h2: the fleet's hosts, labelled `fleet`, with the fleet's identity file and
+    /// known_hosts, imported as an inventory through the API.
+    fn import_hosts(&self) {
+        let mut inv = String::from("hosts:\n");
+        for (i, h) in self.fleet.list().iter().enumerate() {
+            inv.push_str(&format!(
+                "  h{i}: {{ address: \"{}\", port: {}, user: \"{}\", identity_file: \"{}\", known_hosts: \"{}\", labels: [fleet] }}\n",
+                h.address(),
+                h.port(),
+                h.user(),
+                self.fleet.client_key.display(),
+                self.fleet.known_hosts.display()
+            ));
+        }
+        let body = json!({ "source": inv }).to_string();
+        let (status, answer) = http(
+            self.server.addr,
+            "POST",
+            "/api/v1/orgs/default/inventory",
+            &self.admin,
+            Some(&body),
+        );
+        assert_eq!(status, 200, "inventory import: {answer}");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(
+            answer["hosts_created"],
+            json!(["h0", "h1", "h2"]),
+            "{answer:#}"
+        );
+    }
+
+    /// Stores a plan (`W` in `source` becomes the hosts' work dir).
+    fn upload_plan(&self, source: &str) {
+        let source = source.replace("W/", &format!("{}/", self.work().display()));
+        let body = json!({ "source": source }).to_string();
+        let (status, answer) = http(
+            self.server.addr,
+            "POST",
+            "/api/v1/orgs/default/plans",
+            &self.admin,
+            Some(&body),
+        );
+        assert!(
+            status == 201 || status == 200,
+            "plan upload: {status} {answer}"
+        );
+    }
+
+    /// Starts a separate `bosun runner` with a pool token of the org (it serves plan runs).
+    fn start_runner(&mut self) {
+        let token = self.json(&["token", "create", "--pool", "edge"])["secret"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let log = std::fs::File::create(self.dir.path().join("runner.log")).unwrap();
+        let child = Command::new(BIN)
+            .args(["runner", "--server", &self.server.url(), "--token", &token])
+            .arg("--work-dir")
+            .arg(self.dir.path().join("runner-work"))
+            .args(["--name", "edge-1"])
+            .env_remove("BOSUN_TOKEN")
+            .env_remove("BOSUN_URL")
+            .env_remove("BOSUN_RUNNER_TOKEN")
+            .env("BOSUN_LOG", "info,bosun_runner=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.runner = Some(KillOnDrop(child));
+    }
+
+    fn runner_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("runner.log")).unwrap_or_default()
+    }
+
+    /// What to print when something is not as expected.
+    fn diagnostics(&self) -> String {
+        let log = self.server.log.lock().unwrap();
+        let from = log.len().saturating_sub(40);
+        let runner = self.runner_log();
+        let runner_tail: Vec<&str> = runner.lines().rev().take(30).collect();
+        format!(
+            "server log (tail):\n{}\nrunner log (tail):\n{}",
+            log[from..].join("\n"),
+            runner_tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+    }
+
+    /// `bosun ARGS`, which must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = bosun(&self.server, &self.admin, args);
+        assert!(
+            out.status.success(),
+            "bosun {args:?} failed: {:?}\nstdout:\n{}\nstderr:\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.diagnostics()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `bosun --json ARGS`, parsed.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let text = self.ok(&all);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+    }
+
+    /// Starts a run of `plan` with extra CLI args; its id.
+    fn start_run(&self, plan: &str, extra: &[&str]) -> String {
+        let mut args = vec!["plan-run", "start", plan];
+        args.extend_from_slice(extra);
+        let run = self.json(&args);
+        run["id"].as_str().unwrap().to_string()
+    }
+
+    fn show(&self, run: &str) -> Value {
+        self.json(&["plan-run", "show", run])
+    }
+
+    /// Polls the run until `pred` holds; fails at once (with the run, its log and the
+    /// processes' logs) if it ends otherwise.
+    fn wait_run(
+        &self,
+        run: &str,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = self.show(run);
+            if pred(&r) {
+                return r;
+            }
+            let ended = !matches!(state(&r), "queued" | "paused" | "running");
+            if ended || Instant::now() > deadline {
+                let logs = bosun(&self.server, &self.admin, &["plan-run", "logs", run]);
+                panic!(
+                    "plan run {run}: wanted {what} within {timeout:?}; it is:\n{r:#}\nrun log:\n{}\n{}",
+                    String::from_utf8_lossy(&logs.stdout),
+                    self.diagnostics()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn wait_state(&self, run: &str, want: &str, timeout: Duration) -> Value {
+        self.wait_run(run, want, timeout, |r| state(r) == want)
+    }
+
+    /// The server killed with SIGKILL, then started again on the same data dir and
+    /// address (runners find it where it was) with `args`.
+    fn kill_server(&mut self) {
+        self.server.signal(libc::SIGKILL);
+        assert!(
+            self.server.wait_exit(Duration::from_secs(10)).is_some(),
+            "the server did not die"
+        );
+    }
+
+    fn restart_server(&mut self, args: &[&str]) {
+        let mut all = args.to_vec();
+        all.extend_from_slice(TIMING);
+        let listen = self.server.addr.to_string();
+        self.server = ServerProcess::start_listening(&self.data_dir(), &listen, &all, &[]);
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // Nothing this test started may linger.
+        self.kill_sleeps();
+    }
+}
+
+fn state(run: &Value) -> &str {
+    run["state"].as_str().unwrap()
+}
+
+fn results(run: &Value) -> &Vec<Value> {
+    run["results"].as_array().unwrap()
+}
+
+/// The result of `step` on `host`.
+fn result<'a>(run: &'a Value, step: i64, host: &str) -> &'a Value {
+    results(run)
+        .iter()
+        .find(|r| r["step"] == step && r["host"] == host)
+        .unwrap_or_else(|| panic!("no result of step {step} on {host}: {run:#}"))
+}
+
+const HOSTS: [&str; 3] = ["h0", "h1", "h2"];
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+// ---- tests -------------------------------------------------------------------------------
+
+/// A run over three hosts, followed with `start --wait` (the log's event stream): every
+/// host's result for every step, and the files really written on every host.
+#[test]
+fn a_run_over_three_hosts_succeeds_with_per_host_results_and_its_edits() {
+    let Some(w) = World::new(&["--local-runners", "1"]) else {
+        return;
+    };
+    w.upload_plan(
+        r#"name: fleet-config
+targets: { labels: [fleet] }
+inputs:
+  release: { default: "1.0" }
+steps:
+  - name: config
+    file.copy:
+      path: "W/{{ host.name }}.conf"
+      content: "host={{ host.name }}\nrelease={{ inputs.release }}\n"
+      mode: "0640"
+  - name: pin
+    file.lineinfile:
+      path: "W/{{ host.name }}.env"
+      line: "RELEASE={{ inputs.release }}"
+      create: true
+  - name: greet
+    command: ["sh", "-c", "echo hello from {{ host.name }}"]
+"#,
+    );
+    let out = w.ok(&[
+        "plan-run",
+        "start",
+        "fleet-config",
+        "--input",
+        "release=2.0",
+        "--wait",
+    ]);
+    let id = out.split_whitespace().next().unwrap().to_string();
+    assert!(id.starts_with("prun-"), "{out}");
+    // The log, as it streamed: each step, each host's end, the summary line.
+    assert!(out.contains("step 1: config"), "{out}");
+    assert!(out.contains("step 3: greet"), "{out}");
+    for h in HOSTS {
+        assert!(out.contains(&format!("  {h} changed:")), "{out}");
+    }
+    assert!(
+        out.contains("bosun: run succeeded — ok 0, changed 9, failed 0"),
+        "{out}"
+    );
+
+    let run = w.show(&id);
+    assert_eq!(state(&run), "succeeded", "{run:#}");
+    assert_eq!(run["hosts"], json!(HOSTS), "{run:#}");
+    assert_eq!(run["inputs"]["release"], "2.0");
+    assert!(run["ended_at"].is_string(), "{run:#}");
+    assert_eq!(results(&run).len(), 9, "{run:#}");
+    for h in HOSTS {
+        let config = result(&run, 1, h);
+        assert_eq!(config["status"], "changed", "{config:#}");
+        assert_eq!(config["changed"], true);
+        assert_eq!(config["module"], "file.copy");
+        assert!(config["duration_ms"].as_i64().unwrap() >= 0);
+        let greet = result(&run, 3, h);
+        assert_eq!(greet["exit_code"], 0, "{greet:#}");
+        assert_eq!(greet["stdout"], format!("hello from {h}\n"), "{greet:#}");
+        assert_eq!(greet["changed"], true, "{greet:#}");
+        assert_eq!(greet["module"], "command");
+
+        let conf = w.work().join(format!("{h}.conf"));
+        assert_eq!(
+            read(&conf).as_deref(),
+            Some(format!("host={h}\nrelease=2.0\n").as_str())
+        );
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&conf).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640, "{h}.conf mode");
+        assert_eq!(
+            read(&w.work().join(format!("{h}.env"))).as_deref(),
+            Some("RELEASE=2.0\n")
+        );
+    }
+
+    // The same run again: the files are as wanted, only the raw command changes.
+    let again = w.start_run("fleet-config", &["--input", "release=2.0"]);
+    let run = w.wait_state(&again, "succeeded", RUN_WAIT);
+    for h in HOSTS {
+        assert_eq!(result(&run, 1, h)["status"], "ok", "{run:#}");
+        assert_eq!(result(&run, 2, h)["changed"], false, "{run:#}");
+        assert_eq!(result(&run, 3, h)["status"], "changed", "{run:#}");
+    }
+    let listed = w.json(&["plan-run", "list", "fleet-config"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [again.as_str(), id.as_str()], "newest first");
+}
+
+/// A step failing on one host halts the run: every host finishes that step, every later
+/// step is skipped on every host, and the run is `failed` naming the step and the host.
+#[test]
+fn a_failing_step_halts_the_run_and_skips_every_later_step() {
+    let Some(w) = World::new(&["--local-runners", "1"]) else {
+        return;
+    };
+    w.upload_plan(
+        r#"name: halting
+targets: { labels: [fleet] }
+steps:
+  - name: mark
+    shell: "touch W/{{ host.name }}.marked"
+  - name: fails on h1
+    shell: 'test "{{ host.name }}" != h1 && touch W/{{ host.name }}.passed'
+  - name: never
+    shell: "touch W/{{ host.name }}.never"
+  - name: nor this
+    file.copy:
+      path: "W/{{ host.name }}.nor"
+      content: "x\n"
+"#,
+    );
+    let id = w.start_run("halting", &[]);
+    let run = w.wait_state(&id, "failed", RUN_WAIT);
+    assert_eq!(
+        run["reason"], "step 2 (\"fails on h1\") failed on h1",
+        "{run:#}"
+    );
+    assert_eq!(results(&run).len(), 12, "{run:#}");
+    let failed = result(&run, 2, "h1");
+    assert_eq!(failed["status"], "failed", "{failed:#}");
+    assert_eq!(failed["exit_code"], 1, "{failed:#}");
+    for h in ["h0", "h2"] {
+        // The others finished the failing step.
+        let r = result(&run, 2, h);
+        assert_eq!(r["status"], "changed", "{r:#}");
+        assert_eq!(r["exit_code"], 0, "{r:#}");
+        assert!(w.work().join(format!("{h}.passed")).exists());
+    }
+    for h in HOSTS {
+        assert_eq!(result(&run, 1, h)["status"], "changed");
+        assert!(w.work().join(format!("{h}.marked")).exists());
+        for step in [3, 4] {
+            let r = result(&run, step, h);
+            assert_eq!(r["status"], "skipped", "{r:#}");
+            assert!(
+                r["message"].as_str().unwrap().contains("halted at step 2"),
+                "{r:#}"
+            );
+        }
+        assert!(!w.work().join(format!("{h}.never")).exists());
+        assert!(!w.work().join(format!("{h}.nor")).exists());
+    }
+    assert_eq!(run["report"]["halted"]["hosts"], json!(["h1"]), "{run:#}");
+
+    // `logs --follow` of the ended run prints its log and says how it ended.
+    let out = bosun(&w.server, &w.admin, &["plan-run", "logs", &id, "--follow"]);
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout
+            .contains("bosun: step 2 (\"fails on h1\") failed on h1: every later step is skipped"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(&format!("plan run {id} ended failed: step 2")),
+        "{stderr}"
+    );
+}
+
+/// A dry run stores its report — per host and step what would change, with a diff for
+/// the file step, raw commands unknown, unresolved references at the bottom of `show` —
+/// and changes nothing on the hosts.
+#[test]
+fn a_dry_run_reports_diffs_and_unresolved_references_and_changes_nothing() {
+    let Some(w) = World::new(&["--local-runners", "1"]) else {
+        return;
+    };
+    for h in HOSTS {
+        std::fs::write(w.work().join(format!("{h}.conf")), "colour=red\n").unwrap();
+    }
+    w.upload_plan(
+        r#"name: preview
+targets: { labels: [fleet] }
+steps:
+  - name: config
+    file.copy:
+      path: "W/{{ host.name }}.conf"
+      content: "colour=blue\nowner={{ vars.owner }}\n"
+  - name: restart
+    command: ["touch", "W/{{ host.name }}.restarted"]
+  - name: new file
+    file.copy:
+      path: "W/{{ host.name }}.new"
+      content: "fresh\n"
+"#,
+    );
+    let id = w.start_run("preview", &["--dry-run"]);
+    let run = w.wait_state(&id, "succeeded", RUN_WAIT);
+    assert_eq!(run["dry_run"], true);
+    for h in HOSTS {
+        let config = result(&run, 1, h);
+        assert_eq!(config["status"], "changed", "{config:#}");
+        let diff = config["diff"].as_str().unwrap_or_default();
+        assert!(
+            diff.contains("-colour=red") && diff.contains("+colour=blue"),
+            "{config:#}"
+        );
+        assert_eq!(result(&run, 2, h)["status"], "unknown", "{run:#}");
+        let new = result(&run, 3, h);
+        assert_eq!(new["status"], "changed", "{new:#}");
+        assert!(
+            new["diff"].as_str().unwrap_or_default().contains("+fresh"),
+            "{new:#}"
+        );
+        // Nothing changed on the host.
+        assert_eq!(
+            read(&w.work().join(format!("{h}.conf"))).as_deref(),
+            Some("colour=red\n")
+        );
+        assert!(!w.work().join(format!("{h}.restarted")).exists());
+        assert!(!w.work().join(format!("{h}.new")).exists());
+    }
+    let unresolved = run["report"]["unresolved"].as_array().unwrap();
+    assert_eq!(unresolved.len(), 3, "{run:#}");
+    assert!(
+        unresolved
+            .iter()
+            .all(|u| u["reference"].as_str().unwrap().contains("vars.owner") && u["step"] == 1),
+        "{run:#}"
+    );
+
+    let text = w.ok(&["plan-run", "show", &id]);
+    let (_, bottom) = text
+        .rsplit_once("Unresolved references: 3\n")
+        .unwrap_or_else(|| panic!("no unresolved section at the bottom:\n{text}"));
+    let mut lines: Vec<&str> = bottom.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (line, h) in lines.iter().zip(HOSTS) {
+        assert!(
+            line.trim_start()
+                .starts_with(&format!("{h} step 1 (config): "))
+                && line.contains("vars.owner"),
+            "{text}"
+        );
+    }
+    assert!(text.contains("mode:") && text.contains("dry run"), "{text}");
+}
+
+/// Abort of a running run: `aborted` at once in the answer, the remote commands gone
+/// from the hosts shortly after, and a follower of the log told how it ended. The hosts
+/// log in a user other than root: the runner stops a remote command with a `TERM` signal
+/// request, which OpenSSH refuses in root sessions.
+#[test]
+fn abort_settles_at_once_and_kills_the_remote_commands() {
+    let Some(w) = World::with_login(&["--local-runners", "1"], Login::NotRoot) else {
+        return;
+    };
+    w.upload_plan(&format!(
+        r#"name: long
+targets: {{ labels: [fleet] }}
+steps:
+  - name: hold
+    command: {}
+  - name: after
+    shell: "touch W/{{{{ host.name }}}}.after"
+"#,
+        w.sleep_command(60)
+    ));
+    let id = w.start_run("long", &[]);
+    w.wait_state(&id, "running", RUN_WAIT);
+    let sleeping = wait_for("a remote sleep on every host", RUN_WAIT, || {
+        let s = w.sleeps();
+        (s.len() == 3).then_some(s)
+    });
+    let follower = Command::new(BIN)
+        .args(["plan-run", "logs", &id, "--follow"])
+        .env("BOSUN_URL", w.server.url())
+        .env("BOSUN_TOKEN", &w.admin)
+        .env_remove("BOSUN_ORG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let follower = KillOnDrop(follower);
+
+    let asked = Instant::now();
+    let aborted = w.json(&["plan-run", "abort", &id]);
+    assert_eq!(state(&aborted), "aborted", "at once: {aborted:#}");
+    assert!(
+        aborted["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("aborted by"),
+        "{aborted:#}"
+    );
+    wait_for(
+        &format!("the remote sleeps end (were: {sleeping:?})"),
+        Duration::from_secs(15),
+        || w.sleeps().is_empty().then_some(()),
+    );
+    eprintln!("remote commands gone {:?} after the abort", asked.elapsed());
+
+    // The follower saw the runner's last line, then the end.
+    let mut follower = follower;
+    let done = wait_for("the log follower ends", Duration::from_secs(30), || {
+        follower.0.try_wait().unwrap()
+    });
+    assert!(!done.success());
+    let child = std::mem::replace(&mut follower.0, Command::new("true").spawn().unwrap());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("step 1: hold"), "{stdout}");
+    assert!(
+        stdout.contains("bosun: the run was aborted"),
+        "{stdout}\n{}",
+        w.diagnostics()
+    );
+    assert!(stderr.contains("ended aborted"), "{stderr}");
+
+    let run = w.show(&id);
+    assert_eq!(state(&run), "aborted");
+    for h in HOSTS {
+        assert!(!w.work().join(format!("{h}.after")).exists());
+    }
+    // The hosts are free again: a new run is not refused by the guard.
+    let next = w.start_run("long", &[]);
+    w.wait_state(&next, "running", RUN_WAIT);
+    w.json(&["plan-run", "abort", &next]);
+}
+
+/// A plan of three steps whose second sleeps for `secs` on every host.
+fn three_steps(w: &World, name: &str, secs: u32) -> String {
+    format!(
+        r#"name: {name}
+targets: {{ labels: [fleet] }}
+steps:
+  - name: first
+    file.copy:
+      path: "W/{{{{ host.name }}}}.first"
+      content: "1\n"
+  - name: wait
+    command: {}
+  - name: last
+    file.copy:
+      path: "W/{{{{ host.name }}}}.last"
+      content: "3\n"
+"#,
+        w.sleep_command(secs)
+    )
+}
+
+/// Waits until the run is in its sleeping step: step 1's results reported on every host
+/// and the sleeps running.
+fn wait_in_step_two(w: &World, id: &str) -> Value {
+    let run = w.wait_run(id, "step 1 reported on every host", RUN_WAIT, |r| {
+        state(r) == "running" && results(r).iter().filter(|x| x["step"] == 1).count() == 3
+    });
+    wait_for("a remote sleep on every host", RUN_WAIT, || {
+        (w.sleeps().len() == 3).then_some(())
+    });
+    run
+}
+
+/// The server killed with SIGKILL mid-run while its separate runner goes on: restarted
+/// on the same address, it hears from the runner again and the run completes.
+#[test]
+fn a_server_killed_mid_run_hears_from_its_runner_again_and_the_run_succeeds() {
+    let Some(mut w) = World::new(&["--local-runners", "0"]) else {
+        return;
+    };
+    w.upload_plan(&three_steps(&w, "resumed", 5));
+    w.start_runner();
+    let id = w.start_run("resumed", &[]);
+    wait_in_step_two(&w, &id);
+
+    w.kill_server();
+    let killed = Instant::now();
+    w.restart_server(&["--local-runners", "0"]);
+    let run = w.wait_state(&id, "succeeded", RUN_WAIT);
+    eprintln!("succeeded {:?} after the kill", killed.elapsed());
+    assert_eq!(results(&run).len(), 9, "{run:#}");
+    for h in HOSTS {
+        assert_eq!(result(&run, 1, h)["status"], "changed", "{run:#}");
+        assert_eq!(result(&run, 2, h)["exit_code"], 0, "{run:#}");
+        assert_eq!(result(&run, 3, h)["status"], "changed", "{run:#}");
+        assert_eq!(
+            read(&w.work().join(format!("{h}.last"))).as_deref(),
+            Some("3\n")
+        );
+    }
+    let log = w.ok(&["plan-run", "logs", &id]);
+    assert!(log.contains("step 3: last"), "{log}");
+    assert!(log.contains("bosun: run succeeded"), "{log}");
+    assert!(
+        !w.server.log_text().contains("silent plan run settled"),
+        "the restarted server never gave the run up:\n{}",
+        w.diagnostics()
+    );
+}
+
+/// The server and its separate runner both killed mid-run: after the restart nothing
+/// executes the run, so it is settled `interrupted` within the heartbeat limit, keeping
+/// the per-host progress reported before; no run is left `running`.
+#[test]
+fn a_server_and_runner_killed_mid_run_leave_it_interrupted_with_its_progress() {
+    let Some(mut w) = World::new(&["--local-runners", "0"]) else {
+        return;
+    };
+    w.upload_plan(&three_steps(&w, "stranded", 60));
+    w.start_runner();
+    let id = w.start_run("stranded", &[]);
+    wait_in_step_two(&w, &id);
+
+    let mut runner = w.runner.take().unwrap();
+    runner.0.kill().unwrap();
+    runner.0.wait().unwrap();
+    w.kill_server();
+    w.kill_sleeps();
+    w.restart_server(&["--local-runners", "0"]);
+    let restarted = Instant::now();
+    // The runner might still be alive as far as the server knows: it gets one
+    // heartbeat limit (3 s) from the restart before the run is given up.
+    let run = w.wait_state(&id, "interrupted", Duration::from_secs(15));
+    let took = restarted.elapsed();
+    assert!(
+        took >= Duration::from_secs(2),
+        "given up before the heartbeat limit: {took:?}"
+    );
+    eprintln!("interrupted {took:?} after the restart");
+    assert_eq!(
+        run["reason"],
+        "the runner stopped reporting; the per-host progress it reported is kept"
+    );
+    assert_eq!(results(&run).len(), 3, "step 1's results only: {run:#}");
+    for h in HOSTS {
+        assert_eq!(result(&run, 1, h)["status"], "changed", "{run:#}");
+        assert!(!w.work().join(format!("{h}.last")).exists());
+    }
+    let runs = w.json(&["plan-run", "list", "stranded"]);
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] != "running"),
+        "{runs:#}"
+    );
+}
+
+/// The server killed with its embedded runner mid-run: that runner cannot be alive any
+/// more, so the restarted server settles the run `interrupted` before it answers
+/// anything, with the progress reported; its new embedded runner does not take it up.
+#[test]
+fn a_server_killed_with_its_embedded_runner_settles_the_run_at_restart() {
+    let Some(mut w) = World::new(&["--local-runners", "1"]) else {
+        return;
+    };
+    w.upload_plan(&three_steps(&w, "embedded", 60));
+    let id = w.start_run("embedded", &[]);
+    wait_in_step_two(&w, &id);
+
+    w.kill_server();
+    w.kill_sleeps();
+    w.restart_server(&["--local-runners", "1"]);
+    // The first answer of the restarted server already has it settled.
+    let run = w.show(&id);
+    assert_eq!(state(&run), "interrupted", "{run:#}\n{}", w.diagnostics());
+    assert_eq!(
+        run["reason"],
+        "the server restarted while its embedded runner executed the run; the per-host progress it reported is kept"
+    );
+    assert_eq!(results(&run).len(), 3, "{run:#}");
+    for h in HOSTS {
+        assert_eq!(result(&run, 1, h)["status"], "changed", "{run:#}");
+    }
+    // A new run of the plan is not refused: nothing holds the hosts.
+    let next = w.start_run("embedded", &[]);
+    wait_in_step_two(&w, &next);
+    w.json(&["plan-run", "abort", &next]);
+}
