@@ -2,6 +2,7 @@
 //! loopback port with its own temporary data dir, and talks HTTP to it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approvals;
 mod authz;
 mod bad_input;
 mod drift;
