@@ -112,6 +112,9 @@ enum ClientCommand {
     /// Runs of plans stored on the server: start (or dry-run), list, show, logs, abort.
     #[command(subcommand)]
     PlanRun(cmd::plan_run::PlanRunCommand),
+    /// The approvals inbox: runs waiting for an approver; approve, reject, decisions.
+    #[command(subcommand)]
+    Approvals(cmd::approvals::ApprovalsCommand),
 }
 
 /// The client context of the global options; `Err` (no token, a bad URL) says why.
@@ -143,6 +146,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Notify(c) => cmd::notify::run(&ctx, c).await,
         ClientCommand::PlanRun(c) => cmd::plan_run::run(&ctx, c).await,
         ClientCommand::Env(c) => cmd::env::run(&ctx, c).await,
+        ClientCommand::Approvals(c) => cmd::approvals::run(&ctx, c).await,
     }
 }
 

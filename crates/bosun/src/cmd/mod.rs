@@ -1,6 +1,7 @@
 //! The client commands: each module parses its arguments, calls the API through
 //! [`Client`], and prints the answer for people or, with `--json`, as the server sent it.
 
+pub mod approvals;
 pub mod audit;
 pub mod env;
 pub mod host;
@@ -9,6 +10,7 @@ pub mod oidc;
 pub mod org;
 pub mod plan;
 pub mod plan_run;
+pub mod plan_schedule;
 pub mod run;
 pub mod runners;
 pub mod secret;

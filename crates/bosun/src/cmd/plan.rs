@@ -44,6 +44,8 @@ pub enum PlanCommand {
     },
     /// Delete a stored plan (org admins).
     Delete { name: String },
+    /// A stored plan's cron schedule: set, clear, or show (next run, last outcome).
+    Schedule(super::plan_schedule::ScheduleArgs),
 }
 
 #[derive(Args)]
@@ -608,5 +610,6 @@ async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
             ctx.client.delete(&["orgs", org, "plans", &name]).await?;
             ctx.done(&format!("deleted plan {name}"))
         }
+        PlanCommand::Schedule(args) => super::plan_schedule::run(ctx, args).await,
     }
 }
