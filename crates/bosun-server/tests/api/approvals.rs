@@ -509,8 +509,23 @@ async fn a_scheduled_gated_plan_creates_a_paused_run_at_its_time() {
     assert_eq!(inbox(&t, &bob).await[0]["subject"], run.as_str());
     let r = decide(&t, &bob, &run, "approve", json!({})).await;
     assert_eq!(r.body["run_state"], "queued", "{:?}", r.body);
+    // Approved, it goes to a runner with the schedule's inputs.
+    let runner = t
+        .post(
+            "/api/v1/runner/register",
+            &t.server.hosted_runner_token,
+            json!({"name": "r1"}),
+        )
+        .await
+        .body["runner_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lease = lease_plan_run(&t, &runner).await;
+    assert_eq!(lease["run_id"], run.as_str());
+    assert_eq!(lease["inputs"], json!({"release": "2.0"}));
 
-    // The next fire while that run is still queued: the guard's refusal is the note.
+    // The next fire while that run is still running: the guard's refusal is the note.
     clock.set(utc("2024-06-03T00:00:05Z"));
     let s = wait_schedule(&t, "a skip", |s| {
         s["last_fire_at"].as_str().map(utc) == Some(utc("2024-06-03T00:00:05Z"))
