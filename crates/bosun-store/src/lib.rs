@@ -1,11 +1,12 @@
 //! Bosun's persistence: the [`Store`] trait every backend implements, its records and
-//! errors, the SQLite backend, and the conformance suite every backend must pass.
+//! errors, the SQLite and PostgreSQL backends, and the conformance suite every backend must pass.
 //!
 //! Every state-changing method takes the [`Audit`] entry describing it and writes both in
 //! one transaction: nothing changes without its audit record.
 
 #[doc(hidden)]
 pub mod conformance;
+mod postgres;
 mod records;
 mod sqlite;
 
@@ -15,6 +16,7 @@ use async_trait::async_trait;
 use bosun_core::stack::StackSpec;
 use bosun_core::Role;
 
+pub use postgres::PostgresStore;
 pub use records::*;
 pub use sqlite::SqliteStore;
 

@@ -1,0 +1,292 @@
+//! Drift detection on SQLite: each stack's schedule bookkeeping (`drift_schedules`) and
+//! the settled result of every ended drift run (`drift_checks`). A fire — start the
+//! drift run, or record why not, and move `next_at` — is one transaction guarded by the
+//! `next_at` the scheduler read, so two servers never fire one schedule twice.
+
+use bosun_core::drift::DriftResult;
+
+use super::*;
+
+const CHECK_COLUMNS: &str = "run_id, org_id, stack_id, result, checked_at, reconcile_run";
+
+type CheckRow = (String, String, String, String, i64, Option<String>);
+
+fn check_row(r: &Row<'_>) -> compat::Result<CheckRow> {
+    CheckRow::try_from(r)
+}
+
+fn check_record(r: CheckRow) -> Result<DriftCheckRecord> {
+    Ok(DriftCheckRecord {
+        result: DriftResult::parse(&r.3).ok_or_else(|| corrupt("drift result", &r.3))?,
+        run: r.0,
+        org: r.1,
+        stack: r.2,
+        checked_at: from_millis(r.4)?,
+        reconcile_run: r.5,
+    })
+}
+
+type ScheduleRow = (
+    String,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+fn schedule_state(conn: &Connection, org: &str, stack: &str) -> Result<Option<DriftScheduleState>> {
+    let row: Option<ScheduleRow> = conn
+        .prepare_cached(
+            "SELECT schedule, timezone, since, next_at, last_fire_at, last_fire_run,
+                    last_fire_note
+             FROM drift_schedules WHERE org_id = ?1 AND stack_id = ?2",
+        )?
+        .query_row(params![org, stack], |r| ScheduleRow::try_from(r))
+        .optional()?;
+    row.map(|r| {
+        Ok(DriftScheduleState {
+            schedule: r.0,
+            timezone: r.1,
+            since: from_millis(r.2)?,
+            next_at: from_millis(r.3)?,
+            last_fire_at: opt_from_millis(r.4)?,
+            last_fire_run: r.5,
+            last_fire_note: r.6,
+        })
+    })
+    .transpose()
+}
+
+fn latest_check(
+    conn: &Connection,
+    org: &str,
+    stack: &str,
+    successful: bool,
+) -> Result<Option<DriftCheckRecord>> {
+    let filter = if successful {
+        "AND result IN ('no_drift', 'drift_detected')"
+    } else {
+        ""
+    };
+    Ok(query_decoded(
+        conn,
+        &format!(
+            "SELECT {CHECK_COLUMNS} FROM drift_checks WHERE org_id = ?1 AND stack_id = ?2 {filter}
+             ORDER BY checked_at DESC, run_id DESC LIMIT 1"
+        ),
+        params![org, stack],
+        check_row,
+        check_record,
+    )?
+    .pop())
+}
+
+/// The open drift run of a stack, if any.
+fn open_drift_run(conn: &Connection, org: &str, stack: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT id FROM runs WHERE org_id = ?1 AND stack_id = ?2 AND kind = 'drift'
+               AND state NOT IN {TERMINAL_STATES}
+             ORDER BY created_at LIMIT 1"
+        ))?
+        .query_row(params![org, stack], |r| r.get(0))
+        .optional()?)
+}
+
+pub(super) fn schedules(
+    conn: &Connection,
+    org: Option<&str>,
+    stack: Option<&str>,
+) -> Result<Vec<DriftScheduleRecord>> {
+    let stacks = query_stacks(
+        conn,
+        &format!(
+            "SELECT {STACK_COLUMNS} FROM stacks WHERE drift_detection IS NOT NULL
+               AND (?1 IS NULL OR org_id = ?1) AND (?2 IS NULL OR id = ?2)
+             ORDER BY org_id, id"
+        ),
+        params![org, stack],
+    )?;
+    let mut out = Vec::with_capacity(stacks.len());
+    for s in stacks {
+        let Some(drift) = s.spec.drift_detection.clone() else {
+            continue;
+        };
+        let id = s.spec.id.as_str();
+        out.push(DriftScheduleRecord {
+            state: schedule_state(conn, &s.org, id)?,
+            last_success: latest_check(conn, &s.org, id, true)?,
+            last_check: latest_check(conn, &s.org, id, false)?,
+            open_run: open_drift_run(conn, &s.org, id)?,
+            org: s.org.clone(),
+            stack: id.to_string(),
+            drift,
+        });
+    }
+    Ok(out)
+}
+
+fn run_audit(run: &NewRun) -> Audit {
+    Audit {
+        org: Some(run.org.clone()),
+        actor: "system".into(),
+        token_id: None,
+        action: "run.create".into(),
+        target: format!("run:{}", run.id),
+        detail: json!({
+            "stack": run.stack,
+            "kind": run.kind.as_str(),
+            "trigger": run.trigger.as_str(),
+        }),
+    }
+}
+
+pub(super) fn fire(tx: &Transaction<'_>, f: &DriftFire) -> Result<DriftFired> {
+    let current = schedule_state(tx, &f.org, &f.stack)?;
+    if current.as_ref().map(|c| millis(c.next_at)) != f.expected_next.map(millis) {
+        return Ok(DriftFired::Raced);
+    }
+    let now = millis(f.now);
+    let Some(run) = &f.run else {
+        // Arming: a new schedule (or changed settings) starts counting from `since`.
+        let since = millis(f.since.unwrap_or(f.now));
+        tx.prepare_cached(
+            "INSERT INTO drift_schedules (org_id, stack_id, schedule, timezone, since, next_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (org_id, stack_id) DO UPDATE SET
+                schedule = excluded.schedule, timezone = excluded.timezone,
+                since = excluded.since, next_at = excluded.next_at",
+        )?
+        .execute(params![
+            f.org,
+            f.stack,
+            f.schedule,
+            f.timezone,
+            since,
+            millis(f.next_at)
+        ])?;
+        return Ok(DriftFired::Armed);
+    };
+    let (outcome, started, note) = match open_drift_run(tx, &f.org, &f.stack)? {
+        Some(open_run) => {
+            let note = format!("skipped: drift run {open_run} is still open");
+            (DriftFired::Skipped { open_run }, None, Some(note))
+        }
+        None => {
+            let created = insert_run(tx, run, None)?;
+            append_audit(tx, &run_audit(run))?;
+            let id = created.id.clone();
+            (
+                DriftFired::Started(Box::new(created)),
+                Some(id),
+                f.note.clone(),
+            )
+        }
+    };
+    tx.prepare_cached(
+        "UPDATE drift_schedules SET next_at = ?3, last_fire_at = ?4, last_fire_run = ?5,
+            last_fire_note = ?6
+         WHERE org_id = ?1 AND stack_id = ?2",
+    )?
+    .execute(params![
+        f.org,
+        f.stack,
+        millis(f.next_at),
+        now,
+        started,
+        note
+    ])?;
+    Ok(outcome)
+}
+
+pub(super) fn start_check(tx: &Transaction<'_>, run: &NewRun, audit: &Audit) -> Result<RunRecord> {
+    if let Some(open) = open_drift_run(tx, &run.org, &run.stack)? {
+        return Err(StoreError::HasOpenRuns {
+            stack: run.stack.clone(),
+            runs: vec![open],
+        });
+    }
+    let created = insert_run(tx, run, None)?;
+    append_audit(tx, audit)?;
+    Ok(created)
+}
+
+pub(super) fn unsettled(conn: &Connection, limit: u32) -> Result<Vec<RunRecord>> {
+    query_runs(
+        conn,
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs r WHERE r.kind = 'drift'
+               AND r.state IN {TERMINAL_STATES}
+               AND NOT EXISTS (SELECT 1 FROM drift_checks c WHERE c.run_id = r.id)
+             ORDER BY r.updated_at, r.id LIMIT ?1"
+        ),
+        params![limit],
+    )
+}
+
+pub(super) fn settle(
+    tx: &Transaction<'_>,
+    run: &str,
+    result: DriftResult,
+    reconcile: Option<&NewRun>,
+) -> Result<Option<DriftCheckRecord>> {
+    if result == DriftResult::Pending {
+        return Err(StoreError::Backend(format!(
+            "drift run {run} has not ended: nothing to settle"
+        )));
+    }
+    if exists(
+        tx,
+        "SELECT 1 FROM drift_checks WHERE run_id = ?1",
+        params![run],
+    )? {
+        return Ok(None);
+    }
+    let ended = load_run(tx, run)?.ok_or_else(|| StoreError::NotFound(format!("run {run:?}")))?;
+    let reconcile_run = match reconcile {
+        Some(r) => {
+            let created = insert_run(tx, r, None)?;
+            let mut audit = run_audit(r);
+            audit.actor = format!("run:{run}");
+            audit.detail["reconciles"] = json!(run);
+            append_audit(tx, &audit)?;
+            Some(created.id)
+        }
+        None => None,
+    };
+    tx.prepare_cached(&format!(
+        "INSERT INTO drift_checks ({CHECK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    ))?
+    .execute(params![
+        run,
+        ended.org,
+        ended.stack,
+        result.as_str(),
+        millis(ended.updated_at),
+        reconcile_run
+    ])?;
+    Ok(Some(DriftCheckRecord {
+        run: run.to_string(),
+        org: ended.org,
+        stack: ended.stack,
+        result,
+        checked_at: ended.updated_at,
+        reconcile_run,
+    }))
+}
+
+pub(super) fn check(conn: &Connection, run: &str) -> Result<Option<DriftCheckRecord>> {
+    Ok(query_decoded(
+        conn,
+        &format!(
+            "SELECT {CHECK_COLUMNS} FROM drift_checks WHERE run_id = ?1 OR reconcile_run = ?1
+             LIMIT 1"
+        ),
+        params![run],
+        check_row,
+        check_record,
+    )?
+    .pop())
+}

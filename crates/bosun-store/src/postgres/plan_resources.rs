@@ -1,0 +1,591 @@
+//! What plans run against, on SQLite: environments (with the users granted approval on
+//! them), hosts and plan files, all org-scoped. A host's environment is a foreign key
+//! without cascade: deleting an environment that hosts are in is refused, naming them.
+//! An inventory import upserts environments, then hosts, in one transaction.
+
+use super::*;
+
+const ENV_COLUMNS: &str = "org_id, id, vars, requires_approval, protected, created_at, updated_at";
+
+type EnvRow = (String, String, String, bool, bool, i64, i64);
+
+fn env_row(r: &Row<'_>) -> compat::Result<EnvRow> {
+    EnvRow::try_from(r)
+}
+
+fn vars_map(what: &str, text: &str) -> Result<BTreeMap<String, Value>> {
+    serde_json::from_str(text).map_err(|e| corrupt(what, e))
+}
+
+fn env_record(r: EnvRow) -> Result<EnvironmentRecord> {
+    Ok(EnvironmentRecord {
+        vars: vars_map("environment vars", &r.2)?,
+        org: r.0,
+        id: r.1,
+        requires_approval: r.3,
+        protected: r.4,
+        grants: Vec::new(),
+        created_at: from_millis(r.5)?,
+        updated_at: from_millis(r.6)?,
+    })
+}
+
+fn with_grants(c: &Connection, mut env: EnvironmentRecord) -> Result<EnvironmentRecord> {
+    let mut stmt = c.prepare_cached(
+        "SELECT user_id FROM environment_grants WHERE org_id = ?1 AND environment_id = ?2
+         ORDER BY user_id",
+    )?;
+    let rows = stmt.query_map(params![env.org, env.id], |r| r.get::<_, String>(0))?;
+    env.grants = rows.collect::<compat::Result<_>>()?;
+    Ok(env)
+}
+
+fn load_env(c: &Connection, org: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
+    let found = query_decoded(
+        c,
+        &format!("SELECT {ENV_COLUMNS} FROM environments WHERE org_id = ?1 AND id = ?2"),
+        params![org, id],
+        env_row,
+        env_record,
+    )?
+    .pop();
+    found.map(|e| with_grants(c, e)).transpose()
+}
+
+fn list_envs(c: &Connection, org: &str) -> Result<Vec<EnvironmentRecord>> {
+    let envs = query_decoded(
+        c,
+        &format!("SELECT {ENV_COLUMNS} FROM environments WHERE org_id = ?1 ORDER BY id"),
+        params![org],
+        env_row,
+        env_record,
+    )?;
+    envs.into_iter().map(|e| with_grants(c, e)).collect()
+}
+
+fn env_exists(c: &Connection, org: &str, id: &str) -> Result<bool> {
+    exists(
+        c,
+        "SELECT 1 FROM environments WHERE org_id = ?1 AND id = ?2",
+        params![org, id],
+    )
+}
+
+fn require_org(c: &Connection, org: &str) -> Result<()> {
+    if exists(c, "SELECT 1 FROM orgs WHERE id = ?1", params![org])? {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound(format!("org {org:?}")))
+    }
+}
+
+fn insert_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO environments (org_id, id, vars, requires_approval, protected,
+            created_at, updated_at, updated_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
+    )?
+    .execute(params![
+        e.org,
+        e.id,
+        json!(e.vars).to_string(),
+        e.requires_approval,
+        e.protected,
+        millis(Utc::now()),
+        by,
+    ])
+    .map_err(|err| exists_or(err, || format!("environment {:?}", e.id)))?;
+    Ok(())
+}
+
+/// Returns whether the environment existed.
+fn update_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE environments SET vars = ?3, requires_approval = ?4, protected = ?5,
+                updated_at = ?6, updated_by = ?7
+             WHERE org_id = ?1 AND id = ?2",
+        )?
+        .execute(params![
+            e.org,
+            e.id,
+            json!(e.vars).to_string(),
+            e.requires_approval,
+            e.protected,
+            millis(Utc::now()),
+            by,
+        ])?;
+    Ok(n > 0)
+}
+
+const HOST_COLUMNS: &str = "org_id, name, address, port, \"user\", connection, labels, vars,
+    environment_id, identity_file, host_key, known_hosts, created_at, updated_at";
+
+type HostRow = (
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+);
+
+fn host_row(r: &Row<'_>) -> compat::Result<HostRow> {
+    HostRow::try_from(r)
+}
+
+fn host_record(r: HostRow) -> Result<HostRecord> {
+    let (org, name, address, port, user, connection, labels, vars, env, id_file, key, kh, c, u) = r;
+    Ok(HostRecord {
+        port: u16::try_from(port).map_err(|e| corrupt("host port", e))?,
+        labels: serde_json::from_str(&labels).map_err(|e| corrupt("host labels", e))?,
+        vars: vars_map("host vars", &vars)?,
+        org,
+        name,
+        address,
+        user,
+        connection,
+        environment: env,
+        identity_file: id_file,
+        host_key: key,
+        known_hosts: kh,
+        created_at: from_millis(c)?,
+        updated_at: from_millis(u)?,
+    })
+}
+
+fn load_host(c: &Connection, org: &str, name: &str) -> Result<Option<HostRecord>> {
+    Ok(query_decoded(
+        c,
+        &format!("SELECT {HOST_COLUMNS} FROM hosts WHERE org_id = ?1 AND name = ?2"),
+        params![org, name],
+        host_row,
+        host_record,
+    )?
+    .pop())
+}
+
+fn check_host_env(tx: &Transaction<'_>, h: &NewHost) -> Result<()> {
+    match &h.environment {
+        Some(env) if !env_exists(tx, &h.org, env)? => {
+            Err(StoreError::UnknownEnvironment(env.clone()))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn insert_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<()> {
+    check_host_env(tx, h)?;
+    tx.prepare_cached(
+        "INSERT INTO hosts (org_id, name, address, port, \"user\", connection, labels, vars,
+            environment_id, identity_file, host_key, known_hosts, created_at, updated_at,
+            updated_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14)",
+    )?
+    .execute(params![
+        h.org,
+        h.name,
+        h.address,
+        h.port,
+        h.user,
+        h.connection,
+        json!(h.labels).to_string(),
+        json!(h.vars).to_string(),
+        h.environment,
+        h.identity_file,
+        h.host_key,
+        h.known_hosts,
+        millis(Utc::now()),
+        by,
+    ])
+    .map_err(|e| exists_or(e, || format!("host {:?}", h.name)))?;
+    Ok(())
+}
+
+/// Returns whether the host existed.
+fn update_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<bool> {
+    check_host_env(tx, h)?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE hosts SET address = ?3, port = ?4, \"user\" = ?5, connection = ?6,
+                labels = ?7, vars = ?8, environment_id = ?9, identity_file = ?10,
+                host_key = ?11, known_hosts = ?12, updated_at = ?13, updated_by = ?14
+             WHERE org_id = ?1 AND name = ?2",
+        )?
+        .execute(params![
+            h.org,
+            h.name,
+            h.address,
+            h.port,
+            h.user,
+            h.connection,
+            json!(h.labels).to_string(),
+            json!(h.vars).to_string(),
+            h.environment,
+            h.identity_file,
+            h.host_key,
+            h.known_hosts,
+            millis(Utc::now()),
+            by,
+        ])?;
+    Ok(n > 0)
+}
+
+const PLAN_COLUMNS: &str = "org_id, name, source, version, created_at, updated_at, updated_by";
+
+type PlanRow = (String, String, String, i64, i64, i64, String);
+
+fn plan_row(r: &Row<'_>) -> compat::Result<PlanRow> {
+    PlanRow::try_from(r)
+}
+
+fn plan_record(r: PlanRow) -> Result<PlanRecord> {
+    Ok(PlanRecord {
+        org: r.0,
+        name: r.1,
+        source: r.2,
+        version: r.3,
+        created_at: from_millis(r.4)?,
+        updated_at: from_millis(r.5)?,
+        updated_by: r.6,
+    })
+}
+
+fn load_plan(c: &Connection, org: &str, name: &str) -> Result<Option<PlanRecord>> {
+    Ok(query_decoded(
+        c,
+        &format!("SELECT {PLAN_COLUMNS} FROM plans WHERE org_id = ?1 AND name = ?2"),
+        params![org, name],
+        plan_row,
+        plan_record,
+    )?
+    .pop())
+}
+
+fn vanished(what: &str) -> StoreError {
+    StoreError::Backend(format!("the {what} just written vanished"))
+}
+
+impl PostgresStore {
+    pub(super) async fn plans_create_environment(
+        &self,
+        e: &NewEnvironment,
+        audit: &Audit,
+    ) -> Result<EnvironmentRecord> {
+        let (e, audit) = (e.clone(), audit.clone());
+        self.write(move |tx| {
+            require_org(tx, &e.org)?;
+            insert_env(tx, &e, &audit.actor)?;
+            append_audit(tx, &audit)?;
+            load_env(tx, &e.org, &e.id)?.ok_or_else(|| vanished("environment"))
+        })
+        .await
+    }
+
+    pub(super) async fn plans_update_environment(
+        &self,
+        e: &NewEnvironment,
+        audit: &Audit,
+    ) -> Result<EnvironmentRecord> {
+        let (e, audit) = (e.clone(), audit.clone());
+        self.write(move |tx| {
+            if !update_env(tx, &e, &audit.actor)? {
+                return Err(StoreError::NotFound(format!("environment {:?}", e.id)));
+            }
+            append_audit(tx, &audit)?;
+            load_env(tx, &e.org, &e.id)?.ok_or_else(|| vanished("environment"))
+        })
+        .await
+    }
+
+    pub(super) async fn plans_get_environment(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Option<EnvironmentRecord>> {
+        let (org, id) = (org.to_string(), id.to_string());
+        self.read(move |c| load_env(c, &org, &id)).await
+    }
+
+    pub(super) async fn plans_list_environments(
+        &self,
+        org: &str,
+    ) -> Result<Vec<EnvironmentRecord>> {
+        let org = org.to_string();
+        self.read(move |c| list_envs(c, &org)).await
+    }
+
+    pub(super) async fn plans_delete_environment(
+        &self,
+        org: &str,
+        id: &str,
+        audit: &Audit,
+    ) -> Result<bool> {
+        let (org, id, audit) = (org.to_string(), id.to_string(), audit.clone());
+        self.write(move |tx| {
+            if !env_exists(tx, &org, &id)? {
+                return Ok(false);
+            }
+            let hosts: Vec<String> = tx
+                .prepare_cached(
+                    "SELECT name FROM hosts WHERE org_id = ?1 AND environment_id = ?2
+                     ORDER BY name",
+                )?
+                .query_map(params![org, id], |r| r.get(0))?
+                .collect::<compat::Result<_>>()?;
+            if !hosts.is_empty() {
+                return Err(StoreError::EnvironmentInUse {
+                    environment: id,
+                    hosts,
+                });
+            }
+            tx.prepare_cached("DELETE FROM environments WHERE org_id = ?1 AND id = ?2")?
+                .execute(params![org, id])?;
+            append_audit(tx, &audit)?;
+            Ok(true)
+        })
+        .await
+    }
+
+    pub(super) async fn plans_grant(
+        &self,
+        org: &str,
+        env: &str,
+        user: &str,
+        audit: &Audit,
+    ) -> Result<bool> {
+        let (org, env, user, audit) = (
+            org.to_string(),
+            env.to_string(),
+            user.to_string(),
+            audit.clone(),
+        );
+        self.write(move |tx| {
+            if !env_exists(tx, &org, &env)? {
+                return Err(StoreError::NotFound(format!("environment {env:?}")));
+            }
+            if !exists(tx, "SELECT 1 FROM users WHERE id = ?1", params![user])? {
+                return Err(StoreError::NotFound(format!("user {user:?}")));
+            }
+            let n = tx
+                .prepare_cached(
+                    "INSERT INTO environment_grants (org_id, environment_id, user_id,
+                        granted_at, granted_by)
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![org, env, user, millis(Utc::now()), audit.actor])?;
+            if n > 0 {
+                append_audit(tx, &audit)?;
+            }
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    pub(super) async fn plans_revoke(
+        &self,
+        org: &str,
+        env: &str,
+        user: &str,
+        audit: &Audit,
+    ) -> Result<bool> {
+        let (org, env, user, audit) = (
+            org.to_string(),
+            env.to_string(),
+            user.to_string(),
+            audit.clone(),
+        );
+        self.write(move |tx| {
+            if !env_exists(tx, &org, &env)? {
+                return Err(StoreError::NotFound(format!("environment {env:?}")));
+            }
+            let n = tx
+                .prepare_cached(
+                    "DELETE FROM environment_grants
+                     WHERE org_id = ?1 AND environment_id = ?2 AND user_id = ?3",
+                )?
+                .execute(params![org, env, user])?;
+            if n > 0 {
+                append_audit(tx, &audit)?;
+            }
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    pub(super) async fn plans_create_host(&self, h: &NewHost, audit: &Audit) -> Result<HostRecord> {
+        let (h, audit) = (h.clone(), audit.clone());
+        self.write(move |tx| {
+            require_org(tx, &h.org)?;
+            insert_host(tx, &h, &audit.actor)?;
+            append_audit(tx, &audit)?;
+            load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
+        })
+        .await
+    }
+
+    pub(super) async fn plans_update_host(&self, h: &NewHost, audit: &Audit) -> Result<HostRecord> {
+        let (h, audit) = (h.clone(), audit.clone());
+        self.write(move |tx| {
+            if !update_host(tx, &h, &audit.actor)? {
+                return Err(StoreError::NotFound(format!("host {:?}", h.name)));
+            }
+            append_audit(tx, &audit)?;
+            load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
+        })
+        .await
+    }
+
+    pub(super) async fn plans_get_host(&self, org: &str, name: &str) -> Result<Option<HostRecord>> {
+        let (org, name) = (org.to_string(), name.to_string());
+        self.read(move |c| load_host(c, &org, &name)).await
+    }
+
+    pub(super) async fn plans_list_hosts(&self, org: &str) -> Result<Vec<HostRecord>> {
+        let org = org.to_string();
+        self.read(move |c| {
+            query_decoded(
+                c,
+                &format!("SELECT {HOST_COLUMNS} FROM hosts WHERE org_id = ?1 ORDER BY name"),
+                params![org],
+                host_row,
+                host_record,
+            )
+        })
+        .await
+    }
+
+    pub(super) async fn plans_delete_host(
+        &self,
+        org: &str,
+        name: &str,
+        audit: &Audit,
+    ) -> Result<bool> {
+        let (org, name, audit) = (org.to_string(), name.to_string(), audit.clone());
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached("DELETE FROM hosts WHERE org_id = ?1 AND name = ?2")?
+                .execute(params![org, name])?;
+            if n > 0 {
+                append_audit(tx, &audit)?;
+            }
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    pub(super) async fn plans_import_inventory(
+        &self,
+        import: &InventoryImport,
+        audit: &Audit,
+    ) -> Result<InventoryImported> {
+        let (import, audit) = (import.clone(), audit.clone());
+        self.write(move |tx| {
+            require_org(tx, &import.org)?;
+            let mut out = InventoryImported::default();
+            for e in &import.environments {
+                if update_env(tx, e, &audit.actor)? {
+                    out.environments_updated.push(e.id.clone());
+                } else {
+                    insert_env(tx, e, &audit.actor)?;
+                    out.environments_created.push(e.id.clone());
+                }
+            }
+            for h in &import.hosts {
+                if update_host(tx, h, &audit.actor)? {
+                    out.hosts_updated.push(h.name.clone());
+                } else {
+                    insert_host(tx, h, &audit.actor)?;
+                    out.hosts_created.push(h.name.clone());
+                }
+            }
+            let mut audit = audit;
+            if let Value::Object(detail) = &mut audit.detail {
+                detail.insert(
+                    "environments_created".into(),
+                    json!(out.environments_created),
+                );
+                detail.insert(
+                    "environments_updated".into(),
+                    json!(out.environments_updated),
+                );
+                detail.insert("hosts_created".into(), json!(out.hosts_created));
+                detail.insert("hosts_updated".into(), json!(out.hosts_updated));
+            }
+            append_audit(tx, &audit)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    pub(super) async fn plans_save_plan(&self, p: &NewPlan, audit: &Audit) -> Result<PlanRecord> {
+        let (p, audit) = (p.clone(), audit.clone());
+        self.write(move |tx| {
+            require_org(tx, &p.org)?;
+            let now = millis(Utc::now());
+            tx.prepare_cached(
+                "INSERT INTO plans (org_id, name, source, version, created_at, updated_at,
+                    updated_by)
+                 VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5)
+                 ON CONFLICT (org_id, name) DO UPDATE SET source = excluded.source,
+                    version = plans.version + 1, updated_at = excluded.updated_at,
+                    updated_by = excluded.updated_by",
+            )?
+            .execute(params![p.org, p.name, p.source, now, audit.actor])?;
+            let saved = load_plan(tx, &p.org, &p.name)?.ok_or_else(|| vanished("plan"))?;
+            let mut audit = audit;
+            if let Value::Object(detail) = &mut audit.detail {
+                detail.insert("version".into(), json!(saved.version));
+            }
+            append_audit(tx, &audit)?;
+            Ok(saved)
+        })
+        .await
+    }
+
+    pub(super) async fn plans_get_plan(&self, org: &str, name: &str) -> Result<Option<PlanRecord>> {
+        let (org, name) = (org.to_string(), name.to_string());
+        self.read(move |c| load_plan(c, &org, &name)).await
+    }
+
+    pub(super) async fn plans_list_plans(&self, org: &str) -> Result<Vec<PlanRecord>> {
+        let org = org.to_string();
+        self.read(move |c| {
+            query_decoded(
+                c,
+                &format!("SELECT {PLAN_COLUMNS} FROM plans WHERE org_id = ?1 ORDER BY name"),
+                params![org],
+                plan_row,
+                plan_record,
+            )
+        })
+        .await
+    }
+
+    pub(super) async fn plans_delete_plan(
+        &self,
+        org: &str,
+        name: &str,
+        audit: &Audit,
+    ) -> Result<bool> {
+        let (org, name, audit) = (org.to_string(), name.to_string(), audit.clone());
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached("DELETE FROM plans WHERE org_id = ?1 AND name = ?2")?
+                .execute(params![org, name])?;
+            if n > 0 {
+                append_audit(tx, &audit)?;
+            }
+            Ok(n > 0)
+        })
+        .await
+    }
+}

@@ -1,0 +1,441 @@
+//! Plan runs on SQLite: the record and its lease fields (the same fencing scheme as stack
+//! runs), per-host results, and logs. Every state change goes through
+//! `bosun_core::plan_run::transition`. The concurrency guard reads the active runs of
+//! the plan inside the creating `BEGIN IMMEDIATE` transaction, so two racing requests
+//! are serialized and the second sees the first.
+
+use bosun_core::plan_run::{
+    initial, overlap, transition, PlanRunEvent, PlanRunState, STALE_REASON,
+};
+
+use super::*;
+
+const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,
+    requested_by, trigger, hosts, gated_environments, concurrent, needs_lease, leased, started,
+    cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at";
+
+fn record(r: &Row<'_>) -> compat::Result<PlanRunRecordRow> {
+    Ok(PlanRunRecordRow {
+        id: r.get(0)?,
+        org: r.get(1)?,
+        plan: r.get(2)?,
+        plan_version: r.get(3)?,
+        source: r.get(4)?,
+        inputs: r.get(5)?,
+        dry_run: r.get(6)?,
+        state: r.get(7)?,
+        reason: r.get(8)?,
+        requested_by: r.get(9)?,
+        trigger: r.get(10)?,
+        hosts: r.get(11)?,
+        gated: r.get(12)?,
+        concurrent: r.get(13)?,
+        needs_lease: r.get(14)?,
+        leased: r.get(15)?,
+        started: r.get(16)?,
+        cancel_requested: r.get(17)?,
+        runner_id: r.get(18)?,
+        fencing: r.get(19)?,
+        last_heartbeat: r.get(20)?,
+        report: r.get(21)?,
+        created_at: r.get(22)?,
+        updated_at: r.get(23)?,
+        ended_at: r.get(24)?,
+    })
+}
+
+struct PlanRunRecordRow {
+    id: String,
+    org: String,
+    plan: String,
+    plan_version: i64,
+    source: String,
+    inputs: String,
+    dry_run: bool,
+    state: String,
+    reason: Option<String>,
+    requested_by: String,
+    trigger: String,
+    hosts: String,
+    gated: String,
+    concurrent: bool,
+    needs_lease: bool,
+    leased: bool,
+    started: bool,
+    cancel_requested: bool,
+    runner_id: Option<String>,
+    fencing: i64,
+    last_heartbeat: Option<i64>,
+    report: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    ended_at: Option<i64>,
+}
+
+fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
+    Ok(PlanRunRecord {
+        inputs: serde_json::from_str(&r.inputs).map_err(|e| corrupt("plan run inputs", e))?,
+        state: r.state.parse().map_err(|e| corrupt("plan run state", e))?,
+        trigger: r
+            .trigger
+            .parse()
+            .map_err(|e| corrupt("plan run trigger", e))?,
+        hosts: serde_json::from_str(&r.hosts).map_err(|e| corrupt("plan run hosts", e))?,
+        gated_environments: serde_json::from_str(&r.gated)
+            .map_err(|e| corrupt("plan run environments", e))?,
+        report: r
+            .report
+            .map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| corrupt("plan run report", e))?,
+        last_heartbeat: opt_from_millis(r.last_heartbeat)?,
+        created_at: from_millis(r.created_at)?,
+        updated_at: from_millis(r.updated_at)?,
+        ended_at: opt_from_millis(r.ended_at)?,
+        id: r.id,
+        org: r.org,
+        plan: r.plan,
+        plan_version: r.plan_version,
+        source: r.source,
+        dry_run: r.dry_run,
+        reason: r.reason,
+        requested_by: r.requested_by,
+        concurrent: r.concurrent,
+        needs_lease: r.needs_lease,
+        leased: r.leased,
+        started: r.started,
+        cancel_requested: r.cancel_requested,
+        runner_id: r.runner_id,
+        fencing: r.fencing,
+    })
+}
+
+fn query(conn: &Connection, sql: &str, args: &[&dyn compat::ToSql]) -> Result<Vec<PlanRunRecord>> {
+    query_decoded(conn, sql, args, record, decode)
+}
+
+pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<PlanRunRecord>> {
+    Ok(query(
+        conn,
+        &format!("SELECT {COLUMNS} FROM plan_runs WHERE id = ?1"),
+        params![id],
+    )?
+    .pop())
+}
+
+fn json_text<T: Into<Value> + Clone>(v: &T) -> String {
+    v.clone().into().to_string()
+}
+
+pub(super) fn create(
+    tx: &Transaction<'_>,
+    run: &NewPlanRun,
+    audit: &Audit,
+) -> Result<PlanRunRecord> {
+    if !run.concurrent {
+        let active: Vec<String> = {
+            let mut stmt = tx.prepare_cached(
+                "SELECT hosts FROM plan_runs WHERE org_id = ?1 AND plan = ?2
+                 AND state IN ('queued', 'paused', 'running')",
+            )?;
+            let rows = stmt.query_map(params![run.org, run.plan], |r| r.get(0))?;
+            rows.collect::<compat::Result<_>>()?
+        };
+        let active: Vec<Vec<String>> = active
+            .iter()
+            .map(|t| serde_json::from_str(t).map_err(|e| corrupt("plan run hosts", e)))
+            .collect::<Result<_>>()?;
+        let hosts = overlap(active.iter().map(Vec::as_slice), &run.hosts);
+        if !hosts.is_empty() {
+            return Err(StoreError::RunInProgress { hosts });
+        }
+    }
+    let start = initial(!run.gated_environments.is_empty());
+    let now = millis(Utc::now());
+    tx.prepare_cached(
+        "INSERT INTO plan_runs (id, org_id, plan, plan_version, source, inputs, dry_run, state,
+            requested_by, trigger, hosts, gated_environments, concurrent, needs_lease,
+            created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
+    )?
+    .execute(params![
+        run.id,
+        run.org,
+        run.plan,
+        run.plan_version,
+        run.source,
+        Value::Object(run.inputs.clone().into_iter().collect()).to_string(),
+        run.dry_run,
+        start.state.as_str(),
+        run.requested_by,
+        run.trigger.as_str(),
+        json_text(&run.hosts),
+        json_text(&run.gated_environments),
+        run.concurrent,
+        start.needs_lease,
+        now
+    ])
+    .map_err(|e| exists_or(e, || format!("plan run {:?}", run.id)))?;
+    append_audit(tx, audit)?;
+    load(tx, &run.id)?.ok_or_else(|| StoreError::NotFound(format!("plan run {:?}", run.id)))
+}
+
+pub(super) fn list(
+    conn: &Connection,
+    org: &str,
+    plan: Option<&str>,
+    limit: u32,
+) -> Result<Vec<PlanRunRecord>> {
+    query(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM plan_runs WHERE org_id = ?1 AND (?2 IS NULL OR plan = ?2)
+             ORDER BY created_at DESC, id DESC LIMIT ?3"
+        ),
+        params![org, plan, limit],
+    )
+}
+
+pub(super) fn event(
+    tx: &Transaction<'_>,
+    id: &str,
+    input: &PlanRunEventInput,
+) -> Result<PlanRunRecord> {
+    let run = load(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("plan run {id:?}")))?;
+    if let Some(fencing) = input.fencing {
+        if fencing != run.fencing || !run.leased {
+            return Err(StoreError::Fenced {
+                run: id.to_string(),
+                fencing,
+            });
+        }
+    }
+    let next = transition(run.state, run.facts(), input.event)?;
+    let now = millis(Utc::now());
+    let reason = match (&input.reason, input.event, next.state) {
+        (Some(r), _, _) => Some(r.clone()),
+        (None, PlanRunEvent::Stale, PlanRunState::Interrupted) => Some(STALE_REASON.to_string()),
+        _ => None,
+    };
+    let ended = next.state.is_terminal() && run.state.is_active();
+    tx.prepare_cached(
+        "UPDATE plan_runs SET state = ?2, needs_lease = ?3, leased = ?4, started = ?5,
+            cancel_requested = GREATEST(cancel_requested, ?6),
+            reason = COALESCE(?7, reason), report = COALESCE(?8, report), updated_at = ?9,
+            ended_at = CASE WHEN ?10 <> 0 THEN ?9 ELSE ended_at END
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        next.state.as_str(),
+        next.needs_lease,
+        next.leased,
+        next.started,
+        next.stop_runner,
+        reason,
+        input.report.as_ref().map(Value::to_string),
+        now,
+        ended
+    ])?;
+    if let Some(audit) = &input.audit {
+        append_audit(tx, audit)?;
+    }
+    load(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("plan run {id:?}")))
+}
+
+pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Option<PlanRunRecord>> {
+    let candidates = query(
+        tx,
+        &format!(
+            "SELECT {COLUMNS} FROM plan_runs WHERE needs_lease = 1
+             AND (?1 IS NULL OR org_id = ?1) ORDER BY created_at, id LIMIT 1
+             FOR UPDATE SKIP LOCKED"
+        ),
+        params![runner.org],
+    )?;
+    let Some(run) = candidates.into_iter().next() else {
+        return Ok(None);
+    };
+    let next = transition(run.state, run.facts(), PlanRunEvent::Leased)?;
+    let now = millis(Utc::now());
+    tx.prepare_cached(
+        "UPDATE plan_runs SET state = ?2, needs_lease = 0, leased = 1, started = 0,
+            runner_id = ?3, fencing = fencing + 1, last_heartbeat = ?4, updated_at = ?4
+         WHERE id = ?1",
+    )?
+    .execute(params![run.id, next.state.as_str(), runner.id, now])?;
+    tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?
+        .execute(params![runner.id, now])?;
+    load(tx, &run.id)
+}
+
+pub(super) fn any_waiting(conn: &Connection) -> Result<bool> {
+    exists(
+        conn,
+        "SELECT 1 FROM plan_runs WHERE needs_lease = 1 LIMIT 1",
+        params![],
+    )
+}
+
+pub(super) fn heartbeat(tx: &Transaction<'_>, id: &str, fencing: i64) -> Result<bool> {
+    let now = millis(Utc::now());
+    let n = tx
+        .prepare_cached(
+            "UPDATE plan_runs SET last_heartbeat = ?3 WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+        )?
+        .execute(params![id, fencing, now])?;
+    if n == 0 {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    tx.prepare_cached(
+        "UPDATE runners SET last_seen = ?2 WHERE id = (SELECT runner_id FROM plan_runs WHERE id = ?1)",
+    )?
+    .execute(params![id, now])?;
+    Ok(tx
+        .prepare_cached("SELECT cancel_requested FROM plan_runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?)
+}
+
+pub(super) fn stale(conn: &Connection, before: DateTime<Utc>) -> Result<Vec<PlanRunRecord>> {
+    query(
+        conn,
+        &format!("SELECT {COLUMNS} FROM plan_runs WHERE leased = 1 AND last_heartbeat < ?1"),
+        params![millis(before)],
+    )
+}
+
+fn check_lease(tx: &Transaction<'_>, id: &str, fencing: i64) -> Result<()> {
+    if exists(
+        tx,
+        "SELECT 1 FROM plan_runs WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+        params![id, fencing],
+    )? {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        })
+    }
+}
+
+pub(super) fn put_results(
+    tx: &Transaction<'_>,
+    id: &str,
+    fencing: i64,
+    results: &[PlanHostResultRecord],
+) -> Result<()> {
+    check_lease(tx, id, fencing)?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO plan_run_results (run_id, step, step_name, module, host, status,
+            ignored, changed, exit_code, stdout, stderr, duration_ms, message, diff)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT (run_id, step, host) DO UPDATE SET step_name = excluded.step_name,
+            module = excluded.module, status = excluded.status, ignored = excluded.ignored,
+            changed = excluded.changed, exit_code = excluded.exit_code,
+            stdout = excluded.stdout, stderr = excluded.stderr,
+            duration_ms = excluded.duration_ms, message = excluded.message,
+            diff = excluded.diff",
+    )?;
+    for r in results {
+        insert.execute(params![
+            id,
+            r.step,
+            r.step_name,
+            r.module,
+            r.host,
+            r.status,
+            r.ignored,
+            r.changed,
+            r.exit_code,
+            r.stdout,
+            r.stderr,
+            r.duration_ms,
+            r.message,
+            r.diff
+        ])?;
+    }
+    Ok(())
+}
+
+pub(super) fn results(conn: &Connection, id: &str) -> Result<Vec<PlanHostResultRecord>> {
+    let hosts: Vec<String> = match load(conn, id)? {
+        Some(run) => run.hosts,
+        None => return Ok(Vec::new()),
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT step, step_name, module, host, status, ignored, changed, exit_code, stdout,
+                stderr, duration_ms, message, diff
+         FROM plan_run_results WHERE run_id = ?1 ORDER BY step",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(PlanHostResultRecord {
+            step: r.get(0)?,
+            step_name: r.get(1)?,
+            module: r.get(2)?,
+            host: r.get(3)?,
+            status: r.get(4)?,
+            ignored: r.get(5)?,
+            changed: r.get(6)?,
+            exit_code: r.get(7)?,
+            stdout: r.get(8)?,
+            stderr: r.get(9)?,
+            duration_ms: r.get(10)?,
+            message: r.get(11)?,
+            diff: r.get(12)?,
+        })
+    })?;
+    let mut out = rows.collect::<compat::Result<Vec<_>>>()?;
+    let order = |h: &str| hosts.iter().position(|x| x == h).unwrap_or(usize::MAX);
+    out.sort_by_key(|r| (r.step, order(&r.host)));
+    Ok(out)
+}
+
+pub(super) fn append_logs(
+    tx: &Transaction<'_>,
+    id: &str,
+    fencing: i64,
+    chunks: &[(i64, String)],
+) -> Result<()> {
+    let current: Option<i64> = tx
+        .prepare_cached("SELECT fencing FROM plan_runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    if current != Some(fencing) {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT OR IGNORE INTO plan_run_logs (run_id, seq, text) VALUES (?1, ?2, ?3)",
+    )?;
+    for (seq, text) in chunks {
+        insert.execute(params![id, seq, text])?;
+    }
+    Ok(())
+}
+
+pub(super) fn read_logs(
+    conn: &Connection,
+    id: &str,
+    after: Option<i64>,
+    limit: u32,
+) -> Result<Vec<(i64, String)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, text FROM plan_run_logs WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    Ok(rows.collect::<compat::Result<Vec<_>>>()?)
+}
+
+pub(super) fn next_log_seq(conn: &Connection, id: &str) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("SELECT COALESCE(MAX(seq), -1) + 1 FROM plan_run_logs WHERE run_id = ?1")?
+        .query_row([id], |r| r.get(0))?)
+}

@@ -1,0 +1,233 @@
+//! The PostgreSQL backend: the conformance suite, each case in a database of its own on
+//! the server `BOSUN_TEST_DATABASE_URL` names (scripts/test.sh starts one), plus what only
+//! a shared database shows (the schema's own refusals, replicas migrating together).
+//!
+//! Without `BOSUN_TEST_DATABASE_URL` every case prints `SKIPPED (tool missing):
+//! postgresql` and passes, unless `BOSUN_REQUIRE_TOOLS=1`, where it fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use bosun_store::{PostgresStore, Store, StoreError};
+
+/// The test server's URL, or `None` (having said so) when there is none.
+fn server_url() -> Option<String> {
+    match std::env::var("BOSUN_TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                panic!(
+                    "PostgreSQL is required (BOSUN_REQUIRE_TOOLS=1) but BOSUN_TEST_DATABASE_URL \
+                     is not set"
+                );
+            }
+            let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): postgresql");
+            None
+        }
+    }
+}
+
+/// `url` with its database replaced by `db`.
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map(|i| scheme_end + i)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{db}", &base[..host_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+/// A scratch database, dropped (with any connection still open) when the case ends.
+struct ScratchDb {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl ScratchDb {
+    fn create(admin_url: &str) -> ScratchDb {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "bosun_test_{}_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        let admin = admin_url.to_string();
+        let stmt = format!("CREATE DATABASE {name}");
+        // The synchronous client runs a runtime of its own: keep it off the test's.
+        std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&admin, postgres::NoTls)
+                .unwrap_or_else(|e| panic!("connecting to the test server {admin}: {e}"));
+            client.batch_execute(&stmt).unwrap();
+        })
+        .join()
+        .unwrap();
+        ScratchDb {
+            url: with_database(admin_url, &name),
+            admin_url: admin_url.to_string(),
+            name,
+        }
+    }
+}
+
+impl Drop for ScratchDb {
+    fn drop(&mut self) {
+        let admin = self.admin_url.clone();
+        let stmt = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        let _ = std::thread::spawn(move || {
+            if let Ok(mut client) = postgres::Client::connect(&admin, postgres::NoTls) {
+                let _ = client.batch_execute(&stmt);
+            }
+        })
+        .join();
+    }
+}
+
+/// A fresh store on a scratch database; `None` when no test server is configured.
+async fn fresh() -> Option<(Arc<dyn Store>, ScratchDb)> {
+    let admin = server_url()?;
+    let db = ScratchDb::create(&admin);
+    let store = PostgresStore::open(&db.url).await.unwrap();
+    Some((Arc::new(store), db))
+}
+
+bosun_store::conformance_suite!(fresh());
+
+/// Runs SQL on the scratch database outside the store, answering the error text if any.
+fn sql(url: &str, statements: &str) -> Result<(), String> {
+    let (url, statements) = (url.to_string(), statements.to_string());
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        client.batch_execute(&statements).map_err(|e| {
+            e.as_db_error()
+                .map(|d| d.message().to_string())
+                .unwrap_or_else(|| e.to_string())
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn audit_log_and_state_versions_refuse_edits_in_the_database() {
+    let Some((store, db)) = fresh().await else {
+        return;
+    };
+    store.close().await;
+    sql(
+        &db.url,
+        "INSERT INTO audit_log (at, actor, action, target, detail) VALUES (1,'a','b','c','{}')",
+    )
+    .unwrap();
+    for edit in [
+        "UPDATE audit_log SET actor = 'x'",
+        "DELETE FROM audit_log",
+        "TRUNCATE audit_log",
+    ] {
+        let err = sql(&db.url, edit).expect_err(edit);
+        assert!(err.contains("append-only"), "{edit}: {err}");
+    }
+    sql(
+        &db.url,
+        "INSERT INTO orgs (id, name, created_at) VALUES ('o', 'o', 1);
+         INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths, engine,
+             tier, autodeploy, variables, depends_on, runner_pool, created_at, updated_at)
+         VALUES ('o', 's', 's', 'r', 'main', '.', '[]', 'terraform', 'standard', 0, '{}',
+             '[]', 'default', 1, 1);
+         INSERT INTO state_versions (org_id, stack_id, version, serial, lineage, checksum,
+             size, writer_kind, writer_id, created_at, late_write, forced, outputs, body)
+         VALUES ('o', 's', 1, 1, 'l', 'c', 2, 'user', 'u', 1, 0, 0, '{}', '\\x7b7d');",
+    )
+    .unwrap();
+    let err = sql(&db.url, "UPDATE state_versions SET serial = 2").expect_err("update");
+    assert!(err.contains("immutable"), "{err}");
+}
+
+#[tokio::test]
+async fn replicas_starting_together_migrate_once() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let url = db.url.clone();
+            tokio::spawn(async move { PostgresStore::open(&url).await })
+        })
+        .collect();
+    let mut versions = Vec::new();
+    for open in opens {
+        let store = open.await.unwrap().unwrap();
+        versions.push(store.schema_version().await.unwrap());
+        store.close().await;
+    }
+    assert!(
+        versions.iter().all(|v| *v == versions[0] && *v > 0),
+        "{versions:?}"
+    );
+    let (url, want) = (db.url.clone(), versions[0]);
+    let rows = std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let row = client
+            .query_one(
+                "SELECT COUNT(*), COUNT(DISTINCT version) FROM bosun_schema",
+                &[],
+            )
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1))
+    })
+    .join()
+    .unwrap();
+    assert_eq!(rows, (want, want), "each migration recorded exactly once");
+}
+
+#[tokio::test]
+async fn refuses_a_newer_schema() {
+    let Some((store, db)) = fresh().await else {
+        return;
+    };
+    let known = store.schema_version().await.unwrap();
+    store.close().await;
+    sql(
+        &db.url,
+        &format!("INSERT INTO bosun_schema (version) VALUES ({})", known + 1),
+    )
+    .unwrap();
+    match PostgresStore::open(&db.url).await {
+        Err(StoreError::SchemaTooNew { found, known: k }) => {
+            assert_eq!((found, k), (known + 1, known));
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("opened a database with a newer schema"),
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_backend_error() {
+    // A port nothing listens on: bind one, learn it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    match PostgresStore::open(&format!("postgres://bosun@127.0.0.1:{port}/postgres")).await {
+        Err(StoreError::Backend(why)) => assert!(why.contains("connecting"), "{why}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("opened a store on a closed port"),
+    }
+}
