@@ -125,6 +125,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+# PostgreSQL: a throwaway server (initdb into a temp dir, as `nobody` when root) for the
+# PostgreSQL store tests, stopped on exit; exports BOSUN_TEST_DATABASE_URL.
+# shellcheck source=scripts/postgres.sh
+source scripts/postgres.sh
+start_test_postgres
+
 # Tests that need a tool skip loudly when it is missing on a developer machine; here
 # every tool has just been installed, so a skip is a failure.
 export BOSUN_REQUIRE_TOOLS=1
