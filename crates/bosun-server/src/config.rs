@@ -263,11 +263,12 @@ impl ServerConfig {
         }
         let database_url = o.database_url.or(f.database_url);
         if let Some(url) = &database_url {
-            if !url.starts_with("sqlite://") {
+            if !url.starts_with("sqlite://") && !is_postgres_url(url) {
                 return Err(ConfigError::Invalid {
                     key: "database_url",
                     message: format!(
-                        "unsupported database {url:?}; this build supports sqlite://PATH"
+                        "unsupported database {url:?}; this build supports sqlite://PATH and \
+                         postgres://USER@HOST:PORT/DATABASE"
                     ),
                 });
             }
@@ -305,13 +306,23 @@ impl ServerConfig {
         })
     }
 
-    /// The SQLite file this server uses.
+    /// The PostgreSQL URL this server uses, if `database_url` names one.
+    pub fn postgres_url(&self) -> Option<&str> {
+        self.database_url.as_deref().filter(|u| is_postgres_url(u))
+    }
+
+    /// The SQLite file this server uses (when it uses no PostgreSQL database).
     pub fn sqlite_path(&self) -> PathBuf {
         match &self.database_url {
             Some(url) => PathBuf::from(url.trim_start_matches("sqlite://")),
             None => self.data_dir.join("bosun.db"),
         }
     }
+}
+
+/// `postgres://…` or `postgresql://…`: the PostgreSQL store (SPEC §7).
+fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 #[cfg(test)]
@@ -359,5 +370,27 @@ mod tests {
             ..Default::default()
         };
         assert!(ServerConfig::merge(o, FileConfig::default()).is_err());
+    }
+
+    #[test]
+    fn database_url_picks_the_store() {
+        for url in [
+            "postgres://bosun@db:5432/bosun",
+            "postgresql://bosun@db/bosun",
+        ] {
+            let o = ConfigOverrides {
+                database_url: Some(url.into()),
+                ..Default::default()
+            };
+            let c = ServerConfig::merge(o, FileConfig::default()).unwrap();
+            assert_eq!(c.postgres_url(), Some(url));
+        }
+        let o = ConfigOverrides {
+            database_url: Some("sqlite:///var/lib/bosun/b.db".into()),
+            ..Default::default()
+        };
+        let c = ServerConfig::merge(o, FileConfig::default()).unwrap();
+        assert_eq!(c.postgres_url(), None);
+        assert_eq!(c.sqlite_path(), PathBuf::from("/var/lib/bosun/b.db"));
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bosun_store::{SqliteStore, Store, StoreError};
+use bosun_store::{PostgresStore, SqliteStore, Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -78,7 +78,10 @@ pub struct RunningServer {
 impl RunningServer {
     pub async fn start(config: ServerConfig) -> Result<Self, StartError> {
         create_private_dir(&config.data_dir)?;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.sqlite_path()).await?);
+        let store: Arc<dyn Store> = match config.postgres_url() {
+            Some(url) => Arc::new(PostgresStore::open(url).await?),
+            None => Arc::new(SqliteStore::open(&config.sqlite_path()).await?),
+        };
         let admin_token_file = crate::bootstrap::run(store.as_ref(), &config).await?;
         let secrets_key = Arc::new(crate::secrets::open_key(&config, store.as_ref()).await?);
         let listener =

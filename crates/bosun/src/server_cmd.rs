@@ -22,7 +22,8 @@ pub struct ServerArgs {
     /// Data directory [default: ./.bosun].
     #[arg(long, env = "BOSUN_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Database URL [default: sqlite://<data-dir>/bosun.db].
+    /// Database URL: sqlite://PATH, or postgres://USER@HOST:PORT/DATABASE for several
+    /// replicas on one PostgreSQL database [default: sqlite://<data-dir>/bosun.db].
     #[arg(long, env = "BOSUN_DATABASE_URL")]
     database_url: Option<String>,
     /// The URL clients and runners reach this server at [default: http://<listen>].
