@@ -174,4 +174,48 @@ steps:
         "{decisions}"
     );
     assert!(!server.log_text().contains(SECRET));
+
+    // The plan's schedule through the CLI: set, shown, a bad zone refused, cleared.
+    let set = json_of(
+        &server,
+        &admin,
+        &[
+            "plan",
+            "schedule",
+            "deploy",
+            "--cron",
+            "0 2 * * *",
+            "--timezone",
+            "Europe/Berlin",
+        ],
+    );
+    assert_eq!(set["cron"], "0 2 * * *");
+    assert_eq!(set["timezone"], "Europe/Berlin");
+    let shown = ok(&server, &admin, &["plan", "schedule", "deploy"]);
+    assert!(
+        shown.contains("0 2 * * *") && shown.contains("Europe/Berlin"),
+        "{shown}"
+    );
+    let bad = bosun(
+        &server,
+        &admin,
+        &[
+            "plan",
+            "schedule",
+            "deploy",
+            "--cron",
+            "0 2 * * *",
+            "--timezone",
+            "Mars/Base",
+        ],
+    );
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("timezone"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    ok(&server, &admin, &["plan", "schedule", "deploy", "--clear"]);
+    let gone = bosun(&server, &admin, &["plan", "schedule", "deploy"]);
+    assert!(!gone.status.success());
 }
