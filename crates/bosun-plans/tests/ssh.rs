@@ -1,6 +1,8 @@
 //! The `ssh` connection and the host check against a real OpenSSH server
-//! (`bosun_testkit::sshd`): quoting, stdin, exit codes, timeouts that leave nothing
-//! running, concurrent commands on one connection, host-key verification (unknown,
+//! (`bosun_testkit::sshd`): quoting, stdin, exit codes, stderr byte-exact around the
+//! process-group marker, timeouts that leave nothing running, cancelled commands (the
+//! `run` future dropped) stopped on the host with their children for a root login, a
+//! non-root login and under a real sudo, concurrent commands on one connection, host-key verification (unknown,
 //! changed, hashed, pinned), authentication (identity file, key types, agent, default
 //! keys) and the check's stages. Skipped loudly (`SKIPPED (tool missing): sshd`) when
 //! sshd is not installed, unless `BOSUN_REQUIRE_TOOLS=1`.
@@ -25,7 +27,10 @@ use bosun_plans::connection::{
     open, CommandSpec, ConnError, ConnectOptions, Connection, Output, RunRequest,
 };
 use bosun_plans::model::{ConnectionKind, Host};
-use bosun_testkit::sshd::{keygen, require_sshd, KeyType, SshdFleet, SshdHost, SshdOptions};
+use bosun_testkit::sshd::{
+    ensure_sudo_user, keygen, require_sshd, require_sudo_users, KeyType, SshdFleet, SshdHost,
+    SshdOptions,
+};
 use tempfile::TempDir;
 
 // ---- helpers ---------------------------------------------------------------------------
@@ -388,12 +393,14 @@ async fn a_timeout_without_timeout_on_the_host_still_returns() {
         "took {took:?}"
     );
     assert!(took < Duration::from_secs(6), "took {took:?}");
-    // A root session ignores the signal request (OpenSSH refuses signals without
-    // privilege separation); do not leave the sleep behind.
+    // The client stopped it (its process group, from a second channel) before answering,
+    // whoever the login is (root here and in CI).
     let pid = read_pid(&pid_file);
-    if !wait_gone(pid, Duration::from_millis(500)) {
+    let gone = wait_gone(pid, Duration::from_millis(500));
+    if !gone {
         let _ = Command::new("kill").arg(pid.to_string()).status();
     }
+    assert!(gone, "the timed-out command {pid} is still running");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -536,6 +543,212 @@ async fn a_closed_connection_refuses_commands() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let result = conn.run(&argv(&["true"])).await;
     assert!(matches!(result, Err(ConnError::Lost { .. })), "{result:?}");
+}
+
+// ---- cancel ------------------------------------------------------------------------------
+
+/// Digits unique to this call, to find its remote processes by: `sleep 60.<marker>`.
+fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{:05}{:04}{:03}",
+        std::process::id() % 100_000,
+        nanos % 10_000,
+        NEXT.fetch_add(1, Ordering::Relaxed) % 1000
+    )
+}
+
+/// Live processes of this machine (the sshd hosts are local) whose command line starts
+/// with `prefix` and contains `needle`: pid and command line.
+fn processes(prefix: &str, needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.starts_with(prefix) && cmdline.contains(needle) && !process_gone(pid) {
+            found.push((pid, cmdline.trim_end().to_string()));
+        }
+    }
+    found
+}
+
+/// Polls `probe` every 50 ms until it gives a value, for at most `within`.
+async fn poll<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs `request` until `sleeps` processes `sleep …<needle>…` run on the host, then drops
+/// the run's future (as an aborted plan run does) and waits until every process whose
+/// command line has `needle` is gone; panics naming the survivors after 5 s.
+async fn cancel_and_check(
+    conn: &Arc<dyn Connection>,
+    request: RunRequest,
+    needle: &str,
+    sleeps: usize,
+) {
+    let task = {
+        let conn = Arc::clone(conn);
+        tokio::spawn(async move { conn.run(&request).await })
+    };
+    let running = poll(Duration::from_secs(10), || {
+        let found = processes("sleep ", needle);
+        (found.len() >= sleeps).then_some(found)
+    })
+    .await;
+    let Some(running) = running else {
+        task.abort();
+        panic!(
+            "the command never ran its {sleeps} sleeps (found {:?})",
+            processes("", needle)
+        );
+    };
+    assert!(!task.is_finished(), "{running:?} ended by itself");
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    let dropped = Instant::now();
+    let gone = poll(Duration::from_secs(5), || {
+        processes("", needle).is_empty().then_some(())
+    })
+    .await;
+    if gone.is_none() {
+        let left = processes("", needle);
+        for (pid, _) in &left {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        panic!("after the cancel, still running on the host: {left:?} (were {running:?})");
+    }
+    eprintln!(
+        "{needle}: {} processes gone {:?} after the cancel",
+        running.len(),
+        dropped.elapsed()
+    );
+}
+
+/// The user every test of a non-root login shares (with passwordless sudo for all).
+const STOP_USER: &str = "bosun-test-ssh-stop";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_command_stops_on_the_host() {
+    let Some((_dir, sshd)) = sshd() else { return };
+    // Logged in as the current user: root in CI and here, whose sessions OpenSSH does not
+    // let a client signal.
+    let conn: Arc<dyn Connection> = Arc::new(connect(&sshd, &host_for(&sshd)).await);
+
+    let m = marker();
+    cancel_and_check(&conn, argv(&["sleep", &format!("60.{m}")]), &m, 1).await;
+
+    // Under the host's `timeout` (a step with a timeout cancelled before it).
+    let m = marker();
+    let mut request = argv(&["sleep", &format!("60.{m}")]);
+    request.timeout = Some(Duration::from_secs(120));
+    cancel_and_check(&conn, request, &m, 1).await;
+
+    // Children in the command's process group, also one orphaned by its parent (a double
+    // fork) and one in a shell that ignores TERM: KILL follows.
+    let m = marker();
+    let line = format!(
+        "sleep 60.{m} & (sleep 61.{m} &); sh -c 'trap \"\" TERM; sleep 62.{m}; :' & sleep 63.{m}"
+    );
+    cancel_and_check(&conn, shell(&line), &m, 4).await;
+
+    // The connection is still good, and the marker never shows in the output.
+    let out = run_ok(conn.as_ref(), &shell("echo out; echo err >&2")).await;
+    assert_eq!(
+        (text(&out.stdout), text(&out.stderr)),
+        ("out\n".into(), "err\n".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_command_of_a_non_root_login_stops_with_or_without_sudo() {
+    if !require_sshd() || !require_sudo_users() {
+        return;
+    }
+    ensure_sudo_user(STOP_USER, "ALL=(ALL) NOPASSWD: ALL");
+    let Some((_dir, sshd)) = sshd_with(SshdOptions {
+        login_user: Some(STOP_USER.into()),
+        ..SshdOptions::default()
+    }) else {
+        return;
+    };
+    let conn: Arc<dyn Connection> = Arc::new(connect(&sshd, &host_for(&sshd)).await);
+    let out = run_ok(conn.as_ref(), &argv(&["id", "-un"])).await;
+    assert_eq!(text(&out.stdout), format!("{STOP_USER}\n"));
+
+    let m = marker();
+    cancel_and_check(&conn, argv(&["sleep", &format!("60.{m}")]), &m, 1).await;
+
+    // As root through sudo (sudo runs the command on a pty of its own: another session).
+    let m = marker();
+    let mut request = argv(&["sleep", &format!("60.{m}")]);
+    request.sudo = true;
+    cancel_and_check(&conn, request, &m, 1).await;
+
+    let m = marker();
+    let mut request = shell(&format!("sleep 60.{m} & (sleep 61.{m} &); sleep 62.{m}"));
+    request.sudo = true;
+    request.timeout = Some(Duration::from_secs(120));
+    cancel_and_check(&conn, request, &m, 3).await;
+
+    // A root command that ignores TERM: KILL follows (sudo dies, its pty hangs up).
+    let m = marker();
+    let mut request = shell(&format!("trap '' TERM; sleep 60.{m}; :"));
+    request.sudo = true;
+    cancel_and_check(&conn, request, &m, 1).await;
+
+    let out = run_ok(
+        conn.as_ref(),
+        &RunRequest {
+            sudo: true,
+            ..argv(&["id", "-un"])
+        },
+    )
+    .await;
+    assert_eq!(
+        (text(&out.stdout), text(&out.stderr)),
+        ("root\n".into(), String::new())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stderr_is_byte_exact_around_the_process_group_marker() {
+    let Some((_dir, sshd)) = sshd() else { return };
+    let conn = connect(&sshd, &host_for(&sshd)).await;
+    // A command that prints the marker itself keeps it; binary bytes go through.
+    let out = run_ok(
+        &conn,
+        &shell("printf 'bosun-pgid:42\\n' >&2; printf '\\001\\377no newline' >&2; printf out"),
+    )
+    .await;
+    assert_eq!(out.stderr, b"bosun-pgid:42\n\x01\xffno newline");
+    assert_eq!(out.stdout, b"out");
+    // Nothing on stderr is nothing.
+    let out = run_ok(&conn, &argv(&["true"])).await;
+    assert!(out.stderr.is_empty(), "{:?}", text(&out.stderr));
+    // Under the `timeout` wrapper, the same.
+    let mut request = shell("echo e >&2; exit 3");
+    request.timeout = Some(Duration::from_secs(10));
+    let out = run_ok(&conn, &request).await;
+    assert_eq!((out.exit_code, text(&out.stderr)), (Some(3), "e\n".into()));
 }
 
 // ---- host keys -------------------------------------------------------------------------

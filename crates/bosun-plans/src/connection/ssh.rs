@@ -19,33 +19,48 @@
 //! **Commands**: an argv is single-quoted word by word (POSIX: `'` becomes `'\''`) into
 //! one command line, a shell command becomes `sh -c '<line>'`, `sudo` prefixes
 //! `sudo -n --` (a sudo that wants a password fails at once: exit 1 with "a password is
-//! required" or "a terminal is required" sets `sudo_password_required`). The line starts
-//! with `exec`, so the remote shell is replaced by the command. stdin gets the request's
-//! bytes then EOF, or EOF at once, so nothing can wait on a prompt.
+//! required" or "a terminal is required" sets `sudo_password_required`). The remote shell
+//! first writes its pid to stderr (`bosun-pgid:<pid>`, [`PGID_MARKER`]; the client cuts
+//! that line out, so stderr stays byte-exact), then `exec`s the command: the command
+//! keeps that pid, which is also its process group's id, since OpenSSH starts every
+//! session's shell with `setsid`. No extra process and no extra round trip. stdin gets
+//! the request's bytes then EOF, or EOF at once, so nothing can wait on a prompt.
+//!
+//! **Stopping a command** — its `run` future dropped (a cancelled or aborted run), or a
+//! timeout the host could not enforce — is done from a second channel on the same
+//! session: [`kill_line`] sends `TERM` to the command's process group, then `KILL` to
+//! whatever of it is left after 2 s; through `sudo -n` when the command ran with sudo
+//! (falling back to the login user, whose `TERM` sudo relays to its command). This works
+//! for any login, root included: OpenSSH refuses signal requests in root sessions and
+//! does not kill a command without a PTY when its channel closes, so neither is relied
+//! on (a `TERM` signal request remains the fallback when a host's shell never said its
+//! pid). A drop cannot wait, so the stop runs as a task on the runtime that holds the
+//! session open (and the command's place among [`MAX_CHANNELS`]) until it is done; one
+//! session is kept free of commands so a stop always finds one. A cancel that lands
+//! before the pid arrived reads the channel for it first. Processes the command moved
+//! to other process groups or sessions (daemons) are not reached — except under sudo's
+//! `use_pty` (Debian's default), where the command runs in a session of its own: sudo
+//! relays the `TERM` to it, and once `KILL` ends sudo its pty hangs the command up.
 //!
 //! **Timeouts** are enforced on the host, where the processes are: a command with a
-//! timeout runs under coreutils' `timeout -k 5 <T>` when the host has it. `timeout` puts
-//! the command in its own process group and at `T` signals the whole group (`TERM`, then
-//! `KILL` 5 s on), so nothing the command started lingers, and exits 124, which — once
-//! `T` has passed — is reported as `timed_out` with no exit code (output so far is
-//! kept). The client waits [`TIMEOUT_GRACE`] longer; if the command is still running
-//! then (no `timeout` on the host), it sends a `TERM` signal request, closes the channel
-//! and reports `timed_out`. OpenSSH honours signal requests only for non-root logins
-//! (root sessions have no privilege separation, and sshd refuses), so on a host without
-//! `timeout` a root command may outlive its timeout. With `sudo`, `timeout` wraps `sudo`
-//! (so sudoers rules written for the command itself still match) and sudo relays the
-//! signal to the command; descendants running as root in other process groups are then
-//! not reached. A command whose future is dropped (a cancelled run) gets the `TERM`
-//! signal request and the close.
+//! timeout runs under coreutils' `timeout -k 5 <T>` when the host has it. `timeout`
+//! signals the command's whole process group at `T` (`TERM`, then `KILL` 5 s on), so
+//! nothing the command started lingers, and exits 124, which — once `T` has passed — is
+//! reported as `timed_out` with no exit code (output so far is kept). The client waits
+//! [`TIMEOUT_GRACE`] longer; if the command is still running then (no `timeout` on the
+//! host), the client stops it as above, closes the channel and reports `timed_out`. With
+//! `sudo`, `timeout` wraps `sudo` (so sudoers rules written for the command itself still
+//! match) and sudo relays the signal to the command.
 //!
 //! **Output**: stdout, stderr and the exit status, read until the server closes the
 //! channel. A command that exits while a background process it started still holds its
 //! output open is not waited for beyond [`LINGER_AFTER_EXIT`] of silence.
 //!
-//! At most [`MAX_CHANNELS`] commands run at once on one connection (OpenSSH's default
-//! `MaxSessions`); more wait their turn, and a channel the server still refuses for
-//! lack of sessions is retried briefly. A connection that drops fails its commands with
-//! [`ConnError::Lost`]; keepalives notice a silent peer.
+//! At most [`MAX_CHANNELS`] − 1 commands run at once on one connection (OpenSSH's
+//! default `MaxSessions`, less the one kept for stops); more wait their turn, and a
+//! channel the server still refuses for lack of sessions is retried briefly. A
+//! connection that drops fails its commands with [`ConnError::Lost`]; keepalives notice
+//! a silent peer.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -61,12 +76,13 @@ use russh::keys::ssh_key::PublicKey;
 use russh::keys::{Algorithm, HashAlg, PrivateKeyWithHashAlg, PublicKeyOrCertificate};
 use russh::{ChannelMsg, ChannelOpenFailure, ChannelWriteHalf, Sig};
 use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{CommandSpec, ConnError, ConnectOptions, Connection, Output, RunRequest};
 use crate::model::Host;
 
-/// Commands running at once on one connection: OpenSSH's default `MaxSessions`.
+/// Channels open at once on one connection: OpenSSH's default `MaxSessions`. Commands get
+/// one fewer: the last is kept for stopping them.
 pub const MAX_CHANNELS: usize = 10;
 
 /// After a command's exit status, how long a still-open channel may stay silent before
@@ -86,12 +102,26 @@ const TIMEOUT_EXIT: i32 = 124;
 /// How long to keep retrying a channel the server refuses for lack of sessions.
 const CHANNEL_RETRY_FOR: Duration = Duration::from_secs(10);
 
+/// What the remote shell writes to stderr before it becomes the command:
+/// `bosun-pgid:<its pid>\n`. The client strips it from the output.
+pub const PGID_MARKER: &str = "bosun-pgid:";
+
+/// How long a cancelled command's channel is read for its process group id (a cancel
+/// that lands before the remote shell reported it).
+const PGID_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a stop (a second channel running `kill`) may take before it is given up on.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
 /// An open, authenticated SSH connection to one host.
 pub struct SshConnection {
     /// The host's name, for errors.
     host: String,
-    handle: Handle<ClientHandler>,
-    channels: Semaphore,
+    /// Shared with the stops of cancelled commands, which outlive their `run`.
+    handle: Arc<Handle<ClientHandler>>,
+    /// Permits for commands: one session fewer than [`MAX_CHANNELS`], so a stop always
+    /// finds a free session even when every command is stuck.
+    channels: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for SshConnection {
@@ -117,46 +147,52 @@ impl SshConnection {
     pub(crate) fn from_handle(host: &Host, handle: Handle<ClientHandler>) -> Self {
         SshConnection {
             host: host.name.clone(),
-            handle,
-            channels: Semaphore::new(MAX_CHANNELS),
+            handle: Arc::new(handle),
+            channels: Arc::new(Semaphore::new(MAX_CHANNELS - 1)),
         }
     }
 
     fn lost(&self, reason: impl Into<String>) -> ConnError {
-        ConnError::Lost {
-            host: self.host.clone(),
-            reason: reason.into(),
-        }
+        lost(&self.host, reason)
     }
+}
 
-    /// Opens a session channel, retrying while the server refuses for lack of sessions:
-    /// its `MaxSessions` may be lower than ours, and OpenSSH frees a session slot only
-    /// after it has sent the channel's close (it then refuses with "connect failed").
-    async fn open_channel(&self) -> Result<russh::Channel<client::Msg>, ConnError> {
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(20);
-        loop {
-            if self.handle.is_closed() {
-                return Err(self.lost("the SSH session has ended"));
+fn lost(host: &str, reason: impl Into<String>) -> ConnError {
+    ConnError::Lost {
+        host: host.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Opens a session channel, retrying while the server refuses for lack of sessions: its
+/// `MaxSessions` may be lower than ours, and OpenSSH frees a session slot only after it
+/// has sent the channel's close (it then refuses with "connect failed").
+async fn open_channel(
+    handle: &Handle<ClientHandler>,
+    host: &str,
+) -> Result<russh::Channel<client::Msg>, ConnError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        if handle.is_closed() {
+            return Err(lost(host, "the SSH session has ended"));
+        }
+        match handle.channel_open_session().await {
+            Ok(channel) => return Ok(channel),
+            Err(russh::Error::ChannelOpenFailure(
+                ChannelOpenFailure::AdministrativelyProhibited
+                | ChannelOpenFailure::ResourceShortage
+                | ChannelOpenFailure::ConnectFailed,
+            )) if started.elapsed() < CHANNEL_RETRY_FOR => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
             }
-            match self.handle.channel_open_session().await {
-                Ok(channel) => return Ok(channel),
-                Err(russh::Error::ChannelOpenFailure(
-                    ChannelOpenFailure::AdministrativelyProhibited
-                    | ChannelOpenFailure::ResourceShortage
-                    | ChannelOpenFailure::ConnectFailed,
-                )) if started.elapsed() < CHANNEL_RETRY_FOR => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                }
-                Err(russh::Error::ChannelOpenFailure(reason)) => {
-                    return Err(ConnError::Other(format!(
-                        "{}: the server refused a session channel ({reason:?})",
-                        self.host
-                    )))
-                }
-                Err(e) => return Err(self.lost(format!("cannot open a channel: {e}"))),
+            Err(russh::Error::ChannelOpenFailure(reason)) => {
+                return Err(ConnError::Other(format!(
+                    "{host}: the server refused a session channel ({reason:?})"
+                )))
             }
+            Err(e) => return Err(lost(host, format!("cannot open a channel: {e}"))),
         }
     }
 }
@@ -165,22 +201,28 @@ impl SshConnection {
 impl Connection for SshConnection {
     async fn run(&self, request: &RunRequest) -> Result<Output, ConnError> {
         let line = command_line(request)?;
-        let _permit = self
-            .channels
-            .acquire()
+        let permit = Arc::clone(&self.channels)
+            .acquire_owned()
             .await
             .map_err(|_| self.lost("connection closed"))?;
-        let channel = self.open_channel().await?;
-        let (mut rx, tx) = channel.split();
+        let channel = open_channel(&self.handle, &self.host).await?;
+        let (rx, tx) = channel.split();
         let tx = Arc::new(tx);
-        let mut guard = CancelGuard {
-            tx: Some(Arc::clone(&tx)),
+        // From here on, a dropped future stops the command (see `Running`'s `Drop`).
+        let mut running = Running {
+            handle: Arc::clone(&self.handle),
+            tx: Arc::clone(&tx),
+            rx: Some(rx),
+            got: Collected::default(),
+            sudo: request.sudo,
+            armed: true,
+            permit: Some(permit),
         };
-        tx.exec(true, line.into_bytes())
-            .await
-            .map_err(|e| self.lost(format!("cannot start the command: {e}")))?;
+        if let Err(e) = tx.exec(true, line.into_bytes()).await {
+            running.armed = false;
+            return Err(self.lost(format!("cannot start the command: {e}")));
+        }
 
-        let mut got = Collected::default();
         let feed = async {
             if let Some(bytes) = &request.stdin {
                 // A command that exits without reading its stdin closes the channel
@@ -189,10 +231,17 @@ impl Connection for SshConnection {
             }
             let _ = tx.eof().await;
         };
+        let Running {
+            rx: Some(rx), got, ..
+        } = &mut running
+        else {
+            // Set above; only a stop takes it.
+            return Err(self.lost("the command's channel is gone"));
+        };
         let work = async {
             // Feeding stops when the command is done (it may never read all of stdin).
             tokio::pin!(feed);
-            let collecting = collect(&mut rx, &mut got);
+            let collecting = collect(rx, got);
             tokio::pin!(collecting);
             let mut fed = false;
             loop {
@@ -212,14 +261,15 @@ impl Connection for SshConnection {
                 false
             }
         };
-        guard.tx = None;
-
         if gave_up {
             // The host's `timeout` did not end it (missing, or the command outlived the
-            // KILL grace): signal what we can and let the channel go.
-            let _ = tx.signal(Sig::TERM).await;
-            let _ = tx.close().await;
+            // KILL grace): stop its process group ourselves, then let the channel go
+            // (still armed: dropped meanwhile, the stop is finished from a task).
+            let rx = running.rx.take();
+            stop(&self.handle, &tx, rx, &mut running.got, request.sudo).await;
         }
+        running.armed = false;
+        let got = std::mem::take(&mut running.got);
         // `timeout` exits 124 when it had to stop the command.
         let stopped_by_timeout = request
             .timeout
@@ -270,6 +320,7 @@ impl Connection for SshConnection {
 #[derive(Debug, Default)]
 struct Collected {
     stdout: Vec<u8>,
+    /// The command's stderr, without the [`PGID_MARKER`] line.
     stderr: Vec<u8>,
     exit_code: Option<i32>,
     signal: Option<String>,
@@ -277,14 +328,92 @@ struct Collected {
     refused: bool,
     /// The server closed the channel (as opposed to the session vanishing).
     closed: bool,
+    /// The remote shell's pid, which is its process group's id: OpenSSH starts every
+    /// session's shell with `setsid`, and the shell `exec`s the command.
+    pgid: Option<u32>,
+    /// How far stderr has been searched for the marker.
+    scanned: usize,
+}
+
+impl Collected {
+    /// Appends stderr bytes; until the [`PGID_MARKER`] line has been seen, looks for it
+    /// and cuts it out. Anything before it (a shell start-up file's chatter) is kept.
+    fn push_stderr(&mut self, data: &[u8]) {
+        self.stderr.extend_from_slice(data);
+        let marker = PGID_MARKER.as_bytes();
+        while self.pgid.is_none() {
+            let Some(at) = find(&self.stderr[self.scanned..], marker).map(|i| self.scanned + i)
+            else {
+                // A marker split across chunks starts in the last few bytes.
+                self.scanned = self
+                    .scanned
+                    .max(self.stderr.len().saturating_sub(marker.len() - 1));
+                return;
+            };
+            let digits = at + marker.len();
+            let Some(len) = self.stderr[digits..].iter().position(|&b| b == b'\n') else {
+                // The rest of the line has not arrived yet.
+                self.scanned = at;
+                return;
+            };
+            let pid = std::str::from_utf8(&self.stderr[digits..digits + len])
+                .ok()
+                .filter(|s| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<u32>().ok())
+                .filter(|&pid| pid > 1);
+            match pid {
+                Some(pid) => {
+                    self.pgid = Some(pid);
+                    self.stderr.drain(at..digits + len + 1);
+                    self.scanned = at;
+                }
+                // Not ours after all: look further on.
+                None => self.scanned = digits,
+            }
+        }
+    }
+
+    /// Records one message; `true` once the channel has ended.
+    fn take(&mut self, msg: Option<ChannelMsg>) -> bool {
+        match msg {
+            Some(ChannelMsg::Data { data }) => self.stdout.extend_from_slice(&data),
+            Some(ChannelMsg::ExtendedData { data, ext: 1 }) => self.push_stderr(&data),
+            Some(ChannelMsg::ExitStatus { exit_status }) => {
+                self.exit_code = Some(i32::try_from(exit_status).unwrap_or(i32::MAX));
+            }
+            Some(ChannelMsg::ExitSignal { signal_name, .. }) => {
+                self.signal = Some(format!("{signal_name:?}"));
+            }
+            Some(ChannelMsg::Failure) => {
+                self.refused = true;
+                self.closed = true;
+                return true;
+            }
+            Some(ChannelMsg::Close) => {
+                self.closed = true;
+                return true;
+            }
+            Some(_) => {}
+            None => return true,
+        }
+        false
+    }
+
+    fn exited(&self) -> bool {
+        self.exit_code.is_some() || self.signal.is_some()
+    }
+}
+
+/// Where `needle` first occurs in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Reads a channel until the server closes it, or until it has been silent for
 /// [`LINGER_AFTER_EXIT`] after the exit status.
 async fn collect(rx: &mut russh::ChannelReadHalf, got: &mut Collected) {
     loop {
-        let exited = got.exit_code.is_some() || got.signal.is_some();
-        let msg = if exited {
+        let msg = if got.exited() {
             match tokio::time::timeout(LINGER_AFTER_EXIT, rx.wait()).await {
                 Ok(msg) => msg,
                 Err(_) => return,
@@ -292,45 +421,128 @@ async fn collect(rx: &mut russh::ChannelReadHalf, got: &mut Collected) {
         } else {
             rx.wait().await
         };
-        match msg {
-            Some(ChannelMsg::Data { data }) => got.stdout.extend_from_slice(&data),
-            Some(ChannelMsg::ExtendedData { data, ext: 1 }) => got.stderr.extend_from_slice(&data),
-            Some(ChannelMsg::ExitStatus { exit_status }) => {
-                got.exit_code = Some(i32::try_from(exit_status).unwrap_or(i32::MAX));
-            }
-            Some(ChannelMsg::ExitSignal { signal_name, .. }) => {
-                got.signal = Some(format!("{signal_name:?}"));
-            }
-            Some(ChannelMsg::Failure) => {
-                got.refused = true;
-                got.closed = true;
-                return;
-            }
-            Some(ChannelMsg::Close) => {
-                got.closed = true;
-                return;
-            }
-            Some(_) => {}
-            None => return,
+        if got.take(msg) {
+            return;
         }
     }
 }
 
-/// Signals and closes a command's channel if its `run` future is dropped midway.
-struct CancelGuard {
-    tx: Option<Arc<ChannelWriteHalf<client::Msg>>>,
+/// A started command. Dropped while armed (its `run` future dropped: a cancelled run),
+/// it stops the command on the host from a task of its own.
+struct Running {
+    handle: Arc<Handle<ClientHandler>>,
+    tx: Arc<ChannelWriteHalf<client::Msg>>,
+    /// `None` once handed to a stop.
+    rx: Option<russh::ChannelReadHalf>,
+    got: Collected,
+    sudo: bool,
+    armed: bool,
+    /// The command's place among the connection's commands, held until it is stopped.
+    permit: Option<OwnedSemaphorePermit>,
 }
 
-impl Drop for CancelGuard {
+impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(tx) = self.tx.take() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
-                    let _ = tx.signal(Sig::TERM).await;
-                    let _ = tx.close().await;
-                });
+        if !self.armed {
+            return;
+        }
+        // A drop cannot wait: the stop runs on the runtime, holding the session open.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let handle = Arc::clone(&self.handle);
+        let tx = Arc::clone(&self.tx);
+        let rx = self.rx.take();
+        let got = std::mem::take(&mut self.got);
+        let sudo = self.sudo;
+        let permit = self.permit.take();
+        runtime.spawn(async move {
+            let mut got = got;
+            stop(&handle, &tx, rx, &mut got, sudo).await;
+            // The command's session slot is free again only now.
+            drop(permit);
+        });
+    }
+}
+
+/// Stops a command that is still running: learns its process group id if the channel
+/// has not said it yet (reading at most [`PGID_WAIT`]), then kills the group from a
+/// second channel on the same session ([`kill_line`]: `TERM`, `KILL` if it lingers)
+/// and closes the command's channel. Without a process group id (a host whose shell
+/// printed none) it falls back to a `TERM` signal request, which OpenSSH honours for
+/// non-root logins only.
+async fn stop(
+    handle: &Handle<ClientHandler>,
+    tx: &ChannelWriteHalf<client::Msg>,
+    rx: Option<russh::ChannelReadHalf>,
+    got: &mut Collected,
+    sudo: bool,
+) {
+    if got.pgid.is_none() && !got.closed {
+        if let Some(mut rx) = rx {
+            let deadline = tokio::time::Instant::now() + PGID_WAIT;
+            while got.pgid.is_none() {
+                match tokio::time::timeout_at(deadline, rx.wait()).await {
+                    Ok(msg) => {
+                        if got.take(msg) {
+                            // The command ended on its own: nothing to stop.
+                            return;
+                        }
+                    }
+                    Err(_) => break,
+                }
             }
         }
+    }
+    let killed = match got.pgid {
+        Some(pgid) => kill_group(handle, pgid, sudo).await,
+        None => false,
+    };
+    if !killed {
+        let _ = tx.signal(Sig::TERM).await;
+    }
+    let _ = tx.close().await;
+}
+
+/// Runs [`kill_line`] for `pgid` on a new channel and waits for it to end (within
+/// [`STOP_WAIT`]); `false` if that could not be done.
+async fn kill_group(handle: &Handle<ClientHandler>, pgid: u32, sudo: bool) -> bool {
+    let attempt = async {
+        let mut channel = open_channel(handle, "").await.ok()?;
+        channel
+            .exec(true, kill_line(pgid, sudo).into_bytes())
+            .await
+            .ok()?;
+        let _ = channel.eof().await;
+        let mut got = Collected::default();
+        while !got.take(channel.wait().await) {}
+        (!got.refused).then_some(())
+    };
+    matches!(tokio::time::timeout(STOP_WAIT, attempt).await, Ok(Some(())))
+}
+
+/// The remote command line that stops process group `pgid`: `TERM` to the group, then,
+/// every 0.1 s for 2 s, whether any of it is left, and `KILL` to what is. With `sudo`
+/// the same runs through `sudo -n` (root-owned processes of the group), or as the login
+/// user when sudo refuses (sudo itself relays the `TERM` to its command). The pid itself
+/// is signalled too if it leads no group (a server that did not `setsid` the session).
+pub fn kill_line(pgid: u32, sudo: bool) -> String {
+    let p = pgid;
+    let script = format!(
+        "kill -s TERM -- -{p} 2>/dev/null || kill -s TERM {p} 2>/dev/null || exit 0; \
+         n=0; \
+         while kill -s 0 -- -{p} 2>/dev/null || kill -s 0 {p} 2>/dev/null; do \
+         if [ $n -ge 20 ]; then kill -s KILL -- -{p} 2>/dev/null; kill -s KILL {p} 2>/dev/null; exit 0; fi; \
+         n=$((n+1)); sleep 0.1 2>/dev/null || {{ sleep 1 2>/dev/null; n=$((n+9)); }}; \
+         done"
+    );
+    if sudo {
+        format!(
+            "sudo -n -- sh -c {} 2>/dev/null || {{ {script}; }}",
+            shell_quote(&script)
+        )
+    } else {
+        script
     }
 }
 
@@ -374,12 +586,15 @@ pub fn command_line(request: &RunRequest) -> Result<String, ConnError> {
     } else {
         program
     };
+    // The shell says its pid (its process group's id, see `Collected::pgid`) on stderr,
+    // then becomes the command: no process more than the command itself.
+    let announce = format!("echo {PGID_MARKER}$$ >&2; ");
     Ok(match request.timeout {
-        None => format!("exec {program}"),
+        None => format!("{announce}exec {program}"),
         Some(limit) => {
             let secs = format!("{}.{:03}", limit.as_secs(), limit.subsec_millis());
             format!(
-                "if command -v timeout >/dev/null 2>&1; then exec timeout -k {KILL_AFTER_SECS} {secs} {program}; else exec {program}; fi"
+                "{announce}if command -v timeout >/dev/null 2>&1; then exec timeout -k {KILL_AFTER_SECS} {secs} {program}; else exec {program}; fi"
             )
         }
     })
@@ -1068,15 +1283,15 @@ mod tests {
         let argv = CommandSpec::Argv(vec!["echo".into(), "a b".into()]);
         assert_eq!(
             command_line(&req(argv.clone(), false, None)).unwrap(),
-            "exec echo 'a b'"
+            "echo bosun-pgid:$$ >&2; exec echo 'a b'"
         );
         assert_eq!(
             command_line(&req(argv, true, None)).unwrap(),
-            "exec sudo -n -- echo 'a b'"
+            "echo bosun-pgid:$$ >&2; exec sudo -n -- echo 'a b'"
         );
         assert_eq!(
             command_line(&req(CommandSpec::Shell("echo $x".into()), false, None)).unwrap(),
-            "exec sh -c 'echo $x'"
+            "echo bosun-pgid:$$ >&2; exec sh -c 'echo $x'"
         );
         assert_eq!(
             command_line(&req(
@@ -1085,9 +1300,58 @@ mod tests {
                 Some(Duration::from_millis(1500))
             ))
             .unwrap(),
-            "if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 1.500 sudo -n -- sh -c true; else exec sudo -n -- sh -c true; fi"
+            "echo bosun-pgid:$$ >&2; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 1.500 sudo -n -- sh -c true; else exec sudo -n -- sh -c true; fi"
         );
         assert!(command_line(&req(CommandSpec::Argv(vec![]), false, None)).is_err());
+    }
+
+    #[test]
+    fn the_process_group_marker_is_cut_from_stderr() {
+        let pushed = |chunks: &[&[u8]]| {
+            let mut got = Collected::default();
+            for chunk in chunks {
+                got.push_stderr(chunk);
+            }
+            (got.pgid, String::from_utf8_lossy(&got.stderr).into_owned())
+        };
+        assert_eq!(
+            pushed(&[b"bosun-pgid:4242\nerr"]),
+            (Some(4242), "err".into())
+        );
+        // Split anywhere, even inside the marker or the number.
+        let all = b"bosun-pgid:4242\nerr\nbosun-pgid:7\n";
+        for at in 0..all.len() {
+            let (a, b) = all.split_at(at);
+            assert_eq!(
+                pushed(&[a, b]),
+                (Some(4242), "err\nbosun-pgid:7\n".into()),
+                "split at {at}"
+            );
+        }
+        // A start-up file's chatter before it is kept; a marker that is not one is skipped.
+        assert_eq!(
+            pushed(&[b"motd\nbosun-pgid:x\n", b"bosun-pgid:99\n"]),
+            (Some(99), "motd\nbosun-pgid:x\n".into())
+        );
+        // No marker (yet): nothing is cut.
+        assert_eq!(pushed(&[b"bosun-pgid:12"]), (None, "bosun-pgid:12".into()));
+        assert_eq!(pushed(&[b""]), (None, String::new()));
+    }
+
+    #[test]
+    fn kill_lines() {
+        let line = kill_line(4242, false);
+        assert!(
+            line.starts_with("kill -s TERM -- -4242 2>/dev/null ||"),
+            "{line}"
+        );
+        assert!(line.contains("kill -s KILL -- -4242"), "{line}");
+        let sudo = kill_line(4242, true);
+        assert!(
+            sudo.starts_with("sudo -n -- sh -c 'kill -s TERM -- -4242"),
+            "{sudo}"
+        );
+        assert!(sudo.ends_with(&format!("|| {{ {line}; }}")), "{sudo}");
     }
 
     #[test]
