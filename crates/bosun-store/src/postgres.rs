@@ -1247,6 +1247,10 @@ fn apply_event(
         now,
     ])?;
     enter_state(tx, &run.id, run.state, next.state, now)?;
+    // An operator's event (confirm, discard, an approval) is audited with the change.
+    if let Some(audit) = &input.audit {
+        append_audit(tx, audit)?;
+    }
     if next.state.is_terminal() {
         deps::upstream_ended(tx, run, next.state)?;
     }

@@ -231,3 +231,215 @@ async fn an_unreachable_server_is_a_backend_error() {
         Ok(_) => panic!("opened a store on a closed port"),
     }
 }
+
+// ---- Two replicas on one database ----
+//
+// What SQLite got from its single in-process writer must hold between separate stores
+// (separate pools, as two `bosun server` processes have) on one database.
+
+fn audit(action: &str, target: &str) -> bosun_store::Audit {
+    bosun_store::Audit {
+        org: Some("acme".into()),
+        actor: "user:tester".into(),
+        token_id: None,
+        action: action.into(),
+        target: target.into(),
+        detail: serde_json::json!({}),
+    }
+}
+
+/// Org `acme` with `stacks` stacks `s0…`, on a store opened on `db`.
+async fn seeded(db: &ScratchDb, stacks: usize) -> Arc<dyn Store> {
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    store
+        .create_user(
+            &bosun_store::NewUser {
+                id: "owner".into(),
+                server_admin: true,
+            },
+            &audit("user.create", "user:owner"),
+        )
+        .await
+        .unwrap();
+    store
+        .create_org(
+            &bosun_store::NewOrg {
+                id: "acme".into(),
+                name: "Acme".into(),
+                admin: Some("owner".into()),
+            },
+            &audit("org.create", "acme"),
+        )
+        .await
+        .unwrap();
+    for i in 0..stacks {
+        let spec = bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
+            id: format!("s{i}"),
+            repository: "github:acme/infra".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        store
+            .create_stack("acme", &spec, &audit("stack.create", &format!("s{i}")))
+            .await
+            .unwrap();
+    }
+    store
+}
+
+fn runner(id: &str) -> bosun_store::RunnerRecord {
+    bosun_store::RunnerRecord {
+        id: id.into(),
+        org: None,
+        pool: "hosted".into(),
+        name: id.into(),
+        version: "test".into(),
+        drained: false,
+        last_seen: chrono::Utc::now(),
+        created_at: chrono::Utc::now(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_lease_each_run_exactly_once() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let a = seeded(&db, 10).await;
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    // Proposed runs: every one dispatchable at once (tracked ones queue per stack).
+    let mut want = Vec::new();
+    for i in 0..40 {
+        let id = format!("run-{i:02}");
+        let run = bosun_store::NewRun {
+            id: id.clone(),
+            org: "acme".into(),
+            stack: format!("s{}", i % 10),
+            kind: bosun_core::run::RunKind::Proposed,
+            trigger: bosun_core::run::Trigger::Manual,
+            triggered_by: "user:tester".into(),
+            commit: None,
+            branch: "main".into(),
+            retry_of: None,
+            pull_request: None,
+        };
+        a.create_run(&run, None).await.unwrap();
+        want.push(id);
+    }
+    let mut leasers = Vec::new();
+    for (n, store) in [a.clone(), b.clone(), a.clone(), b.clone(), a, b]
+        .into_iter()
+        .enumerate()
+    {
+        let r = store
+            .register_runner(&runner(&format!("runner-{n}")))
+            .await
+            .unwrap();
+        leasers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(run) = store.lease_run(&r).await.unwrap() {
+                assert_eq!(run.fencing, 1, "{} leased before", run.id);
+                got.push(run.id);
+            }
+            got
+        }));
+    }
+    let mut leased = Vec::new();
+    for l in leasers {
+        leased.extend(l.await.unwrap());
+    }
+    leased.sort();
+    assert_eq!(leased, want, "every run leased, none twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_racing_for_a_state_lock_one_wins() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let a = seeded(&db, 1).await;
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    let mut racers = Vec::new();
+    for n in 0..12 {
+        let store = if n % 2 == 0 { a.clone() } else { b.clone() };
+        racers.push(tokio::spawn(async move {
+            let lock = bosun_core::state::Lock {
+                id: format!("lock-{n}"),
+                operation: "OperationTypeApply".into(),
+                info: String::new(),
+                who: format!("racer-{n}"),
+                version: "1.0.3".into(),
+                created: "2026-11-30T00:00:00Z".into(),
+                path: String::new(),
+                holder: bosun_core::state::Writer::User(format!("user-{n}")),
+                acquired_at: chrono::Utc::now(),
+            };
+            (n, store.lock_state("acme", "s0", &lock).await)
+        }));
+    }
+    let mut winners = Vec::new();
+    for r in racers {
+        match r.await.unwrap() {
+            (n, Ok(())) => winners.push(n),
+            (_, Err(StoreError::StateLocked(_))) => {}
+            (n, Err(e)) => panic!("racer {n}: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one lock taken: {winners:?}");
+    let head = a.state_head("acme", "s0").await.unwrap();
+    assert_eq!(
+        head.lock.map(|l| l.id),
+        Some(format!("lock-{}", winners[0])),
+        "the winner holds it, seen from either replica"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_racing_plan_runs_on_one_host_start_one() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let a = seeded(&db, 0).await;
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    let audit = audit("plan_run.create", "plan:app-config");
+    // Many rounds, each on a host of its own: a guard read outside the creating
+    // transaction's isolation lets two through sooner or later.
+    for round in 0..15 {
+        let mut racers = Vec::new();
+        for n in 0..8 {
+            let store = if n % 2 == 0 { a.clone() } else { b.clone() };
+            let audit = audit.clone();
+            let run = bosun_store::NewPlanRun {
+                id: format!("prun-{round}-{n}"),
+                org: "acme".into(),
+                plan: "app-config".into(),
+                plan_version: 1,
+                source: "name: app-config\n".into(),
+                inputs: Default::default(),
+                dry_run: false,
+                requested_by: "user:alice".into(),
+                trigger: bosun_core::plan_run::PlanTrigger::Manual,
+                hosts: vec![format!("host-{round}")],
+                gated_environments: vec![],
+                concurrent: false,
+            };
+            racers.push(tokio::spawn(async move {
+                store.create_plan_run(&run, &audit).await
+            }));
+        }
+        let mut created = 0;
+        for r in racers {
+            match r.await.unwrap() {
+                Ok(_) => created += 1,
+                Err(StoreError::RunInProgress { hosts }) => {
+                    assert_eq!(hosts, [format!("host-{round}")])
+                }
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        assert_eq!(created, 1, "round {round}: exactly one run starts");
+    }
+}
