@@ -960,3 +960,48 @@ fn a_server_killed_with_its_embedded_runner_settles_the_run_at_restart() {
     wait_in_step_two(&w, &next);
     w.json(&["plan-run", "abort", &next]);
 }
+
+/// The plan commands of SPEC §6 drive stored plans: `bosun plan dry-run` and `plan run`
+/// (`--wait` follows to the end), `plan runs` lists them, and `bosun run show|logs`
+/// take a plan run's id like a stack run's.
+#[test]
+fn plan_run_and_dry_run_commands_and_run_show_for_plan_runs() {
+    let Some(w) = World::new(&["--local-runners", "1"]) else {
+        return;
+    };
+    w.upload_plan(
+        r#"name: stamp
+targets: { labels: [fleet] }
+steps:
+  - name: stamp
+    file.copy:
+      path: "W/{{ host.name }}.stamp"
+      content: "stamped\n"
+"#,
+    );
+    let dry = w.json(&["plan", "dry-run", "stamp", "--wait"]);
+    assert_eq!((&dry["state"], &dry["dry_run"]), (&json!("succeeded"), &json!(true)), "{dry:#}");
+    for h in HOSTS {
+        assert!(!w.work().join(format!("{h}.stamp")).exists(), "a dry run wrote {h}");
+    }
+    let real = w.json(&["plan", "run", "stamp", "--wait"]);
+    assert_eq!((&real["state"], &real["dry_run"]), (&json!("succeeded"), &json!(false)), "{real:#}");
+    for h in HOSTS {
+        assert_eq!(read(&w.work().join(format!("{h}.stamp"))).as_deref(), Some("stamped\n"));
+    }
+    let id = real["id"].as_str().unwrap();
+    let runs = w.json(&["plan", "runs", "stamp"]);
+    let ids: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [id, dry["id"].as_str().unwrap()], "newest first");
+    // `bosun run show|logs` answer for plan runs too.
+    assert_eq!(w.json(&["run", "show", id]), w.show(id));
+    let log = w.ok(&["run", "logs", id]);
+    assert!(log.contains("stamp"), "{log}");
+    let out = bosun(&w.server, &w.admin, &["run", "abort", "run-0123456789abcdef"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bosun run cancel"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

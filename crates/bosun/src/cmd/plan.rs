@@ -46,6 +46,30 @@ pub enum PlanCommand {
     Delete { name: String },
     /// A stored plan's cron schedule: set, clear, or show (next run, last outcome).
     Schedule(super::plan_schedule::ScheduleArgs),
+    /// Run a stored plan on its target hosts (a runner executes it); prints the run id.
+    /// Same as `bosun plan-run start`.
+    Run(RunArgs),
+    /// Dry-run a stored plan: per host and step what would change (with diffs), what
+    /// would not, what cannot be known, and every unresolved reference.
+    DryRun(RunArgs),
+    /// A stored plan's runs, newest first.
+    Runs { name: String },
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The stored plan's name.
+    name: String,
+    /// Predict instead of acting (`bosun plan dry-run` implies it).
+    #[arg(long)]
+    dry_run: bool,
+    /// A run override, NAME=VALUE (repeatable); NAME must be one of the plan's inputs.
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
+    inputs: Vec<(String, String)>,
+    /// Follow the log until the run ends, then show it; exit non-zero unless it
+    /// succeeded.
+    #[arg(long)]
+    wait: bool,
 }
 
 #[derive(Args)]
@@ -76,7 +100,7 @@ pub struct LintArgs {
     inventory: Option<PathBuf>,
 }
 
-fn parse_input(s: &str) -> Result<(String, String), String> {
+pub(super) fn parse_input(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("expected NAME=VALUE, got {s:?}")),
@@ -566,6 +590,11 @@ async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     match command {
         PlanCommand::Exec(_) | PlanCommand::Lint(_) => Ok(()),
+        PlanCommand::Run(a) => super::plan_run::start(ctx, &a.name, a.dry_run, a.inputs, a.wait).await,
+        PlanCommand::DryRun(a) => super::plan_run::start(ctx, &a.name, true, a.inputs, a.wait).await,
+        PlanCommand::Runs { name } => {
+            super::plan_run::run(ctx, super::plan_run::PlanRunCommand::List { plan: name }).await
+        }
         PlanCommand::Apply { file } => {
             let reply = ctx
                 .client

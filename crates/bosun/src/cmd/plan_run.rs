@@ -22,7 +22,7 @@ pub enum PlanRunCommand {
         #[arg(long)]
         dry_run: bool,
         /// A run override, NAME=VALUE (repeatable); NAME must be one of the plan's inputs.
-        #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
+        #[arg(long = "input", value_name = "NAME=VALUE", value_parser = super::plan::parse_input)]
         inputs: Vec<(String, String)>,
         /// Follow the log until the run ends, then show it; exit non-zero unless it
         /// succeeded.
@@ -43,13 +43,6 @@ pub enum PlanRunCommand {
     },
     /// Abort a run: settled at once; a runner executing it stops.
     Abort { run: String },
-}
-
-fn parse_input(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("expected NAME=VALUE, got {s:?}")),
-    }
 }
 
 /// The per-host totals over a run's results.
@@ -196,7 +189,7 @@ async fn print_logs(ctx: &Ctx, run: &str, mut after: Option<i64>) -> anyhow::Res
 /// reads it — until the run has ended and its runner let go; returns the run as it ended.
 async fn follow(ctx: &Ctx, run: &str) -> anyhow::Result<PlanRunView> {
     let path = ["orgs", ctx.org.as_str(), "plan-runs", run, "logs", "stream"];
-    super::run::stream_log(ctx, &path, run).await?;
+    super::run::stream_log(ctx, &path, run, true).await?;
     Ok(get_run(ctx, run).await?.1)
 }
 
@@ -243,6 +236,7 @@ pub async fn start(
         ctx,
         &["orgs", &ctx.org, "plan-runs", &run.id, "logs", "stream"],
         &run.id,
+        !ctx.json,
     )
     .await?;
     let (value, run) = get_run(ctx, &run.id).await?;

@@ -48,6 +48,8 @@ pub enum RunCommand {
     Cancel { run: String },
     /// Start a new run over the same commit as an ended run; prints the new run's id.
     Retry { run: String },
+    /// Abort a plan run (`prun-…`): settled at once; a runner executing it stops.
+    Abort { run: String },
 }
 
 /// End states that are not a success: `--wait` and `logs --follow` exit non-zero on them.
@@ -453,7 +455,13 @@ const MAX_IDLE_RECONNECTS: u32 = 3;
 /// unless the run ended well.
 async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
-    let state = stream_log(ctx, &["orgs", org, "runs", run, "logs", "stream"], run).await?;
+    let state = stream_log(
+        ctx,
+        &["orgs", org, "runs", run, "logs", "stream"],
+        run,
+        true,
+    )
+    .await?;
     if is_failure(&state) {
         let reason = ctx
             .client
@@ -470,8 +478,14 @@ async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
 /// Prints a run's log from its server-sent event stream at `path` (a stack run's or a
 /// plan run's) until the `end` event, reconnecting after the last chunk seen when the
 /// stream breaks off (the client's timeout bounds each connection). Returns the run's
-/// final state.
-pub(crate) async fn stream_log(ctx: &Ctx, path: &[&str], run: &str) -> anyhow::Result<String> {
+/// final state. With `echo` false it only waits for the end (`--json --wait` prints one
+/// document, the run, at the end).
+pub(crate) async fn stream_log(
+    ctx: &Ctx,
+    path: &[&str],
+    run: &str,
+    echo: bool,
+) -> anyhow::Result<String> {
     let mut after: Option<i64> = None;
     let mut idle = 0;
     loop {
@@ -502,14 +516,14 @@ pub(crate) async fn stream_log(ctx: &Ctx, path: &[&str], run: &str) -> anyhow::R
                             continue;
                         }
                         after = Some(chunk.seq);
-                        if ctx.json {
+                        if echo && ctx.json {
                             emit(&format!("{}\n", ev.data))?;
-                        } else {
+                        } else if echo {
                             emit(&chunk.text)?;
                         }
                     }
                     "end" => {
-                        if ctx.json {
+                        if echo && ctx.json {
                             emit(&format!("{}\n", ev.data))?;
                         }
                         end = Some(decode(serde_json::from_str(&ev.data)?)?);
@@ -551,6 +565,11 @@ async fn act(ctx: &Ctx, run: &str, action: &str) -> anyhow::Result<()> {
     })
 }
 
+/// Plan runs (`prun-…`) share `bosun run show|logs|abort` with stack runs.
+fn is_plan_run(id: &str) -> bool {
+    id.starts_with("prun-")
+}
+
 pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     match cmd {
@@ -560,6 +579,18 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
             commit,
             wait,
         } => trigger(ctx, &stack, proposed, commit, wait).await,
+        RunCommand::Show { run } if is_plan_run(&run) => {
+            super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Show { run }).await
+        }
+        RunCommand::Logs { run, follow } if is_plan_run(&run) => {
+            super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Logs { run, follow }).await
+        }
+        RunCommand::Abort { run } if is_plan_run(&run) => {
+            super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Abort { run }).await
+        }
+        RunCommand::Abort { run } => {
+            bail!("{run} is not a plan run: stack runs are stopped with `bosun run cancel {run}`")
+        }
         RunCommand::Show { run } => {
             let value = ctx.client.get(&["orgs", org, "runs", &run], &[]).await?;
             if !ctx.json {
