@@ -20,10 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bosun_testkit::sshd::{
-    ensure_sudo_user, keygen, require_sshd, require_sudo_users, KeyType, SshdFleet, SshdHost,
-    SshdOptions,
-};
+use bosun_testkit::sshd::{require_sshd, SshdFleet};
 use serde_json::{json, Value};
 use support::{bosun, http, ServerProcess, BIN};
 use tempfile::TempDir;
@@ -104,101 +101,10 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
 
 // ---- one test's world --------------------------------------------------------------------
 
-/// Who the hosts log sessions in as.
-#[derive(Clone, Copy, PartialEq)]
-enum Login {
-    /// The user running the tests.
-    Current,
-    /// A user other than root: the test user `bosun-test-plan-abort` when the tests run
-    /// as root (OpenSSH refuses signal requests in root sessions), else the current user.
-    NotRoot,
-}
-
-/// Three sshd hosts trusting one client key, with one known_hosts file for all.
-struct Hosts {
-    hosts: Vec<SshdHost>,
-    client_key: PathBuf,
-    known_hosts: PathBuf,
-    // After the hosts: they stop before their files go.
-    _fleet: Option<SshdFleet>,
-    _dir: Option<TempDir>,
-}
-
-impl Hosts {
-    /// `None` when a tool is missing (the skip is announced).
-    fn start(login: Login) -> Option<Hosts> {
-        if !require_sshd() {
-            return None;
-        }
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let root = unsafe { libc::getuid() } == 0;
-        if login == Login::Current || !root {
-            let fleet = SshdFleet::start(3);
-            let client_key = fleet.client_key_path().to_path_buf();
-            let known_hosts = fleet.known_hosts_path().to_path_buf();
-            let hosts = Vec::new();
-            return Some(Hosts {
-                hosts,
-                client_key,
-                known_hosts,
-                _fleet: Some(fleet),
-                _dir: None,
-            });
-        }
-        if !require_sudo_users() {
-            return None;
-        }
-        let user = "bosun-test-plan-abort";
-        ensure_sudo_user(user, "ALL=(ALL) NOPASSWD: /bin/true");
-        // The login user reads its authorized keys inside the hosts' folders.
-        let dir = tempfile::Builder::new()
-            .prefix("bosun-plan-hosts-")
-            .tempdir()
-            .unwrap();
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        let key = keygen(&dir.path().join("client_ed25519"), KeyType::Ed25519);
-        let hosts: Vec<SshdHost> = (0..3)
-            .map(|i| {
-                SshdHost::start_with(
-                    &dir.path().join(format!("host-{i}")),
-                    SshdOptions {
-                        client_key: Some(key.clone()),
-                        login_user: Some(user.to_string()),
-                        ..SshdOptions::default()
-                    },
-                )
-            })
-            .collect();
-        let known_hosts = dir.path().join("known_hosts");
-        let lines: String = hosts
-            .iter()
-            .map(|h| format!("{}\n", h.known_hosts_line()))
-            .collect();
-        std::fs::write(&known_hosts, lines).unwrap();
-        Some(Hosts {
-            hosts,
-            client_key: key.private_key.clone(),
-            known_hosts,
-            _fleet: None,
-            _dir: Some(dir),
-        })
-    }
-
-    fn list(&self) -> &[SshdHost] {
-        match &self._fleet {
-            Some(fleet) => fleet.hosts(),
-            None => &self.hosts,
-        }
-    }
-}
-
 /// Three sshd hosts, a temp dir (the server's data, the hosts' work dir, a runner's work
 /// dir and log), the server, and maybe a separate runner.
 struct World {
-    fleet: Hosts,
+    fleet: SshdFleet,
     dir: TempDir,
     server: ServerProcess,
     admin: String,
@@ -210,11 +116,10 @@ struct World {
 impl World {
     /// `None` when sshd is missing (the skip is announced). `args` go to `bosun server`.
     fn new(args: &[&str]) -> Option<World> {
-        World::with_login(args, Login::Current)
-    }
-
-    fn with_login(args: &[&str], login: Login) -> Option<World> {
-        let fleet = Hosts::start(login)?;
+        if !require_sshd() {
+            return None;
+        }
+        let fleet = SshdFleet::start(3);
         let dir = tempfile::Builder::new()
             .prefix("bosun-plan-runs-e2e-")
             .tempdir()
@@ -277,14 +182,14 @@ impl World {
     /// known_hosts, imported as an inventory through the API.
     fn import_hosts(&self) {
         let mut inv = String::from("hosts:\n");
-        for (i, h) in self.fleet.list().iter().enumerate() {
+        for (i, h) in self.fleet.hosts().iter().enumerate() {
             inv.push_str(&format!(
                 "  h{i}: {{ address: \"{}\", port: {}, user: \"{}\", identity_file: \"{}\", known_hosts: \"{}\", labels: [fleet] }}\n",
                 h.address(),
                 h.port(),
                 h.user(),
-                self.fleet.client_key.display(),
-                self.fleet.known_hosts.display()
+                self.fleet.client_key_path().display(),
+                self.fleet.known_hosts_path().display()
             ));
         }
         let body = json!({ "source": inv }).to_string();
@@ -729,11 +634,12 @@ steps:
 
 /// Abort of a running run: `aborted` at once in the answer, the remote commands gone
 /// from the hosts shortly after, and a follower of the log told how it ended. The hosts
-/// log in a user other than root: the runner stops a remote command with a `TERM` signal
-/// request, which OpenSSH refuses in root sessions.
+/// log in the current user — root in CI and here, whose sessions OpenSSH lets no client
+/// signal: the runner stops each remote command's process group with `kill` from a
+/// second channel.
 #[test]
 fn abort_settles_at_once_and_kills_the_remote_commands() {
-    let Some(w) = World::with_login(&["--local-runners", "1"], Login::NotRoot) else {
+    let Some(w) = World::new(&["--local-runners", "1"]) else {
         return;
     };
     w.upload_plan(&format!(
