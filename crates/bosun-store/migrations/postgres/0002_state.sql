@@ -1,23 +1,23 @@
 -- Bosun schema (PostgreSQL) v2: the state backend — immutable versions, the current pointer and lock.
 
 -- Upstream stacks a run token may read the state of (JSON array of stack ids).
-ALTER TABLE tokens ADD COLUMN read_stacks TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE tokens ADD COLUMN read_stacks TEXT COLLATE "C" NOT NULL DEFAULT '[]';
 
 CREATE TABLE state_versions (
-    org_id       TEXT NOT NULL,
-    stack_id     TEXT NOT NULL,
+    org_id       TEXT COLLATE "C" NOT NULL,
+    stack_id     TEXT COLLATE "C" NOT NULL,
     version      BIGINT NOT NULL,          -- 1, 2, 3… per stack
     serial       BIGINT NOT NULL,
-    lineage      TEXT NOT NULL,
-    checksum     TEXT NOT NULL,             -- SHA-256 of body, hex
+    lineage      TEXT COLLATE "C" NOT NULL,
+    checksum     TEXT COLLATE "C" NOT NULL,             -- SHA-256 of body, hex
     size         BIGINT NOT NULL,
-    writer_kind  TEXT NOT NULL CHECK (writer_kind IN ('user', 'run')),
-    writer_id    TEXT NOT NULL,
-    token_id     TEXT,
+    writer_kind  TEXT COLLATE "C" NOT NULL CHECK (writer_kind IN ('user', 'run')),
+    writer_id    TEXT COLLATE "C" NOT NULL,
+    token_id     TEXT COLLATE "C",
     created_at   BIGINT NOT NULL,
     late_write   BIGINT NOT NULL,
     forced       BIGINT NOT NULL,
-    outputs      TEXT NOT NULL,             -- JSON {name: {value, sensitive}}
+    outputs      TEXT COLLATE "C" NOT NULL,             -- JSON {name: {value, sensitive}}
     body         BYTEA NOT NULL,
     PRIMARY KEY (org_id, stack_id, version),
     FOREIGN KEY (org_id, stack_id) REFERENCES stacks(org_id, id) ON DELETE CASCADE
@@ -34,18 +34,18 @@ CREATE TRIGGER state_versions_immutable BEFORE UPDATE ON state_versions
 
 -- One row per stack with state: the current version and the lock, if held.
 CREATE TABLE state_heads (
-    org_id             TEXT NOT NULL,
-    stack_id           TEXT NOT NULL,
+    org_id             TEXT COLLATE "C" NOT NULL,
+    stack_id           TEXT COLLATE "C" NOT NULL,
     current_version    BIGINT,
-    lock_id            TEXT,
-    lock_operation     TEXT,
-    lock_info          TEXT,
-    lock_who           TEXT,
-    lock_version       TEXT,
-    lock_created       TEXT,
-    lock_path          TEXT,
-    lock_holder_kind   TEXT,
-    lock_holder_id     TEXT,
+    lock_id            TEXT COLLATE "C",
+    lock_operation     TEXT COLLATE "C",
+    lock_info          TEXT COLLATE "C",
+    lock_who           TEXT COLLATE "C",
+    lock_version       TEXT COLLATE "C",
+    lock_created       TEXT COLLATE "C",
+    lock_path          TEXT COLLATE "C",
+    lock_holder_kind   TEXT COLLATE "C",
+    lock_holder_id     TEXT COLLATE "C",
     lock_acquired_at   BIGINT,
     PRIMARY KEY (org_id, stack_id),
     FOREIGN KEY (org_id, stack_id) REFERENCES stacks(org_id, id) ON DELETE CASCADE

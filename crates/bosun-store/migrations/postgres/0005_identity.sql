@@ -2,27 +2,27 @@
 -- namespaces that own them, OIDC signing keys, and ID-token request tokens.
 
 -- AWS through web identity: JSON {plan_role_arn, apply_role_arn, audience}, or NULL.
-ALTER TABLE stacks ADD COLUMN aws TEXT;
+ALTER TABLE stacks ADD COLUMN aws TEXT COLLATE "C";
 
 -- A namespace belongs to the first org that stores a secret in it; emptied, it stays theirs.
 CREATE TABLE secret_namespaces (
-    name        TEXT PRIMARY KEY,
-    org_id      TEXT NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
+    name        TEXT COLLATE "C" PRIMARY KEY,
+    org_id      TEXT COLLATE "C" NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
     created_at  BIGINT NOT NULL
 );
 CREATE INDEX secret_namespaces_org ON secret_namespaces(org_id);
 
 -- Secrets, sealed with the server's secrets key (AEAD): the store never sees plaintext.
 CREATE TABLE secrets (
-    org_id      TEXT NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
-    namespace   TEXT NOT NULL REFERENCES secret_namespaces(name) ON DELETE CASCADE,
-    key         TEXT NOT NULL,
+    org_id      TEXT COLLATE "C" NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
+    namespace   TEXT COLLATE "C" NOT NULL REFERENCES secret_namespaces(name) ON DELETE CASCADE,
+    key         TEXT COLLATE "C" NOT NULL,
     ciphertext  BYTEA NOT NULL,
     nonce       BYTEA NOT NULL,
-    key_id      TEXT NOT NULL,              -- which secrets key sealed it (a fingerprint)
+    key_id      TEXT COLLATE "C" NOT NULL,              -- which secrets key sealed it (a fingerprint)
     created_at  BIGINT NOT NULL,
     updated_at  BIGINT NOT NULL,
-    updated_by  TEXT,                       -- the actor of the last put
+    updated_by  TEXT COLLATE "C",                       -- the actor of the last put
     PRIMARY KEY (org_id, namespace, key)
 );
 
@@ -31,11 +31,11 @@ CREATE TABLE secrets (
 -- tokens they signed can still be valid, then are pruned.
 CREATE TABLE oidc_signing_keys (
     rowid               BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,  -- insertion order
-    kid                 TEXT PRIMARY KEY,
+    kid                 TEXT COLLATE "C" PRIMARY KEY,
     private_ciphertext  BYTEA,
     private_nonce       BYTEA,
-    key_id              TEXT,
-    public_jwk          TEXT NOT NULL,
+    key_id              TEXT COLLATE "C",
+    public_jwk          TEXT COLLATE "C" NOT NULL,
     created_at          BIGINT NOT NULL,
     retired_at          BIGINT
 );
@@ -43,9 +43,9 @@ CREATE INDEX oidc_signing_keys_created ON oidc_signing_keys(created_at);
 
 -- Tokens letting one executing phase of a run request OIDC identity tokens.
 CREATE TABLE id_request_tokens (
-    secret_hash  TEXT PRIMARY KEY,          -- SHA-256 of the secret, hex
-    run_id       TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    phase        TEXT NOT NULL CHECK (phase IN ('plan', 'apply')),
+    secret_hash  TEXT COLLATE "C" PRIMARY KEY,          -- SHA-256 of the secret, hex
+    run_id       TEXT COLLATE "C" NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    phase        TEXT COLLATE "C" NOT NULL CHECK (phase IN ('plan', 'apply')),
     fencing      BIGINT NOT NULL,
     expires_at   BIGINT NOT NULL
 );

@@ -3,7 +3,7 @@
 -- outputs changed (or the dependency says trigger_always), removed when they did not,
 -- skipped when the upstream failed. `consumed` records which upstream outputs, from
 -- which state versions, a run was given.
-ALTER TABLE runs ADD COLUMN upstream_run TEXT;
+ALTER TABLE runs ADD COLUMN upstream_run TEXT COLLATE "C";
 ALTER TABLE runs ADD COLUMN held BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE runs ADD COLUMN consumed TEXT;
+ALTER TABLE runs ADD COLUMN consumed TEXT COLLATE "C";
 CREATE INDEX runs_upstream ON runs (upstream_run) WHERE upstream_run IS NOT NULL;

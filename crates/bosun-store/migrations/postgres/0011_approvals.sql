@@ -5,15 +5,15 @@
 -- with its audit record. One decision per run: a decided run has left the inbox.
 
 CREATE TABLE approvals (
-    subject_id      TEXT PRIMARY KEY,           -- the plan run or stack run decided
-    org_id          TEXT NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
-    subject_kind    TEXT NOT NULL CHECK (subject_kind IN ('plan_run', 'stack_run')),
-    target          TEXT NOT NULL,              -- the plan or the stack
-    environments    TEXT NOT NULL,              -- JSON array: the gated environments
-    requested_by    TEXT NOT NULL,
-    decision        TEXT NOT NULL CHECK (decision IN ('approved', 'rejected')),
-    decided_by      TEXT NOT NULL,
-    comment         TEXT,
+    subject_id      TEXT COLLATE "C" PRIMARY KEY,           -- the plan run or stack run decided
+    org_id          TEXT COLLATE "C" NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
+    subject_kind    TEXT COLLATE "C" NOT NULL CHECK (subject_kind IN ('plan_run', 'stack_run')),
+    target          TEXT COLLATE "C" NOT NULL,              -- the plan or the stack
+    environments    TEXT COLLATE "C" NOT NULL,              -- JSON array: the gated environments
+    requested_by    TEXT COLLATE "C" NOT NULL,
+    decision        TEXT COLLATE "C" NOT NULL CHECK (decision IN ('approved', 'rejected')),
+    decided_by      TEXT COLLATE "C" NOT NULL,
+    comment         TEXT COLLATE "C",
     decided_at      BIGINT NOT NULL
 );
 CREATE INDEX approvals_org ON approvals(org_id, decided_at);
@@ -22,20 +22,20 @@ CREATE INDEX approvals_org ON approvals(org_id, decided_at);
 -- `armed_cron`/`armed_timezone` are what `next_at` was computed from; a schedule whose
 -- settings differ is re-armed from scratch.
 CREATE TABLE plan_schedules (
-    org_id          TEXT NOT NULL,
-    plan            TEXT NOT NULL,
-    cron            TEXT NOT NULL,
-    timezone        TEXT NOT NULL,
-    inputs          TEXT NOT NULL,              -- JSON object: the scheduled runs' inputs
+    org_id          TEXT COLLATE "C" NOT NULL,
+    plan            TEXT COLLATE "C" NOT NULL,
+    cron            TEXT COLLATE "C" NOT NULL,
+    timezone        TEXT COLLATE "C" NOT NULL,
+    inputs          TEXT COLLATE "C" NOT NULL,              -- JSON object: the scheduled runs' inputs
     updated_at      BIGINT NOT NULL,
-    updated_by      TEXT NOT NULL,
-    armed_cron      TEXT,
-    armed_timezone  TEXT,
+    updated_by      TEXT COLLATE "C" NOT NULL,
+    armed_cron      TEXT COLLATE "C",
+    armed_timezone  TEXT COLLATE "C",
     since           BIGINT,                    -- when the armed schedule took effect
     next_at         BIGINT,
     last_fire_at    BIGINT,
-    last_fire_run   TEXT,                       -- the plan run it created, if any
-    last_fire_note  TEXT,                       -- missed fire times, or why no run
+    last_fire_run   TEXT COLLATE "C",                       -- the plan run it created, if any
+    last_fire_note  TEXT COLLATE "C",                       -- missed fire times, or why no run
     PRIMARY KEY (org_id, plan),
     FOREIGN KEY (org_id, plan) REFERENCES plans(org_id, name) ON DELETE CASCADE
 );
