@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::postgres::error::SqlState;
-use ::postgres::{IsolationLevel, NoTls};
+use ::postgres::NoTls;
 use async_trait::async_trait;
 use bosun_core::run::{transition, Event, RunKind, RunState, STALE_REASON};
 use bosun_core::stack::{find_cycle, AwsInput, DependencyInput, DriftInput, StackInput, StackSpec};
@@ -195,7 +195,7 @@ impl PostgresStore {
 
     fn open_blocking(config: ::postgres::Config) -> Result<Self> {
         let mut first = connect(&config)?;
-        migrate(&mut first)?;
+        migrate(&mut first, &config)?;
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 config,
@@ -212,7 +212,7 @@ impl PostgresStore {
     async fn with_conn<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&mut PgConn) -> Result<T> + Send + 'static,
+        F: FnOnce(&mut PgConn, &::postgres::Config) -> Result<T> + Send + 'static,
     {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(closed());
@@ -225,7 +225,7 @@ impl PostgresStore {
                 Some(c) if !c.client.is_closed() => c,
                 _ => connect(&inner.config)?,
             };
-            let out = f(&mut conn);
+            let out = f(&mut conn, &inner.config);
             if !conn.client.is_closed() && !inner.closed.load(Ordering::Acquire) {
                 if let Ok(mut idle) = inner.idle.lock() {
                     idle.push(conn);
@@ -245,15 +245,12 @@ impl PostgresStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        self.with_conn(move |pc| {
-            let PgConn { client, cache } = pc;
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .map_err(compat::Error::from)?;
-            let c = Connection::new(tx, cache);
+        self.with_conn(move |pc, config| {
+            let c = begin(
+                pc,
+                config,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            )?;
             let out = f(&c);
             c.rollback()?;
             out
@@ -271,7 +268,7 @@ impl PostgresStore {
         F: FnOnce(&Transaction<'_>) -> Result<T> + Clone + Send + 'static,
     {
         let (out, notified) = self
-            .with_conn(move |pc| write_blocking(pc, &|tx| f.clone()(tx)))
+            .with_conn(move |pc, config| write_blocking(pc, config, &|tx| f.clone()(tx)))
             .await?;
         if notified {
             self.inner.notifications.notify_one();
@@ -280,10 +277,37 @@ impl PostgresStore {
     }
 }
 
+/// Starts a transaction on `pc` with `sql` (`BEGIN …`). A pooled connection the server
+/// has dropped meanwhile (a restart, a failover, an idle timeout) is replaced first:
+/// nothing ran on it yet, so this is safe for writes too.
+fn begin<'a>(pc: &'a mut PgConn, config: &::postgres::Config, sql: &str) -> Result<Connection<'a>> {
+    if let Err(e) = pc.client.batch_execute(sql) {
+        if !connection_lost(&e) {
+            return Err(compat::Error::from(e).into());
+        }
+        tracing::info!(error = %e, "reconnecting to PostgreSQL");
+        *pc = connect(config)?;
+        pc.client.batch_execute(sql).map_err(compat::Error::from)?;
+    }
+    let PgConn { client, cache } = pc;
+    Ok(Connection::begun(client, cache))
+}
+
+/// The connection is gone (closed, I/O), or the server is ending it (class 57P:
+/// shutdown, termination by an operator).
+fn connection_lost(e: &::postgres::Error) -> bool {
+    e.is_closed()
+        || match e.code() {
+            None => true,
+            Some(code) => code.code().starts_with("57P") || code.code().starts_with("08"),
+        }
+}
+
 /// The transaction loop of [`PostgresStore::write`]: returns the value and whether the
 /// committed transaction wrote notification deliveries.
 fn write_blocking<T>(
     pc: &mut PgConn,
+    config: &::postgres::Config,
     f: &dyn Fn(&Transaction<'_>) -> Result<T>,
 ) -> Result<(T, bool)> {
     let mut attempt = 0;
@@ -291,13 +315,7 @@ fn write_blocking<T>(
         attempt += 1;
         compat::take_retryable();
         notify::take_event_written();
-        let PgConn { client, cache } = &mut *pc;
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::Serializable)
-            .start()
-            .map_err(compat::Error::from)?;
-        let c = Connection::new(tx, cache);
+        let c = begin(pc, config, "BEGIN ISOLATION LEVEL SERIALIZABLE")?;
         let result = match f(&c) {
             Ok(v) => c.commit().map(|()| v).map_err(StoreError::from),
             Err(e) => {
@@ -307,15 +325,22 @@ fn write_blocking<T>(
                 Err(e)
             }
         };
+        // A serialization failure anywhere in the attempt (even one a caller turned into
+        // another error) means it did not commit: try again.
         let retry = compat::take_retryable();
         match result {
-            Ok(v) => return Ok((v, notify::take_event_written())),
-            Err(_) if retry && attempt < MAX_ATTEMPTS => {
+            Ok(v) if !retry => return Ok((v, notify::take_event_written())),
+            _ if retry && attempt < MAX_ATTEMPTS => {
                 tracing::debug!(
                     attempt,
                     "serialization failure: trying the transaction again"
                 );
                 backoff(attempt);
+            }
+            Ok(_) => {
+                return Err(StoreError::Backend(format!(
+                    "serialization failures: gave up after {MAX_ATTEMPTS} attempts"
+                )))
             }
             Err(e) => return Err(e),
         }
@@ -324,13 +349,8 @@ fn write_blocking<T>(
 
 /// Applies the migrations this database lacks, in one transaction under an advisory lock:
 /// a replica starting at the same time waits, then finds them applied.
-fn migrate(pc: &mut PgConn) -> Result<()> {
-    let PgConn { client, cache } = pc;
-    let tx = client
-        .build_transaction()
-        .start()
-        .map_err(compat::Error::from)?;
-    let c = Connection::new(tx, cache);
+fn migrate(pc: &mut PgConn, config: &::postgres::Config) -> Result<()> {
+    let c = begin(pc, config, "BEGIN")?;
     c.execute("SELECT pg_advisory_xact_lock(?1)", [MIGRATION_LOCK])?;
     c.execute_batch("CREATE TABLE IF NOT EXISTS bosun_schema (version BIGINT NOT NULL)")?;
     let found: Option<i64> = c.query_row("SELECT MAX(version) FROM bosun_schema", [], |r| {

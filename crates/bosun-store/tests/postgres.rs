@@ -443,3 +443,59 @@ async fn two_replicas_racing_plan_runs_on_one_host_start_one() {
         assert_eq!(created, 1, "round {round}: exactly one run starts");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_the_server_dropped_are_replaced() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let store = seeded(&db, 1).await;
+    // Several pooled connections, busy at once.
+    let mut calls = Vec::new();
+    for _ in 0..6 {
+        let store = store.clone();
+        calls.push(tokio::spawn(async move {
+            store.list_stacks("acme", None, 10).await.unwrap().len()
+        }));
+    }
+    for c in calls {
+        assert_eq!(c.await.unwrap(), 1);
+    }
+    // An operator (or a failover) ends every connection to the database.
+    let ended = {
+        let (admin, name) = (admin.clone(), db.name.clone());
+        std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+            client
+                .query_one(
+                    "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                     WHERE datname = $1 AND pid <> pg_backend_pid()) t",
+                    &[&name],
+                )
+                .unwrap()
+                .get::<_, i64>(0)
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(ended >= 1, "no connection was ended");
+    // Every call still answers — reads and writes — on fresh connections.
+    for i in 0..8 {
+        assert_eq!(
+            store.list_stacks("acme", None, 20).await.unwrap().len(),
+            1 + i
+        );
+        let spec = bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
+            id: format!("after-{i}"),
+            repository: "github:acme/infra".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        store
+            .create_stack("acme", &spec, &audit("stack.create", "after"))
+            .await
+            .unwrap();
+    }
+    store.ping().await.unwrap();
+}

@@ -520,9 +520,15 @@ pub struct PgConn {
 }
 
 /// One open transaction on a pooled connection: every query of a store call runs in it.
+/// Rolled back when dropped unfinished.
 pub struct Connection<'a> {
-    tx: RefCell<Option<::postgres::Transaction<'a>>>,
+    client: RefCell<&'a mut ::postgres::Client>,
     cache: RefCell<&'a mut HashMap<String, ::postgres::Statement>>,
+    /// Still to be committed or rolled back.
+    open: Cell<bool>,
+    /// A statement failed: PostgreSQL has aborted the transaction, and a COMMIT would
+    /// quietly roll it back, so `commit` refuses instead.
+    failed: Cell<bool>,
 }
 
 /// The SQLite backend's name for a write transaction; here every connection is one.
@@ -533,26 +539,43 @@ fn no_tx() -> Error {
 }
 
 impl<'a> Connection<'a> {
-    pub fn new(
-        tx: ::postgres::Transaction<'a>,
+    /// The transaction the caller has just begun on `client` (`BEGIN …`).
+    pub fn begun(
+        client: &'a mut ::postgres::Client,
         cache: &'a mut HashMap<String, ::postgres::Statement>,
     ) -> Self {
         Connection {
-            tx: RefCell::new(Some(tx)),
+            client: RefCell::new(client),
             cache: RefCell::new(cache),
+            open: Cell::new(true),
+            failed: Cell::new(false),
         }
     }
 
+    /// Commits; refused (and rolled back) when one of its statements failed.
     pub fn commit(self) -> Result<()> {
-        let tx = self.tx.into_inner().ok_or_else(no_tx)?;
-        tx.commit()?;
+        if self.failed.get() {
+            return Err(Error::Conversion(
+                "a statement of this transaction failed: rolled back".into(),
+            ));
+        }
+        self.open.set(false);
+        self.client.borrow_mut().batch_execute("COMMIT")?;
         Ok(())
     }
 
     pub fn rollback(self) -> Result<()> {
-        let tx = self.tx.into_inner().ok_or_else(no_tx)?;
-        tx.rollback()?;
+        self.open.set(false);
+        self.client.borrow_mut().batch_execute("ROLLBACK")?;
         Ok(())
+    }
+
+    /// A statement's outcome, remembering a failure.
+    fn note<T>(&self, r: std::result::Result<T, ::postgres::Error>) -> Result<T> {
+        r.map_err(|e| {
+            self.failed.set(true);
+            Error::from(e)
+        })
     }
 
     /// The prepared statement for `sql` with parameters of these values' types: each
@@ -589,14 +612,12 @@ impl<'a> Connection<'a> {
             .collect();
         let translated = translate(sql);
         let stmt = if values.contains(&Value::Null) {
-            self.prepare_with_nulls(&translated, types)?
+            self.prepare_with_nulls(&translated, types)
         } else {
-            let mut tx = self.tx.borrow_mut();
-            tx.as_mut()
-                .ok_or_else(no_tx)?
-                .prepare_typed(&translated, &types)
-                .map_err(|e| prepare_error(e, &translated))?
+            let prepared = self.client.borrow_mut().prepare_typed(&translated, &types);
+            prepared.map_err(|e| prepare_error(e, &translated))
         };
+        let stmt = stmt.inspect_err(|_| self.failed.set(true))?;
         self.cache.borrow_mut().insert(key, stmt.clone());
         Ok(stmt)
     }
@@ -613,8 +634,8 @@ impl<'a> Connection<'a> {
             .filter(|(_, t)| t.oid() == 0)
             .map(|(i, _)| i)
             .collect();
-        let mut tx = self.tx.borrow_mut();
-        let tx = tx.as_mut().ok_or_else(no_tx)?;
+        let mut client = self.client.borrow_mut();
+        let tx = &mut **client;
         let guesses = 1u32 << nulls.len().min(6);
         let mut last = None;
         // Try 0 leaves every NULL untyped; try n types NULL i as an integer when bit i of
@@ -653,8 +674,8 @@ impl<'a> Connection<'a> {
         let binds: Vec<Bind> = values.into_iter().map(Bind).collect();
         let refs: Vec<&(dyn PgToSql + Sync)> =
             binds.iter().map(|b| b as &(dyn PgToSql + Sync)).collect();
-        let mut tx = self.tx.borrow_mut();
-        Ok(tx.as_mut().ok_or_else(no_tx)?.query(&stmt, &refs)?)
+        let rows = self.client.borrow_mut().query(&stmt, &refs);
+        self.note(rows)
     }
 
     fn run_execute(&self, sql: &str, values: Vec<Value>) -> Result<usize> {
@@ -662,9 +683,8 @@ impl<'a> Connection<'a> {
         let binds: Vec<Bind> = values.into_iter().map(Bind).collect();
         let refs: Vec<&(dyn PgToSql + Sync)> =
             binds.iter().map(|b| b as &(dyn PgToSql + Sync)).collect();
-        let mut tx = self.tx.borrow_mut();
-        let n = tx.as_mut().ok_or_else(no_tx)?.execute(&stmt, &refs)?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        let n = self.client.borrow_mut().execute(&stmt, &refs);
+        Ok(usize::try_from(self.note(n)?).unwrap_or(usize::MAX))
     }
 
     /// A statement to run (prepared on first use, per parameter types, and cached).
@@ -689,14 +709,23 @@ impl<'a> Connection<'a> {
 
     /// Runs several statements (no parameters), e.g. a migration file.
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
-        let mut tx = self.tx.borrow_mut();
-        tx.as_mut().ok_or_else(no_tx)?.batch_execute(sql)?;
-        Ok(())
+        let done = self.client.borrow_mut().batch_execute(sql);
+        self.note(done)
     }
 
     /// The id the last insert into a table with an identity column took (this session's).
     pub fn last_insert_rowid(&self) -> Result<i64> {
         self.query_row("SELECT lastval()", [], |r| r.get(0usize))
+    }
+}
+
+impl Drop for Connection<'_> {
+    fn drop(&mut self) {
+        if self.open.get() {
+            // A failed ROLLBACK leaves nothing either: the server drops the transaction
+            // with the connection, which the pool then replaces.
+            let _ = self.client.get_mut().batch_execute("ROLLBACK");
+        }
     }
 }
 
