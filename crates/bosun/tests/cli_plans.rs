@@ -228,3 +228,132 @@ fn hosts_environments_and_stored_plans() {
     let err = fails(&["host", "delete", "db-1"]);
     assert!(err.contains("not found"), "{err}");
 }
+
+const SCHEDULED_PLAN: &str = "name: nightly
+targets:
+  labels: [web]
+inputs:
+  release: { default: \"1.0\" }
+steps:
+  - name: restart
+    command: [\"true\"]
+";
+
+/// `bosun plan show` with the plan's schedule: none, set and armed, fired (a paused run:
+/// its target is in a `requires_approval` environment), cleared.
+#[test]
+fn plan_show_includes_its_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    // The scheduler looks often, so arming and the minute's fire are seen soon after.
+    let server = ServerProcess::start(
+        dir.path(),
+        &["--local-runners", "0"],
+        &[("BOSUN_SCHEDULE_INTERVAL", "100ms")],
+    );
+    let admin = server.admin_token();
+    let ok = |args: &[&str]| {
+        let out = bosun(&server, &admin, args);
+        assert!(out.status.success(), "bosun {args:?}\n{}", describe(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&ok(&all)).unwrap()
+    };
+    // Polls `plan show --json` until its schedule satisfies `done`.
+    let wait_schedule =
+        |what: &str, timeout: std::time::Duration, done: &dyn Fn(&Value) -> bool| {
+            let deadline = std::time::Instant::now() + timeout;
+            loop {
+                let v = json(&["plan", "show", "nightly"]);
+                if done(&v["schedule"]) {
+                    return v["schedule"].clone();
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{what}: not within {timeout:?}: {v}\n{}",
+                    server.log_text()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        };
+    let inv = dir.path().join("inventory.yaml");
+    std::fs::write(&inv, INVENTORY).unwrap();
+    let plan = dir.path().join("nightly.yaml");
+    std::fs::write(&plan, SCHEDULED_PLAN).unwrap();
+    ok(&["host", "import", inv.to_str().unwrap()]);
+    ok(&["plan", "apply", plan.to_str().unwrap()]);
+
+    // No schedule: nothing about one, and `schedule: null` for scripts.
+    let out = ok(&["plan", "show", "nightly"]);
+    assert!(out.contains("plan:") && out.contains("nightly"), "{out}");
+    assert!(
+        !out.contains("scheduled") && !out.contains("next run"),
+        "{out}"
+    );
+    let v = json(&["plan", "show", "nightly"]);
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["schedule"], Value::Null, "{v}");
+
+    // Set: every minute in Berlin, with an input for its runs.
+    ok(&[
+        "plan",
+        "schedule",
+        "nightly",
+        "--cron",
+        "* * * * *",
+        "--timezone",
+        "Europe/Berlin",
+        "--input",
+        "release=2.1",
+    ]);
+    let armed = wait_schedule("armed", std::time::Duration::from_secs(20), &|s| {
+        !s["next_run_at"].is_null()
+    });
+    assert_eq!(armed["cron"], "* * * * *");
+    assert_eq!(armed["timezone"], "Europe/Berlin");
+    assert_eq!(armed["inputs"], serde_json::json!({"release": 2.1}));
+    let out = ok(&["plan", "show", "nightly"]);
+    assert!(out.contains("scheduled:"), "{out}");
+    assert!(out.contains("* * * * * (Europe/Berlin)"), "{out}");
+    let next_line = out
+        .lines()
+        .find(|l| l.starts_with("next run:"))
+        .unwrap_or_else(|| panic!("no next run line\n{out}"));
+    assert!(
+        !next_line.contains("armed on the scheduler's next pass"),
+        "{out}"
+    );
+    assert!(out.contains("release=2.1"), "{out}");
+    // (The minute may have turned in between: then it names the run.)
+    let outcome = out
+        .lines()
+        .find(|l| l.starts_with("last outcome:"))
+        .unwrap_or_else(|| panic!("no last outcome line\n{out}"));
+    assert!(
+        outcome.contains("- (not fired yet)") || outcome.contains("started prun-"),
+        "{out}"
+    );
+
+    // At the next minute it fires: a run paused for approval, named as the last outcome.
+    let fired = wait_schedule("fired", std::time::Duration::from_secs(90), &|s| {
+        s["last_run"].is_string()
+    });
+    let run = fired["last_run"].as_str().unwrap().to_string();
+    assert!(run.starts_with("prun-"), "{fired}");
+    let out = ok(&["plan", "show", "nightly"]);
+    let outcome = out
+        .lines()
+        .find(|l| l.starts_with("last outcome:"))
+        .unwrap_or_else(|| panic!("no last outcome line\n{out}"));
+    assert!(outcome.contains(&format!("started {run}")), "{out}");
+    let pending = ok(&["approvals", "list"]);
+    assert!(pending.contains(&run), "{pending}");
+
+    // Cleared: gone from the plan again.
+    ok(&["plan", "schedule", "nightly", "--clear"]);
+    let out = ok(&["plan", "show", "nightly"]);
+    assert!(!out.contains("scheduled"), "{out}");
+    assert_eq!(json(&["plan", "show", "nightly"])["schedule"], Value::Null);
+}

@@ -10,13 +10,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use bosun_api::{PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer, PlanListItem, PlanSource};
+use bosun_api::{
+    PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer, PlanListItem, PlanScheduleView,
+    PlanSource,
+};
 use bosun_plans::exec::{self, Event, HostResult, HostStatus, RunOptions, RunReport, RunStatus};
 use bosun_plans::model::{self, Inventory, Plan};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
 use super::Ctx;
+use crate::client::ApiFailure;
 use crate::output::{self, timestamp, Fields, Table};
 
 #[derive(Subcommand)]
@@ -35,7 +39,8 @@ pub enum PlanCommand {
     },
     /// The org's stored plans.
     List,
-    /// A stored plan: version, targets (and the hosts they match now), inputs, steps.
+    /// A stored plan: version, targets (and the hosts they match now), inputs, steps,
+    /// and its schedule when one is set (cron, zone, next run, last outcome).
     Show {
         name: String,
         /// Print the plan file as stored instead.
@@ -535,11 +540,60 @@ fn summary_fields(f: &mut Fields, s: &PlanFileSummary) {
     }
 }
 
-fn plan_text(p: &PlanInfo) -> String {
+/// What the last fire of a schedule did: the run it started, or why none.
+fn last_outcome(s: &PlanScheduleView) -> String {
+    let Some(at) = &s.last_fire_at else {
+        return "- (not fired yet)".into();
+    };
+    match (&s.last_run, &s.last_note) {
+        (Some(run), Some(note)) => format!("{}: started {run} ({note})", timestamp(at)),
+        (Some(run), None) => format!("{}: started {run}", timestamp(at)),
+        (None, Some(note)) => format!("{}: {note}", timestamp(at)),
+        (None, None) => format!("{}: no run", timestamp(at)),
+    }
+}
+
+fn schedule_fields(f: &mut Fields, s: &PlanScheduleView) {
+    f.add("scheduled", format!("{} ({})", s.cron, s.timezone))
+        .add(
+            "next run",
+            match &s.next_run_at {
+                Some(t) => timestamp(t),
+                None => "(armed on the scheduler's next pass)".into(),
+            },
+        )
+        .add("last outcome", last_outcome(s));
+    if !s.inputs.is_empty() {
+        f.lines(
+            "scheduled inputs",
+            s.inputs.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        );
+    }
+}
+
+/// A stored plan's schedule as the server shows it; `None` when the plan has none.
+async fn stored_schedule(ctx: &Ctx, name: &str) -> anyhow::Result<Option<Value>> {
+    let path = ["orgs", ctx.org.as_str(), "plans", name, "schedule"];
+    match ctx.client.get(&path, &[]).await {
+        Ok(v) => Ok(Some(v)),
+        Err(e)
+            if e.downcast_ref::<ApiFailure>()
+                .is_some_and(|f| f.code == "not_found" || f.code == "route_not_found") =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn plan_text(p: &PlanInfo, schedule: Option<&PlanScheduleView>) -> String {
     let mut f = Fields::new();
     f.add("plan", p.name.clone())
         .add("version", p.version.to_string());
     summary_fields(&mut f, &p.summary);
+    if let Some(s) = schedule {
+        schedule_fields(&mut f, s);
+    }
     f.add(
         "updated",
         format!("{} by {}", timestamp(&p.updated_at), p.updated_by),
@@ -606,7 +660,7 @@ async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
                 } else {
                     format!("updated plan {} to version {}", p.name, p.version)
                 };
-                format!("{verb}\n{}", plan_text(&p))
+                format!("{verb}\n{}", plan_text(&p, None))
             })
         }
         PlanCommand::List => {
@@ -633,7 +687,17 @@ async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
                 let p: PlanInfo = super::decode(reply)?;
                 return output::emit(&p.source);
             }
-            ctx.show(reply, |p: PlanInfo| plan_text(&p))
+            let schedule = stored_schedule(ctx, &name).await?;
+            if ctx.json {
+                // The plan as the server shows it, with `schedule` (null when none).
+                let mut v = reply;
+                if let Value::Object(m) = &mut v {
+                    m.insert("schedule".into(), schedule.unwrap_or(Value::Null));
+                }
+                return output::emit_json(&v);
+            }
+            let schedule: Option<PlanScheduleView> = schedule.map(super::decode).transpose()?;
+            ctx.show(reply, |p: PlanInfo| plan_text(&p, schedule.as_ref()))
         }
         PlanCommand::Delete { name } => {
             ctx.client.delete(&["orgs", org, "plans", &name]).await?;
