@@ -158,9 +158,25 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
 }
 
 fn connect(config: &::postgres::Config) -> Result<PgConn> {
-    let client = config
-        .connect(NoTls)
-        .map_err(|e| StoreError::Backend(format!("connecting to PostgreSQL: {e}")))?;
+    let client = config.connect(NoTls).map_err(|e| {
+        // The client's own message ("error connecting to server") hides the cause.
+        let cause = std::error::Error::source(&e)
+            .map(|c| format!(": {c}"))
+            .unwrap_or_default();
+        let hosts: Vec<String> = config
+            .get_hosts()
+            .iter()
+            .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+            .map(|(h, p)| match h {
+                ::postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
+                ::postgres::config::Host::Unix(path) => path.display().to_string(),
+            })
+            .collect();
+        StoreError::Backend(format!(
+            "connecting to PostgreSQL at {}: {e}{cause}",
+            hosts.join(", ")
+        ))
+    })?;
     Ok(PgConn {
         client,
         cache: HashMap::new(),
