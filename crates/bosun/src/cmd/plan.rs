@@ -644,8 +644,12 @@ async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     match command {
         PlanCommand::Exec(_) | PlanCommand::Lint(_) => Ok(()),
-        PlanCommand::Run(a) => super::plan_run::start(ctx, &a.name, a.dry_run, a.inputs, a.wait).await,
-        PlanCommand::DryRun(a) => super::plan_run::start(ctx, &a.name, true, a.inputs, a.wait).await,
+        PlanCommand::Run(a) => {
+            super::plan_run::start(ctx, &a.name, a.dry_run, a.inputs, a.wait).await
+        }
+        PlanCommand::DryRun(a) => {
+            super::plan_run::start(ctx, &a.name, true, a.inputs, a.wait).await
+        }
         PlanCommand::Runs { name } => {
             super::plan_run::run(ctx, super::plan_run::PlanRunCommand::List { plan: name }).await
         }
