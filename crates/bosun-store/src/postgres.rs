@@ -438,7 +438,7 @@ fn insert_token(tx: &Transaction<'_>, t: &NewToken) -> Result<i64> {
 const TOKEN_COLUMNS: &str = "id, kind, description, user_id, org_id, pool, run_id, stack_id,
     created_at, expires_at, revoked_at, read_stacks";
 
-/// Raw token columns, converted outside rusqlite's row callback so errors stay ours.
+/// Raw token columns, converted outside the row callback so errors stay ours.
 type TokenRow = (
     String,
     String,
@@ -454,7 +454,7 @@ type TokenRow = (
     String,
 );
 
-/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
+/// A row decodes into a tuple of its columns, in `SELECT` order.
 fn token_row(r: &Row<'_>) -> compat::Result<TokenRow> {
     TokenRow::try_from(r)
 }
@@ -846,7 +846,7 @@ type VersionRow = (
     bool,
 );
 
-/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
+/// A row decodes into a tuple of its columns, in `SELECT` order.
 fn version_row(r: &Row<'_>) -> compat::Result<VersionRow> {
     VersionRow::try_from(r)
 }
@@ -1122,7 +1122,7 @@ fn load_run(conn: &Connection, id: &str) -> Result<Option<RunRecord>> {
 
 /// Whether the stack's tracked runs apply without a confirmation: its `autodeploy`, unless
 /// its environment requires approval — then they wait in `unconfirmed` for the approvals
-/// inbox (`sqlite/approvals.rs`).
+/// inbox (`postgres/approvals.rs`).
 fn stack_autodeploy(conn: &Connection, org: &str, stack: &str) -> Result<bool> {
     Ok(conn
         .prepare_cached(
@@ -1380,7 +1380,7 @@ type RunnerRow = (
     i64,
 );
 
-/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
+/// A row decodes into a tuple of its columns, in `SELECT` order.
 fn runner_row(r: &Row<'_>) -> compat::Result<RunnerRow> {
     RunnerRow::try_from(r)
 }
@@ -1471,7 +1471,7 @@ type DeliveryRow = (
     i64,
 );
 
-/// rusqlite decodes a row into a tuple of its columns, in `SELECT` order.
+/// A row decodes into a tuple of its columns, in `SELECT` order.
 fn delivery_row(r: &Row<'_>) -> compat::Result<DeliveryRow> {
     DeliveryRow::try_from(r)
 }
@@ -3981,7 +3981,7 @@ impl Store for PostgresStore {
 const METRICS_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The window's runs, found through the `runs_dispatch (needs_lease, created_at)` index:
-/// `needs_lease IN (0, 1)` names every run and lets SQLite seek on `created_at`.
+/// `needs_lease IN (0, 1)` names every run and lets the planner seek on `created_at`.
 const METRICS_WINDOW_RUNS: &str = "r.needs_lease IN (0, 1) AND r.created_at >= ?1";
 
 fn metrics_runs(c: &Connection) -> Result<BTreeMap<(String, String), i64>> {

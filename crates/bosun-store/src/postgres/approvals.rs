@@ -1,4 +1,4 @@
-//! The approvals inbox and plan schedules on SQLite.
+//! The approvals inbox and plan schedules on PostgreSQL (the twin of `sqlite/approvals.rs`).
 //!
 //! - Pending approvals are read from the runs themselves: plan runs in `paused`, and
 //!   tracked stack runs in `unconfirmed` whose stack's environment requires approval

@@ -1,4 +1,4 @@
-//! Stack dependencies in the SQLite store (SPEC §2.7): the held runs a tracked upstream
+//! Stack dependencies in the PostgreSQL store (SPEC §2.7; the twin of `sqlite/deps.rs`): the held runs a tracked upstream
 //! run creates for its downstream stacks, and what happens to them when it ends —
 //! released when its outputs changed (or the dependency says `trigger_always`), removed
 //! when they did not, skipped when it failed. All of it inside the transaction that

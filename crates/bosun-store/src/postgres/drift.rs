@@ -1,4 +1,4 @@
-//! Drift detection on SQLite: each stack's schedule bookkeeping (`drift_schedules`) and
+//! Drift detection on PostgreSQL (the twin of `sqlite/drift.rs`): each stack's schedule bookkeeping (`drift_schedules`) and
 //! the settled result of every ended drift run (`drift_checks`). A fire — start the
 //! drift run, or record why not, and move `next_at` — is one transaction guarded by the
 //! `next_at` the scheduler read, so two servers never fire one schedule twice.

@@ -1,4 +1,4 @@
-//! Notifications on SQLite: targets, and the outbox — events written in the transaction
+//! Notifications on PostgreSQL (the twin of `sqlite/notify.rs`): targets, and the outbox — events written in the transaction
 //! of their cause (a run ending, a late state write, an old lock) and fanned out, in that
 //! same transaction, to one delivery row per matching target. The server's delivery duty
 //! reads due deliveries and records each attempt.

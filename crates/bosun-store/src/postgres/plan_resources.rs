@@ -1,4 +1,4 @@
-//! What plans run against, on SQLite: environments (with the users granted approval on
+//! What plans run against, on PostgreSQL (the twin of `sqlite/plan_resources.rs`): environments (with the users granted approval on
 //! them), hosts and plan files, all org-scoped. A host's environment is a foreign key
 //! without cascade: deleting an environment that hosts are in is refused, naming them.
 //! An inventory import upserts environments, then hosts, in one transaction.

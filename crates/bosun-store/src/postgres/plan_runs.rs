@@ -1,8 +1,8 @@
-//! Plan runs on SQLite: the record and its lease fields (the same fencing scheme as stack
-//! runs), per-host results, and logs. Every state change goes through
-//! `bosun_core::plan_run::transition`. The concurrency guard reads the active runs of
-//! the plan inside the creating `BEGIN IMMEDIATE` transaction, so two racing requests
-//! are serialized and the second sees the first.
+//! Plan runs on PostgreSQL (the twin of `sqlite/plan_runs.rs`): the record and its lease
+//! fields (the same fencing scheme as stack runs), per-host results, and logs. Every state
+//! change goes through `bosun_core::plan_run::transition`. The concurrency guard reads the
+//! active runs of the plan inside the creating serializable transaction, so of two racing
+//! requests one is rolled back and tried again, and then sees the other's run.
 
 use bosun_core::plan_run::{
     initial, overlap, transition, PlanRunEvent, PlanRunState, STALE_REASON,
