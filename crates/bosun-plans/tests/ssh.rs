@@ -730,6 +730,37 @@ async fn a_cancelled_command_of_a_non_root_login_stops_with_or_without_sudo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_sudo_command_stops_when_sudo_allows_only_that_command() {
+    if !require_sshd() || !require_sudo_users() {
+        return;
+    }
+    // sudo may run `sleep` only: the stop's `sudo -n sh -c kill …` is refused, and the
+    // login user's `TERM` to sudo itself is relayed to the command.
+    let user = "bosun-test-ssh-stop-sleep";
+    ensure_sudo_user(user, "ALL=(ALL) NOPASSWD: /bin/sleep, /usr/bin/sleep");
+    let Some((_dir, sshd)) = sshd_with(SshdOptions {
+        login_user: Some(user.into()),
+        ..SshdOptions::default()
+    }) else {
+        return;
+    };
+    let conn: Arc<dyn Connection> = Arc::new(connect(&sshd, &host_for(&sshd)).await);
+    let refused = conn
+        .run(&RunRequest {
+            sudo: true,
+            ..argv(&["sh", "-c", "true"])
+        })
+        .await
+        .unwrap();
+    assert_eq!(refused.exit_code, Some(1), "{}", text(&refused.stderr));
+
+    let m = marker();
+    let mut request = argv(&["sleep", &format!("60.{m}")]);
+    request.sudo = true;
+    cancel_and_check(&conn, request, &m, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stderr_is_byte_exact_around_the_process_group_marker() {
     let Some((_dir, sshd)) = sshd() else { return };
     let conn = connect(&sshd, &host_for(&sshd)).await;
