@@ -499,3 +499,33 @@ async fn connections_the_server_dropped_are_replaced() {
     }
     store.ping().await.unwrap();
 }
+
+#[tokio::test]
+async fn text_with_nul_is_stored_with_a_replacement_character() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let store = seeded(&db, 1).await;
+    let run = bosun_store::NewRun {
+        id: "run-nul".into(),
+        org: "acme".into(),
+        stack: "s0".into(),
+        kind: bosun_core::run::RunKind::Proposed,
+        trigger: bosun_core::run::Trigger::Manual,
+        triggered_by: "user:tester".into(),
+        commit: None,
+        branch: "main".into(),
+        retry_of: None,
+        pull_request: None,
+    };
+    store.create_run(&run, None).await.unwrap();
+    let r = store.register_runner(&runner("runner-1")).await.unwrap();
+    let leased = store.lease_run(&r).await.unwrap().unwrap();
+    store
+        .append_logs("run-nul", leased.fencing, &[(1, "binary\0output\n".into())])
+        .await
+        .unwrap();
+    let logs = store.read_logs("run-nul", None, 10).await.unwrap();
+    assert_eq!(logs, [(1, "binary\u{FFFD}output\n".to_string())]);
+}

@@ -292,6 +292,12 @@ impl PgToSql for Bind {
             Value::Bool(b) => int_to_sql(i64::from(*b), ty, out, text_like(ty)),
             Value::Real(f) if *ty == Type::FLOAT8 => f.to_sql(ty, out),
             Value::Real(f) if *ty == Type::FLOAT4 => (*f as f32).to_sql(ty, out),
+            // PostgreSQL text cannot hold NUL (SQLite's can): a NUL in a log line or a
+            // command's output is stored as U+FFFD rather than failing the write.
+            Value::Text(s) if text_like(ty) && s.contains('\0') => s
+                .replace('\0', "\u{FFFD}")
+                .as_str()
+                .to_sql(&Type::TEXT, out),
             Value::Text(s) if text_like(ty) => s.as_str().to_sql(&Type::TEXT, out),
             Value::Text(s) if *ty == Type::JSON || *ty == Type::JSONB => {
                 if *ty == Type::JSONB {
