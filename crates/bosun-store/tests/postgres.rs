@@ -529,3 +529,68 @@ async fn text_with_nul_is_stored_with_a_replacement_character() {
     let logs = store.read_logs("run-nul", None, 10).await.unwrap();
     assert_eq!(logs, [(1, "binary\u{FFFD}output\n".to_string())]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_racing_with_one_delivery_apply_it_once() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let a = seeded(&db, 1).await;
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    // GitHub redelivers a webhook while the first is in flight, to either replica.
+    for round in 0..10 {
+        let mut racers = Vec::new();
+        for n in 0..6 {
+            let store = if n % 2 == 0 { a.clone() } else { b.clone() };
+            let run_id = format!("run-{round}-{n}");
+            let delivery = bosun_store::NewDelivery {
+                source: bosun_store::DeliverySource::Github,
+                guid: format!("guid-{round}"),
+                event: "push".into(),
+                action: None,
+                repository: Some("github:acme/infra".into()),
+                git_ref: Some("refs/heads/main".into()),
+                before: None,
+                after: Some("abc123".into()),
+                pull_request: None,
+                summary: "push to main".into(),
+                decisions: vec![bosun_store::TriggerDecision {
+                    org: "acme".into(),
+                    stack: "s0".into(),
+                    run_id: Some(run_id.clone()),
+                    reason: "main.tf changed".into(),
+                }],
+                runs: vec![bosun_store::NewRun {
+                    id: run_id,
+                    org: "acme".into(),
+                    stack: "s0".into(),
+                    kind: bosun_core::run::RunKind::Proposed,
+                    trigger: bosun_core::run::Trigger::Manual,
+                    triggered_by: "github".into(),
+                    commit: Some("abc123".into()),
+                    branch: "main".into(),
+                    retry_of: None,
+                    pull_request: None,
+                }],
+                cancel: None,
+            };
+            racers.push(tokio::spawn(async move {
+                store.record_delivery(&delivery).await
+            }));
+        }
+        let (mut recorded, mut duplicates) = (0, 0);
+        for r in racers {
+            match r.await.unwrap().unwrap() {
+                bosun_store::DeliveryOutcome::Recorded { runs, .. } => {
+                    assert_eq!(runs.len(), 1);
+                    recorded += 1;
+                }
+                bosun_store::DeliveryOutcome::Duplicate { .. } => duplicates += 1,
+            }
+        }
+        assert_eq!((recorded, duplicates), (1, 5), "round {round}");
+    }
+    let runs = a.list_runs("acme", None, None, 100).await.unwrap();
+    assert_eq!(runs.len(), 10, "one run per delivery");
+}
