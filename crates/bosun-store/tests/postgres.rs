@@ -594,3 +594,52 @@ async fn two_replicas_racing_with_one_delivery_apply_it_once() {
     let runs = a.list_runs("acme", None, None, 100).await.unwrap();
     assert_eq!(runs.len(), 10, "one run per delivery");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_closing_a_cycle_together_one_is_refused() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let a = seeded(&db, 20).await;
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    let depending = |id: String, on: String| {
+        bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
+            id,
+            repository: "github:acme/infra".into(),
+            depends_on: vec![bosun_core::stack::DependencyInput {
+                stack: on,
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    // Stacks s2k and s2k+1: one replica makes the first depend on the second while the
+    // other makes the second depend on the first. Each check alone sees no cycle.
+    for k in 0..10 {
+        let (x, y) = (format!("s{}", 2 * k), format!("s{}", 2 * k + 1));
+        let (sa, sb) = (a.clone(), b.clone());
+        let (xa, ya) = (
+            depending(x.clone(), y.clone()),
+            depending(y.clone(), x.clone()),
+        );
+        let one = tokio::spawn(async move {
+            sa.update_stack("acme", &xa, &audit("stack.update", "x"))
+                .await
+        });
+        let two = tokio::spawn(async move {
+            sb.update_stack("acme", &ya, &audit("stack.update", "y"))
+                .await
+        });
+        let results = [one.await.unwrap(), two.await.unwrap()];
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(ok, 1, "pair {x}/{y}: {results:?}");
+        assert!(
+            results
+                .iter()
+                .any(|r| matches!(r, Err(StoreError::DependencyCycle(_)))),
+            "pair {x}/{y}: {results:?}"
+        );
+    }
+}
