@@ -2,8 +2,9 @@
 //! plan and inventory parsed from the lease, progress streamed as log lines (a step
 //! starting, each host finishing it with its status), per-host results sent after each
 //! step (so a run interrupted later keeps what it did), heartbeats on their own task, and
-//! an abort honoured at once — the run's future is dropped, which closes every host
-//! connection and with it any remote command still running. Secret values of the lease
+//! an abort honoured at once — the run's future is dropped, and the SSH connection stops
+//! each remote command still running (its process group is signalled over a second
+//! channel, `TERM` then `KILL`; see `bosun_plans::connection::ssh`). Secret values of the lease
 //! are masked in log lines and results.
 
 use std::path::Path;
@@ -207,7 +208,8 @@ async fn execute(worker: &Worker, lease: &PlanRunLease, stop: &StopSignal, log: 
     let run = exec::run(&plan, &inventory, options, move |event| {
         let _ = tx.send(event);
     });
-    // Dropping the run's future closes every connection: remote commands die with them.
+    // Dropping the run's future stops every remote command still running (the SSH
+    // connection signals its process group) and closes the connections.
     // Progress is forwarded while the run goes on; it ends when the run's sender drops.
     let execution = async move {
         tokio::select! {
@@ -220,7 +222,7 @@ async fn execute(worker: &Worker, lease: &PlanRunLease, stop: &StopSignal, log: 
     match (outcome, stopped) {
         (_, Some(Stop::Fenced)) => End::Fenced,
         (_, Some(Stop::Canceled)) => {
-            log.line("bosun: the run was aborted; stopped (remote commands were killed with their connections)").await;
+            log.line("bosun: the run was aborted; stopped (remote commands still running were signalled to stop)").await;
             End::Report(PlanRunnerEvent::Aborted)
         }
         (None, _) | (_, Some(Stop::Abandoned)) => End::Abandoned,
