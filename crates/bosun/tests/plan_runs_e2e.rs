@@ -886,24 +886,47 @@ steps:
 "#,
     );
     let dry = w.json(&["plan", "dry-run", "stamp", "--wait"]);
-    assert_eq!((&dry["state"], &dry["dry_run"]), (&json!("succeeded"), &json!(true)), "{dry:#}");
+    assert_eq!(
+        (&dry["state"], &dry["dry_run"]),
+        (&json!("succeeded"), &json!(true)),
+        "{dry:#}"
+    );
     for h in HOSTS {
-        assert!(!w.work().join(format!("{h}.stamp")).exists(), "a dry run wrote {h}");
+        assert!(
+            !w.work().join(format!("{h}.stamp")).exists(),
+            "a dry run wrote {h}"
+        );
     }
     let real = w.json(&["plan", "run", "stamp", "--wait"]);
-    assert_eq!((&real["state"], &real["dry_run"]), (&json!("succeeded"), &json!(false)), "{real:#}");
+    assert_eq!(
+        (&real["state"], &real["dry_run"]),
+        (&json!("succeeded"), &json!(false)),
+        "{real:#}"
+    );
     for h in HOSTS {
-        assert_eq!(read(&w.work().join(format!("{h}.stamp"))).as_deref(), Some("stamped\n"));
+        assert_eq!(
+            read(&w.work().join(format!("{h}.stamp"))).as_deref(),
+            Some("stamped\n")
+        );
     }
     let id = real["id"].as_str().unwrap();
     let runs = w.json(&["plan", "runs", "stamp"]);
-    let ids: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, [id, dry["id"].as_str().unwrap()], "newest first");
     // `bosun run show|logs` answer for plan runs too.
     assert_eq!(w.json(&["run", "show", id]), w.show(id));
     let log = w.ok(&["run", "logs", id]);
     assert!(log.contains("stamp"), "{log}");
-    let out = bosun(&w.server, &w.admin, &["run", "abort", "run-0123456789abcdef"]);
+    let out = bosun(
+        &w.server,
+        &w.admin,
+        &["run", "abort", "run-0123456789abcdef"],
+    );
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("bosun run cancel"),

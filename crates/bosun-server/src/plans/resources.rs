@@ -14,8 +14,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{
     EnvironmentCreate, EnvironmentInfo, EnvironmentPatch, HostCreate, HostInfo, HostPatch,
-    InventoryImportAnswer, InventoryImportRequest, PlanFinding, PlanInfo, PlanLintAnswer,
-    PlanListItem, PlanSource, PlanStepSummary, PlanFileSummary,
+    InventoryImportAnswer, InventoryImportRequest, PlanFileSummary, PlanFinding, PlanInfo,
+    PlanLintAnswer, PlanListItem, PlanSource, PlanStepSummary,
 };
 use bosun_core::authz::Access;
 use bosun_core::plan_resources as rules;
