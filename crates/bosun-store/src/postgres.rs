@@ -47,13 +47,46 @@ use tokio::sync::Semaphore;
 
 use crate::*;
 
-mod approvals;
 pub(crate) mod compat;
+// The store's rules for these areas are one source compiled into both backends (the
+// SQLite backend includes the same files, hence `duplicate_mod`); each reads this
+// backend's types and dialect through `db`.
+#[allow(clippy::duplicate_mod)]
+#[path = "sql/approvals.rs"]
+mod approvals;
+#[allow(clippy::duplicate_mod)]
+#[path = "sql/deps.rs"]
 mod deps;
+#[allow(clippy::duplicate_mod)]
+#[path = "sql/drift.rs"]
 mod drift;
+#[allow(clippy::duplicate_mod)]
+#[path = "sql/notify.rs"]
 mod notify;
+#[allow(clippy::duplicate_mod)]
+#[path = "sql/plan_resources.rs"]
 mod plan_resources;
+#[allow(clippy::duplicate_mod)]
+#[path = "sql/plan_runs.rs"]
 mod plan_runs;
+
+/// What the shared SQL modules (`src/sql/`) take from this backend: its connection,
+/// transaction, row and parameter types (`compat`'s, shaped like rusqlite's), its store
+/// type, and the few places where PostgreSQL's SQL or API differs from SQLite's.
+mod db {
+    pub(super) use super::compat::{params, OptionalExtension, Result, ToSql, Transaction};
+
+    pub(super) type Store = super::PostgresStore;
+
+    /// Appended to a leasing `SELECT`: the candidate row is locked, and rows another
+    /// dispatcher holds are passed over, so two dispatchers never wait on the same run.
+    pub(super) const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
+
+    /// The id the transaction's last `INSERT` into an identity table took.
+    pub(super) fn last_insert_id(tx: &Transaction<'_>) -> crate::Result<i64> {
+        Ok(tx.last_insert_rowid()?)
+    }
+}
 
 use compat::{params, Connection, OptionalExtension, PgConn, Row, Transaction};
 

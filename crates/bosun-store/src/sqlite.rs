@@ -30,12 +30,38 @@ use tokio::sync::Semaphore;
 
 use crate::*;
 
+// The store's rules for these areas are one source compiled into both backends; each
+// reads this backend's types and dialect through `db`.
+#[path = "sql/approvals.rs"]
 mod approvals;
+#[path = "sql/deps.rs"]
 mod deps;
+#[path = "sql/drift.rs"]
 mod drift;
+#[path = "sql/notify.rs"]
 mod notify;
+#[path = "sql/plan_resources.rs"]
 mod plan_resources;
+#[path = "sql/plan_runs.rs"]
 mod plan_runs;
+
+/// What the shared SQL modules (`src/sql/`) take from this backend: its connection,
+/// transaction, row and parameter types (rusqlite's), its store type, and the few places
+/// where SQLite's SQL or API differs from PostgreSQL's.
+mod db {
+    pub(super) use rusqlite::{params, OptionalExtension, Result, ToSql, Transaction};
+
+    pub(super) type Store = super::SqliteStore;
+
+    /// Appended to a leasing `SELECT`: nothing here, since SQLite's single writer
+    /// connection already serializes leasing.
+    pub(super) const SKIP_LOCKED: &str = "";
+
+    /// The rowid the transaction's last `INSERT` took.
+    pub(super) fn last_insert_id(tx: &Transaction<'_>) -> crate::Result<i64> {
+        Ok(tx.last_insert_rowid())
+    }
+}
 
 /// Migrations embedded in the binary, applied in order. The index + 1 is the version.
 const MIGRATIONS: &[&str] = &[

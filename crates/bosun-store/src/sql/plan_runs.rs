@@ -1,8 +1,10 @@
-//! Plan runs on PostgreSQL (the twin of `sqlite/plan_runs.rs`): the record and its lease
+//! Plan runs (one source for both backends; see `super::db`): the record and its lease
 //! fields (the same fencing scheme as stack runs), per-host results, and logs. Every state
 //! change goes through `bosun_core::plan_run::transition`. The concurrency guard reads the
-//! active runs of the plan inside the creating serializable transaction, so of two racing
-//! requests one is rolled back and tried again, and then sees the other's run.
+//! active runs of the plan inside the creating write transaction: on SQLite a `BEGIN
+//! IMMEDIATE` one, so two racing requests are serialized and the second sees the first; on
+//! PostgreSQL a serializable one, so of two racing requests one is rolled back and tried
+//! again, and then sees the other's run.
 
 use bosun_core::plan_run::{
     initial, overlap, transition, PlanRunEvent, PlanRunState, STALE_REASON,
@@ -14,7 +16,7 @@ const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, 
     requested_by, trigger, hosts, gated_environments, concurrent, needs_lease, leased, started,
     cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at";
 
-fn record(r: &Row<'_>) -> compat::Result<PlanRunRecordRow> {
+fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
     Ok(PlanRunRecordRow {
         id: r.get(0)?,
         org: r.get(1)?,
@@ -110,7 +112,7 @@ fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
     })
 }
 
-fn query(conn: &Connection, sql: &str, args: &[&dyn compat::ToSql]) -> Result<Vec<PlanRunRecord>> {
+fn query(conn: &Connection, sql: &str, args: &[&dyn db::ToSql]) -> Result<Vec<PlanRunRecord>> {
     query_decoded(conn, sql, args, record, decode)
 }
 
@@ -139,7 +141,7 @@ pub(super) fn create(
                  AND state IN ('queued', 'paused', 'running')",
             )?;
             let rows = stmt.query_map(params![run.org, run.plan], |r| r.get(0))?;
-            rows.collect::<compat::Result<_>>()?
+            rows.collect::<db::Result<_>>()?
         };
         let active: Vec<Vec<String>> = active
             .iter()
@@ -220,7 +222,7 @@ pub(super) fn event(
     let ended = next.state.is_terminal() && run.state.is_active();
     tx.prepare_cached(
         "UPDATE plan_runs SET state = ?2, needs_lease = ?3, leased = ?4, started = ?5,
-            cancel_requested = GREATEST(cancel_requested, ?6),
+            cancel_requested = CASE WHEN ?6 <> 0 THEN 1 ELSE cancel_requested END,
             reason = COALESCE(?7, reason), report = COALESCE(?8, report), updated_at = ?9,
             ended_at = CASE WHEN ?10 <> 0 THEN ?9 ELSE ended_at END
          WHERE id = ?1",
@@ -248,8 +250,8 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
         tx,
         &format!(
             "SELECT {COLUMNS} FROM plan_runs WHERE needs_lease = 1
-             AND (?1 IS NULL OR org_id = ?1) ORDER BY created_at, id LIMIT 1
-             FOR UPDATE SKIP LOCKED"
+             AND (?1 IS NULL OR org_id = ?1) ORDER BY created_at, id LIMIT 1{}",
+            db::SKIP_LOCKED
         ),
         params![runner.org],
     )?;
@@ -388,7 +390,7 @@ pub(super) fn results(conn: &Connection, id: &str) -> Result<Vec<PlanHostResultR
             diff: r.get(12)?,
         })
     })?;
-    let mut out = rows.collect::<compat::Result<Vec<_>>>()?;
+    let mut out = rows.collect::<db::Result<Vec<_>>>()?;
     let order = |h: &str| hosts.iter().position(|x| x == h).unwrap_or(usize::MAX);
     out.sort_by_key(|r| (r.step, order(&r.host)));
     Ok(out)
@@ -431,7 +433,7 @@ pub(super) fn read_logs(
     let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
         Ok((r.get(0)?, r.get(1)?))
     })?;
-    Ok(rows.collect::<compat::Result<Vec<_>>>()?)
+    Ok(rows.collect::<db::Result<Vec<_>>>()?)
 }
 
 pub(super) fn next_log_seq(conn: &Connection, id: &str) -> Result<i64> {

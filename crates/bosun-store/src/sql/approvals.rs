@@ -1,4 +1,4 @@
-//! The approvals inbox and plan schedules on PostgreSQL (the twin of `sqlite/approvals.rs`).
+//! The approvals inbox and plan schedules (one source for both backends; see `super::db`).
 //!
 //! - Pending approvals are read from the runs themselves: plan runs in `paused`, and
 //!   tracked stack runs in `unconfirmed` whose stack's environment requires approval
@@ -185,7 +185,7 @@ type DecisionRow = (
     i64,
 );
 
-fn decision_row(r: &Row<'_>) -> compat::Result<DecisionRow> {
+fn decision_row(r: &Row<'_>) -> db::Result<DecisionRow> {
     DecisionRow::try_from(r)
 }
 
@@ -334,7 +334,7 @@ struct ScheduleRow {
     last_fire_note: Option<String>,
 }
 
-fn schedule_row(r: &Row<'_>) -> compat::Result<ScheduleRow> {
+fn schedule_row(r: &Row<'_>) -> db::Result<ScheduleRow> {
     Ok(ScheduleRow {
         org: r.get(0)?,
         plan: r.get(1)?,

@@ -1,4 +1,4 @@
-//! Notifications on PostgreSQL (the twin of `sqlite/notify.rs`): targets, and the outbox — events written in the transaction
+//! Notifications (one source for both backends; see `super::db`): targets, and the outbox — events written in the transaction
 //! of their cause (a run ending, a late state write, an old lock) and fanned out, in that
 //! same transaction, to one delivery row per matching target. The server's delivery duty
 //! reads due deliveries and records each attempt.
@@ -73,7 +73,7 @@ type TargetRow = (
     String,
 );
 
-fn target_row(r: &Row<'_>) -> compat::Result<TargetRow> {
+fn target_row(r: &Row<'_>) -> db::Result<TargetRow> {
     TargetRow::try_from(r)
 }
 
@@ -132,7 +132,7 @@ type DeliveryRow = (
     i64,
 );
 
-fn delivery_row(r: &Row<'_>) -> compat::Result<DeliveryRow> {
+fn delivery_row(r: &Row<'_>) -> db::Result<DeliveryRow> {
     DeliveryRow::try_from(r)
 }
 
@@ -187,7 +187,7 @@ pub(super) fn insert_event(
     if inserted == 0 {
         return Ok(None);
     }
-    let event_id = tx.last_insert_rowid()?;
+    let event_id = db::last_insert_id(tx)?;
     let targets = query_decoded(
         tx,
         &format!(
@@ -271,7 +271,7 @@ pub(super) fn late_write(
     insert_event(tx, org, &event).map(|_| ())
 }
 
-impl PostgresStore {
+impl db::Store {
     pub(super) async fn notify_create_target(
         &self,
         t: &NewNotificationTarget,
@@ -459,7 +459,7 @@ impl PostgresStore {
             );
             let rows: Vec<LockRow> = stmt
                 .query_map(params![before], |r| LockRow::try_from(r))?
-                .collect::<compat::Result<_>>()?;
+                .collect::<db::Result<_>>()?;
             drop(stmt);
             let now = Utc::now();
             let mut written = 0;

@@ -1,4 +1,4 @@
-//! What plans run against, on SQLite: environments (with the users granted approval on
+//! What plans run against (one source for both backends; see `super::db`): environments (with the users granted approval on
 //! them), hosts and plan files, all org-scoped. A host's environment is a foreign key
 //! without cascade: deleting an environment that hosts are in is refused, naming them.
 //! An inventory import upserts environments, then hosts, in one transaction.
@@ -9,7 +9,7 @@ const ENV_COLUMNS: &str = "org_id, id, vars, requires_approval, protected, creat
 
 type EnvRow = (String, String, String, bool, bool, i64, i64);
 
-fn env_row(r: &Row<'_>) -> rusqlite::Result<EnvRow> {
+fn env_row(r: &Row<'_>) -> db::Result<EnvRow> {
     EnvRow::try_from(r)
 }
 
@@ -36,7 +36,7 @@ fn with_grants(c: &Connection, mut env: EnvironmentRecord) -> Result<Environment
          ORDER BY user_id",
     )?;
     let rows = stmt.query_map(params![env.org, env.id], |r| r.get::<_, String>(0))?;
-    env.grants = rows.collect::<rusqlite::Result<_>>()?;
+    env.grants = rows.collect::<db::Result<_>>()?;
     Ok(env)
 }
 
@@ -118,7 +118,7 @@ fn update_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<bool
     Ok(n > 0)
 }
 
-const HOST_COLUMNS: &str = "org_id, name, address, port, user, connection, labels, vars,
+const HOST_COLUMNS: &str = "org_id, name, address, port, \"user\", connection, labels, vars,
     environment_id, identity_file, host_key, known_hosts, created_at, updated_at";
 
 type HostRow = (
@@ -138,7 +138,7 @@ type HostRow = (
     i64,
 );
 
-fn host_row(r: &Row<'_>) -> rusqlite::Result<HostRow> {
+fn host_row(r: &Row<'_>) -> db::Result<HostRow> {
     HostRow::try_from(r)
 }
 
@@ -185,7 +185,7 @@ fn check_host_env(tx: &Transaction<'_>, h: &NewHost) -> Result<()> {
 fn insert_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<()> {
     check_host_env(tx, h)?;
     tx.prepare_cached(
-        "INSERT INTO hosts (org_id, name, address, port, user, connection, labels, vars,
+        "INSERT INTO hosts (org_id, name, address, port, \"user\", connection, labels, vars,
             environment_id, identity_file, host_key, known_hosts, created_at, updated_at,
             updated_by)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14)",
@@ -215,7 +215,7 @@ fn update_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<bool> {
     check_host_env(tx, h)?;
     let n = tx
         .prepare_cached(
-            "UPDATE hosts SET address = ?3, port = ?4, user = ?5, connection = ?6,
+            "UPDATE hosts SET address = ?3, port = ?4, \"user\" = ?5, connection = ?6,
                 labels = ?7, vars = ?8, environment_id = ?9, identity_file = ?10,
                 host_key = ?11, known_hosts = ?12, updated_at = ?13, updated_by = ?14
              WHERE org_id = ?1 AND name = ?2",
@@ -243,7 +243,7 @@ const PLAN_COLUMNS: &str = "org_id, name, source, version, created_at, updated_a
 
 type PlanRow = (String, String, String, i64, i64, i64, String);
 
-fn plan_row(r: &Row<'_>) -> rusqlite::Result<PlanRow> {
+fn plan_row(r: &Row<'_>) -> db::Result<PlanRow> {
     PlanRow::try_from(r)
 }
 
@@ -274,7 +274,7 @@ fn vanished(what: &str) -> StoreError {
     StoreError::Backend(format!("the {what} just written vanished"))
 }
 
-impl SqliteStore {
+impl db::Store {
     pub(super) async fn plans_create_environment(
         &self,
         e: &NewEnvironment,
@@ -340,7 +340,7 @@ impl SqliteStore {
                      ORDER BY name",
                 )?
                 .query_map(params![org, id], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
+                .collect::<db::Result<_>>()?;
             if !hosts.is_empty() {
                 return Err(StoreError::EnvironmentInUse {
                     environment: id,

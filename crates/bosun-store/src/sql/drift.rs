@@ -1,4 +1,4 @@
-//! Drift detection on PostgreSQL (the twin of `sqlite/drift.rs`): each stack's schedule bookkeeping (`drift_schedules`) and
+//! Drift detection (one source for both backends; see `super::db`): each stack's schedule bookkeeping (`drift_schedules`) and
 //! the settled result of every ended drift run (`drift_checks`). A fire — start the
 //! drift run, or record why not, and move `next_at` — is one transaction guarded by the
 //! `next_at` the scheduler read, so two servers never fire one schedule twice.
@@ -11,7 +11,7 @@ const CHECK_COLUMNS: &str = "run_id, org_id, stack_id, result, checked_at, recon
 
 type CheckRow = (String, String, String, String, i64, Option<String>);
 
-fn check_row(r: &Row<'_>) -> compat::Result<CheckRow> {
+fn check_row(r: &Row<'_>) -> db::Result<CheckRow> {
     CheckRow::try_from(r)
 }
 

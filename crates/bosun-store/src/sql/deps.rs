@@ -1,4 +1,4 @@
-//! Stack dependencies in the SQLite store (SPEC §2.7): the held runs a tracked upstream
+//! Stack dependencies in the store (SPEC §2.7; one source for both backends, see `super::db`): the held runs a tracked upstream
 //! run creates for its downstream stacks, and what happens to them when it ends —
 //! released when its outputs changed (or the dependency says `trigger_always`), removed
 //! when they did not, skipped when it failed. All of it inside the transaction that
@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use bosun_core::outputs;
 use bosun_core::run::{Event, RunKind, RunState, Trigger};
 use bosun_core::state::Output;
-use rusqlite::{params, OptionalExtension, Transaction};
 use serde_json::Value;
 
+use super::db::{self, params, OptionalExtension, Transaction};
 use super::{apply_event, decode_outputs, insert_run, load_run, query_runs, RUN_COLUMNS};
 use crate::{NewRun, Result, RunEventInput, RunRecord, RunUpdate, StoreError};
 
@@ -42,7 +42,7 @@ pub(super) fn hold_downstream(tx: &Transaction<'_>, upstream: &RunRecord) -> Res
         let rows = stmt.query_map(params![upstream.org, upstream.stack], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
-        rows.collect::<rusqlite::Result<_>>()?
+        rows.collect::<db::Result<_>>()?
     };
     for (stack, branch) in downstream {
         let run = NewRun {
@@ -213,7 +213,7 @@ fn remove_held(tx: &Transaction<'_>, id: &str) -> Result<()> {
         let mut stmt =
             tx.prepare_cached("SELECT id FROM runs WHERE upstream_run = ?1 AND held = 1")?;
         let rows = stmt.query_map([id], |r| r.get(0))?;
-        rows.collect::<rusqlite::Result<_>>()?
+        rows.collect::<db::Result<_>>()?
     };
     for child in children {
         remove_held(tx, &child)?;
