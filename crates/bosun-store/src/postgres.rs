@@ -20,9 +20,12 @@
 //!
 //! Calls run on tokio's blocking pool with a pooled connection of their own (the
 //! synchronous `postgres` client); a whole store call — all its queries and rows — is one
-//! hop to a blocking thread. The queries are the SQLite backend's, written against
-//! `compat` (the same statement API as rusqlite), with PostgreSQL's SQL where the
-//! dialects differ.
+//! hop to a blocking thread. The store's rules are the SQLite backend's own source: the
+//! modules in `src/sql/` are compiled into both backends, here against `compat` (the same
+//! statement API as rusqlite), and read what differs — types, row locking for leases, the
+//! last insert id — through `db` below. This file owns the connections, the transaction
+//! loop, migrations and the `impl Store` methods (still kept alike with `sqlite.rs`'s by
+//! hand, with PostgreSQL's SQL where the dialects differ).
 
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;

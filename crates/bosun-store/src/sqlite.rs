@@ -5,6 +5,11 @@
 //! in-process and a read-check-write such as the cycle check never races), and a small
 //! pool of readers that run concurrently under WAL. A whole store call — all its queries
 //! and rows — is one hop to a blocking thread, never one hop per row.
+//!
+//! The store's rules live in `src/sql/`, one source compiled into this backend and the
+//! PostgreSQL one, reading what differs through `db` below. This file owns the
+//! connections, migrations and the `impl Store` methods (still kept alike with
+//! `postgres.rs`'s by hand).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
