@@ -359,13 +359,17 @@ pub async fn logs(
 ) -> Result<Json<Vec<LogChunk>>, ApiError> {
     load(&state, &org, &id).await?;
     let limit = crate::stacks::page_limit(q.limit.or(Some(1000)))?;
-    let chunks = state.store.read_logs(&id, q.after, limit).await?;
-    Ok(Json(
+    Ok(log_page(state.store.read_logs(&id, q.after, limit).await?))
+}
+
+/// A page of log chunks (stack or plan run) as the API answers it.
+pub fn log_page(chunks: Vec<(i64, String)>) -> Json<Vec<LogChunk>> {
+    Json(
         chunks
             .into_iter()
             .map(|(seq, text)| LogChunk { seq, text })
             .collect(),
-    ))
+    )
 }
 
 /// The run's log as server-sent events (`chunk` events carrying a LogChunk, then an

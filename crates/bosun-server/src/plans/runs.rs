@@ -36,7 +36,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::routes::Route;
 use crate::runners::{FencingQuery, NextSeq};
-use crate::runs::{log_stream, RunProgress};
+use crate::runs::{log_page, log_stream, LogsQuery, RunProgress};
 use crate::server::AppState;
 
 /// At most this many hosts of a run work at once.
@@ -393,32 +393,19 @@ pub async fn abort(
     Ok(Json(to_wire(run, results)))
 }
 
-#[derive(serde::Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct PlanLogsQuery {
-    /// Chunks after this seq.
-    pub after: Option<i64>,
-    /// At most this many chunks (1–1000, default 1000).
-    pub limit: Option<u32>,
-}
-
 /// A page of the run's log, in order.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plan-runs/{run}/logs", tag = "plan-runs",
-    params(("org" = String, Path), ("run" = String, Path), PlanLogsQuery),
+    params(("org" = String, Path), ("run" = String, Path), LogsQuery),
     responses((status = 200, body = Vec<LogChunk>)))]
 pub async fn logs(
     State(state): State<AppState>,
     ApiPath((org, id)): ApiPath<(String, String)>,
-    ApiQuery(q): ApiQuery<PlanLogsQuery>,
+    ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Json<Vec<LogChunk>>, ApiError> {
     load(&state, &org, &id).await?;
     let limit = crate::stacks::page_limit(q.limit.or(Some(1000)))?;
-    let chunks = state.store.read_plan_run_logs(&id, q.after, limit).await?;
-    Ok(Json(
-        chunks
-            .into_iter()
-            .map(|(seq, text)| LogChunk { seq, text })
-            .collect(),
+    Ok(log_page(
+        state.store.read_plan_run_logs(&id, q.after, limit).await?,
     ))
 }
 
@@ -426,12 +413,12 @@ pub async fn logs(
 /// LogChunk, then an `end` event with the run's final state once it ended and every
 /// chunk was sent.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plan-runs/{run}/logs/stream", tag = "plan-runs",
-    params(("org" = String, Path), ("run" = String, Path), PlanLogsQuery),
+    params(("org" = String, Path), ("run" = String, Path), LogsQuery),
     responses((status = 200, description = "text/event-stream")))]
 pub async fn logs_stream(
     State(state): State<AppState>,
     ApiPath((org, id)): ApiPath<(String, String)>,
-    ApiQuery(q): ApiQuery<PlanLogsQuery>,
+    ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     load(&state, &org, &id).await?;
     let read_id = id.clone();
