@@ -157,10 +157,6 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// The terminal run states (`RunState::is_terminal`) as an SQL list, for `state IN …`.
-const TERMINAL_STATES: &str =
-    "('finished', 'failed', 'discarded', 'canceled', 'interrupted', 'force_failed', 'skipped')";
-
 /// Connections per store (per server replica).
 const POOL_SIZE: usize = 8;
 /// How often a write transaction is tried before its serialization failure is returned.
@@ -214,28 +210,6 @@ fn is_unique_violation(e: &compat::Error) -> bool {
 
 fn is_foreign_key_violation(e: &compat::Error) -> bool {
     e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION)
-}
-
-fn closed() -> StoreError {
-    StoreError::Backend("the store is closed".into())
-}
-
-fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-fn from_millis(ms: i64) -> Result<DateTime<Utc>> {
-    Utc.timestamp_millis_opt(ms)
-        .single()
-        .ok_or_else(|| StoreError::Corrupt(format!("timestamp {ms} out of range")))
-}
-
-fn opt_from_millis(ms: Option<i64>) -> Result<Option<DateTime<Utc>>> {
-    ms.map(from_millis).transpose()
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
 }
 
 fn connect(config: &::postgres::Config) -> Result<PgConn> {
@@ -472,19 +446,4 @@ fn migrate(pc: &mut PgConn, config: &::postgres::Config) -> Result<()> {
     // Statements prepared before the schema changed are not reused.
     pc.cache.clear();
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn terminal_states_sql_matches_the_rules() {
-        let want: Vec<String> = RunState::ALL
-            .into_iter()
-            .filter(|s| s.is_terminal())
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect();
-        assert_eq!(TERMINAL_STATES, format!("({})", want.join(", ")));
-    }
 }

@@ -138,10 +138,6 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// The terminal run states (`RunState::is_terminal`) as an SQL list, for `state IN …`.
-const TERMINAL_STATES: &str =
-    "('finished', 'failed', 'discarded', 'canceled', 'interrupted', 'force_failed', 'skipped')";
-
 const READERS: usize = 4;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -185,28 +181,6 @@ fn is_unique_violation(e: &rusqlite::Error) -> bool {
 
 fn is_foreign_key_violation(e: &rusqlite::Error) -> bool {
     constraint_violation(e, rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
-}
-
-fn closed() -> StoreError {
-    StoreError::Backend("the store is closed".into())
-}
-
-fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-fn from_millis(ms: i64) -> Result<DateTime<Utc>> {
-    Utc.timestamp_millis_opt(ms)
-        .single()
-        .ok_or_else(|| StoreError::Corrupt(format!("timestamp {ms} out of range")))
-}
-
-fn opt_from_millis(ms: Option<i64>) -> Result<Option<DateTime<Utc>>> {
-    ms.map(from_millis).transpose()
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
 }
 
 fn open_connection(path: &Path) -> Result<Connection> {
@@ -342,19 +316,4 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     }
     tx.commit()?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn terminal_states_sql_matches_the_rules() {
-        let want: Vec<String> = RunState::ALL
-            .into_iter()
-            .filter(|s| s.is_terminal())
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect();
-        assert_eq!(TERMINAL_STATES, format!("({})", want.join(", ")));
-    }
 }

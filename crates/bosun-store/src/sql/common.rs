@@ -1,9 +1,36 @@
 //! The rows and rules most store calls share, one source compiled into both backends
 //! (reading each one's types and dialect through `super::db`): the audit log, tokens and
 //! users, stacks and their dependency check, state versions and locks, runs and their
-//! state machine, runners, VCS bindings and deliveries, secrets and signing keys.
+//! state machine, runners, VCS bindings and deliveries, secrets and signing keys; and the
+//! small helpers every module uses (timestamps as milliseconds, the terminal-state list).
 
 use super::*;
+
+/// The terminal run states (`RunState::is_terminal`) as an SQL list, for `state IN …`.
+pub(super) const TERMINAL_STATES: &str =
+    "('finished', 'failed', 'discarded', 'canceled', 'interrupted', 'force_failed', 'skipped')";
+
+pub(super) fn closed() -> StoreError {
+    StoreError::Backend("the store is closed".into())
+}
+
+pub(super) fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+pub(super) fn from_millis(ms: i64) -> Result<DateTime<Utc>> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .ok_or_else(|| StoreError::Corrupt(format!("timestamp {ms} out of range")))
+}
+
+pub(super) fn opt_from_millis(ms: Option<i64>) -> Result<Option<DateTime<Utc>>> {
+    ms.map(from_millis).transpose()
+}
+
+pub(super) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {e}"))
+}
 
 pub(super) fn append_audit(tx: &Transaction<'_>, audit: &Audit) -> Result<()> {
     tx.prepare_cached(
@@ -1429,4 +1456,19 @@ pub(super) fn reseal_one(tx: &Transaction<'_>, owner: &SealedOwner, value: &Seal
         }));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_sql_matches_the_rules() {
+        let want: Vec<String> = RunState::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        assert_eq!(TERMINAL_STATES, format!("({})", want.join(", ")));
+    }
 }
