@@ -585,4 +585,17 @@ pub trait Store: Send + Sync + 'static {
     /// Arms a schedule or fires it (creating the run in the same transaction, or recording
     /// why none was created), only while its `next_at` is still `fire.expected_next`.
     async fn fire_plan_schedule(&self, fire: &PlanScheduleFire) -> Result<PlanScheduleFired>;
+
+    // ---- duty leases (one background duty's pass at a time across replicas) ----
+
+    /// Takes `duty`'s lease for `holder` until `now + ttl` when it is free or expired at
+    /// `now`, renews it when `holder` already holds it, and refuses (false) while another
+    /// holder's lease is live — one compare-and-set in a write transaction.
+    async fn try_duty_lease(
+        &self,
+        duty: &str,
+        holder: &str,
+        now: chrono::DateTime<chrono::Utc>,
+        ttl: std::time::Duration,
+    ) -> Result<bool>;
 }

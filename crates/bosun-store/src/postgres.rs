@@ -152,6 +152,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0009_plan_resources.sql"),
     include_str!("../migrations/postgres/0010_plan_runs.sql"),
     include_str!("../migrations/postgres/0011_approvals.sql"),
+    include_str!("../migrations/postgres/0012_duty_leases.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -2170,6 +2170,31 @@ impl Store for db::Store {
         let fire = fire.clone();
         self.write(move |tx| approvals::fire(tx, &fire)).await
     }
+
+    async fn try_duty_lease(
+        &self,
+        duty: &str,
+        holder: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<bool> {
+        let (duty, holder) = (duty.to_string(), holder.to_string());
+        let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 4);
+        let now = millis(now);
+        self.write(move |tx| {
+            // Inserted when free; overwritten only when expired or already ours: a live
+            // lease of another holder leaves the row untouched (no row changed).
+            let changed = tx.execute(
+                "INSERT INTO duty_leases (duty, holder, expires_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (duty) DO UPDATE SET holder = excluded.holder,
+                    expires_at = excluded.expires_at
+                 WHERE duty_leases.holder = excluded.holder OR duty_leases.expires_at <= ?4",
+                params![duty, holder, now.saturating_add(ttl), now],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
 }
 
 // ---- /metrics: the store's figures, each a bounded query ----
