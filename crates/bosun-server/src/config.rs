@@ -64,6 +64,10 @@ pub struct ServerConfig {
     /// (off by default: another approver must).
     pub allow_self_approval: bool,
     pub bootstrap_token: Option<String>,
+    /// This replica's id among the servers sharing one database (`--replica-id`): the
+    /// holder of its duty leases and the owner of its embedded runners. `None`: the id in
+    /// `<data-dir>/replica-id`, written at random on first start.
+    pub replica_id: Option<String>,
 }
 
 /// Where stacks' code comes from: the GitHub App (webhooks, installation tokens) and
@@ -303,6 +307,7 @@ impl ServerConfig {
             schedules: crate::schedules::ScheduleConfig::default(),
             allow_self_approval: false,
             bootstrap_token: o.bootstrap_token,
+            replica_id: None,
         })
     }
 

@@ -1,6 +1,8 @@
 //! Background duties: named workers with an interval and a shutdown signal. The stale
 //! sweep settles runs whose runner stopped reporting, and runs past their phase timeout;
-//! at start, runs of the previous process's embedded runners are reconciled at once.
+//! at start, runs of this replica's previous process's embedded runners are reconciled at
+//! once. With several replicas on one database, each duty's pass runs on one replica at a
+//! time: the one holding the duty's lease (`holds_duty`).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use bosun_core::run::Event;
 use bosun_store::{RunEventInput, RunUpdate};
 use chrono::Utc;
 
-use crate::server::AppState;
+use crate::server::{AppState, StartError};
 
 /// When each duty last completed a pass (Unix ms), for probes and metrics.
 #[derive(Default)]
@@ -25,6 +27,60 @@ pub async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stopping.wait_for(|s| *s).await;
 }
 
+/// Whether this replica runs `duty`'s pass now: it takes (or renews) the duty's
+/// cluster-wide lease for a few of the duty's `interval`s. False while another replica
+/// holds it — the pass is skipped — and when the store cannot be asked. A replica that
+/// dies stops renewing, so its duties move to another replica once its leases expire.
+pub async fn holds_duty(state: &AppState, duty: &str, interval: std::time::Duration) -> bool {
+    let ttl = (interval * DUTY_LEASE_INTERVALS).max(std::time::Duration::from_secs(1));
+    match state
+        .store
+        .try_duty_lease(duty, &state.replica, Utc::now(), ttl)
+        .await
+    {
+        Ok(held) => {
+            if !held {
+                tracing::debug!(duty, "another replica holds the duty's lease; pass skipped");
+            }
+            held
+        }
+        Err(e) => {
+            tracing::warn!(duty, error = %e, "cannot take the duty's lease; pass skipped");
+            false
+        }
+    }
+}
+
+/// A duty lease lasts this many of the duty's intervals: a holder renews it every pass.
+const DUTY_LEASE_INTERVALS: u32 = 3;
+
+/// This replica's id: the configured one, else the one kept in `<data-dir>/replica-id`
+/// (random, written on first start), so a restarted replica settles its own previous
+/// process's runs (`reconcile_on_start`).
+pub fn replica_id(config: &crate::config::ServerConfig) -> Result<String, StartError> {
+    if let Some(id) = config
+        .replica_id
+        .as_deref()
+        .filter(|id| !id.trim().is_empty())
+    {
+        return Ok(id.trim().to_string());
+    }
+    let path = config.data_dir.join("replica-id");
+    let err = |source| StartError::ReplicaId {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => return Ok(id.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let id = hex::encode(rand::random::<[u8; 6]>());
+    std::fs::write(&path, format!("{id}\n")).map_err(err)?;
+    Ok(id)
+}
+
 /// Force-fails executing runs with no heartbeat for `stale_after`, requeues leased runs
 /// whose runner never started them, and interrupts runs past their phase timeout.
 pub async fn stale_sweep(state: AppState) {
@@ -36,6 +92,9 @@ pub async fn stale_sweep(state: AppState) {
         tokio::select! {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
+        }
+        if !holds_duty(&state, "stale_sweep", state.config.runs.sweep_interval).await {
+            continue;
         }
         match sweep_once(&state, since).await {
             Ok(n) => {
@@ -135,15 +194,19 @@ async fn settle_silent_run(
     }
 }
 
-/// Whether a runner was one of a server's embedded runners: the only runners of the
-/// org-less `hosted` pool (`runners::hosted_pool_token`).
-fn is_embedded(runner: &bosun_store::RunnerRecord) -> bool {
-    runner.org.is_none() && runner.pool == "hosted"
+/// Whether a runner was one of this replica's embedded runners: runners of the org-less
+/// `hosted` pool (`runners::hosted_pool_token`) registered under this replica's name
+/// (`runners::embedded_runner_name`). Another replica's embedded runners are alive with
+/// it: their runs are not this start's to settle.
+fn is_embedded(runner: &bosun_store::RunnerRecord, replica: &str) -> bool {
+    runner.org.is_none()
+        && runner.pool == "hosted"
+        && crate::runners::is_replicas_runner(&runner.name, replica)
 }
 
 /// Reconciles, before the server serves (SPEC §3.5, "restarts never strand runs"), the
-/// runs that were executing in the runners embedded in an earlier server process: those
-/// runners died with it — and their pool token was revoked when this start minted its
+/// runs that were executing in the runners embedded in this replica's earlier process
+/// (runners are attributed by name: `local@<replica>-<i>`): those runners died with it — and their pool token was revoked when this start minted its
 /// own — so nothing executes such a run any more. A stack run is settled as the stale
 /// sweep would (force-failed, or requeued if its phase never started); a plan run is
 /// `interrupted` at once with the per-host progress it reported (requeued if it never
@@ -200,7 +263,7 @@ async fn ran_embedded(
         .store
         .get_runner(id)
         .await?
-        .is_some_and(|r| is_embedded(&r));
+        .is_some_and(|r| is_embedded(&r, &state.replica));
     seen.insert(id.to_string(), is);
     Ok(is)
 }

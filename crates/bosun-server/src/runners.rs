@@ -54,20 +54,42 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
+/// The name a replica's embedded runners register under (each worker as `<name>-<i>`),
+/// so the start-up reconciliation settles only this replica's previous runs.
+pub fn embedded_runner_name(replica: &str) -> String {
+    format!("local@{replica}")
+}
+
+/// Whether a hosted-pool runner named `name` is one of `replica`'s embedded runners.
+pub fn is_replicas_runner(name: &str, replica: &str) -> bool {
+    let base = embedded_runner_name(replica);
+    match name.strip_prefix(&base) {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('-')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
 /// Mints the pool token the server's own hosted runners use (no org: they serve every
-/// org's `hosted` stacks). Earlier starts' tokens are revoked.
-pub async fn hosted_pool_token(store: &dyn Store) -> Result<String, StoreError> {
+/// org's `hosted` stacks). This replica's earlier starts' tokens are revoked.
+pub async fn hosted_pool_token(store: &dyn Store, replica: &str) -> Result<String, StoreError> {
+    let mine = format!("the embedded runners of server replica {replica}");
     let (secret, token) = new_token(
         TokenKind::Pool,
         TokenOwner::Pool {
             org: None,
             pool: "hosted".into(),
         },
-        "the server's embedded runners".into(),
+        mine.clone(),
         None,
     );
+    // Only this replica's earlier tokens (and those of servers before replica ids): the
+    // other replicas' embedded runners keep theirs.
     for old in store.list_tokens(&TokenFilter::HostedPool).await? {
-        if old.revoked_at.is_none() {
+        let ours = old.description == mine || old.description == "the server's embedded runners";
+        if old.revoked_at.is_none() && ours {
             store.revoke_token(&old.id, None).await?;
         }
     }
@@ -563,4 +585,20 @@ pub async fn drain(
     );
     state.store.drain_runner(&id, &audit).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_runners_are_attributed_to_their_replica() {
+        assert!(is_replicas_runner("local@a1", "a1"));
+        assert!(is_replicas_runner("local@a1-2", "a1"));
+        assert!(!is_replicas_runner("local@a1-x", "a1"));
+        assert!(!is_replicas_runner("local@a1-", "a1"));
+        assert!(!is_replicas_runner("local@a1-2", "a"));
+        assert!(!is_replicas_runner("local@b-1", "a1"));
+        assert!(!is_replicas_runner("local-1", "a1"));
+    }
 }

@@ -140,6 +140,9 @@ pub async fn schedule_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
+        if !crate::duties::holds_duty(&state, "schedules", state.config.schedules.interval).await {
+            continue;
+        }
         if let Err(e) = pass(&state).await {
             tracing::warn!(duty = "schedules", error = %e, "pass failed");
         }

@@ -33,6 +33,9 @@ pub struct AppState {
     pub issuer: Arc<crate::identity::Issuer>,
     /// This process's notification delivery counters.
     pub notifications: Arc<crate::notify::Counters>,
+    /// This replica's id: the holder of its duty leases (`duties::holds_duty`) and the
+    /// owner of its embedded runners (`runners::embedded_runner_name`).
+    pub replica: Arc<str>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +47,11 @@ pub enum StartError {
     },
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
+    #[error("cannot read or write the replica id file {path}: {source}")]
+    ReplicaId {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -69,6 +77,8 @@ pub struct RunningServer {
     pub admin_token_file: Option<PathBuf>,
     /// A pool token for the server's own hosted runners (minted at each start).
     pub hosted_runner_token: String,
+    /// The name this replica's embedded runners register under (`<name>-<i>` each).
+    pub embedded_runner_name: String,
     state: AppState,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
@@ -101,7 +111,9 @@ impl RunningServer {
             config.public_url = format!("http://{local_addr}");
         }
         let vcs = Arc::new(crate::vcs::Vcs::new(&config)?);
-        let hosted_runner_token = crate::runners::hosted_pool_token(store.as_ref()).await?;
+        let replica = crate::duties::replica_id(&config)?;
+        let hosted_runner_token =
+            crate::runners::hosted_pool_token(store.as_ref(), &replica).await?;
         let state = AppState {
             store,
             config: Arc::new(config),
@@ -113,6 +125,7 @@ impl RunningServer {
             secrets_key,
             issuer: Arc::new(crate::identity::Issuer::default()),
             notifications: Arc::default(),
+            replica: replica.into(),
         };
         // Before anything is served: runs of the previous process's embedded runners
         // are settled, not left `running` with nothing executing them.
@@ -137,6 +150,7 @@ impl RunningServer {
             local_addr,
             admin_token_file,
             hosted_runner_token,
+            embedded_runner_name: crate::runners::embedded_runner_name(&state.replica),
             state,
             stop: Some(stop),
             task,

@@ -105,6 +105,11 @@ pub struct ServerArgs {
     /// another approver must).
     #[arg(long, env = "BOSUN_ALLOW_SELF_APPROVAL")]
     allow_self_approval: bool,
+    /// This replica's id among servers sharing one database: it holds the background
+    /// duties' leases and owns its embedded runners [default: random, kept in
+    /// <data-dir>/replica-id].
+    #[arg(long, env = "BOSUN_REPLICA_ID")]
+    replica_id: Option<String>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -151,6 +156,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .schedule_interval
         .max(std::time::Duration::from_millis(10));
     config.allow_self_approval = args.allow_self_approval;
+    config.replica_id = args.replica_id.clone();
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());
@@ -163,7 +169,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         let config = bosun_runner::RunnerConfig::new(
             format!("http://{}", server.local_addr),
             server.hosted_runner_token.clone(),
-            "local",
+            server.embedded_runner_name.clone(),
             server.state().config.data_dir.join("runner"),
         );
         tokio::spawn(bosun_runner::run_workers(

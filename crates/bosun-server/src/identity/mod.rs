@@ -328,6 +328,9 @@ pub async fn rotation_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
+        if !crate::duties::holds_duty(&state, "oidc_key_rotation", period).await {
+            continue;
+        }
         if let Err(e) = rotation_pass(&state, every).await {
             tracing::warn!(duty = "oidc_key_rotation", error = %e, "pass failed");
         }

@@ -60,6 +60,11 @@ pub async fn delivery_duty(state: AppState) {
             _ = signal.notified() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
+        if !crate::duties::holds_duty(&state, "notify", config.poll_interval).await {
+            // Another replica delivers; look again within the lease's lifetime.
+            wait = config.poll_interval;
+            continue;
+        }
         match pass(&state, &http).await {
             Ok(next) => {
                 state

@@ -34,6 +34,9 @@ pub async fn poll_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
+        if !crate::duties::holds_duty(&state, "git_poll", interval).await {
+            continue;
+        }
         match poll_once(&state).await {
             Ok(_) => state.duties.git_poll_last_pass.store(
                 Utc::now().timestamp_millis(),

@@ -86,6 +86,9 @@ pub async fn revoke_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
+        if !crate::duties::holds_duty(&state, "vcs_token_revoke", Duration::from_secs(1)).await {
+            continue;
+        }
         if let Err(e) = revoke_once(&state).await {
             tracing::warn!(duty = "vcs_token_revoke", error = %e, "pass failed");
         }

@@ -6,6 +6,7 @@ mod approvals;
 mod authz;
 mod bad_input;
 mod drift;
+mod duties;
 mod harness;
 mod identity;
 mod metrics;
