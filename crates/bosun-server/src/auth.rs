@@ -101,8 +101,14 @@ fn presented_token(headers: &HeaderMap) -> Result<String, ApiError> {
 /// Turns the presented token into the principal it stands for.
 pub async fn authenticate(store: &dyn Store, headers: &HeaderMap) -> Result<Principal, ApiError> {
     let token = presented_token(headers)?;
+    authenticate_token(store, &token).await
+}
+
+/// Turns a token, however it was presented (header or console session), into its
+/// principal: revoked, expired and orphaned tokens are refused, saying which.
+pub async fn authenticate_token(store: &dyn Store, token: &str) -> Result<Principal, ApiError> {
     let grant = store
-        .token_grant(&hash_token(&token))
+        .token_grant(&hash_token(token))
         .await?
         .ok_or_else(|| ApiError::Unauthenticated("invalid token".into()))?;
     let record = grant.token;

@@ -10,6 +10,7 @@ mod approvals;
 pub mod auth;
 mod bootstrap;
 pub mod config;
+mod console;
 mod drift;
 mod duties;
 pub mod error;

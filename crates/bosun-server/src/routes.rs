@@ -165,6 +165,7 @@ pub fn router(state: AppState) -> Router {
         &format!("{API_PREFIX}/openapi.json"),
         routing::get(crate::openapi::serve),
     )
+    .merge(crate::console::router())
     .route("/healthz", routing::get(crate::health::healthz))
     .route("/readyz", routing::get(crate::health::readyz))
     .route("/metrics", routing::get(crate::metrics::serve))

@@ -1,0 +1,281 @@
+//! The console: server-rendered HTML pages at `/` over the same data, service functions
+//! and roles as the API.
+//!
+//! Each page module owns its routes, loads through the API's own handler functions or the
+//! store, and renders an askama template from `templates/console/`. Who may see a page or
+//! press a button is never decided here: [`Layout::require`] and [`Layout::can`] look up
+//! the policy of the API route that does the same thing in [`crate::routes::api_routes`],
+//! so the console and the API cannot disagree. Forms carry the session's CSRF token and
+//! answer with a redirect and a one-time message (the refusal's own text when refused).
+
+mod session;
+mod stacks;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use axum::extract::Path;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, SET_COOKIE};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bosun_core::authz::{authorize, Access};
+
+use crate::error::ApiError;
+use crate::server::AppState;
+pub use session::{Flash, Session};
+
+/// The console's routes, merged into the server's router.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(home))
+        .route("/login", get(session::login_form).post(session::login))
+        .route("/logout", post(session::logout))
+        .route("/console/static/{file}", get(static_file))
+        .merge(stacks::router())
+}
+
+/// What every page shows around its content: who is looking, the org, the navigation.
+pub struct Layout {
+    pub title: String,
+    pub org: String,
+    pub orgs: Vec<String>,
+    pub user: String,
+    pub csrf: String,
+    /// Which navigation entry is current (`stacks`, `runners`, …).
+    pub nav: &'static str,
+    pub flash: Option<Flash>,
+    principal: bosun_core::authz::Principal,
+}
+
+impl Layout {
+    /// The layout of a page of `org`, refused unless the session may read it through the
+    /// API route `api_path` (relative to `/api/v1`, e.g. `/orgs/{org}/stacks`).
+    pub fn new(
+        session: Session,
+        org: &str,
+        nav: &'static str,
+        title: impl Into<String>,
+        api_path: &str,
+    ) -> Result<Self, PageError> {
+        let layout = Layout {
+            title: title.into(),
+            org: org.to_string(),
+            orgs: session.orgs(),
+            user: session.user().to_string(),
+            csrf: session.csrf.clone(),
+            nav,
+            flash: session.flash.clone(),
+            principal: session.principal,
+        };
+        layout.require(Method::GET, api_path)?;
+        Ok(layout)
+    }
+
+    /// Refuses, saying why, unless the API would allow `method api_path` in this org.
+    pub fn require(&self, method: Method, api_path: &str) -> Result<(), PageError> {
+        let access = api_access(&method, api_path).ok_or_else(|| {
+            ApiError::Internal(format!(
+                "the console asks about an unknown API route {method} {api_path}"
+            ))
+        })?;
+        authorize(&self.principal, access, Some(&self.org))
+            .map_err(|d| PageError::Api(ApiError::Forbidden(d.to_string())))
+    }
+
+    /// Whether the API would allow `method api_path` here: buttons show only when it would.
+    pub fn can(&self, method: &str, api_path: &str) -> bool {
+        Method::from_bytes(method.as_bytes())
+            .map(|m| self.require(m, api_path).is_ok())
+            .unwrap_or(false)
+    }
+
+    /// The caller as the API handlers take it, for actions done through them.
+    pub fn caller(&self) -> crate::auth::Caller {
+        crate::auth::Caller(self.principal.clone())
+    }
+}
+
+/// The access policy of an API route, from the one route table.
+fn api_access(method: &Method, api_path: &str) -> Option<Access> {
+    static TABLE: OnceLock<HashMap<(Method, &'static str), Access>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = HashMap::new();
+        for route in crate::routes::api_routes() {
+            for m in &route.methods {
+                t.insert((m.clone(), route.path), route.access);
+            }
+        }
+        t
+    });
+    table.get(&(method.clone(), api_path)).copied()
+}
+
+/// Why a page was not shown: not logged in (→ the login page), or the API's own error.
+#[derive(Debug)]
+pub enum PageError {
+    Login {
+        next: String,
+        reason: Option<String>,
+    },
+    Api(ApiError),
+}
+
+impl From<ApiError> for PageError {
+    fn from(e: ApiError) -> Self {
+        PageError::Api(e)
+    }
+}
+
+impl From<bosun_store::StoreError> for PageError {
+    fn from(e: bosun_store::StoreError) -> Self {
+        PageError::Api(e.into())
+    }
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/error.html")]
+struct ErrorPage {
+    status: u16,
+    reason: String,
+    code: String,
+    message: String,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        match self {
+            PageError::Login { next, reason } => {
+                let mut to = format!("/login?next={}", urlencode(&next));
+                if let Some(r) = reason {
+                    to.push_str(&format!("&reason={}", urlencode(&r)));
+                }
+                Redirect::to(&to).into_response()
+            }
+            PageError::Api(e) => {
+                let status = e.status();
+                if status.is_server_error() {
+                    tracing::error!(error = %e, "console page failed");
+                }
+                let body = e.body().error;
+                let page = ErrorPage {
+                    status: status.as_u16(),
+                    reason: status.canonical_reason().unwrap_or("Error").to_string(),
+                    code: body.code,
+                    message: body.message,
+                };
+                match askama::Template::render(&page) {
+                    Ok(html) => (status, Html(html)).into_response(),
+                    Err(_) => (status, page.message).into_response(),
+                }
+            }
+        }
+    }
+}
+
+/// Percent-encodes a query value.
+pub fn urlencode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// Renders a page; a page shown after a form clears that form's one-time message.
+pub fn render<T: askama::Template>(
+    flash_shown: Option<&Flash>,
+    page: &T,
+) -> Result<Response, PageError> {
+    let html = page
+        .render()
+        .map_err(|e| ApiError::Internal(format!("cannot render a console page: {e}")))?;
+    let mut resp = Html(html).into_response();
+    let headers = resp.headers_mut();
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if flash_shown.is_some() {
+        headers.append(SET_COOKIE, session::clear_flash());
+    }
+    Ok(resp)
+}
+
+/// `GET /`: the first org's stacks, or the login page.
+async fn home(session: Result<Session, PageError>) -> Response {
+    match session {
+        Ok(s) => match s.orgs().first() {
+            Some(org) => Redirect::to(&format!("/orgs/{}/stacks", urlencode(org))).into_response(),
+            None => PageError::Api(ApiError::Forbidden(format!(
+                "{} is not a member of any org; an admin adds members with `bosun org member add`",
+                s.user()
+            )))
+            .into_response(),
+        },
+        Err(e) => e.into_response(),
+    }
+}
+
+const CSS: &str = include_str!("../../static/console.css");
+const JS: &str = include_str!("../../static/console.js");
+
+/// The console's stylesheet and script, built into the binary.
+async fn static_file(Path(file): Path<String>) -> Response {
+    let (body, kind) = match file.as_str() {
+        "console.css" => (CSS, "text/css; charset=utf-8"),
+        "console.js" => (JS, "text/javascript; charset=utf-8"),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    (
+        [
+            (CONTENT_TYPE, HeaderValue::from_static(kind)),
+            (
+                CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=300"),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// "3m 20s ago"-style ages for people; exact times stay in the `title`/`datetime`.
+pub fn age(from: chrono::DateTime<chrono::Utc>) -> String {
+    let secs = (chrono::Utc::now() - from).num_seconds().max(0);
+    duration_text(secs)
+}
+
+/// "1h 5m", "42s": a whole number of seconds for people.
+pub fn duration_text(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {}s", s / 60, s % 60),
+        s if s < 86400 => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d {}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_console_permission_names_a_real_api_route() {
+        assert!(api_access(&Method::GET, "/orgs/{org}/stacks").is_some());
+        assert!(api_access(&Method::POST, "/orgs/{org}/runs/{run}/confirm").is_some());
+        assert!(api_access(&Method::GET, "/orgs/{org}/nothing").is_none());
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration_text(5), "5s");
+        assert_eq!(duration_text(200), "3m 20s");
+        assert_eq!(duration_text(3900), "1h 5m");
+        assert_eq!(duration_text(90000), "1d 1h");
+        assert_eq!(urlencode("a b/c?"), "a%20b/c%3F");
+    }
+}

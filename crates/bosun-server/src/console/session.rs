@@ -1,0 +1,365 @@
+//! Console sessions: logging in with a personal token, the session cookie, and the CSRF
+//! token every console form carries.
+//!
+//! The cookie holds the token sealed with the server's secrets key (so any replica opens
+//! it, and the browser's copy reveals nothing), plus when the session began. Every request
+//! authenticates the token again exactly as the API does, so a revoked or expired token
+//! ends its sessions at once. The CSRF token is derived from the cookie's value, which a
+//! page of another site can neither read nor send along a form it submits (the cookie is
+//! `HttpOnly; SameSite=Strict`), and console POSTs are also refused when their `Origin`
+//! names another site.
+
+use axum::extract::{Form, FromRequestParts, Query, State};
+use axum::http::header::{COOKIE, HOST, ORIGIN, SET_COOKIE};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Redirect, Response};
+use base64::Engine as _;
+use bosun_core::authz::{Principal, PrincipalKind};
+use bosun_store::Sealed;
+use chrono::Utc;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::{render, PageError};
+use crate::error::ApiError;
+use crate::server::AppState;
+
+const COOKIE_NAME: &str = "bosun_session";
+const FLASH_COOKIE: &str = "bosun_flash";
+/// A session lasts at most this long, whatever the token's own expiry.
+const SESSION_SECONDS: i64 = 12 * 3600;
+
+/// The person looking at a console page: their principal and the CSRF token their
+/// forms carry.
+pub struct Session {
+    pub principal: Principal,
+    pub csrf: String,
+    /// A message left by the action that redirected here (shown once).
+    pub flash: Option<Flash>,
+}
+
+/// A one-time message after a form: what happened, or why it was refused.
+#[derive(Debug, Clone)]
+pub struct Flash {
+    pub ok: bool,
+    pub text: String,
+}
+
+impl Session {
+    /// The user id behind the session (console sessions are personal tokens only).
+    pub fn user(&self) -> &str {
+        self.principal.user().unwrap_or_default()
+    }
+
+    /// The orgs this person is a member of, sorted.
+    pub fn orgs(&self) -> Vec<String> {
+        match &self.principal.kind {
+            PrincipalKind::User { roles, .. } => roles.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Refuses a form whose CSRF token is not this session's.
+    pub fn check_csrf(&self, presented: &str) -> Result<(), PageError> {
+        use subtle_eq::eq;
+        if eq(presented.as_bytes(), self.csrf.as_bytes()) {
+            Ok(())
+        } else {
+            Err(PageError::Api(ApiError::Forbidden(
+                "the form's CSRF token does not match this session; reload the page and try again"
+                    .into(),
+            )))
+        }
+    }
+}
+
+/// Constant-time comparison, so a CSRF guess learns nothing from timing.
+mod subtle_eq {
+    pub fn eq(a: &[u8], b: &[u8]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+/// The value of one cookie in the request.
+pub(super) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+fn csrf_of(cookie_value: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(b"bosun-console-csrf\0")
+        .chain_update(cookie_value.as_bytes())
+        .finalize();
+    hex::encode(&digest[..16])
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn unb64(text: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()
+}
+
+/// Seals `token` into a session cookie value.
+fn seal_session(state: &AppState, token: &str) -> Result<String, ApiError> {
+    let plain = format!("v1\n{}\n{token}", Utc::now().timestamp());
+    let sealed = state
+        .secrets_key
+        .seal(plain.as_bytes())
+        .map_err(|e| ApiError::Internal(format!("cannot seal a console session: {e}")))?;
+    Ok(format!(
+        "{}.{}.{}",
+        sealed.key_id,
+        b64(&sealed.nonce),
+        b64(&sealed.ciphertext)
+    ))
+}
+
+/// Opens a session cookie: the token inside, or why the session is over.
+fn open_session(state: &AppState, value: &str) -> Result<String, &'static str> {
+    let mut parts = value.split('.');
+    let (Some(key_id), Some(nonce), Some(ct), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("the session cookie is malformed; log in again");
+    };
+    let sealed = Sealed {
+        key_id: key_id.to_string(),
+        nonce: unb64(nonce).ok_or("the session cookie is malformed; log in again")?,
+        ciphertext: unb64(ct).ok_or("the session cookie is malformed; log in again")?,
+    };
+    let plain = state
+        .secrets_key
+        .open(&sealed)
+        .map_err(|_| "the session was made with another secrets key; log in again")?;
+    let plain = String::from_utf8(plain).map_err(|_| "the session cookie is malformed")?;
+    let mut lines = plain.splitn(3, '\n');
+    let (Some("v1"), Some(issued), Some(token)) = (lines.next(), lines.next(), lines.next()) else {
+        return Err("the session cookie is malformed; log in again");
+    };
+    let issued: i64 = issued
+        .parse()
+        .map_err(|_| "the session cookie is malformed")?;
+    if Utc::now().timestamp() - issued > SESSION_SECONDS {
+        return Err("your session expired after 12 hours; log in again");
+    }
+    Ok(token.to_string())
+}
+
+/// Refuses a POST whose `Origin` is another site (browsers send it on every POST).
+fn check_origin(headers: &HeaderMap) -> Result<(), PageError> {
+    let Some(origin) = headers.get(ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let host = headers
+        .get(HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let origin_host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
+    if origin == "null" || origin_host != host {
+        return Err(PageError::Api(ApiError::Forbidden(format!(
+            "a console form was posted from another site ({origin}); open the console at http://{host}/ and try again"
+        ))));
+    }
+    Ok(())
+}
+
+impl FromRequestParts<AppState> for Session {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, PageError> {
+        let login = || {
+            let next = parts
+                .uri
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/");
+            PageError::Login {
+                next: next.to_string(),
+                reason: None,
+            }
+        };
+        let value = cookie(&parts.headers, COOKIE_NAME).ok_or_else(login)?;
+        let token = open_session(state, value).map_err(|reason| PageError::Login {
+            next: parts.uri.path().to_string(),
+            reason: Some(reason.to_string()),
+        })?;
+        let principal = crate::auth::authenticate_token(state.store.as_ref(), &token)
+            .await
+            .map_err(|e| match e {
+                ApiError::Unauthenticated(reason) => PageError::Login {
+                    next: parts.uri.path().to_string(),
+                    reason: Some(reason),
+                },
+                other => PageError::Api(other),
+            })?;
+        if parts.method == axum::http::Method::POST {
+            check_origin(&parts.headers)?;
+        }
+        let flash = cookie(&parts.headers, FLASH_COOKIE).and_then(|v| {
+            let bytes = unb64(v)?;
+            let text = String::from_utf8(bytes).ok()?;
+            let (kind, text) = text.split_once(':')?;
+            Some(Flash {
+                ok: kind == "ok",
+                text: text.to_string(),
+            })
+        });
+        Ok(Session {
+            principal,
+            csrf: csrf_of(value),
+            flash,
+        })
+    }
+}
+
+/// A redirect after a form that leaves a one-time message for the next page.
+pub fn redirect_with_flash(to: &str, ok: bool, text: &str) -> Response {
+    let value = b64(format!("{}:{text}", if ok { "ok" } else { "error" }).as_bytes());
+    let mut resp = Redirect::to(to).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{FLASH_COOKIE}={value}; Path=/; Max-Age=60; HttpOnly; SameSite=Strict"
+    )) {
+        resp.headers_mut().append(SET_COOKIE, v);
+    }
+    resp
+}
+
+/// The header that clears the one-time message once a page has shown it.
+pub(super) fn clear_flash() -> HeaderValue {
+    HeaderValue::from_static("bosun_flash=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")
+}
+
+#[derive(Deserialize)]
+pub struct LoginQuery {
+    next: Option<String>,
+    reason: Option<String>,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/login.html")]
+struct LoginPage {
+    next: String,
+    reason: Option<String>,
+}
+
+/// Only same-site paths are followed after login, never another host.
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+/// `GET /login`: the token form.
+pub async fn login_form(Query(q): Query<LoginQuery>) -> Result<Response, PageError> {
+    render(
+        None,
+        &LoginPage {
+            next: safe_next(q.next.as_deref()),
+            reason: q.reason,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    token: String,
+    next: Option<String>,
+}
+
+/// `POST /login`: checks the token like the API would and starts a session.
+pub async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Result<Response, PageError> {
+    check_origin(&headers)?;
+    let next = safe_next(form.next.as_deref());
+    let again = |reason: String| {
+        render(
+            None,
+            &LoginPage {
+                next: next.clone(),
+                reason: Some(reason),
+            },
+        )
+        .map(|mut r| {
+            *r.status_mut() = axum::http::StatusCode::UNAUTHORIZED;
+            r
+        })
+    };
+    let token = form.token.trim();
+    if token.is_empty() {
+        return again("enter a personal token (bosun token create prints one)".into());
+    }
+    let principal = match crate::auth::authenticate_token(state.store.as_ref(), token).await {
+        Ok(p) => p,
+        Err(ApiError::Unauthenticated(reason)) => return again(reason),
+        Err(e) => return Err(PageError::Api(e)),
+    };
+    if principal.user().is_none() {
+        return again(format!(
+            "token {} is not a personal token; the console takes personal tokens only",
+            principal.token_id
+        ));
+    }
+    let value = seal_session(&state, token)?;
+    let mut resp = Redirect::to(&next).into_response();
+    let cookie = format!(
+        "{COOKIE_NAME}={value}; Path=/; Max-Age={SESSION_SECONDS}; HttpOnly; SameSite=Strict"
+    );
+    let cookie = HeaderValue::from_str(&cookie)
+        .map_err(|_| ApiError::Internal("cannot build the session cookie".into()))?;
+    resp.headers_mut().append(SET_COOKIE, cookie);
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+pub struct CsrfOnly {
+    pub csrf: String,
+}
+
+/// `POST /logout`: ends the session in this browser.
+pub async fn logout(session: Session, Form(form): Form<CsrfOnly>) -> Result<Response, PageError> {
+    session.check_csrf(&form.csrf)?;
+    let mut resp = Redirect::to("/login").into_response();
+    resp.headers_mut().append(
+        SET_COOKIE,
+        HeaderValue::from_static("bosun_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
+    );
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_stays_on_this_site() {
+        assert_eq!(safe_next(Some("/orgs/a/stacks")), "/orgs/a/stacks");
+        assert_eq!(safe_next(Some("//evil.example/")), "/");
+        assert_eq!(safe_next(Some("https://evil.example/")), "/");
+        assert_eq!(safe_next(Some("/\\evil.example")), "/");
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn csrf_differs_per_session_and_compares_exactly() {
+        assert_ne!(csrf_of("a"), csrf_of("b"));
+        assert!(subtle_eq::eq(b"abc", b"abc"));
+        assert!(!subtle_eq::eq(b"abc", b"abd"));
+        assert!(!subtle_eq::eq(b"abc", b"ab"));
+    }
+}
