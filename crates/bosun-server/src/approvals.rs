@@ -224,7 +224,7 @@ async fn decide_one(
         ApprovalOutcome::PlanRun(r) => r.state.to_string(),
         ApprovalOutcome::StackRun(r) => r.state.to_string(),
     };
-    state.dispatch.notify_waiters();
+    state.wake_dispatch();
     Ok(Json(decision_to_wire(record, Some(run_state))))
 }
 

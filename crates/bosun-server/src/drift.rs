@@ -84,7 +84,7 @@ pub async fn start_check(
         json!({"stack": run.stack, "kind": "drift", "trigger": "manual"}),
     );
     let record = state.store.start_drift_check(&run, &audit).await?;
-    state.dispatch.notify_waiters();
+    state.wake_dispatch();
     Ok((
         StatusCode::CREATED,
         Json(crate::runs::to_wire(&state, record).await?),
@@ -148,7 +148,7 @@ pub async fn fire_due(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiErr
         match state.store.fire_drift_schedule(&fire).await? {
             DriftFired::Started(run) => {
                 tracing::info!(org = %rec.org, stack = %rec.stack, run = %run.id, "drift check started");
-                state.dispatch.notify_waiters();
+                state.wake_dispatch();
             }
             DriftFired::Skipped { open_run } => {
                 tracing::info!(org = %rec.org, stack = %rec.stack, open_run = %open_run,
@@ -207,7 +207,7 @@ pub async fn settle_ended(state: &AppState) -> Result<(), ApiError> {
             tracing::info!(run = %run.id, result = result.as_str(), reconcile = ?check.reconcile_run,
                 "drift check settled");
             if check.reconcile_run.is_some() {
-                state.dispatch.notify_waiters();
+                state.wake_dispatch();
             }
         }
     }

@@ -103,7 +103,7 @@ pub async fn stale_sweep(state: AppState) {
                     .stale_sweep_last_pass
                     .store(Utc::now().timestamp_millis(), Ordering::Relaxed);
                 if n > 0 {
-                    state.dispatch.notify_waiters();
+                    state.wake_dispatch();
                 }
             }
             Err(e) => tracing::warn!(duty = "stale_sweep", error = %e, "pass failed"),

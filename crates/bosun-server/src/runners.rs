@@ -495,7 +495,7 @@ pub async fn report(
         .await?;
     if out.run.needs_lease || out.run.state.is_terminal() {
         // A next phase to lease, or a stack queue that just moved on.
-        state.dispatch.notify_waiters();
+        state.wake_dispatch();
     }
     Ok(StatusCode::NO_CONTENT)
 }

@@ -77,7 +77,7 @@ pub async fn enqueue(
         json!({"stack": run.stack, "kind": run.kind.as_str(), "trigger": run.trigger.as_str()}),
     );
     let record = state.store.create_run(&run, Some(&audit)).await?;
-    state.dispatch.notify_waiters();
+    state.wake_dispatch();
     Ok(record)
 }
 
@@ -261,7 +261,7 @@ async fn operator_event(
             },
         )
         .await?;
-    state.dispatch.notify_waiters();
+    state.wake_dispatch();
     Ok(Json(to_wire(state, out.run).await?))
 }
 
@@ -386,6 +386,7 @@ pub async fn logs_stream(
     let read_id = id.clone();
     Ok(log_stream(
         state,
+        id.clone(),
         q.after,
         move |state| {
             let id = id.clone();
@@ -416,10 +417,12 @@ pub(crate) enum RunProgress {
 /// A run's log as server-sent events, for stack runs and plan runs alike: `chunk` events
 /// carrying a LogChunk (after `after`), then an `end` event with the run's final state
 /// once `progress` says it ended and every chunk was sent. `read` gives the chunks after
-/// a seq. Polls every 200 ms; stops when the client goes, the run is gone, a store call
-/// fails, or the server shuts down.
+/// a seq. Looks again when the store signals `Run(run)` (new chunks or a state change,
+/// written through any replica), and at least every 2 s; stops when the client goes, the
+/// run is gone, a store call fails, or the server shuts down.
 pub(crate) fn log_stream<P, PF, R, RF>(
     state: AppState,
+    run: String,
     mut after: Option<i64>,
     progress: P,
     read: R,
@@ -433,6 +436,8 @@ where
     let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
     tokio::spawn(async move {
         let mut stopping = state.stopping.subscribe();
+        // Subscribed before the first look, so nothing written after it is missed.
+        let mut signals = state.store.subscribe();
         loop {
             let ended = match progress(state.clone()).await {
                 Ok(RunProgress::Going) => None,
@@ -464,8 +469,19 @@ where
                     .await;
                 return;
             }
+            if !drained {
+                // A page was sent: there may be more at once.
+                continue;
+            }
+            let heard = async {
+                while !bosun_store::signal::next(&mut signals)
+                    .await
+                    .concerns_run(&run)
+                {}
+            };
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = heard => {}
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
                 _ = crate::duties::stopped(&mut stopping) => return,
             }
         }

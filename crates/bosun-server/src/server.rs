@@ -20,7 +20,9 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// Cleared when shutdown begins, so `/readyz` turns away new traffic.
     pub ready: Arc<AtomicBool>,
-    /// Woken when a run may have become dispatchable, so waiting leases look again.
+    /// Woken when a run may have become dispatchable, so waiting leases look again: by
+    /// [`AppState::wake_dispatch`] here, and by `forward_signals` when another replica
+    /// publishes `Signal::Dispatch`.
     pub dispatch: Arc<tokio::sync::Notify>,
     /// Set when shutdown begins, so background duties and long polls stop.
     pub stopping: Arc<tokio::sync::watch::Sender<bool>>,
@@ -36,6 +38,33 @@ pub struct AppState {
     /// This replica's id: the holder of its duty leases (`duties::holds_duty`) and the
     /// owner of its embedded runners (`runners::embedded_runner_name`).
     pub replica: Arc<str>,
+}
+
+impl AppState {
+    /// A run may have become dispatchable: wakes this replica's waiting leases and
+    /// publishes `Signal::Dispatch` so every other replica's wake too.
+    pub fn wake_dispatch(&self) {
+        self.dispatch.notify_waiters();
+        self.store.publish(bosun_store::Signal::Dispatch);
+    }
+}
+
+/// Forwards the store's `Dispatch` signals (other replicas' runs queued, or a resync) to
+/// this replica's waiting leases, until shutdown. The delivery duty and log streams
+/// subscribe to the store themselves.
+async fn forward_signals(state: AppState) {
+    let mut stopping = state.stopping.subscribe();
+    let mut signals = state.store.subscribe();
+    loop {
+        tokio::select! {
+            signal = bosun_store::signal::next(&mut signals) => {
+                if signal.concerns_dispatch() {
+                    state.dispatch.notify_waiters();
+                }
+            }
+            _ = crate::duties::stopped(&mut stopping) => return,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +165,7 @@ impl RunningServer {
         let rotation = tokio::spawn(crate::identity::rotation_duty(state.clone()));
         let notify = tokio::spawn(crate::notify::deliver::delivery_duty(state.clone()));
         let schedules = tokio::spawn(crate::schedules::schedule_duty(state.clone()));
+        let signals = tokio::spawn(forward_signals(state.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = crate::routes::router(state.clone());
         let task = tokio::spawn(async move {
@@ -154,7 +184,7 @@ impl RunningServer {
             state,
             stop: Some(stop),
             task,
-            duties: vec![sweep, revoke, poll, rotation, notify, schedules],
+            duties: vec![sweep, revoke, poll, rotation, notify, schedules, signals],
         })
     }
 

@@ -498,7 +498,7 @@ pub async fn force_unlock(
     };
     match state.store.unlock_state(&org, &stack, &request, &audit).await? {
         UnlockDecision::Release { lock, .. } => {
-            state.dispatch.notify_waiters();
+            state.wake_dispatch();
             Ok(Json(lock_view(&state, *lock).await?))
         }
         UnlockDecision::NotLocked => Err(ApiError::Conflict {

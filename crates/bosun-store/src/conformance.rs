@@ -2,7 +2,10 @@
 //!
 //! A backend's test file runs it with [`conformance_suite!`](crate::conformance_suite),
 //! giving an expression that yields `(Arc<dyn Store>, guard)` for a fresh, empty store;
-//! the guard (a temp dir, a scratch database) lives until the case ends.
+//! the guard (a temp dir, a scratch database) lives until the case ends. The second
+//! argument, `|&store, &guard| -> impl Future<Output = Arc<dyn Store>>`, gives another
+//! instance on the same database (as a second replica would open it), for the cases that
+//! cross instances; a backend whose instances share nothing gives the same store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -24,7 +27,11 @@ use crate::*;
 /// One case per test, so a failing backend names exactly which behaviour broke.
 #[macro_export]
 macro_rules! conformance_suite {
-    ($make:expr) => {
+    ($make:expr, $peer:expr) => {
+        $crate::conformance_suite!(@peer_cases $make, $peer;
+            signals_reach_other_instances,
+            signals_of_failed_writes_are_dropped
+        );
         $crate::conformance_suite!(@cases $make;
             bootstrap_only_once,
             schema_version_is_current,
@@ -83,6 +90,18 @@ macro_rules! conformance_suite {
             duty_leases_take_renew_refuse_and_expire,
             duty_leases_racing_takers_get_one
         );
+    };
+    (@peer_cases $make:expr, $peer:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let Some((store, guard)) = $crate::conformance::Fresh::fresh($make.await) else {
+                    return;
+                };
+                let peer: std::sync::Arc<dyn $crate::Store> = ($peer)(&store, &guard).await;
+                $crate::conformance::$case(store, peer).await;
+            }
+        )*
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -3465,7 +3484,7 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
     ] {
         store.create_notification_target(&t, &a).await.unwrap();
     }
-    let signal = store.notification_signal();
+    let mut signals = store.subscribe();
     // A queued run canceled: not a failure, so only the catch-all rule takes it.
     store
         .create_run(&new_run("r-cancel", "net", RunKind::Tracked), None)
@@ -3483,9 +3502,11 @@ pub async fn notification_events_written_with_their_cause(store: Arc<dyn Store>)
         [("run_ended".into(), Some("canceled".into()))]
     );
     assert!(deliveries_of(&*store, "defaults").await.is_empty());
-    tokio::time::timeout(std::time::Duration::from_secs(5), signal.notified())
-        .await
-        .expect("a commit with deliveries wakes the delivery duty");
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while crate::signal::next(&mut signals).await != Signal::Notification {}
+    })
+    .await
+    .expect("a commit with deliveries wakes the delivery duty");
     // A drift run failing: the defaults and the drift rule take it.
     let r = runner(&*store, "runner-1").await;
     store
@@ -5846,4 +5867,101 @@ pub async fn duty_leases_racing_takers_get_one(store: Arc<dyn Store>) {
         }
     }
     assert_eq!(won, 1, "exactly one taker takes over an expired lease");
+}
+
+// ---- signals across instances ----
+
+/// Waits (at most 10 s) until `rx` hears `want`, passing over other signals.
+async fn hear(rx: &mut tokio::sync::broadcast::Receiver<Signal>, want: &Signal) {
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while crate::signal::next(rx).await != *want {}
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{want:?} never arrived"));
+}
+
+/// Signals, published or written, reach a subscriber of another instance on the same
+/// database (on a single-process backend, the same instance).
+pub async fn signals_reach_other_instances(store: Arc<dyn Store>, peer: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let r = runner(&*store, "runner-1").await;
+    store
+        .create_run(&new_run("sig", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    let mut rx = peer.subscribe();
+    let mut own = store.subscribe();
+    // Published by a caller (a run was queued through this instance's API).
+    store.publish(Signal::Dispatch);
+    hear(&mut rx, &Signal::Dispatch).await;
+    hear(&mut own, &Signal::Dispatch).await;
+    // Written: a lease, log chunks and the run's end each change run `sig`.
+    let run = store.lease_run(&r).await.unwrap().unwrap();
+    hear(&mut rx, &Signal::Run("sig".into())).await;
+    store
+        .append_logs("sig", run.fencing, &[(0, "line".into())])
+        .await
+        .unwrap();
+    hear(&mut rx, &Signal::Run("sig".into())).await;
+    store
+        .cancel_run("sig", &audit(Some("acme"), "run.cancel", "run:sig"))
+        .await
+        .unwrap();
+    hear(&mut rx, &Signal::Run("sig".into())).await;
+    // And the other way round.
+    let mut back = store.subscribe();
+    peer.publish(Signal::Notification);
+    hear(&mut back, &Signal::Notification).await;
+}
+
+/// A write that fails (rolled back) publishes none of the signals it emitted: a fenced
+/// log append emits `Run` before its fencing check, yet nobody hears it.
+pub async fn signals_of_failed_writes_are_dropped(store: Arc<dyn Store>, peer: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    seed_stack(&*store, "app").await;
+    let r = runner(&*store, "runner-1").await;
+    for (id, stack) in [("fenced", "net"), ("marker", "app")] {
+        store
+            .create_run(&new_run(id, stack, RunKind::Proposed), None)
+            .await
+            .unwrap();
+    }
+    let mut leased = BTreeMap::new();
+    while let Some(run) = store.lease_run(&r).await.unwrap() {
+        leased.insert(run.id.clone(), run.fencing);
+    }
+    assert_eq!(leased.len(), 2, "{leased:?}");
+    let mut rx = peer.subscribe();
+    let mut own = store.subscribe();
+    let refused = store
+        .append_logs("fenced", leased["fenced"] + 1, &[(0, "x".into())])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Fenced { .. })),
+        "{refused:?}"
+    );
+    // Then a write that commits: signals arrive in commit order, so everything before the
+    // marker has been heard.
+    store
+        .append_logs("marker", leased["marker"], &[(0, "ok".into())])
+        .await
+        .unwrap();
+    for rx in [&mut rx, &mut own] {
+        let heard = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let mut heard = Vec::new();
+            loop {
+                let s = crate::signal::next(rx).await;
+                if s == Signal::Run("marker".into()) {
+                    return heard;
+                }
+                heard.push(s);
+            }
+        })
+        .await
+        .expect("the committed write's signal arrives");
+        assert!(
+            !heard.contains(&Signal::Run("fenced".into())),
+            "a rolled-back write's signal was published: {heard:?}"
+        );
+    }
 }

@@ -8,6 +8,7 @@
 pub mod conformance;
 mod postgres;
 mod records;
+pub mod signal;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use bosun_core::Role;
 
 pub use postgres::PostgresStore;
 pub use records::*;
+pub use signal::Signal;
 pub use sqlite::SqliteStore;
 
 /// Everything that can go wrong in a store call.
@@ -85,6 +87,17 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<()>;
     /// Finishes pending work and closes every connection.
     async fn close(&self);
+
+    /// Publishes a signal to every subscriber of every store instance on this database
+    /// (other replicas included): at once locally, and on PostgreSQL through `NOTIFY`.
+    /// Write calls publish their own changes' signals when they commit (`Run(id)` for a
+    /// run's or plan run's logs and state, `Notification` for new deliveries); callers
+    /// publish what the store cannot know (`Dispatch`). Never fails: a lost signal costs
+    /// only latency, since every waiter also polls.
+    fn publish(&self, signal: Signal);
+    /// Signals from now on, this instance's and (PostgreSQL) other instances'; a
+    /// subscriber that falls behind gets [`Signal::Resync`] from [`signal::next`].
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Signal>;
 
     /// Seeds org `default`, an admin user and their token when the store holds no user
     /// yet. Returns false (and changes nothing) when it already has users.
@@ -401,9 +414,6 @@ pub trait Store: Send + Sync + 'static {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<NotificationDeliveryRecord>>;
-    /// Woken (one stored permit) after a commit that added deliveries, so the delivery
-    /// duty sends at once instead of at its next poll.
-    fn notification_signal(&self) -> std::sync::Arc<tokio::sync::Notify>;
 
     // ---- Drift detection ----
 

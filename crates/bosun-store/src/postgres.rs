@@ -120,11 +120,17 @@ mod db {
         f(c)
     }
 
+    /// `Store::publish`.
+    pub(super) fn publish(store: &Store, signal: crate::Signal) {
+        store.publish_signal(signal);
+    }
+
     /// No call starts after this; idle connections close now, busy ones as their calls
     /// return.
     pub(super) async fn close(store: &Store) {
         use std::sync::atomic::Ordering;
         store.inner.closed.store(true, Ordering::Release);
+        store.inner.stop_listening.store(true, Ordering::Release);
         store.inner.permits.close();
         let conns = match store.inner.idle.lock() {
             Ok(mut idle) => std::mem::take(&mut *idle),
@@ -175,12 +181,16 @@ struct Inner {
     /// One permit per connection a call may use.
     permits: Semaphore,
     closed: AtomicBool,
-    /// Woken after a commit that wrote notification deliveries.
-    notifications: Arc<tokio::sync::Notify>,
+    /// Signals to this store's subscribers: its own commits' and, through the listener
+    /// thread, other instances' (`NOTIFY bosun_signals`).
+    signals: Arc<crate::signal::Hub>,
+    /// Set to stop the listener thread.
+    stop_listening: Arc<AtomicBool>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.stop_listening.store(true, Ordering::Release);
         // A synchronous client owns a small runtime, which must not be dropped on an async
         // thread: close the idle connections on a thread of their own.
         let conns = std::mem::take(self.idle.get_mut().unwrap_or_else(|p| p.into_inner()));
@@ -268,13 +278,25 @@ impl PostgresStore {
     fn open_blocking(config: ::postgres::Config) -> Result<Self> {
         let mut first = connect(&config)?;
         migrate(&mut first, &config)?;
+        // Listening before `open` returns: a signal committed after it reaches this store.
+        let listener = listen_connection(&config)?;
+        let signals = Arc::new(crate::signal::Hub::new());
+        let stop_listening = Arc::new(AtomicBool::new(false));
+        {
+            let (config, hub, stop) = (config.clone(), signals.clone(), stop_listening.clone());
+            std::thread::Builder::new()
+                .name("bosun-listen".into())
+                .spawn(move || listen(listener, &config, &hub, &stop))
+                .map_err(|e| StoreError::Backend(format!("starting the signal listener: {e}")))?;
+        }
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 config,
                 idle: Mutex::new(vec![first]),
                 permits: Semaphore::new(POOL_SIZE),
                 closed: AtomicBool::new(false),
-                notifications: Arc::new(tokio::sync::Notify::new()),
+                signals,
+                stop_listening,
             }),
         })
     }
@@ -339,13 +361,117 @@ impl PostgresStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Clone + Send + 'static,
     {
-        let (out, notified) = self
-            .with_conn(move |pc, config| write_blocking(pc, config, &|tx| f.clone()(tx)))
+        let hub = self.inner.signals.clone();
+        let (out, signals) = self
+            .with_conn(move |pc, config| write_blocking(pc, config, &hub, &|tx| f.clone()(tx)))
             .await?;
-        if notified {
-            self.inner.notifications.notify_one();
+        // Other instances hear them through their listeners; this one's own are sent here
+        // (its listener skips them).
+        for signal in signals {
+            self.inner.signals.send(signal);
         }
         Ok(out)
+    }
+
+    /// `Store::publish`: sent to this instance's subscribers now, and to every other
+    /// instance with a `NOTIFY` on a pooled connection (in the background).
+    fn publish_signal(&self, signal: Signal) {
+        let payload = self.inner.signals.payload(&signal);
+        self.inner.signals.send(signal);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = PostgresStore {
+            inner: self.inner.clone(),
+        };
+        runtime.spawn(async move {
+            let sent = store
+                .with_conn(move |pc, _| {
+                    pc.client
+                        .execute("SELECT pg_notify($1, $2)", &[&SIGNAL_CHANNEL, &payload])
+                        .map_err(|e| StoreError::Backend(e.to_string()))
+                })
+                .await;
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "publishing a signal failed; waiters fall back to polling");
+            }
+        });
+    }
+}
+
+/// The `LISTEN`/`NOTIFY` channel of signals (`signal::Hub::payload`).
+const SIGNAL_CHANNEL: &str = "bosun_signals";
+
+/// A connection listening on the signal channel.
+fn listen_connection(config: &::postgres::Config) -> Result<::postgres::Client> {
+    let mut pc = connect(config)?;
+    pc.client
+        .batch_execute(&format!("LISTEN {SIGNAL_CHANNEL}"))
+        .map_err(|e| StoreError::Backend(format!("listening for signals: {e}")))?;
+    Ok(pc.client)
+}
+
+/// The listener thread: forwards other instances' signals to `hub` until `stop`. When its
+/// connection drops it reconnects with a growing pause (at most 5 s) and then sends
+/// `Resync`, so no waiter misses what was sent meanwhile. An idle connection is checked
+/// every 15 s, so a silently dead one is noticed.
+fn listen(
+    mut client: ::postgres::Client,
+    config: &::postgres::Config,
+    hub: &crate::signal::Hub,
+    stop: &AtomicBool,
+) {
+    use ::postgres::fallible_iterator::FallibleIterator;
+    const TICK: Duration = Duration::from_millis(250);
+    let mut failures = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        let mut idle = Duration::ZERO;
+        let lost = loop {
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+            let next = client.notifications().timeout_iter(TICK).next();
+            match next {
+                Ok(Some(n)) => {
+                    idle = Duration::ZERO;
+                    hub.receive(n.payload());
+                }
+                Ok(None) if client.is_closed() => break "connection closed".to_string(),
+                Ok(None) => {
+                    idle += TICK;
+                    if idle >= Duration::from_secs(15) {
+                        idle = Duration::ZERO;
+                        if let Err(e) = client.batch_execute("SELECT 1") {
+                            break e.to_string();
+                        }
+                    }
+                }
+                Err(e) => break e.to_string(),
+            }
+        };
+        tracing::warn!(error = %lost, "signal listener lost its connection; reconnecting");
+        loop {
+            failures += 1;
+            let pause =
+                Duration::from_millis(100u64 << failures.min(6)).min(Duration::from_secs(5));
+            let until = std::time::Instant::now() + pause;
+            while std::time::Instant::now() < until {
+                if stop.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(TICK.min(pause));
+            }
+            match listen_connection(config) {
+                Ok(c) => {
+                    client = c;
+                    failures = 0;
+                    tracing::info!("signal listener reconnected");
+                    hub.send(Signal::Resync);
+                    break;
+                }
+                Err(e) => tracing::warn!(error = %e, "signal listener cannot reconnect yet"),
+            }
+        }
     }
 }
 
@@ -375,20 +501,32 @@ fn connection_lost(e: &::postgres::Error) -> bool {
         }
 }
 
-/// The transaction loop of [`PostgresStore::write`]: returns the value and whether the
-/// committed transaction wrote notification deliveries.
+/// The transaction loop of [`PostgresStore::write`]: returns the value and the signals
+/// the committed attempt emitted. They are sent with `NOTIFY` inside that transaction, so
+/// PostgreSQL delivers them to other instances only if it commits.
 fn write_blocking<T>(
     pc: &mut PgConn,
     config: &::postgres::Config,
+    hub: &crate::signal::Hub,
     f: &dyn Fn(&Transaction<'_>) -> Result<T>,
-) -> Result<(T, bool)> {
+) -> Result<(T, Vec<Signal>)> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         compat::take_retryable();
-        notify::take_event_written();
+        crate::signal::take_pending();
         let c = begin(pc, config, "BEGIN ISOLATION LEVEL SERIALIZABLE")?;
-        let result = match f(&c) {
+        let notified = |v: T| -> Result<(T, Vec<Signal>)> {
+            let signals = crate::signal::take_pending();
+            for signal in &signals {
+                c.execute(
+                    "SELECT pg_notify('bosun_signals', ?1)",
+                    params![hub.payload(signal)],
+                )?;
+            }
+            Ok((v, signals))
+        };
+        let result = match f(&c).and_then(notified) {
             Ok(v) => c.commit().map(|()| v).map_err(StoreError::from),
             Err(e) => {
                 // A failed rollback leaves nothing behind either: the server drops the
@@ -401,7 +539,7 @@ fn write_blocking<T>(
         // another error) means it did not commit: try again.
         let retry = compat::take_retryable();
         match result {
-            Ok(v) if !retry => return Ok((v, notify::take_event_written())),
+            Ok(v) if !retry => return Ok(v),
             _ if retry && attempt < MAX_ATTEMPTS => {
                 tracing::debug!(
                     attempt,

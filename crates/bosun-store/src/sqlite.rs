@@ -93,6 +93,11 @@ mod db {
         f(&tx)
     }
 
+    /// Sends a signal to this store's subscribers: one process, so that is everyone.
+    pub(super) fn publish(store: &Store, signal: crate::Signal) {
+        store.inner.signals.send(signal);
+    }
+
     /// Takes every connection so no call can start, folds the WAL into the database file,
     /// and closes them before the process exits.
     pub(super) async fn close(store: &Store) {
@@ -152,8 +157,8 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     /// One permit per idle reader in `readers`.
     reader_permits: Semaphore,
-    /// Woken after a commit that wrote notification deliveries.
-    notifications: Arc<tokio::sync::Notify>,
+    /// Signals to this store's subscribers (one process: in-process only).
+    signals: crate::signal::Hub,
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -230,7 +235,7 @@ impl SqliteStore {
                 writer: Mutex::new(Some(writer)),
                 readers: Mutex::new(readers),
                 reader_permits: Semaphore::new(READERS),
-                notifications: Arc::new(tokio::sync::Notify::new()),
+                signals: crate::signal::Hub::new(),
             }),
         })
     }
@@ -268,7 +273,8 @@ impl SqliteStore {
     }
 
     /// Runs `f` in an immediate write transaction on the writer connection, committing
-    /// when it returns `Ok` and rolling back otherwise.
+    /// when it returns `Ok` and rolling back otherwise; the signals `f` emitted are
+    /// published after the commit.
     async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -279,11 +285,11 @@ impl SqliteStore {
             let mut guard = inner.writer.lock().map_err(|_| closed())?;
             let conn = guard.as_mut().ok_or_else(closed)?;
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            notify::take_event_written();
+            crate::signal::take_pending();
             let out = f(&tx)?;
             tx.commit()?;
-            if notify::take_event_written() {
-                inner.notifications.notify_one();
+            for signal in crate::signal::take_pending() {
+                inner.signals.send(signal);
             }
             Ok(out)
         })

@@ -106,7 +106,11 @@ async fn fresh() -> Option<(Arc<dyn Store>, ScratchDb)> {
     Some((Arc::new(store), db))
 }
 
-bosun_store::conformance_suite!(fresh());
+// Another instance on the same database, as a second replica opens it.
+bosun_store::conformance_suite!(fresh(), |_: &Arc<dyn Store>, db: &ScratchDb| {
+    let url = db.url.clone();
+    async move { Arc::new(PostgresStore::open(&url).await.unwrap()) as Arc<dyn Store> }
+});
 
 /// Runs SQL on the scratch database outside the store, answering the error text if any.
 fn sql(url: &str, statements: &str) -> Result<(), String> {

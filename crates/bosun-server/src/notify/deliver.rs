@@ -40,7 +40,8 @@ pub fn retry_delay(base: Duration, attempts: u32, max_attempts: u32) -> Option<D
 
 pub async fn delivery_duty(state: AppState) {
     let mut stopping = state.stopping.subscribe();
-    let signal = state.store.notification_signal();
+    // Subscribed before the first pass: an event written meanwhile wakes the next wait.
+    let mut signals = state.store.subscribe();
     let config = state.config.notify.clone();
     let http = match reqwest::Client::builder()
         .timeout(config.timeout)
@@ -55,9 +56,16 @@ pub async fn delivery_duty(state: AppState) {
     };
     let mut wait = Duration::ZERO;
     loop {
+        // Deliveries written through any replica wake this one (the lease holder).
+        let heard = async {
+            while !bosun_store::signal::next(&mut signals)
+                .await
+                .concerns_notifications()
+            {}
+        };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = signal.notified() => {}
+            _ = heard => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
         if !crate::duties::holds_duty(&state, "notify", config.poll_interval).await {

@@ -293,7 +293,7 @@ pub async fn start(
     };
     let created = state.store.create_plan_run(&run, &audit).await?;
     if created.needs_lease {
-        state.dispatch.notify_waiters();
+        state.wake_dispatch();
     }
     Ok(created)
 }
@@ -424,6 +424,7 @@ pub async fn logs_stream(
     let read_id = id.clone();
     Ok(log_stream(
         state,
+        id.clone(),
         q.after,
         move |state| {
             let id = id.clone();

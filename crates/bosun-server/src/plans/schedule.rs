@@ -260,7 +260,7 @@ pub async fn fire_due(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiErr
                 tracing::info!(org = %rec.org, plan = %rec.plan, run = %run.id, state = %run.state,
                     "scheduled plan run created");
                 if run.needs_lease {
-                    state.dispatch.notify_waiters();
+                    state.wake_dispatch();
                 }
             }
             PlanScheduleFired::Skipped { reason } => {

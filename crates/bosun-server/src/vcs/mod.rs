@@ -159,7 +159,7 @@ pub async fn record(state: &AppState, delivery: &NewDelivery) -> Result<Delivery
     let outcome = state.store.record_delivery(delivery).await?;
     if let DeliveryOutcome::Recorded { runs, canceled, .. } = &outcome {
         if !runs.is_empty() || !canceled.is_empty() {
-            state.dispatch.notify_waiters();
+            state.wake_dispatch();
         }
     }
     Ok(outcome)

@@ -911,6 +911,7 @@ pub(super) fn apply_event(
         .or(run.plan_summary.as_ref())
         .map(|v| v.to_string());
     let cancel_requested = run.cancel_requested || next.stop_runner;
+    crate::signal::emit(Signal::Run(run.id.clone()));
     tx.prepare_cached(
         "UPDATE runs SET state = ?2, phase = ?3, needs_lease = ?4, leased = ?5, started = ?6,
             cancel_requested = ?7, reason = ?8, commit_sha = ?9, plan_summary = ?10,

@@ -3,22 +3,11 @@
 //! same transaction, to one delivery row per matching target. The server's delivery duty
 //! reads due deliveries and records each attempt.
 //!
-//! A write transaction that added an event sets a flag on its (blocking) thread; the
-//! store's `write` reads it after the commit and wakes the delivery duty, so a new event
-//! is sent at once instead of at the duty's next poll.
-
-use std::cell::Cell;
+//! A write transaction that added an event emits `Signal::Notification`, published when it
+//! commits (on every replica), so the delivery duty sends a new event at once instead of
+//! at its next poll.
 
 use super::*;
-
-thread_local! {
-    static EVENT_WRITTEN: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether the transaction that just ran on this thread wrote an event (and clears it).
-pub(super) fn take_event_written() -> bool {
-    EVENT_WRITTEN.with(|f| f.replace(false))
-}
 
 fn rules_json(rules: &[NotificationRule]) -> String {
     Value::Array(
@@ -218,7 +207,7 @@ pub(super) fn insert_event(
         fanned += 1;
     }
     if fanned > 0 {
-        EVENT_WRITTEN.with(|f| f.set(true));
+        crate::signal::emit(Signal::Notification);
     }
     Ok(Some(event_id))
 }

@@ -220,6 +220,7 @@ pub(super) fn event(
         _ => None,
     };
     let ended = next.state.is_terminal() && run.state.is_active();
+    crate::signal::emit(Signal::Run(id.to_string()));
     tx.prepare_cached(
         "UPDATE plan_runs SET state = ?2, needs_lease = ?3, leased = ?4, started = ?5,
             cancel_requested = CASE WHEN ?6 <> 0 THEN 1 ELSE cancel_requested END,
@@ -260,6 +261,7 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
     };
     let next = transition(run.state, run.facts(), PlanRunEvent::Leased)?;
     let now = millis(Utc::now());
+    crate::signal::emit(Signal::Run(run.id.clone()));
     tx.prepare_cached(
         "UPDATE plan_runs SET state = ?2, needs_lease = 0, leased = 1, started = 0,
             runner_id = ?3, fencing = fencing + 1, last_heartbeat = ?4, updated_at = ?4
@@ -402,6 +404,8 @@ pub(super) fn append_logs(
     fencing: i64,
     chunks: &[(i64, String)],
 ) -> Result<()> {
+    // Published only if this commits: a fenced append's signal is dropped.
+    crate::signal::emit(Signal::Run(id.to_string()));
     let current: Option<i64> = tx
         .prepare_cached("SELECT fencing FROM plan_runs WHERE id = ?1")?
         .query_row([id], |r| r.get(0))

@@ -29,6 +29,14 @@ impl Store for db::Store {
         db::close(self).await;
     }
 
+    fn publish(&self, signal: Signal) {
+        db::publish(self, signal);
+    }
+
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Signal> {
+        self.inner.signals.subscribe()
+    }
+
     async fn bootstrap(&self, seed: &Bootstrap) -> Result<bool> {
         let seed = seed.clone();
         self.write(move |tx| {
@@ -855,6 +863,7 @@ impl Store for db::Store {
                 let autodeploy = stack_autodeploy(tx, &run.org, &run.stack)?;
                 let next = transition(run.state, run.facts(autodeploy), &Event::Leased)?;
                 let now = millis(Utc::now());
+                crate::signal::emit(Signal::Run(run.id.clone()));
                 tx.prepare_cached(
                     "UPDATE runs SET state = ?2, phase = ?3, needs_lease = 0, leased = 1,
                         started = 0, runner_id = ?4, fencing = fencing + 1, last_heartbeat = ?5,
@@ -943,6 +952,8 @@ impl Store for db::Store {
     async fn append_logs(&self, run: &str, fencing: i64, chunks: &[(i64, String)]) -> Result<()> {
         let (id, chunks) = (run.to_string(), chunks.to_vec());
         self.write(move |tx| {
+            // Published only if this commits: a fenced append's signal is dropped.
+            crate::signal::emit(Signal::Run(id.clone()));
             let current: Option<i64> = tx
                 .prepare_cached("SELECT fencing FROM runs WHERE id = ?1")?
                 .query_row([&id], |r| r.get(0))
@@ -1886,10 +1897,6 @@ impl Store for db::Store {
     ) -> Result<Vec<NotificationDeliveryRecord>> {
         self.notify_list_deliveries(org, target, before, limit)
             .await
-    }
-
-    fn notification_signal(&self) -> Arc<tokio::sync::Notify> {
-        self.inner.notifications.clone()
     }
 
     async fn drift_schedules(
