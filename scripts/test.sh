@@ -14,6 +14,9 @@ apt_tools=(
   "npm:npm"
   "/usr/sbin/sshd:openssh-server"
   "/usr/bin/sudo:sudo"
+  # Headless Chromium and its WebDriver: the console browser tests drive the real pages.
+  "/usr/bin/chromium:chromium"
+  "/usr/bin/chromedriver:chromium-driver"
 )
 missing=()
 for entry in "${apt_tools[@]}"; do

@@ -1,0 +1,862 @@
+//! The console in a real browser: the real `bosun server` binary, headless Chromium driven
+//! through chromedriver (WebDriver), real git repositories, the real Terraform 1.0.3 and
+//! signed GitHub webhooks. Each test logs in with a token as a person does and uses the
+//! pages' stable hooks (ids, `data-*` attributes, form names) — the contract with the
+//! page templates — then checks the outcome through the JSON API as well.
+//!
+//! Every page visited is saved as a PNG under `target/console-screenshots/` (the path is
+//! printed). Without Chromium or chromedriver the tests skip loudly; with
+//! `BOSUN_REQUIRE_TOOLS=1` (scripts/test.sh) a missing browser fails them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use support::{bosun, deliver_webhook, git, http, terraform_or_skip, ServerProcess};
+use tempfile::TempDir;
+
+// ---- the browser -------------------------------------------------------------------------
+
+/// Chromium and chromedriver, or `None` after announcing the skip. `CHROMIUM` and
+/// `CHROMEDRIVER` override the Debian paths.
+fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let find = |var: &str, default: &str| {
+        let p = std::env::var_os(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(default));
+        let works = Command::new(&p)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        works.then_some(p)
+    };
+    let chromium = find("CHROMIUM", "/usr/bin/chromium");
+    let driver = find("CHROMEDRIVER", "/usr/bin/chromedriver");
+    match (chromium, driver) {
+        (Some(c), Some(d)) => Some((c, d)),
+        (c, d) => {
+            let missing = [("chromium", c.is_none()), ("chromedriver", d.is_none())]
+                .iter()
+                .filter(|(_, m)| *m)
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(" and ");
+            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                panic!(
+                    "{missing} required (BOSUN_REQUIRE_TOOLS=1) but not installed \
+                     (Debian: apt-get install chromium chromium-driver)"
+                );
+            }
+            let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): {missing}");
+            None
+        }
+    }
+}
+
+/// A free loopback port (bound, read, released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A chromedriver child process, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start(bin: &Path) -> Driver {
+        let port = free_port();
+        let mut child = Command::new(bin)
+            .arg(format!("--port={port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn chromedriver");
+        // It says so on stdout once it listens; keep draining the pipe afterwards.
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("started successfully") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("chromedriver did not start on port {port} within 30s");
+        }
+        Driver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Headless Chromium on one test's server: blocking wrappers over the WebDriver client,
+/// so tests mix browser steps with the blocking CLI/HTTP helpers. Screenshots of every
+/// page visited go to `target/console-screenshots/<test>-<page>.png`.
+struct Browser {
+    rt: tokio::runtime::Runtime,
+    client: Option<Client>,
+    base: String,
+    test: &'static str,
+    // Dropped after the client: the browser first, then its driver, then its profile.
+    _driver: Driver,
+    _profile: TempDir,
+}
+
+impl Browser {
+    fn open(bins: &(PathBuf, PathBuf), server: &ServerProcess, test: &'static str) -> Browser {
+        let (chromium, driver_bin) = bins;
+        let driver = Driver::start(driver_bin);
+        let profile = tempfile::Builder::new()
+            .prefix("bosun-chromium-")
+            .tempdir()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--disable-dev-shm-usage",
+                    "--window-size=1280,1000",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            }),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = rt
+            .block_on(
+                ClientBuilder::new(connector)
+                    .capabilities(caps)
+                    .connect(&driver.url),
+            )
+            .unwrap_or_else(|e| panic!("cannot start headless Chromium via chromedriver: {e}"));
+        Browser {
+            rt,
+            client: Some(client),
+            base: server.url(),
+            test,
+            _driver: driver,
+            _profile: profile,
+        }
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().unwrap()
+    }
+
+    /// Opens `path` (on the server) and saves a screenshot named `page`.
+    fn visit(&self, path: &str, page: &str) {
+        let url = format!("{}{path}", self.base);
+        self.rt
+            .block_on(self.c().goto(&url))
+            .unwrap_or_else(|e| panic!("goto {url}: {e}"));
+        self.shot(page);
+    }
+
+    /// The path (and query) the browser is on.
+    fn path(&self) -> String {
+        let u = self.rt.block_on(self.c().current_url()).unwrap();
+        match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_string(),
+        }
+    }
+
+    /// Saves a screenshot of the page as it is now.
+    fn shot(&self, page: &str) {
+        let png = self.rt.block_on(self.c().screenshot()).unwrap();
+        let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(format!("{}-{page}.png", self.test));
+        std::fs::write(&file, png).unwrap();
+        eprintln!("screenshot: {}", file.display());
+    }
+
+    /// Runs `script` (a function body; `arguments[i]` are `args`) in the page.
+    fn js(&self, script: &str, args: Vec<Value>) -> Value {
+        self.rt
+            .block_on(self.c().execute(script, args))
+            .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// The text content of the first element matching `css`, or `None` if there is none.
+    fn text(&self, css: &str) -> Option<String> {
+        self.js(
+            "var e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+            vec![json!(css)],
+        )
+        .as_str()
+        .map(str::to_string)
+    }
+
+    /// How many elements match `css`.
+    fn count(&self, css: &str) -> usize {
+        self.js(
+            "return document.querySelectorAll(arguments[0]).length;",
+            vec![json!(css)],
+        )
+        .as_u64()
+        .unwrap() as usize
+    }
+
+    /// The page's HTML, for failure messages.
+    fn html(&self) -> String {
+        self.rt.block_on(self.c().source()).unwrap_or_default()
+    }
+
+    /// Types `text` into the field matching `css` (cleared first), as a person does.
+    fn fill(&self, css: &str, text: &str) {
+        self.rt.block_on(async {
+            let el = self
+                .c()
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no field {css}: {e}"));
+            el.clear().await.unwrap();
+            el.send_keys(text).await.unwrap();
+        });
+    }
+
+    /// Clicks the element matching `css` and waits for the page it leads to (a form's
+    /// submit button: the POST, its redirect and the next page).
+    fn click_and_wait(&self, css: &str) {
+        // A marker on the current document: gone once the next page has loaded.
+        self.js("window.__bosunOld = true; return null;", vec![]);
+        self.rt.block_on(async {
+            let el = self
+                .c()
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("nothing to click at {css}: {e}"));
+            el.click().await.unwrap();
+        });
+        self.wait(&format!("a new page after clicking {css}"), || {
+            let v = self.js(
+                "return window.__bosunOld !== true && document.readyState === 'complete';",
+                vec![],
+            );
+            (v == json!(true)).then_some(())
+        });
+    }
+
+    /// Polls `f` until it returns `Some` (every 100 ms, up to 60 s); on timeout saves a
+    /// screenshot and panics with `what` and the page.
+    fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if Instant::now() > deadline {
+                self.shot("timeout");
+                panic!(
+                    "timed out waiting for {what} on {}\npage:\n{}",
+                    self.path(),
+                    self.html()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Logs in on the login page with `token`, landing on the org's stacks.
+    fn login(&self, token: &str) {
+        self.visit("/login", "login");
+        self.fill("#token", token);
+        self.click_and_wait("button[type=submit]");
+    }
+
+    /// The text of the flash message (`ok` or `error`) the page shows, if any.
+    fn flash(&self, kind: &str) -> Option<String> {
+        self.text(&format!(".flash.{kind}"))
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = self.rt.block_on(c.close());
+        }
+    }
+}
+
+/// `target/console-screenshots` of this workspace (or of `CARGO_TARGET_DIR`).
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    target.join("console-screenshots")
+}
+
+// ---- the world: repositories, engines, the server ------------------------------------------
+
+/// The module every stack runs: a variable, a local and outputs, no providers.
+const MAIN_TF: &str = r#"variable "replicas" {
+  type    = number
+  default = 1
+}
+
+output "greeting" {
+  value = "hello-${var.replicas}"
+}
+"#;
+
+/// One test's world: a temp dir, Terraform, a bare repository holding `MAIN_TF`.
+struct Fixture {
+    dir: TempDir,
+    tf: PathBuf,
+    repo_url: String,
+}
+
+impl Fixture {
+    fn new() -> Option<Fixture> {
+        let tf = terraform_or_skip()?;
+        let dir = tempfile::Builder::new()
+            .prefix("bosun-console-")
+            .tempdir()
+            .unwrap();
+        let work = dir.path().join("src");
+        std::fs::create_dir_all(&work).unwrap();
+        git(&work, &["init", "--quiet", "--initial-branch=main"]);
+        std::fs::write(work.join("main.tf"), MAIN_TF).unwrap();
+        git(&work, &["add", "--all"]);
+        git(&work, &["commit", "--quiet", "-m", "hello"]);
+        let bare = dir.path().join("repo.git");
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "--quiet",
+                "--bare",
+                work.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
+        Some(Fixture {
+            repo_url: format!("file://{}", bare.display()),
+            tf,
+            dir,
+        })
+    }
+
+    /// An engine wrapper: `plan` and `apply` print `lines` numbered lines, one every
+    /// `every` seconds, then exec the real Terraform — a run whose log grows while it goes.
+    fn talkative_engine(&self, lines: u32, every: &str) -> PathBuf {
+        let path = self.dir.path().join("talkative-engine.sh");
+        let script = format!(
+            r#"#!/bin/sh
+case "$1" in
+  plan|apply)
+    i=1
+    while [ $i -le {lines} ]; do echo "console-$1-line-$i"; sleep {every}; i=$((i+1)); done
+    ;;
+esac
+exec "{tf}" "$@"
+"#,
+            tf = self.tf.display()
+        );
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // Engines (and their sleeps) work inside the temp dir: none may outlive the test.
+        let root = self.dir.path().to_path_buf();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if std::fs::read_link(entry.path().join("cwd")).is_ok_and(|c| c.starts_with(&root))
+                && pid > 1
+            {
+                // SAFETY: kill(2) has no memory-safety preconditions.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+struct Env {
+    server: ServerProcess,
+    admin: String,
+}
+
+fn start(fx: &Fixture, args: &[&str]) -> Env {
+    let server = ServerProcess::start(&fx.dir.path().join("data"), args, &[]);
+    let admin = server.admin_token();
+    Env { server, admin }
+}
+
+/// `bosun ARGS` with the admin token; must succeed; returns stdout.
+fn ok(env: &Env, args: &[&str]) -> String {
+    let out = bosun(&env.server, &env.admin, args);
+    assert!(
+        out.status.success(),
+        "bosun {args:?} failed\nstdout:\n{}\nstderr:\n{}\nserver log (tail):\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        support::log_tail(&env.server, 40)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn ok_json(env: &Env, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let text = ok(env, &all);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+fn create_stack(env: &Env, fx: &Fixture, id: &str, engine: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "stack",
+        "create",
+        id,
+        "--repository",
+        &fx.repo_url,
+        "--engine",
+        "terraform",
+        "--engine-binary",
+        engine.to_str().unwrap(),
+        "--var",
+        "TF_VAR_replicas=3",
+    ];
+    args.extend_from_slice(extra);
+    ok(env, &args);
+}
+
+fn trigger(env: &Env, stack: &str) -> String {
+    ok_json(env, &["run", "trigger", stack])["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Polls the run (through the API) until it is in `want`, up to 90 s.
+fn wait_run_state(env: &Env, run: &str, want: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let r = ok_json(env, &["run", "show", run]);
+        if r["state"] == want {
+            return r;
+        }
+        let terminal = matches!(
+            r["state"].as_str(),
+            Some(
+                "finished"
+                    | "failed"
+                    | "discarded"
+                    | "canceled"
+                    | "interrupted"
+                    | "force_failed"
+                    | "skipped"
+            )
+        );
+        assert!(
+            !terminal && Instant::now() < deadline,
+            "run {run} never became {want}: {r:#}\nserver log (tail):\n{}",
+            support::log_tail(&env.server, 40)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// ---- tests ---------------------------------------------------------------------------------
+
+#[test]
+fn log_in_with_a_token_and_see_the_stacks() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    let Some(fx) = Fixture::new() else { return };
+    let env = start(&fx, &[]);
+    create_stack(&env, &fx, "web", &fx.tf, &[]);
+    create_stack(&env, &fx, "db", &fx.tf, &[]);
+    let b = Browser::open(&bins, &env.server, "login");
+
+    // Not logged in: a page sends the browser to the login form.
+    b.visit("/orgs/default/stacks", "redirected");
+    assert!(b.path().starts_with("/login"), "{}", b.path());
+
+    // A wrong token is refused, saying why.
+    b.fill("#token", "bsn_not-a-real-token");
+    b.click_and_wait("button[type=submit]");
+    b.shot("refused");
+    let alert = b.text("[role=alert]").unwrap_or_default();
+    assert!(!alert.trim().is_empty(), "no refusal shown:\n{}", b.html());
+    assert!(b.path().starts_with("/login"), "{}", b.path());
+
+    b.login(&env.admin);
+    b.shot("stacks");
+    assert_eq!(b.path(), "/orgs/default/stacks");
+    for s in ["web", "db"] {
+        assert_eq!(
+            b.count(&format!("table#stacks tr[data-stack=\"{s}\"]")),
+            1,
+            "stack {s} listed:\n{}",
+            b.html()
+        );
+    }
+    let row = b.text("tr[data-stack=\"web\"]").unwrap();
+    assert!(row.contains("no runs yet"), "{row}");
+}
+
+#[test]
+fn a_run_page_follows_the_live_log_and_confirms_the_run() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    let Some(fx) = Fixture::new() else { return };
+    let engine = fx.talkative_engine(8, "0.5");
+    let env = start(&fx, &["--local-runners", "1"]);
+    create_stack(&env, &fx, "live", &engine, &[]);
+    let b = Browser::open(&bins, &env.server, "run");
+    b.login(&env.admin);
+
+    let run = trigger(&env, "live");
+    wait_run_state(&env, &run, "planning");
+    let page = format!("/orgs/default/runs/{run}");
+    b.visit(&page, "run-planning");
+    assert_eq!(
+        b.count("pre#log[data-live-log]"),
+        1,
+        "a live log:\n{}",
+        b.html()
+    );
+    // The log grows on this very document (no reload): a marker set now survives.
+    b.js("window.__bosunSamePage = 'yes'; return null;", vec![]);
+    let first = b.text("pre#log").unwrap_or_default();
+    let line_count = |t: &str| t.matches("console-plan-line-").count();
+    let before = line_count(&first);
+    b.wait("new plan lines arriving in the open page", || {
+        let now = b.text("pre#log").unwrap_or_default();
+        (line_count(&now) > before && line_count(&now) >= 2).then_some(())
+    });
+    assert_eq!(
+        b.js("return window.__bosunSamePage || null;", vec![]),
+        json!("yes"),
+        "the page was reloaded instead of following the log"
+    );
+    b.shot("run-live-log");
+
+    // Planned: the run waits for confirmation, and the page offers it.
+    wait_run_state(&env, &run, "unconfirmed");
+    b.visit(&page, "run-unconfirmed");
+    assert_eq!(b.text("#run-state").unwrap().trim(), "unconfirmed");
+    let confirm = "form#run-actions button[name=action][value=confirm]";
+    assert_eq!(b.count(confirm), 1, "a confirm button:\n{}", b.html());
+    b.click_and_wait(confirm);
+    b.shot("run-confirmed");
+    let said = b.flash("ok");
+    assert!(said.is_some(), "a confirmation message:\n{}", b.html());
+
+    // The apply's lines arrive in the page the confirmation led to, then the run ends.
+    b.wait("apply lines in the live log", || {
+        let t = b.text("pre#log").unwrap_or_default();
+        t.contains("console-apply-line-").then_some(())
+    });
+    b.shot("run-applying");
+    wait_run_state(&env, &run, "finished");
+    b.wait("the page to say finished", || {
+        let s = b.text("#run-state").unwrap_or_default();
+        if s.trim() == "finished" {
+            return Some(());
+        }
+        // Without the live refresh the next load shows it.
+        b.visit(&page, "run-finished");
+        None
+    });
+    b.shot("run-finished");
+    let versions = ok_json(&env, &["state", "versions", "live"]);
+    assert_eq!(
+        versions["items"].as_array().unwrap().len(),
+        1,
+        "{versions:#}"
+    );
+}
+
+const LAPTOP_LOCK: &str = r#"{"ID":"laptop-1","Operation":"OperationTypeApply","Who":"alice@laptop","Version":"1.0.3","Created":"","Path":"","Info":""}"#;
+
+#[test]
+fn force_unlock_from_the_state_page_refuses_a_wrong_lock_id() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    let Some(fx) = Fixture::new() else { return };
+    let env = start(&fx, &[]);
+    create_stack(&env, &fx, "net", &fx.tf, &[]);
+    let state_path = "/api/v1/orgs/default/stacks/net/state";
+    let (status, body) = http(
+        env.server.addr,
+        "LOCK",
+        state_path,
+        &env.admin,
+        Some(LAPTOP_LOCK),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // What the API itself says to a wrong lock id: the page must say the same.
+    let (status, body) = http(
+        env.server.addr,
+        "POST",
+        "/api/v1/orgs/default/stacks/net/state/force-unlock",
+        &env.admin,
+        Some(r#"{"lock_id":"laptop-2"}"#),
+    );
+    assert_eq!(status, 409, "{body}");
+    let api_says: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(api_says["error"]["code"], "lock_mismatch", "{body}");
+    let api_message = api_says["error"]["message"].as_str().unwrap().to_string();
+
+    let b = Browser::open(&bins, &env.server, "state");
+    b.login(&env.admin);
+    let page = "/orgs/default/stacks/net/state";
+    b.visit(page, "state-locked");
+    let lock = b.text("#lock").unwrap_or_default();
+    for want in ["laptop-1", "alice@laptop"] {
+        assert!(lock.contains(want), "#lock shows {want}:\n{lock}");
+    }
+    assert_eq!(b.text("#lock-id").unwrap_or_default().trim(), "laptop-1");
+
+    b.fill("form#force-unlock input[name=lock_id]", "laptop-2");
+    b.click_and_wait("form#force-unlock [type=submit]");
+    b.shot("state-wrong-id");
+    let err = b
+        .flash("error")
+        .unwrap_or_else(|| panic!("a refusal:\n{}", b.html()));
+    assert!(
+        err.contains(&api_message),
+        "the page says the API's refusal\n page: {err}\n  api: {api_message}"
+    );
+    assert_eq!(ok_json(&env, &["state", "lock", "net"])["locked"], true);
+
+    b.fill("form#force-unlock input[name=lock_id]", "laptop-1");
+    b.click_and_wait("form#force-unlock [type=submit]");
+    b.shot("state-unlocked");
+    let said = b
+        .flash("ok")
+        .unwrap_or_else(|| panic!("a confirmation:\n{}", b.html()));
+    assert!(said.contains("laptop-1"), "{said}");
+    assert_eq!(ok_json(&env, &["state", "lock", "net"])["locked"], false);
+    let lock = b.text("#lock").unwrap_or_default();
+    assert!(
+        !lock.contains("alice@laptop"),
+        "still shown as locked:\n{lock}"
+    );
+}
+
+#[test]
+fn a_gated_stack_run_is_approved_from_the_inbox() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    let Some(fx) = Fixture::new() else { return };
+    // One admin both requests and approves: self-approval is allowed on this server.
+    let env = start(&fx, &["--local-runners", "1", "--allow-self-approval"]);
+    let (status, body) = http(
+        env.server.addr,
+        "POST",
+        "/api/v1/orgs/default/inventory",
+        &env.admin,
+        Some(
+            &json!({"source": "environments:\n  prod: { requires_approval: true }\n"}).to_string(),
+        ),
+    );
+    assert_eq!(status, 200, "inventory import: {body}");
+    create_stack(
+        &env,
+        &fx,
+        "gated",
+        &fx.tf,
+        &["--environment", "prod", "--autodeploy"],
+    );
+    let run = trigger(&env, "gated");
+    wait_run_state(&env, &run, "unconfirmed");
+
+    let b = Browser::open(&bins, &env.server, "approvals");
+    b.login(&env.admin);
+    b.visit("/orgs/default/approvals", "approvals");
+    let row = format!("tr[data-subject=\"{run}\"]");
+    assert_eq!(
+        b.count(&row),
+        1,
+        "the run waits in the inbox:\n{}",
+        b.html()
+    );
+    assert_eq!(b.count(&format!("{row} form.approve")), 1);
+    assert_eq!(b.count(&format!("{row} form.reject")), 1);
+    b.fill(
+        &format!("{row} form.approve [name=comment]"),
+        "looks right from the browser",
+    );
+    b.click_and_wait(&format!("{row} form.approve [type=submit]"));
+    b.shot("approved");
+    assert!(
+        b.flash("ok").is_some(),
+        "an approval message:\n{}",
+        b.html()
+    );
+    assert_eq!(b.count(&row), 0, "no longer waiting:\n{}", b.html());
+
+    let r = wait_run_state(&env, &run, "finished");
+    let decisions = ok_json(&env, &["approvals", "decisions"]);
+    let text = decisions.to_string();
+    assert!(
+        text.contains(&run) && text.contains("looks right from the browser"),
+        "the decision is recorded with its comment: {decisions:#}\nrun: {r:#}"
+    );
+}
+
+#[test]
+fn an_ignored_tag_push_shows_its_reason_on_the_stack_page() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    let Some(fx) = Fixture::new() else { return };
+    let Some(examples) = bosun_testkit::require_examples() else {
+        return;
+    };
+    const SECRET: &str = "console-webhook-secret";
+    let repos = fx.dir.path().join("github");
+    std::fs::create_dir_all(&repos).unwrap();
+    let gh = bosun_testkit::GithubDouble::start(4242, &repos);
+    gh.add_installation(9, "acme", &["acme/infra"]);
+    let repo = bosun_testkit::BareRepo::create(&repos, "acme/infra");
+    let work = repo.work_tree();
+    let commit = work.commit(&[("infra/main.tf", MAIN_TF)], "the module");
+    work.push("main");
+    let key = bosun_testkit::write_app_key(fx.dir.path());
+    let env = start(
+        &fx,
+        &[
+            "--github-webhook-secret",
+            SECRET,
+            "--github-app-id",
+            "4242",
+            "--github-app-key-file",
+            key.to_str().unwrap(),
+            "--github-api-url",
+            gh.url(),
+            "--github-url",
+            gh.url(),
+            "--git-poll-interval",
+            "0s",
+        ],
+    );
+    let tf = fx.tf.to_str().unwrap().to_string();
+    ok(
+        &env,
+        &[
+            "stack",
+            "create",
+            "web",
+            "--repository",
+            "github:acme/infra",
+            "--path",
+            "infra",
+            "--engine",
+            "terraform",
+            "--engine-binary",
+            &tf,
+        ],
+    );
+
+    // A tag pushed, delivered as GitHub delivers it (GitHub's own push example, retargeted).
+    let mut payload = examples.example("push", |p| p["ref"].is_string());
+    payload["ref"] = "refs/tags/v1.2.0".into();
+    payload["before"] = "0000000000000000000000000000000000000000".into();
+    payload["after"] = commit.clone().into();
+    payload["created"] = true.into();
+    payload["deleted"] = false.into();
+    payload["repository"]["full_name"] = "acme/infra".into();
+    payload["installation"] = json!({"id": 9});
+    let body = serde_json::to_vec(&payload).unwrap();
+    let sig = bosun_testkit::sign(SECRET.as_bytes(), &body);
+    let (status, reply) = deliver_webhook(env.server.addr, "push", "console-tag-1", &body, &sig);
+    assert_eq!(status, 200, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    assert!(
+        reply["triggered"].as_array().is_none_or(|t| t.is_empty()),
+        "a tag push triggers nothing: {reply:#}"
+    );
+
+    let b = Browser::open(&bins, &env.server, "triggers");
+    b.login(&env.admin);
+    b.visit("/orgs/default/stacks/web", "stack");
+    let rows = b.count("table#triggers tr[data-delivery]");
+    assert_eq!(
+        rows,
+        1,
+        "one delivery in the trigger history:\n{}",
+        b.html()
+    );
+    let row = "table#triggers tr[data-delivery=\"console-tag-1\"]";
+    assert_eq!(b.count(row), 1, "the delivery by its id:\n{}", b.html());
+    let text = b.text(row).unwrap();
+    for want in ["push", "v1.2.0"] {
+        assert!(text.contains(want), "the row shows {want:?}:\n{text}");
+    }
+    assert_eq!(
+        b.count(&format!("{row}[data-triggered=\"false\"]")),
+        1,
+        "{text}"
+    );
+    let decision = b.text(&format!("{row} .decision")).unwrap_or_default();
+    assert_eq!(decision.trim(), "ignored", "{text}");
+    let reason = b.text(&format!("{row} .reason")).unwrap_or_default();
+    assert!(
+        reason.contains("tag push ignored") && reason.contains("v1.2.0"),
+        "the reason in words: {reason}"
+    );
+}
