@@ -339,3 +339,126 @@ fn a_server_on_postgresql_keeps_state_and_runs_a_run_to_the_end() {
     drop(server);
     drop(db);
 }
+
+/// Live events cross replicas: two servers on one database, the only runner embedded in
+/// replica A, and everything done through replica B. The run triggered through B is
+/// leased by A's runner (woken by B's `NOTIFY`), and `bosun run logs --follow` attached to
+/// B prints the log lines A's runner writes and exits when the run ends — B's stream hears
+/// A's commits through its `LISTEN` connection.
+#[test]
+fn a_run_queued_on_one_replica_runs_on_another_and_its_log_streams_across() {
+    let Some(admin_url) = database_or_skip() else {
+        return;
+    };
+    let Some(tf) = terraform_or_skip() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin_url);
+    let root = tempfile::Builder::new()
+        .prefix("bosun-replicas-live-")
+        .tempdir()
+        .unwrap();
+    let repo = repository(root.path());
+    let (data_a, data_b) = (root.path().join("a"), root.path().join("b"));
+    let a = ServerProcess::start(
+        &data_a,
+        &["--database-url", db.url.as_str(), "--local-runners", "1"],
+        &[],
+    );
+    let admin = a.admin_token();
+    // One secrets key for both replicas, as a deployment shares it.
+    let key = data_a.join("secrets.key");
+    let b = ServerProcess::start(
+        &data_b,
+        &[
+            "--database-url",
+            db.url.as_str(),
+            "--local-runners",
+            "0",
+            "--secrets-key-file",
+            key.to_str().unwrap(),
+        ],
+        &[],
+    );
+
+    ok_json(
+        &b,
+        &admin,
+        &[
+            "stack",
+            "create",
+            "web",
+            "--repository",
+            &repo,
+            "--engine",
+            "terraform",
+            "--engine-binary",
+            tf.to_str().unwrap(),
+            "--var",
+            "TF_VAR_replicas=4",
+            "--autodeploy",
+        ],
+    );
+    let run = ok_json(&b, &admin, &["run", "trigger", "web"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Follow the log through B while A's runner executes the run.
+    let follow = {
+        let (url, token, run) = (b.url(), admin.clone(), run.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let out = Command::new(support::BIN)
+                .args(["run", "logs", "--follow", &run])
+                .env("BOSUN_URL", url)
+                .env("BOSUN_TOKEN", token)
+                .env_remove("BOSUN_ORG")
+                .stdin(Stdio::null())
+                .output()
+                .expect("run bosun");
+            let _ = tx.send(out);
+        });
+        rx
+    };
+    let out = follow
+        .recv_timeout(Duration::from_secs(180))
+        .unwrap_or_else(|_| {
+            panic!(
+                "`run logs --follow` on replica B did not end within 180 s\nreplica A log:\n{}\nreplica B log:\n{}",
+                a.log_text(),
+                b.log_text()
+            )
+        });
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "follow failed: {}\nstdout:\n{printed}\nstderr:\n{}\nreplica A log:\n{}\nreplica B log:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        a.log_text(),
+        b.log_text()
+    );
+    for line in ["Apply complete!", "hello-4"] {
+        assert!(
+            printed.contains(line),
+            "the followed log lacks {line:?}:\n{printed}"
+        );
+    }
+
+    // The run ended finished, executed by replica A's runner (B has none).
+    let shown = ok_json(&b, &admin, &["run", "show", &run]);
+    assert_eq!(shown["state"], "finished", "{shown:#}");
+    let runner = db.query(&format!(
+        "SELECT name FROM runners WHERE id = (SELECT runner_id FROM runs WHERE id = '{run}')"
+    ));
+    let replica_a = std::fs::read_to_string(data_a.join("replica-id")).unwrap();
+    let base = format!("local@{}", replica_a.trim());
+    assert!(
+        runner == base || runner.starts_with(&format!("{base}-")),
+        "leased by {runner:?}, not replica A's runner"
+    );
+    drop(b);
+    drop(a);
+    drop(db);
+}
