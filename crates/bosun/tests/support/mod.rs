@@ -260,3 +260,144 @@ pub fn git(dir: &Path, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ---- PostgreSQL and plain HTTP (several replicas) -----------------------------------------
+
+/// The PostgreSQL test server's URL (`BOSUN_TEST_DATABASE_URL`), or `None` after announcing
+/// the skip. With `BOSUN_REQUIRE_TOOLS=1` a missing server fails the test.
+pub fn postgres_or_skip() -> Option<String> {
+    match std::env::var("BOSUN_TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                panic!(
+                    "PostgreSQL is required (BOSUN_REQUIRE_TOOLS=1) but BOSUN_TEST_DATABASE_URL \
+                     is not set"
+                );
+            }
+            let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): postgresql");
+            None
+        }
+    }
+}
+
+/// `psql URL -c SQL`, unaligned and tuples only (`|` between columns).
+pub fn psql(url: &str, sql: &str) -> Output {
+    Command::new("psql")
+        .args([
+            url,
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run psql")
+}
+
+/// A database of its own on the PostgreSQL test server, dropped (connections and all) on
+/// drop — declare it before the servers that use it, so they stop first.
+pub struct PgScratch {
+    admin_url: String,
+    pub name: String,
+    pub url: String,
+}
+
+impl PgScratch {
+    pub fn create(admin_url: &str, prefix: &str) -> PgScratch {
+        let name = format!(
+            "{prefix}_{}_{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        let out = psql(admin_url, &format!("CREATE DATABASE {name}"));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (base, _) = admin_url.rsplit_once('/').unwrap();
+        PgScratch {
+            url: format!("{base}/{name}"),
+            admin_url: admin_url.to_string(),
+            name,
+        }
+    }
+
+    /// The rows a query answers, each split at `|`.
+    pub fn rows(&self, sql: &str) -> Vec<Vec<String>> {
+        let out = psql(&self.url, sql);
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split('|').map(str::to_string).collect())
+            .collect()
+    }
+
+    /// The one value a query answers.
+    pub fn value(&self, sql: &str) -> String {
+        let out = psql(&self.url, sql);
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for PgScratch {
+    fn drop(&mut self) {
+        let _ = psql(
+            &self.admin_url,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
+/// Like [`http`], but a connection failure (a server that is gone) is an error, not a
+/// panic.
+pub fn try_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    if !out.starts_with("HTTP/") {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "no HTTP response",
+        ));
+    }
+    Ok(parse_response(&out))
+}
+
+/// The last `n` lines of a server's log.
+pub fn log_tail(server: &ServerProcess, n: usize) -> String {
+    let log = server.log.lock().unwrap();
+    log[log.len().saturating_sub(n)..].join("\n")
+}
