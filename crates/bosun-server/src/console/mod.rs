@@ -8,8 +8,11 @@
 //! so the console and the API cannot disagree. Forms carry the session's CSRF token and
 //! answer with a redirect and a one-time message (the refusal's own text when refused).
 
+mod run;
 mod session;
+mod stack;
 mod stacks;
+mod state;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -34,6 +37,9 @@ pub fn router() -> Router<AppState> {
         .route("/logout", post(session::logout))
         .route("/console/static/{file}", get(static_file))
         .merge(stacks::router())
+        .merge(stack::router())
+        .merge(run::router())
+        .merge(state::router())
 }
 
 /// What every page shows around its content: who is looking, the org, the navigation.
@@ -80,8 +86,18 @@ impl Layout {
                 "the console asks about an unknown API route {method} {api_path}"
             ))
         })?;
-        authorize(&self.principal, access, Some(&self.org))
-            .map_err(|d| PageError::Api(ApiError::Forbidden(d.to_string())))
+        let refused =
+            |d: bosun_core::authz::Denial| PageError::Api(ApiError::Forbidden(d.to_string()));
+        authorize(&self.principal, access, Some(&self.org)).map_err(refused)?;
+        // State routes are decided per operation (as the API's guard does); for people,
+        // whose sessions these are, the stack does not change the answer.
+        if let Access::State(sel) = access {
+            if let Some(op) = sel.op(method.as_str()) {
+                bosun_core::state::authorize_state(&self.principal, op, &self.org, "")
+                    .map_err(refused)?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether the API would allow `method api_path` here: buttons show only when it would.
@@ -170,6 +186,16 @@ impl IntoResponse for PageError {
                     Err(_) => (status, page.message).into_response(),
                 }
             }
+        }
+    }
+}
+
+/// Why an action was refused, in the API's own words (for a form's one-time message).
+pub fn refusal(e: PageError) -> String {
+    match e {
+        PageError::Api(e) => e.body().error.message,
+        PageError::Login { reason, .. } => {
+            reason.unwrap_or_else(|| "your session is over; log in again".into())
         }
     }
 }

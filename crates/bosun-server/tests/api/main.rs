@@ -5,6 +5,7 @@
 mod approvals;
 mod authz;
 mod bad_input;
+mod console;
 mod drift;
 mod duties;
 mod harness;

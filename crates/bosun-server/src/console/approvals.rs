@@ -1,0 +1,285 @@
+//! The approvals inbox: every run waiting for an approver (paused plan runs, gated stack
+//! runs) with whether this user may approve it — the approval rule's own answer, from
+//! `bosun_core::approval::decide` — the approve/reject forms, and recent decisions.
+//! Decisions are made only through the API's handlers, so roles, grants, self-approval,
+//! the record and the audit are the API's.
+
+use axum::extract::{Form, Path, State};
+use axum::http::Method;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use bosun_api::ApprovalDecide;
+use bosun_core::approval::{decide, Approver, Decision, GatedEnvironment};
+use serde::Deserialize;
+
+use super::audit::When;
+use super::session::redirect_with_flash;
+use super::{render, Layout, PageError, Session};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::server::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/orgs/{org}/approvals", get(inbox))
+        .route("/orgs/{org}/approvals/{subject}/approve", post(approve))
+        .route("/orgs/{org}/approvals/{subject}/reject", post(reject))
+}
+
+/// Decisions shown under the inbox.
+const RECENT_DECISIONS: u32 = 20;
+
+struct PendingRow {
+    subject: String,
+    /// "plan run" or "stack run".
+    kind: String,
+    /// The run's page.
+    href: String,
+    /// "plan app-config" / "stack net".
+    what: String,
+    environments: String,
+    requested_by: String,
+    since: When,
+    /// May this user press approve (the API's route policy)?
+    can_decide: bool,
+    /// The approval rule's answer for this user: `None` when they may approve.
+    refusal: Option<String>,
+}
+
+struct DecisionRow {
+    subject: String,
+    href: String,
+    what: String,
+    decision: String,
+    decided_by: String,
+    requested_by: String,
+    comment: Option<String>,
+    at: When,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/approvals.html")]
+struct ApprovalsPage {
+    layout: Layout,
+    pending: Vec<PendingRow>,
+    decisions: Vec<DecisionRow>,
+}
+
+fn run_link(
+    org: &str,
+    kind: &str,
+    subject: &str,
+    plan: Option<&str>,
+    stack: Option<&str>,
+) -> (String, String) {
+    if kind == "plan_run" {
+        (
+            format!("/orgs/{org}/plan-runs/{subject}"),
+            format!("plan {}", plan.unwrap_or_default()),
+        )
+    } else {
+        (
+            format!("/orgs/{org}/runs/{subject}"),
+            format!("stack {}", stack.unwrap_or_default()),
+        )
+    }
+}
+
+async fn inbox(
+    State(state): State<AppState>,
+    session: Session,
+    Path(org): Path<String>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(
+        session,
+        &org,
+        "approvals",
+        "Approvals",
+        "/orgs/{org}/approvals",
+    )?;
+    let pending = crate::approvals::list(State(state.clone()), ApiPath(org.clone()))
+        .await?
+        .0;
+    let decisions = crate::approvals::decisions(
+        State(state.clone()),
+        ApiPath(org.clone()),
+        ApiQuery(crate::approvals::DecisionsQuery {
+            limit: Some(RECENT_DECISIONS),
+        }),
+    )
+    .await?
+    .0;
+    let can_decide = layout.can("POST", "/orgs/{org}/approvals/{subject}/approve");
+    // The org's environments, read once, for the approval rule's answer on each row.
+    let environments = if can_decide && !pending.is_empty() {
+        state.store.list_environments(&org).await?
+    } else {
+        Vec::new()
+    };
+    let principal = layout.caller().0;
+    let actor = principal.actor();
+    let approver = Approver {
+        user: principal.user().unwrap_or_default(),
+        actor: &actor,
+        role: principal.role_in(&org),
+    };
+    let rows = pending
+        .into_iter()
+        .map(|p| {
+            let refusal = if can_decide {
+                // A gated environment deleted since the run started protects nothing.
+                let gated: Vec<GatedEnvironment<'_>> = environments
+                    .iter()
+                    .filter(|e| p.environments.contains(&e.id))
+                    .map(|e| GatedEnvironment {
+                        id: &e.id,
+                        protected: e.protected,
+                        grants: &e.grants,
+                    })
+                    .collect();
+                decide(
+                    approver,
+                    Decision::Approve,
+                    &p.requested_by,
+                    &gated,
+                    state.config.allow_self_approval,
+                )
+                .err()
+                .map(|r| ApiError::from(r).body().error.message)
+            } else {
+                None
+            };
+            let (href, what) = run_link(
+                &org,
+                &p.kind,
+                &p.subject,
+                p.plan.as_deref(),
+                p.stack.as_deref(),
+            );
+            PendingRow {
+                kind: p.kind.replace('_', " "),
+                href,
+                what,
+                environments: p.environments.join(", "),
+                requested_by: p.requested_by,
+                since: When::of(p.since),
+                can_decide,
+                refusal,
+                subject: p.subject,
+            }
+        })
+        .collect();
+    let decisions = decisions
+        .into_iter()
+        .map(|d| {
+            let (href, what) = run_link(
+                &org,
+                &d.kind,
+                &d.subject,
+                d.plan.as_deref(),
+                d.stack.as_deref(),
+            );
+            DecisionRow {
+                href,
+                what,
+                decision: d.decision,
+                decided_by: d.decided_by,
+                requested_by: d.requested_by,
+                comment: d.comment,
+                at: When::of(d.decided_at),
+                subject: d.subject,
+            }
+        })
+        .collect();
+    let flash = layout.flash.clone();
+    render(
+        flash.as_ref(),
+        &ApprovalsPage {
+            layout,
+            pending: rows,
+            decisions,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct DecideForm {
+    csrf: String,
+    #[serde(default)]
+    comment: String,
+}
+
+async fn approve(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, subject)): Path<(String, String)>,
+    Form(form): Form<DecideForm>,
+) -> Result<Response, PageError> {
+    decide_form(state, session, org, subject, Decision::Approve, form).await
+}
+
+async fn reject(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, subject)): Path<(String, String)>,
+    Form(form): Form<DecideForm>,
+) -> Result<Response, PageError> {
+    decide_form(state, session, org, subject, Decision::Reject, form).await
+}
+
+/// A decision through the API's handler; the inbox shows what happened, or the refusal.
+async fn decide_form(
+    state: AppState,
+    session: Session,
+    org: String,
+    subject: String,
+    decision: Decision,
+    form: DecideForm,
+) -> Result<Response, PageError> {
+    session.check_csrf(&form.csrf)?;
+    let layout = Layout::new(
+        session,
+        &org,
+        "approvals",
+        "Approvals",
+        "/orgs/{org}/approvals",
+    )?;
+    let back = format!("/orgs/{}/approvals", super::urlencode(&org));
+    let (route, verb) = match decision {
+        Decision::Approve => ("/orgs/{org}/approvals/{subject}/approve", "approved"),
+        Decision::Reject => ("/orgs/{org}/approvals/{subject}/reject", "rejected"),
+    };
+    if let Err(e) = layout.require(Method::POST, route) {
+        return Ok(redirect_with_flash(&back, false, &refusal_text(e)));
+    }
+    let comment = Some(form.comment).filter(|c| !c.trim().is_empty());
+    let body = ApiJson(ApprovalDecide { comment });
+    let path = ApiPath((org.clone(), subject.clone()));
+    let answer = match decision {
+        Decision::Approve => {
+            crate::approvals::approve(State(state), layout.caller(), path, body).await
+        }
+        Decision::Reject => {
+            crate::approvals::reject(State(state), layout.caller(), path, body).await
+        }
+    };
+    Ok(match answer {
+        Ok(d) => {
+            let now =
+                d.0.run_state
+                    .map(|s| format!("; the run is now {s}"))
+                    .unwrap_or_default();
+            redirect_with_flash(&back, true, &format!("{verb} {}{now}", d.0.subject))
+        }
+        Err(e) => redirect_with_flash(&back, false, &e.body().error.message),
+    })
+}
+
+/// The text of a refusal, as the API would word it.
+pub fn refusal_text(e: PageError) -> String {
+    match e {
+        PageError::Api(e) => e.body().error.message,
+        PageError::Login { reason, .. } => reason.unwrap_or_else(|| "log in again".into()),
+    }
+}

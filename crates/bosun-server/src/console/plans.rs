@@ -1,0 +1,675 @@
+//! The plans pages: the org's plans (version, targets, schedule, last run), one plan
+//! (its source, schedule, recent runs, the Run and Dry run buttons), the org's recent
+//! plan runs, and a plan run (who started it, per-host results, the live log, the dry
+//! run's report and its unresolved references). Runs are started and aborted only
+//! through the API's handlers.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::extract::{Form, Path, Query, State};
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bosun_api::{PlanHostResult, PlanRunCreate, PlanRunView};
+use bosun_core::plan_run::PlanRunState;
+use serde::Deserialize;
+
+use super::approvals::refusal_text;
+use super::audit::When;
+use super::session::{redirect_with_flash, CsrfOnly};
+use super::{render, urlencode, Layout, PageError, Session};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::server::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/orgs/{org}/plans", get(list))
+        .route("/orgs/{org}/plans/{plan}", get(show))
+        .route("/orgs/{org}/plans/{plan}/runs", post(start))
+        .route("/orgs/{org}/plan-runs", get(runs))
+        .route("/orgs/{org}/plan-runs/{run}", get(run_page))
+        .route("/orgs/{org}/plan-runs/{run}/abort", post(abort))
+        .route("/orgs/{org}/plan-runs/{run}/log/stream", get(log_stream))
+}
+
+/// Plans per page, and plan runs on the org's runs page.
+const PAGE: usize = 50;
+/// Runs on a plan's page.
+const RECENT_RUNS: u32 = 20;
+
+/// A plan run in a table.
+struct RunItem {
+    id: String,
+    plan: String,
+    state: String,
+    dry_run: bool,
+    trigger: String,
+    requested_by: String,
+    hosts: usize,
+    at: When,
+}
+
+impl RunItem {
+    fn of(r: &PlanRunView) -> Self {
+        RunItem {
+            id: r.id.clone(),
+            plan: r.plan.clone(),
+            state: r.state.clone(),
+            dry_run: r.dry_run,
+            trigger: r.trigger.clone(),
+            requested_by: r.requested_by.clone(),
+            hosts: r.hosts.len(),
+            at: When::of(r.created_at),
+        }
+    }
+
+    fn of_record(r: &bosun_store::PlanRunRecord) -> Self {
+        RunItem {
+            id: r.id.clone(),
+            plan: r.plan.clone(),
+            state: r.state.to_string(),
+            dry_run: r.dry_run,
+            trigger: r.trigger.to_string(),
+            requested_by: r.requested_by.clone(),
+            hosts: r.hosts.len(),
+            at: When::of(r.created_at),
+        }
+    }
+}
+
+/// What a plan targets, in words.
+fn targets_text(hosts: &[String], labels: &[String], environments: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !hosts.is_empty() {
+        parts.push(format!("hosts {}", hosts.join(", ")));
+    }
+    if !labels.is_empty() {
+        parts.push(format!("labels {}", labels.join(", ")));
+    }
+    if !environments.is_empty() {
+        parts.push(format!("environments {}", environments.join(", ")));
+    }
+    if parts.is_empty() {
+        "no targets".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+struct PlanRow {
+    name: String,
+    version: i64,
+    targets: String,
+    schedule: Option<String>,
+    last_run: Option<RunItem>,
+    updated: When,
+    updated_by: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/plans.html")]
+struct PlansPage {
+    layout: Layout,
+    rows: Vec<PlanRow>,
+    next: Option<String>,
+    first_page: bool,
+}
+
+#[derive(Deserialize)]
+pub struct AfterQuery {
+    after: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    session: Session,
+    Path(org): Path<String>,
+    Query(q): Query<AfterQuery>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(session, &org, "plans", "Plans", "/orgs/{org}/plans")?;
+    // The store's plans carry their source (targets); the list is ordered by name.
+    let plans = state.store.list_plans(&org).await?;
+    let schedules: HashMap<String, String> = state
+        .store
+        .plan_schedules(Some(&org), None)
+        .await?
+        .into_iter()
+        .map(|s| (s.plan, format!("{} ({})", s.cron, s.timezone)))
+        .collect();
+    let mut page: Vec<_> = plans
+        .into_iter()
+        .filter(|p| q.after.as_deref().is_none_or(|a| p.name.as_str() > a))
+        .take(PAGE + 1)
+        .collect();
+    let next = (page.len() > PAGE).then(|| page[PAGE - 1].name.clone());
+    page.truncate(PAGE);
+    let mut rows = Vec::with_capacity(page.len());
+    for p in page {
+        let targets = match bosun_plans::model::parse_plan(
+            std::path::Path::new(&format!("{}.yaml", p.name)),
+            &p.source,
+        ) {
+            Ok(plan) => targets_text(
+                &plan.targets.hosts,
+                &plan.targets.labels,
+                &plan.targets.environments,
+            ),
+            Err(e) => format!("the stored plan no longer parses: {e}"),
+        };
+        // One read per row of a bounded page, like the stacks page's last run.
+        let last = state.store.list_plan_runs(&org, Some(&p.name), 1).await?;
+        rows.push(PlanRow {
+            schedule: schedules.get(&p.name).cloned(),
+            last_run: last.first().map(RunItem::of_record),
+            updated: When::of(p.updated_at),
+            updated_by: p.updated_by,
+            targets,
+            version: p.version,
+            name: p.name,
+        });
+    }
+    let flash = layout.flash.clone();
+    render(
+        flash.as_ref(),
+        &PlansPage {
+            layout,
+            rows,
+            next,
+            first_page: q.after.is_none(),
+        },
+    )
+}
+
+struct ScheduleInfo {
+    cron: String,
+    timezone: String,
+    next: Option<When>,
+    inputs: String,
+    last_note: Option<String>,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/plan.html")]
+struct PlanPage {
+    layout: Layout,
+    name: String,
+    version: i64,
+    source: String,
+    targets: String,
+    hosts: String,
+    steps: Vec<(String, String)>,
+    warnings: Vec<String>,
+    schedule: Option<ScheduleInfo>,
+    runs: Vec<RunItem>,
+    can_run: bool,
+    updated: When,
+    updated_by: String,
+}
+
+async fn show(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, plan)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(
+        session,
+        &org,
+        "plans",
+        plan.clone(),
+        "/orgs/{org}/plans/{plan}",
+    )?;
+    let info = crate::plans::resources::show_plan(
+        State(state.clone()),
+        ApiPath((org.clone(), plan.clone())),
+    )
+    .await?
+    .0;
+    let schedule = match crate::plans::schedule::show(
+        State(state.clone()),
+        ApiPath((org.clone(), plan.clone())),
+    )
+    .await
+    {
+        Ok(s) => Some(s.0),
+        Err(ApiError::NotFound(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let runs = crate::plans::runs::list(
+        State(state.clone()),
+        ApiPath((org.clone(), plan.clone())),
+        ApiQuery(crate::plans::runs::PlanRunsQuery {
+            limit: Some(RECENT_RUNS),
+        }),
+    )
+    .await?
+    .0;
+    let s = &info.summary;
+    let page = PlanPage {
+        can_run: layout.can("POST", "/orgs/{org}/plans/{plan}/runs"),
+        name: info.name.clone(),
+        version: info.version,
+        targets: targets_text(&s.target_hosts, &s.target_labels, &s.target_environments),
+        hosts: if s.hosts.is_empty() {
+            "none of the org's hosts".into()
+        } else {
+            s.hosts.join(", ")
+        },
+        steps: s
+            .steps
+            .iter()
+            .map(|st| (st.name.clone(), st.module.clone()))
+            .collect(),
+        warnings: info
+            .warnings
+            .iter()
+            .map(|w| format!("{}:{}:{}: {}", w.file, w.line, w.column, w.message))
+            .collect(),
+        schedule: schedule.map(|sc| ScheduleInfo {
+            next: sc.next_run_at.map(When::of),
+            inputs: if sc.inputs.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string(&sc.inputs).unwrap_or_default()
+            },
+            last_note: sc.last_note,
+            cron: sc.cron,
+            timezone: sc.timezone,
+        }),
+        runs: runs.iter().map(RunItem::of).collect(),
+        updated: When::of(info.updated_at),
+        updated_by: info.updated_by.clone(),
+        source: info.source,
+        layout,
+    };
+    let flash = page.layout.flash.clone();
+    render(flash.as_ref(), &page)
+}
+
+#[derive(Deserialize)]
+pub struct StartForm {
+    csrf: String,
+    /// `true` for a dry run.
+    #[serde(default)]
+    dry_run: String,
+}
+
+/// `POST /orgs/{org}/plans/{plan}/runs`: a run (or dry run) through the API's handler.
+async fn start(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, plan)): Path<(String, String)>,
+    Form(form): Form<StartForm>,
+) -> Result<Response, PageError> {
+    session.check_csrf(&form.csrf)?;
+    let layout = Layout::new(
+        session,
+        &org,
+        "plans",
+        plan.clone(),
+        "/orgs/{org}/plans/{plan}",
+    )?;
+    let back = format!("/orgs/{}/plans/{}", urlencode(&org), urlencode(&plan));
+    if let Err(e) = layout.require(Method::POST, "/orgs/{org}/plans/{plan}/runs") {
+        return Ok(redirect_with_flash(&back, false, &refusal_text(e)));
+    }
+    let dry_run = form.dry_run == "true";
+    let answer = crate::plans::runs::create(
+        State(state),
+        layout.caller(),
+        ApiPath((org.clone(), plan)),
+        ApiJson(PlanRunCreate {
+            dry_run,
+            inputs: BTreeMap::new(),
+        }),
+    )
+    .await;
+    Ok(match answer {
+        Ok((_, run)) => {
+            let run = run.0;
+            let what = if dry_run { "dry run" } else { "run" };
+            redirect_with_flash(
+                &format!("/orgs/{}/plan-runs/{}", urlencode(&org), run.id),
+                true,
+                &format!("started {what} {} ({})", run.id, run.state),
+            )
+        }
+        Err(e) => redirect_with_flash(&back, false, &e.body().error.message),
+    })
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/plan_runs.html")]
+struct PlanRunsPage {
+    layout: Layout,
+    runs: Vec<RunItem>,
+}
+
+/// The org's newest plan runs (the store keeps no cursor over them: the newest page).
+async fn runs(
+    State(state): State<AppState>,
+    session: Session,
+    Path(org): Path<String>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(session, &org, "plans", "Plan runs", "/orgs/{org}/plans")?;
+    let runs = state
+        .store
+        .list_plan_runs(&org, None, PAGE as u32)
+        .await?
+        .iter()
+        .map(RunItem::of_record)
+        .collect();
+    let flash = layout.flash.clone();
+    render(flash.as_ref(), &PlanRunsPage { layout, runs })
+}
+
+/// One step's result on a host, in words.
+struct StepLine {
+    step: i64,
+    name: String,
+    module: String,
+    status: String,
+    ignored: bool,
+    message: String,
+}
+
+struct HostRow {
+    host: String,
+    /// `failed`, `changed`, `ok` or `pending` (no step reported yet).
+    status: String,
+    ok: usize,
+    changed: usize,
+    failed: usize,
+    other: usize,
+    steps: Vec<StepLine>,
+}
+
+/// One line of a diff with its colour class (`add`, `del` or none).
+struct DiffLine {
+    class: &'static str,
+    text: String,
+}
+
+struct Prediction {
+    host: String,
+    step: i64,
+    name: String,
+    status: String,
+    message: String,
+    diff: Vec<DiffLine>,
+}
+
+struct UnresolvedRef {
+    host: String,
+    step: String,
+    step_name: String,
+    reference: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/plan_run.html")]
+struct PlanRunPage {
+    layout: Layout,
+    id: String,
+    plan: String,
+    plan_version: i64,
+    state: String,
+    reason: Option<String>,
+    dry_run: bool,
+    trigger: String,
+    requested_by: String,
+    inputs: String,
+    gated: String,
+    runner: Option<String>,
+    created: When,
+    ended: Option<When>,
+    hosts: Vec<HostRow>,
+    predictions: Vec<Prediction>,
+    /// `None`: no report yet (the runner sends it when the run ends).
+    unresolved: Option<Vec<UnresolvedRef>>,
+    warnings: Vec<String>,
+    log: String,
+    log_after: Option<i64>,
+    live: bool,
+    can_abort: bool,
+}
+
+fn host_rows(hosts: &[String], results: &[PlanHostResult]) -> Vec<HostRow> {
+    let mut order: Vec<String> = hosts.to_vec();
+    for r in results {
+        if !order.contains(&r.host) {
+            order.push(r.host.clone());
+        }
+    }
+    order
+        .into_iter()
+        .map(|host| {
+            let mut row = HostRow {
+                host: host.clone(),
+                status: "pending".into(),
+                ok: 0,
+                changed: 0,
+                failed: 0,
+                other: 0,
+                steps: Vec::new(),
+            };
+            let mut mine: Vec<&PlanHostResult> =
+                results.iter().filter(|r| r.host == host).collect();
+            mine.sort_by_key(|r| r.step);
+            for r in mine {
+                match r.status.as_str() {
+                    "ok" => row.ok += 1,
+                    "changed" => row.changed += 1,
+                    "failed" | "timed_out" if !r.ignored => row.failed += 1,
+                    _ => row.other += 1,
+                }
+                row.steps.push(StepLine {
+                    step: r.step,
+                    name: r.step_name.clone(),
+                    module: r.module.clone(),
+                    status: r.status.replace('_', " "),
+                    ignored: r.ignored,
+                    message: r.message.clone(),
+                });
+            }
+            row.status = if row.failed > 0 {
+                "failed"
+            } else if row.changed > 0 {
+                "changed"
+            } else if row.steps.is_empty() {
+                "pending"
+            } else {
+                "ok"
+            }
+            .into();
+            row
+        })
+        .collect()
+}
+
+fn diff_lines(diff: &str) -> Vec<DiffLine> {
+    diff.lines()
+        .map(|l| DiffLine {
+            class: if l.starts_with('+') && !l.starts_with("+++") {
+                "add"
+            } else if l.starts_with('-') && !l.starts_with("---") {
+                "del"
+            } else {
+                ""
+            },
+            text: l.to_string(),
+        })
+        .collect()
+}
+
+async fn run_page(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, id)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(
+        session,
+        &org,
+        "plans",
+        format!("Plan run {id}"),
+        "/orgs/{org}/plan-runs/{run}",
+    )?;
+    let view = crate::plans::runs::show(State(state.clone()), ApiPath((org.clone(), id.clone())))
+        .await?
+        .0;
+    let chunks = crate::plans::runs::logs(
+        State(state.clone()),
+        ApiPath((org.clone(), id.clone())),
+        ApiQuery(crate::runs::LogsQuery {
+            after: None,
+            limit: Some(1000),
+        }),
+    )
+    .await?
+    .0;
+    let terminal = view
+        .state
+        .parse::<PlanRunState>()
+        .map(|s| s.is_terminal())
+        .unwrap_or(true);
+    let report = view.report.as_ref();
+    let unresolved = report.map(|r| {
+        r["unresolved"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|u| UnresolvedRef {
+                        host: u["host"].as_str().unwrap_or_default().to_string(),
+                        step: u["step"].to_string(),
+                        step_name: u["step_name"].as_str().unwrap_or_default().to_string(),
+                        reference: u["reference"].as_str().unwrap_or_default().to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    let warnings = report
+        .and_then(|r| r["warnings"].as_array())
+        .map(|a| {
+            a.iter()
+                .map(|w| match w["message"].as_str() {
+                    Some(m) => m.to_string(),
+                    None => w.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let predictions = if view.dry_run {
+        let mut p: Vec<&PlanHostResult> = view
+            .results
+            .iter()
+            .filter(|r| r.diff.is_some() || r.status != "ok")
+            .collect();
+        p.sort_by(|a, b| (&a.host, a.step).cmp(&(&b.host, b.step)));
+        p.into_iter()
+            .map(|r| Prediction {
+                host: r.host.clone(),
+                step: r.step,
+                name: r.step_name.clone(),
+                status: r.status.replace('_', " "),
+                message: r.message.clone(),
+                diff: r.diff.as_deref().map(diff_lines).unwrap_or_default(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let page = PlanRunPage {
+        can_abort: !terminal && layout.can("POST", "/orgs/{org}/plan-runs/{run}/abort"),
+        hosts: host_rows(&view.hosts, &view.results),
+        log: chunks.iter().map(|c| c.text.as_str()).collect(),
+        log_after: chunks.last().map(|c| c.seq),
+        live: !terminal,
+        predictions,
+        unresolved,
+        warnings,
+        inputs: if view.inputs.is_empty() {
+            String::new()
+        } else {
+            serde_json::to_string(&view.inputs).unwrap_or_default()
+        },
+        gated: view.gated_environments.join(", "),
+        created: When::of(view.created_at),
+        ended: view.ended_at.map(When::of),
+        id: view.id,
+        plan: view.plan,
+        plan_version: view.plan_version,
+        state: view.state,
+        reason: view.reason,
+        dry_run: view.dry_run,
+        trigger: view.trigger,
+        requested_by: view.requested_by,
+        runner: view.runner_id,
+        layout,
+    };
+    let flash = page.layout.flash.clone();
+    render(flash.as_ref(), &page)
+}
+
+/// `POST /orgs/{org}/plan-runs/{run}/abort` through the API's handler.
+async fn abort(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, id)): Path<(String, String)>,
+    Form(form): Form<CsrfOnly>,
+) -> Result<Response, PageError> {
+    session.check_csrf(&form.csrf)?;
+    let layout = Layout::new(
+        session,
+        &org,
+        "plans",
+        "Plan run",
+        "/orgs/{org}/plan-runs/{run}",
+    )?;
+    let back = format!("/orgs/{}/plan-runs/{}", urlencode(&org), urlencode(&id));
+    if let Err(e) = layout.require(Method::POST, "/orgs/{org}/plan-runs/{run}/abort") {
+        return Ok(redirect_with_flash(&back, false, &refusal_text(e)));
+    }
+    Ok(
+        match crate::plans::runs::abort(State(state), layout.caller(), ApiPath((org, id.clone())))
+            .await
+        {
+            Ok(r) => {
+                redirect_with_flash(&back, true, &format!("aborted {id}: it is {}", r.0.state))
+            }
+            Err(e) => redirect_with_flash(&back, false, &e.body().error.message),
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct StreamQuery {
+    after: Option<i64>,
+}
+
+/// The run's live log for the page's script: the API's stream, with the session's roles.
+async fn log_stream(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, id)): Path<(String, String)>,
+    Query(q): Query<StreamQuery>,
+) -> Result<Response, PageError> {
+    Layout::new(
+        session,
+        &org,
+        "plans",
+        "Plan run log",
+        "/orgs/{org}/plan-runs/{run}/logs/stream",
+    )?;
+    let stream = crate::plans::runs::logs_stream(
+        State(state),
+        ApiPath((org, id)),
+        ApiQuery(crate::runs::LogsQuery {
+            after: q.after,
+            limit: None,
+        }),
+    )
+    .await?;
+    Ok(stream.into_response())
+}

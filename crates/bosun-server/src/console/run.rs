@@ -1,0 +1,466 @@
+//! The run page: state, what started it, phases with timings, the plan, the state it
+//! wrote, what it waits for, and its live log; confirm, discard, cancel and retry by role.
+
+use axum::extract::{Form, Path, Query, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderValue, Method};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bosun_core::run::RunState;
+use serde::Deserialize;
+
+use super::session::redirect_with_flash;
+use super::{age, duration_text, render, urlencode, Layout, PageError, Session};
+use crate::extract::{ApiPath, ApiQuery};
+use crate::server::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/orgs/{org}/runs/{run}", get(show))
+        .route("/orgs/{org}/runs/{run}/action", post(action))
+        .route("/orgs/{org}/runs/{run}/log/stream", get(log_stream))
+        .route("/orgs/{org}/runs/{run}/log.txt", get(log_text))
+}
+
+/// Log chunks shown in the page itself; the rest follows live or in `log.txt`.
+const LOG_PAGE: u32 = 1000;
+/// State versions looked through for the ones a run wrote (newest first, stopping at
+/// the run's creation).
+const VERSION_SCAN: u32 = 100;
+const VERSION_PAGES: usize = 10;
+
+pub struct PhaseRow {
+    pub state: String,
+    pub started: String,
+    pub ended: String,
+    pub duration: String,
+}
+
+pub struct ChangeRow {
+    pub address: String,
+    pub action: String,
+    /// `add`, `chg` or `del`: the colour.
+    pub class: &'static str,
+}
+
+pub struct PlanView {
+    pub has_changes: bool,
+    pub add: u32,
+    pub change: u32,
+    pub destroy: u32,
+    pub resources: Vec<ChangeRow>,
+    pub outputs: Vec<ChangeRow>,
+}
+
+pub struct WrittenVersion {
+    pub version: i64,
+    pub serial: u64,
+    pub late: bool,
+    pub at: String,
+}
+
+pub struct ConsumedRow {
+    pub stack: String,
+    pub version: i64,
+    pub output: String,
+    pub variable: String,
+    pub sensitive: bool,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/run.html")]
+struct RunPage {
+    layout: Layout,
+    id: String,
+    stack: String,
+    state: String,
+    kind: String,
+    reason: String,
+    ended: bool,
+    /// Who or what started it, in words.
+    started_by: String,
+    trigger: String,
+    commit: String,
+    branch: String,
+    pull_request: Option<i64>,
+    retry_of: Option<String>,
+    upstream_run: Option<String>,
+    reconciles: Option<String>,
+    drift: Option<String>,
+    runner: String,
+    created: String,
+    created_age: String,
+    phases: Vec<PhaseRow>,
+    plan: Option<PlanView>,
+    written: Vec<WrittenVersion>,
+    late_write: bool,
+    blocked_by: Option<String>,
+    consumed: Vec<ConsumedRow>,
+    /// The buttons shown: (action, label, class).
+    actions: Vec<(&'static str, &'static str, &'static str)>,
+    log: String,
+    log_after: Option<i64>,
+    log_more: bool,
+}
+
+fn change_class(action: &str) -> &'static str {
+    match action {
+        "create" => "add",
+        "delete" => "del",
+        _ => "chg",
+    }
+}
+
+fn trigger_words(r: &bosun_api::Run) -> String {
+    match r.trigger.as_str() {
+        "push" => format!(
+            "a push to {} by {}{}",
+            r.branch,
+            r.triggered_by,
+            r.commit
+                .as_deref()
+                .map(|c| format!(" (commit {c})"))
+                .unwrap_or_default()
+        ),
+        "pull_request" => format!(
+            "pull request{} by {}",
+            r.pull_request.map(|n| format!(" #{n}")).unwrap_or_default(),
+            r.triggered_by
+        ),
+        "manual" => format!("started by hand by {}", r.triggered_by),
+        "retry" => format!(
+            "a retry by {} of run {}",
+            r.triggered_by,
+            r.retry_of.as_deref().unwrap_or("?")
+        ),
+        "dependency" => format!(
+            "upstream {} (run {})",
+            r.triggered_by,
+            r.upstream_run.as_deref().unwrap_or("?")
+        ),
+        "schedule" => format!("the drift-check schedule ({})", r.triggered_by),
+        other => format!("{other} by {}", r.triggered_by),
+    }
+}
+
+fn time_text(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+async fn show(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, id)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(session, &org, "stacks", &id, "/orgs/{org}/runs/{run}")?;
+    let key = || ApiPath((org.clone(), id.clone()));
+    let r = crate::runs::show(State(state.clone()), key()).await?.0;
+    let run_state: RunState = r.state.parse().map_err(crate::error::ApiError::from)?;
+    let ended = run_state.is_terminal();
+
+    let mut actions = Vec::new();
+    let allowed = [
+        (
+            ("confirm", "Confirm and apply", "primary"),
+            run_state == RunState::Unconfirmed,
+        ),
+        (
+            ("discard", "Discard the plan", ""),
+            run_state == RunState::Unconfirmed,
+        ),
+        (("cancel", "Cancel", "danger"), !ended),
+        (("retry", "Retry", ""), ended),
+    ];
+    for (button, now) in allowed {
+        let route = format!("/orgs/{{org}}/runs/{{run}}/{}", button.0);
+        if now && layout.can("POST", &route) {
+            actions.push(button);
+        }
+    }
+
+    let phases = r
+        .phases
+        .iter()
+        .map(|p| PhaseRow {
+            state: p.state.clone(),
+            started: time_text(p.started_at),
+            ended: p.ended_at.map(time_text).unwrap_or_else(|| "—".into()),
+            duration: match p.seconds {
+                Some(s) if s < 10.0 => format!("{s:.1}s"),
+                Some(s) => duration_text(s.round() as i64),
+                None => format!("{} so far", age(p.started_at)),
+            },
+        })
+        .collect();
+
+    let plan = r.plan.as_ref().map(|p| PlanView {
+        has_changes: p.has_changes,
+        add: p.add,
+        change: p.change,
+        destroy: p.destroy,
+        resources: p
+            .resource_changes
+            .iter()
+            .filter(|c| c.action != "no-op")
+            .map(|c| ChangeRow {
+                address: c.address.clone(),
+                action: c.action.clone(),
+                class: change_class(&c.action),
+            })
+            .collect(),
+        outputs: p
+            .output_changes
+            .iter()
+            .map(|(name, action)| ChangeRow {
+                address: name.clone(),
+                action: action.clone(),
+                class: change_class(action),
+            })
+            .collect(),
+    });
+
+    // The versions this run wrote: newer than the run itself, so the scan stops there.
+    let mut written = Vec::new();
+    if layout.can("GET", "/orgs/{org}/stacks/{stack}/state/versions") {
+        let mut cursor = None;
+        for _ in 0..VERSION_PAGES {
+            let page = crate::state::list_versions(
+                State(state.clone()),
+                ApiPath((org.clone(), r.stack.clone())),
+                ApiQuery(crate::state::VersionsQuery {
+                    cursor,
+                    limit: Some(VERSION_SCAN),
+                }),
+            )
+            .await?
+            .0;
+            let mut older = false;
+            for v in &page.items {
+                if v.created_at < r.created_at {
+                    older = true;
+                    break;
+                }
+                if v.writer.kind == "run" && v.writer.id == r.id {
+                    written.push(WrittenVersion {
+                        version: v.version,
+                        serial: v.serial,
+                        late: v.late_write,
+                        at: time_text(v.created_at),
+                    });
+                }
+            }
+            match page.next_cursor.and_then(|c| c.parse().ok()) {
+                Some(c) if !older => cursor = Some(c),
+                _ => break,
+            }
+        }
+    }
+
+    let log = crate::runs::logs(
+        State(state.clone()),
+        key(),
+        ApiQuery(crate::runs::LogsQuery {
+            after: None,
+            limit: Some(LOG_PAGE),
+        }),
+    )
+    .await?
+    .0;
+    let log_more = log.len() == LOG_PAGE as usize;
+    let log_after = log.last().map(|c| c.seq);
+    let log: String = log.into_iter().map(|c| c.text).collect();
+
+    let flash = layout.flash.clone();
+    render(
+        flash.as_ref(),
+        &RunPage {
+            started_by: trigger_words(&r),
+            blocked_by: r.blocked_by.as_ref().map(|b| {
+                format!(
+                    "waiting for the state lock {} held by {} ({}{})",
+                    b.id,
+                    b.who,
+                    b.operation,
+                    if b.created.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", since {}", b.created)
+                    }
+                )
+            }),
+            consumed: r
+                .consumed
+                .iter()
+                .map(|c| ConsumedRow {
+                    stack: c.stack.clone(),
+                    version: c.version,
+                    output: c.output.clone(),
+                    variable: c.variable.clone(),
+                    sensitive: c.sensitive,
+                })
+                .collect(),
+            drift: r.drift.as_ref().map(|d| {
+                let mut s = d.result.replace('_', " ");
+                if let Some(rr) = &d.reconcile_run {
+                    s.push_str(&format!("; reconciled by run {rr}"));
+                }
+                s
+            }),
+            id: r.id.clone(),
+            stack: r.stack.clone(),
+            state: r.state.clone(),
+            kind: r.kind.clone(),
+            reason: r.reason.clone().unwrap_or_default(),
+            ended,
+            trigger: r.trigger.clone(),
+            commit: r.commit.clone().unwrap_or_default(),
+            branch: r.branch.clone(),
+            pull_request: r.pull_request,
+            retry_of: r.retry_of.clone(),
+            upstream_run: r.upstream_run.clone(),
+            reconciles: r.reconciles.clone(),
+            runner: r.runner.clone().unwrap_or_default(),
+            created: time_text(r.created_at),
+            created_age: age(r.created_at),
+            phases,
+            plan,
+            written,
+            late_write: r.late_write,
+            actions,
+            log,
+            log_after,
+            log_more,
+            layout,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct ActionForm {
+    /// Missing is refused like wrong, by the session's check.
+    #[serde(default)]
+    csrf: String,
+    action: String,
+}
+
+/// `POST /orgs/{org}/runs/{run}/action`: confirm, discard, cancel or retry through the
+/// API's handlers, back to the run (a retry: to the new run) with what happened or why not.
+async fn action(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, id)): Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, PageError> {
+    session.check_csrf(&form.csrf)?;
+    let back = format!("/orgs/{}/runs/{}", urlencode(&org), urlencode(&id));
+    let layout = Layout::new(session, &org, "stacks", "", "/orgs/{org}/runs/{run}")?;
+    let route = match form.action.as_str() {
+        "confirm" => "/orgs/{org}/runs/{run}/confirm",
+        "discard" => "/orgs/{org}/runs/{run}/discard",
+        "cancel" => "/orgs/{org}/runs/{run}/cancel",
+        "retry" => "/orgs/{org}/runs/{run}/retry",
+        other => {
+            return Ok(redirect_with_flash(
+                &back,
+                false,
+                &format!("unknown run action {other:?}: use confirm, discard, cancel or retry"),
+            ))
+        }
+    };
+    if let Err(e) = layout.require(Method::POST, route) {
+        return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
+    }
+    let st = State(state);
+    let key = ApiPath((org.clone(), id.clone()));
+    let caller = layout.caller();
+    let done = match form.action.as_str() {
+        "confirm" => crate::runs::confirm(st, caller, key).await.map(|r| r.0),
+        "discard" => crate::runs::discard(st, caller, key).await.map(|r| r.0),
+        "cancel" => crate::runs::cancel(st, caller, key).await.map(|r| r.0),
+        _ => crate::runs::retry(st, caller, key).await.map(|r| r.1 .0),
+    };
+    Ok(match done {
+        Err(e) => redirect_with_flash(&back, false, &super::refusal(PageError::Api(e))),
+        Ok(run) if form.action == "retry" => redirect_with_flash(
+            &format!("/orgs/{}/runs/{}", urlencode(&org), urlencode(&run.id)),
+            true,
+            &format!("run {} retries run {id}: {}", run.id, run.state),
+        ),
+        Ok(run) => redirect_with_flash(
+            &back,
+            true,
+            &format!("run {id}: {} done; it is now {}", form.action, run.state),
+        ),
+    })
+}
+
+#[derive(Deserialize)]
+pub struct StreamQuery {
+    after: Option<i64>,
+}
+
+/// `GET /orgs/{org}/runs/{run}/log/stream`: the API's log stream, for a session.
+async fn log_stream(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, id)): Path<(String, String)>,
+    Query(q): Query<StreamQuery>,
+) -> Result<Response, PageError> {
+    Layout::new(
+        session,
+        &org,
+        "stacks",
+        "",
+        "/orgs/{org}/runs/{run}/logs/stream",
+    )?;
+    let sse = crate::runs::logs_stream(
+        State(state),
+        ApiPath((org, id)),
+        ApiQuery(crate::runs::LogsQuery {
+            after: q.after,
+            limit: None,
+        }),
+    )
+    .await?;
+    Ok(sse.into_response())
+}
+
+/// `GET /orgs/{org}/runs/{run}/log.txt`: the whole log so far as plain text.
+async fn log_text(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, id)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    Layout::new(session, &org, "stacks", "", "/orgs/{org}/runs/{run}/logs")?;
+    let mut text = String::new();
+    let mut after = None;
+    loop {
+        let page = crate::runs::logs(
+            State(state.clone()),
+            ApiPath((org.clone(), id.clone())),
+            ApiQuery(crate::runs::LogsQuery {
+                after,
+                limit: Some(LOG_PAGE),
+            }),
+        )
+        .await?
+        .0;
+        let full = page.len() == LOG_PAGE as usize;
+        for c in page {
+            after = Some(c.seq);
+            text.push_str(&c.text);
+        }
+        if !full {
+            break;
+        }
+    }
+    let mut resp = text.into_response();
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(resp)
+}

@@ -1,0 +1,127 @@
+//! The runners page: every runner serving the org (its pools' runners and the server's
+//! hosted ones) with its status, pool, last heartbeat and the runs it holds; runners
+//! gone silent (the API's `dark`) are highlighted as stale.
+
+use axum::extract::{Path, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+
+use super::audit::When;
+use super::{render, Layout, PageError, Session};
+use crate::extract::ApiPath;
+use crate::server::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/orgs/{org}/runners", get(list))
+}
+
+/// Recent plan runs read to find the ones runners hold (held runs are recent).
+const PLAN_RUNS_SCANNED: u32 = 200;
+
+/// A run a runner holds now, linked to its page.
+struct HeldRun {
+    href: String,
+    id: String,
+    state: String,
+    what: String,
+}
+
+struct RunnerRow {
+    id: String,
+    name: String,
+    pool: String,
+    version: String,
+    /// `online`, `busy`, `dark` or `drained`, as the API says.
+    status: String,
+    /// In words: what the status means for this runner.
+    status_text: String,
+    stale: bool,
+    last_seen: When,
+    runs: Vec<HeldRun>,
+    /// Runs it holds for other orgs (a hosted runner serves every org): counted only.
+    elsewhere: usize,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/runners.html")]
+struct RunnersPage {
+    layout: Layout,
+    rows: Vec<RunnerRow>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    session: Session,
+    Path(org): Path<String>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(session, &org, "runners", "Runners", "/orgs/{org}/runners")?;
+    let runners = crate::runners::list(State(state.clone()), ApiPath(org.clone()))
+        .await?
+        .0;
+    // One read each for the runs held now, not one per runner.
+    let held = state.store.executing_runs().await?;
+    let plan_runs = state
+        .store
+        .list_plan_runs(&org, None, PLAN_RUNS_SCANNED)
+        .await?;
+    let rows = runners
+        .into_iter()
+        .map(|r| {
+            let mine = |id: &Option<String>| id.as_deref() == Some(r.id.as_str());
+            let mut runs: Vec<HeldRun> = held
+                .iter()
+                .filter(|run| mine(&run.runner_id) && run.org == org)
+                .map(|run| HeldRun {
+                    href: format!("/orgs/{org}/runs/{}", run.id),
+                    id: run.id.clone(),
+                    state: run.state.to_string(),
+                    what: format!("{} run of stack {}", run.kind, run.stack),
+                })
+                .collect();
+            runs.extend(
+                plan_runs
+                    .iter()
+                    .filter(|p| p.leased && mine(&p.runner_id))
+                    .map(|p| HeldRun {
+                        href: format!("/orgs/{org}/plan-runs/{}", p.id),
+                        id: p.id.clone(),
+                        state: p.state.to_string(),
+                        what: format!("run of plan {}", p.plan),
+                    }),
+            );
+            let elsewhere = held
+                .iter()
+                .filter(|run| mine(&run.runner_id) && run.org != org)
+                .count();
+            let seen = When::of(r.last_seen);
+            // The API counts stack runs as work; a runner holding a plan run is busy too.
+            let status = if r.status == "online" && !runs.is_empty() {
+                "busy".to_string()
+            } else {
+                r.status
+            };
+            let status_text = match status.as_str() {
+                "dark" => format!("stale: no heartbeat since {}", seen.text),
+                "drained" => "drained: takes no new work".to_string(),
+                "busy" => "busy with the runs listed".to_string(),
+                "online" => "idle: waiting for work".to_string(),
+                other => other.to_string(),
+            };
+            RunnerRow {
+                stale: status == "dark",
+                status_text,
+                last_seen: seen,
+                status,
+                runs,
+                elsewhere,
+                id: r.id,
+                name: r.name,
+                pool: r.pool,
+                version: r.version,
+            }
+        })
+        .collect();
+    let flash = layout.flash.clone();
+    render(flash.as_ref(), &RunnersPage { layout, rows })
+}

@@ -1,0 +1,460 @@
+//! The stack page: its definition, recent runs, trigger history (ignored deliveries and
+//! why), outputs, dependencies both ways, drift, the lock, and a "Run now" button.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Form, Path, Query, State};
+use axum::http::Method;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+
+use super::session::redirect_with_flash;
+use super::stacks::DriftBadge;
+use super::{age, render, urlencode, Layout, PageError, Session};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::server::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/orgs/{org}/stacks/{stack}", get(show))
+        .route("/orgs/{org}/stacks/{stack}/run", post(run_now))
+}
+
+/// Runs and trigger entries per page.
+const PAGE: u32 = 20;
+/// Stacks read at a time when looking for the stacks that depend on this one.
+const SCAN: u32 = 1000;
+
+#[derive(Deserialize)]
+pub struct RunNowForm {
+    /// Missing is refused like wrong, by the session's check.
+    #[serde(default)]
+    csrf: String,
+}
+
+#[derive(Deserialize)]
+pub struct StackQuery {
+    runs_after: Option<String>,
+    triggers_after: Option<i64>,
+}
+
+/// One line of the facts list.
+pub struct Fact {
+    pub name: &'static str,
+    pub value: String,
+}
+
+/// A run in the stack's run list, in words.
+pub struct RunRow {
+    pub id: String,
+    pub state: String,
+    pub kind: String,
+    pub trigger: String,
+    pub by: String,
+    pub commit: String,
+    pub age: String,
+    pub at: String,
+    pub reason: String,
+}
+
+/// One delivery of the trigger history and its verdict on this stack.
+pub struct TriggerRow {
+    pub delivery: String,
+    pub source: String,
+    pub event: String,
+    pub git_ref: String,
+    pub commit: String,
+    pub pull_request: Option<i64>,
+    pub triggered: bool,
+    pub run: Option<String>,
+    pub reason: String,
+    pub summary: String,
+    pub duplicate: bool,
+    pub age: String,
+    pub at: String,
+}
+
+pub struct OutputRow {
+    pub name: String,
+    pub value: String,
+    pub sensitive: bool,
+    pub kind: String,
+    /// Since the previous version: `added`, `changed`, …, or empty when unchanged.
+    pub change: String,
+}
+
+/// A dependency edge seen from this stack: the other stack and the outputs it maps.
+pub struct Edge {
+    pub stack: String,
+    /// (upstream output, downstream variable)
+    pub outputs: Vec<(String, String)>,
+    pub trigger_always: bool,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/stack.html")]
+struct StackPage {
+    layout: Layout,
+    id: String,
+    name: String,
+    facts: Vec<Fact>,
+    drift: Option<DriftBadge>,
+    drift_detail: Vec<String>,
+    lock: Option<String>,
+    can_run: bool,
+    runs: Vec<RunRow>,
+    runs_next: Option<String>,
+    runs_first: bool,
+    /// `None` when the session may not read them (with why).
+    triggers: Result<Vec<TriggerRow>, String>,
+    triggers_next: Option<String>,
+    triggers_first: bool,
+    outputs: Result<Vec<OutputRow>, String>,
+    outputs_version: Option<i64>,
+    upstreams: Vec<Edge>,
+    downstreams: Vec<Edge>,
+}
+
+fn short(commit: &str) -> String {
+    commit.chars().take(12).collect()
+}
+
+fn json_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn edge(d: &bosun_api::Dependency) -> Edge {
+    Edge {
+        stack: d.stack.clone(),
+        outputs: d
+            .outputs
+            .iter()
+            .map(|(o, v)| (o.clone(), v.clone()))
+            .collect(),
+        trigger_always: d.trigger_always,
+    }
+}
+
+async fn show(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, stack)): Path<(String, String)>,
+    Query(q): Query<StackQuery>,
+) -> Result<Response, PageError> {
+    let mut layout = Layout::new(
+        session,
+        &org,
+        "stacks",
+        &stack,
+        "/orgs/{org}/stacks/{stack}",
+    )?;
+    let key = || ApiPath((org.clone(), stack.clone()));
+    let s = crate::stacks::show(State(state.clone()), key()).await?.0;
+    layout.title = s.name.clone();
+
+    let mut facts = vec![
+        Fact {
+            name: "Repository",
+            value: s.repository.clone(),
+        },
+        Fact {
+            name: "Branch",
+            value: s.branch.clone(),
+        },
+        Fact {
+            name: "Path",
+            value: if s.path.is_empty() {
+                "(repository root)".into()
+            } else {
+                s.path.clone()
+            },
+        },
+        Fact {
+            name: "Watch paths",
+            value: if s.watch_paths.is_empty() {
+                "(only the path)".into()
+            } else {
+                s.watch_paths.join(", ")
+            },
+        },
+        Fact {
+            name: "Engine",
+            value: match &s.engine_version {
+                Some(v) => format!("{} {v}", s.engine),
+                None => s.engine.clone(),
+            },
+        },
+        Fact {
+            name: "Autodeploy",
+            value: if s.autodeploy {
+                "yes: pushes apply without confirmation".into()
+            } else {
+                "no: plans wait for confirmation".into()
+            },
+        },
+        Fact {
+            name: "Environment",
+            value: s.environment.clone().unwrap_or_else(|| "(none)".into()),
+        },
+        Fact {
+            name: "Connection",
+            value: format!(
+                "{} ({}): {}",
+                if s.connection.connected {
+                    "connected"
+                } else {
+                    "not connected"
+                },
+                s.connection.kind,
+                s.connection.detail
+            ),
+        },
+        Fact {
+            name: "Runner pool",
+            value: format!("{} (tier {})", s.runner_pool, s.tier),
+        },
+    ];
+    if let Some(d) = &s.drift_detection {
+        facts.push(Fact {
+            name: "Drift detection",
+            value: format!(
+                "{} ({}){}",
+                d.schedule,
+                d.timezone.as_deref().unwrap_or("UTC"),
+                if d.reconcile {
+                    ", reconciles drift with a tracked run"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    let mut drift_detail = Vec::new();
+    if let Some(d) = &s.drift_status {
+        if let Some(next) = d.next_check_at {
+            drift_detail.push(format!("next check at {}", next.to_rfc3339()));
+        }
+        if let Some(open) = &d.open_run {
+            drift_detail.push(format!("check running: run {open}"));
+        }
+        if let Some(note) = &d.last_fire_note {
+            drift_detail.push(note.clone());
+        }
+    }
+
+    let runs_page = crate::runs::list(
+        State(state.clone()),
+        key(),
+        ApiQuery(crate::runs::RunsQuery {
+            cursor: q.runs_after.clone(),
+            limit: Some(PAGE),
+        }),
+    )
+    .await?
+    .0;
+    let runs = runs_page
+        .items
+        .into_iter()
+        .map(|r| RunRow {
+            age: age(r.created_at),
+            at: r.created_at.to_rfc3339(),
+            commit: r.commit.as_deref().map(short).unwrap_or_default(),
+            reason: r.reason.unwrap_or_default(),
+            id: r.id,
+            state: r.state,
+            kind: r.kind,
+            trigger: r.trigger,
+            by: r.triggered_by,
+        })
+        .collect();
+
+    let (triggers, triggers_next) =
+        match layout.require(Method::GET, "/orgs/{org}/stacks/{stack}/triggers") {
+            Err(e) => (Err(super::refusal(e)), None),
+            Ok(()) => {
+                let page = crate::vcs::list_triggers(
+                    State(state.clone()),
+                    key(),
+                    ApiQuery(crate::vcs::TriggersQuery {
+                        cursor: q.triggers_after,
+                        limit: Some(PAGE),
+                    }),
+                )
+                .await?
+                .0;
+                let rows = page
+                    .items
+                    .into_iter()
+                    .map(|t| TriggerRow {
+                        age: age(t.received_at),
+                        at: t.received_at.to_rfc3339(),
+                        event: match &t.action {
+                            Some(a) => format!("{} ({a})", t.event),
+                            None => t.event.clone(),
+                        },
+                        git_ref: t.git_ref.unwrap_or_default(),
+                        commit: t.after.as_deref().map(short).unwrap_or_default(),
+                        delivery: t.delivery,
+                        source: t.source,
+                        pull_request: t.pull_request,
+                        triggered: t.triggered,
+                        run: t.run,
+                        reason: t.reason,
+                        summary: t.summary,
+                        duplicate: t.duplicate,
+                    })
+                    .collect();
+                (Ok(rows), page.next_cursor)
+            }
+        };
+
+    let (outputs, outputs_version) =
+        match layout.require(Method::GET, "/orgs/{org}/stacks/{stack}/outputs") {
+            Err(e) => (Err(super::refusal(e)), None),
+            Ok(()) => {
+                let o = crate::outputs::show(
+                    State(state.clone()),
+                    key(),
+                    ApiQuery(crate::outputs::OutputsQuery { version: None }),
+                )
+                .await?
+                .0;
+                let changes: BTreeMap<String, String> = o
+                    .changes
+                    .iter()
+                    .map(|c| {
+                        let text = serde_json::to_value(c.change)
+                            .ok()
+                            .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                            .unwrap_or_default();
+                        (c.name.clone(), text)
+                    })
+                    .collect();
+                let rows = o
+                    .outputs
+                    .iter()
+                    .map(|(name, out)| OutputRow {
+                        name: name.clone(),
+                        value: if out.sensitive {
+                            "(sensitive)".into()
+                        } else {
+                            json_text(&out.value)
+                        },
+                        sensitive: out.sensitive,
+                        kind: out.output_type.as_ref().map(json_text).unwrap_or_default(),
+                        change: changes
+                            .get(name)
+                            .filter(|c| c.as_str() != "unchanged")
+                            .cloned()
+                            .unwrap_or_default(),
+                    })
+                    .collect();
+                (Ok(rows), o.version)
+            }
+        };
+
+    // The stacks that depend on this one: read a page of stacks at a time (one query
+    // per thousand stacks, none per stack).
+    let mut downstreams = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let batch = state
+            .store
+            .list_stacks(&org, after.as_deref(), SCAN)
+            .await?;
+        for other in &batch {
+            for d in &other.spec.depends_on {
+                if d.stack.to_string() == stack {
+                    downstreams.push(Edge {
+                        stack: other.spec.id.to_string(),
+                        outputs: d
+                            .outputs
+                            .iter()
+                            .map(|(o, v)| (o.clone(), v.clone()))
+                            .collect(),
+                        trigger_always: d.trigger_always,
+                    });
+                }
+            }
+        }
+        if batch.len() < SCAN as usize {
+            break;
+        }
+        after = batch.last().map(|s| s.spec.id.to_string());
+    }
+
+    let lock = state.store.state_head(&org, &stack).await?.lock.map(|l| {
+        format!(
+            "locked by {} ({}) for {}, lock {}",
+            l.who,
+            l.operation,
+            age(l.acquired_at),
+            l.id
+        )
+    });
+    let can_run = layout.can("POST", "/orgs/{org}/stacks/{stack}/runs");
+    let flash = layout.flash.clone();
+    render(
+        flash.as_ref(),
+        &StackPage {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            facts,
+            drift: s.drift_status.as_ref().map(DriftBadge::of),
+            drift_detail,
+            lock,
+            can_run,
+            runs,
+            runs_next: runs_page.next_cursor,
+            runs_first: q.runs_after.is_none(),
+            triggers,
+            triggers_next,
+            triggers_first: q.triggers_after.is_none(),
+            outputs,
+            outputs_version,
+            upstreams: s.depends_on.iter().map(edge).collect(),
+            downstreams,
+            layout,
+        },
+    )
+}
+
+/// `POST /orgs/{org}/stacks/{stack}/run`: a tracked run at the branch head, through the
+/// API's own handler; on to the new run's page.
+async fn run_now(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, stack)): Path<(String, String)>,
+    Form(form): Form<RunNowForm>,
+) -> Result<Response, PageError> {
+    session.check_csrf(&form.csrf)?;
+    let back = format!("/orgs/{}/stacks/{}", urlencode(&org), urlencode(&stack));
+    let layout = Layout::new(session, &org, "stacks", "", "/orgs/{org}/stacks/{stack}")?;
+    if let Err(e) = layout.require(Method::POST, "/orgs/{org}/stacks/{stack}/runs") {
+        return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
+    }
+    match crate::runs::trigger(
+        State(state),
+        layout.caller(),
+        ApiPath((org.clone(), stack.clone())),
+        ApiJson(bosun_api::RunCreate::default()),
+    )
+    .await
+    {
+        Ok((_, run)) => Ok(redirect_with_flash(
+            &format!("/orgs/{}/runs/{}", urlencode(&org), urlencode(&run.0.id)),
+            true,
+            &format!("run {} of stack {stack} queued", run.0.id),
+        )),
+        Err(e) => Ok(redirect_with_flash(
+            &back,
+            false,
+            &super::refusal(PageError::Api(e)),
+        )),
+    }
+}

@@ -1,0 +1,725 @@
+//! The console's operations pages over a real server, logged in with real personal
+//! tokens through the login form: runners (busy with a plan run, stale when silent),
+//! the approvals inbox (the approval rule's answer per user, an approval through the
+//! form, a viewer's refused attempt with the API's own refusal, a forged form), plans and
+//! a dry run's page (per-host results, the log, diffs, unresolved references), the drift
+//! dashboard (stale first, highlighted) and the audit log. Each page's HTML is also
+//! snapshotted with ids and times redacted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use bosun_core::Role;
+use bosun_server::schedules::Clock;
+use bosun_store::{Audit, NewEnvironment, NewHost, NewPlan};
+use chrono::{DateTime, Utc};
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{redirect, StatusCode};
+use serde_json::{json, Value};
+
+use crate::harness::TestServer;
+
+const APP_PLAN: &str = r#"name: app-config
+targets:
+  labels: [web]
+steps:
+  - name: say
+    command: ["echo", "hello"]
+"#;
+
+const SITE_PLAN: &str = r#"name: site
+targets:
+  labels: [edge]
+steps:
+  - name: motd
+    command: ["echo", "{{ vars.motd }}"]
+  - name: restart
+    command: ["true"]
+"#;
+
+fn audit() -> Audit {
+    Audit {
+        org: Some("default".into()),
+        actor: "user:test".into(),
+        token_id: None,
+        action: "test.seed".into(),
+        target: "seed".into(),
+        detail: json!({}),
+    }
+}
+
+/// A browser session: a cookie jar of its own, no redirects followed.
+struct Browser<'a> {
+    t: &'a TestServer,
+    client: reqwest::Client,
+    cookies: HashMap<String, String>,
+}
+
+struct Page {
+    status: StatusCode,
+    html: String,
+}
+
+struct Posted {
+    status: StatusCode,
+    location: String,
+}
+
+impl<'a> Browser<'a> {
+    /// Logs in through the login form with a personal token.
+    async fn login(t: &'a TestServer, token: &str) -> Browser<'a> {
+        let mut b = Browser {
+            t,
+            client: reqwest::Client::builder()
+                .redirect(redirect::Policy::none())
+                .build()
+                .unwrap(),
+            cookies: HashMap::new(),
+        };
+        let resp = b
+            .client
+            .post(format!("{}/login", t.url))
+            .form(&[("token", token), ("next", "/")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::SEE_OTHER, "login refused");
+        b.keep(&resp);
+        assert!(b.cookies.contains_key("bosun_session"), "no session cookie");
+        b
+    }
+
+    fn keep(&mut self, resp: &reqwest::Response) {
+        for v in resp.headers().get_all(SET_COOKIE) {
+            let v = v.to_str().unwrap();
+            let pair = v.split(';').next().unwrap();
+            let (k, val) = pair.split_once('=').unwrap();
+            if v.contains("Max-Age=0") {
+                self.cookies.remove(k);
+            } else {
+                self.cookies.insert(k.to_string(), val.to_string());
+            }
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    async fn get(&mut self, path: &str) -> Page {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.t.url))
+            .header(COOKIE, self.cookie_header())
+            .send()
+            .await
+            .unwrap();
+        self.keep(&resp);
+        Page {
+            status: resp.status(),
+            html: resp.text().await.unwrap(),
+        }
+    }
+
+    /// A page that must render.
+    async fn page(&mut self, path: &str) -> String {
+        let p = self.get(path).await;
+        assert_eq!(p.status, StatusCode::OK, "{path}: {}", p.html);
+        p.html
+    }
+
+    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Posted {
+        let resp = self
+            .client
+            .post(format!("{}{path}", self.t.url))
+            .header(COOKIE, self.cookie_header())
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        self.keep(&resp);
+        let status = resp.status();
+        let location = resp
+            .headers()
+            .get(LOCATION)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        if status != StatusCode::SEE_OTHER {
+            let body = resp.text().await.unwrap();
+            return Posted {
+                status,
+                location: body,
+            };
+        }
+        Posted { status, location }
+    }
+}
+
+/// The session's CSRF token, from the page's `<meta name="csrf-token">`.
+fn csrf(html: &str) -> String {
+    let at = html
+        .find("name=\"csrf-token\" content=\"")
+        .expect("csrf meta")
+        + 27;
+    html[at..].split('"').next().unwrap().to_string()
+}
+
+/// The one-time message a page shows: (ok, text).
+fn flash(html: &str) -> Option<(bool, String)> {
+    let at = html.find("<p class=\"flash ")?;
+    let rest = &html[at..];
+    let ok = rest.starts_with("<p class=\"flash ok");
+    let text = rest[rest.find('>')? + 1..rest.find("</p>")?].to_string();
+    Some((ok, text))
+}
+
+/// The `<tr …>` element whose opening tag contains `marker`.
+fn row<'h>(html: &'h str, marker: &str) -> &'h str {
+    let at = html
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in {html}"));
+    let start = html[..at].rfind("<tr").unwrap();
+    let end = at + html[at..].find("</tr>").unwrap();
+    &html[start..end]
+}
+
+/// Undoes the template's HTML escaping of text.
+fn unescape(s: &str) -> String {
+    s.replace("&#34;", "\"")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// Snapshots a page with everything that differs between runs redacted.
+fn snapshot(name: &str, html: &str) {
+    insta::with_settings!({filters => vec![
+        (r#"name="csrf-token" content="[0-9a-f]+""#, r#"name="csrf-token" content="[csrf]""#),
+        (r#"name="csrf" value="[0-9a-f]+""#, r#"name="csrf" value="[csrf]""#),
+        (r"prun-[0-9a-f]{11}[0-9a-z]*", "[plan-run]"),
+        (r"\brun-[0-9a-f]{11}[0-9a-z]*", "[run]"),
+        (r"\brnr_[0-9a-z]+", "[runner]"),
+        (r#"<time datetime="[^"]*" title="[^"]*">[^<]*</time>"#, "<time>[time]</time>"),
+        (r#"data-seq="\d+""#, r#"data-seq="[seq]""#),
+        (r#"data-after="\d+""#, r#"data-after="[seq]""#),
+        (r#"<span class="age">[^<]*</span>"#, r#"<span class="age">[age]</span>"#),
+        (r"no heartbeat since [^<]*", "no heartbeat since [time]"),
+        (r"tok_[0-9a-f]+", "[token]"),
+        (r"version [0-9][^ <]*", "version [version]"),
+    ]}, {
+        insta::assert_snapshot!(name, html);
+    });
+}
+
+async fn seed(t: &TestServer) {
+    let store = &t.server.state().store;
+    store
+        .create_environment(
+            &NewEnvironment {
+                org: "default".into(),
+                id: "prod".into(),
+                vars: BTreeMap::new(),
+                requires_approval: true,
+                protected: false,
+            },
+            &audit(),
+        )
+        .await
+        .unwrap();
+    for (name, label, env) in [("web-1", "web", Some("prod")), ("edge-1", "edge", None)] {
+        store
+            .create_host(
+                &NewHost {
+                    org: "default".into(),
+                    name: name.into(),
+                    address: "127.0.0.1".into(),
+                    port: 22,
+                    user: None,
+                    connection: "ssh".into(),
+                    labels: vec![label.into()],
+                    vars: BTreeMap::new(),
+                    environment: env.map(String::from),
+                    identity_file: None,
+                    host_key: None,
+                    known_hosts: None,
+                },
+                &audit(),
+            )
+            .await
+            .unwrap();
+    }
+    for (name, source) in [("app-config", APP_PLAN), ("site", SITE_PLAN)] {
+        store
+            .save_plan(
+                &NewPlan {
+                    org: "default".into(),
+                    name: name.into(),
+                    source: source.into(),
+                },
+                &audit(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+async fn runner_post(t: &TestServer, path: &str, body: Value) -> Value {
+    let r = t
+        .post(
+            &format!("/api/v1/runner/{path}"),
+            &t.server.hosted_runner_token,
+            body,
+        )
+        .await;
+    assert!(r.status.is_success(), "{path}: {:?}", r.body);
+    r.body
+}
+
+#[tokio::test]
+async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_through_it() {
+    let t = TestServer::start().await;
+    seed(&t).await;
+    let alice = t.user_token("alice", Some(Role::Operator)).await;
+    let carol = t.user_token("carol", Some(Role::Admin)).await;
+    let vic = t.user_token("vic", Some(Role::Viewer)).await;
+    let mut as_alice = Browser::login(&t, &alice).await;
+    let mut as_carol = Browser::login(&t, &carol).await;
+    let mut as_vic = Browser::login(&t, &vic).await;
+
+    // Alice's run waits for an approval (prod requires one); a dry run of `site` does not.
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/app-config/runs",
+            &alice,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.body["state"], "paused", "{:?}", r.body);
+    let gated = r.body["id"].as_str().unwrap().to_string();
+    // The dry run is started through the plan page's form.
+    let plan_page = as_alice.page("/orgs/default/plans/site").await;
+    assert!(plan_page
+        .contains("form method=\"post\" action=\"/orgs/default/plans/site/runs\" id=\"plan-run\""));
+    assert!(
+        plan_page.contains("<pre id=\"source\">name: site"),
+        "{plan_page}"
+    );
+    let vic_plan = as_vic.page("/orgs/default/plans/site").await;
+    assert!(
+        !vic_plan.contains("id=\"plan-run\""),
+        "viewers get no Run button"
+    );
+    let token = csrf(&plan_page);
+    let posted = as_alice
+        .post(
+            "/orgs/default/plans/site/runs",
+            &[("csrf", &token), ("dry_run", "true")],
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.location);
+    assert!(
+        posted.location.starts_with("/orgs/default/plan-runs/prun-"),
+        "{}",
+        posted.location
+    );
+    let dry = posted.location.rsplit('/').next().unwrap().to_string();
+    let started = as_alice.page(&posted.location).await;
+    assert_eq!(
+        flash(&started),
+        Some((true, format!("started dry run {dry} (queued)")))
+    );
+    assert!(started.contains("<span id=\"run-state\" class=\"state state-queued\">queued</span>"));
+
+    // A runner leases it: the runners page shows it busy with that run.
+    let runner = runner_post(&t, "register", json!({"name": "r1", "version": "1.2.3"})).await
+        ["runner_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lease = runner_post(
+        &t,
+        "lease",
+        json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
+    )
+    .await;
+    assert_eq!(lease["plan_run"]["run_id"], dry.as_str(), "{lease}");
+    let fencing = lease["plan_run"]["fencing"].clone();
+    let runners = as_vic.page("/orgs/default/runners").await;
+    let r1 = row(&runners, &format!("data-runner=\"{runner}\""));
+    assert!(r1.contains("data-status=\"busy\""), "{r1}");
+    assert!(
+        r1.contains(&format!(
+            "<a href=\"/orgs/default/plan-runs/{dry}\">{dry}</a>"
+        )),
+        "{r1}"
+    );
+    assert!(r1.contains("run of plan site"), "{r1}");
+    assert!(!r1.contains("class=\"stale\""), "{r1}");
+    snapshot("runners", &runners);
+
+    // The runner reports: a log, per-host results with a diff, and the report with an
+    // unresolved reference.
+    runner_post(
+        &t,
+        &format!("plan-runs/{dry}/report"),
+        json!({"fencing": fencing, "event": "started"}),
+    )
+    .await;
+    runner_post(
+        &t,
+        &format!("plan-runs/{dry}/logs"),
+        json!({"fencing": fencing, "chunks": [{"seq": 1, "text": "TASK motd on edge-1\n"}]}),
+    )
+    .await;
+    let result = |step: i64, name: &str, status: &str, diff: Option<&str>, message: &str| {
+        json!({"step": step, "step_name": name, "module": "command", "host": "edge-1",
+            "status": status, "changed": status == "changed", "exit_code": null,
+            "duration_ms": 3, "message": message, "diff": diff})
+    };
+    runner_post(
+        &t,
+        &format!("plan-runs/{dry}/results"),
+        json!({"fencing": fencing, "results": [
+            result(1, "motd", "changed", Some("--- /etc/motd\n+++ /etc/motd\n-old\n+new"), "would write /etc/motd"),
+            result(2, "restart", "unknown", None, "cannot predict a command"),
+        ]}),
+    )
+    .await;
+    runner_post(
+        &t,
+        &format!("plan-runs/{dry}/report"),
+        json!({"fencing": fencing, "event": "finished", "ok": true, "report": {
+            "plan": "site", "dry_run": true, "status": "ok", "hosts": ["edge-1"], "steps": [],
+            "halted": null, "warnings": [], "duration_ms": 9,
+            "unresolved": [{"host": "edge-1", "step": 1, "step_name": "motd",
+                "reference": "vars.motd"}]}}),
+    )
+    .await;
+    let run_page = as_vic.page(&format!("/orgs/default/plan-runs/{dry}")).await;
+    assert!(
+        run_page
+            .contains("<span id=\"run-state\" class=\"state state-succeeded\">succeeded</span>"),
+        "{run_page}"
+    );
+    assert!(run_page.contains("user:alice (manual)"), "{run_page}");
+    let edge = row(&run_page, "data-host=\"edge-1\"");
+    // Host, status, then the changed / ok / failed counts.
+    assert!(
+        edge.contains("<td><span class=\"state state-changed\">changed</span></td>\n  <td>1</td>\n  <td>0</td>\n  <td>0</td>"),
+        "{edge}"
+    );
+    assert!(edge.contains("would write /etc/motd"), "{edge}");
+    assert!(
+        run_page.contains(">TASK motd on edge-1\n</pre>"),
+        "{run_page}"
+    );
+    assert!(
+        !run_page.contains("data-live-log"),
+        "an ended run's log is not followed"
+    );
+    assert!(
+        run_page.contains("<span class=\"add\">+new</span>"),
+        "{run_page}"
+    );
+    assert!(
+        run_page.contains("<span class=\"del\">-old</span>"),
+        "{run_page}"
+    );
+    assert!(run_page.contains("<code>vars.motd</code>"), "{run_page}");
+    let (hosts_at, report_at, unresolved_at) = (
+        run_page.find("id=\"hosts\"").unwrap(),
+        run_page.find("id=\"dry-run-report\"").unwrap(),
+        run_page.find("id=\"unresolved\"").unwrap(),
+    );
+    assert!(
+        hosts_at < report_at && report_at < unresolved_at,
+        "unresolved at the bottom"
+    );
+    assert!(
+        !run_page.contains("id=\"run-actions\""),
+        "an ended run has no abort"
+    );
+    snapshot("plan_run", &run_page);
+
+    // The plan's page lists it; so does the org's plan runs page.
+    let site_page = as_alice.page("/orgs/default/plans/site").await;
+    assert!(row(&site_page, &format!("data-run=\"{dry}\"")).contains("state-succeeded"));
+    snapshot("plan", &site_page);
+    let all_runs = as_vic.page("/orgs/default/plan-runs").await;
+    assert!(row(&all_runs, &format!("data-run=\"{dry}\"")).contains("dry run"));
+    assert!(row(&all_runs, &format!("data-run=\"{gated}\"")).contains("state-paused"));
+
+    // The plans list: versions, targets and last runs.
+    let plans = as_vic.page("/orgs/default/plans").await;
+    let site = row(&plans, "data-plan=\"site\"");
+    assert!(site.contains("labels edge"), "{site}");
+    assert!(site.contains("state-succeeded"), "{site}");
+    assert!(row(&plans, "data-plan=\"app-config\"").contains("state-paused"));
+    snapshot("plans", &plans);
+
+    // Approvals: everyone sees the waiting run; the rule answers per user.
+    let vic_inbox = as_vic.page("/orgs/default/approvals").await;
+    let vic_row = row(&vic_inbox, &format!("data-subject=\"{gated}\""));
+    assert!(
+        vic_row.contains("user:alice") && vic_row.contains("prod"),
+        "{vic_row}"
+    );
+    assert!(
+        !vic_row.contains("class=\"approve\""),
+        "a viewer has no approve form"
+    );
+    let alice_inbox = as_alice.page("/orgs/default/approvals").await;
+    let alice_row = row(&alice_inbox, &format!("data-subject=\"{gated}\""));
+    assert!(alice_row.contains("class=\"approve\"") && alice_row.contains("class=\"reject\""));
+    assert!(
+        alice_row.contains("You may not approve this run:"),
+        "the requester is told the self-approval rule: {alice_row}"
+    );
+    let carol_inbox = as_carol.page("/orgs/default/approvals").await;
+    assert!(row(&carol_inbox, &format!("data-subject=\"{gated}\""))
+        .contains("You may approve this run."));
+    snapshot("approvals_pending", &carol_inbox);
+
+    // A viewer posting anyway is refused with the API's own words; nothing changes.
+    let api = t
+        .post(
+            &format!("/api/v1/orgs/default/approvals/{gated}/approve"),
+            &vic,
+            json!({}),
+        )
+        .await;
+    assert_eq!(api.status, StatusCode::FORBIDDEN, "{:?}", api.body);
+    let vic_csrf = csrf(&vic_inbox);
+    let posted = as_vic
+        .post(
+            &format!("/orgs/default/approvals/{gated}/approve"),
+            &[("csrf", &vic_csrf), ("comment", "")],
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    assert_eq!(posted.location, "/orgs/default/approvals");
+    let after = as_vic.page("/orgs/default/approvals").await;
+    let (ok, text) = flash(&after).expect("a refusal message");
+    assert!(!ok);
+    assert_eq!(unescape(&text), api.message());
+    assert!(after.contains("role=\"alert\""));
+    // The message is shown once.
+    assert_eq!(flash(&as_vic.page("/orgs/default/approvals").await), None);
+
+    // The requester's own approval: the approval rule's refusal, as the API words it.
+    let api = t
+        .post(
+            &format!("/api/v1/orgs/default/approvals/{gated}/approve"),
+            &alice,
+            json!({}),
+        )
+        .await;
+    assert_eq!(api.status, StatusCode::FORBIDDEN, "{:?}", api.body);
+    let alice_csrf = csrf(&alice_inbox);
+    as_alice
+        .post(
+            &format!("/orgs/default/approvals/{gated}/approve"),
+            &[("csrf", &alice_csrf), ("comment", "")],
+        )
+        .await;
+    let (ok, text) = flash(&as_alice.page("/orgs/default/approvals").await).unwrap();
+    assert!(!ok);
+    assert_eq!(unescape(&text), api.message());
+
+    // A form with another session's CSRF token is refused and changes nothing.
+    let forged = as_carol
+        .post(
+            &format!("/orgs/default/approvals/{gated}/approve"),
+            &[("csrf", &vic_csrf), ("comment", "forged")],
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert!(
+        forged.location.contains("CSRF token does not match"),
+        "{}",
+        forged.location
+    );
+    let state = t
+        .get(&format!("/api/v1/orgs/default/plan-runs/{gated}"), &carol)
+        .await;
+    assert_eq!(state.body["state"], "paused");
+
+    // Carol approves through the form: the decision is recorded and the run moves.
+    let carol_csrf = csrf(&carol_inbox);
+    let posted = as_carol
+        .post(
+            &format!("/orgs/default/approvals/{gated}/approve"),
+            &[("csrf", &carol_csrf), ("comment", "ship it")],
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    let done = as_carol.page("/orgs/default/approvals").await;
+    assert_eq!(
+        flash(&done),
+        Some((true, format!("approved {gated}; the run is now queued")))
+    );
+    assert!(
+        !done.contains(&format!("data-subject=\"{gated}\"")),
+        "no longer waiting"
+    );
+    let decision = row(&done, &format!("data-decision=\"{gated}\""));
+    assert!(
+        decision.contains("approved")
+            && decision.contains("user:carol")
+            && decision.contains("ship it"),
+        "{decision}"
+    );
+    let state = t
+        .get(&format!("/api/v1/orgs/default/plan-runs/{gated}"), &carol)
+        .await;
+    assert_eq!(state.body["state"], "queued");
+    let decisions = t
+        .get("/api/v1/orgs/default/approvals/decisions", &carol)
+        .await;
+    assert_eq!(decisions.body[0]["decided_by"], "user:carol");
+    assert_eq!(decisions.body[0]["comment"], "ship it");
+
+    // The audit log (admins): newest first, the approval on top.
+    let audit = as_carol.page("/orgs/default/audit").await;
+    let first = &audit[audit.find("<tbody>").unwrap()..];
+    let first = &first[..first.find("</tr>").unwrap()];
+    assert!(first.contains("<code>approval.approve</code>"), "{first}");
+    assert!(first.contains("user:carol") && first.contains(&format!("plan_run:{gated}")));
+    assert!(
+        first.contains("&#34;comment&#34;:&#34;ship it&#34;")
+            || first.contains("&quot;comment&quot;:&quot;ship it&quot;"),
+        "{first}"
+    );
+    assert!(audit.contains("<code>plan_run.create</code>"));
+    snapshot("audit", &audit);
+    // …and its refusal for a viewer, in the API's words.
+    let refused = as_vic.get("/orgs/default/audit").await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let api = t.get("/api/v1/orgs/default/audit", &vic).await;
+    assert!(
+        refused.html.contains(&api.message().replace('"', "&#34;"))
+            || unescape(&refused.html).contains(api.message()),
+        "{}",
+        refused.html
+    );
+}
+
+#[tokio::test]
+async fn a_silent_runner_is_highlighted_as_stale() {
+    let t = TestServer::start_with(|c| c.runs.stale_after = Duration::from_secs(1)).await;
+    let vic = t.user_token("vic", Some(Role::Viewer)).await;
+    let mut b = Browser::login(&t, &vic).await;
+    let runner = runner_post(&t, "register", json!({"name": "quiet"})).await["runner_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let marker = format!("data-runner=\"{runner}\"");
+    let first = b.page("/orgs/default/runners").await;
+    assert!(row(&first, &marker).contains("data-status=\"online\""));
+    assert!(!row(&first, &marker).contains("class=\"stale\""));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let html = b.page("/orgs/default/runners").await;
+        let r = row(&html, &marker);
+        if r.contains("class=\"stale\"") {
+            assert!(r.contains("data-status=\"dark\""), "{r}");
+            assert!(
+                r.contains("<span class=\"badge stale\">stale</span>"),
+                "{r}"
+            );
+            assert!(r.contains("stale: no heartbeat since"), "{r}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never stale: {r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn utc(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+}
+
+#[tokio::test]
+async fn the_drift_dashboard_lists_stale_stacks_first_and_highlighted() {
+    let clock = Clock::manual(utc("2024-06-01T10:30:00Z"));
+    let c = clock.clone();
+    let t = TestServer::start_with(move |config| {
+        config.schedules.interval = Duration::from_millis(50);
+        config.schedules.clock = c;
+    })
+    .await;
+    // `zeta` checks hourly, `alpha` daily, `plain` not at all.
+    for (id, drift) in [
+        ("zeta", Some(json!({"schedule": "0 * * * *"}))),
+        (
+            "alpha",
+            Some(json!({"schedule": "0 9 * * *", "timezone": "Europe/Berlin"})),
+        ),
+        ("plain", None),
+    ] {
+        let mut body = json!({"id": id, "repository": "file:///srv/git/infra"});
+        if let Some(d) = drift {
+            body["drift_detection"] = d;
+        }
+        let r = t.create_stack(body).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let vic = t.user_token("vic", Some(Role::Viewer)).await;
+    let mut b = Browser::login(&t, &vic).await;
+    // Both are armed by the scheduler; nothing is stale yet.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let html = loop {
+        let html = b.page("/orgs/default/drift").await;
+        if !html.contains("not scheduled yet") && html.contains("data-stack=\"zeta\"") {
+            break html;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never armed: {html}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(!html.contains("class=\"stale\""), "{html}");
+    assert!(
+        !html.contains("data-stack=\"plain\""),
+        "no drift detection, no row"
+    );
+    assert!(html.find("data-stack=\"alpha\"").unwrap() < html.find("data-stack=\"zeta\"").unwrap());
+    assert!(row(&html, "data-stack=\"alpha\"").contains("Europe/Berlin"));
+
+    // Over two hours without a successful hourly check: zeta is stale and comes first.
+    clock.set(utc("2024-06-01T12:31:00Z"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    // …once the scheduler also started its check (an open run, shown as checking now).
+    let html = loop {
+        let html = b.page("/orgs/default/drift").await;
+        if html.contains("class=\"stale\"") && html.contains("checking now") {
+            break html;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never stale: {html}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let zeta = row(&html, "data-stack=\"zeta\"");
+    assert!(zeta.contains("class=\"stale\""), "{zeta}");
+    assert!(
+        zeta.contains("<span class=\"badge stale\">stale</span>"),
+        "{zeta}"
+    );
+    assert!(zeta.contains("<span class=\"age\">2h 1m</span>"), "{zeta}");
+    assert!(!row(&html, "data-stack=\"alpha\"").contains("class=\"stale\""));
+    assert!(
+        html.find("data-stack=\"zeta\"").unwrap() < html.find("data-stack=\"alpha\"").unwrap(),
+        "stale first"
+    );
+    assert!(html.contains("1 stack(s) have had no successful drift check"));
+    snapshot("drift", &html);
+}
