@@ -155,7 +155,7 @@ impl Browser {
                     "--disable-component-update",
                     "--disable-sync",
                     "--disable-dev-shm-usage",
-                    "--window-size=1280,1000",
+                    "--window-size=1280,1600",
                     format!("--user-data-dir={}", profile.path().display()),
                 ],
             }),
@@ -550,6 +550,33 @@ fn log_in_with_a_token_and_see_the_stacks() {
     }
     let row = b.text("tr[data-stack=\"web\"]").unwrap();
     assert!(row.contains("no runs yet"), "{row}");
+
+    // Every section in the navigation opens, by its link, a page of its own — not an
+    // error page and not the login form.
+    for section in ["runners", "approvals", "plans", "drift", "audit", "stacks"] {
+        b.click_and_wait(&format!("header nav a[href=\"/orgs/default/{section}\"]"));
+        b.shot(section);
+        assert_eq!(b.path(), format!("/orgs/default/{section}"));
+        let current = b
+            .text("header nav a[aria-current=page]")
+            .unwrap_or_default();
+        assert!(
+            current.to_lowercase().contains(section),
+            "{section} is the current section: {current:?}"
+        );
+        assert_eq!(
+            b.count("main h1"),
+            1,
+            "{section} has a heading:\n{}",
+            b.html()
+        );
+        assert_eq!(
+            b.count("[role=alert]"),
+            0,
+            "{section} shows no error:\n{}",
+            b.html()
+        );
+    }
 }
 
 #[test]
