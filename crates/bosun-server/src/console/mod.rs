@@ -8,7 +8,12 @@
 //! so the console and the API cannot disagree. Forms carry the session's CSRF token and
 //! answer with a redirect and a one-time message (the refusal's own text when refused).
 
+mod approvals;
+mod audit;
+mod drift;
+mod plans;
 mod run;
+mod runners;
 mod session;
 mod stack;
 mod stacks;
@@ -40,6 +45,11 @@ pub fn router() -> Router<AppState> {
         .merge(stack::router())
         .merge(run::router())
         .merge(state::router())
+        .merge(runners::router())
+        .merge(approvals::router())
+        .merge(plans::router())
+        .merge(drift::router())
+        .merge(audit::router())
 }
 
 /// What every page shows around its content: who is looking, the org, the navigation.

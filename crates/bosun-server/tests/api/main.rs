@@ -6,6 +6,7 @@ mod approvals;
 mod authz;
 mod bad_input;
 mod console;
+mod console_ops;
 mod drift;
 mod duties;
 mod harness;
