@@ -887,3 +887,91 @@ fn an_ignored_tag_push_shows_its_reason_on_the_stack_page() {
         "the reason in words: {reason}"
     );
 }
+
+#[test]
+fn a_gated_dry_run_is_approved_and_its_page_shows_hosts_and_the_report() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    if !bosun_testkit::sshd::require_sshd() {
+        return;
+    }
+    let fleet = bosun_testkit::sshd::SshdFleet::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let server = ServerProcess::start(&dir.path().join("data"), &["--allow-self-approval"], &[]);
+    let env = Env {
+        admin: server.admin_token(),
+        server,
+    };
+    let h = &fleet.hosts()[0];
+    let inv = format!(
+        "environments:\n  prod: {{ requires_approval: true }}\nhosts:\n  h0: {{ address: \"{}\", port: {}, user: \"{}\", identity_file: \"{}\", known_hosts: \"{}\", labels: [fleet], environment: prod }}\n",
+        h.address(),
+        h.port(),
+        h.user(),
+        fleet.client_key_path().display(),
+        fleet.known_hosts_path().display()
+    );
+    let (status, body) = http(
+        env.server.addr,
+        "POST",
+        "/api/v1/orgs/default/inventory",
+        &env.admin,
+        Some(&json!({ "source": inv }).to_string()),
+    );
+    assert_eq!(status, 200, "inventory import: {body}");
+    let plan = format!(
+        "name: deploy\ntargets:\n  labels: [fleet]\nsteps:\n  - name: write the config\n    file.copy:\n      path: \"{}/{{{{ host.name }}}}.conf\"\n      content: \"port=8080\\n\"\n",
+        work.display()
+    );
+    let file = dir.path().join("deploy.yaml");
+    std::fs::write(&file, plan).unwrap();
+    ok(&env, &["plan", "apply", file.to_str().unwrap()]);
+    let dry = ok_json(&env, &["plan-run", "start", "deploy", "--dry-run"]);
+    assert_eq!(dry["state"], "paused", "{dry:#}");
+    let id = dry["id"].as_str().unwrap().to_string();
+
+    let b = Browser::open(&bins, &env.server, "plan-run");
+    b.login(&env.admin);
+    b.visit("/orgs/default/approvals", "approvals");
+    let row = format!("tr[data-subject=\"{id}\"]");
+    assert_eq!(b.count(&row), 1, "the dry run waits:\n{}", b.html());
+    b.click_and_wait(&format!("{row} form.approve [type=submit]"));
+    b.shot("approved");
+    assert!(b.flash("ok").is_some(), "{}", b.html());
+
+    let page = format!("/orgs/default/plan-runs/{id}");
+    b.visit(&page, "paused-or-running");
+    b.wait("the dry run to succeed", || {
+        let s = b.text("#run-state").unwrap_or_default();
+        if s.trim() == "succeeded" {
+            return Some(());
+        }
+        assert!(
+            !matches!(s.trim(), "failed" | "aborted"),
+            "the dry run ended {s}:\n{}",
+            b.html()
+        );
+        b.visit(&page, "plan-run");
+        None
+    });
+    b.shot("plan-run");
+    assert_eq!(
+        b.count("table#hosts tr[data-host=\"h0\"]"),
+        1,
+        "{}",
+        b.html()
+    );
+    assert!(
+        b.count("#dry-run-report [data-host=\"h0\"]") >= 1,
+        "the report predicts h0:\n{}",
+        b.html()
+    );
+    let report = b.text("#dry-run-report").unwrap();
+    assert!(report.contains("h0.conf"), "{report}");
+    assert_eq!(b.count("#unresolved"), 1, "{}", b.html());
+    // A dry run changes nothing.
+    assert!(!work.join("h0.conf").exists());
+}
