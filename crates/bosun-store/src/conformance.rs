@@ -5926,13 +5926,21 @@ pub async fn signals_of_failed_writes_are_dropped(store: Arc<dyn Store>, peer: A
             .await
             .unwrap();
     }
+    let mut rx = peer.subscribe();
+    let mut own = store.subscribe();
     let mut leased = BTreeMap::new();
     while let Some(run) = store.lease_run(&r).await.unwrap() {
         leased.insert(run.id.clone(), run.fencing);
     }
     assert_eq!(leased.len(), 2, "{leased:?}");
-    let mut rx = peer.subscribe();
-    let mut own = store.subscribe();
+    // The leases' own (committed) `Run` signals may still be on their way to the peer:
+    // a first marker, heard in commit order, passes them all.
+    store
+        .append_logs("marker", leased["marker"], &[(0, "first".into())])
+        .await
+        .unwrap();
+    hear(&mut rx, &Signal::Run("marker".into())).await;
+    hear(&mut own, &Signal::Run("marker".into())).await;
     let refused = store
         .append_logs("fenced", leased["fenced"] + 1, &[(0, "x".into())])
         .await;
@@ -5943,7 +5951,7 @@ pub async fn signals_of_failed_writes_are_dropped(store: Arc<dyn Store>, peer: A
     // Then a write that commits: signals arrive in commit order, so everything before the
     // marker has been heard.
     store
-        .append_logs("marker", leased["marker"], &[(0, "ok".into())])
+        .append_logs("marker", leased["marker"], &[(1, "ok".into())])
         .await
         .unwrap();
     for rx in [&mut rx, &mut own] {
