@@ -251,7 +251,7 @@ async fn decide_form(
         Decision::Reject => ("/orgs/{org}/approvals/{subject}/reject", "rejected"),
     };
     if let Err(e) = layout.require(Method::POST, route) {
-        return Ok(redirect_with_flash(&back, false, &refusal_text(e)));
+        return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let comment = Some(form.comment).filter(|c| !c.trim().is_empty());
     let body = ApiJson(ApprovalDecide { comment });
@@ -274,12 +274,4 @@ async fn decide_form(
         }
         Err(e) => redirect_with_flash(&back, false, &e.body().error.message),
     })
-}
-
-/// The text of a refusal, as the API would word it.
-pub fn refusal_text(e: PageError) -> String {
-    match e {
-        PageError::Api(e) => e.body().error.message,
-        PageError::Login { reason, .. } => reason.unwrap_or_else(|| "log in again".into()),
-    }
 }

@@ -15,7 +15,6 @@ use bosun_api::{PlanHostResult, PlanRunCreate, PlanRunView};
 use bosun_core::plan_run::PlanRunState;
 use serde::Deserialize;
 
-use super::approvals::refusal_text;
 use super::audit::When;
 use super::session::{redirect_with_flash, CsrfOnly};
 use super::{render, urlencode, Layout, PageError, Session};
@@ -312,7 +311,7 @@ async fn start(
     )?;
     let back = format!("/orgs/{}/plans/{}", urlencode(&org), urlencode(&plan));
     if let Err(e) = layout.require(Method::POST, "/orgs/{org}/plans/{plan}/runs") {
-        return Ok(redirect_with_flash(&back, false, &refusal_text(e)));
+        return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let dry_run = form.dry_run == "true";
     let answer = crate::plans::runs::create(
@@ -629,7 +628,7 @@ async fn abort(
     )?;
     let back = format!("/orgs/{}/plan-runs/{}", urlencode(&org), urlencode(&id));
     if let Err(e) = layout.require(Method::POST, "/orgs/{org}/plan-runs/{run}/abort") {
-        return Ok(redirect_with_flash(&back, false, &refusal_text(e)));
+        return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     Ok(
         match crate::plans::runs::abort(State(state), layout.caller(), ApiPath((org, id.clone())))

@@ -377,6 +377,38 @@ async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_thro
         json!({"fencing": fencing, "chunks": [{"seq": 1, "text": "TASK motd on edge-1\n"}]}),
     )
     .await;
+    // The page's live log follows the run through the console's stream route.
+    let mut stream = as_vic
+        .client
+        .get(format!("{}/orgs/default/plan-runs/{dry}/log/stream", t.url))
+        .header(COOKIE, as_vic.cookie_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let mut got = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !got.contains("TASK motd on edge-1") {
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk())
+            .await
+            .expect("the log chunk arrives on the stream")
+            .unwrap()
+            .expect("the stream stays open while the run runs");
+        got.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(got.contains("event: chunk"), "{got}");
+    drop(stream);
+    let live = as_vic.page(&format!("/orgs/default/plan-runs/{dry}")).await;
+    assert!(
+        live.contains(&format!(
+            "data-live-log=\"/orgs/default/plan-runs/{dry}/log/stream\" data-after=\"1\""
+        )),
+        "{live}"
+    );
+    assert!(
+        !live.contains("id=\"run-actions\""),
+        "a viewer has no abort button"
+    );
     let result = |step: i64, name: &str, status: &str, diff: Option<&str>, message: &str| {
         json!({"step": step, "step_name": name, "module": "command", "host": "edge-1",
             "status": status, "changed": status == "changed", "exit_code": null,
@@ -585,10 +617,33 @@ async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_thro
     assert_eq!(decisions.body[0]["decided_by"], "user:carol");
     assert_eq!(decisions.body[0]["comment"], "ship it");
 
+    // Carol aborts the queued run through the run page's form.
+    let page = as_carol
+        .page(&format!("/orgs/default/plan-runs/{gated}"))
+        .await;
+    assert!(page.contains("id=\"run-actions\""), "{page}");
+    let posted = as_carol
+        .post(
+            &format!("/orgs/default/plan-runs/{gated}/abort"),
+            &[("csrf", &carol_csrf)],
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    let page = as_carol.page(&posted.location).await;
+    assert_eq!(
+        flash(&page),
+        Some((true, format!("aborted {gated}: it is aborted")))
+    );
+    assert!(page.contains("<span id=\"run-state\" class=\"state state-aborted\">aborted</span>"));
+
     // The audit log (admins): newest first, the approval on top.
     let audit = as_carol.page("/orgs/default/audit").await;
     let first = &audit[audit.find("<tbody>").unwrap()..];
     let first = &first[..first.find("</tr>").unwrap()];
+    assert!(first.contains("<code>plan_run.abort</code>"), "{first}");
+    let second = &audit[audit.find("<tbody>").unwrap()..];
+    let second = &second[second.find("</tr>").unwrap() + 5..];
+    let first = &second[..second.find("</tr>").unwrap()];
     assert!(first.contains("<code>approval.approve</code>"), "{first}");
     assert!(first.contains("user:carol") && first.contains(&format!("plan_run:{gated}")));
     assert!(
