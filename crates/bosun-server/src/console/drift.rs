@@ -24,7 +24,7 @@ const PAGE: usize = 50;
 
 #[derive(Deserialize)]
 pub struct DriftQuery {
-    /// The sort key of the last row of the previous page (`stale:<id>` / `fresh:<id>`).
+    /// The sort key of the last row of the previous page (see [`sort_key`]).
     after: Option<String>,
 }
 
@@ -60,9 +60,28 @@ struct DriftPage {
     first_page: bool,
 }
 
-/// Stale stacks first, then by id; the pager's cursor is this key.
+/// Stale stacks first, then by id: the rows' order and the pager's cursor
+/// (`0:<id>` stale, `1:<id>` not).
 fn sort_key(stale: bool, stack: &str) -> String {
-    format!("{}:{stack}", if stale { "stale" } else { "fresh" })
+    format!("{}:{stack}", if stale { 0 } else { 1 })
+}
+
+/// The page after `after` (a sort key) of rows keyed by [`sort_key`], and the cursor of
+/// the next page when there is one.
+fn page_after<T>(
+    mut all: Vec<(String, T)>,
+    after: Option<&str>,
+    size: usize,
+) -> (Vec<(String, T)>, Option<String>) {
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut page: Vec<_> = all
+        .into_iter()
+        .filter(|(k, _)| after.is_none_or(|a| k.as_str() > a))
+        .take(size + 1)
+        .collect();
+    let next = (page.len() > size).then(|| page[size - 1].0.clone());
+    page.truncate(size);
+    (page, next)
 }
 
 fn check(c: bosun_api::DriftCheck) -> Check {
@@ -90,26 +109,14 @@ async fn dashboard(
         .map(|r| (r.stack, r.drift))
         .collect();
     let stale_count = status.values().filter(|s| s.stale).count();
-    let mut all: Vec<(String, String, bosun_api::StackDriftStatus)> = status
+    let all: Vec<(String, (String, bosun_api::StackDriftStatus))> = status
         .into_iter()
-        .map(|(stack, s)| (sort_key(s.stale, &stack), stack, s))
+        .map(|(stack, s)| (sort_key(s.stale, &stack), (stack, s)))
         .collect();
-    // "fresh" < "stale": reverse the flag's order by sorting stale keys first.
-    all.sort_by(|a, b| (!a.2.stale, &a.1).cmp(&(!b.2.stale, &b.1)));
-    let start = match q.after.as_deref() {
-        None => 0,
-        Some(after) => all
-            .iter()
-            .position(|(k, _, _)| k == after)
-            .map(|i| i + 1)
-            .unwrap_or(0),
-    };
-    let page: Vec<_> = all.into_iter().skip(start).take(PAGE + 1).collect();
-    let next = (page.len() > PAGE).then(|| page[PAGE - 1].0.clone());
+    let (page, next) = page_after(all, q.after.as_deref(), PAGE);
     let rows = page
         .into_iter()
-        .take(PAGE)
-        .map(|(_, stack, s)| {
+        .map(|(_, (stack, s))| {
             let d = schedules.get(&stack);
             DriftRow {
                 schedule: d.map(|d| d.schedule.clone()).unwrap_or_default(),
@@ -138,4 +145,37 @@ async fn dashboard(
             first_page: q.after.is_none(),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_stacks_come_first_and_pages_follow_on() {
+        let rows = |ids: &[(&str, bool)]| -> Vec<(String, ())> {
+            ids.iter()
+                .map(|(id, stale)| (sort_key(*stale, id), ()))
+                .collect()
+        };
+        let all = [
+            ("a", false),
+            ("b", true),
+            ("c", false),
+            ("d", true),
+            ("e", false),
+        ];
+        let (first, next) = page_after(rows(&all), None, 2);
+        let keys: Vec<_> = first.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(keys, ["0:b", "0:d"]);
+        let (second, next) = page_after(rows(&all), next.as_deref(), 2);
+        let keys: Vec<_> = second.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(keys, ["1:a", "1:c"]);
+        let (last, next) = page_after(rows(&all), next.as_deref(), 2);
+        assert_eq!(last.len(), 1);
+        assert_eq!(next, None);
+        // A stack that turned stale since keeps its place out of the later pages.
+        let (after, _) = page_after(rows(&[("a", true), ("z", false)]), Some("0:b"), 2);
+        assert_eq!(after.len(), 1);
+    }
 }

@@ -672,3 +672,71 @@ async fn log_stream(
     .await?;
     Ok(stream.into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(host: &str, step: i64, status: &str, ignored: bool) -> PlanHostResult {
+        PlanHostResult {
+            step,
+            step_name: format!("s{step}"),
+            module: "command".into(),
+            host: host.into(),
+            status: status.into(),
+            ignored,
+            changed: None,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            duration_ms: 1,
+            message: String::new(),
+            diff: None,
+        }
+    }
+
+    #[test]
+    fn hosts_are_summed_in_target_order_and_tolerated_failures_do_not_fail_them() {
+        let hosts = vec!["web-2".to_string(), "web-1".to_string(), "db".to_string()];
+        let results = vec![
+            result("web-1", 2, "failed", false),
+            result("web-1", 1, "changed", false),
+            result("web-2", 1, "ok", false),
+            result("web-2", 2, "failed", true),
+        ];
+        let rows = host_rows(&hosts, &results);
+        let summary: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.host.as_str(),
+                    r.status.as_str(),
+                    r.ok,
+                    r.changed,
+                    r.failed,
+                    r.other,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("web-2", "ok", 1, 0, 0, 1),
+                ("web-1", "failed", 0, 1, 1, 0),
+                ("db", "pending", 0, 0, 0, 0),
+            ]
+        );
+        // Steps in order, whatever order they were reported in.
+        assert_eq!(rows[1].steps[0].step, 1);
+        assert!(rows[0].steps[1].ignored);
+    }
+
+    #[test]
+    fn diff_lines_are_coloured_but_not_their_headers() {
+        let classes: Vec<_> = diff_lines("--- a\n+++ b\n-x\n+y\n z")
+            .into_iter()
+            .map(|l| l.class)
+            .collect();
+        assert_eq!(classes, ["", "", "del", "add", ""]);
+    }
+}
