@@ -778,3 +778,74 @@ async fn the_drift_dashboard_lists_stale_stacks_first_and_highlighted() {
     assert!(html.contains("1 stack(s) have had no successful drift check"));
     snapshot("drift", &html);
 }
+
+#[tokio::test]
+async fn a_gated_stack_run_is_rejected_from_the_inbox_with_its_reason() {
+    let t = TestServer::start().await;
+    seed(&t).await;
+    let bob = t.user_token("bob", Some(Role::Operator)).await;
+    let r = t
+        .create_stack(json!({"id": "net", "repository": "file:///srv/git/infra",
+            "environment": "prod"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = t
+        .post("/api/v1/orgs/default/stacks/net/runs", &t.admin, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    // A runner plans it with changes: it waits for an approval.
+    let runner = crate::runs::Runner::register(&t, "r1").await;
+    let lease = runner.lease(5).await.expect("a lease");
+    let id = lease["run_id"].as_str().unwrap().to_string();
+    let f = lease["fencing"].clone();
+    for report in [
+        json!({"fencing": f, "event": "started", "commit": "abcdef0"}),
+        json!({"fencing": f, "event": "planned", "summary": {"has_changes": true, "add": 1,
+            "change": 0, "destroy": 0, "resource_changes": [], "output_changes": {}}}),
+    ] {
+        let r = runner.call(&format!("{id}/report"), report).await;
+        assert!(r.status.is_success(), "{:?}", r.body);
+    }
+
+    let mut as_bob = Browser::login(&t, &bob).await;
+    let inbox = as_bob.page("/orgs/default/approvals").await;
+    let pending = row(&inbox, &format!("data-subject=\"{id}\""));
+    assert!(
+        pending.contains(&format!("<a href=\"/orgs/default/runs/{id}\">{id}</a>")),
+        "{pending}"
+    );
+    assert!(pending.contains("stack run of stack net"), "{pending}");
+    assert!(pending.contains("user:admin"), "{pending}");
+    assert!(pending.contains("You may approve this run."), "{pending}");
+    let posted = as_bob
+        .post(
+            &format!("/orgs/default/approvals/{id}/reject"),
+            &[("csrf", &csrf(&inbox)), ("comment", "change freeze")],
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    let after = as_bob.page("/orgs/default/approvals").await;
+    assert_eq!(
+        flash(&after),
+        Some((true, format!("rejected {id}; the run is now discarded")))
+    );
+    let decision = row(&after, &format!("data-decision=\"{id}\""));
+    assert!(
+        decision.contains("<span class=\"badge failed\">rejected</span>")
+            && decision.contains("change freeze")
+            && decision.contains("user:bob"),
+        "{decision}"
+    );
+    let run = t
+        .get(&format!("/api/v1/orgs/default/runs/{id}"), &bob)
+        .await;
+    assert_eq!(run.body["state"], "discarded");
+    assert!(
+        run.body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("change freeze"),
+        "{:?}",
+        run.body
+    );
+}
