@@ -50,8 +50,13 @@ fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
                 .collect::<Vec<_>>()
                 .join(" and ");
             if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                let verb = if missing.contains(" and ") {
+                    "are"
+                } else {
+                    "is"
+                };
                 panic!(
-                    "{missing} required (BOSUN_REQUIRE_TOOLS=1) but not installed \
+                    "{missing} {verb} required (BOSUN_REQUIRE_TOOLS=1) but not installed \
                      (Debian: apt-get install chromium chromium-driver)"
                 );
             }
@@ -585,7 +590,8 @@ fn a_run_page_follows_the_live_log_and_confirms_the_run() {
         return;
     };
     let Some(fx) = Fixture::new() else { return };
-    let engine = fx.talkative_engine(8, "0.5");
+    // Twelve lines half a second apart: the page opens well before the last one.
+    let engine = fx.talkative_engine(12, "0.5");
     let env = start(&fx, &["--local-runners", "1"]);
     create_stack(&env, &fx, "live", &engine, &[]);
     let b = Browser::open(&bins, &env.server, "run");
