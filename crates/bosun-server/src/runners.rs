@@ -537,16 +537,14 @@ pub async fn list(
     ApiPath(org): ApiPath<String>,
 ) -> Result<Json<Vec<bosun_api::RunnerView>>, ApiError> {
     let runners = state.store.list_runners(&org).await?;
-    let busy = state.store.executing_runs().await?;
+    let busy = state.store.busy_runners().await?;
     let dark_after = dark_after(&state);
     let now = Utc::now();
     Ok(Json(
         runners
             .into_iter()
             .map(|r| {
-                let status = runner_status(&r, now, dark_after, |id| {
-                    busy.iter().any(|b| b.runner_id.as_deref() == Some(id))
-                });
+                let status = runner_status(&r, now, dark_after, |id| busy.contains(id));
                 bosun_api::RunnerView {
                     status: status.into(),
                     last_seen: r.last_seen,

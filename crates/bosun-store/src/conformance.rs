@@ -4599,6 +4599,8 @@ pub async fn plan_runs_lease_fence_results_and_settle(store: Arc<dyn Store>) {
     );
     assert_eq!(leased.runner_id.as_deref(), Some("r1"));
     assert!(leased.fencing > 0);
+    // Holding a plan run makes a runner busy, as a stack run does.
+    assert!(store.busy_runners().await.unwrap().contains("r1"));
     assert!(store.lease_plan_run(&r).await.unwrap().is_none());
     let f = leased.fencing;
     // A wrong fencing number moves nothing.
@@ -4650,6 +4652,7 @@ pub async fn plan_runs_lease_fence_results_and_settle(store: Arc<dyn Store>) {
     done.report = Some(json!({"unresolved": []}));
     let ended = store.plan_run_event("prun-1", &done).await.unwrap();
     assert_eq!((ended.state, ended.leased), (S::Failed, false));
+    assert!(!store.busy_runners().await.unwrap().contains("r1"));
     assert_eq!(ended.reason.as_deref(), Some("step 2 failed on web-1"));
     assert_eq!(ended.report, Some(json!({"unresolved": []})));
     assert!(ended.ended_at.is_some());

@@ -142,6 +142,19 @@ pub trait Store: Send + Sync + 'static {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StackRecord>>;
+    /// The stacks of an org that depend on `stack` (its direct downstreams), by id.
+    async fn downstream_stacks(&self, org: &str, stack: &str) -> Result<Vec<StackRecord>>;
+    /// The latest run (newest `created_at`, then id) of each stack of an org with an id
+    /// in `first..=last` that has runs: one page of a stacks list in one query.
+    async fn last_runs_between(&self, org: &str, first: &str, last: &str)
+        -> Result<Vec<RunRecord>>;
+    /// The state locks held on stacks of an org with an id in `first..=last`, by stack.
+    async fn state_locks_between(
+        &self,
+        org: &str,
+        first: &str,
+        last: &str,
+    ) -> Result<Vec<(String, bosun_core::state::Lock)>>;
     /// Replaces a stack's definition (same id), with the same checks as create.
     async fn update_stack(&self, org: &str, spec: &StackSpec, audit: &Audit)
         -> Result<StackRecord>;
@@ -227,6 +240,8 @@ pub trait Store: Send + Sync + 'static {
     async fn stale_runs(&self, before: chrono::DateTime<chrono::Utc>) -> Result<Vec<RunRecord>>;
     /// Runs executing a phase that started before `before` (for phase timeouts).
     async fn executing_runs(&self) -> Result<Vec<RunRecord>>;
+    /// The runners holding a lease now, on a stack run or a plan run.
+    async fn busy_runners(&self) -> Result<std::collections::BTreeSet<String>>;
     /// Marks the run as having written late state.
     async fn flag_late_write(&self, run: &str) -> Result<()>;
     /// Records the upstream outputs (stack, state version, output, variable) a run was
@@ -424,6 +439,14 @@ pub trait Store: Send + Sync + 'static {
         &self,
         org: Option<&str>,
         stack: Option<&str>,
+    ) -> Result<Vec<DriftScheduleRecord>>;
+    /// [`Store::drift_schedules`] of an org's stacks with an id in `first..=last` (one
+    /// page of a stacks list), in one query.
+    async fn drift_schedules_between(
+        &self,
+        org: &str,
+        first: &str,
+        last: &str,
     ) -> Result<Vec<DriftScheduleRecord>>;
     /// Applies a scheduler decision in one transaction: arms the schedule, or fires it —
     /// starting the drift run (with a `run.create` audit by `system`), or, while a drift

@@ -95,12 +95,7 @@ async fn list(
                 .filter(|run| mine(&run.runner_id) && run.org != org)
                 .count();
             let seen = When::of(r.last_seen);
-            // The API counts stack runs as work; a runner holding a plan run is busy too.
-            let status = if r.status == "online" && !runs.is_empty() {
-                "busy".to_string()
-            } else {
-                r.status
-            };
+            let status = r.status;
             let status_text = match status.as_str() {
                 "dark" => format!("stale: no heartbeat since {}", seen.text),
                 "drained" => "drained: takes no new work".to_string(),

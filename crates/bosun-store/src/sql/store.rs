@@ -407,6 +407,74 @@ impl Store for db::Store {
         .await
     }
 
+    async fn downstream_stacks(&self, org: &str, stack: &str) -> Result<Vec<StackRecord>> {
+        let (org, stack) = (org.to_string(), stack.to_string());
+        self.read(move |c| {
+            query_stacks(
+                c,
+                &format!(
+                    "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ?1 AND id IN (
+                        SELECT stack_id FROM stack_dependencies
+                        WHERE org_id = ?1 AND upstream = ?2)
+                     ORDER BY id"
+                ),
+                params![org, stack],
+            )
+        })
+        .await
+    }
+
+    async fn last_runs_between(
+        &self,
+        org: &str,
+        first: &str,
+        last: &str,
+    ) -> Result<Vec<RunRecord>> {
+        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
+        self.read(move |c| {
+            query_runs(
+                c,
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE id IN (
+                        SELECT (SELECT r.id FROM runs r
+                                WHERE r.org_id = s.org_id AND r.stack_id = s.id
+                                ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
+                        FROM stacks s WHERE s.org_id = ?1 AND s.id >= ?2 AND s.id <= ?3)
+                     ORDER BY stack_id"
+                ),
+                params![org, first, last],
+            )
+        })
+        .await
+    }
+
+    async fn state_locks_between(
+        &self,
+        org: &str,
+        first: &str,
+        last: &str,
+    ) -> Result<Vec<(String, bosun_core::state::Lock)>> {
+        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT stack_id, {LOCK_COLUMNS} FROM state_heads
+                 WHERE org_id = ?1 AND stack_id >= ?2 AND stack_id <= ?3
+                   AND lock_id IS NOT NULL
+                 ORDER BY stack_id"
+            ))?;
+            let rows = stmt.query_map(params![org, first, last], |r| {
+                Ok((r.get::<_, String>(0)?, lock_row(r, 1)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (stack, lock) = row?;
+                out.push((stack, lock_record(lock)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn update_stack(
         &self,
         org: &str,
@@ -931,6 +999,10 @@ impl Store for db::Store {
             )
         })
         .await
+    }
+
+    async fn busy_runners(&self) -> Result<std::collections::BTreeSet<String>> {
+        self.read(metrics_busy_runners).await
     }
 
     async fn set_run_consumed(&self, run: &str, consumed: &Value) -> Result<bool> {
@@ -1909,6 +1981,17 @@ impl Store for db::Store {
             .await
     }
 
+    async fn drift_schedules_between(
+        &self,
+        org: &str,
+        first: &str,
+        last: &str,
+    ) -> Result<Vec<DriftScheduleRecord>> {
+        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
+        self.read(move |c| drift::schedules_in(c, Some(&org), None, Some(&first), Some(&last)))
+            .await
+    }
+
     async fn fire_drift_schedule(&self, fire: &DriftFire) -> Result<DriftFired> {
         let fire = fire.clone();
         self.write(move |tx| drift::fire(tx, &fire)).await
@@ -2267,10 +2350,11 @@ fn metrics_runners(c: &Connection) -> Result<Vec<RunnerRecord>> {
     Ok(out)
 }
 
-/// The runners of `executing_runs`: those holding a lease.
+/// The runners holding a lease on a stack run or a plan run.
 fn metrics_busy_runners(c: &Connection) -> Result<std::collections::BTreeSet<String>> {
     let mut stmt = c.prepare_cached(
-        "SELECT DISTINCT runner_id FROM runs WHERE leased = 1 AND runner_id IS NOT NULL",
+        "SELECT runner_id FROM runs WHERE leased = 1 AND runner_id IS NOT NULL
+         UNION SELECT runner_id FROM plan_runs WHERE leased = 1 AND runner_id IS NOT NULL",
     )?;
     let rows = stmt.query_map([], |r| r.get(0))?;
     Ok(rows.collect::<db::Result<_>>()?)
