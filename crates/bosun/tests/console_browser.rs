@@ -582,6 +582,32 @@ fn log_in_with_a_token_and_see_the_stacks() {
             b.html()
         );
     }
+
+    // On a phone every section fits the screen's width: nothing scrolls the page
+    // sideways (wide tables scroll inside their own box).
+    b.rt.block_on(b.c().set_window_size(390, 844)).unwrap();
+    for section in [
+        "stacks",
+        "stacks/web",
+        "runners",
+        "approvals",
+        "plans",
+        "drift",
+        "audit",
+    ] {
+        b.visit(
+            &format!("/orgs/default/{section}"),
+            &format!("phone-{}", section.replace('/', "-")),
+        );
+        let (page, screen) = (
+            b.js("return document.documentElement.scrollWidth;", vec![]),
+            b.js("return window.innerWidth;", vec![]),
+        );
+        assert!(
+            page.as_i64().unwrap() <= screen.as_i64().unwrap(),
+            "{section} is {page} px wide on a {screen} px screen"
+        );
+    }
 }
 
 #[test]
