@@ -88,7 +88,8 @@ macro_rules! conformance_suite {
             plan_schedules_set_replace_clear,
             plan_schedules_fire_once_under_compare_and_set,
             duty_leases_take_renew_refuse_and_expire,
-            duty_leases_racing_takers_get_one
+            duty_leases_racing_takers_get_one,
+            stacks_page_reads_by_id_range
         );
     };
     (@peer_cases $make:expr, $peer:expr; $($case:ident),*) => {
@@ -5975,4 +5976,151 @@ pub async fn signals_of_failed_writes_are_dropped(store: Arc<dyn Store>, peer: A
             "a rolled-back write's signal was published: {heard:?}"
         );
     }
+}
+
+// ---- One page of a stacks list: reads by id range, and a stack's dependents ----
+
+pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = |org: &str| audit(Some(org), "stack.create", "stack");
+    let drift = |s: StackSpec| {
+        let mut input = s.to_input();
+        input.drift_detection = Some(DriftInput {
+            schedule: "0 3 * * *".into(),
+            reconcile: false,
+            timezone: None,
+        });
+        StackSpec::from_input(input).unwrap()
+    };
+    // s-a ← s-b ← s-d, s-a ← s-d; s-a and s-c checked for drift; "s-b" of another org too.
+    for s in [
+        drift(spec("s-a", &[])),
+        spec("s-b", &["s-a"]),
+        drift(spec("s-c", &[])),
+        spec("s-d", &["s-a", "s-b"]),
+    ] {
+        store.create_stack("acme", &s, &a("acme")).await.unwrap();
+    }
+    store
+        .create_stack("other", &drift(spec("s-b", &[])), &a("other"))
+        .await
+        .unwrap();
+
+    // Dependents: direct ones only, by id, of this org only.
+    let ids = |v: Vec<StackRecord>| -> Vec<String> {
+        v.into_iter().map(|s| s.spec.id.to_string()).collect()
+    };
+    assert_eq!(
+        ids(store.downstream_stacks("acme", "s-a").await.unwrap()),
+        ["s-b", "s-d"]
+    );
+    assert_eq!(
+        ids(store.downstream_stacks("acme", "s-b").await.unwrap()),
+        ["s-d"]
+    );
+    assert!(store
+        .downstream_stacks("acme", "s-d")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .downstream_stacks("other", "s-a")
+        .await
+        .unwrap()
+        .is_empty());
+    // An update that drops the dependency drops the dependent.
+    store
+        .update_stack("acme", &spec("s-d", &["s-b"]), &a("acme"))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store.downstream_stacks("acme", "s-a").await.unwrap()),
+        ["s-b"]
+    );
+
+    // Last runs: the newest of each stack in the range, the same as listing one per stack.
+    for (id, stack) in [
+        ("r-a1", "s-a"),
+        ("r-b1", "s-b"),
+        ("r-b2", "s-b"),
+        ("r-d1", "s-d"),
+    ] {
+        store
+            .create_run(&new_run(id, stack, RunKind::Proposed), None)
+            .await
+            .unwrap();
+    }
+    let mut other_run = new_run("r-ob", "s-b", RunKind::Proposed);
+    other_run.org = "other".into();
+    store.create_run(&other_run, None).await.unwrap();
+    let last = store.last_runs_between("acme", "s-b", "s-c").await.unwrap();
+    let got: Vec<_> = last
+        .iter()
+        .map(|r| (r.stack.as_str(), r.id.as_str()))
+        .collect();
+    assert_eq!(got, [("s-b", "r-b2")]);
+    let all = store.last_runs_between("acme", "s-a", "s-d").await.unwrap();
+    for s in ["s-a", "s-b", "s-c", "s-d"] {
+        let one = store.list_runs("acme", Some(s), None, 1).await.unwrap();
+        let here: Vec<_> = all.iter().filter(|r| r.stack == s).cloned().collect();
+        assert_eq!(here, one, "stack {s}");
+    }
+
+    // Locks: only held ones, of stacks in the range, of this org.
+    let alice = Writer::User("alice".into());
+    for s in ["s-b", "s-d"] {
+        store
+            .lock_state("acme", s, &state_lock(&format!("L-{s}"), alice.clone()))
+            .await
+            .unwrap();
+    }
+    store
+        .lock_state("other", "s-b", &state_lock("L-other", alice.clone()))
+        .await
+        .unwrap();
+    let locks = store
+        .state_locks_between("acme", "s-a", "s-c")
+        .await
+        .unwrap();
+    let got: Vec<_> = locks
+        .iter()
+        .map(|(s, l)| (s.as_str(), l.id.as_str(), &l.holder))
+        .collect();
+    assert_eq!(got, [("s-b", "L-s-b", &alice)]);
+    assert_eq!(
+        locks[0].1,
+        store.state_head("acme", "s-b").await.unwrap().lock.unwrap()
+    );
+    assert!(store
+        .state_locks_between("acme", "s-e", "s-z")
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Drift: the range's drift-checked stacks, as the org-wide read gives them.
+    let page = store
+        .drift_schedules_between("acme", "s-b", "s-d")
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1, "{page:?}");
+    assert_eq!(
+        (page[0].org.as_str(), page[0].stack.as_str()),
+        ("acme", "s-c")
+    );
+    assert_eq!(
+        page,
+        store
+            .drift_schedules(Some("acme"), Some("s-c"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .drift_schedules_between("acme", "s-a", "s-d")
+            .await
+            .unwrap(),
+        store.drift_schedules(Some("acme"), None).await.unwrap()
+    );
+    assert_eq!(page[0].drift.timezone, "UTC");
 }

@@ -560,43 +560,63 @@ pub(super) fn read_version(
         .transpose()
 }
 
+/// A lock's columns of `state_heads`, read by [`lock_row`].
+pub(super) const LOCK_COLUMNS: &str =
+    "lock_id, lock_operation, lock_info, lock_who, lock_version, lock_created,
+     lock_path, lock_holder_kind, lock_holder_id, lock_acquired_at";
+
+type LockRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+);
+
+/// The [`LOCK_COLUMNS`] starting at column `at`.
+pub(super) fn lock_row(r: &Row<'_>, at: usize) -> db::Result<LockRow> {
+    Ok((
+        r.get(at)?,
+        r.get(at + 1)?,
+        r.get(at + 2)?,
+        r.get(at + 3)?,
+        r.get(at + 4)?,
+        r.get(at + 5)?,
+        r.get(at + 6)?,
+        r.get(at + 7)?,
+        r.get(at + 8)?,
+        r.get(at + 9)?,
+    ))
+}
+
+pub(super) fn lock_record(l: LockRow) -> Result<Lock> {
+    Ok(Lock {
+        id: l.0,
+        operation: l.1,
+        info: l.2,
+        who: l.3,
+        version: l.4,
+        created: l.5,
+        path: l.6,
+        holder: Writer::from_parts(&l.7, l.8).ok_or_else(|| corrupt("lock_holder_kind", &l.7))?,
+        acquired_at: from_millis(l.9)?,
+    })
+}
+
 pub(super) fn read_lock(conn: &Connection, org: &str, stack: &str) -> Result<Option<Lock>> {
     let row = conn
-        .prepare_cached(
-            "SELECT lock_id, lock_operation, lock_info, lock_who, lock_version, lock_created,
-                    lock_path, lock_holder_kind, lock_holder_id, lock_acquired_at
-             FROM state_heads WHERE org_id = ?1 AND stack_id = ?2 AND lock_id IS NOT NULL",
-        )?
-        .query_row(params![org, stack], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, String>(7)?,
-                r.get::<_, String>(8)?,
-                r.get::<_, i64>(9)?,
-            ))
-        })
+        .prepare_cached(&format!(
+            "SELECT {LOCK_COLUMNS}
+             FROM state_heads WHERE org_id = ?1 AND stack_id = ?2 AND lock_id IS NOT NULL"
+        ))?
+        .query_row(params![org, stack], |r| lock_row(r, 0))
         .optional()?;
-    row.map(|l| {
-        Ok(Lock {
-            id: l.0,
-            operation: l.1,
-            info: l.2,
-            who: l.3,
-            version: l.4,
-            created: l.5,
-            path: l.6,
-            holder: Writer::from_parts(&l.7, l.8)
-                .ok_or_else(|| corrupt("lock_holder_kind", &l.7))?,
-            acquired_at: from_millis(l.9)?,
-        })
-    })
-    .transpose()
+    row.map(lock_record).transpose()
 }
 
 pub(super) fn read_head(conn: &Connection, org: &str, stack: &str) -> Result<StateHead> {

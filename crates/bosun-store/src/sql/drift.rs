@@ -59,30 +59,6 @@ fn schedule_state(conn: &Connection, org: &str, stack: &str) -> Result<Option<Dr
     .transpose()
 }
 
-fn latest_check(
-    conn: &Connection,
-    org: &str,
-    stack: &str,
-    successful: bool,
-) -> Result<Option<DriftCheckRecord>> {
-    let filter = if successful {
-        "AND result IN ('no_drift', 'drift_detected')"
-    } else {
-        ""
-    };
-    Ok(query_decoded(
-        conn,
-        &format!(
-            "SELECT {CHECK_COLUMNS} FROM drift_checks WHERE org_id = ?1 AND stack_id = ?2 {filter}
-             ORDER BY checked_at DESC, run_id DESC LIMIT 1"
-        ),
-        params![org, stack],
-        check_row,
-        check_record,
-    )?
-    .pop())
-}
-
 /// The open drift run of a stack, if any.
 fn open_drift_run(conn: &Connection, org: &str, stack: &str) -> Result<Option<String>> {
     Ok(conn
@@ -100,32 +76,145 @@ pub(super) fn schedules(
     org: Option<&str>,
     stack: Option<&str>,
 ) -> Result<Vec<DriftScheduleRecord>> {
-    let stacks = query_stacks(
-        conn,
-        &format!(
-            "SELECT {STACK_COLUMNS} FROM stacks WHERE drift_detection IS NOT NULL
-               AND (?1 IS NULL OR org_id = ?1) AND (?2 IS NULL OR id = ?2)
-             ORDER BY org_id, id"
-        ),
-        params![org, stack],
-    )?;
-    let mut out = Vec::with_capacity(stacks.len());
-    for s in stacks {
-        let Some(drift) = s.spec.drift_detection.clone() else {
-            continue;
-        };
-        let id = s.spec.id.as_str();
-        out.push(DriftScheduleRecord {
-            state: schedule_state(conn, &s.org, id)?,
-            last_success: latest_check(conn, &s.org, id, true)?,
-            last_check: latest_check(conn, &s.org, id, false)?,
-            open_run: open_drift_run(conn, &s.org, id)?,
-            org: s.org.clone(),
-            stack: id.to_string(),
-            drift,
-        });
+    schedules_in(conn, org, stack, None, None)
+}
+
+/// The latest check of the stack `s` in one `drift_checks` row, by run id (`filter`
+/// narrows the results counted).
+fn latest_check_join(alias: &str, filter: &str) -> String {
+    format!(
+        "LEFT JOIN drift_checks {alias} ON {alias}.run_id = (
+            SELECT c.run_id FROM drift_checks c
+            WHERE c.org_id = s.org_id AND c.stack_id = s.id {filter}
+            ORDER BY c.checked_at DESC, c.run_id DESC LIMIT 1)"
+    )
+}
+
+/// Drift-checked stacks (of an org, one stack, or ids `first..=last`) with their
+/// bookkeeping, latest checks and open drift run: one statement, whatever their number.
+pub(super) fn schedules_in(
+    conn: &Connection,
+    org: Option<&str>,
+    stack: Option<&str>,
+    first: Option<&str>,
+    last: Option<&str>,
+) -> Result<Vec<DriftScheduleRecord>> {
+    let sql = format!(
+        "SELECT s.org_id, s.id, s.drift_detection,
+                ds.schedule, ds.timezone, ds.since, ds.next_at, ds.last_fire_at,
+                ds.last_fire_run, ds.last_fire_note,
+                ls.run_id, ls.result, ls.checked_at, ls.reconcile_run,
+                lc.run_id, lc.result, lc.checked_at, lc.reconcile_run,
+                (SELECT r.id FROM runs r WHERE r.org_id = s.org_id AND r.stack_id = s.id
+                   AND r.kind = 'drift' AND r.state NOT IN {TERMINAL_STATES}
+                 ORDER BY r.created_at LIMIT 1)
+         FROM stacks s
+         LEFT JOIN drift_schedules ds ON ds.org_id = s.org_id AND ds.stack_id = s.id
+         {success}
+         {any}
+         WHERE s.drift_detection IS NOT NULL
+           AND (?1 IS NULL OR s.org_id = ?1) AND (?2 IS NULL OR s.id = ?2)
+           AND (?3 IS NULL OR s.id >= ?3) AND (?4 IS NULL OR s.id <= ?4)
+         ORDER BY s.org_id, s.id",
+        success = latest_check_join("ls", "AND c.result IN ('no_drift', 'drift_detected')"),
+        any = latest_check_join("lc", ""),
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![org, stack, first, last], schedule_row)?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(schedule_record(r?)?);
     }
     Ok(out)
+}
+
+/// The raw columns of [`schedules_in`]'s statement.
+struct ScheduleJoinRow {
+    org: String,
+    stack: String,
+    drift: String,
+    state: Option<ScheduleRow>,
+    last_success: Option<CheckRow>,
+    last_check: Option<CheckRow>,
+    open_run: Option<String>,
+}
+
+fn schedule_row(r: &Row<'_>) -> db::Result<ScheduleJoinRow> {
+    let (org, stack): (String, String) = (r.get(0)?, r.get(1)?);
+    let state = match r.get::<_, Option<String>>(3)? {
+        Some(schedule) => Some((
+            schedule,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+            r.get(9)?,
+        )),
+        None => None,
+    };
+    let check = |at: usize| -> db::Result<Option<CheckRow>> {
+        Ok(match r.get::<_, Option<String>>(at)? {
+            Some(run) => Some((
+                run,
+                org.clone(),
+                stack.clone(),
+                r.get(at + 1)?,
+                r.get(at + 2)?,
+                r.get(at + 3)?,
+            )),
+            None => None,
+        })
+    };
+    Ok(ScheduleJoinRow {
+        drift: r.get(2)?,
+        state,
+        last_success: check(10)?,
+        last_check: check(14)?,
+        open_run: r.get(18)?,
+        org,
+        stack,
+    })
+}
+
+fn schedule_record(r: ScheduleJoinRow) -> Result<DriftScheduleRecord> {
+    // Parsed as loading a stack does (`DriftDetection::from_input`): a hand-edited row
+    // is refused, and the schedule and zone read in their normal form.
+    let d: serde_json::Value =
+        serde_json::from_str(&r.drift).map_err(|e| corrupt("drift_detection", e))?;
+    let parsed = bosun_core::cron::Schedule::parse(
+        d["schedule"].as_str().unwrap_or_default(),
+        d["timezone"].as_str().unwrap_or("UTC"),
+    )
+    .map_err(|e| corrupt("drift_detection", e))?;
+    let drift = bosun_core::stack::DriftDetection {
+        schedule: parsed.expression().to_string(),
+        reconcile: d["reconcile"].as_bool().unwrap_or(false),
+        timezone: parsed.timezone().name().to_string(),
+    };
+    let state = r
+        .state
+        .map(|s| {
+            Ok::<_, StoreError>(DriftScheduleState {
+                schedule: s.0,
+                timezone: s.1,
+                since: from_millis(s.2)?,
+                next_at: from_millis(s.3)?,
+                last_fire_at: opt_from_millis(s.4)?,
+                last_fire_run: s.5,
+                last_fire_note: s.6,
+            })
+        })
+        .transpose()?;
+    Ok(DriftScheduleRecord {
+        org: r.org,
+        stack: r.stack,
+        drift,
+        state,
+        last_success: r.last_success.map(check_record).transpose()?,
+        last_check: r.last_check.map(check_record).transpose()?,
+        open_run: r.open_run,
+    })
 }
 
 fn run_audit(run: &NewRun) -> Audit {
