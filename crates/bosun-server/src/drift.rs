@@ -301,18 +301,36 @@ fn status_wire(rec: DriftScheduleRecord, now: DateTime<Utc>) -> StackDriftStatus
     }
 }
 
-/// The drift status of every drift-checked stack of an org, by stack id.
-pub async fn org_status(
+/// The drift status of the drift-checked stacks of an org with an id in `first..=last`
+/// (one page of the stacks list), by stack id: proportional to the page, not the org.
+pub async fn page_status(
     state: &AppState,
     org: &str,
+    first: &str,
+    last: &str,
 ) -> Result<BTreeMap<String, StackDriftStatus>, ApiError> {
+    let now = state.config.schedules.clock.now();
+    Ok(state
+        .store
+        .drift_schedules_between(org, first, last)
+        .await?
+        .into_iter()
+        .map(|r| (r.stack.clone(), status_wire(r, now)))
+        .collect())
+}
+
+/// Every drift-checked stack of an org, by id, with its settings and status: one read.
+pub async fn org_entries(
+    state: &AppState,
+    org: &str,
+) -> Result<Vec<(String, bosun_core::stack::DriftDetection, StackDriftStatus)>, ApiError> {
     let now = state.config.schedules.clock.now();
     Ok(state
         .store
         .drift_schedules(Some(org), None)
         .await?
         .into_iter()
-        .map(|r| (r.stack.clone(), status_wire(r, now)))
+        .map(|r| (r.stack.clone(), r.drift.clone(), status_wire(r, now)))
         .collect())
 }
 

@@ -287,7 +287,14 @@ pub async fn list(
     // One binding lookup per repository, not per stack.
     let mut seen: std::collections::HashMap<String, bosun_api::StackConnection> =
         std::collections::HashMap::new();
-    let mut drift = crate::drift::org_status(&state, &org).await?;
+    // The drift status of this page's stacks only (ids first..=last of the page).
+    let mut drift = match (records.first(), records.last()) {
+        (Some(first), Some(last)) => {
+            crate::drift::page_status(&state, &org, first.spec.id.as_str(), last.spec.id.as_str())
+                .await?
+        }
+        _ => Default::default(),
+    };
     let mut items = Vec::with_capacity(records.len());
     for r in records {
         let drift_status = drift.remove(r.spec.id.as_str());

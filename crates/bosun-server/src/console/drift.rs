@@ -2,12 +2,11 @@
 //! next check, the last check (result and run), the last successful one and its age —
 //! stale stacks first and highlighted, a page at a time.
 
-use std::collections::HashMap;
-
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use bosun_core::stack::DriftDetection;
 use serde::Deserialize;
 
 use super::audit::When;
@@ -73,12 +72,14 @@ fn page_after<T>(
     after: Option<&str>,
     size: usize,
 ) -> (Vec<(String, T)>, Option<String>) {
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut page: Vec<_> = all
-        .into_iter()
-        .filter(|(k, _)| after.is_none_or(|a| k.as_str() > a))
-        .take(size + 1)
-        .collect();
+    // Only the rows after the cursor, and of those only the page's are sorted.
+    all.retain(|(k, _)| after.is_none_or(|a| k.as_str() > a));
+    if all.len() > size + 1 {
+        all.select_nth_unstable_by(size, |a, b| a.0.cmp(&b.0));
+        all.truncate(size + 1);
+    }
+    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut page = all;
     let next = (page.len() > size).then(|| page[size - 1].0.clone());
     page.truncate(size);
     (page, next)
@@ -99,39 +100,32 @@ async fn dashboard(
     Query(q): Query<DriftQuery>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "drift", "Drift", "/orgs/{org}/stacks")?;
-    // Two reads for the whole org, whatever its size: the statuses and the schedules.
-    let status = crate::drift::org_status(&state, &org).await?;
-    let schedules: HashMap<String, bosun_core::stack::DriftDetection> = state
-        .store
-        .drift_schedules(Some(&org), None)
-        .await?
+    // One read for the whole org: each drift-checked stack's settings and status.
+    let entries = crate::drift::org_entries(&state, &org).await?;
+    let stale_count = entries.iter().filter(|(_, _, s)| s.stale).count();
+    let all: Vec<(
+        String,
+        (String, DriftDetection, bosun_api::StackDriftStatus),
+    )> = entries
         .into_iter()
-        .map(|r| (r.stack, r.drift))
-        .collect();
-    let stale_count = status.values().filter(|s| s.stale).count();
-    let all: Vec<(String, (String, bosun_api::StackDriftStatus))> = status
-        .into_iter()
-        .map(|(stack, s)| (sort_key(s.stale, &stack), (stack, s)))
+        .map(|(stack, d, s)| (sort_key(s.stale, &stack), (stack, d, s)))
         .collect();
     let (page, next) = page_after(all, q.after.as_deref(), PAGE);
     let rows = page
         .into_iter()
-        .map(|(_, (stack, s))| {
-            let d = schedules.get(&stack);
-            DriftRow {
-                schedule: d.map(|d| d.schedule.clone()).unwrap_or_default(),
-                timezone: d.map(|d| d.timezone.clone()).unwrap_or_default(),
-                reconcile: d.is_some_and(|d| d.reconcile),
-                badge: DriftBadge::of(&s),
-                next: s.next_check_at.map(When::of),
-                age: s.age_seconds.map(duration_text),
-                stale: s.stale,
-                open_run: s.open_run,
-                note: s.last_fire_note,
-                last: s.last_check.map(check),
-                last_success: s.last_success.map(check),
-                stack,
-            }
+        .map(|(_, (stack, d, s))| DriftRow {
+            schedule: d.schedule,
+            timezone: d.timezone,
+            reconcile: d.reconcile,
+            badge: DriftBadge::of(&s),
+            next: s.next_check_at.map(When::of),
+            age: s.age_seconds.map(duration_text),
+            stale: s.stale,
+            open_run: s.open_run,
+            note: s.last_fire_note,
+            last: s.last_check.map(check),
+            last_success: s.last_success.map(check),
+            stack,
         })
         .collect();
     let flash = layout.flash.clone();

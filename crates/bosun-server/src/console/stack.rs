@@ -24,8 +24,6 @@ pub fn router() -> Router<AppState> {
 
 /// Runs and trigger entries per page.
 const PAGE: u32 = 20;
-/// Stacks read at a time when looking for the stacks that depend on this one.
-const SCAN: u32 = 1000;
 
 #[derive(Deserialize)]
 pub struct RunNowForm {
@@ -358,35 +356,29 @@ async fn show(
             }
         };
 
-    // The stacks that depend on this one: read a page of stacks at a time (one query
-    // per thousand stacks, none per stack).
-    let mut downstreams = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let batch = state
-            .store
-            .list_stacks(&org, after.as_deref(), SCAN)
-            .await?;
-        for other in &batch {
-            for d in &other.spec.depends_on {
-                if d.stack.to_string() == stack {
-                    downstreams.push(Edge {
-                        stack: other.spec.id.to_string(),
-                        outputs: d
-                            .outputs
-                            .iter()
-                            .map(|(o, v)| (o.clone(), v.clone()))
-                            .collect(),
-                        trigger_always: d.trigger_always,
-                    });
-                }
-            }
-        }
-        if batch.len() < SCAN as usize {
-            break;
-        }
-        after = batch.last().map(|s| s.spec.id.to_string());
-    }
+    // The stacks that depend on this one: one query over the dependency index.
+    let downstreams = state
+        .store
+        .downstream_stacks(&org, &stack)
+        .await?
+        .iter()
+        .flat_map(|other| {
+            other
+                .spec
+                .depends_on
+                .iter()
+                .filter(|d| d.stack.as_str() == stack)
+                .map(|d| Edge {
+                    stack: other.spec.id.to_string(),
+                    outputs: d
+                        .outputs
+                        .iter()
+                        .map(|(o, v)| (o.clone(), v.clone()))
+                        .collect(),
+                    trigger_always: d.trigger_always,
+                })
+        })
+        .collect();
 
     let lock = state.store.state_head(&org, &stack).await?.lock.map(|l| {
         format!(

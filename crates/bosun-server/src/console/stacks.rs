@@ -1,6 +1,8 @@
 //! The stacks page: every stack of an org with its last run, connection, lock and drift
 //! badge, a page at a time.
 
+use std::collections::HashMap;
+
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
@@ -121,15 +123,34 @@ async fn list(
     )
     .await?
     .0;
+    // The page's last runs and locks: one query each for the page's id range.
+    let (mut last_runs, mut locks) = match (page.items.first(), page.items.last()) {
+        (Some(first), Some(last)) => (
+            state
+                .store
+                .last_runs_between(&org, &first.id, &last.id)
+                .await?
+                .into_iter()
+                .map(|r| (r.stack.clone(), r))
+                .collect(),
+            state
+                .store
+                .state_locks_between(&org, &first.id, &last.id)
+                .await?
+                .into_iter()
+                .collect(),
+        ),
+        _ => (HashMap::new(), HashMap::new()),
+    };
     let mut rows = Vec::with_capacity(page.items.len());
     for s in page.items {
-        let last = state.store.list_runs(&org, Some(&s.id), None, 1).await?;
-        let head = state.store.state_head(&org, &s.id).await?;
+        let last = last_runs.remove(&s.id);
+        let lock = locks.remove(&s.id);
         rows.push(StackRow {
-            last_run: last.first().map(RunBadge::of),
+            last_run: last.as_ref().map(RunBadge::of),
             connected: s.connection.connected,
             connection: s.connection.detail.clone(),
-            lock: head.lock.map(|l| {
+            lock: lock.map(|l| {
                 format!(
                     "locked by {} ({}) for {}",
                     l.who,
