@@ -805,11 +805,28 @@ fn two_replicas_racing_to_force_fail_a_stale_run_end_it_once() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Let both sweeps look again many times (each every 20 ms) before counting: a second
-    // transition would show up now.
-    let settle_more = Instant::now() + Duration::from_millis(600);
-    while Instant::now() < settle_more {
-        std::thread::sleep(Duration::from_millis(50));
+    // Let the sweep look again several times before counting — a second transition would
+    // show up now: wait until the stale sweep's lease (renewed at the start of each pass,
+    // for 1 s) has been renewed 200 ms after every run had ended.
+    let ended = chrono::Utc::now().timestamp_millis();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let expires: i64 = db
+            .value(
+                "SELECT COALESCE(MAX(expires_at), 0) FROM duty_leases WHERE duty = 'stale_sweep'",
+            )
+            .parse()
+            .unwrap();
+        if expires >= ended + 1_200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no stale sweep pass after the runs ended (lease expires at {expires})\na:\n{}\nb:\n{}",
+            log_tail(&a, 25),
+            log_tail(&b, 25)
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
     std::fs::write(hang_dir.join("release"), "").unwrap();
 
