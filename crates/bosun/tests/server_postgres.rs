@@ -10,13 +10,12 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{bosun, git, terraform_or_skip, ServerProcess};
+use support::{bosun, git, postgres_or_skip, terraform_or_skip, PgScratch, ServerProcess};
 
 /// The module: one variable, a local and two outputs (no providers).
 const MAIN_TF: &str = r#"variable "replicas" {
@@ -36,93 +35,6 @@ output "replicas" {
   value = var.replicas
 }
 "#;
-
-/// The PostgreSQL test server's URL, or `None` after announcing the skip.
-fn database_or_skip() -> Option<String> {
-    match std::env::var("BOSUN_TEST_DATABASE_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!(
-                    "PostgreSQL is required (BOSUN_REQUIRE_TOOLS=1) but BOSUN_TEST_DATABASE_URL \
-                     is not set"
-                );
-            }
-            let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): postgresql");
-            None
-        }
-    }
-}
-
-fn psql(url: &str, sql: &str) -> Output {
-    Command::new("psql")
-        .args([
-            url,
-            "-X",
-            "-q",
-            "-t",
-            "-A",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run psql")
-}
-
-/// A database of its own on the test server, dropped (connections and all) at the end.
-struct ScratchDb {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl ScratchDb {
-    fn create(admin_url: &str) -> ScratchDb {
-        let name = format!(
-            "bosun_server_{}_{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-        );
-        let out = psql(admin_url, &format!("CREATE DATABASE {name}"));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let (base, _) = admin_url.rsplit_once('/').unwrap();
-        ScratchDb {
-            url: format!("{base}/{name}"),
-            admin_url: admin_url.to_string(),
-            name,
-        }
-    }
-
-    /// One value a query answers on this database.
-    fn query(&self, sql: &str) -> String {
-        let out = psql(&self.url, sql);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for ScratchDb {
-    fn drop(&mut self) {
-        let _ = psql(
-            &self.admin_url,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        );
-    }
-}
 
 /// A bare repository holding `MAIN_TF`, as a `file://` URL.
 fn repository(root: &Path) -> String {
@@ -227,14 +139,14 @@ fn versions(server: &ServerProcess, token: &str) -> Vec<Value> {
 
 #[test]
 fn a_server_on_postgresql_keeps_state_and_runs_a_run_to_the_end() {
-    let Some(admin_url) = database_or_skip() else {
+    let Some(admin_url) = postgres_or_skip() else {
         return;
     };
     let Some(tf) = terraform_or_skip() else {
         return;
     };
     // Dropped last: the servers below stop before their database goes.
-    let db = ScratchDb::create(&admin_url);
+    let db = PgScratch::create(&admin_url, "bosun_server");
     let root = tempfile::Builder::new()
         .prefix("bosun-server-postgres-")
         .tempdir()
@@ -320,11 +232,11 @@ fn a_server_on_postgresql_keeps_state_and_runs_a_run_to_the_end() {
 
     // All of it lives in PostgreSQL: the rows are there, and no SQLite file was made.
     assert_eq!(
-        db.query("SELECT COUNT(*) FROM state_versions WHERE stack_id = 'web'"),
+        db.value("SELECT COUNT(*) FROM state_versions WHERE stack_id = 'web'"),
         "2"
     );
     assert_eq!(
-        db.query(&format!("SELECT state FROM runs WHERE id = '{run}'")),
+        db.value(&format!("SELECT state FROM runs WHERE id = '{run}'")),
         "finished"
     );
     assert!(!data.join("bosun.db").exists(), "no SQLite database");
@@ -347,13 +259,13 @@ fn a_server_on_postgresql_keeps_state_and_runs_a_run_to_the_end() {
 /// A's commits through its `LISTEN` connection.
 #[test]
 fn a_run_queued_on_one_replica_runs_on_another_and_its_log_streams_across() {
-    let Some(admin_url) = database_or_skip() else {
+    let Some(admin_url) = postgres_or_skip() else {
         return;
     };
     let Some(tf) = terraform_or_skip() else {
         return;
     };
-    let db = ScratchDb::create(&admin_url);
+    let db = PgScratch::create(&admin_url, "bosun_server");
     let root = tempfile::Builder::new()
         .prefix("bosun-replicas-live-")
         .tempdir()
@@ -449,7 +361,7 @@ fn a_run_queued_on_one_replica_runs_on_another_and_its_log_streams_across() {
     // The run ended finished, executed by replica A's runner (B has none).
     let shown = ok_json(&b, &admin, &["run", "show", &run]);
     assert_eq!(shown["state"], "finished", "{shown:#}");
-    let runner = db.query(&format!(
+    let runner = db.value(&format!(
         "SELECT name FROM runners WHERE id = (SELECT runner_id FROM runs WHERE id = '{run}')"
     ));
     let replica_a = std::fs::read_to_string(data_a.join("replica-id")).unwrap();
