@@ -72,6 +72,7 @@ macro_rules! conformance_suite {
             metrics_count_and_time_from_the_store,
             dependency_runs_held_released_removed_skipped,
             held_runs_do_not_block_their_stack,
+            dependency_diamond_runs_the_bottom_stack_once,
             notification_targets_roundtrip_and_reseal,
             notification_events_written_with_their_cause,
             notification_deliveries_retry_and_settle,
@@ -3333,6 +3334,252 @@ pub async fn held_runs_do_not_block_their_stack(store: Arc<dyn Store>) {
     assert!(
         store.lease_run(&r).await.unwrap().is_none(),
         "a1 is still planning on app: the released run waits"
+    );
+}
+
+/// How a run of a stack ends in [`dependency_wave`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Planned with changes, confirmed, applied: its outputs change.
+    Apply,
+    /// Planned without changes: no state written, outputs unchanged.
+    NoChanges,
+    /// Its plan fails.
+    Fail,
+}
+
+/// What became of one wave of the diamond `a → b, a → c, b → d, c → d`.
+struct Wave {
+    b: String,
+    c: String,
+    /// The one run `d` got, after everything settled (`None`: removed).
+    d: Option<RunRecord>,
+    d_id: String,
+}
+
+/// A tracked run of `a`, then every run it leads to driven to its `ending` in whatever
+/// order the runner gets them; after each step, `d`'s run is still held unless both `b`'s
+/// and `c`'s runs have ended (or were removed).
+async fn dependency_wave(
+    store: &dyn Store,
+    r: &RunnerRecord,
+    root: &str,
+    ending: impl Fn(&str) -> Ending,
+) -> Wave {
+    let ids = |stack: &'static str| async move {
+        store
+            .list_runs("acme", Some(stack), None, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|x| x.id)
+            .collect::<Vec<_>>()
+    };
+    let before = [ids("left").await, ids("right").await, ids("bottom").await];
+    store
+        .create_run(&new_run(root, "top", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let mut new = Vec::new();
+    for (stack, old) in ["left", "right", "bottom"].into_iter().zip(before) {
+        let fresh: Vec<String> = ids(stack)
+            .await
+            .into_iter()
+            .filter(|id| !old.contains(id))
+            .collect();
+        assert_eq!(fresh.len(), 1, "one held run of {stack}: {fresh:?}");
+        new.push(fresh[0].clone());
+    }
+    let [b, c, d_id] = <[String; 3]>::try_from(new).unwrap();
+    let d = store.get_run(&d_id).await.unwrap().unwrap();
+    assert!(d.held && !d.needs_lease, "{d:?}");
+    let reason = d.reason.clone().unwrap();
+    assert!(
+        reason.contains(&b) && reason.contains(&c),
+        "d waits for both: {reason}"
+    );
+    let ended = |run: Option<RunRecord>| run.is_none_or(|x| x.state.is_terminal());
+    while let Some(leased) = store.lease_run(r).await.unwrap() {
+        let id = leased.id.clone();
+        store
+            .run_event(&id, &ev(Event::PhaseStarted, leased.fencing))
+            .await
+            .unwrap();
+        let end = match (leased.phase, ending(&leased.stack)) {
+            (_, Ending::Fail) => Event::PhaseFailed,
+            (Phase::Apply, _) => {
+                let v = store.state_head("acme", &leased.stack).await.unwrap();
+                let serial = v.current.map(|c| c.serial + 1).unwrap_or(1);
+                let w = state_write(
+                    Writer::Run(id.clone()),
+                    WriterLiveness::LiveRun,
+                    None,
+                    serial,
+                    "L",
+                );
+                store
+                    .write_state("acme", &leased.stack, &w, None)
+                    .await
+                    .unwrap();
+                Event::ApplyFinished
+            }
+            (_, ending) => Event::PlanFinished {
+                changes: ending == Ending::Apply,
+            },
+        };
+        let after = store
+            .run_event(&id, &ev(end, leased.fencing))
+            .await
+            .unwrap()
+            .run;
+        if after.state == RunState::Unconfirmed {
+            store
+                .run_event(
+                    &id,
+                    &RunEventInput {
+                        event: Event::Confirm,
+                        fencing: None,
+                        update: RunUpdate::default(),
+                        audit: None,
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        let d = store.get_run(&d_id).await.unwrap();
+        if d.as_ref().is_none_or(|d| !d.held) {
+            assert!(
+                ended(store.get_run(&b).await.unwrap()) && ended(store.get_run(&c).await.unwrap()),
+                "d settled before b and c both ended: {d:?}"
+            );
+        }
+    }
+    let d = store.get_run(&d_id).await.unwrap();
+    if let Some(d) = &d {
+        assert!(
+            d.state.is_terminal() && !d.held,
+            "nothing left waiting: {d:?}"
+        );
+    }
+    for stack in ["left", "right", "bottom"] {
+        for run in store
+            .list_runs("acme", Some(stack), None, 100)
+            .await
+            .unwrap()
+        {
+            assert!(run.state.is_terminal() && !run.held, "{run:?}");
+        }
+    }
+    Wave { b, c, d, d_id }
+}
+
+pub async fn dependency_diamond_runs_the_bottom_stack_once(store: Arc<dyn Store>) {
+    // a → b, a → c, and d depends on both b and c.
+    seed_stack(&*store, "top").await;
+    let a = audit(Some("acme"), "stack.create", "x");
+    for stack in ["left", "right"] {
+        store
+            .create_stack("acme", &dep_spec(stack, "top", false), &a)
+            .await
+            .unwrap();
+    }
+    let d = StackSpec::from_input(StackInput {
+        id: "bottom".into(),
+        repository: "github:acme/infra".into(),
+        depends_on: ["left", "right"]
+            .into_iter()
+            .map(|up| DependencyInput {
+                stack: up.into(),
+                outputs: [("name".to_string(), format!("{up}_name"))].into(),
+                trigger_always: false,
+            })
+            .collect(),
+        ..Default::default()
+    })
+    .unwrap();
+    store.create_stack("acme", &d, &a).await.unwrap();
+    let r = runner(&*store, "runner-1").await;
+    let runs_of_d = |store: Arc<dyn Store>| async move {
+        store
+            .list_runs("acme", Some("bottom"), None, 100)
+            .await
+            .unwrap()
+            .len()
+    };
+
+    // Both sides change outputs: d runs once, released only after both ended, naming
+    // both changes.
+    let w = dependency_wave(&*store, &r, "a1", |s| match s {
+        "bottom" => Ending::NoChanges,
+        _ => Ending::Apply,
+    })
+    .await;
+    let d = w.d.expect("d ran");
+    assert_eq!(
+        (d.state, d.trigger),
+        (RunState::Finished, Trigger::Dependency)
+    );
+    let reason = d.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "run {} of upstream stack left changed outputs",
+            w.b
+        )) && reason.contains(&format!(
+            "run {} of upstream stack right changed outputs",
+            w.c
+        )),
+        "{reason}"
+    );
+    assert_eq!(runs_of_d(store.clone()).await, 1);
+
+    // One side changes outputs, the other does not: d still runs once, after both.
+    let w = dependency_wave(&*store, &r, "a2", |s| match s {
+        "right" | "bottom" => Ending::NoChanges,
+        _ => Ending::Apply,
+    })
+    .await;
+    let d = w.d.expect("d ran");
+    assert_eq!(d.state, RunState::Finished);
+    let reason = d.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(&w.b) && !reason.contains(&w.c),
+        "only b's change: {reason}"
+    );
+    assert_eq!(runs_of_d(store.clone()).await, 2);
+
+    // Neither side changes outputs: d's run is removed.
+    let w = dependency_wave(&*store, &r, "a3", |s| match s {
+        "top" => Ending::Apply,
+        _ => Ending::NoChanges,
+    })
+    .await;
+    assert!(w.d.is_none(), "d's run removed: {:?}", w.d);
+    assert_eq!(runs_of_d(store.clone()).await, 2);
+
+    // a itself changes nothing: b's, c's and d's runs all go away.
+    let w = dependency_wave(&*store, &r, "a4", |_| Ending::NoChanges).await;
+    assert!(w.d.is_none());
+    for id in [&w.b, &w.c] {
+        assert!(store.get_run(id).await.unwrap().is_none(), "{id} removed");
+    }
+
+    // One side fails, the other changes outputs: d is skipped, naming the failed run.
+    let w = dependency_wave(&*store, &r, "a5", |s| match s {
+        "left" => Ending::Fail,
+        _ => Ending::Apply,
+    })
+    .await;
+    let d = w.d.expect("d skipped, not removed");
+    assert_eq!((d.state, d.held), (RunState::Skipped, false));
+    let reason = d.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("upstream run {} of stack left ended failed", w.b)),
+        "{reason}"
+    );
+    assert_eq!(runs_of_d(store.clone()).await, 3);
+    assert_eq!(
+        store.get_run(&w.d_id).await.unwrap().unwrap().state,
+        RunState::Skipped
     );
 }
 

@@ -974,8 +974,20 @@ pub(super) fn apply_event(
     })
 }
 
-/// Inserts a queued run of an existing stack (with its first phase row) and returns it.
+/// Inserts a queued run of an existing stack (with its first phase row) and returns it,
+/// with the runs it holds for the stacks downstream of its own ([`deps::hold_downstream`]).
 pub(super) fn insert_run(
+    tx: &Transaction<'_>,
+    run: &NewRun,
+    delivery: Option<i64>,
+) -> Result<RunRecord> {
+    let created = insert_queued_run(tx, run, delivery)?;
+    deps::hold_downstream(tx, &created)?;
+    Ok(created)
+}
+
+/// Inserts a queued run of an existing stack (with its first phase row), holding nothing.
+pub(super) fn insert_queued_run(
     tx: &Transaction<'_>,
     run: &NewRun,
     delivery: Option<i64>,
@@ -1016,10 +1028,7 @@ pub(super) fn insert_run(
         "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
     )?
     .execute(params![run.id, now])?;
-    let created =
-        load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))?;
-    deps::hold_downstream(tx, &created)?;
-    Ok(created)
+    load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
 }
 
 /// Requests a cancel of `run` through [`transition`] (queued and unconfirmed runs end,

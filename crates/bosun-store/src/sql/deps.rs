@@ -1,8 +1,11 @@
 //! Stack dependencies in the store (SPEC §2.7; one source for both backends, see `super::db`): the held runs a tracked upstream
-//! run creates for its downstream stacks, and what happens to them when it ends —
-//! released when its outputs changed (or the dependency says `trigger_always`), removed
-//! when they did not, skipped when it failed. All of it inside the transaction that
-//! creates or ends the upstream run, so no downstream run is lost or left waiting.
+//! run creates for the stacks downstream of its own (one per stack in the whole chain below
+//! it, however many paths reach the stack — a diamond's bottom runs once), and what
+//! happens to them as their holders end (`run_holds`, one row per holder). A held run
+//! settles once every holder has ended: skipped when one failed, released when one
+//! changed outputs it maps (or the dependency says `trigger_always`), removed otherwise.
+//! All of it inside the transaction that creates or ends the upstream run, so no
+//! downstream run is lost or left waiting.
 
 use std::collections::BTreeMap;
 
@@ -12,27 +15,36 @@ use bosun_core::state::Output;
 use serde_json::Value;
 
 use super::db::{self, params, OptionalExtension, Transaction};
-use super::{apply_event, decode_outputs, insert_run, load_run, query_runs, RUN_COLUMNS};
+use super::{apply_event, decode_outputs, insert_queued_run, load_run};
 use crate::{NewRun, Result, RunEventInput, RunRecord, RunUpdate, StoreError};
 
-/// The id of the run `upstream` holds for `stack`: derived from both, so the same pair
-/// always names the same run, in the format of every other run id.
-fn held_run_id(upstream: &RunRecord, stack: &str) -> String {
+/// The id of the run the wave started by the tracked run `root` holds for `stack`:
+/// derived from both, so every path from the root to the stack (a diamond has two)
+/// names the same run, in the format of every other run id.
+fn held_run_id(root: &RunRecord, stack: &str) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{}\n{stack}", upstream.id).as_bytes());
+    let digest = Sha256::digest(format!("{}\n{stack}", root.id).as_bytes());
     format!(
         "run-{:011x}{}",
-        upstream.created_at.timestamp_millis(),
+        root.created_at.timestamp_millis(),
         hex::encode(&digest[..5])
     )
 }
 
-/// After a tracked run is inserted: one held run for each stack that depends on its
-/// stack (and, through [`insert_run`], for theirs in turn — the graph is acyclic).
+/// After a tracked run is inserted: one held run for each stack downstream of its stack,
+/// through the whole (acyclic) graph below it — one per stack however many paths reach
+/// it, held by the run of each of its upstream stacks in the chain.
 pub(super) fn hold_downstream(tx: &Transaction<'_>, upstream: &RunRecord) -> Result<()> {
     if upstream.kind != RunKind::Tracked {
         return Ok(());
     }
+    hold(tx, upstream, upstream)
+}
+
+/// Holds a run of each stack depending on `upstream`'s for the wave of `root`: created
+/// (holding the next level in turn) the first time the wave reaches the stack, given
+/// one more holder on every later path.
+fn hold(tx: &Transaction<'_>, upstream: &RunRecord, root: &RunRecord) -> Result<()> {
     let downstream: Vec<(String, String)> = {
         let mut stmt = tx.prepare_cached(
             "SELECT d.stack_id, s.branch FROM stack_dependencies d
@@ -45,32 +57,55 @@ pub(super) fn hold_downstream(tx: &Transaction<'_>, upstream: &RunRecord) -> Res
         rows.collect::<db::Result<_>>()?
     };
     for (stack, branch) in downstream {
-        let run = NewRun {
-            id: held_run_id(upstream, &stack),
-            org: upstream.org.clone(),
-            stack,
-            kind: RunKind::Tracked,
-            trigger: Trigger::Dependency,
-            triggered_by: format!("stack:{}", upstream.stack),
-            commit: None,
-            branch,
-            retry_of: None,
-            pull_request: None,
+        let id = held_run_id(root, &stack);
+        let created = if load_run(tx, &id)?.is_some() {
+            None
+        } else {
+            let run = NewRun {
+                id: id.clone(),
+                org: upstream.org.clone(),
+                stack,
+                kind: RunKind::Tracked,
+                trigger: Trigger::Dependency,
+                triggered_by: format!("stack:{}", upstream.stack),
+                commit: None,
+                branch,
+                retry_of: None,
+                pull_request: None,
+            };
+            let created = insert_queued_run(tx, &run, None)?;
+            tx.prepare_cached(
+                "UPDATE runs SET held = 1, needs_lease = 0, upstream_run = ?2 WHERE id = ?1",
+            )?
+            .execute(params![id, upstream.id])?;
+            Some(created)
         };
-        insert_run(tx, &run, None)?;
-        tx.prepare_cached(
-            "UPDATE runs SET held = 1, needs_lease = 0, upstream_run = ?2, reason = ?3
-             WHERE id = ?1",
-        )?
-        .execute(params![
-            run.id,
-            upstream.id,
-            format!(
-                "waiting for run {} of upstream stack {}",
-                upstream.id, upstream.stack
-            )
-        ])?;
+        tx.prepare_cached("INSERT INTO run_holds (run_id, upstream_run_id) VALUES (?1, ?2)")?
+            .execute(params![id, upstream.id])?;
+        set_waiting_reason(tx, &id)?;
+        if let Some(created) = created {
+            hold(tx, &created, root)?;
+        }
     }
+    Ok(())
+}
+
+/// A held run's reason while it waits: the holding runs that have not ended yet.
+fn set_waiting_reason(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    let waiting: Vec<String> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT h.upstream_run_id, r.stack_id FROM run_holds h
+             JOIN runs r ON r.id = h.upstream_run_id
+             WHERE h.run_id = ?1 AND h.outcome IS NULL ORDER BY r.stack_id, h.upstream_run_id",
+        )?;
+        let rows = stmt.query_map([id], |r| {
+            let (run, stack): (String, String) = (r.get(0)?, r.get(1)?);
+            Ok(format!("run {run} of upstream stack {stack}"))
+        })?;
+        rows.collect::<db::Result<_>>()?
+    };
+    tx.prepare_cached("UPDATE runs SET reason = ?2 WHERE id = ?1")?
+        .execute(params![id, format!("waiting for {}", waiting.join(", "))])?;
     Ok(())
 }
 
@@ -140,13 +175,113 @@ fn changed_outputs(tx: &Transaction<'_>, run: &RunRecord) -> Result<Vec<String>>
         .collect())
 }
 
-/// After `run` reached the terminal `state`: settles the runs it holds.
-pub(super) fn upstream_ended(tx: &Transaction<'_>, run: &RunRecord, state: RunState) -> Result<()> {
-    let held = query_runs(
-        tx,
-        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE upstream_run = ?1 AND held = 1"),
-        params![run.id],
+/// What a holding run's end means for a run it holds (a `run_holds.outcome`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Its outputs changed (or the dependency says `trigger_always`): the held run is needed.
+    Released,
+    /// Nothing the held run depends on changed (or the holder was removed unneeded).
+    Unchanged,
+    /// It failed or was skipped: the held run must not run on what it left.
+    Failed,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Released => "released",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// The held runs still waiting on `upstream` (queued, not yet settled).
+fn waiting_on(tx: &Transaction<'_>, upstream: &str) -> Result<Vec<String>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT h.run_id FROM run_holds h JOIN runs r ON r.id = h.run_id
+         WHERE h.upstream_run_id = ?1 AND h.outcome IS NULL
+           AND r.held = 1 AND r.state = 'queued'
+         ORDER BY h.run_id",
     )?;
+    let rows = stmt.query_map([upstream], |r| r.get(0))?;
+    Ok(rows.collect::<db::Result<_>>()?)
+}
+
+/// Records what `upstream`'s end means for the held run `id`, then settles that run.
+fn record(
+    tx: &Transaction<'_>,
+    id: &str,
+    upstream: &str,
+    outcome: Outcome,
+    reason: Option<String>,
+) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE run_holds SET outcome = ?3, reason = ?4
+         WHERE run_id = ?1 AND upstream_run_id = ?2 AND outcome IS NULL",
+    )?
+    .execute(params![id, upstream, outcome.as_str(), reason])?;
+    settle(tx, id)
+}
+
+/// Settles the held run `id` once every run holding it has ended: skipped when any of
+/// them failed (naming it), released when any needs it (with their reasons), removed
+/// otherwise; still waiting (its reason naming what for) while any has not.
+fn settle(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    let holds: Vec<(Option<String>, Option<String>)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT outcome, reason FROM run_holds WHERE run_id = ?1 ORDER BY upstream_run_id",
+        )?;
+        let rows = stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<db::Result<_>>()?
+    };
+    if holds.iter().any(|(outcome, _)| outcome.is_none()) {
+        return set_waiting_reason(tx, id);
+    }
+    let reasons = |outcome: Outcome| -> Vec<String> {
+        holds
+            .iter()
+            .filter(|(o, _)| o.as_deref() == Some(outcome.as_str()))
+            .filter_map(|(_, reason)| reason.clone())
+            .collect()
+    };
+    let failed = reasons(Outcome::Failed);
+    if !failed.is_empty() {
+        tx.prepare_cached("UPDATE runs SET held = 0 WHERE id = ?1")?
+            .execute([id])?;
+        let Some(d) = load_run(tx, id)? else {
+            return Ok(());
+        };
+        let input = RunEventInput {
+            event: Event::UpstreamFailed,
+            fencing: None,
+            update: RunUpdate {
+                reason: Some(failed.join("; ")),
+                ..Default::default()
+            },
+            audit: None,
+        };
+        apply_event(tx, &d, &input)?;
+        return Ok(());
+    }
+    let released = reasons(Outcome::Released);
+    if !released.is_empty() {
+        tx.prepare_cached(
+            "UPDATE runs SET held = 0, needs_lease = 1, reason = ?2 WHERE id = ?1 AND held = 1",
+        )?
+        .execute(params![id, released.join("; ")])?;
+        return Ok(());
+    }
+    remove_held(tx, id)
+}
+
+/// After `run` reached the terminal `state`: records what that means for each run it
+/// holds, settling those it was the last to hold.
+pub(super) fn upstream_ended(tx: &Transaction<'_>, run: &RunRecord, state: RunState) -> Result<()> {
+    // A held run that ended while waiting (canceled) waits for nothing any more.
+    tx.prepare_cached("UPDATE runs SET held = 0 WHERE id = ?1 AND held = 1")?
+        .execute([&run.id])?;
+    let held = waiting_on(tx, &run.id)?;
     if held.is_empty() {
         return Ok(());
     }
@@ -162,28 +297,19 @@ pub(super) fn upstream_ended(tx: &Transaction<'_>, run: &RunRecord, state: RunSt
             state.as_str()
         );
         for d in held {
-            tx.prepare_cached("UPDATE runs SET held = 0 WHERE id = ?1")?
-                .execute([&d.id])?;
-            let d = load_run(tx, &d.id)?.unwrap_or(d);
-            let input = RunEventInput {
-                event: Event::UpstreamFailed,
-                fencing: None,
-                update: RunUpdate {
-                    reason: Some(reason.clone()),
-                    ..Default::default()
-                },
-                audit: None,
-            };
-            apply_event(tx, &d, &input)?;
+            record(tx, &d, &run.id, Outcome::Failed, Some(reason.clone()))?;
         }
         return Ok(());
     }
     let changed = changed_outputs(tx, run)?;
     for d in held {
+        let Some(stack) = load_run(tx, &d)?.map(|r| r.stack) else {
+            continue;
+        };
         let always =
-            state == RunState::Finished && trigger_always(tx, &d.org, &d.stack, &run.stack)?;
+            state == RunState::Finished && trigger_always(tx, &run.org, &stack, &run.stack)?;
         if changed.is_empty() && !always {
-            remove_held(tx, &d.id)?;
+            record(tx, &d, &run.id, Outcome::Unchanged, None)?;
             continue;
         }
         let reason = if changed.is_empty() {
@@ -199,29 +325,23 @@ pub(super) fn upstream_ended(tx: &Transaction<'_>, run: &RunRecord, state: RunSt
                 changed.join(", ")
             )
         };
-        tx.prepare_cached(
-            "UPDATE runs SET held = 0, needs_lease = 1, reason = ?2 WHERE id = ?1 AND held = 1",
-        )?
-        .execute(params![d.id, reason])?;
+        record(tx, &d, &run.id, Outcome::Released, Some(reason))?;
     }
     Ok(())
 }
 
-/// Removes a held run that will never be needed, with the runs it holds in turn.
+/// Removes a held run that will never be needed; for the runs it holds in turn it counts
+/// as an upstream that changed nothing.
 fn remove_held(tx: &Transaction<'_>, id: &str) -> Result<()> {
-    let children: Vec<String> = {
-        let mut stmt =
-            tx.prepare_cached("SELECT id FROM runs WHERE upstream_run = ?1 AND held = 1")?;
-        let rows = stmt.query_map([id], |r| r.get(0))?;
-        rows.collect::<db::Result<_>>()?
-    };
-    for child in children {
-        remove_held(tx, &child)?;
-    }
     tx.prepare_cached("DELETE FROM run_phases WHERE run_id = ?1")?
+        .execute([id])?;
+    tx.prepare_cached("DELETE FROM run_holds WHERE run_id = ?1")?
         .execute([id])?;
     tx.prepare_cached("DELETE FROM runs WHERE id = ?1 AND held = 1")?
         .execute([id])?;
+    for child in waiting_on(tx, id)? {
+        record(tx, &child, id, Outcome::Unchanged, None)?;
+    }
     Ok(())
 }
 
