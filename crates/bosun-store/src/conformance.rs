@@ -76,6 +76,7 @@ macro_rules! conformance_suite {
             notification_targets_roundtrip_and_reseal,
             notification_events_written_with_their_cause,
             notification_deliveries_retry_and_settle,
+            notification_retention_prunes_settled_history_in_batches,
             drift_schedules_fire_once_settle_once,
             plan_environments_grants_and_refused_delete,
             plan_hosts_roundtrip_every_field,
@@ -6370,4 +6371,159 @@ pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
         store.drift_schedules(Some("acme"), None).await.unwrap()
     );
     assert_eq!(page[0].drift.timezone, "UTC");
+}
+
+/// The current time once the clock's millisecond has moved past `after`'s (rows are
+/// stamped in milliseconds, and the retention cut-off is strict).
+async fn past(after: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let now = Utc::now();
+        if now.timestamp_millis() > after.timestamp_millis() {
+            return now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clock stood still"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+pub async fn notification_retention_prunes_settled_history_in_batches(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let a = audit(Some("acme"), "x", "y");
+    // Targets that hear only test events (sent to them by name): an old lock's event
+    // fans out to no one.
+    for id in ["sent", "failing"] {
+        store
+            .create_notification_target(
+                &target(id, "webhook", vec![rule(&["test"], &[], &[])], true),
+                &a,
+            )
+            .await
+            .unwrap();
+    }
+    let event = |to: &str, key: &str| NewNotificationEvent {
+        kind: NotificationEventKind::Test,
+        run_kind: None,
+        run_state: None,
+        payload: json!({"key": key}),
+        dedup_key: Some(key.to_string()),
+        only_target: Some(to.to_string()),
+    };
+    // Sends every due delivery: delivered, or failed — given up for `gave-up`, retried
+    // in an hour for `pending`.
+    let settle = |store: Arc<dyn Store>| async move {
+        for d in store.due_notifications(Utc::now(), 100).await.unwrap() {
+            let key = d.delivery.payload["key"].as_str().unwrap().to_string();
+            let attempt = NotificationAttempt {
+                status: Some(if key.contains("sent") { 204 } else { 500 }),
+                error: (!key.contains("sent")).then(|| "HTTP 500".to_string()),
+                delivered: key.contains("sent"),
+                retry_at: key
+                    .contains("pending")
+                    .then(|| Utc::now() + Duration::hours(1)),
+            };
+            store
+                .record_notification_attempt(d.delivery.id, &attempt)
+                .await
+                .unwrap();
+        }
+    };
+    let keys = |store: Arc<dyn Store>, t: &'static str| async move {
+        let mut keys: Vec<String> = store
+            .list_notification_deliveries("acme", t, None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.payload["key"].as_str().unwrap().to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+
+    // Old history: five sent, one given up, one still retrying, and an old lock's event
+    // (no deliveries) for a lock that is still held.
+    for i in 0..5 {
+        let e = event("sent", &format!("old-sent-{i}"));
+        store
+            .add_notification_event("acme", &e)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    for key in ["old-gave-up", "old-pending"] {
+        store
+            .add_notification_event("acme", &event("failing", key))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let mut lock = state_lock("HELD", Writer::User("bob".into()));
+    lock.acquired_at = Utc::now() - Duration::hours(3);
+    store.lock_state("acme", "net", &lock).await.unwrap();
+    let hour_ago = Utc::now() - Duration::hours(1);
+    assert_eq!(store.notify_old_locks(hour_ago).await.unwrap(), 1);
+    settle(store.clone()).await;
+    let cutoff = past(Utc::now()).await;
+    past(cutoff).await;
+    // Recent history: sent after the cut-off.
+    store
+        .add_notification_event("acme", &event("sent", "new-sent"))
+        .await
+        .unwrap()
+        .unwrap();
+    settle(store.clone()).await;
+    assert_eq!(keys(store.clone(), "sent").await.len(), 6);
+
+    // Two rows per transaction: six settled old deliveries take four rounds, their six
+    // events as many.
+    assert_eq!(store.prune_notifications(cutoff, 2).await.unwrap(), (6, 6));
+    assert_eq!(keys(store.clone(), "sent").await, ["new-sent"]);
+    assert_eq!(
+        keys(store.clone(), "failing").await,
+        ["old-pending"],
+        "a delivery still retrying is kept, however old"
+    );
+    let pending = store
+        .list_notification_deliveries("acme", "failing", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(pending[0].attempts, 1);
+    assert!(pending[0].next_attempt_at.is_some());
+    // The pruned events are gone (their dedup keys are free again); kept ones are not.
+    assert!(store
+        .add_notification_event("acme", &event("sent", "old-sent-0"))
+        .await
+        .unwrap()
+        .is_some());
+    for kept in ["old-pending", "new-sent"] {
+        assert_eq!(
+            store
+                .add_notification_event("acme", &event("failing", kept))
+                .await
+                .unwrap(),
+            None,
+            "{kept}"
+        );
+    }
+    // The held lock's event stays, so the lock is not reported again.
+    assert_eq!(store.notify_old_locks(hour_ago).await.unwrap(), 0);
+    assert_eq!(store.prune_notifications(cutoff, 2).await.unwrap(), (0, 0));
+    // Released, its old event goes on the next prune.
+    store
+        .unlock_state("acme", "net", &UnlockRequest::ForceAny, &a)
+        .await
+        .unwrap();
+    assert_eq!(store.prune_notifications(cutoff, 2).await.unwrap(), (0, 1));
+    // Everything settled is old a day later — except the delivery still retrying.
+    settle(store.clone()).await;
+    let (deliveries, events) = store
+        .prune_notifications(Utc::now() + Duration::days(1), 1000)
+        .await
+        .unwrap();
+    assert_eq!((deliveries, events), (2, 2));
+    assert!(keys(store.clone(), "sent").await.is_empty());
+    assert_eq!(keys(store.clone(), "failing").await, ["old-pending"]);
 }

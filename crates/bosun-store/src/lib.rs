@@ -429,6 +429,15 @@ pub trait Store: Send + Sync + 'static {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<NotificationDeliveryRecord>>;
+    /// Retention: deletes settled deliveries (delivered or given up) created before
+    /// `before`, then events created before it that have no delivery left (but not the
+    /// `old_lock` event of a lock still held), `batch` rows per write transaction.
+    /// Pending deliveries are never deleted. Returns (deliveries, events) deleted.
+    async fn prune_notifications(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<(u64, u64)>;
 
     // ---- Drift detection ----
 

@@ -566,6 +566,74 @@ impl db::Store {
     }
 }
 
+/// Deletes up to `batch` settled deliveries (delivered, or given up: no next attempt)
+/// created before `before`; how many went. Pending deliveries stay, whatever their age.
+fn prune_deliveries(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64> {
+    let n = tx
+        .prepare_cached(
+            "DELETE FROM notification_deliveries WHERE id IN (
+                SELECT id FROM notification_deliveries
+                WHERE next_attempt_at IS NULL AND created_at < ?1 LIMIT ?2)",
+        )?
+        .execute(params![before, batch])?;
+    Ok(n as u64)
+}
+
+/// Deletes up to `batch` events created before `before` that have no delivery left; how
+/// many went. The `old_lock` event of a lock still held stays: its dedup key is what keeps
+/// the duty from notifying of the same lock again.
+fn prune_events(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64> {
+    let n = tx
+        .prepare_cached(
+            "DELETE FROM notification_events WHERE id IN (
+                SELECT e.id FROM notification_events e
+                WHERE e.created_at < ?1
+                  AND NOT EXISTS (SELECT 1 FROM notification_deliveries d
+                                  WHERE d.event_id = e.id)
+                  AND NOT (e.kind = 'old_lock' AND EXISTS (
+                      SELECT 1 FROM state_heads h
+                      WHERE h.org_id = e.org_id AND h.lock_id IS NOT NULL
+                        AND e.dedup_key = 'old_lock:' || h.stack_id || ':' || h.lock_id))
+                LIMIT ?2)",
+        )?
+        .execute(params![before, batch])?;
+    Ok(n as u64)
+}
+
+impl db::Store {
+    /// Retention: settled deliveries, then events left without deliveries, created before
+    /// `before`, `batch` rows per write transaction so a large backlog never holds the
+    /// write lock for long. Returns (deliveries, events) deleted.
+    pub(super) async fn notify_prune(
+        &self,
+        before: DateTime<Utc>,
+        batch: u32,
+    ) -> Result<(u64, u64)> {
+        let (before, batch) = (millis(before), batch.max(1));
+        let mut deliveries = 0;
+        loop {
+            let n = self
+                .write(move |tx| prune_deliveries(tx, before, batch))
+                .await?;
+            deliveries += n;
+            if n < u64::from(batch) {
+                break;
+            }
+        }
+        let mut events = 0;
+        loop {
+            let n = self
+                .write(move |tx| prune_events(tx, before, batch))
+                .await?;
+            events += n;
+            if n < u64::from(batch) {
+                break;
+            }
+        }
+        Ok((deliveries, events))
+    }
+}
+
 /// Every sealed target secret, for checking and re-sealing under a new secrets key.
 pub(super) fn sealed_secrets(c: &Connection) -> Result<Vec<(SealedOwner, Sealed)>> {
     let mut stmt = c.prepare_cached(

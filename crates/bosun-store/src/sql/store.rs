@@ -1971,6 +1971,10 @@ impl Store for db::Store {
             .await
     }
 
+    async fn prune_notifications(&self, before: DateTime<Utc>, batch: u32) -> Result<(u64, u64)> {
+        self.notify_prune(before, batch).await
+    }
+
     async fn drift_schedules(
         &self,
         org: Option<&str>,
