@@ -19,6 +19,17 @@ pub struct FileConfig {
     pub public_url: Option<String>,
     pub max_body_bytes: Option<usize>,
     pub max_state_bytes: Option<usize>,
+    /// `[notify]`: notification settings.
+    pub notify: Option<NotifyFile>,
+}
+
+/// The `[notify]` table of the config file.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyFile {
+    /// How long sent and given-up deliveries (and their events) are kept, humantime
+    /// (`30days`, `12h`); `0s` keeps them forever.
+    pub retention: Option<String>,
 }
 
 /// Values from flags or the environment; `None` where neither was given.
@@ -31,6 +42,8 @@ pub struct ConfigOverrides {
     pub public_url: Option<String>,
     pub max_body_bytes: Option<usize>,
     pub max_state_bytes: Option<usize>,
+    /// `--notify-retention` / `BOSUN_NOTIFY_RETENTION`.
+    pub notify_retention: Option<std::time::Duration>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
     pub bootstrap_token: Option<String>,
 }
@@ -141,7 +154,16 @@ pub struct NotifyConfig {
     pub timeout: std::time::Duration,
     /// The longest the delivery duty sleeps between looks (it also wakes on new events).
     pub poll_interval: std::time::Duration,
+    /// Sent and given-up deliveries older than this are deleted, then events left without
+    /// deliveries; zero keeps them forever. Pending deliveries are always kept.
+    pub retention: std::time::Duration,
+    /// How often the delivery duty prunes by `retention` (tests shorten it).
+    pub prune_every: std::time::Duration,
 }
+
+/// The default notification retention: 30 days.
+pub const DEFAULT_NOTIFY_RETENTION: std::time::Duration =
+    std::time::Duration::from_secs(30 * 24 * 3600);
 
 impl Default for NotifyConfig {
     fn default() -> Self {
@@ -151,6 +173,8 @@ impl Default for NotifyConfig {
             max_attempts: 8,
             timeout: std::time::Duration::from_secs(10),
             poll_interval: std::time::Duration::from_secs(30),
+            retention: DEFAULT_NOTIFY_RETENTION,
+            prune_every: std::time::Duration::from_secs(3600),
         }
     }
 }
@@ -283,6 +307,24 @@ impl ServerConfig {
                 message: e.message,
             })?;
         }
+        let file_retention = match f.notify.as_ref().and_then(|n| n.retention.as_deref()) {
+            Some(text) => {
+                Some(
+                    humantime::parse_duration(text).map_err(|e| ConfigError::Invalid {
+                        key: "notify.retention",
+                        message: format!("{text:?} is not a duration like 30days or 12h: {e}"),
+                    })?,
+                )
+            }
+            None => None,
+        };
+        let notify = NotifyConfig {
+            retention: o
+                .notify_retention
+                .or(file_retention)
+                .unwrap_or(DEFAULT_NOTIFY_RETENTION),
+            ..NotifyConfig::default()
+        };
         let public_url = o
             .public_url
             .or(f.public_url)
@@ -303,7 +345,7 @@ impl ServerConfig {
             vcs: VcsConfig::default(),
             secrets: SecretsConfig::default(),
             oidc: OidcConfig::default(),
-            notify: NotifyConfig::default(),
+            notify,
             schedules: crate::schedules::ScheduleConfig::default(),
             allow_self_approval: false,
             bootstrap_token: o.bootstrap_token,
@@ -375,6 +417,32 @@ mod tests {
             ..Default::default()
         };
         assert!(ServerConfig::merge(o, FileConfig::default()).is_err());
+    }
+
+    #[test]
+    fn notify_retention_from_flag_over_file_over_default() {
+        let d = ServerConfig::merge(ConfigOverrides::default(), FileConfig::default()).unwrap();
+        assert_eq!(d.notify.retention, DEFAULT_NOTIFY_RETENTION);
+        let file =
+            FileConfig::parse(Path::new("t.toml"), "[notify]\nretention = \"12h\"\n").unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), file.clone()).unwrap();
+        assert_eq!(
+            c.notify.retention,
+            std::time::Duration::from_secs(12 * 3600)
+        );
+        let o = ConfigOverrides {
+            notify_retention: Some(std::time::Duration::ZERO),
+            ..Default::default()
+        };
+        let c = ServerConfig::merge(o, file).unwrap();
+        assert_eq!(c.notify.retention, std::time::Duration::ZERO);
+        let bad =
+            FileConfig::parse(Path::new("t.toml"), "[notify]\nretention = \"soon\"\n").unwrap();
+        let e = ServerConfig::merge(ConfigOverrides::default(), bad).unwrap_err();
+        assert!(e.to_string().contains("notify.retention"), "{e}");
+        let e =
+            FileConfig::parse(Path::new("t.toml"), "[notify]\nretension = \"1d\"\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `retension`"), "{e}");
     }
 
     #[test]

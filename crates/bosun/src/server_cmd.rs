@@ -13,7 +13,7 @@ use tracing_subscriber::EnvFilter;
 #[derive(Args, Debug)]
 pub struct ServerArgs {
     /// TOML config file (keys: listen, data_dir, database_url, public_url, max_body_bytes,
-    /// max_state_bytes).
+    /// max_state_bytes; [notify] retention).
     #[arg(long, env = "BOSUN_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -95,6 +95,10 @@ pub struct ServerArgs {
     /// (8 attempts in all).
     #[arg(long, env = "BOSUN_NOTIFY_RETRY_BASE", value_parser = humantime::parse_duration, default_value = "10s")]
     notify_retry_base: std::time::Duration,
+    /// How long sent and given-up notification deliveries (and their events) are kept;
+    /// pending ones are always kept (0s: forever) [default: 30days].
+    #[arg(long, env = "BOSUN_NOTIFY_RETENTION", value_parser = humantime::parse_duration)]
+    notify_retention: Option<std::time::Duration>,
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
@@ -130,6 +134,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         public_url: args.public_url,
         max_body_bytes: args.max_body_bytes,
         max_state_bytes: args.max_state_bytes,
+        notify_retention: args.notify_retention,
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),
@@ -146,7 +151,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     config.notify = bosun_server::config::NotifyConfig {
         lock_age: args.notify_lock_age,
         retry_base: args.notify_retry_base,
-        ..Default::default()
+        ..config.notify
     };
     config.oidc = bosun_server::config::OidcConfig {
         token_ttl: args.oidc_token_ttl,

@@ -3,7 +3,9 @@
 //! `{"text": …}`), records every attempt, and retries failures with exponential backoff
 //! (base × 3ⁿ: 10 s, 30 s, 90 s, … by default) until the last attempt. It wakes when the
 //! store commits new deliveries and otherwise when the earliest retry falls due. Each
-//! pass also writes `old_lock` events for locks held longer than the threshold.
+//! pass also writes `old_lock` events for locks held longer than the threshold, and at
+//! most once per `prune_every` (an hour) deletes sent and given-up deliveries older than
+//! the retention, then events left without deliveries, in small batches.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -21,6 +23,8 @@ use crate::server::AppState;
 const CONCURRENCY: usize = 8;
 /// Deliveries read per pass.
 const BATCH: u32 = 100;
+/// Rows deleted per write transaction when pruning.
+const PRUNE_BATCH: u32 = 1000;
 
 /// `sha256=<hex>` of the body under the target's secret, as `X-Bosun-Signature-256`.
 pub fn signature(secret: &[u8], body: &[u8]) -> String {
@@ -55,6 +59,7 @@ pub async fn delivery_duty(state: AppState) {
         }
     };
     let mut wait = Duration::ZERO;
+    let mut last_prune: Option<tokio::time::Instant> = None;
     loop {
         // Deliveries written through any replica wake this one (the lease holder).
         let heard = async {
@@ -85,6 +90,47 @@ pub async fn delivery_duty(state: AppState) {
                 tracing::warn!(duty = "notify", error = %e, "pass failed");
                 wait = config.poll_interval;
             }
+        }
+        if last_prune.is_none_or(|at| at.elapsed() >= config.prune_every) {
+            last_prune = Some(tokio::time::Instant::now());
+            prune(&state).await;
+        }
+    }
+}
+
+/// Retention: deletes settled deliveries older than `retention`, then events left
+/// without deliveries (nothing when the retention is zero). Failures are logged; the
+/// next prune tries again.
+pub async fn prune(state: &AppState) {
+    let retention = state.config.notify.retention;
+    if retention.is_zero() {
+        return;
+    }
+    let Ok(age) = chrono::Duration::from_std(retention) else {
+        return;
+    };
+    let Some(before) = Utc::now().checked_sub_signed(age) else {
+        return;
+    };
+    match state.store.prune_notifications(before, PRUNE_BATCH).await {
+        Ok((deliveries, events)) => {
+            let counters = &state.notifications;
+            counters
+                .pruned_deliveries
+                .fetch_add(deliveries, Ordering::Relaxed);
+            counters.pruned_events.fetch_add(events, Ordering::Relaxed);
+            if deliveries > 0 || events > 0 {
+                tracing::info!(
+                    duty = "notify",
+                    deliveries,
+                    events,
+                    retention = %humantime::format_duration(retention),
+                    "pruned notification history older than the retention"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::warn!(duty = "notify", error = %e, "pruning notification history failed")
         }
     }
 }

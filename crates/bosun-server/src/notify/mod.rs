@@ -4,7 +4,8 @@
 //! Events come from the store's outbox: a run ending, a late state write and an old lock
 //! are written in the same transaction as their cause, fanned out there to one delivery
 //! per matching target (`bosun_store::NotificationRule`). `deliver.rs` is the duty that
-//! sends due deliveries, retries with backoff and records every attempt; `api.rs` manages
+//! sends due deliveries, retries with backoff, records every attempt and prunes settled
+//! history older than the retention; `api.rs` manages
 //! targets, shows the delivery log and sends test events.
 
 pub mod api;
@@ -31,6 +32,9 @@ pub struct Counters {
     /// Failed attempts (retried or not), by target kind.
     pub failures_webhook: AtomicU64,
     pub failures_slack: AtomicU64,
+    /// Deliveries and events deleted by retention.
+    pub pruned_deliveries: AtomicU64,
+    pub pruned_events: AtomicU64,
 }
 
 impl Counters {

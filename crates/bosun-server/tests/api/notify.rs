@@ -643,3 +643,81 @@ async fn targets_are_managed_tested_and_refused_with_reasons() {
         assert!(actions.contains(&a), "{a} not audited: {actions:?}");
     }
 }
+
+#[tokio::test]
+async fn the_duty_prunes_settled_deliveries_past_the_retention_and_keeps_pending_ones() {
+    let t = setup(|c| {
+        c.notify.retention = Duration::from_millis(500);
+        c.notify.prune_every = Duration::from_millis(50);
+        // A failed attempt is retried only in an hour: the delivery stays pending.
+        c.notify.retry_base = Duration::from_secs(3600);
+    })
+    .await;
+    let (url, received) = receiver(0).await;
+    add_target(
+        &t,
+        json!({"id": "ok", "kind": "webhook", "url": url, "secret": SECRET}),
+    )
+    .await;
+    // Nothing listens on the discard port: every attempt fails to connect.
+    add_target(
+        &t,
+        json!({"id": "down", "kind": "slack", "url": "http://127.0.0.1:9/hook"}),
+    )
+    .await;
+    for id in ["ok", "down"] {
+        let r = t
+            .post(&format!("{TARGETS}/{id}/test"), &t.admin, json!({}))
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    }
+    received.wait_for(1).await;
+    // The sent delivery is pruned once older than the retention, its event with it.
+    let counters = &t.server.state().notifications;
+    let pruned = || {
+        (
+            counters
+                .pruned_deliveries
+                .load(std::sync::atomic::Ordering::Relaxed),
+            counters
+                .pruned_events
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while pruned() != (1, 1) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pruned {:?}; ok: {:?}; down: {:?}",
+            pruned(),
+            deliveries(&t, "ok").await,
+            deliveries(&t, "down").await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(deliveries(&t, "ok").await, Vec::<Value>::new());
+    // The failed one, as old, is still retrying: it stays, whatever its age.
+    let down = deliveries(&t, "down").await;
+    assert_eq!(down.len(), 1, "{down:?}");
+    assert_eq!(
+        (&down[0]["status"], &down[0]["attempts"]),
+        (&json!("pending"), &json!(1)),
+        "{down:?}"
+    );
+    // Later prunes find nothing more.
+    let passes = || {
+        t.server
+            .state()
+            .duties
+            .notify_last_pass
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let seen = passes();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while passes() == seen {
+        assert!(tokio::time::Instant::now() < deadline, "the duty stopped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(deliveries(&t, "down").await.len(), 1);
+    assert_eq!(pruned(), (1, 1));
+}
