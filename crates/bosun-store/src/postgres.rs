@@ -404,9 +404,15 @@ impl PostgresStore {
 /// The `LISTEN`/`NOTIFY` channel of signals (`signal::Hub::payload`).
 const SIGNAL_CHANNEL: &str = "bosun_signals";
 
+/// The `application_name` of the listener's connection, so an operator (or a test) can
+/// tell it apart in `pg_stat_activity`.
+const LISTENER_APPLICATION_NAME: &str = "bosun-listener";
+
 /// A connection listening on the signal channel.
 fn listen_connection(config: &::postgres::Config) -> Result<::postgres::Client> {
-    let mut pc = connect(config)?;
+    let mut config = config.clone();
+    config.application_name(LISTENER_APPLICATION_NAME);
+    let mut pc = connect(&config)?;
     pc.client
         .batch_execute(&format!("LISTEN {SIGNAL_CHANNEL}"))
         .map_err(|e| StoreError::Backend(format!("listening for signals: {e}")))?;

@@ -647,3 +647,110 @@ async fn two_replicas_closing_a_cycle_together_one_is_refused() {
         );
     }
 }
+
+/// The server pids of the signal listeners connected to the scratch database.
+fn listener_pids(db: &ScratchDb) -> Vec<i32> {
+    let (admin, name) = (db.admin_url.clone(), db.name.clone());
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        client
+            .query(
+                "SELECT pid FROM pg_stat_activity
+                 WHERE datname = $1 AND application_name = 'bosun-listener' ORDER BY pid",
+                &[&name],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, i32>(0))
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Waits (with a deadline) for a signal on `rx` that `wanted` accepts, answering what
+/// else arrived meanwhile.
+async fn hear(
+    rx: &mut tokio::sync::broadcast::Receiver<bosun_store::Signal>,
+    wanted: impl Fn(&bosun_store::Signal) -> bool,
+    what: &str,
+) -> Vec<bosun_store::Signal> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut other = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, bosun_store::signal::next(rx)).await {
+            Ok(s) if wanted(&s) => return other,
+            Ok(s) => other.push(s),
+            Err(_) => panic!("{what} not heard within 20 s; heard {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_whose_connection_was_ended_resyncs_and_hears_again() {
+    use bosun_store::Signal;
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let a: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    let a_listener = listener_pids(&db);
+    assert_eq!(
+        a_listener.len(),
+        1,
+        "one listener per store: {a_listener:?}"
+    );
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    let b_listener: Vec<i32> = listener_pids(&db)
+        .into_iter()
+        .filter(|p| !a_listener.contains(p))
+        .collect();
+    assert_eq!(b_listener.len(), 1, "B listens: {b_listener:?}");
+    let mut rx = b.subscribe();
+
+    // Before: A's signal reaches B through B's listener.
+    a.publish(Signal::Run("before".into()));
+    hear(
+        &mut rx,
+        |s| *s == Signal::Run("before".into()),
+        "A's first signal",
+    )
+    .await;
+
+    // An operator (or a failover) ends B's listener connection, and only that one.
+    let ended = {
+        let (admin, pid) = (admin.clone(), b_listener[0]);
+        std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+            client
+                .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+                .unwrap()
+                .get::<_, bool>(0)
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(ended, "pg_terminate_backend refused pid {}", b_listener[0]);
+
+    // B's subscribers are told to look again once the listener is back…
+    let meanwhile = hear(&mut rx, |s| *s == Signal::Resync, "Resync").await;
+    assert_eq!(meanwhile, Vec::<Signal>::new());
+    let now = listener_pids(&db);
+    assert_eq!(now.len(), 2, "A's and B's new listener: {now:?}");
+    assert!(now.contains(&a_listener[0]), "A's listener was left alone");
+    assert!(
+        !now.contains(&b_listener[0]),
+        "B listens on a new connection"
+    );
+
+    // …and B hears A's signals again.
+    a.publish(Signal::Run("after".into()));
+    hear(
+        &mut rx,
+        |s| *s == Signal::Run("after".into()),
+        "A's signal after the reconnect",
+    )
+    .await;
+    a.close().await;
+    b.close().await;
+}
