@@ -252,6 +252,22 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
             n.failures(kind).load(Ordering::Relaxed),
         );
     }
+    out.family(
+        "bosun_notifications_pruned_total",
+        "counter",
+        "Notification history this server process deleted as older than the retention: \
+         settled deliveries, and events left without deliveries.",
+    );
+    for (kind, c) in [
+        ("deliveries", &n.pruned_deliveries),
+        ("events", &n.pruned_events),
+    ] {
+        out.sample(
+            "bosun_notifications_pruned_total",
+            &[("kind", kind)],
+            c.load(Ordering::Relaxed),
+        );
+    }
 
     out.family(
         "bosun_duty_last_pass_timestamp_seconds",

@@ -587,6 +587,14 @@ async fn metrics_expose_every_series_in_the_text_format() {
             0.0
         );
     }
+    let pruned = family(&families, "bosun_notifications_pruned", "counter");
+    for kind in ["deliveries", "events"] {
+        assert_eq!(
+            pruned.value("bosun_notifications_pruned_total", &[("kind", kind)]),
+            0.0,
+            "{kind}"
+        );
+    }
 
     // The duties' last passes.
     let duties = family(&families, "bosun_duty_last_pass_timestamp_seconds", "gauge");
@@ -615,6 +623,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_duty_last_pass_timestamp_seconds",
             "bosun_notification_deliveries",
             "bosun_notification_failures",
+            "bosun_notifications_pruned",
             "bosun_run_phase_duration_seconds",
             "bosun_run_queue_wait_seconds",
             "bosun_runner_last_seen_age_seconds",

@@ -720,4 +720,12 @@ async fn the_duty_prunes_settled_deliveries_past_the_retention_and_keeps_pending
     }
     assert_eq!(deliveries(&t, "down").await.len(), 1);
     assert_eq!(pruned(), (1, 1));
+    // /metrics says what was pruned.
+    let m = metrics(&t).await;
+    for line in [
+        "bosun_notifications_pruned_total{kind=\"deliveries\"} 1",
+        "bosun_notifications_pruned_total{kind=\"events\"} 1",
+    ] {
+        assert!(m.lines().any(|l| l == line), "{line} missing from:\n{m}");
+    }
 }
