@@ -158,10 +158,11 @@ impl Field {
                 (a, if step.is_some() { self.max } else { a })
             };
             let step = step.unwrap_or(1);
-            let mut v = lo;
-            while v <= hi {
-                bits |= 1 << v;
-                v += step;
+            // A step past the field's end (up to u32::MAX) selects `lo` alone.
+            let mut v = Some(lo);
+            while let Some(x) = v.filter(|x| *x <= hi) {
+                bits |= 1 << x;
+                v = x.checked_add(step);
             }
         }
         Ok(bits)
@@ -455,6 +456,20 @@ mod tests {
             assert_eq!(e.field, field, "{expr}: {e}");
             assert!(e.message.contains(needle), "{expr}: {e}");
         }
+    }
+
+    #[test]
+    fn a_huge_step_selects_the_start_alone() {
+        // Found by the `cron` fuzz target: `1 + u32::MAX` overflowed (and wrapped to
+        // minute 0 in release builds).
+        for expr in ["1/4294967295 * * * *", "2/4294967294 * * * *"] {
+            let s = Schedule::parse(expr, "UTC").unwrap();
+            assert_eq!(s.minutes, 1 << expr[..1].parse::<u32>().unwrap(), "{expr}");
+        }
+        assert_eq!(
+            fires("2/4294967295 0 * * *", "UTC", "2024-01-01T00:00:00Z", 2),
+            ["2024-01-01T00:02:00+00:00", "2024-01-02T00:02:00+00:00"]
+        );
     }
 
     #[test]
