@@ -134,6 +134,51 @@ fn parse<T: serde::de::DeserializeOwned>(event: &str, body: &[u8]) -> Result<T, 
     })
 }
 
+/// Reads a verified delivery's body as [`receive`] does, without the store or the
+/// network: the typed payload of `event`, its repository key, a push's ref update and
+/// listed files. Returns a one-line description. For the `webhook_payload` fuzz target.
+#[doc(hidden)]
+pub fn inspect(event: &str, body: &[u8]) -> Result<String, ApiError> {
+    match event {
+        "push" => {
+            let p: Push = parse(event, body)?;
+            let key = github_key(&p.repository.full_name)?;
+            let update = RefUpdate::classify(&p.git_ref, &p.before, &p.after, p.deleted);
+            let files = p
+                .commits
+                .iter()
+                .flat_map(|c| c.added.iter().chain(&c.modified).chain(&c.removed))
+                .count();
+            let ignored = update.ignored().map(|i| i.to_string()).unwrap_or_default();
+            Ok(format!(
+                "push to {key} at {} by {}: {files} file(s) {ignored}",
+                short(&p.after),
+                actor(p.sender.as_ref())
+            ))
+        }
+        "pull_request" => {
+            let p: PullRequest = parse(event, body)?;
+            let key = github_key(&p.repository.full_name)?;
+            Ok(format!(
+                "pull request #{} {} on {key}: {} at {} by {}",
+                p.number,
+                p.action,
+                p.pull_request.base.git_ref,
+                short(&p.pull_request.head.sha),
+                actor(p.sender.as_ref())
+            ))
+        }
+        "installation" | "installation_repositories" => {
+            let e: InstallationEvent = parse(event, body)?;
+            Ok(format!("installation {} {}", e.installation.id, e.action))
+        }
+        other => {
+            let v: Value = parse(other, body)?;
+            Ok(format!("{other} on {:?}", repo_key_of(&v)))
+        }
+    }
+}
+
 fn system_audit(action: &str, target: String, detail: Value) -> Audit {
     Audit {
         org: None,
