@@ -28,7 +28,10 @@ fuzz_target!(|data: &[u8]| {
         };
         assert!(next > now, "{expr:?} in {tz:?}: {next} is not after {now}");
         if let Some(after) = schedule.next_after(next) {
-            assert!(after > next, "{expr:?} in {tz:?}: {after} is not after {next}");
+            assert!(
+                after > next,
+                "{expr:?} in {tz:?}: {after} is not after {next}"
+            );
         }
     }
 });
