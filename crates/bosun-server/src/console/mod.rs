@@ -210,6 +210,22 @@ pub fn refusal(e: PageError) -> String {
     }
 }
 
+/// The query of a console log stream: the page's last chunk, so the stream goes on from
+/// there. Stack runs and plan runs both hand it to their API stream as a `LogsQuery`.
+#[derive(serde::Deserialize)]
+pub struct StreamQuery {
+    after: Option<i64>,
+}
+
+impl StreamQuery {
+    pub fn into_api(self) -> crate::extract::ApiQuery<crate::runs::LogsQuery> {
+        crate::extract::ApiQuery(crate::runs::LogsQuery {
+            after: self.after,
+            limit: None,
+        })
+    }
+}
+
 /// Percent-encodes a query value.
 pub fn urlencode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::audit::When;
 use super::session::{redirect_with_flash, CsrfOnly};
-use super::{render, urlencode, Layout, PageError, Session};
+use super::{render, urlencode, Layout, PageError, Session, StreamQuery};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::server::AppState;
@@ -642,11 +642,6 @@ async fn abort(
     )
 }
 
-#[derive(Deserialize)]
-pub struct StreamQuery {
-    after: Option<i64>,
-}
-
 /// The run's live log for the page's script: the API's stream, with the session's roles.
 async fn log_stream(
     State(state): State<AppState>,
@@ -661,15 +656,8 @@ async fn log_stream(
         "Plan run log",
         "/orgs/{org}/plan-runs/{run}/logs/stream",
     )?;
-    let stream = crate::plans::runs::logs_stream(
-        State(state),
-        ApiPath((org, id)),
-        ApiQuery(crate::runs::LogsQuery {
-            after: q.after,
-            limit: None,
-        }),
-    )
-    .await?;
+    let stream =
+        crate::plans::runs::logs_stream(State(state), ApiPath((org, id)), q.into_api()).await?;
     Ok(stream.into_response())
 }
 

@@ -11,7 +11,7 @@ use bosun_core::run::RunState;
 use serde::Deserialize;
 
 use super::session::redirect_with_flash;
-use super::{age, duration_text, render, urlencode, Layout, PageError, Session};
+use super::{age, duration_text, render, urlencode, Layout, PageError, Session, StreamQuery};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::server::AppState;
 
@@ -395,11 +395,6 @@ async fn action(
     })
 }
 
-#[derive(Deserialize)]
-pub struct StreamQuery {
-    after: Option<i64>,
-}
-
 /// `GET /orgs/{org}/runs/{run}/log/stream`: the API's log stream, for a session.
 async fn log_stream(
     State(state): State<AppState>,
@@ -414,15 +409,7 @@ async fn log_stream(
         "",
         "/orgs/{org}/runs/{run}/logs/stream",
     )?;
-    let sse = crate::runs::logs_stream(
-        State(state),
-        ApiPath((org, id)),
-        ApiQuery(crate::runs::LogsQuery {
-            after: q.after,
-            limit: None,
-        }),
-    )
-    .await?;
+    let sse = crate::runs::logs_stream(State(state), ApiPath((org, id)), q.into_api()).await?;
     Ok(sse.into_response())
 }
 
