@@ -81,6 +81,10 @@ pub struct PlanScheduleView {
     pub inputs: BTreeMap<String, serde_json::Value>,
     pub updated_by: String,
     pub updated_at: DateTime<Utc>,
+    /// Set by the plan's file (`schedule:`): it changes when the file does, and the API
+    /// refuses to change or clear it.
+    #[serde(default)]
+    pub from_file: bool,
     /// When the next scheduled run is created (none until the scheduler armed it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_run_at: Option<DateTime<Utc>>,

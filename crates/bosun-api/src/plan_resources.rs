@@ -215,8 +215,21 @@ pub struct PlanFileSummary {
     pub steps: Vec<PlanStepSummary>,
     pub concurrent_runs: bool,
     pub strict_vars: bool,
+    /// The file's `schedule:`, which uploading the file makes the plan's schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
+    pub schedule: Option<PlanFileSchedule>,
+}
+
+/// A plan file's `schedule:` as the server reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanFileSchedule {
+    /// Five-field cron or an `@daily`-style macro.
+    pub cron: String,
+    /// IANA time zone (`UTC` when the file names none).
+    pub timezone: String,
+    /// Inputs of every scheduled run.
+    #[schema(value_type = Object)]
+    pub inputs: BTreeMap<String, serde_json::Value>,
 }
 
 /// A stored plan, as the list shows it.

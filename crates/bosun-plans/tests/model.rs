@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bosun_plans::model::{
-    lint, parse_inventory, parse_plan, ConnectionKind, CopySource, Environment, Host, InputDef,
-    Inventory, LineInFileArgs, Location, Module, Plan, Targets,
+    lint, parse_inventory, parse_plan, ConnectionKind, CopySource, Environment, FileSchedule, Host,
+    InputDef, Inventory, LineInFileArgs, Location, Module, Plan, Targets,
 };
 use serde_json::json;
 
@@ -305,7 +305,14 @@ steps:
 "#,
     );
     assert!(p.strict_vars && p.concurrent_runs);
-    assert_eq!(p.schedule.as_deref(), Some("0 2 * * *"));
+    assert_eq!(
+        p.schedule,
+        Some(FileSchedule {
+            cron: "0 2 * * *".into(),
+            timezone: None,
+            inputs: BTreeMap::new(),
+        })
+    );
     assert_eq!(p.inputs["release"], InputDef::default());
     assert_eq!(
         p.inputs["level"],
@@ -427,6 +434,53 @@ steps:
     // Malformed conditions and templates are kept: they fail open at run time.
     let q = plan("name: q\nsteps:\n  - shell: \"{{ oops\"\n    when: 'vars.a =='\n");
     assert_eq!(q.steps[0].when.as_deref(), Some("vars.a =="));
+}
+
+#[test]
+fn a_schedule_is_a_cron_or_a_mapping_with_zone_and_declared_inputs() {
+    let p = plan(
+        "name: p\ninputs:\n  release: { default: \"1\" }\nschedule:\n  cron: \"0 2 * * 1-5\"\n  timezone: Europe/Berlin\n  inputs: { release: \"2.0\" }\nsteps:\n  - command: [true]\n",
+    );
+    assert_eq!(
+        p.schedule,
+        Some(FileSchedule {
+            cron: "0 2 * * 1-5".into(),
+            timezone: Some("Europe/Berlin".into()),
+            inputs: map(json!({"release": "2.0"})),
+        })
+    );
+    assert_eq!(p.locations.locate("schedule.timezone").line, 6);
+    let s = |schedule: &str| format!("name: p\n{schedule}\nsteps:\n  - command: [true]\n");
+    assert_err(
+        plan_err(&s("schedule: \"  \"")),
+        "2:11",
+        "the schedule is empty",
+    );
+    assert_err(
+        plan_err(&s("schedule:\n  timezone: UTC")),
+        "3:3",
+        "a schedule needs a `cron`",
+    );
+    assert_err(
+        plan_err(&s("schedule: { cron: \"@daily\", timezone: \"\" }")),
+        "2:39",
+        "the time zone is empty (leave it out for UTC)",
+    );
+    assert_err(
+        plan_err(&s("schedule:\n  cron: \"@daily\"\n  inputs: { nope: 1 }")),
+        "4:13",
+        "the plan has no input \"nope\" (it declares: none)",
+    );
+    assert_err(
+        plan_err(&s("schedule: { cron: \"@daily\", every: 2 }")),
+        "2:29",
+        "unknown field `every`",
+    );
+    assert_err(
+        plan_err(&s("schedule: [1]")),
+        "2:11",
+        "a cron schedule or a mapping",
+    );
 }
 
 #[test]

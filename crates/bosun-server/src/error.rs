@@ -177,6 +177,10 @@ impl From<StoreError> for ApiError {
                 code: "environment_in_use",
                 message: e.to_string(),
             },
+            StoreError::ScheduleFromFile { .. } => ApiError::Conflict {
+                code: "schedule_from_file",
+                message: e.to_string(),
+            },
             StoreError::NotAwaitingApproval { .. } => ApiError::Conflict {
                 code: "not_awaiting_approval",
                 message: e.to_string(),

@@ -88,6 +88,7 @@ macro_rules! conformance_suite {
             approvals_pending_from_paused_and_gated_runs,
             approvals_decided_once_in_one_transaction,
             plan_schedules_set_replace_clear,
+            plan_schedules_from_files_follow_the_file,
             plan_schedules_fire_once_under_compare_and_set,
             duty_leases_take_renew_refuse_and_expire,
             duty_leases_racing_takers_get_one,
@@ -4626,6 +4627,7 @@ pub async fn plan_files_versioned_and_org_scoped(store: Arc<dyn Store>) {
         org: "acme".into(),
         name: "app-config".into(),
         source: "name: app-config\nsteps: []\n  # kept exactly, comments too\n".into(),
+        schedule: None,
     };
     let first = store.save_plan(&v1, &a).await.unwrap();
     assert_eq!(
@@ -5581,6 +5583,7 @@ async fn save_plan_named(store: &dyn Store, org: &str, name: &str) {
                 org: org.into(),
                 name: name.into(),
                 source: format!("name: {name}\nsteps: []\n"),
+                schedule: None,
             },
             &audit(Some(org), "plan.save", &format!("plan:{name}")),
         )
@@ -5597,6 +5600,184 @@ async fn schedule_of(store: &dyn Store, org: &str, plan: &str) -> Option<PlanSch
 /// A time the store keeps exactly (milliseconds).
 fn at_millis(t: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
     chrono::DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap()
+}
+
+/// Saves plan `name` of org `acme` with (or without) a file schedule, as `actor`.
+async fn save_plan_scheduled(
+    store: &dyn Store,
+    name: &str,
+    schedule: Option<(&str, &str)>,
+    actor: &str,
+) -> Result<PlanRecord> {
+    let mut a = audit(Some("acme"), "plan.save", &format!("plan:{name}"));
+    a.actor = actor.into();
+    store
+        .save_plan(
+            &NewPlan {
+                org: "acme".into(),
+                name: name.into(),
+                source: format!("name: {name}\nsteps: []\n"),
+                schedule: schedule.map(|(cron, timezone)| PlanFileSchedule {
+                    cron: cron.into(),
+                    timezone: timezone.into(),
+                    inputs: BTreeMap::from([("release".to_string(), json!("3.0"))]),
+                }),
+            },
+            &a,
+        )
+        .await
+}
+
+pub async fn plan_schedules_from_files_follow_the_file(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = |action: &str| audit(Some("acme"), action, "plan:app-config");
+    let last_save = |store: Arc<dyn Store>| async move {
+        store
+            .list_audit(Some("acme"), None, 1000)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|e| e.entry.action == "plan.save")
+            .unwrap()
+            .entry
+            .detail
+    };
+
+    // Saved with a schedule: the plan's schedule, marked as the file's, in the same write.
+    save_plan_scheduled(
+        &*store,
+        "app-config",
+        Some(("0 2 * * *", "Europe/Berlin")),
+        "user:alice",
+    )
+    .await
+    .unwrap();
+    let s = schedule_of(&*store, "acme", "app-config").await.unwrap();
+    assert_eq!(
+        (
+            s.cron.as_str(),
+            s.timezone.as_str(),
+            s.updated_by.as_str(),
+            s.from_file
+        ),
+        ("0 2 * * *", "Europe/Berlin", "user:alice", true)
+    );
+    assert_eq!(
+        s.inputs,
+        BTreeMap::from([("release".to_string(), json!("3.0"))])
+    );
+    assert_eq!(last_save(store.clone()).await["schedule"], "set");
+
+    // The API may neither change nor clear it — and writes nothing trying.
+    let audits = store.list_audit(None, None, 1000).await.unwrap().len();
+    assert!(matches!(
+        store
+            .put_plan_schedule(&schedule_input("app-config", "0 3 * * *"), &a("plan.schedule.set"))
+            .await,
+        Err(StoreError::ScheduleFromFile { plan }) if plan == "app-config"
+    ));
+    assert!(matches!(
+        store
+            .delete_plan_schedule("acme", "app-config", &a("plan.schedule.delete"))
+            .await,
+        Err(StoreError::ScheduleFromFile { .. })
+    ));
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        audits
+    );
+    assert_eq!(schedule_of(&*store, "acme", "app-config").await.unwrap(), s);
+
+    // A new version with another schedule replaces the settings; the scheduler's
+    // bookkeeping stays (it re-arms on a change).
+    let t0 = at_millis(Utc::now());
+    assert_eq!(
+        store
+            .fire_plan_schedule(&PlanScheduleFire {
+                org: "acme".into(),
+                plan: "app-config".into(),
+                cron: "0 2 * * *".into(),
+                timezone: "Europe/Berlin".into(),
+                expected_next: None,
+                next_at: t0 + Duration::hours(1),
+                since: Some(t0),
+                run: None,
+                note: None,
+                now: t0,
+            })
+            .await
+            .unwrap(),
+        PlanScheduleFired::Armed
+    );
+    save_plan_scheduled(&*store, "app-config", Some(("@hourly", "UTC")), "user:bob")
+        .await
+        .unwrap();
+    let s2 = schedule_of(&*store, "acme", "app-config").await.unwrap();
+    assert_eq!(
+        (
+            s2.cron.as_str(),
+            s2.timezone.as_str(),
+            s2.updated_by.as_str(),
+            s2.from_file
+        ),
+        ("@hourly", "UTC", "user:bob", true)
+    );
+    assert_eq!(s2.armed.map(|x| x.next_at), Some(t0 + Duration::hours(1)));
+
+    // A version without one removes it.
+    let v = save_plan_scheduled(&*store, "app-config", None, "user:bob")
+        .await
+        .unwrap();
+    assert_eq!(v.version, 3);
+    assert_eq!(schedule_of(&*store, "acme", "app-config").await, None);
+    assert_eq!(last_save(store.clone()).await["schedule"], "removed");
+
+    // One set through the API is the API's: files without a schedule leave it alone,
+    // a file with one takes it over.
+    let api = store
+        .put_plan_schedule(
+            &schedule_input("app-config", "0 3 * * *"),
+            &a("plan.schedule.set"),
+        )
+        .await
+        .unwrap();
+    assert!(!api.from_file);
+    save_plan_scheduled(&*store, "app-config", None, "user:bob")
+        .await
+        .unwrap();
+    assert_eq!(
+        schedule_of(&*store, "acme", "app-config")
+            .await
+            .map(|s| s.cron),
+        Some("0 3 * * *".to_string())
+    );
+    assert!(last_save(store.clone()).await.get("schedule").is_none());
+    save_plan_scheduled(
+        &*store,
+        "app-config",
+        Some(("0 5 * * *", "UTC")),
+        "user:bob",
+    )
+    .await
+    .unwrap();
+    let taken = schedule_of(&*store, "acme", "app-config").await.unwrap();
+    assert_eq!((taken.cron.as_str(), taken.from_file), ("0 5 * * *", true));
+
+    // A failed save (unknown org) changes no schedule.
+    seed_org(&*store, "other").await;
+    let mut theirs = NewPlan {
+        org: "nope".into(),
+        name: "app-config".into(),
+        source: "name: app-config\nsteps: []\n".into(),
+        schedule: None,
+    };
+    assert!(store.save_plan(&theirs, &a("plan.save")).await.is_err());
+    theirs.org = "other".into();
+    store.save_plan(&theirs, &a("plan.save")).await.unwrap();
+    assert_eq!(
+        schedule_of(&*store, "acme", "app-config").await,
+        Some(taken)
+    );
 }
 
 pub async fn plan_schedules_set_replace_clear(store: Arc<dyn Store>) {

@@ -69,6 +69,9 @@ pub enum StoreError {
     RunInProgress { hosts: Vec<String> },
     #[error("{0}")]
     InvalidPlanTransition(#[from] bosun_core::plan_run::InvalidPlanTransition),
+    /// A change through the API to a schedule the plan's file sets.
+    #[error("the schedule of plan {plan:?} is set by its plan file (`schedule:`): change the file and upload it again")]
+    ScheduleFromFile { plan: String },
     /// An approval asked of a run that does not wait for one.
     #[error("{why}")]
     NotAwaitingApproval { subject: String, why: String },

@@ -161,6 +161,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0012_duty_leases.sql"),
     include_str!("../migrations/postgres/0013_run_holds.sql"),
     include_str!("../migrations/postgres/0014_notify_retention.sql"),
+    include_str!("../migrations/postgres/0015_file_schedules.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -912,6 +912,17 @@ pub struct NewPlan {
     pub name: String,
     /// The plan YAML exactly as uploaded.
     pub source: String,
+    /// The file's `schedule:`, checked: saved as the plan's schedule (marked as the
+    /// file's). `None` removes a schedule the file had set; one set through the API stays.
+    pub schedule: Option<PlanFileSchedule>,
+}
+
+/// A plan file's schedule, as saved with the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanFileSchedule {
+    pub cron: String,
+    pub timezone: String,
+    pub inputs: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1114,6 +1125,8 @@ pub struct PlanScheduleRecord {
     pub inputs: std::collections::BTreeMap<String, serde_json::Value>,
     pub updated_at: DateTime<Utc>,
     pub updated_by: String,
+    /// Set by the plan's file (`schedule:`), not through the API.
+    pub from_file: bool,
     /// `None` until the scheduler armed it.
     pub armed: Option<PlanScheduleArmed>,
 }

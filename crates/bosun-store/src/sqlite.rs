@@ -141,6 +141,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0012_duty_leases.sql"),
     include_str!("../migrations/sqlite/0013_run_holds.sql"),
     include_str!("../migrations/sqlite/0014_notify_retention.sql"),
+    include_str!("../migrations/sqlite/0015_file_schedules.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -51,11 +51,24 @@ pub struct Plan {
     pub inputs: BTreeMap<String, InputDef>,
     /// Plan defaults (lowest precedence of `vars`).
     pub vars: BTreeMap<String, Value>,
-    /// Cron schedule (server-side), as written.
-    pub schedule: Option<String>,
+    /// The file's `schedule:`: the server keeps the plan's schedule to it on upload.
+    pub schedule: Option<FileSchedule>,
     pub steps: Vec<Step>,
     /// Where each part of the plan was written (for lint and run-time warnings).
     pub locations: SourceMap,
+}
+
+/// A plan file's `schedule:` — a cron string, or a mapping with `cron`, `timezone` and
+/// `inputs`. The server checks the cron and the zone when the file is uploaded and keeps
+/// the plan's schedule to it: set while the file says it, removed when the file drops it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileSchedule {
+    /// Five-field cron or an `@daily`-style macro, as written.
+    pub cron: String,
+    /// IANA time zone the cron is read in; `None`: UTC.
+    pub timezone: Option<String>,
+    /// Inputs of every scheduled run (each one the plan declares).
+    pub inputs: BTreeMap<String, Value>,
 }
 
 /// Locations of a file's parts by path: mapping keys joined with `.`, list items as

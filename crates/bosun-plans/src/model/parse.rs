@@ -45,8 +45,8 @@ use serde::Deserialize;
 use yaml_rust2::parser::{Event, Parser as YamlParser};
 
 use super::{
-    ConnectionKind, CopySource, Environment, Host, InputDef, Inventory, LineInFileArgs, Location,
-    ModelError, Module, Plan, SourceMap, Step, Targets, Value,
+    ConnectionKind, CopySource, Environment, FileSchedule, Host, InputDef, Inventory,
+    LineInFileArgs, Location, ModelError, Module, Plan, SourceMap, Step, Targets, Value,
 };
 use crate::{condition, template};
 
@@ -372,7 +372,7 @@ struct RawPlan {
     strict_vars: Option<bool>,
     inputs: Option<BTreeMap<String, Option<RawInput>>>,
     vars: Option<BTreeMap<String, Value>>,
-    schedule: Option<String>,
+    schedule: Option<RawSchedule>,
     steps: Option<Vec<RawStep>>,
 }
 
@@ -588,6 +588,41 @@ string_or_map!(
     "a command line or a mapping with cmd"
 );
 
+struct RawSchedule {
+    cron: Option<String>,
+    timezone: Option<String>,
+    inputs: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleMap {
+    cron: Option<String>,
+    timezone: Option<String>,
+    inputs: Option<BTreeMap<String, Value>>,
+}
+
+impl From<ScheduleMap> for RawSchedule {
+    fn from(m: ScheduleMap) -> Self {
+        RawSchedule {
+            cron: m.cron,
+            timezone: m.timezone,
+            inputs: m.inputs,
+        }
+    }
+}
+
+string_or_map!(
+    RawSchedule,
+    ScheduleMap,
+    |cron| RawSchedule {
+        cron: Some(cron),
+        timezone: None,
+        inputs: None,
+    },
+    "a cron schedule or a mapping with cron, timezone, inputs"
+);
+
 struct RawScript {
     src: Option<String>,
     args: Option<Words>,
@@ -794,11 +829,10 @@ pub fn parse_plan(file: &Path, text: &str) -> Result<Plan, ModelError> {
             (k, v)
         })
         .collect();
-    if let Some(s) = &raw.schedule {
-        if s.trim().is_empty() {
-            return Err(ix.err_value("schedule", "the schedule is empty"));
-        }
-    }
+    let schedule = raw
+        .schedule
+        .map(|s| validate_schedule(&ix, &inputs, s))
+        .transpose()?;
     let raw_steps = match raw.steps {
         None => return Err(ix.err_value("", "a plan needs `steps`")),
         Some(s) if s.is_empty() => {
@@ -818,9 +852,49 @@ pub fn parse_plan(file: &Path, text: &str) -> Result<Plan, ModelError> {
         strict_vars: raw.strict_vars.unwrap_or(false),
         inputs,
         vars: raw.vars.unwrap_or_default(),
-        schedule: raw.schedule,
+        schedule,
         steps,
         locations: ix.source_map(),
+    })
+}
+
+/// A `schedule:` as the server takes it: a cron, an optional zone, declared inputs only
+/// (the cron and zone themselves are checked by the server, which fires them).
+fn validate_schedule(
+    ix: &Index,
+    inputs: &BTreeMap<String, InputDef>,
+    raw: RawSchedule,
+) -> Result<FileSchedule, ModelError> {
+    let cron = match raw.cron {
+        Some(c) if !c.trim().is_empty() => c,
+        Some(_) => return Err(ix.err_value("schedule.cron", "the schedule is empty")),
+        None => return Err(ix.err_value("schedule", "a schedule needs a `cron`")),
+    };
+    if raw.timezone.as_deref().is_some_and(|z| z.trim().is_empty()) {
+        return Err(ix.err_value(
+            "schedule.timezone",
+            "the time zone is empty (leave it out for UTC)",
+        ));
+    }
+    let scheduled = raw.inputs.unwrap_or_default();
+    if let Some(unknown) = scheduled.keys().find(|k| !inputs.contains_key(*k)) {
+        let declared: Vec<&str> = inputs.keys().map(String::as_str).collect();
+        return Err(ix.err_key(
+            &format!("schedule.inputs.{unknown}"),
+            format!(
+                "the plan has no input {unknown:?} (it declares: {})",
+                if declared.is_empty() {
+                    "none".to_string()
+                } else {
+                    declared.join(", ")
+                }
+            ),
+        ));
+    }
+    Ok(FileSchedule {
+        cron,
+        timezone: raw.timezone,
+        inputs: scheduled,
     })
 }
 

@@ -14,10 +14,11 @@ use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{
     EnvironmentCreate, EnvironmentInfo, EnvironmentPatch, HostCreate, HostInfo, HostPatch,
-    InventoryImportAnswer, InventoryImportRequest, PlanFileSummary, PlanFinding, PlanInfo,
-    PlanLintAnswer, PlanListItem, PlanSource, PlanStepSummary,
+    InventoryImportAnswer, InventoryImportRequest, PlanFileSchedule, PlanFileSummary, PlanFinding,
+    PlanInfo, PlanLintAnswer, PlanListItem, PlanSource, PlanStepSummary,
 };
 use bosun_core::authz::Access;
+use bosun_core::cron::Schedule;
 use bosun_core::plan_resources as rules;
 use bosun_core::{Role, ValidationError};
 use bosun_plans::model::{self as engine, Inventory, ModelError, Plan};
@@ -618,7 +619,36 @@ fn parse_error(e: ModelError) -> ApiError {
     invalid("source", e.to_string())
 }
 
-fn summary(plan: &Plan, inventory: &Inventory) -> PlanFileSummary {
+/// A plan file's `schedule:` checked as the scheduler will read it (cron and zone), or
+/// where in the file it is wrong and why.
+fn file_schedule(plan: &Plan) -> Result<Option<PlanFileSchedule>, PlanFinding> {
+    let Some(s) = &plan.schedule else {
+        return Ok(None);
+    };
+    let zone = s.timezone.as_deref().unwrap_or("UTC");
+    let parsed = Schedule::parse(&s.cron, zone).map_err(|e| {
+        let (path, field) = if e.field == "timezone" {
+            ("schedule.timezone", "schedule.timezone")
+        } else {
+            ("schedule.cron", "schedule")
+        };
+        finding(
+            &plan.locations.locate(path),
+            format!("{field}: {}", e.message),
+        )
+    })?;
+    Ok(Some(PlanFileSchedule {
+        cron: parsed.expression().to_string(),
+        timezone: parsed.timezone().name().to_string(),
+        inputs: s.inputs.clone(),
+    }))
+}
+
+fn summary(
+    plan: &Plan,
+    inventory: &Inventory,
+    schedule: Option<PlanFileSchedule>,
+) -> PlanFileSummary {
     PlanFileSummary {
         target_hosts: plan.targets.hosts.clone(),
         target_labels: plan.targets.labels.clone(),
@@ -646,7 +676,7 @@ fn summary(plan: &Plan, inventory: &Inventory) -> PlanFileSummary {
             .collect(),
         concurrent_runs: plan.concurrent_runs,
         strict_vars: plan.strict_vars,
-        schedule: plan.schedule.clone(),
+        schedule,
     }
 }
 
@@ -682,6 +712,12 @@ async fn check_plan(state: &AppState, org: &str, body: &PlanSource) -> Result<Ch
         format!("{file}:{line}:{column}: ")
     })
     .await?;
+    let schedule = file_schedule(&plan).map_err(|f| {
+        invalid(
+            "source",
+            format!("{}:{}:{}: {}", f.file, f.line, f.column, f.message),
+        )
+    })?;
     let inventory = org_inventory(state, org).await?;
     let warnings = engine::lint(&plan, Some(&inventory))
         .findings
@@ -689,7 +725,7 @@ async fn check_plan(state: &AppState, org: &str, body: &PlanSource) -> Result<Ch
         .map(|f| finding(&f.location, f.message))
         .collect();
     Ok(Checked {
-        summary: summary(&plan, &inventory),
+        summary: summary(&plan, &inventory, schedule),
         plan,
         warnings,
     })
@@ -763,6 +799,13 @@ pub async fn upload_plan(
                 org: org.clone(),
                 name,
                 source: body.source,
+                schedule: checked.summary.schedule.as_ref().map(|s| {
+                    bosun_store::PlanFileSchedule {
+                        cron: s.cron.clone(),
+                        timezone: s.timezone.clone(),
+                        inputs: s.inputs.clone(),
+                    }
+                }),
             },
             &audit,
         )
@@ -817,14 +860,19 @@ pub async fn show_plan(
             message: format!("the stored plan {name:?} no longer parses: {e}; upload it again"),
         })?;
     let inventory = org_inventory(&state, &org).await?;
-    let warnings = engine::lint(&plan, Some(&inventory))
+    let mut warnings: Vec<PlanFinding> = engine::lint(&plan, Some(&inventory))
         .findings
         .into_iter()
         .map(|f| finding(&f.location, f.message))
         .collect();
+    // A plan stored before its schedule was checked at upload: shown, not applied.
+    let schedule = file_schedule(&plan).unwrap_or_else(|f| {
+        warnings.push(f);
+        None
+    });
     Ok(Json(plan_wire(
         stored,
-        summary(&plan, &inventory),
+        summary(&plan, &inventory, schedule),
         warnings,
     )))
 }

@@ -1,6 +1,8 @@
 //! Plan schedules (SPEC §3.5 "Scheduling"): one cron schedule per plan, in an IANA time
-//! zone, with the inputs of its runs — set, shown and cleared through the API, fired by
-//! the scheduler duty (`crate::schedules`) with the same rule as drift checks.
+//! zone, with the inputs of its runs — set, shown and cleared through the API, or written
+//! in the plan file (`schedule:`, saved with each upload; the API then refuses to change
+//! it) — fired by the scheduler duty (`crate::schedules`) with the same rule as drift
+//! checks.
 //!
 //! When a schedule is due, the pass creates a plan run (trigger `schedule`, requested by
 //! `schedule`) in the store transaction that moves the schedule on. A plan whose targets
@@ -62,6 +64,7 @@ pub fn to_wire(r: PlanScheduleRecord) -> PlanScheduleView {
         inputs: r.inputs,
         updated_by: r.updated_by,
         updated_at: r.updated_at,
+        from_file: r.from_file,
     }
 }
 

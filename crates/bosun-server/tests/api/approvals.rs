@@ -86,6 +86,7 @@ async fn seed(t: &TestServer, protected: bool, plan: &str) {
                 org: "default".into(),
                 name: "app-config".into(),
                 source: plan.to_string(),
+                schedule: None,
             },
             &audit(),
         )
@@ -580,6 +581,143 @@ async fn a_scheduled_gated_plan_creates_a_paused_run_at_its_time() {
     assert_eq!(r.status, StatusCode::NOT_FOUND);
 }
 
+#[tokio::test]
+async fn a_plan_files_schedule_is_the_plans_schedule_until_the_file_drops_it() {
+    let clock = Clock::manual(utc("2024-06-01T20:00:00Z"));
+    let c = clock.clone();
+    let t = TestServer::start_with(move |config| {
+        config.schedules.interval = Duration::from_millis(50);
+        config.schedules.clock = c;
+    })
+    .await;
+    seed(&t, false, PLAN).await;
+    let bob = t.user_token("bob", Some(Role::Operator)).await;
+    let upload = |schedule: &str| {
+        let t = &t;
+        let source = PLAN.replace("steps:", &format!("{schedule}steps:"));
+        async move {
+            t.post(
+                "/api/v1/orgs/default/plans",
+                &t.admin,
+                json!({"source": source, "file": "app-config.yaml"}),
+            )
+            .await
+        }
+    };
+    let no_schedule = || async {
+        t.get("/api/v1/orgs/default/plans/app-config/schedule", &t.admin)
+            .await
+            .status
+            == StatusCode::NOT_FOUND
+    };
+
+    // A cron or zone the scheduler cannot read is refused at upload, naming the place
+    // in the file; nothing is stored.
+    let r = upload("schedule: \"0 25 * * *\"\n").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    let msg = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("app-config.yaml:6:11: schedule: invalid cron \"0 25 * * *\""),
+        "{msg}"
+    );
+    let r = upload("schedule: { cron: \"@daily\", timezone: Mars/Olympus }\n").await;
+    let msg = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("app-config.yaml:6:39: schedule.timezone: unknown time zone"),
+        "{msg}"
+    );
+    // Lint says the same before anything is saved.
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/lint",
+            &t.admin,
+            json!({"source": PLAN.replace("steps:", "schedule: \"0 25 * * *\"\nsteps:")}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(
+        t.get("/api/v1/orgs/default/plans/app-config", &t.admin)
+            .await
+            .body["version"],
+        1
+    );
+    assert!(no_schedule().await);
+
+    // Uploaded with a schedule: the plan's schedule, fired at its time with its inputs.
+    let r = upload(
+        "schedule:\n  cron: \"0 2 * * *\"\n  timezone: Europe/Berlin\n  inputs: { release: \"2.0\" }\n",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        r.body["summary"]["schedule"],
+        json!({"cron": "0 2 * * *", "timezone": "Europe/Berlin", "inputs": {"release": "2.0"}})
+    );
+    let s = wait_schedule(&t, "its next run", |s| !s["next_run_at"].is_null()).await;
+    assert_eq!(s["from_file"], true);
+    assert_eq!(s["updated_by"], "user:admin");
+    assert_eq!(
+        utc(s["next_run_at"].as_str().unwrap()),
+        utc("2024-06-02T00:00:00Z")
+    );
+    clock.set(utc("2024-06-02T00:00:10Z"));
+    let s = wait_schedule(&t, "a run", |s| !s["last_run"].is_null()).await;
+    let runs = plan_runs(&t).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["id"], s["last_run"]);
+    assert_eq!(runs[0]["state"], "paused");
+    assert_eq!(runs[0]["trigger"], "schedule");
+    assert_eq!(runs[0]["inputs"], json!({"release": "2.0"}));
+
+    // The API refuses to change or clear it, saying where it is changed.
+    for method in [Method::PUT, Method::DELETE] {
+        let r = t
+            .call(
+                method.clone(),
+                "/api/v1/orgs/default/plans/app-config/schedule",
+                Some(&bob),
+                (method == Method::PUT).then(|| json!({"cron": "0 3 * * *"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CONFLICT, "{method}: {:?}", r.body);
+        assert_eq!(r.body["error"]["code"], "schedule_from_file");
+        assert_eq!(
+            r.body["error"]["message"],
+            "the schedule of plan \"app-config\" is set by its plan file (`schedule:`): change the file and upload it again"
+        );
+    }
+    assert_eq!(schedule(&t).await["cron"], "0 2 * * *");
+
+    // A version without a schedule removes it: no more runs.
+    let r = upload("").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert!(r.body["summary"].get("schedule").is_none(), "{:?}", r.body);
+    assert!(no_schedule().await);
+    let saved = t
+        .server
+        .state()
+        .store
+        .list_audit(Some("default"), None, 1)
+        .await
+        .unwrap();
+    assert_eq!(saved[0].entry.action, "plan.save");
+    assert_eq!(saved[0].entry.detail["schedule"], "removed");
+
+    // One set through the API stays across uploads of a file without one.
+    let r = t
+        .call(
+            Method::PUT,
+            "/api/v1/orgs/default/plans/app-config/schedule",
+            Some(&bob),
+            Some(json!({"cron": "0 3 * * *"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["from_file"], false);
+    assert_eq!(upload("").await.status, StatusCode::OK);
+    assert_eq!(schedule(&t).await["cron"], "0 3 * * *");
+}
+
 /// Leases the next plan run as a runner that executes plan runs.
 async fn lease_plan_run(t: &TestServer, runner: &str) -> Value {
     let r = t
@@ -625,6 +763,7 @@ async fn secrets_reach_the_lease_of_real_runs_only_and_foreign_ones_fail_the_run
                     org: "default".into(),
                     name: "app-config".into(),
                     source,
+                    schedule: None,
                 },
                 &audit(),
             )

@@ -261,6 +261,7 @@ async fn seed(t: &TestServer) {
                     org: "default".into(),
                     name: name.into(),
                     source: source.into(),
+                    schedule: None,
                 },
                 &audit(),
             )

@@ -88,6 +88,7 @@ async fn seed(t: &TestServer) {
                     org: "default".into(),
                     name: name.into(),
                     source,
+                    schedule: None,
                 },
                 &audit(),
             )

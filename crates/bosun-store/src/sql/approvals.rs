@@ -315,7 +315,8 @@ pub(super) fn decide(
 // ---- Plan schedules ----
 
 const SCHEDULE_COLUMNS: &str = "org_id, plan, cron, timezone, inputs, updated_at, updated_by,
-    armed_cron, armed_timezone, since, next_at, last_fire_at, last_fire_run, last_fire_note";
+    armed_cron, armed_timezone, since, next_at, last_fire_at, last_fire_run, last_fire_note,
+    from_file";
 
 struct ScheduleRow {
     org: String,
@@ -332,6 +333,7 @@ struct ScheduleRow {
     last_fire_at: Option<i64>,
     last_fire_run: Option<String>,
     last_fire_note: Option<String>,
+    from_file: bool,
 }
 
 fn schedule_row(r: &Row<'_>) -> db::Result<ScheduleRow> {
@@ -350,6 +352,7 @@ fn schedule_row(r: &Row<'_>) -> db::Result<ScheduleRow> {
         last_fire_at: r.get(11)?,
         last_fire_run: r.get(12)?,
         last_fire_note: r.get(13)?,
+        from_file: r.get::<_, i64>(14)? != 0,
     })
 }
 
@@ -374,6 +377,7 @@ fn schedule_record(r: ScheduleRow) -> Result<PlanScheduleRecord> {
         cron: r.cron,
         timezone: r.timezone,
         updated_by: r.updated_by,
+        from_file: r.from_file,
         armed,
     })
 }
@@ -396,8 +400,47 @@ pub(super) fn schedules(
     )
 }
 
-/// Sets a plan's schedule (`NotFound` for an unknown plan). The bookkeeping stays: the
-/// scheduler re-arms a schedule whose settings differ from what it armed.
+/// Refuses an API change to a schedule the plan's file sets.
+fn refuse_file_schedule(tx: &Transaction<'_>, org: &str, plan: &str) -> Result<()> {
+    if exists(
+        tx,
+        "SELECT 1 FROM plan_schedules WHERE org_id = ?1 AND plan = ?2 AND from_file <> 0",
+        params![org, plan],
+    )? {
+        return Err(StoreError::ScheduleFromFile {
+            plan: plan.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Writes a plan's schedule settings; the bookkeeping stays: the scheduler re-arms a
+/// schedule whose settings differ from what it armed.
+fn upsert_schedule(tx: &Transaction<'_>, input: &PlanScheduleInput, from_file: bool) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO plan_schedules (org_id, plan, cron, timezone, inputs, updated_at, updated_by,
+            from_file)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (org_id, plan) DO UPDATE SET cron = excluded.cron,
+            timezone = excluded.timezone, inputs = excluded.inputs,
+            updated_at = excluded.updated_at, updated_by = excluded.updated_by,
+            from_file = excluded.from_file",
+    )?
+    .execute(params![
+        input.org,
+        input.plan,
+        input.cron,
+        input.timezone,
+        Value::Object(input.inputs.clone().into_iter().collect()).to_string(),
+        millis(Utc::now()),
+        input.updated_by,
+        i64::from(from_file)
+    ])?;
+    Ok(())
+}
+
+/// Sets a plan's schedule through the API (`NotFound` for an unknown plan,
+/// `ScheduleFromFile` when the plan's file sets it).
 pub(super) fn put_schedule(
     tx: &Transaction<'_>,
     input: &PlanScheduleInput,
@@ -413,34 +456,22 @@ pub(super) fn put_schedule(
             input.plan, input.org
         )));
     }
-    tx.prepare_cached(
-        "INSERT INTO plan_schedules (org_id, plan, cron, timezone, inputs, updated_at, updated_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (org_id, plan) DO UPDATE SET cron = excluded.cron,
-            timezone = excluded.timezone, inputs = excluded.inputs,
-            updated_at = excluded.updated_at, updated_by = excluded.updated_by",
-    )?
-    .execute(params![
-        input.org,
-        input.plan,
-        input.cron,
-        input.timezone,
-        Value::Object(input.inputs.clone().into_iter().collect()).to_string(),
-        millis(Utc::now()),
-        input.updated_by
-    ])?;
+    refuse_file_schedule(tx, &input.org, &input.plan)?;
+    upsert_schedule(tx, input, false)?;
     append_audit(tx, audit)?;
     schedules(tx, Some(&input.org), Some(&input.plan))?
         .pop()
         .ok_or_else(|| StoreError::NotFound(format!("schedule of plan {:?}", input.plan)))
 }
 
+/// Removes a plan's schedule through the API (`ScheduleFromFile` when its file sets it).
 pub(super) fn delete_schedule(
     tx: &Transaction<'_>,
     org: &str,
     plan: &str,
     audit: &Audit,
 ) -> Result<bool> {
+    refuse_file_schedule(tx, org, plan)?;
     let n = tx
         .prepare_cached("DELETE FROM plan_schedules WHERE org_id = ?1 AND plan = ?2")?
         .execute(params![org, plan])?;
@@ -448,6 +479,38 @@ pub(super) fn delete_schedule(
         append_audit(tx, audit)?;
     }
     Ok(n > 0)
+}
+
+/// Keeps a plan's schedule to what its just-saved file says: set (marked as the file's)
+/// when it has a `schedule:`, removed when it has none and the schedule was the file's.
+/// Returns what changed: `"set"`, `"removed"` or `None`.
+pub(super) fn save_file_schedule(
+    tx: &Transaction<'_>,
+    plan: &NewPlan,
+    actor: &str,
+) -> Result<Option<&'static str>> {
+    match &plan.schedule {
+        Some(s) => {
+            let input = PlanScheduleInput {
+                org: plan.org.clone(),
+                plan: plan.name.clone(),
+                cron: s.cron.clone(),
+                timezone: s.timezone.clone(),
+                inputs: s.inputs.clone(),
+                updated_by: actor.to_string(),
+            };
+            upsert_schedule(tx, &input, true)?;
+            Ok(Some("set"))
+        }
+        None => {
+            let n = tx
+                .prepare_cached(
+                    "DELETE FROM plan_schedules WHERE org_id = ?1 AND plan = ?2 AND from_file <> 0",
+                )?
+                .execute(params![plan.org, plan.name])?;
+            Ok((n > 0).then_some("removed"))
+        }
+    }
 }
 
 pub(super) fn fire(tx: &Transaction<'_>, f: &PlanScheduleFire) -> Result<PlanScheduleFired> {

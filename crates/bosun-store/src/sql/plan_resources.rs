@@ -541,9 +541,13 @@ impl db::Store {
             )?
             .execute(params![p.org, p.name, p.source, now, audit.actor])?;
             let saved = load_plan(tx, &p.org, &p.name)?.ok_or_else(|| vanished("plan"))?;
+            let schedule = super::approvals::save_file_schedule(tx, &p, &audit.actor)?;
             let mut audit = audit;
             if let Value::Object(detail) = &mut audit.detail {
                 detail.insert("version".into(), json!(saved.version));
+                if let Some(change) = schedule {
+                    detail.insert("schedule".into(), json!(change));
+                }
             }
             append_audit(tx, &audit)?;
             Ok(saved)

@@ -536,7 +536,12 @@ fn summary_fields(f: &mut Fields, s: &PlanFileSummary) {
                 .collect(),
         );
     if let Some(s) = &s.schedule {
-        f.add("schedule", s.clone());
+        let mut line = format!("{} ({})", s.cron, s.timezone);
+        if !s.inputs.is_empty() {
+            let inputs: Vec<String> = s.inputs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            line.push_str(&format!(" inputs: {}", inputs.join(", ")));
+        }
+        f.add("schedule in file", line);
     }
 }
 

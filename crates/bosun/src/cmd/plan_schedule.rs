@@ -46,7 +46,16 @@ fn text(s: &PlanScheduleView) -> String {
             "last note",
             s.last_note.clone().unwrap_or_else(|| "-".into()),
         )
-        .add("updated by", s.updated_by.clone());
+        .add("updated by", s.updated_by.clone())
+        .add(
+            "set by",
+            if s.from_file {
+                "the plan file (change it there)"
+            } else {
+                "the API"
+            }
+            .to_string(),
+        );
     f.lines(
         "inputs",
         s.inputs.iter().map(|(k, v)| format!("{k}={v}")).collect(),
