@@ -3357,11 +3357,14 @@ struct Wave {
     /// The one run `d` got, after everything settled (`None`: removed).
     d: Option<RunRecord>,
     d_id: String,
+    /// `d` was settled while `b`'s or `c`'s run had not ended yet.
+    d_settled_early: bool,
 }
 
 /// A tracked run of `a`, then every run it leads to driven to its `ending` in whatever
 /// order the runner gets them; after each step, `d`'s run is still held unless both `b`'s
-/// and `c`'s runs have ended (or were removed).
+/// and `c`'s runs have ended (or were removed) — or one of them failed and `d` was
+/// skipped.
 async fn dependency_wave(
     store: &dyn Store,
     r: &RunnerRecord,
@@ -3400,7 +3403,8 @@ async fn dependency_wave(
         reason.contains(&b) && reason.contains(&c),
         "d waits for both: {reason}"
     );
-    let ended = |run: Option<RunRecord>| run.is_none_or(|x| x.state.is_terminal());
+    let ended = |run: &Option<RunRecord>| run.as_ref().is_none_or(|x| x.state.is_terminal());
+    let mut d_settled_early = false;
     while let Some(leased) = store.lease_run(r).await.unwrap() {
         let id = leased.id.clone();
         store
@@ -3450,10 +3454,18 @@ async fn dependency_wave(
         }
         let d = store.get_run(&d_id).await.unwrap();
         if d.as_ref().is_none_or(|d| !d.held) {
-            assert!(
-                ended(store.get_run(&b).await.unwrap()) && ended(store.get_run(&c).await.unwrap()),
-                "d settled before b and c both ended: {d:?}"
-            );
+            let sides = [
+                store.get_run(&b).await.unwrap(),
+                store.get_run(&c).await.unwrap(),
+            ];
+            if !sides.iter().all(ended) {
+                let failed_side = sides.iter().flatten().any(|x| x.state == RunState::Failed);
+                assert!(
+                    failed_side && d.as_ref().is_some_and(|d| d.state == RunState::Skipped),
+                    "d settled before b and c both ended, and not skipped for a failed one: {d:?}"
+                );
+                d_settled_early = true;
+            }
         }
     }
     let d = store.get_run(&d_id).await.unwrap();
@@ -3472,7 +3484,13 @@ async fn dependency_wave(
             assert!(run.state.is_terminal() && !run.held, "{run:?}");
         }
     }
-    Wave { b, c, d, d_id }
+    Wave {
+        b,
+        c,
+        d,
+        d_id,
+        d_settled_early,
+    }
 }
 
 pub async fn dependency_diamond_runs_the_bottom_stack_once(store: Arc<dyn Store>) {
@@ -3583,6 +3601,33 @@ pub async fn dependency_diamond_runs_the_bottom_stack_once(store: Arc<dyn Store>
         store.get_run(&w.d_id).await.unwrap().unwrap().state,
         RunState::Skipped
     );
+
+    // The first side to run fails: d is skipped at once, while the other side is still
+    // to run — and that side's end leaves it skipped.
+    let first = std::sync::Mutex::new(None::<String>);
+    let w = dependency_wave(&*store, &r, "a6", |s| {
+        if s == "left" || s == "right" {
+            let mut first = first.lock().unwrap();
+            if first.get_or_insert_with(|| s.to_string()) == s {
+                return Ending::Fail;
+            }
+        }
+        Ending::Apply
+    })
+    .await;
+    assert!(w.d_settled_early, "d waited for the other side");
+    let d = w.d.expect("d skipped, not removed");
+    assert_eq!((d.state, d.held), (RunState::Skipped, false));
+    let failed = first.lock().unwrap().clone().unwrap();
+    let failed_run = if failed == "left" { &w.b } else { &w.c };
+    let reason = d.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "upstream run {failed_run} of stack {failed} ended failed"
+        )),
+        "{reason}"
+    );
+    assert_eq!(runs_of_d(store.clone()).await, 4);
 }
 
 // ---- Notifications ----

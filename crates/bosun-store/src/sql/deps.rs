@@ -1,9 +1,10 @@
 //! Stack dependencies in the store (SPEC §2.7; one source for both backends, see `super::db`): the held runs a tracked upstream
 //! run creates for the stacks downstream of its own (one per stack in the whole chain below
 //! it, however many paths reach the stack — a diamond's bottom runs once), and what
-//! happens to them as their holders end (`run_holds`, one row per holder). A held run
-//! settles once every holder has ended: skipped when one failed, released when one
-//! changed outputs it maps (or the dependency says `trigger_always`), removed otherwise.
+//! happens to them as their holders end (`run_holds`, one row per holder). A held run is
+//! skipped as soon as one holder failed; otherwise it settles once every holder has
+//! ended: released when one changed outputs it maps (or the dependency says
+//! `trigger_always`), removed otherwise.
 //! All of it inside the transaction that creates or ends the upstream run, so no
 //! downstream run is lost or left waiting.
 
@@ -224,9 +225,10 @@ fn record(
     settle(tx, id)
 }
 
-/// Settles the held run `id` once every run holding it has ended: skipped when any of
-/// them failed (naming it), released when any needs it (with their reasons), removed
-/// otherwise; still waiting (its reason naming what for) while any has not.
+/// Settles the held run `id`: skipped as soon as one of its holders failed (naming it —
+/// whatever the others do, it must not run on what that one left); once every holder
+/// has ended, released when any needs it (with their reasons), removed otherwise; still
+/// waiting (its reason naming what for) while any has not.
 fn settle(tx: &Transaction<'_>, id: &str) -> Result<()> {
     let holds: Vec<(Option<String>, Option<String>)> = {
         let mut stmt = tx.prepare_cached(
@@ -235,7 +237,10 @@ fn settle(tx: &Transaction<'_>, id: &str) -> Result<()> {
         let rows = stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
         rows.collect::<db::Result<_>>()?
     };
-    if holds.iter().any(|(outcome, _)| outcome.is_none()) {
+    let any_failed = holds
+        .iter()
+        .any(|(o, _)| o.as_deref() == Some(Outcome::Failed.as_str()));
+    if !any_failed && holds.iter().any(|(outcome, _)| outcome.is_none()) {
         return set_waiting_reason(tx, id);
     }
     let reasons = |outcome: Outcome| -> Vec<String> {
