@@ -81,7 +81,13 @@ pub struct ServerConfig {
     /// holder of its duty leases and the owner of its embedded runners. `None`: the id in
     /// `<data-dir>/replica-id`, written at random on first start.
     pub replica_id: Option<String>,
+    /// How long a duty lease lasts unrenewed (renewed every third of it): about how long
+    /// a dead replica's duties take to move to another.
+    pub duty_lease: std::time::Duration,
 }
+
+/// The default duty lease: 15 s.
+pub const DEFAULT_DUTY_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Where stacks' code comes from: the GitHub App (webhooks, installation tokens) and
 /// the poller for plain git remotes.
@@ -350,6 +356,7 @@ impl ServerConfig {
             allow_self_approval: false,
             bootstrap_token: o.bootstrap_token,
             replica_id: None,
+            duty_lease: DEFAULT_DUTY_LEASE,
         })
     }
 

@@ -3,9 +3,16 @@
 //! at start, runs of this replica's previous process's embedded runners are reconciled at
 //! once. With several replicas on one database, each duty's pass runs on one replica at a
 //! time: the one holding the duty's lease (`holds_duty`).
+//!
+//! Leases are kept apart from the duties' own cadence (a pass every 5 s for the sweep,
+//! every hour for key rotation): [`lease_keeper`] renews this replica's leases and tries
+//! the others' every third of `duty_lease`, so a dead replica's duties move to a live one
+//! within about `duty_lease` (15 s by default), however rarely the duty itself passes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bosun_core::run::Event;
 use bosun_store::{RunEventInput, RunUpdate};
@@ -13,12 +20,58 @@ use chrono::Utc;
 
 use crate::server::{AppState, StartError};
 
-/// When each duty last completed a pass (Unix ms), for probes and metrics.
+/// When each duty last completed a pass (Unix ms), for probes and metrics; and the duty
+/// leases this replica holds.
 #[derive(Default)]
 pub struct DutyStatus {
     pub stale_sweep_last_pass: AtomicI64,
     pub git_poll_last_pass: AtomicI64,
     pub notify_last_pass: AtomicI64,
+    pub key_rotation_last_pass: AtomicI64,
+    leases: Mutex<Leases>,
+}
+
+/// The duties this replica runs, and until when (this process's clock) it may pass each
+/// one it holds: a renewal's start plus two thirds of the lease, so a replica whose
+/// renewals stall stops passing before its lease can be taken.
+#[derive(Default)]
+struct Leases {
+    duties: BTreeSet<&'static str>,
+    held_until: BTreeMap<&'static str, tokio::time::Instant>,
+}
+
+impl DutyStatus {
+    fn valid(&self, duty: &'static str) -> Option<bool> {
+        let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        leases.duties.contains(duty).then(|| {
+            leases
+                .held_until
+                .get(duty)
+                .is_some_and(|until| tokio::time::Instant::now() < *until)
+        })
+    }
+
+    fn record(&self, duty: &'static str, held: Option<tokio::time::Instant>) {
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        leases.duties.insert(duty);
+        match held {
+            Some(until) => leases.held_until.insert(duty, until),
+            None => leases.held_until.remove(duty),
+        };
+    }
+
+    fn duties(&self) -> Vec<&'static str> {
+        let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        leases.duties.iter().copied().collect()
+    }
+
+    /// Each duty this replica runs, and whether it holds the duty's lease now.
+    pub fn leases_held(&self) -> Vec<(&'static str, bool)> {
+        self.duties()
+            .into_iter()
+            .map(|d| (d, self.valid(d).unwrap_or(false)))
+            .collect()
+    }
 }
 
 /// Resolves once shutdown has begun — also when it began before this receiver was made
@@ -27,32 +80,65 @@ pub async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stopping.wait_for(|s| *s).await;
 }
 
-/// Whether this replica runs `duty`'s pass now: it takes (or renews) the duty's
-/// cluster-wide lease for a few of the duty's `interval`s. False while another replica
-/// holds it — the pass is skipped — and when the store cannot be asked. A replica that
-/// dies stops renewing, so its duties move to another replica once its leases expire.
-pub async fn holds_duty(state: &AppState, duty: &str, interval: std::time::Duration) -> bool {
-    let ttl = (interval * DUTY_LEASE_INTERVALS).max(std::time::Duration::from_secs(1));
+/// Whether this replica runs `duty`'s pass now: whether it holds the duty's cluster-wide
+/// lease, as [`lease_keeper`] last found (the first call takes or looks at the lease
+/// itself). False while another replica holds it — the pass is skipped — and when the
+/// store could not be asked for longer than the lease's safe part.
+pub async fn holds_duty(state: &AppState, duty: &'static str) -> bool {
+    if let Some(held) = state.duties.valid(duty) {
+        if !held {
+            tracing::debug!(duty, "another replica holds the duty's lease; pass skipped");
+        }
+        return held;
+    }
+    try_lease(state, duty).await
+}
+
+/// Takes or renews `duty`'s lease for this replica (or finds another holds it) and
+/// records the answer; false when the store cannot be asked.
+async fn try_lease(state: &AppState, duty: &'static str) -> bool {
+    let ttl = state.config.duty_lease.max(Duration::from_millis(300));
+    let started = tokio::time::Instant::now();
     match state
         .store
         .try_duty_lease(duty, &state.replica, Utc::now(), ttl)
         .await
     {
         Ok(held) => {
-            if !held {
-                tracing::debug!(duty, "another replica holds the duty's lease; pass skipped");
-            }
+            state
+                .duties
+                .record(duty, held.then(|| started + ttl * 2 / 3));
             held
         }
         Err(e) => {
-            tracing::warn!(duty, error = %e, "cannot take the duty's lease; pass skipped");
-            false
+            tracing::warn!(duty, error = %e, "cannot take the duty's lease");
+            // What was held stays valid until its recorded end.
+            state.duties.valid(duty).unwrap_or_else(|| {
+                state.duties.record(duty, None);
+                false
+            })
         }
     }
 }
 
-/// A duty lease lasts this many of the duty's intervals: a holder renews it every pass.
-const DUTY_LEASE_INTERVALS: u32 = 3;
+/// Keeps this replica's duty leases: every third of `duty_lease` it renews those it
+/// holds and tries those it does not (another replica's that lapsed when it died), for
+/// every duty this replica runs.
+pub async fn lease_keeper(state: AppState) {
+    let mut stopping = state.stopping.subscribe();
+    let every = (state.config.duty_lease / 3).max(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped(&mut stopping) => return,
+        }
+        for duty in state.duties.duties() {
+            try_lease(&state, duty).await;
+        }
+    }
+}
 
 /// This replica's id: the configured one, else the one kept in `<data-dir>/replica-id`
 /// (random, written on first start), so a restarted replica settles its own previous
@@ -93,7 +179,7 @@ pub async fn stale_sweep(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
-        if !holds_duty(&state, "stale_sweep", state.config.runs.sweep_interval).await {
+        if !holds_duty(&state, "stale_sweep").await {
             continue;
         }
         match sweep_once(&state, since).await {

@@ -279,11 +279,26 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
         ("stale_sweep", &state.duties.stale_sweep_last_pass),
         ("git_poll", &state.duties.git_poll_last_pass),
         ("notify", &state.duties.notify_last_pass),
+        ("oidc_key_rotation", &state.duties.key_rotation_last_pass),
     ] {
         out.sample(
             "bosun_duty_last_pass_timestamp_seconds",
             &[("duty", duty)],
             last.load(Ordering::Relaxed) as f64 / 1000.0,
+        );
+    }
+
+    out.family(
+        "bosun_duty_lease_held",
+        "gauge",
+        "1 for each background duty whose cluster-wide lease this server process holds \
+         (it runs the duty's passes), 0 for those another replica holds.",
+    );
+    for (duty, held) in state.duties.leases_held() {
+        out.sample(
+            "bosun_duty_lease_held",
+            &[("duty", duty)],
+            if held { 1.0 } else { 0.0 },
         );
     }
 

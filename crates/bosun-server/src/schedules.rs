@@ -140,7 +140,7 @@ pub async fn schedule_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
-        if !crate::duties::holds_duty(&state, "schedules", state.config.schedules.interval).await {
+        if !crate::duties::holds_duty(&state, "schedules").await {
             continue;
         }
         if let Err(e) = pass(&state).await {

@@ -159,6 +159,7 @@ impl RunningServer {
         // Before anything is served: runs of the previous process's embedded runners
         // are settled, not left `running` with nothing executing them.
         crate::duties::reconcile_on_start(&state).await?;
+        let leases = tokio::spawn(crate::duties::lease_keeper(state.clone()));
         let sweep = tokio::spawn(crate::duties::stale_sweep(state.clone()));
         let revoke = tokio::spawn(crate::vcs::source::revoke_duty(state.clone()));
         let poll = tokio::spawn(crate::vcs::poller::poll_duty(state.clone()));
@@ -184,7 +185,9 @@ impl RunningServer {
             state,
             stop: Some(stop),
             task,
-            duties: vec![sweep, revoke, poll, rotation, notify, schedules, signals],
+            duties: vec![
+                leases, sweep, revoke, poll, rotation, notify, schedules, signals,
+            ],
         })
     }
 
@@ -203,6 +206,17 @@ impl RunningServer {
         let served = (&mut self.task).await;
         for duty in self.duties.drain(..) {
             let _ = duty.await;
+        }
+        // Every pass has ended: the other replicas may take the duties now rather than
+        // when the leases run out.
+        match self
+            .state
+            .store
+            .release_duty_leases(&self.state.replica)
+            .await
+        {
+            Ok(n) => tracing::info!(leases = n, "duty leases released"),
+            Err(e) => tracing::warn!(error = %e, "could not release the duty leases"),
         }
         self.state.store.close().await;
         tracing::info!("store closed; shutdown complete");

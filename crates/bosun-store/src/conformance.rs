@@ -6306,6 +6306,11 @@ pub async fn duty_leases_take_renew_refuse_and_expire(store: Arc<dyn Store>) {
     let t15 = t0 + Duration::seconds(15);
     assert!(store.try_duty_lease("sweep", "r2", t15, ttl).await.unwrap());
     assert!(!store.try_duty_lease("sweep", "r1", t15, ttl).await.unwrap());
+    // Released (a holder shutting down): only its own, and free at once for another.
+    assert_eq!(store.release_duty_leases("r2").await.unwrap(), 2);
+    assert_eq!(store.release_duty_leases("r2").await.unwrap(), 0);
+    assert!(store.try_duty_lease("sweep", "r1", t15, ttl).await.unwrap());
+    assert!(store.try_duty_lease("poll", "r3", t15, ttl).await.unwrap());
 }
 
 pub async fn duty_leases_racing_takers_get_one(store: Arc<dyn Store>) {

@@ -643,4 +643,7 @@ pub trait Store: Send + Sync + 'static {
         now: chrono::DateTime<chrono::Utc>,
         ttl: std::time::Duration,
     ) -> Result<bool>;
+    /// Gives up every duty lease `holder` holds (a replica shutting down), so other
+    /// replicas take the duties at once; returns how many.
+    async fn release_duty_leases(&self, holder: &str) -> Result<u64>;
 }

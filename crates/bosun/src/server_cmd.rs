@@ -114,6 +114,10 @@ pub struct ServerArgs {
     /// <data-dir>/replica-id].
     #[arg(long, env = "BOSUN_REPLICA_ID")]
     replica_id: Option<String>,
+    /// How long a background duty's cluster-wide lease lasts unrenewed (renewed every
+    /// third of it): about how long a dead replica's duties take to move to another.
+    #[arg(long, env = "BOSUN_DUTY_LEASE", value_parser = humantime::parse_duration, default_value = "15s")]
+    duty_lease: std::time::Duration,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -162,6 +166,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .max(std::time::Duration::from_millis(10));
     config.allow_self_approval = args.allow_self_approval;
     config.replica_id = args.replica_id.clone();
+    config.duty_lease = args.duty_lease.max(std::time::Duration::from_millis(300));
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());

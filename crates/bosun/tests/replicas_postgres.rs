@@ -485,7 +485,7 @@ fn load(kill: bool) {
         db_url: db.url.clone(),
         timings: ["--run-heartbeat", "500ms", "--run-stale-after", stale]
             .into_iter()
-            .chain(["--run-sweep-interval", "200ms"])
+            .chain(["--run-sweep-interval", "200ms", "--duty-lease", "1s"])
             .map(String::from)
             .collect(),
     };
@@ -712,6 +712,8 @@ fn two_replicas_racing_to_force_fail_a_stale_run_end_it_once() {
             "2s",
             "--run-sweep-interval",
             "20ms",
+            "--duty-lease",
+            "1s",
         ]
         .into_iter()
         .map(String::from)
@@ -806,8 +808,8 @@ fn two_replicas_racing_to_force_fail_a_stale_run_end_it_once() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Let the sweep look again several times before counting — a second transition would
-    // show up now: wait until the stale sweep's lease (renewed at the start of each pass,
-    // for 1 s) has been renewed 200 ms after every run had ended.
+    // show up now: wait until the stale sweep's lease (1 s, renewed every third of it; its
+    // holder sweeps every 20 ms) has been renewed 200 ms after every run had ended.
     let ended = chrono::Utc::now().timestamp_millis();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

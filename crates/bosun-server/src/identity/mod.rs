@@ -328,11 +328,15 @@ pub async fn rotation_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
-        if !crate::duties::holds_duty(&state, "oidc_key_rotation", period).await {
+        if !crate::duties::holds_duty(&state, "oidc_key_rotation").await {
             continue;
         }
-        if let Err(e) = rotation_pass(&state, every).await {
-            tracing::warn!(duty = "oidc_key_rotation", error = %e, "pass failed");
+        match rotation_pass(&state, every).await {
+            Ok(()) => state.duties.key_rotation_last_pass.store(
+                Utc::now().timestamp_millis(),
+                std::sync::atomic::Ordering::Relaxed,
+            ),
+            Err(e) => tracing::warn!(duty = "oidc_key_rotation", error = %e, "pass failed"),
         }
     }
 }

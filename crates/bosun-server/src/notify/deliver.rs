@@ -73,9 +73,9 @@ pub async fn delivery_duty(state: AppState) {
             _ = heard => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
-        if !crate::duties::holds_duty(&state, "notify", config.poll_interval).await {
-            // Another replica delivers; look again within the lease's lifetime.
-            wait = config.poll_interval;
+        if !crate::duties::holds_duty(&state, "notify").await {
+            // Another replica delivers; look again soon, in case its lease moves here.
+            wait = config.poll_interval.min(state.config.duty_lease / 3);
             continue;
         }
         match pass(&state, &http).await {

@@ -34,7 +34,7 @@ pub async fn poll_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
-        if !crate::duties::holds_duty(&state, "git_poll", interval).await {
+        if !crate::duties::holds_duty(&state, "git_poll").await {
             continue;
         }
         match poll_once(&state).await {

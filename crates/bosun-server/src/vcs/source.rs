@@ -86,7 +86,7 @@ pub async fn revoke_duty(state: AppState) {
             _ = tick.tick() => {}
             _ = crate::duties::stopped(&mut stopping) => return,
         }
-        if !crate::duties::holds_duty(&state, "vcs_token_revoke", Duration::from_secs(1)).await {
+        if !crate::duties::holds_duty(&state, "vcs_token_revoke").await {
             continue;
         }
         if let Err(e) = revoke_once(&state).await {

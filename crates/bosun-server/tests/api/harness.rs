@@ -58,6 +58,12 @@ impl TestServer {
         }
     }
 
+    /// Shuts the server down; its data dir lives on with the returned handle.
+    pub async fn shutdown(self) -> tempfile::TempDir {
+        self.server.shutdown().await.unwrap();
+        self._dir
+    }
+
     /// Sends a JSON request (`body` serialized when given) and decodes the JSON reply.
     pub async fn call(
         &self,

@@ -2289,6 +2289,15 @@ impl Store for db::Store {
         })
         .await
     }
+
+    async fn release_duty_leases(&self, holder: &str) -> Result<u64> {
+        let holder = holder.to_string();
+        self.write(move |tx| {
+            let n = tx.execute("DELETE FROM duty_leases WHERE holder = ?1", params![holder])?;
+            Ok(n as u64)
+        })
+        .await
+    }
 }
 
 // ---- /metrics: the store's figures, each a bounded query ----
