@@ -598,10 +598,15 @@ async fn metrics_expose_every_series_in_the_text_format() {
 
     // The duties' last passes.
     let duties = family(&families, "bosun_duty_last_pass_timestamp_seconds", "gauge");
-    for duty in ["stale_sweep", "git_poll", "notify"] {
+    for duty in ["stale_sweep", "git_poll", "notify", "oidc_key_rotation"] {
         let at = duties.value("bosun_duty_last_pass_timestamp_seconds", &[("duty", duty)]);
         assert!(at >= 0.0, "{duty}: {at}");
     }
+    // The only replica holds every lease of the duties it runs (a gauge of 0 or 1 each;
+    // which replica holds what is checked with the leases moving).
+    let leases = family(&families, "bosun_duty_lease_held", "gauge");
+    let sweep = leases.value("bosun_duty_lease_held", &[("duty", "stale_sweep")]);
+    assert!(sweep == 0.0 || sweep == 1.0, "{sweep}");
     // Polling is off: its duty never passed.
     assert_eq!(
         duties.value(
@@ -621,6 +626,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
         [
             "bosun_drift_check_age_seconds",
             "bosun_duty_last_pass_timestamp_seconds",
+            "bosun_duty_lease_held",
             "bosun_notification_deliveries",
             "bosun_notification_failures",
             "bosun_notifications_pruned",
