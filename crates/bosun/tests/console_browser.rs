@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
-use support::{bosun, deliver_webhook, git, http, terraform_or_skip, ServerProcess};
+use support::{bosun, deliver_webhook, http, terraform_or_skip, ServerProcess};
 use tempfile::TempDir;
 
 // ---- the browser -------------------------------------------------------------------------
@@ -358,28 +358,8 @@ impl Fixture {
             .prefix("bosun-console-")
             .tempdir()
             .unwrap();
-        let work = dir.path().join("src");
-        std::fs::create_dir_all(&work).unwrap();
-        git(&work, &["init", "--quiet", "--initial-branch=main"]);
-        std::fs::write(work.join("main.tf"), MAIN_TF).unwrap();
-        git(&work, &["add", "--all"]);
-        git(&work, &["commit", "--quiet", "-m", "hello"]);
-        let bare = dir.path().join("repo.git");
-        git(
-            dir.path(),
-            &[
-                "clone",
-                "--quiet",
-                "--bare",
-                work.to_str().unwrap(),
-                bare.to_str().unwrap(),
-            ],
-        );
-        Some(Fixture {
-            repo_url: format!("file://{}", bare.display()),
-            tf,
-            dir,
-        })
+        let repo_url = support::bare_repository(dir.path(), MAIN_TF);
+        Some(Fixture { repo_url, tf, dir })
     }
 
     /// An engine wrapper: `plan` and `apply` print `lines` numbered lines, one every
@@ -398,9 +378,7 @@ exec "{tf}" "$@"
 "#,
             tf = self.tf.display()
         );
-        std::fs::write(&path, script).unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        support::write_executable(&path, &script);
         path
     }
 }
@@ -408,27 +386,7 @@ exec "{tf}" "$@"
 impl Drop for Fixture {
     fn drop(&mut self) {
         // Engines (and their sleeps) work inside the temp dir: none may outlive the test.
-        let root = self.dir.path().to_path_buf();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if std::fs::read_link(entry.path().join("cwd")).is_ok_and(|c| c.starts_with(&root))
-                && pid > 1
-            {
-                // SAFETY: kill(2) has no memory-safety preconditions.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-        }
+        support::kill_processes_under(self.dir.path());
     }
 }
 

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{bosun, git, log_tail, postgres_or_skip, try_http, PgScratch, ServerProcess, BIN};
+use support::{bosun, log_tail, postgres_or_skip, try_http, PgScratch, ServerProcess, BIN};
 
 /// One scenario at a time: each loads both CPUs, and the stale timeouts of the others
 /// assume a machine that is not twice as busy.
@@ -93,28 +93,7 @@ impl Drop for Runner {
 
 /// A bare repository with a one-output module, as a `file://` URL.
 fn repository(root: &Path) -> String {
-    let work = root.join("src");
-    std::fs::create_dir_all(&work).unwrap();
-    git(&work, &["init", "--quiet", "--initial-branch=main"]);
-    std::fs::write(
-        work.join("main.tf"),
-        "output \"hello\" {\n  value = \"replicas\"\n}\n",
-    )
-    .unwrap();
-    git(&work, &["add", "--all"]);
-    git(&work, &["commit", "--quiet", "-m", "module"]);
-    let bare = root.join("repo.git");
-    git(
-        root,
-        &[
-            "clone",
-            "--quiet",
-            "--bare",
-            work.to_str().unwrap(),
-            bare.to_str().unwrap(),
-        ],
-    );
-    format!("file://{}", bare.display())
+    support::bare_repository(root, "output \"hello\" {\n  value = \"replicas\"\n}\n")
 }
 
 /// bench/runs/noop-engine.sh, copied into `dir`: its log of starts lands next to it.

@@ -56,28 +56,8 @@ impl Fixture {
             .prefix("bosun-runs-e2e-")
             .tempdir()
             .unwrap();
-        let work = dir.path().join("src");
-        std::fs::create_dir_all(&work).unwrap();
-        git(&work, &["init", "--quiet", "--initial-branch=main"]);
-        std::fs::write(work.join("main.tf"), MAIN_TF).unwrap();
-        git(&work, &["add", "--all"]);
-        git(&work, &["commit", "--quiet", "-m", "hello"]);
-        let bare = dir.path().join("repo.git");
-        git(
-            dir.path(),
-            &[
-                "clone",
-                "--quiet",
-                "--bare",
-                work.to_str().unwrap(),
-                bare.to_str().unwrap(),
-            ],
-        );
-        Some(Fixture {
-            repo_url: format!("file://{}", bare.display()),
-            tf,
-            dir,
-        })
+        let repo_url = support::bare_repository(dir.path(), MAIN_TF);
+        Some(Fixture { repo_url, tf, dir })
     }
 
     fn path(&self) -> &Path {
@@ -117,9 +97,7 @@ exec "@TF@" "$@"
         .replace("@NAME@", name)
         .replace("@DIR@", &dir)
         .replace("@TF@", &self.tf.display().to_string());
-        std::fs::write(&path, script).unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        support::write_executable(&path, &script);
         path
     }
 
@@ -140,12 +118,7 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         // Nothing the test started may outlive it: engines (and their sleeps) work in
         // runner workspaces inside the temp dir.
-        let root = self.dir.path().to_path_buf();
-        for p in processes() {
-            if p.cwd.as_ref().is_some_and(|c| c.starts_with(&root)) {
-                kill(p.pid, libc::SIGKILL);
-            }
-        }
+        support::kill_processes_under(self.dir.path());
     }
 }
 

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{bosun, git, postgres_or_skip, terraform_or_skip, PgScratch, ServerProcess};
+use support::{bosun, postgres_or_skip, terraform_or_skip, PgScratch, ServerProcess};
 
 /// The module: one variable, a local and two outputs (no providers).
 const MAIN_TF: &str = r#"variable "replicas" {
@@ -38,24 +38,7 @@ output "replicas" {
 
 /// A bare repository holding `MAIN_TF`, as a `file://` URL.
 fn repository(root: &Path) -> String {
-    let work = root.join("src");
-    std::fs::create_dir_all(&work).unwrap();
-    git(&work, &["init", "--quiet", "--initial-branch=main"]);
-    std::fs::write(work.join("main.tf"), MAIN_TF).unwrap();
-    git(&work, &["add", "--all"]);
-    git(&work, &["commit", "--quiet", "-m", "hello"]);
-    let bare = root.join("repo.git");
-    git(
-        root,
-        &[
-            "clone",
-            "--quiet",
-            "--bare",
-            work.to_str().unwrap(),
-            bare.to_str().unwrap(),
-        ],
-    );
-    format!("file://{}", bare.display())
+    support::bare_repository(root, MAIN_TF)
 }
 
 fn ok_json(server: &ServerProcess, token: &str, args: &[&str]) -> Value {

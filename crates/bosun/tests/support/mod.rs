@@ -237,6 +237,61 @@ pub fn terraform_or_skip() -> Option<PathBuf> {
     bin
 }
 
+/// A bare repository under `root` whose one commit on `main` holds `main.tf`, as a
+/// `file://` URL (the working copy it came from is `root/src`).
+pub fn bare_repository(root: &Path, main_tf: &str) -> String {
+    let work = root.join("src");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(work.join("main.tf"), main_tf).unwrap();
+    git(&work, &["add", "--all"]);
+    git(&work, &["commit", "--quiet", "-m", "the module"]);
+    let bare = root.join("repo.git");
+    git(
+        root,
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    format!("file://{}", bare.display())
+}
+
+/// Writes `text` to `path` as an executable script.
+pub fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Kills (SIGKILL) every process whose working directory is under `root`: what a test's
+/// engines and their children leave behind must not outlive it.
+pub fn kill_processes_under(root: &Path) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid > 1
+            && std::fs::read_link(entry.path().join("cwd")).is_ok_and(|c| c.starts_with(root))
+        {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// Runs git in `dir` with a clean identity and no user or system config.
 pub fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
