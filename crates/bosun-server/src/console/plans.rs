@@ -1,5 +1,6 @@
 //! The plans pages: the org's plans (version, targets, schedule, last run), one plan
-//! (its source, schedule, recent runs, the Run and Dry run buttons), the org's recent
+//! (its source, schedule, recent runs, the Run and Dry run buttons with a field per
+//! input, filled with its default), the org's recent
 //! plan runs, and a plan run (who started it, per-host results, the live log, the dry
 //! run's report and its unresolved references). Runs are started and aborted only
 //! through the API's handlers.
@@ -14,6 +15,7 @@ use axum::Router;
 use bosun_api::{PlanHostResult, PlanRunCreate, PlanRunView};
 use bosun_core::plan_run::PlanRunState;
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::audit::When;
 use super::session::{redirect_with_flash, CsrfOnly};
@@ -189,6 +191,23 @@ struct ScheduleInfo {
     last_note: Option<String>,
 }
 
+/// A field of the Run form: one of the plan's inputs, filled with its default.
+struct InputField {
+    name: String,
+    /// The default as typed into the field (a string as is, other values as JSON).
+    default: String,
+    has_default: bool,
+}
+
+/// How an input's default shows in its field — and what the field holds when left alone.
+fn default_text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
 #[derive(askama::Template)]
 #[template(path = "console/plan.html")]
 struct PlanPage {
@@ -203,6 +222,7 @@ struct PlanPage {
     schedule: Option<ScheduleInfo>,
     runs: Vec<RunItem>,
     can_run: bool,
+    inputs: Vec<InputField>,
     updated: When,
     updated_by: String,
 }
@@ -277,6 +297,15 @@ async fn show(
             timezone: sc.timezone,
         }),
         runs: runs.iter().map(RunItem::of).collect(),
+        inputs: s
+            .inputs
+            .iter()
+            .map(|(name, default)| InputField {
+                name: name.clone(),
+                default: default_text(default),
+                has_default: !default.is_null(),
+            })
+            .collect(),
         updated: When::of(info.updated_at),
         updated_by: info.updated_by.clone(),
         source: info.source,
@@ -292,6 +321,28 @@ pub struct StartForm {
     /// `true` for a dry run.
     #[serde(default)]
     dry_run: String,
+    /// The input fields, `input.<name>`.
+    #[serde(flatten)]
+    fields: BTreeMap<String, String>,
+}
+
+/// The inputs a Run form gives: each `input.<name>` field changed from the plan's
+/// default (as text, like `--input NAME=VALUE`); a field left as it was, or left empty
+/// for an input without a default, gives none — the plan's own default applies.
+fn form_inputs(
+    fields: &BTreeMap<String, String>,
+    defaults: &BTreeMap<String, Value>,
+) -> BTreeMap<String, Value> {
+    fields
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("input.")?, v)))
+        .filter(|(name, v)| match defaults.get(*name) {
+            Some(d) => **v != default_text(d),
+            // Not an input of the plan: the API refuses it, naming it.
+            None => true,
+        })
+        .map(|(name, v)| (name.to_string(), Value::String(v.clone())))
+        .collect()
 }
 
 /// `POST /orgs/{org}/plans/{plan}/runs`: a run (or dry run) through the API's handler.
@@ -314,14 +365,22 @@ async fn start(
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let dry_run = form.dry_run == "true";
+    let inputs = if form.fields.keys().any(|k| k.starts_with("input.")) {
+        let info = crate::plans::resources::show_plan(
+            State(state.clone()),
+            ApiPath((org.clone(), plan.clone())),
+        )
+        .await?
+        .0;
+        form_inputs(&form.fields, &info.summary.inputs)
+    } else {
+        BTreeMap::new()
+    };
     let answer = crate::plans::runs::create(
         State(state),
         layout.caller(),
         ApiPath((org.clone(), plan)),
-        ApiJson(PlanRunCreate {
-            dry_run,
-            inputs: BTreeMap::new(),
-        }),
+        ApiJson(PlanRunCreate { dry_run, inputs }),
     )
     .await;
     Ok(match answer {
@@ -717,6 +776,45 @@ mod tests {
         // Steps in order, whatever order they were reported in.
         assert_eq!(rows[1].steps[0].step, 1);
         assert!(rows[0].steps[1].ignored);
+    }
+
+    #[test]
+    fn only_changed_input_fields_become_inputs_as_text() {
+        let defaults = BTreeMap::from([
+            ("release".to_string(), serde_json::json!("1.0")),
+            ("level".to_string(), serde_json::json!(3)),
+            ("target".to_string(), Value::Null),
+        ]);
+        let fields = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        // Left as shown: nothing given, the plan's defaults (typed) apply.
+        let same = fields(&[
+            ("input.release", "1.0"),
+            ("input.level", "3"),
+            ("input.target", ""),
+        ]);
+        assert!(form_inputs(&same, &defaults).is_empty());
+        // Changed ones are given as typed; other form fields are not inputs.
+        let changed = fields(&[
+            ("input.release", "2.0"),
+            ("input.level", "3"),
+            ("input.target", "web"),
+            ("csrf", "x"),
+        ]);
+        assert_eq!(
+            form_inputs(&changed, &defaults),
+            BTreeMap::from([
+                ("release".to_string(), serde_json::json!("2.0")),
+                ("target".to_string(), serde_json::json!("web")),
+            ])
+        );
+        // A field for no input of the plan is passed on, for the API to refuse by name.
+        let unknown = fields(&[("input.nope", "1")]);
+        assert_eq!(form_inputs(&unknown, &defaults).len(), 1);
     }
 
     #[test]

@@ -850,3 +850,85 @@ async fn a_gated_stack_run_is_rejected_from_the_inbox_with_its_reason() {
         run.body
     );
 }
+
+#[tokio::test]
+async fn a_plan_run_started_from_the_console_takes_the_inputs_typed_in_its_form() {
+    let t = TestServer::start().await;
+    seed(&t).await;
+    let source = "name: release\ntargets:\n  labels: [edge]\nconcurrent_runs: true\ninputs:\n  version: { default: \"1.0\" }\n  level: { default: 3 }\n  note:\nsteps:\n  - command: [\"echo\", \"{{ inputs.version }}\"]\n";
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": source}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let alice = t.user_token("alice", Some(Role::Operator)).await;
+    let mut as_alice = Browser::login(&t, &alice).await;
+
+    // A field per input, filled with its default; one without a default says so.
+    let page = as_alice.page("/orgs/default/plans/release").await;
+    for field in [
+        "<label for=\"input-version\">version</label><input type=\"text\" id=\"input-version\" name=\"input.version\" value=\"1.0\">",
+        "<input type=\"text\" id=\"input-level\" name=\"input.level\" value=\"3\">",
+        "<input type=\"text\" id=\"input-note\" name=\"input.note\" value=\"\" placeholder=\"no default\">",
+    ] {
+        assert!(page.contains(field), "{field} missing from:\n{page}");
+    }
+    let token = csrf(&page);
+    let run_inputs = |location: String| {
+        let t = &t;
+        async move {
+            let id = location.rsplit('/').next().unwrap().to_string();
+            assert!(id.starts_with("prun-"), "refused: {location}");
+            let r = t
+                .get(&format!("/api/v1/orgs/default/plan-runs/{id}"), &t.admin)
+                .await;
+            r.body["inputs"].clone()
+        }
+    };
+
+    // Left as shown: no inputs given, the plan's own (typed) defaults apply.
+    let loc = start_plan_run(
+        &mut as_alice,
+        &token,
+        &[
+            ("input.version", "1.0"),
+            ("input.level", "3"),
+            ("input.note", ""),
+        ],
+    )
+    .await;
+    assert_eq!(run_inputs(loc).await, json!({}));
+    // Changed fields become the run's inputs, as typed.
+    let loc = start_plan_run(
+        &mut as_alice,
+        &token,
+        &[
+            ("input.version", "2.0"),
+            ("input.level", "3"),
+            ("input.note", "from the console"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        run_inputs(loc).await,
+        json!({"version": "2.0", "note": "from the console"})
+    );
+    // A field for an input the plan does not declare: the API's refusal, on the plan page.
+    let loc = start_plan_run(&mut as_alice, &token, &[("input.nope", "1")]).await;
+    assert_eq!(loc, "/orgs/default/plans/release");
+    let back = as_alice.page(&loc).await;
+    let (ok, message) = flash(&back).expect("a flash");
+    assert!(!ok && message.contains("nope"), "{message}");
+}
+
+/// Posts the `release` plan's Run form (a dry run) with `fields`; returns where it leads.
+async fn start_plan_run(b: &mut Browser<'_>, token: &str, fields: &[(&str, &str)]) -> String {
+    let mut form = vec![("csrf", token), ("dry_run", "true")];
+    form.extend_from_slice(fields);
+    let posted = b.post("/orgs/default/plans/release/runs", &form).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.location);
+    posted.location
+}
