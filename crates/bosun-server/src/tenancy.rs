@@ -279,9 +279,28 @@ pub struct AuditQuery {
     pub before: Option<i64>,
     /// At most this many records (1–1000, default 100).
     pub limit: Option<u32>,
+    /// Only this actor's records (`user:alice`, `system`, `run:<id>`, …).
+    pub actor: Option<String>,
+    /// Only this action (`state.force_unlock`) or the actions under it (`state`).
+    pub action: Option<String>,
+    /// Only records about this target (`stack:prod`, `plan:app-config`, …).
+    pub target: Option<String>,
 }
 
-/// The org's audit log, newest first.
+impl AuditQuery {
+    /// The store's filter; an empty value filters nothing (an empty form field).
+    fn filter(&self) -> bosun_store::AuditFilter {
+        let given = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+        bosun_store::AuditFilter {
+            actor: given(&self.actor),
+            action: given(&self.action).map(|a| a.trim_end_matches('.').to_string()),
+            target: given(&self.target),
+        }
+    }
+}
+
+/// The org's audit log, newest first; `actor`, `action` (itself or the actions under
+/// it) and `target` narrow it.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/audit", tag = "tenancy",
     params(("org" = String, Path), AuditQuery),
     responses((status = 200, body = Vec<AuditEvent>)))]
@@ -291,7 +310,10 @@ pub async fn list_audit(
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEvent>>, ApiError> {
     let limit = crate::stacks::page_limit(q.limit)?;
-    let records = state.store.list_audit(Some(&org), q.before, limit).await?;
+    let records = state
+        .store
+        .search_audit(Some(&org), &q.filter(), q.before, limit)
+        .await?;
     Ok(Json(records.into_iter().map(audit_wire).collect()))
 }
 
@@ -305,7 +327,10 @@ pub async fn list_server_audit(
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEvent>>, ApiError> {
     let limit = crate::stacks::page_limit(q.limit)?;
-    let records = state.store.list_audit(None, q.before, limit).await?;
+    let records = state
+        .store
+        .search_audit(None, &q.filter(), q.before, limit)
+        .await?;
     Ok(Json(records.into_iter().map(audit_wire).collect()))
 }
 

@@ -44,6 +44,7 @@ macro_rules! conformance_suite {
             stacks_isolated_by_org,
             dependencies_enforced,
             audit_written_with_each_change,
+            audit_filtered_by_actor_action_and_target,
             failed_writes_leave_nothing,
             concurrent_writes_all_land,
             state_versions_roundtrip,
@@ -641,6 +642,108 @@ pub async fn dependencies_enforced(store: Arc<dyn Store>) {
     store.delete_stack("acme", "app", false, &d).await.unwrap();
     store.delete_stack("acme", "db", false, &d).await.unwrap();
     store.delete_stack("acme", "net", false, &d).await.unwrap();
+}
+
+pub async fn audit_filtered_by_actor_action_and_target(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "globex").await;
+    // One audit record per stack created, with the actor, action and target given.
+    let entries = [
+        ("acme", "s1", "user:alice", "state.force_unlock", "stack:s1"),
+        ("acme", "s2", "user:bob", "state.lock", "stack:s2"),
+        ("acme", "s3", "user:alice", "statefile.read", "stack:s3"),
+        ("acme", "s4", "user:bob", "state_x.y", "stack:s4"),
+        ("acme", "s5", "user:alice", "stateAx.y", "stack:s5"),
+        ("globex", "s1", "user:alice", "state.lock", "stack:s1"),
+    ];
+    let mut seqs = Vec::new();
+    for (org, stack, actor, action, target) in entries {
+        let mut a = audit(Some(org), action, target);
+        a.actor = actor.into();
+        store
+            .create_stack(org, &spec(stack, &[]), &a)
+            .await
+            .unwrap();
+        seqs.push(store.list_audit(Some(org), None, 1).await.unwrap()[0].seq);
+    }
+    let find = |org: Option<&'static str>,
+                actor: Option<&str>,
+                action: Option<&str>,
+                target: Option<&str>,
+                before: Option<i64>,
+                limit: u32| {
+        let store = store.clone();
+        let filter = AuditFilter {
+            actor: actor.map(String::from),
+            action: action.map(String::from),
+            target: target.map(String::from),
+        };
+        async move {
+            store
+                .search_audit(org, &filter, before, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.seq)
+                .collect::<Vec<i64>>()
+        }
+    };
+    let s = |i: usize| seqs[i - 1];
+    // Newest first; each filter alone.
+    assert_eq!(
+        find(Some("acme"), Some("user:alice"), None, None, None, 100).await,
+        [s(5), s(3), s(1)]
+    );
+    // An action matches itself and the actions under it, never a longer word.
+    assert_eq!(
+        find(Some("acme"), None, Some("state"), None, None, 100).await,
+        [s(2), s(1)]
+    );
+    assert_eq!(
+        find(Some("acme"), None, Some("state.lock"), None, None, 100).await,
+        [s(2)]
+    );
+    // `_` in a filter is a character, not a wildcard.
+    assert_eq!(
+        find(Some("acme"), None, Some("state_x"), None, None, 100).await,
+        [s(4)]
+    );
+    assert_eq!(
+        find(Some("acme"), None, None, Some("stack:s1"), None, 100).await,
+        [s(1)]
+    );
+    // Together, every one must match; across orgs without one.
+    assert_eq!(
+        find(
+            Some("acme"),
+            Some("user:alice"),
+            Some("state"),
+            None,
+            None,
+            100
+        )
+        .await,
+        [s(1)]
+    );
+    assert_eq!(
+        find(None, Some("user:alice"), None, Some("stack:s1"), None, 100).await,
+        [s(6), s(1)]
+    );
+    // Paged like the whole log.
+    assert_eq!(
+        find(Some("acme"), None, Some("state"), None, None, 1).await,
+        [s(2)]
+    );
+    assert_eq!(
+        find(Some("acme"), None, Some("state"), None, Some(s(2)), 100).await,
+        [s(1)]
+    );
+    // Nothing matches: empty, not an error.
+    assert!(
+        find(Some("acme"), Some("user:nobody"), None, None, None, 100)
+            .await
+            .is_empty()
+    );
 }
 
 pub async fn audit_written_with_each_change(store: Arc<dyn Store>) {

@@ -368,9 +368,22 @@ pub trait Store: Send + Sync + 'static {
     async fn metrics(&self) -> Result<StoreMetrics>;
 
     /// Audit records, newest first; `org: None` lists every org's and the server's.
+    /// Audit records, newest first: of `org` (all orgs' and server-level ones for
+    /// `None`), older than `before_seq`, at most `limit`.
     async fn list_audit(
         &self,
         org: Option<&str>,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>> {
+        self.search_audit(org, &AuditFilter::default(), before_seq, limit)
+            .await
+    }
+    /// Like [`Store::list_audit`], only the records `filter` matches.
+    async fn search_audit(
+        &self,
+        org: Option<&str>,
+        filter: &AuditFilter,
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>>;

@@ -17,6 +17,17 @@ pub struct Audit {
     pub detail: serde_json::Value,
 }
 
+/// Which audit records to list; every field given must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Exactly this actor (`user:alice`, `system`, …).
+    pub actor: Option<String>,
+    /// This action (`state.force_unlock`) or every action under it (`state`, `plan.schedule`).
+    pub action: Option<String>,
+    /// Exactly this target (`stack:prod`, `plan:app-config`, …).
+    pub target: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRecord {
     pub seq: i64,

@@ -142,6 +142,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0013_run_holds.sql"),
     include_str!("../migrations/sqlite/0014_notify_retention.sql"),
     include_str!("../migrations/sqlite/0015_file_schedules.sql"),
+    include_str!("../migrations/sqlite/0016_audit_filters.sql"),
 ];
 
 /// The schema version this binary writes.

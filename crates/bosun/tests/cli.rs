@@ -797,6 +797,34 @@ fn audit_lists_stack_create() {
     );
     let one = ok_json(&env, &env.admin, &["audit", "--limit", "1"]);
     assert_eq!(one.as_array().unwrap().len(), 1);
+    // Filtered by target, action (a word and what is under it) and actor.
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "db",
+            "--repository",
+            "https://github.com/acme/infra.git",
+        ],
+    );
+    let web = ok_json(&env, &env.admin, &["audit", "--target", "stack:web"]);
+    let actions: Vec<&str> = web
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["stack.create"], "{web}");
+    let stacks = ok_json(
+        &env,
+        &env.admin,
+        &["audit", "--action", "stack", "--actor", "user:admin"],
+    );
+    assert_eq!(stacks.as_array().unwrap().len(), 2, "{stacks}");
+    let none = ok_json(&env, &env.admin, &["audit", "--actor", "user:nobody"]);
+    assert_eq!(none, serde_json::json!([]));
 
     // Server-level events (a user created) appear only in the server-wide log.
     ok(&env, &env.admin, &["user", "create", "carol"]);

@@ -1,5 +1,6 @@
 //! The audit log page: the org's audit records, newest first, a page at a time (org
-//! admins, like the API's audit route).
+//! admins, like the API's audit route), narrowed by actor, action and target through the
+//! API's filters — a form, and each row's actor, action and target link to their own.
 
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
@@ -8,7 +9,7 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::{age, render, Layout, PageError, Session};
+use super::{age, render, urlencode, Layout, PageError, Session};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::server::AppState;
 
@@ -41,9 +42,30 @@ impl When {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 pub struct AuditPageQuery {
     before: Option<i64>,
+    #[serde(default)]
+    actor: String,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    target: String,
+}
+
+impl AuditPageQuery {
+    /// The filters as a query string (`&actor=…`), for the pager's links.
+    fn filter_query(&self) -> String {
+        [
+            ("actor", &self.actor),
+            ("action", &self.action),
+            ("target", &self.target),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|(k, v)| format!("&{k}={}", urlencode(v.trim())))
+        .collect()
+    }
 }
 
 struct AuditRow {
@@ -56,6 +78,10 @@ struct AuditRow {
     target: String,
     /// The record's detail as compact JSON (empty for `{}`).
     detail: String,
+    /// `actor`, `action` and `target` URL-encoded, for the links filtering by each.
+    actor_q: String,
+    action_q: String,
+    target_q: String,
 }
 
 #[derive(askama::Template)]
@@ -66,6 +92,12 @@ struct AuditPage {
     /// The `before` of the next (older) page.
     older: Option<i64>,
     first_page: bool,
+    /// The filters in force, as typed, and as a query string for the pager.
+    actor: String,
+    action: String,
+    target: String,
+    filtered: bool,
+    filter_query: String,
 }
 
 async fn list(
@@ -81,6 +113,9 @@ async fn list(
         ApiQuery(crate::tenancy::AuditQuery {
             before: q.before,
             limit: Some(PAGE),
+            actor: Some(q.actor.clone()),
+            action: Some(q.action.clone()),
+            target: Some(q.target.clone()),
         }),
     )
     .await?
@@ -91,6 +126,9 @@ async fn list(
     let rows = events
         .into_iter()
         .map(|e| AuditRow {
+            actor_q: urlencode(&e.actor),
+            action_q: urlencode(&e.action),
+            target_q: urlencode(&e.target),
             seq: e.seq,
             at: When::of(e.at),
             actor: e.actor,
@@ -112,6 +150,11 @@ async fn list(
             rows,
             older,
             first_page: q.before.is_none(),
+            filter_query: q.filter_query(),
+            filtered: !q.filter_query().is_empty(),
+            actor: q.actor,
+            action: q.action,
+            target: q.target,
         },
     )
 }

@@ -932,3 +932,107 @@ async fn start_plan_run(b: &mut Browser<'_>, token: &str, fields: &[(&str, &str)
     assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.location);
     posted.location
 }
+
+#[tokio::test]
+async fn the_audit_log_is_filtered_by_actor_action_and_target_and_pages_keep_the_filter() {
+    let t = TestServer::start().await;
+    let alice = t.user_token("alice", Some(Role::Admin)).await;
+    for (token, id) in [(&alice, "one"), (&t.admin, "two"), (&alice, "three")] {
+        let r = t
+            .post(
+                "/api/v1/orgs/default/stacks",
+                token,
+                json!({"id": id, "repository": "file:///srv/git/infra"}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let r = t
+        .call(
+            reqwest::Method::DELETE,
+            "/api/v1/orgs/default/stacks/one",
+            Some(&alice),
+            None,
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+
+    // The API: each filter, and together.
+    let seen = |query: &'static str| {
+        let t = &t;
+        async move {
+            let r = t
+                .get(&format!("/api/v1/orgs/default/audit?{query}"), &t.admin)
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "{query}: {:?}", r.body);
+            r.body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {}",
+                        e["actor"].as_str().unwrap(),
+                        e["action"].as_str().unwrap(),
+                        e["target"].as_str().unwrap()
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        seen("target=stack:one").await,
+        [
+            "user:alice stack.delete stack:one",
+            "user:alice stack.create stack:one"
+        ]
+    );
+    assert_eq!(
+        seen("actor=user:alice&action=stack.create").await,
+        [
+            "user:alice stack.create stack:three",
+            "user:alice stack.create stack:one"
+        ]
+    );
+    assert_eq!(seen("action=stack").await.len(), 4);
+    assert!(
+        seen("action=stack.creat").await.is_empty(),
+        "a prefix is a whole word"
+    );
+
+    // The console: the form keeps what was typed, rows link to their own filters, and the
+    // pager keeps the filter.
+    let mut b = Browser::login(&t, &alice).await;
+    let page = b
+        .page("/orgs/default/audit?actor=user%3Aalice&action=stack")
+        .await;
+    assert!(
+        page.contains("<input type=\"text\" id=\"f-actor\" name=\"actor\" value=\"user:alice\""),
+        "{page}"
+    );
+    assert!(page.contains("<input type=\"text\" id=\"f-action\" name=\"action\" value=\"stack\""));
+    let rows = page.matches("<tr data-seq=").count();
+    assert_eq!(rows, 3, "{page}");
+    assert!(!page.contains("stack:two"), "{page}");
+    assert!(page.contains("<a href=\"/orgs/default/audit?target=stack%3Aone\">stack:one</a>"));
+    assert!(page.contains("<a href=\"/orgs/default/audit\">Show all</a>"));
+    let page = b
+        .page("/orgs/default/audit?actor=user%3Aalice&action=stack&before=1")
+        .await;
+    assert!(
+        page.contains("No audit records match before this point."),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "<a href=\"/orgs/default/audit?actor=user%3Aalice&#38;action=stack\">Newest</a>"
+        ),
+        "{page}"
+    );
+    // Empty fields filter nothing.
+    let all = b.page("/orgs/default/audit?actor=&action=&target=").await;
+    assert!(
+        all.contains("stack:two") && !all.contains("Show all"),
+        "{all}"
+    );
+}

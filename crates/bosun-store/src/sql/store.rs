@@ -1854,31 +1854,53 @@ impl Store for db::Store {
         .await
     }
 
-    async fn list_audit(
+    async fn search_audit(
         &self,
         org: Option<&str>,
+        filter: &AuditFilter,
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>> {
         let org = org.map(str::to_string);
+        let f = filter.clone();
+        // `state` matches `state` and `state.…`: the prefix with LIKE's own characters
+        // escaped, so `_` in an action name is not a wildcard.
+        let under = f.action.as_ref().map(|a| {
+            let escaped = a
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            format!("{escaped}.%")
+        });
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
                 "SELECT seq, at, org_id, actor, token_id, action, target, detail FROM audit_log
-                 WHERE (?1 IS NULL OR org_id = ?1) AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+                 WHERE (?1 IS NULL OR org_id = ?1) AND seq < ?2
+                   AND (?4 IS NULL OR actor = ?4) AND (?6 IS NULL OR target = ?6)
+                   AND (?5 IS NULL OR action = ?5 OR action LIKE ?7 ESCAPE '\\')
+                 ORDER BY seq DESC LIMIT ?3",
             )?;
-            let rows =
-                stmt.query_map(params![org, before_seq.unwrap_or(i64::MAX), limit], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, String>(5)?,
-                        r.get::<_, String>(6)?,
-                        r.get::<_, String>(7)?,
-                    ))
-                })?;
+            let args = params![
+                org,
+                before_seq.unwrap_or(i64::MAX),
+                limit,
+                f.actor,
+                f.action,
+                f.target,
+                under
+            ];
+            let rows = stmt.query_map(args, |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                ))
+            })?;
             let mut out = Vec::new();
             for row in rows {
                 let (seq, at, org, actor, token_id, action, target, detail) = row?;

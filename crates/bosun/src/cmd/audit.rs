@@ -18,6 +18,15 @@ pub struct AuditArgs {
     /// creation (server administrators only).
     #[arg(long)]
     server: bool,
+    /// Only this actor's events (`user:alice`, `system`, `run:<id>`, …).
+    #[arg(long)]
+    actor: Option<String>,
+    /// Only this action (`state.force_unlock`) or every action under it (`state`).
+    #[arg(long)]
+    action: Option<String>,
+    /// Only events about this target (`stack:prod`, `plan:app-config`, …).
+    #[arg(long)]
+    target: Option<String>,
 }
 
 pub async fn run(ctx: &Ctx, args: AuditArgs) -> anyhow::Result<()> {
@@ -27,6 +36,15 @@ pub async fn run(ctx: &Ctx, args: AuditArgs) -> anyhow::Result<()> {
     }
     if let Some(before) = args.before {
         query.push(("before", before.to_string()));
+    }
+    for (key, value) in [
+        ("actor", &args.actor),
+        ("action", &args.action),
+        ("target", &args.target),
+    ] {
+        if let Some(v) = value {
+            query.push((key, v.clone()));
+        }
     }
     let value = if args.server {
         ctx.client.get(&["audit"], &query).await?
