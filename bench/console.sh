@@ -139,7 +139,9 @@ state (locked)${TAB}/orgs/$ORG/stacks/$LOCKED/state${TAB}/api/v1/orgs/$ORG/stack
 runners${TAB}/orgs/$ORG/runners${TAB}/api/v1/orgs/$ORG/runners${TAB}<h1
 approvals${TAB}/orgs/$ORG/approvals${TAB}/api/v1/orgs/$ORG/approvals${TAB}<h1
 drift${TAB}/orgs/$ORG/drift${TAB}/api/v1/orgs/$ORG/stacks?limit=50${TAB}<h1
-audit${TAB}/orgs/$ORG/audit${TAB}/api/v1/orgs/$ORG/audit${TAB}<h1"
+audit${TAB}/orgs/$ORG/audit${TAB}/api/v1/orgs/$ORG/audit${TAB}<h1
+audit by target (oldest)${TAB}/orgs/$ORG/audit?target=stack:stack-00000${TAB}/api/v1/orgs/$ORG/audit?target=stack:stack-00000${TAB}stack:stack-00000</a>
+audit by action (scan)${TAB}/orgs/$ORG/audit?action=server${TAB}/api/v1/orgs/$ORG/audit?action=server${TAB}<h1"
 
 printf '%s\n' "$PAGES" | run_child python3 "$HERE/console/measure.py" --url "$BASE" \
     --token "$TOKEN" --cookie "$COOKIE" --duration "$DURATION" --script "$HERE/report.lua" \
