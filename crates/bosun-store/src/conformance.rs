@@ -84,6 +84,7 @@ macro_rules! conformance_suite {
             plan_inventory_import_is_one_transaction,
             plan_files_versioned_and_org_scoped,
             plan_runs_guard_refuses_overlap_atomically,
+            plan_runs_listed_newest_first_page_by_page,
             plan_runs_lease_fence_results_and_settle,
             plan_runs_abort_stale_and_requeue,
             approvals_pending_from_paused_and_gated_runs,
@@ -4883,6 +4884,89 @@ fn host_result(step: i64, host: &str, status: &str) -> PlanHostResultRecord {
     }
 }
 
+pub async fn plan_runs_listed_newest_first_page_by_page(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    // Seven runs (overlap allowed), some created in the same millisecond; one of another
+    // plan and one of another org.
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let mut run = plan_run(&format!("prun-page-{i}"), &["web-1"]);
+        run.concurrent = true;
+        store.create_plan_run(&run, &a).await.unwrap();
+        ids.push(run.id);
+    }
+    let mut backup = plan_run("prun-backup", &["db"]);
+    backup.plan = "backup".into();
+    store.create_plan_run(&backup, &a).await.unwrap();
+    let mut theirs = plan_run("prun-theirs", &["web-1"]);
+    theirs.org = "other".into();
+    store
+        .create_plan_run(
+            &theirs,
+            &audit(Some("other"), "plan_run.create", "plan:app-config"),
+        )
+        .await
+        .unwrap();
+    let page = |before: Option<&'static str>, limit: u32| {
+        let store = store.clone();
+        async move {
+            store
+                .list_plan_runs("acme", Some("app-config"), before, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    // Newest first: pages of three follow on without a gap or a repeat.
+    let all = page(None, 100).await;
+    assert_eq!(all.len(), 7);
+    let mut walked = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let got = store
+            .list_plan_runs("acme", Some("app-config"), cursor.as_deref(), 3)
+            .await
+            .unwrap();
+        if got.is_empty() {
+            break;
+        }
+        cursor = got.last().map(|r| r.id.clone());
+        walked.extend(got.into_iter().map(|r| r.id));
+    }
+    assert_eq!(walked, all);
+    let mut sorted = ids.clone();
+    sorted.sort();
+    let mut seen = walked.clone();
+    seen.sort();
+    assert_eq!(seen, sorted);
+    // A cursor that is no run of the org lists nothing (it never restarts the list).
+    assert!(page(Some("prun-nope"), 100).await.is_empty());
+    assert!(page(Some("prun-theirs"), 100).await.is_empty());
+    // Without a plan: every plan of the org (not another org's), paged the same way.
+    let org_all: Vec<String> = store
+        .list_plan_runs("acme", None, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(org_all.len(), 8);
+    assert!(org_all.contains(&"prun-backup".to_string()));
+    let at = org_all.iter().position(|id| *id == all[2]).unwrap();
+    let after: Vec<String> = store
+        .list_plan_runs("acme", None, Some(&all[2]), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(after, org_all[at + 1..]);
+}
+
 pub async fn plan_runs_guard_refuses_overlap_atomically(store: Arc<dyn Store>) {
     use bosun_core::plan_run::{PlanRunEvent as E, PlanRunState as S};
     seed_org(&*store, "acme").await;
@@ -4963,7 +5047,7 @@ pub async fn plan_runs_guard_refuses_overlap_atomically(store: Arc<dyn Store>) {
     }
     assert_eq!(created, 1);
     let listed = store
-        .list_plan_runs("acme", Some("app-config"), 100)
+        .list_plan_runs("acme", Some("app-config"), None, 100)
         .await
         .unwrap();
     assert!(listed.iter().all(|r| r.plan == "app-config"));
@@ -6347,7 +6431,7 @@ pub async fn plan_schedules_fire_once_under_compare_and_set(store: Arc<dyn Store
     }
     assert_eq!(started.len(), 1, "{started:?}");
     let runs = store
-        .list_plan_runs("acme", Some("app-config"), 100)
+        .list_plan_runs("acme", Some("app-config"), None, 100)
         .await
         .unwrap();
     let raced: Vec<&str> = runs

@@ -567,10 +567,13 @@ pub trait Store: Send + Sync + 'static {
     async fn create_plan_run(&self, run: &NewPlanRun, audit: &Audit) -> Result<PlanRunRecord>;
     async fn get_plan_run(&self, id: &str) -> Result<Option<PlanRunRecord>>;
     /// The org's plan runs (of one plan), newest first.
+    /// Plan runs of `org` (of one plan, when given), newest first; with `before`, only
+    /// those older than that run (a page's cursor; a run not in the org lists nothing).
     async fn list_plan_runs(
         &self,
         org: &str,
         plan: Option<&str>,
+        before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<PlanRunRecord>>;
     /// Applies an event through `bosun_core::plan_run::transition`; a runner's event

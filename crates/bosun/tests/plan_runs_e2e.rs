@@ -918,6 +918,13 @@ steps:
         .map(|r| r["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [id, dry["id"].as_str().unwrap()], "newest first");
+    // Paged: one at a time, the next page after the cursor.
+    let newest = w.json(&["plan", "runs", "stamp", "--limit", "1"]);
+    assert_eq!(newest.as_array().unwrap().len(), 1);
+    assert_eq!(newest[0]["id"], id);
+    let next = w.json(&["plan-run", "list", "stamp", "--cursor", id]);
+    assert_eq!(next.as_array().unwrap().len(), 1);
+    assert_eq!(next[0]["id"], dry["id"]);
     // `bosun run show|logs` answer for plan runs too.
     assert_eq!(w.json(&["run", "show", id]), w.show(id));
     let log = w.ok(&["run", "logs", id]);

@@ -160,7 +160,10 @@ async fn list(
             Err(e) => format!("the stored plan no longer parses: {e}"),
         };
         // One read per row of a bounded page, like the stacks page's last run.
-        let last = state.store.list_plan_runs(&org, Some(&p.name), 1).await?;
+        let last = state
+            .store
+            .list_plan_runs(&org, Some(&p.name), None, 1)
+            .await?;
         rows.push(PlanRow {
             schedule: schedules.get(&p.name).cloned(),
             last_run: last.first().map(RunItem::of_record),
@@ -259,6 +262,7 @@ async fn show(
         State(state.clone()),
         ApiPath((org.clone(), plan.clone())),
         ApiQuery(crate::plans::runs::PlanRunsQuery {
+            cursor: None,
             limit: Some(RECENT_RUNS),
         }),
     )
@@ -402,24 +406,42 @@ async fn start(
 struct PlanRunsPage {
     layout: Layout,
     runs: Vec<RunItem>,
+    /// The cursor of the next (older) page.
+    older: Option<String>,
+    first_page: bool,
 }
 
-/// The org's newest plan runs (the store keeps no cursor over them: the newest page).
+#[derive(Deserialize)]
+pub struct PlanRunsPageQuery {
+    /// The last run of the previous page.
+    before: Option<String>,
+}
+
+/// The org's plan runs, newest first, a page at a time.
 async fn runs(
     State(state): State<AppState>,
     session: Session,
     Path(org): Path<String>,
+    Query(q): Query<PlanRunsPageQuery>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "plans", "Plan runs", "/orgs/{org}/plans")?;
-    let runs = state
+    let mut page = state
         .store
-        .list_plan_runs(&org, None, PAGE as u32)
-        .await?
-        .iter()
-        .map(RunItem::of_record)
-        .collect();
+        .list_plan_runs(&org, None, q.before.as_deref(), PAGE as u32 + 1)
+        .await?;
+    let older = (page.len() > PAGE).then(|| page[PAGE - 1].id.clone());
+    page.truncate(PAGE);
+    let runs = page.iter().map(RunItem::of_record).collect();
     let flash = layout.flash.clone();
-    render(flash.as_ref(), &PlanRunsPage { layout, runs })
+    render(
+        flash.as_ref(),
+        &PlanRunsPage {
+            layout,
+            runs,
+            older,
+            first_page: q.before.is_none(),
+        },
+    )
 }
 
 /// One step's result on a host, in words.

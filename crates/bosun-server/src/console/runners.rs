@@ -63,7 +63,7 @@ async fn list(
     let held = state.store.executing_runs().await?;
     let plan_runs = state
         .store
-        .list_plan_runs(&org, None, PLAN_RUNS_SCANNED)
+        .list_plan_runs(&org, None, None, PLAN_RUNS_SCANNED)
         .await?;
     let rows = runners
         .into_iter()

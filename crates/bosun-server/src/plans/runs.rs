@@ -331,11 +331,13 @@ pub async fn create(
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRunsQuery {
+    /// Runs older than this plan run (the last one of the previous page).
+    pub cursor: Option<String>,
     /// Page size, 1–1000 (default 100).
     pub limit: Option<u32>,
 }
 
-/// A plan's runs, newest first.
+/// A plan's runs, newest first; `cursor` (the last run's id) pages back.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plans/{plan}/runs", tag = "plan-runs",
     params(("org" = String, Path), ("plan" = String, Path), PlanRunsQuery),
     responses((status = 200, body = Vec<PlanRunView>)))]
@@ -345,7 +347,26 @@ pub async fn list(
     ApiQuery(q): ApiQuery<PlanRunsQuery>,
 ) -> Result<Json<Vec<PlanRunView>>, ApiError> {
     let limit = crate::stacks::page_limit(q.limit)?;
-    let runs = state.store.list_plan_runs(&org, Some(&plan), limit).await?;
+    if let Some(cursor) = &q.cursor {
+        let known = state
+            .store
+            .get_plan_run(cursor)
+            .await?
+            .is_some_and(|r| r.org == org && r.plan == plan);
+        if !known {
+            return Err(ValidationError::new(
+                "cursor",
+                format!(
+                    "no run {cursor:?} of plan {plan:?}: pass the id of the last run of the previous page"
+                ),
+            )
+            .into());
+        }
+    }
+    let runs = state
+        .store
+        .list_plan_runs(&org, Some(&plan), q.cursor.as_deref(), limit)
+        .await?;
     Ok(Json(
         runs.into_iter().map(|r| to_wire(r, Vec::new())).collect(),
     ))

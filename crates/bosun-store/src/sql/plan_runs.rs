@@ -182,19 +182,36 @@ pub(super) fn create(
     load(tx, &run.id)?.ok_or_else(|| StoreError::NotFound(format!("plan run {:?}", run.id)))
 }
 
+/// Newest first, by creation then id; `before` is the previous page's last run, which
+/// must be one of the org's (else the page is empty, never the list restarted).
 pub(super) fn list(
     conn: &Connection,
     org: &str,
     plan: Option<&str>,
+    before: Option<&str>,
     limit: u32,
 ) -> Result<Vec<PlanRunRecord>> {
+    let before_created: Option<i64> = match before {
+        Some(id) => {
+            let found = conn
+                .prepare_cached("SELECT created_at FROM plan_runs WHERE org_id = ?1 AND id = ?2")?
+                .query_row(params![org, id], |r| r.get(0))
+                .optional()?;
+            match found {
+                Some(at) => Some(at),
+                None => return Ok(Vec::new()),
+            }
+        }
+        None => None,
+    };
     query(
         conn,
         &format!(
             "SELECT {COLUMNS} FROM plan_runs WHERE org_id = ?1 AND (?2 IS NULL OR plan = ?2)
-             ORDER BY created_at DESC, id DESC LIMIT ?3"
+             AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
+             ORDER BY created_at DESC, id DESC LIMIT ?5"
         ),
-        params![org, plan, limit],
+        params![org, plan, before_created, before, limit],
     )
 }
 

@@ -2156,10 +2156,15 @@ impl Store for db::Store {
         &self,
         org: &str,
         plan: Option<&str>,
+        before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<PlanRunRecord>> {
-        let (org, plan) = (org.to_string(), plan.map(str::to_string));
-        self.read(move |c| plan_runs::list(c, &org, plan.as_deref(), limit))
+        let (org, plan, before) = (
+            org.to_string(),
+            plan.map(str::to_string),
+            before.map(str::to_string),
+        );
+        self.read(move |c| plan_runs::list(c, &org, plan.as_deref(), before.as_deref(), limit))
             .await
     }
 

@@ -58,7 +58,15 @@ pub enum PlanCommand {
     /// would not, what cannot be known, and every unresolved reference.
     DryRun(RunArgs),
     /// A stored plan's runs, newest first.
-    Runs { name: String },
+    Runs {
+        name: String,
+        /// Show at most this many runs (1–1000; the server defaults to 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Show runs older than this run (the last one listed: pages back).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
 }
 
 #[derive(Args)]
@@ -655,8 +663,17 @@ async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
         PlanCommand::DryRun(a) => {
             super::plan_run::start(ctx, &a.name, true, a.inputs, a.wait).await
         }
-        PlanCommand::Runs { name } => {
-            super::plan_run::run(ctx, super::plan_run::PlanRunCommand::List { plan: name }).await
+        PlanCommand::Runs {
+            name,
+            limit,
+            cursor,
+        } => {
+            let list = super::plan_run::PlanRunCommand::List {
+                plan: name,
+                limit,
+                cursor,
+            };
+            super::plan_run::run(ctx, list).await
         }
         PlanCommand::Apply { file } => {
             let reply = ctx

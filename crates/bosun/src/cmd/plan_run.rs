@@ -30,7 +30,15 @@ pub enum PlanRunCommand {
         wait: bool,
     },
     /// A plan's runs, newest first.
-    List { plan: String },
+    List {
+        plan: String,
+        /// Show at most this many runs (1–1000; the server defaults to 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Show runs older than this run (the last one listed: pages back).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
     /// A run: state and why, per-host summary and results, a dry run's unresolved
     /// references.
     Show { run: String },
@@ -256,10 +264,21 @@ pub async fn run(ctx: &Ctx, cmd: PlanRunCommand) -> anyhow::Result<()> {
             inputs,
             wait,
         } => start(ctx, &plan, dry_run, inputs, wait).await,
-        PlanRunCommand::List { plan } => {
+        PlanRunCommand::List {
+            plan,
+            limit,
+            cursor,
+        } => {
+            let mut query = Vec::new();
+            if let Some(limit) = limit {
+                query.push(("limit", limit.to_string()));
+            }
+            if let Some(cursor) = cursor {
+                query.push(("cursor", cursor));
+            }
             let value = ctx
                 .client
-                .get(&["orgs", &ctx.org, "plans", &plan, "runs"], &[])
+                .get(&["orgs", &ctx.org, "plans", &plan, "runs"], &query)
                 .await?;
             ctx.show(value, |runs: Vec<PlanRunView>| {
                 let mut t =
