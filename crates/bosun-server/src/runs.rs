@@ -214,6 +214,22 @@ pub async fn list(
     ApiQuery(q): ApiQuery<RunsQuery>,
 ) -> Result<Json<Page<Run>>, ApiError> {
     let limit = crate::stacks::page_limit(q.limit)?;
+    if let Some(cursor) = &q.cursor {
+        let known = state
+            .store
+            .get_run(cursor)
+            .await?
+            .is_some_and(|r| r.org == org && r.stack == stack);
+        if !known {
+            return Err(ValidationError::new(
+                "cursor",
+                format!(
+                    "no run {cursor:?} of stack {stack:?}: pass the previous page's next_cursor"
+                ),
+            )
+            .into());
+        }
+    }
     let runs = state
         .store
         .list_runs(&org, Some(&stack), q.cursor.as_deref(), limit)

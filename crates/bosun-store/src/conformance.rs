@@ -1354,6 +1354,23 @@ pub async fn runs_lease_fence_and_finish(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(listed.len(), 1);
+    // After the last run, nothing; after a run that is not the org's, nothing either
+    // (the list never restarts from the newest).
+    assert!(store
+        .list_runs("acme", Some("net"), Some(&listed[0].id), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .list_runs("acme", Some("net"), Some("run-nope"), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .list_runs("globex", None, Some(&listed[0].id), 10)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 pub async fn runs_serialize_tracked_and_wait_for_locks(store: Arc<dyn Store>) {

@@ -289,6 +289,27 @@ async fn tracked_run_lifecycle_over_the_protocol() {
         .get("/api/v1/orgs/default/stacks/net/runs", &t.admin)
         .await;
     assert_eq!(list.body["items"].as_array().unwrap().len(), 2);
+    // Paged: the second page follows the cursor; an unknown cursor is refused, naming it,
+    // rather than the list starting over.
+    let first = t
+        .get("/api/v1/orgs/default/stacks/net/runs?limit=1", &t.admin)
+        .await;
+    let cursor = first.body["next_cursor"].as_str().unwrap().to_string();
+    let second = t
+        .get(
+            &format!("/api/v1/orgs/default/stacks/net/runs?limit=1&cursor={cursor}"),
+            &t.admin,
+        )
+        .await;
+    assert_eq!(second.body["items"][0]["id"], id.as_str());
+    let r = t
+        .get(
+            "/api/v1/orgs/default/stacks/net/runs?cursor=run-nope",
+            &t.admin,
+        )
+        .await;
+    assert_eq!(r.status, reqwest::StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(r.body["error"]["field"], "cursor");
     // SSE: the finished run's log, then its end.
     let sse = t
         .client

@@ -803,11 +803,16 @@ impl Store for db::Store {
             before.map(str::to_string),
         );
         self.read(move |c| {
+            // A cursor that is no run of the org lists nothing: never the list restarted.
             let before_created: Option<i64> = match &before {
-                Some(b) => c
-                    .prepare_cached("SELECT created_at FROM runs WHERE id = ?1")?
-                    .query_row([b], |r| r.get(0))
-                    .optional()?,
+                Some(b) => match c
+                    .prepare_cached("SELECT created_at FROM runs WHERE org_id = ?1 AND id = ?2")?
+                    .query_row(params![org, b], |r| r.get(0))
+                    .optional()?
+                {
+                    Some(at) => Some(at),
+                    None => return Ok(Vec::new()),
+                },
                 None => None,
             };
             query_runs(
