@@ -5,12 +5,10 @@
 //! plan creating a paused run at its time on a hand-set clock; a lease's secrets (real
 //! runs only) and a foreign reference failing the run.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bosun_core::Role;
 use bosun_server::schedules::Clock;
-use bosun_store::{Audit, NewEnvironment, NewHost, NewPlan};
 use chrono::{DateTime, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -28,17 +26,6 @@ steps:
     command: ["echo", "{{ inputs.release }}"]
 "#;
 
-fn audit() -> Audit {
-    Audit {
-        org: Some("default".into()),
-        actor: "user:test".into(),
-        token_id: None,
-        action: "test.seed".into(),
-        target: "seed".into(),
-        detail: json!({}),
-    }
-}
-
 fn utc(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
 }
@@ -46,52 +33,9 @@ fn utc(s: &str) -> DateTime<Utc> {
 /// Environment `prod` (requires approval; `protected` as asked), host `web-1` in it and
 /// the plan `app-config` targeting it.
 async fn seed(t: &TestServer, protected: bool, plan: &str) {
-    let store = &t.server.state().store;
-    store
-        .create_environment(
-            &NewEnvironment {
-                org: "default".into(),
-                id: "prod".into(),
-                vars: BTreeMap::new(),
-                requires_approval: true,
-                protected,
-            },
-            &audit(),
-        )
-        .await
-        .unwrap();
-    store
-        .create_host(
-            &NewHost {
-                org: "default".into(),
-                name: "web-1".into(),
-                address: "127.0.0.1".into(),
-                port: 22,
-                user: None,
-                connection: "ssh".into(),
-                labels: vec!["web".into()],
-                vars: BTreeMap::new(),
-                environment: Some("prod".into()),
-                identity_file: None,
-                host_key: None,
-                known_hosts: None,
-            },
-            &audit(),
-        )
-        .await
-        .unwrap();
-    store
-        .save_plan(
-            &NewPlan {
-                org: "default".into(),
-                name: "app-config".into(),
-                source: plan.to_string(),
-                schedule: None,
-            },
-            &audit(),
-        )
-        .await
-        .unwrap();
+    t.seed_environment("prod", true, protected).await;
+    t.seed_host("web-1", "web", Some("prod")).await;
+    t.seed_plan("app-config", plan).await;
 }
 
 async fn start_run(t: &TestServer, token: &str, body: Value) -> Reply {
@@ -735,40 +679,10 @@ async fn lease_plan_run(t: &TestServer, runner: &str) -> Value {
 async fn secrets_reach_the_lease_of_real_runs_only_and_foreign_ones_fail_the_run() {
     let t = TestServer::start().await;
     let plan = PLAN.replace("steps:", "vars:\n  token: secret://app/token\nsteps:");
-    let store = &t.server.state().store;
-    store
-        .create_host(
-            &NewHost {
-                org: "default".into(),
-                name: "web-1".into(),
-                address: "127.0.0.1".into(),
-                port: 22,
-                user: None,
-                connection: "ssh".into(),
-                labels: vec!["web".into()],
-                vars: BTreeMap::new(),
-                environment: None,
-                identity_file: None,
-                host_key: None,
-                known_hosts: None,
-            },
-            &audit(),
-        )
-        .await
-        .unwrap();
-    let save = |source: String| async move {
-        store
-            .save_plan(
-                &NewPlan {
-                    org: "default".into(),
-                    name: "app-config".into(),
-                    source,
-                    schedule: None,
-                },
-                &audit(),
-            )
-            .await
-            .unwrap();
+    t.seed_host("web-1", "web", None).await;
+    let save = |source: String| {
+        let t = &t;
+        async move { t.seed_plan("app-config", &source).await }
     };
     save(plan.clone()).await;
     let put_secret = |org: &'static str, ns: &'static str, value: &'static str| {

@@ -6,12 +6,11 @@
 //! dashboard (stale first, highlighted) and the audit log. Each page's HTML is also
 //! snapshotted with ids and times redacted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bosun_core::Role;
 use bosun_server::schedules::Clock;
-use bosun_store::{Audit, NewEnvironment, NewHost, NewPlan};
 use chrono::{DateTime, Utc};
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{redirect, StatusCode};
@@ -36,17 +35,6 @@ steps:
   - name: restart
     command: ["true"]
 "#;
-
-fn audit() -> Audit {
-    Audit {
-        org: Some("default".into()),
-        actor: "user:test".into(),
-        token_id: None,
-        action: "test.seed".into(),
-        target: "seed".into(),
-        detail: json!({}),
-    }
-}
 
 /// A browser session: a cookie jar of its own, no redirects followed.
 struct Browser<'a> {
@@ -218,56 +206,11 @@ fn snapshot(name: &str, html: &str) {
 }
 
 async fn seed(t: &TestServer) {
-    let store = &t.server.state().store;
-    store
-        .create_environment(
-            &NewEnvironment {
-                org: "default".into(),
-                id: "prod".into(),
-                vars: BTreeMap::new(),
-                requires_approval: true,
-                protected: false,
-            },
-            &audit(),
-        )
-        .await
-        .unwrap();
-    for (name, label, env) in [("web-1", "web", Some("prod")), ("edge-1", "edge", None)] {
-        store
-            .create_host(
-                &NewHost {
-                    org: "default".into(),
-                    name: name.into(),
-                    address: "127.0.0.1".into(),
-                    port: 22,
-                    user: None,
-                    connection: "ssh".into(),
-                    labels: vec![label.into()],
-                    vars: BTreeMap::new(),
-                    environment: env.map(String::from),
-                    identity_file: None,
-                    host_key: None,
-                    known_hosts: None,
-                },
-                &audit(),
-            )
-            .await
-            .unwrap();
-    }
-    for (name, source) in [("app-config", APP_PLAN), ("site", SITE_PLAN)] {
-        store
-            .save_plan(
-                &NewPlan {
-                    org: "default".into(),
-                    name: name.into(),
-                    source: source.into(),
-                    schedule: None,
-                },
-                &audit(),
-            )
-            .await
-            .unwrap();
-    }
+    t.seed_environment("prod", true, false).await;
+    t.seed_host("web-1", "web", Some("prod")).await;
+    t.seed_host("edge-1", "edge", None).await;
+    t.seed_plan("app-config", APP_PLAN).await;
+    t.seed_plan("site", SITE_PLAN).await;
 }
 
 async fn runner_post(t: &TestServer, path: &str, body: Value) -> Value {

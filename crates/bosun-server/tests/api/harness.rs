@@ -58,6 +58,53 @@ impl TestServer {
         }
     }
 
+    /// Environment `id` of org `default`, written straight to the store (seed data).
+    pub async fn seed_environment(&self, id: &str, requires_approval: bool, protected: bool) {
+        let env = bosun_store::NewEnvironment {
+            org: "default".into(),
+            id: id.into(),
+            vars: Default::default(),
+            requires_approval,
+            protected,
+        };
+        let store = &self.server.state().store;
+        store.create_environment(&env, &seed_audit()).await.unwrap();
+    }
+
+    /// An SSH host of org `default` at 127.0.0.1:22 with one label, written straight to
+    /// the store (seed data).
+    pub async fn seed_host(&self, name: &str, label: &str, environment: Option<&str>) {
+        let host = bosun_store::NewHost {
+            org: "default".into(),
+            name: name.into(),
+            address: "127.0.0.1".into(),
+            port: 22,
+            user: None,
+            connection: "ssh".into(),
+            labels: vec![label.into()],
+            vars: Default::default(),
+            environment: environment.map(str::to_string),
+            identity_file: None,
+            host_key: None,
+            known_hosts: None,
+        };
+        let store = &self.server.state().store;
+        store.create_host(&host, &seed_audit()).await.unwrap();
+    }
+
+    /// Plan `name` of org `default` with `source`, written straight to the store (seed
+    /// data: not parsed, and no schedule taken from it).
+    pub async fn seed_plan(&self, name: &str, source: &str) {
+        let plan = bosun_store::NewPlan {
+            org: "default".into(),
+            name: name.into(),
+            source: source.into(),
+            schedule: None,
+        };
+        let store = &self.server.state().store;
+        store.save_plan(&plan, &seed_audit()).await.unwrap();
+    }
+
     /// Shuts the server down; its data dir lives on with the returned handle.
     pub async fn shutdown(self) -> tempfile::TempDir {
         self.server.shutdown().await.unwrap();
@@ -165,5 +212,17 @@ impl TestServer {
             .await
             .unwrap()
             .len()
+    }
+}
+
+/// The audit entry of seed data written straight to the store.
+pub fn seed_audit() -> bosun_store::Audit {
+    bosun_store::Audit {
+        org: Some("default".into()),
+        actor: "user:test".into(),
+        token_id: None,
+        action: "test.seed".into(),
+        target: "seed".into(),
+        detail: json!({}),
     }
 }

@@ -2,10 +2,7 @@
 //! hosts, refusals naming the field, the approval gate, the concurrency guard (also
 //! under racing requests) and abort.
 
-use std::collections::BTreeMap;
-
 use bosun_core::Role;
-use bosun_store::{Audit, NewEnvironment, NewHost, NewPlan};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -21,80 +18,21 @@ steps:
     command: ["echo", "{{ inputs.release }}"]
 "#;
 
-fn audit() -> Audit {
-    Audit {
-        org: Some("default".into()),
-        actor: "user:test".into(),
-        token_id: None,
-        action: "test.seed".into(),
-        target: "seed".into(),
-        detail: json!({}),
-    }
-}
-
 async fn seed(t: &TestServer) {
-    let store = &t.server.state().store;
-    store
-        .create_environment(
-            &NewEnvironment {
-                org: "default".into(),
-                id: "prod".into(),
-                vars: BTreeMap::new(),
-                requires_approval: true,
-                protected: false,
-            },
-            &audit(),
-        )
-        .await
-        .unwrap();
+    t.seed_environment("prod", true, false).await;
     for (name, env) in [("web-1", None), ("web-2", None), ("db-1", Some("prod"))] {
-        store
-            .create_host(
-                &NewHost {
-                    org: "default".into(),
-                    name: name.into(),
-                    address: "127.0.0.1".into(),
-                    port: 22,
-                    user: None,
-                    connection: "ssh".into(),
-                    labels: vec![if name.starts_with("web") { "web" } else { "db" }.into()],
-                    vars: BTreeMap::new(),
-                    environment: env.map(str::to_string),
-                    identity_file: None,
-                    host_key: None,
-                    known_hosts: None,
-                },
-                &audit(),
-            )
-            .await
-            .unwrap();
+        let label = if name.starts_with("web") { "web" } else { "db" };
+        t.seed_host(name, label, env).await;
     }
-    for (name, source) in [
-        ("app-config", PLAN.to_string()),
-        (
-            "db",
-            PLAN.replace("labels: [web]", "labels: [db]")
-                .replace("app-config", "db"),
-        ),
-        (
-            "nowhere",
-            PLAN.replace("labels: [web]", "labels: [none]")
-                .replace("app-config", "nowhere"),
-        ),
-    ] {
-        store
-            .save_plan(
-                &NewPlan {
-                    org: "default".into(),
-                    name: name.into(),
-                    source,
-                    schedule: None,
-                },
-                &audit(),
-            )
-            .await
-            .unwrap();
-    }
+    t.seed_plan("app-config", PLAN).await;
+    let db = PLAN
+        .replace("labels: [web]", "labels: [db]")
+        .replace("app-config", "db");
+    t.seed_plan("db", &db).await;
+    let nowhere = PLAN
+        .replace("labels: [web]", "labels: [none]")
+        .replace("app-config", "nowhere");
+    t.seed_plan("nowhere", &nowhere).await;
 }
 
 #[tokio::test]
