@@ -1,0 +1,1 @@
+//! Security regression tests (issue: safe to expose).
