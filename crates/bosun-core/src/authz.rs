@@ -91,8 +91,10 @@ pub enum Access {
 /// Why a call was refused. `Unauthenticated` maps to 401, the rest to 403.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denial {
+    /// A token of the wrong kind; `needs` names the kind(s) the endpoint takes.
     WrongTokenKind {
         kind: TokenKind,
+        needs: &'static str,
     },
     NotServerAdmin,
     NotMember {
@@ -112,13 +114,9 @@ pub enum Denial {
 impl std::fmt::Display for Denial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Denial::WrongTokenKind { kind } if *kind == TokenKind::Personal => write!(
+            Denial::WrongTokenKind { kind, needs } => write!(
                 f,
-                "a personal token cannot call this endpoint; it is for runners (runner-pool token)"
-            ),
-            Denial::WrongTokenKind { kind } => write!(
-                f,
-                "a {kind} token cannot call this endpoint; it needs a personal token"
+                "a {kind} token cannot call this endpoint; it needs {needs}"
             ),
             Denial::NotServerAdmin => write!(f, "this action needs a server administrator"),
             Denial::NotMember { org } => write!(f, "you are not a member of org {org:?}"),
@@ -131,6 +129,11 @@ impl std::fmt::Display for Denial {
     }
 }
 
+/// What the runner protocol takes, as refusals name it.
+pub const NEEDS_POOL: &str = "a runner-pool token (bosun token create --pool)";
+/// What the user endpoints take, as refusals name it.
+pub const NEEDS_PERSONAL: &str = "a personal token (bosun token create)";
+
 /// Decides whether `who` may call a route with policy `access`; `org` is the org named
 /// in the path, if any.
 pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(), Denial> {
@@ -139,6 +142,7 @@ pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(
             PrincipalKind::Pool { .. } => Ok(()),
             _ => Err(Denial::WrongTokenKind {
                 kind: who.token_kind(),
+                needs: NEEDS_POOL,
             }),
         };
     }
@@ -156,6 +160,7 @@ pub fn authorize(who: &Principal, access: Access, org: Option<&str>) -> Result<(
         // state backend), which carry their own policies.
         return Err(Denial::WrongTokenKind {
             kind: who.token_kind(),
+            needs: NEEDS_PERSONAL,
         });
     };
     match access {
@@ -243,6 +248,31 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn wrong_token_kind_names_the_kind_needed() {
+        let run = Principal {
+            token_id: "t".into(),
+            kind: PrincipalKind::Run {
+                org: "acme".into(),
+                run: "r".into(),
+                stack: "s".into(),
+                read_stacks: vec![],
+            },
+        };
+        let runner = authorize(&run, Access::Runner, None)
+            .unwrap_err()
+            .to_string();
+        assert!(runner.starts_with("a run token cannot"), "{runner}");
+        assert!(runner.contains("runner-pool token"), "{runner}");
+        let endpoint = authorize(&run, Access::User, None).unwrap_err().to_string();
+        assert!(endpoint.contains("needs a personal token"), "{endpoint}");
+        let person = authorize(&user(Some(Role::Admin), true), Access::Runner, None)
+            .unwrap_err()
+            .to_string();
+        assert!(person.contains("a personal token cannot"), "{person}");
+        assert!(person.contains("runner-pool token"), "{person}");
     }
 
     #[test]

@@ -354,6 +354,7 @@ pub fn authorize_state(who: &Principal, op: StateOp, org: &str, stack: &str) -> 
         }
         PrincipalKind::Pool { .. } => Err(Denial::WrongTokenKind {
             kind: who.token_kind(),
+            needs: "a personal token or the run's own token",
         }),
     }
 }
