@@ -34,7 +34,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::postgres::error::SqlState;
-use ::postgres::NoTls;
 use async_trait::async_trait;
 use bosun_core::run::{transition, Event, RunKind, RunState, STALE_REASON};
 use bosun_core::stack::{find_cycle, AwsInput, DependencyInput, DriftInput, StackInput, StackSpec};
@@ -51,6 +50,7 @@ use tokio::sync::Semaphore;
 use crate::*;
 
 pub(crate) mod compat;
+pub(crate) mod conninfo;
 // The store's rules for these areas are one source compiled into both backends (the
 // SQLite backend includes the same files, hence `duplicate_mod`); each reads this
 // backend's types and dialect through `db`.
@@ -143,6 +143,7 @@ mod db {
 }
 
 use compat::{params, Connection, OptionalExtension, PgConn, Row, Transaction};
+use conninfo::ConnInfo;
 
 /// Migrations embedded in the binary, applied in order. The index + 1 is the version; the
 /// same numbering as SQLite's.
@@ -180,7 +181,7 @@ pub struct PostgresStore {
 }
 
 struct Inner {
-    config: ::postgres::Config,
+    config: ConnInfo,
     idle: Mutex<Vec<PgConn>>,
     /// One permit per connection a call may use.
     permits: Semaphore,
@@ -227,8 +228,9 @@ fn is_foreign_key_violation(e: &compat::Error) -> bool {
     e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION)
 }
 
-fn connect(config: &::postgres::Config) -> Result<PgConn> {
-    let client = config.connect(NoTls).map_err(|e| {
+fn connect(info: &ConnInfo) -> Result<PgConn> {
+    let config = &info.config;
+    let client = info.connect().map_err(|e| {
         // The client's own message ("error connecting to server") hides the cause.
         let cause = std::error::Error::source(&e)
             .map(|c| format!(": {c}"))
@@ -267,19 +269,18 @@ fn backoff(attempt: u32) {
 }
 
 impl PostgresStore {
-    /// Connects to the database at `url` (`postgres://user@host:port/db`), migrating it
-    /// to this binary's schema. Refuses a database whose schema is newer than this binary
-    /// knows.
+    /// Connects to the database at `url` (`postgres://user@host:port/db`, with libpq's
+    /// `sslmode`, `sslrootcert`, `sslcert` and `sslkey` for TLS: see `conninfo`),
+    /// migrating it to this binary's schema. Refuses a database whose schema is newer than
+    /// this binary knows.
     pub async fn open(url: &str) -> Result<Self> {
-        let config: ::postgres::Config = url
-            .parse()
-            .map_err(|e| StoreError::Backend(format!("database url: {e}")))?;
+        let config = ConnInfo::parse(url).map_err(|e| StoreError::Backend(e.to_string()))?;
         tokio::task::spawn_blocking(move || Self::open_blocking(config))
             .await
             .map_err(|e| StoreError::Backend(format!("open task failed: {e}")))?
     }
 
-    fn open_blocking(config: ::postgres::Config) -> Result<Self> {
+    fn open_blocking(config: ConnInfo) -> Result<Self> {
         let mut first = connect(&config)?;
         migrate(&mut first, &config)?;
         // Listening before `open` returns: a signal committed after it reaches this store.
@@ -310,7 +311,7 @@ impl PostgresStore {
     async fn with_conn<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&mut PgConn, &::postgres::Config) -> Result<T> + Send + 'static,
+        F: FnOnce(&mut PgConn, &ConnInfo) -> Result<T> + Send + 'static,
     {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(closed());
@@ -411,9 +412,9 @@ const SIGNAL_CHANNEL: &str = "bosun_signals";
 const LISTENER_APPLICATION_NAME: &str = "bosun-listener";
 
 /// A connection listening on the signal channel.
-fn listen_connection(config: &::postgres::Config) -> Result<::postgres::Client> {
+fn listen_connection(config: &ConnInfo) -> Result<::postgres::Client> {
     let mut config = config.clone();
-    config.application_name(LISTENER_APPLICATION_NAME);
+    config.config.application_name(LISTENER_APPLICATION_NAME);
     let mut pc = connect(&config)?;
     pc.client
         .batch_execute(&format!("LISTEN {SIGNAL_CHANNEL}"))
@@ -427,7 +428,7 @@ fn listen_connection(config: &::postgres::Config) -> Result<::postgres::Client> 
 /// every 15 s, so a silently dead one is noticed.
 fn listen(
     mut client: ::postgres::Client,
-    config: &::postgres::Config,
+    config: &ConnInfo,
     hub: &crate::signal::Hub,
     stop: &AtomicBool,
 ) {
@@ -488,7 +489,7 @@ fn listen(
 /// Starts a transaction on `pc` with `sql` (`BEGIN …`). A pooled connection the server
 /// has dropped meanwhile (a restart, a failover, an idle timeout) is replaced first:
 /// nothing ran on it yet, so this is safe for writes too.
-fn begin<'a>(pc: &'a mut PgConn, config: &::postgres::Config, sql: &str) -> Result<Connection<'a>> {
+fn begin<'a>(pc: &'a mut PgConn, config: &ConnInfo, sql: &str) -> Result<Connection<'a>> {
     if let Err(e) = pc.client.batch_execute(sql) {
         if !connection_lost(&e) {
             return Err(compat::Error::from(e).into());
@@ -516,7 +517,7 @@ fn connection_lost(e: &::postgres::Error) -> bool {
 /// PostgreSQL delivers them to other instances only if it commits.
 fn write_blocking<T>(
     pc: &mut PgConn,
-    config: &::postgres::Config,
+    config: &ConnInfo,
     hub: &crate::signal::Hub,
     f: &dyn Fn(&Transaction<'_>) -> Result<T>,
 ) -> Result<(T, Vec<Signal>)> {
@@ -569,7 +570,7 @@ fn write_blocking<T>(
 
 /// Applies the migrations this database lacks, in one transaction under an advisory lock:
 /// a replica starting at the same time waits, then finds them applied.
-fn migrate(pc: &mut PgConn, config: &::postgres::Config) -> Result<()> {
+fn migrate(pc: &mut PgConn, config: &ConnInfo) -> Result<()> {
     let c = begin(pc, config, "BEGIN")?;
     c.execute("SELECT pg_advisory_xact_lock(?1)", [MIGRATION_LOCK])?;
     c.execute_batch("CREATE TABLE IF NOT EXISTS bosun_schema (version BIGINT NOT NULL)")?;
