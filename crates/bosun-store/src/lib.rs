@@ -55,8 +55,6 @@ pub enum StoreError {
     Fenced { run: String, fencing: i64 },
     #[error("{0}")]
     InvalidTransition(#[from] bosun_core::run::InvalidTransition),
-    #[error("secret namespace {namespace:?} belongs to another org")]
-    NamespaceOwned { namespace: String },
     #[error("environment {environment:?} is used by hosts {}: move them to another environment or delete them first", .hosts.join(", "))]
     EnvironmentInUse {
         environment: String,
@@ -320,8 +318,8 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- Secrets, OIDC keys, ID-token requests ----
 
-    /// Sets a secret (create or replace). The namespace belongs to the first org that
-    /// stored a secret in it: another org gets `NamespaceOwned`.
+    /// Sets a secret (create or replace). Namespaces are per org: another org's namespace
+    /// of the same name is another namespace, and nothing about it changes the answer.
     async fn put_secret(
         &self,
         org: &str,
@@ -330,7 +328,7 @@ pub trait Store: Send + Sync + 'static {
         value: &Sealed,
         audit: &Audit,
     ) -> Result<SecretMeta>;
-    /// Deletes a secret; false when there was none. An emptied namespace stays the org's.
+    /// Deletes a secret; false when there was none.
     async fn delete_secret(
         &self,
         org: &str,
@@ -340,11 +338,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<bool>;
     /// The org's secrets (optionally one namespace), by namespace then key.
     async fn list_secrets(&self, org: &str, namespace: Option<&str>) -> Result<Vec<SecretMeta>>;
-    /// The sealed value of one of the org's secrets; `None` if absent (or the namespace is
-    /// another org's).
+    /// The sealed value of one of the org's secrets; `None` if the org has none by that name.
     async fn get_secret(&self, org: &str, namespace: &str, key: &str) -> Result<Option<Sealed>>;
-    /// The org owning a namespace, if any.
-    async fn namespace_owner(&self, namespace: &str) -> Result<Option<String>>;
     /// Every sealed value (secrets and signing keys), for checking and re-sealing.
     async fn sealed_values(&self) -> Result<Vec<(SealedOwner, Sealed)>>;
     /// Replaces sealed values in one transaction (a secrets-key rotation), with its audit.

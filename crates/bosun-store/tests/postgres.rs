@@ -236,6 +236,74 @@ async fn an_unreachable_server_is_a_backend_error() {
     }
 }
 
+/// Schema v16 claimed each secret namespace for the first org that used it; the
+/// migration to per-org namespaces keeps every org's secrets and frees the names.
+#[tokio::test]
+async fn migrates_global_secret_namespaces_to_per_org_keeping_secrets() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .collect();
+    files.sort();
+    let mut older = String::from("CREATE TABLE bosun_schema (version BIGINT NOT NULL);\n");
+    for (i, path) in files.iter().take(16).enumerate() {
+        older.push_str(&std::fs::read_to_string(path).unwrap());
+        older.push_str(&format!(
+            "\nINSERT INTO bosun_schema (version) VALUES ({});\n",
+            i + 1
+        ));
+    }
+    older.push_str(
+        "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1), ('globex', 'Globex', 1);
+         INSERT INTO secret_namespaces (name, org_id, created_at)
+         VALUES ('aws', 'acme', 1), ('old', 'acme', 1);
+         INSERT INTO secrets (org_id, namespace, key, ciphertext, nonce, key_id, created_at,
+                              updated_at, updated_by)
+         VALUES ('acme', 'aws', 'key', '\\x01020304', '\\x0a0b', 'sk1', 5, 6, 'user:alice');",
+    );
+    sql(&db.url, &format!("BEGIN; {older} COMMIT;")).unwrap();
+
+    let store = PostgresStore::open(&db.url).await.unwrap();
+    assert!(store.schema_version().await.unwrap() >= 17);
+    let acme = bosun_store::Sealed {
+        ciphertext: vec![1, 2, 3, 4],
+        nonce: vec![10, 11],
+        key_id: "sk1".into(),
+    };
+    assert_eq!(
+        store.get_secret("acme", "aws", "key").await.unwrap(),
+        Some(acme.clone())
+    );
+    let theirs = bosun_store::Sealed {
+        ciphertext: b"globex".to_vec(),
+        nonce: vec![0; 24],
+        key_id: "sk1".into(),
+    };
+    let mut a = audit("secret.set", "secret://aws/key");
+    a.org = Some("globex".into());
+    for ns in ["aws", "old"] {
+        store
+            .put_secret("globex", ns, "key", &theirs, &a)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.get_secret("acme", "aws", "key").await.unwrap(),
+        Some(acme)
+    );
+    assert_eq!(
+        store.get_secret("globex", "aws", "key").await.unwrap(),
+        Some(theirs)
+    );
+    store.close().await;
+}
+
 // ---- Two replicas on one database ----
 //
 // What SQLite got from its single in-process writer must hold between separate stores

@@ -332,10 +332,6 @@ async fn migrates_a_v4_database_to_run_identity() {
         again.get_secret("acme", "db", "password").await.unwrap(),
         Some(sealed)
     );
-    assert_eq!(
-        again.namespace_owner("db").await.unwrap().as_deref(),
-        Some("acme")
-    );
     again.close().await;
 }
 
@@ -363,4 +359,120 @@ async fn signing_key_without_private_half_is_corrupt() {
         store.sealed_values().await,
         Err(StoreError::Corrupt(_))
     ));
+}
+
+/// The SQLite migrations up to and including `upto` (as an older binary applied them).
+fn migrations_up_to(upto: usize) -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .collect();
+    files.sort();
+    files.truncate(upto);
+    files
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
+/// Schema v16 claimed each secret namespace for the first org that used it; the
+/// migration to per-org namespaces keeps every org's secrets (sealed values untouched)
+/// and frees the names for everyone.
+#[tokio::test]
+async fn migrates_global_secret_namespaces_to_per_org_keeping_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
+            .unwrap();
+        for (i, sql) in migrations_up_to(16).iter().enumerate() {
+            tx.execute_batch(sql).unwrap();
+            tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
+                .unwrap();
+        }
+        // acme claimed `aws` and `old` (since emptied); globex claimed `ci`.
+        tx.execute_batch(
+            "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1), ('globex', 'Globex', 1);
+             INSERT INTO secret_namespaces (name, org_id, created_at)
+             VALUES ('aws', 'acme', 1), ('old', 'acme', 1), ('ci', 'globex', 1);
+             INSERT INTO secrets (org_id, namespace, key, ciphertext, nonce, key_id, created_at,
+                                  updated_at, updated_by)
+             VALUES ('acme', 'aws', 'key', X'01020304', X'0a0b', 'sk1', 5, 6, 'user:alice'),
+                    ('globex', 'ci', 'token', X'0506', X'0c0d', 'sk1', 7, 8, NULL);",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let (fresh_store, _fresh_dir) = fresh().await;
+    assert_eq!(
+        store.schema_version().await.unwrap(),
+        fresh_store.schema_version().await.unwrap()
+    );
+    assert!(store.schema_version().await.unwrap() >= 17);
+    let acme = bosun_store::Sealed {
+        ciphertext: vec![1, 2, 3, 4],
+        nonce: vec![10, 11],
+        key_id: "sk1".into(),
+    };
+    assert_eq!(
+        store.get_secret("acme", "aws", "key").await.unwrap(),
+        Some(acme.clone())
+    );
+    let listed = store.list_secrets("acme", None).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (
+            listed[0].created_at.timestamp_millis(),
+            listed[0].updated_by.as_str()
+        ),
+        (5, "user:alice")
+    );
+    assert_eq!(
+        store.get_secret("globex", "ci", "token").await.unwrap(),
+        Some(bosun_store::Sealed {
+            ciphertext: vec![5, 6],
+            nonce: vec![12, 13],
+            key_id: "sk1".into(),
+        })
+    );
+    // Every claimed name is now usable by the other org, without touching the owner's.
+    let a = bosun_store::Audit {
+        org: Some("globex".into()),
+        actor: "user:bob".into(),
+        token_id: None,
+        action: "secret.set".into(),
+        target: "secret://aws/key".into(),
+        detail: serde_json::json!({}),
+    };
+    let theirs = bosun_store::Sealed {
+        ciphertext: b"globex".to_vec(),
+        nonce: vec![0; 24],
+        key_id: "sk1".into(),
+    };
+    for ns in ["aws", "old"] {
+        store
+            .put_secret("globex", ns, "key", &theirs, &a)
+            .await
+            .unwrap();
+    }
+    store
+        .put_secret("acme", "ci", "token", &theirs, &a)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_secret("acme", "aws", "key").await.unwrap(),
+        Some(acme)
+    );
+    assert_eq!(
+        store.get_secret("globex", "aws", "key").await.unwrap(),
+        Some(theirs)
+    );
+    assert_eq!(store.sealed_values().await.unwrap().len(), 5);
+    store.close().await;
 }

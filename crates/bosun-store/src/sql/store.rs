@@ -1511,32 +1511,6 @@ impl Store for db::Store {
         let (value, audit) = (value.clone(), audit.clone());
         self.write(move |tx| {
             let now = millis(Utc::now());
-            // Who owns the namespace is decided here, in the write transaction: two orgs
-            // racing for a new namespace cannot both get it.
-            let owner: Option<String> = tx
-                .prepare_cached("SELECT org_id FROM secret_namespaces WHERE name = ?1")?
-                .query_row([&namespace], |r| r.get(0))
-                .optional()?;
-            match owner {
-                Some(owner) if owner != org => {
-                    return Err(StoreError::NamespaceOwned { namespace });
-                }
-                Some(_) => {}
-                None => {
-                    tx.prepare_cached(
-                        "INSERT INTO secret_namespaces (name, org_id, created_at)
-                         VALUES (?1, ?2, ?3)",
-                    )?
-                    .execute(params![namespace, org, now])
-                    .map_err(|e| {
-                        if is_foreign_key_violation(&e) {
-                            StoreError::NotFound(format!("org {org:?}"))
-                        } else {
-                            e.into()
-                        }
-                    })?;
-                }
-            }
             let created: Option<i64> = tx
                 .prepare_cached(
                     "SELECT created_at FROM secrets
@@ -1565,7 +1539,14 @@ impl Store for db::Store {
                 created,
                 updated,
                 audit.actor,
-            ])?;
+            ])
+            .map_err(|e| {
+                if is_foreign_key_violation(&e) {
+                    StoreError::NotFound(format!("org {org:?}"))
+                } else {
+                    e.into()
+                }
+            })?;
             append_audit(tx, &audit)?;
             Ok(SecretMeta {
                 org,
@@ -1589,7 +1570,6 @@ impl Store for db::Store {
         let (org, namespace, key) = (org.to_string(), namespace.to_string(), key.to_string());
         let audit = audit.clone();
         self.write(move |tx| {
-            // The namespace row stays: an emptied namespace is still the org's.
             let done = tx
                 .prepare_cached(
                     "DELETE FROM secrets WHERE org_id = ?1 AND namespace = ?2 AND key = ?3",
@@ -1625,7 +1605,7 @@ impl Store for db::Store {
     async fn get_secret(&self, org: &str, namespace: &str, key: &str) -> Result<Option<Sealed>> {
         let (org, namespace, key) = (org.to_string(), namespace.to_string(), key.to_string());
         self.read(move |c| {
-            // Rows are keyed by org: another org's namespace holds nothing of this org's.
+            // Rows are keyed by org: another org's namespace of the same name is not read.
             let row = c
                 .prepare_cached(
                     "SELECT ciphertext, nonce, key_id FROM secrets
@@ -1640,18 +1620,6 @@ impl Store for db::Store {
                 nonce,
                 key_id,
             }))
-        })
-        .await
-    }
-
-    async fn namespace_owner(&self, namespace: &str) -> Result<Option<String>> {
-        let namespace = namespace.to_string();
-        self.read(move |c| {
-            Ok(
-                c.prepare_cached("SELECT org_id FROM secret_namespaces WHERE name = ?1")?
-                    .query_row([&namespace], |r| r.get(0))
-                    .optional()?,
-            )
         })
         .await
     }
