@@ -36,4 +36,5 @@ pub mod tokens;
 pub mod vcs;
 
 pub use config::{ConfigError, ConfigOverrides, FileConfig, ServerConfig};
+mod web_headers;
 pub use server::{AppState, RunningServer, StartError};

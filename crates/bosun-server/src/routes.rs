@@ -198,6 +198,10 @@ pub fn router(state: AppState) -> Router {
             .on_request(|req: &axum::http::Request<_>, _: &tracing::Span| {
                 tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
             })
+    .layer(from_fn_with_state(
+        state.clone(),
+        crate::web_headers::security_headers,
+    ))
             .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
     )
     .with_state(state)

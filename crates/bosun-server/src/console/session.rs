@@ -6,16 +6,20 @@
 //! authenticates the token again exactly as the API does, so a revoked or expired token
 //! ends its sessions at once. The CSRF token is derived from the cookie's value, which a
 //! page of another site can neither read nor send along a form it submits (the cookie is
-//! `HttpOnly; SameSite=Strict`), and console POSTs are also refused when their `Origin`
-//! names another site.
+//! `HttpOnly; SameSite=Strict`, and `Secure` when the public URL is `https`), and console
+//! POSTs are also refused when their `Origin` is not the configured public URL's (the
+//! `Host` header proves nothing: whoever sends the request chooses it). After login the
+//! browser goes back only to a path of this site; a `next` holding a control character is
+//! refused before any session is made.
 
 use axum::extract::{Form, FromRequestParts, Query, State};
-use axum::http::header::{COOKIE, HOST, ORIGIN, SET_COOKIE};
+use axum::http::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use bosun_core::authz::{Principal, PrincipalKind};
+use bosun_core::ValidationError;
 use bosun_store::Sealed;
 use chrono::Utc;
 use serde::Deserialize;
@@ -24,6 +28,7 @@ use sha2::{Digest, Sha256};
 use super::{render, PageError};
 use crate::error::ApiError;
 use crate::server::AppState;
+use crate::web_headers::secure_cookies;
 
 const COOKIE_NAME: &str = "bosun_session";
 const FLASH_COOKIE: &str = "bosun_flash";
@@ -157,22 +162,59 @@ fn open_session(state: &AppState, value: &str) -> Result<String, &'static str> {
     Ok(token.to_string())
 }
 
-/// Refuses a POST whose `Origin` is another site (browsers send it on every POST).
-fn check_origin(headers: &HeaderMap) -> Result<(), PageError> {
-    let Some(origin) = headers.get(ORIGIN).and_then(|v| v.to_str().ok()) else {
+/// Refuses a POST whose `Origin` is not this server's public URL. Browsers send `Origin`
+/// on every POST; a request without one is no browser's form (the CSRF token and the
+/// `SameSite` cookie still stand).
+fn check_origin(headers: &HeaderMap, public_url: &str) -> Result<(), PageError> {
+    let Some(origin) = headers.get(ORIGIN) else {
         return Ok(());
     };
-    let host = headers
-        .get(HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let origin_host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
-    if origin == "null" || origin_host != host {
-        return Err(PageError::Api(ApiError::Forbidden(format!(
-            "a console form was posted from another site ({origin}); open the console at http://{host}/ and try again"
-        ))));
+    let origin = origin.to_str().unwrap_or("(not text)");
+    if same_origin(origin, public_url) {
+        return Ok(());
     }
-    Ok(())
+    Err(PageError::Api(ApiError::Forbidden(format!(
+        "a console form was posted from {origin}, not from this server's public URL {public_url}; \
+         open the console at {public_url}/ (or set --public-url to the address browsers use)"
+    ))))
+}
+
+/// Scheme, host (lowercase) and port of an origin or URL.
+fn origin_parts(url: &str) -> Option<(String, String, u16)> {
+    let uri: Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri.port_u16().or(match scheme.as_str() {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    })?;
+    Some((scheme, host, port))
+}
+
+/// Whether `origin` is the origin of `public_url`. Loopback names stand for each other
+/// (a server on 127.0.0.1 opened as `localhost`): only a page of this machine has them.
+fn same_origin(origin: &str, public_url: &str) -> bool {
+    let (Some(o), Some(p)) = (origin_parts(origin), origin_parts(public_url)) else {
+        return false;
+    };
+    let loopback = |h: &str| {
+        h == "localhost"
+            || h == "[::1]"
+            || h.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| a.is_loopback())
+    };
+    o.0 == p.0 && o.2 == p.2 && (o.1 == p.1 || (loopback(&o.1) && loopback(&p.1)))
+}
+
+/// A 303 to `to`, or a 400 when `to` cannot be a `Location` (a control character from a
+/// decoded path segment), never a response that would carry it.
+pub fn see_other(to: &str) -> Result<Response, ApiError> {
+    let location = HeaderValue::from_str(to).map_err(|_| ApiError::BadRequest {
+        code: "invalid_path",
+        message: format!("{to:?} holds characters no URL may hold"),
+    })?;
+    Ok((StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response())
 }
 
 impl FromRequestParts<AppState> for Session {
@@ -205,7 +247,7 @@ impl FromRequestParts<AppState> for Session {
                 other => PageError::Api(other),
             })?;
         if parts.method == axum::http::Method::POST {
-            check_origin(&parts.headers)?;
+            check_origin(&parts.headers, &state.config.public_url)?;
         }
         let flash = cookie(&parts.headers, FLASH_COOKIE).and_then(|v| {
             let bytes = unb64(v)?;
@@ -227,7 +269,10 @@ impl FromRequestParts<AppState> for Session {
 /// A redirect after a form that leaves a one-time message for the next page.
 pub fn redirect_with_flash(to: &str, ok: bool, text: &str) -> Response {
     let value = b64(format!("{}:{text}", if ok { "ok" } else { "error" }).as_bytes());
-    let mut resp = Redirect::to(to).into_response();
+    let mut resp = match see_other(to) {
+        Ok(r) => r,
+        Err(e) => return PageError::Api(e).into_response(),
+    };
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{FLASH_COOKIE}={value}; Path=/; Max-Age=60; HttpOnly; SameSite=Strict"
     )) {
@@ -254,12 +299,32 @@ struct LoginPage {
     reason: Option<String>,
 }
 
-/// Only same-site paths are followed after login, never another host.
-fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
-        _ => "/".to_string(),
+/// Where the browser goes after login: a path of this site, never another host. A `next`
+/// that is not a plain same-site path (`//host`, `/\host`, `https://…`, spaces,
+/// non-ASCII) becomes `/`; one holding a control character is refused, since browsers
+/// drop tabs and newlines from a URL (`/\t/evil.example` is `//evil.example` to them) and
+/// no page of the console has one in its address.
+fn safe_next(next: Option<&str>) -> Result<String, ApiError> {
+    let Some(n) = next else {
+        return Ok("/".to_string());
+    };
+    if n.chars().any(char::is_control) {
+        return Err(ApiError::Validation(ValidationError::new(
+            "next",
+            "the page to return to after login holds a control character; \
+             log in from the login page again",
+        )));
     }
+    let plain = n.bytes().all(|b| b.is_ascii_graphic() && b != b'\\');
+    let local = n.starts_with('/') && !n.starts_with("//");
+    let parsed = n
+        .parse::<Uri>()
+        .is_ok_and(|u| u.scheme().is_none() && u.authority().is_none());
+    Ok(if plain && local && parsed {
+        n.to_string()
+    } else {
+        "/".to_string()
+    })
 }
 
 /// `GET /login`: the token form.
@@ -267,7 +332,7 @@ pub async fn login_form(Query(q): Query<LoginQuery>) -> Result<Response, PageErr
     render(
         None,
         &LoginPage {
-            next: safe_next(q.next.as_deref()),
+            next: safe_next(q.next.as_deref()).unwrap_or_else(|_| "/".to_string()),
             reason: q.reason,
         },
     )
@@ -285,8 +350,8 @@ pub async fn login(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, PageError> {
-    check_origin(&headers)?;
-    let next = safe_next(form.next.as_deref());
+    check_origin(&headers, &state.config.public_url)?;
+    let next = safe_next(form.next.as_deref())?;
     let again = |reason: String| {
         render(
             None,
@@ -316,9 +381,14 @@ pub async fn login(
         ));
     }
     let value = seal_session(&state, token)?;
-    let mut resp = Redirect::to(&next).into_response();
+    let mut resp = see_other(&next)?;
+    let secure = if secure_cookies(&state.config.public_url) {
+        "; Secure"
+    } else {
+        ""
+    };
     let cookie = format!(
-        "{COOKIE_NAME}={value}; Path=/; Max-Age={SESSION_SECONDS}; HttpOnly; SameSite=Strict"
+        "{COOKIE_NAME}={value}; Path=/; Max-Age={SESSION_SECONDS}; HttpOnly; SameSite=Strict{secure}"
     );
     let cookie = HeaderValue::from_str(&cookie)
         .map_err(|_| ApiError::Internal("cannot build the session cookie".into()))?;
@@ -334,7 +404,7 @@ pub struct CsrfOnly {
 /// `POST /logout`: ends the session in this browser.
 pub async fn logout(session: Session, Form(form): Form<CsrfOnly>) -> Result<Response, PageError> {
     session.check_csrf(&form.csrf)?;
-    let mut resp = Redirect::to("/login").into_response();
+    let mut resp = see_other("/login")?;
     resp.headers_mut().append(
         SET_COOKIE,
         HeaderValue::from_static("bosun_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
@@ -348,11 +418,55 @@ mod tests {
 
     #[test]
     fn next_stays_on_this_site() {
-        assert_eq!(safe_next(Some("/orgs/a/stacks")), "/orgs/a/stacks");
-        assert_eq!(safe_next(Some("//evil.example/")), "/");
-        assert_eq!(safe_next(Some("https://evil.example/")), "/");
-        assert_eq!(safe_next(Some("/\\evil.example")), "/");
-        assert_eq!(safe_next(None), "/");
+        let next = |n| safe_next(n).unwrap();
+        assert_eq!(next(Some("/orgs/a/stacks?x=1")), "/orgs/a/stacks?x=1");
+        assert_eq!(next(Some("//evil.example/")), "/");
+        assert_eq!(next(Some("https://evil.example/")), "/");
+        assert_eq!(next(Some("/\\evil.example")), "/");
+        assert_eq!(next(Some("/a\\b")), "/");
+        assert_eq!(next(Some("/ /evil.example")), "/");
+        assert_eq!(next(Some("/\u{3000}/evil.example")), "/");
+        assert_eq!(next(Some("evil.example")), "/");
+        assert_eq!(next(None), "/");
+        for bad in [
+            "/\t/evil.example",
+            "/\r\nSet-Cookie: x=1",
+            "/\u{7f}",
+            "/\u{85}",
+        ] {
+            assert!(safe_next(Some(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn origins_compare_with_the_public_url() {
+        assert!(same_origin(
+            "https://bosun.example",
+            "https://bosun.example"
+        ));
+        assert!(same_origin(
+            "https://BOSUN.example:443",
+            "https://bosun.example"
+        ));
+        assert!(same_origin(
+            "http://localhost:8080",
+            "http://127.0.0.1:8080"
+        ));
+        assert!(!same_origin(
+            "http://localhost:8081",
+            "http://127.0.0.1:8080"
+        ));
+        assert!(!same_origin(
+            "http://bosun.example",
+            "https://bosun.example"
+        ));
+        assert!(!same_origin(
+            "https://evil.example",
+            "https://bosun.example"
+        ));
+        assert!(!same_origin("null", "https://bosun.example"));
+        assert!(secure_cookies("HTTPS://bosun.example"));
+        assert!(!secure_cookies("http://bosun.example"));
     }
 
     #[test]
