@@ -26,6 +26,9 @@ pub struct Output {
     pub sensitive: bool,
 }
 
+/// The largest serial a state document may carry: what a signed 64-bit column holds.
+pub const MAX_SERIAL: u64 = i64::MAX as u64;
+
 /// Why a state document was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid state: {0}")]
@@ -47,6 +50,13 @@ impl StateDoc {
         };
         let version = int("version")?;
         let serial = int("serial")?;
+        // The store keeps serials as signed 64-bit integers (SQLite's and PostgreSQL's
+        // BIGINT); a larger one is the client's mistake, not a server failure.
+        if serial > MAX_SERIAL {
+            return Err(InvalidState(format!(
+                "\"serial\" is {serial}, above the largest serial a state can have ({MAX_SERIAL})"
+            )));
+        }
         let lineage = obj
             .get("lineage")
             .ok_or_else(|| InvalidState("missing \"lineage\"".into()))?
@@ -418,6 +428,21 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(bad)
             );
+        }
+    }
+
+    #[test]
+    fn serials_beyond_what_the_store_keeps_are_refused_naming_the_field() {
+        let doc = |serial: &str| format!(r#"{{"version":4,"serial":{serial},"lineage":"a"}}"#);
+        let top = StateDoc::parse(doc(&MAX_SERIAL.to_string()).as_bytes()).unwrap();
+        assert_eq!(top.serial, MAX_SERIAL);
+        for serial in [
+            "9223372036854775808",
+            "18446744073709551615",
+            "18446744073709551616",
+        ] {
+            let e = StateDoc::parse(doc(serial).as_bytes()).unwrap_err();
+            assert!(e.0.contains("\"serial\""), "{serial}: {e}");
         }
     }
 

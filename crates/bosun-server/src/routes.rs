@@ -182,11 +182,17 @@ pub fn router(state: AppState) -> Router {
         crate::identity::TOKEN_PATH,
         routing::get(crate::identity::token),
     )
-    // Authenticated by its HMAC signature, not a bearer token; GitHub sends up to 25 MB.
+    // Authenticated by its HMAC signature, not a bearer token, so anyone may post a body:
+    // its own, smaller cap (`--webhook-max-bytes`), checked by the handler before reading.
     .route(
         "/webhooks/github",
         routing::post(crate::vcs::webhook::receive)
-            .layer(DefaultBodyLimit::max(crate::vcs::webhook::MAX_PAYLOAD)),
+            .layer::<_, std::convert::Infallible>(DefaultBodyLimit::max(
+                state.config.webhook_max_bytes,
+            ))
+            .layer::<_, std::convert::Infallible>(Extension(BodyLimit(
+                state.config.webhook_max_bytes,
+            ))),
     )
     .fallback(route_not_found)
     .method_not_allowed_fallback(method_not_allowed)

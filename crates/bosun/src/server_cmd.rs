@@ -13,7 +13,7 @@ use tracing_subscriber::EnvFilter;
 #[derive(Args, Debug)]
 pub struct ServerArgs {
     /// TOML config file (keys: listen, data_dir, database_url, public_url, max_body_bytes,
-    /// max_state_bytes; [notify] retention).
+    /// max_state_bytes, webhook_max_bytes; [notify] retention).
     #[arg(long, env = "BOSUN_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -51,6 +51,10 @@ pub struct ServerArgs {
     /// Largest state document the state backend accepts, in bytes [default: 67108864].
     #[arg(long, env = "BOSUN_MAX_STATE_BYTES")]
     max_state_bytes: Option<usize>,
+    /// Largest GitHub webhook delivery accepted, in bytes; a larger one is refused (413)
+    /// before its body is read [default: 5242880].
+    #[arg(long, env = "BOSUN_WEBHOOK_MAX_BYTES")]
+    webhook_max_bytes: Option<usize>,
     /// The secret GitHub signs webhook deliveries with (`X-Hub-Signature-256`).
     #[arg(long, env = "BOSUN_GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
     github_webhook_secret: Option<String>,
@@ -176,6 +180,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     // The embedded hosted pool: the same runner agent, talking to this server over HTTP.
     let (stop_runners, runners_stopped) = tokio::sync::oneshot::channel::<()>();
     let runners = (args.local_runners > 0).then(|| {
+        webhook_max_bytes: args.webhook_max_bytes,
         let config = bosun_runner::RunnerConfig::new(
             format!("http://{}", server.local_addr),
             server.hosted_runner_token.clone(),

@@ -1,14 +1,17 @@
 //! Plans and inventories as the engine uses them: validated, with every templated string
 //! kept as written (rendered per host at run time). Parsing (`parse.rs`) turns YAML into
 //! these in two stages — raw serde structures, then validation — and every error names
-//! the file, line and column.
+//! the file, line and column. Before either, `bounds.rs` checks the text against
+//! [`Limits::FILE`] (size, nesting depth, alias expansion) in one linear pass.
 
+mod bounds;
 mod parse;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use bounds::{check_limits, InputLimit, Limits, Shape};
 pub use parse::{
     lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport,
 };
@@ -36,6 +39,8 @@ impl std::fmt::Display for Location {
 pub struct ModelError {
     pub location: Location,
     pub message: String,
+    /// The input limit the text went over (checked before parsing), if that is why.
+    pub limit: Option<InputLimit>,
 }
 
 /// A validated plan.

@@ -44,6 +44,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use yaml_rust2::parser::{Event, Parser as YamlParser};
 
+use super::bounds::{check_limits, Limits};
 use super::{
     ConnectionKind, CopySource, Environment, FileSchedule, Host, InputDef, Inventory,
     LineInFileArgs, Location, ModelError, Module, Plan, SourceMap, Step, Targets, Value,
@@ -280,6 +281,7 @@ impl Index {
         ModelError {
             location: self.value(path),
             message: message.into(),
+            limit: None,
         }
     }
 
@@ -287,6 +289,7 @@ impl Index {
         ModelError {
             location: self.key(path),
             message: message.into(),
+            limit: None,
         }
     }
 
@@ -304,6 +307,7 @@ impl Index {
                 "duplicate {noun} `{key}` (first at line {}, column {})",
                 first.line, first.column
             ),
+            limit: None,
         })
     }
 }
@@ -323,15 +327,20 @@ fn yaml_error(file: &str, e: &serde_norway::Error) -> ModelError {
             column,
         },
         message,
+        limit: None,
     }
 }
 
-/// Stages 1 and 2: the index and the raw structure.
+/// Stages 1 and 2: the index and the raw structure — after the limits (`bounds.rs`),
+/// which keep both YAML readers off texts that would make them slow. `kind` ("plan",
+/// "inventory") names the file in a limit's refusal.
 fn read<T: for<'de> Deserialize<'de>>(
     file: &str,
+    kind: &str,
     text: &str,
     what: impl Fn(&str) -> Option<&'static str>,
 ) -> Result<(Index, T), ModelError> {
+    check_limits(file, kind, text, &Limits::FILE)?;
     let index = Index::build(file, text);
     if let Some(e) = index.as_ref().and_then(|i| i.duplicate_error(what)) {
         return Err(e);
@@ -347,6 +356,7 @@ fn read<T: for<'de> Deserialize<'de>>(
                 column: 1,
             },
             message: "the file is empty".into(),
+            limit: None,
         });
     }
     let raw: T = serde_norway::from_str(text).map_err(|e| yaml_error(file, &e))?;
@@ -786,7 +796,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<V> {
 /// Parses a plan file's text; `file` names it in errors (and resolves `src:` paths).
 pub fn parse_plan(file: &Path, text: &str) -> Result<Plan, ModelError> {
     let name = file.display().to_string();
-    let (ix, raw): (Index, RawPlan) = read(&name, text, |parent| match parent {
+    let (ix, raw): (Index, RawPlan) = read(&name, "plan", text, |parent| match parent {
         "" => Some("plan field"),
         "inputs" => Some("input"),
         "vars" => Some("variable"),
@@ -1339,7 +1349,7 @@ fn inventory(file: &Path, text: &str, expand: bool) -> Result<Inventory, ModelEr
         }
     };
     let name = file.display().to_string();
-    let (ix, raw): (Index, RawInventory) = read(&name, text, |parent| match parent {
+    let (ix, raw): (Index, RawInventory) = read(&name, "inventory", text, |parent| match parent {
         "" => Some("inventory field"),
         "hosts" => Some("host"),
         "environments" => Some("environment"),

@@ -2,9 +2,15 @@
 //! one is refused and only counted), de-duplicate by delivery id, decide what the event
 //! means for every stack of the repository, and record the delivery with its decisions
 //! and the runs it starts — in one store transaction.
+//!
+//! Anyone can post here, and the signature covers the whole body, so the body is read
+//! before anything is known about the sender: it is capped (`--webhook-max-bytes`), a
+//! `Content-Length` over the cap is refused before a byte of the body is read, and a
+//! chunked body is cut off at the cap.
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use bosun_core::stack::Repository;
@@ -21,10 +27,8 @@ use sha2::Sha256;
 use super::mirror::Range;
 use super::{decide, record, Change, ChangedFiles, Counters};
 use crate::error::ApiError;
+use crate::extract::read_body;
 use crate::server::AppState;
-
-/// GitHub's largest webhook payload.
-pub const MAX_PAYLOAD: usize = 25 * 1024 * 1024;
 
 /// GitHub lists at most this many commits in a push payload.
 const PAYLOAD_COMMIT_LIMIT: usize = 20;
@@ -190,13 +194,35 @@ fn system_audit(action: &str, target: String, detail: Value) -> Audit {
     }
 }
 
+/// Reads a delivery's body within the webhook cap: a declared length over it is refused
+/// at once, a longer body than declared (or a chunked one) when it passes the cap.
+async fn capped_body(state: &AppState, req: Request) -> Result<Bytes, ApiError> {
+    let limit = state.config.webhook_max_bytes;
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    read_body(req, state).await
+}
+
 /// Receive one GitHub webhook delivery.
 pub async fn receive(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
+    req: Request,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let counters = &state.vcs.counters;
+    let headers = req.headers().clone();
+    let body = match capped_body(&state, req).await {
+        Ok(body) => body,
+        Err(e) => {
+            Counters::bump(&counters.rejected);
+            return Err(e);
+        }
+    };
     let Some(secret) = &state.config.vcs.webhook_secret else {
         Counters::bump(&counters.rejected);
         return Err(ApiError::Unauthenticated(
