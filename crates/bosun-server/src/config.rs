@@ -44,6 +44,8 @@ pub struct ConfigOverrides {
     pub public_url: Option<String>,
     pub max_body_bytes: Option<usize>,
     pub max_state_bytes: Option<usize>,
+    /// `--webhook-max-bytes` / `BOSUN_WEBHOOK_MAX_BYTES`.
+    pub webhook_max_bytes: Option<usize>,
     /// `--notify-retention` / `BOSUN_NOTIFY_RETENTION`.
     pub notify_retention: Option<std::time::Duration>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
@@ -56,14 +58,15 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     /// `sqlite://PATH`; defaults to `<data_dir>/bosun.db`.
-    /// `--webhook-max-bytes` / `BOSUN_WEBHOOK_MAX_BYTES`.
-    pub webhook_max_bytes: Option<usize>,
     pub database_url: Option<String>,
     /// The URL clients and runners reach this server at.
     pub public_url: String,
     pub max_body_bytes: usize,
     /// Largest state document the backend accepts.
     pub max_state_bytes: usize,
+    /// Largest GitHub webhook delivery accepted: anyone may post to the webhook, and its
+    /// body is read before the signature can be checked.
+    pub webhook_max_bytes: usize,
     /// Runs: how often runners heartbeat, when a silent run is stale, how often the
     /// sweep looks, and (tests only) a phase timeout that replaces the tiers'.
     pub runs: RunTimings,
@@ -86,9 +89,6 @@ pub struct ServerConfig {
     /// `<data-dir>/replica-id`, written at random on first start.
     pub replica_id: Option<String>,
     /// How long a duty lease lasts unrenewed (renewed every third of it): about how long
-    /// Largest GitHub webhook delivery accepted: anyone may post to the webhook, and its
-    /// body is read before the signature can be checked.
-    pub webhook_max_bytes: usize,
     /// a dead replica's duties take to move to another.
     pub duty_lease: std::time::Duration,
 }
@@ -233,6 +233,10 @@ impl Default for RunTimings {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 pub const DEFAULT_MAX_STATE: usize = 64 * 1024 * 1024;
+/// 5 MiB: GitHub caps deliveries at 25 MB, but the push, pull request and installation
+/// events Bosun reads weigh kilobytes to a few hundred; the cap bounds what an unsigned
+/// post can make the server hold.
+pub const DEFAULT_WEBHOOK_MAX: usize = 5 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -302,6 +306,16 @@ impl ServerConfig {
                 message: "must be at least 1024".into(),
             });
         }
+        let webhook_max_bytes = o
+            .webhook_max_bytes
+            .or(f.webhook_max_bytes)
+            .unwrap_or(DEFAULT_WEBHOOK_MAX);
+        if webhook_max_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                key: "webhook_max_bytes",
+                message: "must be at least 1024".into(),
+            });
+        }
         let database_url = o.database_url.or(f.database_url);
         if let Some(url) = &database_url {
             if !url.starts_with("sqlite://") && !is_postgres_url(url) {
@@ -314,10 +328,6 @@ impl ServerConfig {
                 });
             }
         }
-/// 5 MiB: GitHub caps deliveries at 25 MB, but the push, pull request and installation
-/// events Bosun reads weigh kilobytes to a few hundred; the cap bounds what an unsigned
-/// post can make the server hold.
-pub const DEFAULT_WEBHOOK_MAX: usize = 5 * 1024 * 1024;
         if let Some(t) = &o.bootstrap_token {
             bosun_core::token::check_bootstrap_token(t).map_err(|e| ConfigError::Invalid {
                 key: "BOSUN_BOOTSTRAP_TOKEN",
@@ -358,6 +368,7 @@ pub const DEFAULT_WEBHOOK_MAX: usize = 5 * 1024 * 1024;
             public_url,
             max_body_bytes,
             max_state_bytes,
+            webhook_max_bytes,
             runs: RunTimings::default(),
             vcs: VcsConfig::default(),
             secrets: SecretsConfig::default(),
@@ -389,16 +400,6 @@ pub const DEFAULT_WEBHOOK_MAX: usize = 5 * 1024 * 1024;
 fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
-        let webhook_max_bytes = o
-            .webhook_max_bytes
-            .or(f.webhook_max_bytes)
-            .unwrap_or(DEFAULT_WEBHOOK_MAX);
-        if webhook_max_bytes < 1024 {
-            return Err(ConfigError::Invalid {
-                key: "webhook_max_bytes",
-                message: "must be at least 1024".into(),
-            });
-        }
 
 #[cfg(test)]
 mod tests {
@@ -456,7 +457,6 @@ mod tests {
         let c = ServerConfig::merge(ConfigOverrides::default(), file.clone()).unwrap();
         assert_eq!(
             c.notify.retention,
-            webhook_max_bytes,
             std::time::Duration::from_secs(12 * 3600)
         );
         let o = ConfigOverrides {
@@ -472,6 +472,29 @@ mod tests {
         let e =
             FileConfig::parse(Path::new("t.toml"), "[notify]\nretension = \"1d\"\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `retension`"), "{e}");
+    }
+
+    #[test]
+    fn webhook_cap_from_flag_over_file_over_default() {
+        let d = ServerConfig::merge(ConfigOverrides::default(), FileConfig::default()).unwrap();
+        assert_eq!(d.webhook_max_bytes, DEFAULT_WEBHOOK_MAX);
+        let file = FileConfig::parse(Path::new("t.toml"), "webhook_max_bytes = 65536\n").unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), file.clone()).unwrap();
+        assert_eq!(c.webhook_max_bytes, 65536);
+        let o = ConfigOverrides {
+            webhook_max_bytes: Some(4096),
+            ..Default::default()
+        };
+        assert_eq!(
+            ServerConfig::merge(o, file).unwrap().webhook_max_bytes,
+            4096
+        );
+        let o = ConfigOverrides {
+            webhook_max_bytes: Some(10),
+            ..Default::default()
+        };
+        let e = ServerConfig::merge(o, FileConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("webhook_max_bytes"), "{e}");
     }
 
     #[test]
@@ -496,26 +519,3 @@ mod tests {
         assert_eq!(c.sqlite_path(), PathBuf::from("/var/lib/bosun/b.db"));
     }
 }
-    #[test]
-    fn webhook_cap_from_flag_over_file_over_default() {
-        let d = ServerConfig::merge(ConfigOverrides::default(), FileConfig::default()).unwrap();
-        assert_eq!(d.webhook_max_bytes, DEFAULT_WEBHOOK_MAX);
-        let file = FileConfig::parse(Path::new("t.toml"), "webhook_max_bytes = 65536\n").unwrap();
-        let c = ServerConfig::merge(ConfigOverrides::default(), file.clone()).unwrap();
-        assert_eq!(c.webhook_max_bytes, 65536);
-        let o = ConfigOverrides {
-            webhook_max_bytes: Some(4096),
-            ..Default::default()
-        };
-        assert_eq!(
-            ServerConfig::merge(o, file).unwrap().webhook_max_bytes,
-            4096
-        );
-        let o = ConfigOverrides {
-            webhook_max_bytes: Some(10),
-            ..Default::default()
-        };
-        let e = ServerConfig::merge(o, FileConfig::default()).unwrap_err();
-        assert!(e.to_string().contains("webhook_max_bytes"), "{e}");
-    }
-

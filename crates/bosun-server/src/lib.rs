@@ -34,7 +34,7 @@ mod state;
 mod tenancy;
 pub mod tokens;
 pub mod vcs;
+mod web_headers;
 
 pub use config::{ConfigError, ConfigOverrides, FileConfig, ServerConfig};
-mod web_headers;
 pub use server::{AppState, RunningServer, StartError};

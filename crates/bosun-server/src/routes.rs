@@ -198,16 +198,16 @@ pub fn router(state: AppState) -> Router {
     .method_not_allowed_fallback(method_not_allowed)
     .layer(DefaultBodyLimit::max(limit))
     .layer(Extension(BodyLimit(limit)))
+    .layer(from_fn_with_state(
+        state.clone(),
+        crate::web_headers::security_headers,
+    ))
     .layer(
         TraceLayer::new_for_http()
             .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
             .on_request(|req: &axum::http::Request<_>, _: &tracing::Span| {
                 tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
             })
-    .layer(from_fn_with_state(
-        state.clone(),
-        crate::web_headers::security_headers,
-    ))
             .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
     )
     .with_state(state)

@@ -142,6 +142,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         public_url: args.public_url,
         max_body_bytes: args.max_body_bytes,
         max_state_bytes: args.max_state_bytes,
+        webhook_max_bytes: args.webhook_max_bytes,
         notify_retention: args.notify_retention,
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
@@ -180,7 +181,6 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     // The embedded hosted pool: the same runner agent, talking to this server over HTTP.
     let (stop_runners, runners_stopped) = tokio::sync::oneshot::channel::<()>();
     let runners = (args.local_runners > 0).then(|| {
-        webhook_max_bytes: args.webhook_max_bytes,
         let config = bosun_runner::RunnerConfig::new(
             format!("http://{}", server.local_addr),
             server.hosted_runner_token.clone(),
