@@ -91,6 +91,7 @@ pub async fn list(
 }
 
 #[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionsQuery {
     /// Page size, 1–1000 (default 100).

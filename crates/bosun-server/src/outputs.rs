@@ -34,6 +34,7 @@ pub fn routes() -> Vec<Route> {
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct OutputsQuery {
     /// Show this state version (compared with the one before it) instead of the current.

@@ -354,6 +354,7 @@ pub async fn heartbeat(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct FencingQuery {
     pub fencing: i64,

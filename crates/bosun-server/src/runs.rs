@@ -196,6 +196,7 @@ pub async fn trigger(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
     /// Runs older than this run id (the previous page's `next_cursor`).
@@ -356,6 +357,7 @@ pub async fn retry(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct LogsQuery {
     /// Chunks after this seq.

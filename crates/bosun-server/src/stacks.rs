@@ -259,6 +259,7 @@ pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack 
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Return stacks after this id (the previous page's `next_cursor`).
@@ -388,6 +389,7 @@ pub async fn update(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteQuery {
     /// Also delete the stack's state versions (refused without it when it has state).

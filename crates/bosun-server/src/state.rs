@@ -368,6 +368,7 @@ fn version_wire(m: StateVersionMeta) -> StateVersion {
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct VersionsQuery {
     /// Versions older than this one (the previous page's `next_cursor`).

@@ -273,6 +273,7 @@ pub async fn delete_member(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Return records older than this sequence number.

@@ -331,6 +331,7 @@ pub async fn delete(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveriesQuery {
     /// Deliveries with an id below this one.

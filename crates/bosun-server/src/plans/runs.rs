@@ -329,6 +329,7 @@ pub async fn create(
 }
 
 #[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRunsQuery {
     /// Runs older than this plan run (the last one of the previous page).

@@ -146,6 +146,7 @@ fn to_wire(m: SecretMeta) -> SecretInfo {
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only this namespace.

@@ -219,6 +219,7 @@ pub async fn resolve_binding(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TriggersQuery {
     /// Entries older than this cursor (the previous page's `next_cursor`).
