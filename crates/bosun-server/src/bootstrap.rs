@@ -69,7 +69,9 @@ pub async fn run(store: &dyn Store, config: &ServerConfig) -> Result<Option<Path
     }
 }
 
-fn write_private(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
+/// Writes `secret` and a newline to a file only its owner may read (0600 from the start,
+/// never a moment readable by others).
+pub(crate) fn write_private(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]

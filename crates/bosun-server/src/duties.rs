@@ -163,7 +163,7 @@ pub fn replica_id(config: &crate::config::ServerConfig) -> Result<String, StartE
         Err(e) => return Err(err(e)),
     }
     let id = hex::encode(rand::random::<[u8; 6]>());
-    std::fs::write(&path, format!("{id}\n")).map_err(err)?;
+    crate::bootstrap::write_private(&path, &id).map_err(err)?;
     Ok(id)
 }
 

@@ -228,16 +228,43 @@ impl RunningServer {
     }
 }
 
+/// Creates the data dir readable by this user only (0700), and takes group and other
+/// access away from what is already in it — the database, the admin token, the secrets
+/// key, the replica id, the mirrors — so a data dir made by an older version, or copied
+/// with looser modes, is private from this start on. Files created later are created
+/// private by their writers.
 fn create_private_dir(path: &std::path::Path) -> Result<(), StartError> {
     let err = |source| StartError::DataDir {
         path: path.to_path_buf(),
         source,
     };
-    std::fs::create_dir_all(path).map_err(err)?;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        builder.mode(0o700);
+        builder.create(path).map_err(err)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+        for entry in std::fs::read_dir(path).map_err(err)? {
+            let entry = entry.map_err(err)?;
+            // `DirEntry::metadata` does not follow links: a symbolic link is left alone,
+            // its target may be anyone's.
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            if meta.file_type().is_symlink() || mode & 0o077 == 0 {
+                continue;
+            }
+            let private = std::fs::Permissions::from_mode(mode & 0o700);
+            if let Err(e) = std::fs::set_permissions(entry.path(), private) {
+                tracing::warn!(path = %entry.path().display(), error = %e,
+                    "cannot make a file of the data dir private");
+            }
+        }
     }
+    #[cfg(not(unix))]
+    builder.create(path).map_err(err)?;
     Ok(())
 }

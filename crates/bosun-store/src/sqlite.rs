@@ -194,6 +194,45 @@ fn is_foreign_key_violation(e: &rusqlite::Error) -> bool {
     constraint_violation(e, rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
 }
 
+/// Creates the database file readable by its owner only (0600) before SQLite opens it —
+/// SQLite gives the `-wal` and `-shm` files the database file's mode — and takes group
+/// and other access away from a database, WAL and shared-memory file made looser before.
+/// The database holds token hashes, sealed secrets and the audit log.
+fn make_private(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let io = |what: &Path, e: std::io::Error| {
+            StoreError::Backend(format!("cannot make {} private: {e}", what.display()))
+        };
+        let mut create = std::fs::OpenOptions::new();
+        create.write(true).create_new(true).mode(0o600);
+        match create.open(path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(path, e)),
+        }
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let mut shm = path.as_os_str().to_owned();
+        shm.push("-shm");
+        for file in [path.to_path_buf(), PathBuf::from(wal), PathBuf::from(shm)] {
+            let mode = match std::fs::metadata(&file) {
+                Ok(m) => m.permissions().mode(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(&file, e)),
+            };
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode & 0o700))
+                    .map_err(|e| io(&file, e))?;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 fn open_connection(path: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
@@ -223,6 +262,7 @@ impl SqliteStore {
     }
 
     fn open_blocking(path: &Path) -> Result<Self> {
+        make_private(path)?;
         let mut writer = open_connection(path)?;
         // A webhook delivery writes one decision row per stack of its repository; with
         // thousands of stacks the default 2 MiB cache spills dirty pages to the WAL

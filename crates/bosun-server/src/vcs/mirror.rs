@@ -96,7 +96,13 @@ impl Mirrors {
         let _held = lock.lock().await;
         let git = Git::new(&dir, token);
         if !dir.join("HEAD").exists() {
-            tokio::fs::create_dir_all(&self.root).await.map_err(|e| {
+            // Clones of private repositories: the mirrors dir is the owner's only, like
+            // the data dir it is in.
+            let mut builder = tokio::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            builder.mode(0o700);
+            builder.create(&self.root).await.map_err(|e| {
                 MirrorError::Git(format!("cannot create {}: {e}", self.root.display()))
             })?;
             git.run_in(
