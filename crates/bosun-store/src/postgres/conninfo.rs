@@ -312,6 +312,13 @@ fn read_certs(
 }
 
 fn read_roots(path: &str) -> Result<RootCertStore, ConnInfoError> {
+    if path == "system" {
+        return Err(ConnInfoError::Url(
+            "sslrootcert=system (the operating system's CAs) is not supported: give the path \
+             of the CA certificate that signed the server's"
+                .into(),
+        ));
+    }
     let mut roots = RootCertStore::empty();
     for cert in read_certs("sslrootcert", path)? {
         roots.add(cert).map_err(|e| ConnInfoError::Pem {
@@ -673,6 +680,10 @@ mod tests {
         ));
         assert!(e.contains("no PEM certificate"), "{e}");
         assert!(err("postgres://db/app?sslcert=/c.pem").contains("sslcert needs sslkey too"));
+        assert!(
+            err("postgres://db/app?sslmode=verify-full&sslrootcert=system")
+                .contains("sslrootcert=system (the operating system's CAs) is not supported")
+        );
         assert!(err("postgres://db/app?bogus=1").contains("unknown option"));
     }
 
