@@ -22,6 +22,22 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const PLAN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Added to the lease's own wait so a long poll is not cut short by the client.
 const LEASE_SLACK: Duration = Duration::from_secs(30);
+/// How long an unused pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+
+/// The certificates of a PEM file, each one trusted as a root.
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, RunnerError> {
+    let fail = |reason: String| RunnerError::CaFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| fail(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(fail("no PEM CERTIFICATE block in it".to_string()));
+    }
+    Ok(certs)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {
@@ -116,7 +132,19 @@ pub(crate) struct ServerClient {
 }
 
 impl ServerClient {
+    #[cfg(test)]
     pub(crate) fn new(server: &str, token: &str) -> Result<Self, RunnerError> {
+        Self::with_tls(server, token, None, None)
+    }
+
+    /// A client that also trusts the certificates in `ca_file` and, with `connect_to`,
+    /// connects there whatever the URL's host resolves to.
+    pub(crate) fn with_tls(
+        server: &str,
+        token: &str,
+        ca_file: Option<&std::path::Path>,
+        connect_to: Option<std::net::SocketAddr>,
+    ) -> Result<Self, RunnerError> {
         let base = Url::parse(server.trim())
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
@@ -132,12 +160,22 @@ impl ServerClient {
         auth.set_sensitive(true);
         let mut headers = HeaderMap::new();
         headers.insert(AUTHORIZATION, auth);
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .default_headers(headers)
             .user_agent(concat!("bosun-runner/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(RunnerError::HttpClient)?;
+            // Below the server's default idle timeout (60 s), so a pooled connection is
+            // not reused just as the server closes it.
+            .pool_idle_timeout(POOL_IDLE);
+        if let Some(path) = ca_file {
+            for cert in read_ca_file(path)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        if let (Some(addr), Some(host)) = (connect_to, base.host_str()) {
+            builder = builder.resolve(host, addr);
+        }
+        let http = builder.build().map_err(RunnerError::HttpClient)?;
         Ok(ServerClient { http, base })
     }
 

@@ -61,6 +61,13 @@ pub struct RunnerConfig {
     pub work_dir: PathBuf,
     /// How long the engine gets to stop after an interrupt before its group is killed.
     pub cancel_grace: Duration,
+    /// PEM certificates trusted for the server's TLS besides the built-in public roots
+    /// (a private CA, or the server's own chain); given to the engine as `SSL_CERT_FILE`.
+    pub ca_file: Option<PathBuf>,
+    /// Connect here instead of resolving the server URL's host: the embedded runners
+    /// reach their own server over loopback while checking its certificate under the
+    /// name in the URL.
+    pub connect_to: Option<std::net::SocketAddr>,
 }
 
 impl RunnerConfig {
@@ -79,6 +86,8 @@ impl RunnerConfig {
             name: name.into(),
             work_dir: work_dir.into(),
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
+            ca_file: None,
+            connect_to: None,
         }
     }
 }
@@ -91,6 +100,8 @@ impl fmt::Debug for RunnerConfig {
             .field("name", &self.name)
             .field("work_dir", &self.work_dir)
             .field("cancel_grace", &self.cancel_grace)
+            .field("ca_file", &self.ca_file)
+            .field("connect_to", &self.connect_to)
             .finish()
     }
 }
@@ -115,6 +126,8 @@ pub enum RunnerError {
     InvalidToken,
     #[error("cannot set up the HTTP client: {0}")]
     HttpClient(#[source] reqwest::Error),
+    #[error("cannot use the CA file {path}: {reason}")]
+    CaFile { path: PathBuf, reason: String },
     #[error("cannot use the work directory {path}: {reason}")]
     WorkDir { path: PathBuf, reason: String },
     #[error("the server refused runner {name}: {reason}")]
@@ -153,7 +166,12 @@ async fn run_pool(
     drain: impl Future<Output = ()>,
     abandon: impl Future<Output = ()>,
 ) -> Result<(), RunnerError> {
-    let client = Arc::new(ServerClient::new(&config.server, &config.token)?);
+    let client = Arc::new(ServerClient::with_tls(
+        &config.server,
+        &config.token,
+        config.ca_file.as_deref(),
+        config.connect_to,
+    )?);
     prepare_work_dir(&config.work_dir).await?;
     let config = Arc::new(config);
     let (level_tx, level_rx) = watch::channel(Level::Running);

@@ -198,7 +198,15 @@ async fn run_engine(
     check_stop(ctx)?;
     report_started(ctx, commit).await?;
 
-    let env = engine_env(ws.root(), lease, integration_env);
+    let mut env = engine_env(ws.root(), lease, integration_env);
+    // The engine's http backend talks to the server too: Go's TLS trusts the runner's CA
+    // file through SSL_CERT_FILE (the system's certificate directory still counts, so
+    // providers' public registries keep working). After the stack's variables, so none
+    // can point it elsewhere.
+    if let Some(ca) = &ctx.config.ca_file {
+        env.retain(|(k, _)| k != "SSL_CERT_FILE");
+        env.push(("SSL_CERT_FILE".to_string(), ca.display().to_string()));
+    }
     let engine = Engine {
         name: &lease.engine,
         program: engine,

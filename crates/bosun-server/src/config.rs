@@ -23,6 +23,18 @@ pub struct FileConfig {
     pub webhook_max_bytes: Option<usize>,
     /// `[notify]`: notification settings.
     pub notify: Option<NotifyFile>,
+    /// TLS on the listener: the certificate chain and its private key (PEM files).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    /// Listener timeouts, humantime (`10s`, `2m`).
+    pub header_read_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    pub request_timeout: Option<String>,
+    pub max_connections: Option<usize>,
+    /// `/metrics` on its own listener (and not on the main one).
+    pub metrics_listen: Option<SocketAddr>,
+    /// A file holding the bearer token `/metrics` requires.
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 /// The `[notify]` table of the config file.
@@ -50,6 +62,16 @@ pub struct ConfigOverrides {
     pub notify_retention: Option<std::time::Duration>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
     pub bootstrap_token: Option<String>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    pub header_read_timeout: Option<std::time::Duration>,
+    pub idle_timeout: Option<std::time::Duration>,
+    pub request_timeout: Option<std::time::Duration>,
+    pub max_connections: Option<usize>,
+    pub metrics_listen: Option<SocketAddr>,
+    /// `--metrics-token` / `BOSUN_METRICS_TOKEN`.
+    pub metrics_token: Option<String>,
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 /// The resolved configuration the server runs with.
@@ -91,6 +113,65 @@ pub struct ServerConfig {
     /// How long a duty lease lasts unrenewed (renewed every third of it): about how long
     /// a dead replica's duties take to move to another.
     pub duty_lease: std::time::Duration,
+    /// The listener: TLS, timeouts, the connection cap.
+    pub listener: ListenerConfig,
+    /// Who may read `/metrics`, and where.
+    pub metrics: MetricsConfig,
+}
+
+/// The listener's TLS, timeouts and connection cap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenerConfig {
+    /// Serve HTTPS with this certificate and key; `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
+    /// How often the certificate files are checked for a renewal (SIGHUP reloads at once).
+    pub tls_reload_interval: std::time::Duration,
+    /// A connection's request head (and a TLS handshake) must arrive within this of the
+    /// connection opening or of the head's first byte.
+    pub header_read_timeout: std::time::Duration,
+    /// A keep-alive connection with no request in flight and no traffic for this long is
+    /// closed.
+    pub idle_timeout: std::time::Duration,
+    /// A request's body must have arrived within this of its head. Only the reading of
+    /// the request is bounded: a long-poll or a log stream answers for as long as it needs.
+    pub request_timeout: std::time::Duration,
+    /// Connections served at once; more are answered 503 (plain HTTP) or closed (TLS).
+    pub max_connections: usize,
+}
+
+/// The listener's certificate chain and key, PEM files re-read on change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsFiles {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+pub const DEFAULT_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+pub const DEFAULT_TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        ListenerConfig {
+            tls: None,
+            tls_reload_interval: DEFAULT_TLS_RELOAD_INTERVAL,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Access to `/metrics`: with a token, only `Authorization: Bearer <token>` reads it;
+/// with a listen address, it is served there and not on the main listener; with
+/// neither, the main listener serves it only when that listener is on loopback.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricsConfig {
+    pub token: Option<Secret>,
+    pub listen: Option<SocketAddr>,
 }
 
 /// The default duty lease: 15 s.
@@ -279,6 +360,8 @@ impl ServerConfig {
     }
 
     pub fn merge(o: ConfigOverrides, f: FileConfig) -> Result<Self, ConfigError> {
+        let listener = listener_config(&o, &f)?;
+        let metrics = metrics_config(&o, &f)?;
         let listen = match o.listen.or(f.listen) {
             Some(l) => l,
             None => DEFAULT_LISTEN.parse().map_err(|e| ConfigError::Invalid {
@@ -352,10 +435,15 @@ impl ServerConfig {
                 .unwrap_or(DEFAULT_NOTIFY_RETENTION),
             ..NotifyConfig::default()
         };
+        let scheme = if listener.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let public_url = o
             .public_url
             .or(f.public_url)
-            .unwrap_or_else(|| format!("http://{listen}"))
+            .unwrap_or_else(|| format!("{scheme}://{listen}"))
             .trim_end_matches('/')
             .to_string();
         Ok(ServerConfig {
@@ -379,6 +467,8 @@ impl ServerConfig {
             bootstrap_token: o.bootstrap_token,
             replica_id: None,
             duty_lease: DEFAULT_DUTY_LEASE,
+            listener,
+            metrics,
         })
     }
 
@@ -394,6 +484,124 @@ impl ServerConfig {
             None => self.data_dir.join("bosun.db"),
         }
     }
+}
+
+/// A duration key of the config file, humantime text; zero is refused (it would turn the
+/// protection off, which no setting should do silently).
+fn file_duration(
+    key: &'static str,
+    text: Option<&str>,
+) -> Result<Option<std::time::Duration>, ConfigError> {
+    let Some(text) = text else { return Ok(None) };
+    humantime::parse_duration(text)
+        .map(Some)
+        .map_err(|e| ConfigError::Invalid {
+            key,
+            message: format!("{text:?} is not a duration like 10s or 2m: {e}"),
+        })
+}
+
+fn listener_config(o: &ConfigOverrides, f: &FileConfig) -> Result<ListenerConfig, ConfigError> {
+    let d = ListenerConfig::default();
+    let positive = |key: &'static str, value: std::time::Duration| {
+        if value.is_zero() {
+            Err(ConfigError::Invalid {
+                key,
+                message: "must be more than 0s".into(),
+            })
+        } else {
+            Ok(value)
+        }
+    };
+    let header_read_timeout = o
+        .header_read_timeout
+        .or(file_duration(
+            "header_read_timeout",
+            f.header_read_timeout.as_deref(),
+        )?)
+        .unwrap_or(d.header_read_timeout);
+    let idle_timeout = o
+        .idle_timeout
+        .or(file_duration("idle_timeout", f.idle_timeout.as_deref())?)
+        .unwrap_or(d.idle_timeout);
+    let request_timeout = o
+        .request_timeout
+        .or(file_duration(
+            "request_timeout",
+            f.request_timeout.as_deref(),
+        )?)
+        .unwrap_or(d.request_timeout);
+    let max_connections = o
+        .max_connections
+        .or(f.max_connections)
+        .unwrap_or(d.max_connections);
+    if max_connections == 0 {
+        return Err(ConfigError::Invalid {
+            key: "max_connections",
+            message: "must be at least 1".into(),
+        });
+    }
+    let cert = o.tls_cert_file.clone().or_else(|| f.tls_cert_file.clone());
+    let key = o.tls_key_file.clone().or_else(|| f.tls_key_file.clone());
+    let tls = match (cert, key) {
+        (Some(cert_file), Some(key_file)) => Some(TlsFiles {
+            cert_file,
+            key_file,
+        }),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(ConfigError::Invalid {
+                key: "tls_key_file",
+                message: "a TLS certificate needs its private key: set tls_key_file too".into(),
+            })
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::Invalid {
+                key: "tls_cert_file",
+                message: "a TLS key needs its certificate: set tls_cert_file too".into(),
+            })
+        }
+    };
+    Ok(ListenerConfig {
+        tls,
+        tls_reload_interval: d.tls_reload_interval,
+        header_read_timeout: positive("header_read_timeout", header_read_timeout)?,
+        idle_timeout: positive("idle_timeout", idle_timeout)?,
+        request_timeout: positive("request_timeout", request_timeout)?,
+        max_connections,
+    })
+}
+
+fn metrics_config(o: &ConfigOverrides, f: &FileConfig) -> Result<MetricsConfig, ConfigError> {
+    let token = match (
+        &o.metrics_token,
+        o.metrics_token_file
+            .as_ref()
+            .or(f.metrics_token_file.as_ref()),
+    ) {
+        (Some(t), _) if !t.trim().is_empty() => Some(t.trim().to_string()),
+        (_, Some(path)) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            Some(text.trim().to_string())
+        }
+        _ => None,
+    };
+    if let Some(t) = &token {
+        // A short token is guessable by any scraper that can reach the listener.
+        if t.len() < 16 {
+            return Err(ConfigError::Invalid {
+                key: "metrics_token",
+                message: format!("must be at least 16 characters (it has {})", t.len()),
+            });
+        }
+    }
+    Ok(MetricsConfig {
+        token: token.map(Secret),
+        listen: o.metrics_listen.or(f.metrics_listen),
+    })
 }
 
 /// `postgres://…` or `postgresql://…`: the PostgreSQL store (SPEC §7).
@@ -495,6 +703,63 @@ mod tests {
         };
         let e = ServerConfig::merge(o, FileConfig::default()).unwrap_err();
         assert!(e.to_string().contains("webhook_max_bytes"), "{e}");
+    }
+
+    #[test]
+    fn listener_and_metrics_settings_are_checked() {
+        let d = ServerConfig::merge(ConfigOverrides::default(), FileConfig::default()).unwrap();
+        assert_eq!(d.listener, ListenerConfig::default());
+        assert_eq!(d.metrics, MetricsConfig::default());
+        let file = FileConfig::parse(
+            Path::new("t.toml"),
+            "tls_cert_file = \"/c.pem\"\ntls_key_file = \"/k.pem\"\nidle_timeout = \"90s\"\n\
+             max_connections = 10\nmetrics_listen = \"127.0.0.1:9100\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), file).unwrap();
+        assert_eq!(
+            c.public_url, "https://127.0.0.1:8080",
+            "TLS makes the default https"
+        );
+        assert_eq!(c.listener.idle_timeout, std::time::Duration::from_secs(90));
+        assert_eq!(c.listener.max_connections, 10);
+        assert_eq!(c.metrics.listen, Some("127.0.0.1:9100".parse().unwrap()));
+        for (o, key) in [
+            (
+                ConfigOverrides {
+                    tls_cert_file: Some("/c.pem".into()),
+                    ..Default::default()
+                },
+                "tls_key_file",
+            ),
+            (
+                ConfigOverrides {
+                    max_connections: Some(0),
+                    ..Default::default()
+                },
+                "max_connections",
+            ),
+            (
+                ConfigOverrides {
+                    header_read_timeout: Some(std::time::Duration::ZERO),
+                    ..Default::default()
+                },
+                "header_read_timeout",
+            ),
+            (
+                ConfigOverrides {
+                    metrics_token: Some("short".into()),
+                    ..Default::default()
+                },
+                "metrics_token",
+            ),
+        ] {
+            let e = ServerConfig::merge(o, FileConfig::default()).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+        }
+        let bad = FileConfig::parse(Path::new("t.toml"), "request_timeout = \"soon\"\n").unwrap();
+        let e = ServerConfig::merge(ConfigOverrides::default(), bad).unwrap_err();
+        assert!(e.to_string().contains("request_timeout"), "{e}");
     }
 
     #[test]

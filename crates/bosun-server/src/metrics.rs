@@ -12,13 +12,19 @@
 //!
 //! Not here yet, because what it measures does not exist yet: drift-check age per stack
 //! (drift detection).
+//!
+//! Access: the series name orgs, stacks and runners, so `/metrics` is not open to whoever
+//! reaches the server. With a metrics token it needs `Authorization: Bearer <token>`; with
+//! a metrics listen address it is served on that listener only (`router`), and the main
+//! listener answers 404; with neither, the main listener serves it only when it listens
+//! on loopback (a local scraper), and refuses it with 403 saying what to set otherwise.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use bosun_core::run::{RunKind, RunState};
 use chrono::{DateTime, Utc};
@@ -46,7 +52,73 @@ const PHASE_BUCKETS: [f64; 15] = [
 /// Every run kind, for a stable set of `bosun_runs` series.
 const KINDS: [RunKind; 3] = [RunKind::Tracked, RunKind::Proposed, RunKind::Drift];
 
-pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+/// `/metrics` on the main listener.
+pub async fn serve(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    if let Some(addr) = state.config.metrics.listen {
+        return Err(ApiError::NotFound(format!(
+            "/metrics is served on the metrics listener ({addr}, metrics_listen), not here"
+        )));
+    }
+    if state.config.metrics.token.is_none() && !state.config.listen.ip().is_loopback() {
+        return Err(ApiError::Forbidden(
+            "/metrics is off on a listener that is not loopback: set a metrics token \
+             (--metrics-token) or a metrics listen address (--metrics-listen)"
+                .into(),
+        ));
+    }
+    check_token(&state, &headers)?;
+    exposition(&state).await
+}
+
+/// The metrics listener's routes: `/metrics` only.
+pub fn router(state: AppState) -> axum::Router {
+    axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(
+                |State(state): State<AppState>, headers: HeaderMap| async move {
+                    check_token(&state, &headers)?;
+                    exposition(&state).await
+                },
+            ),
+        )
+        .with_state(state)
+}
+
+/// With a metrics token configured, the request must carry it as a bearer token.
+fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(expected) = &state.config.metrics.token else {
+        return Ok(());
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .ok_or_else(|| {
+            ApiError::Unauthenticated(
+                "/metrics needs the metrics token: send Authorization: Bearer <token>".into(),
+            )
+        })?;
+    // Compared as digests: equal-length values whatever was sent, so the time taken
+    // says nothing about how much of the token matched.
+    use sha2::Digest as _;
+    let same =
+        sha2::Sha256::digest(presented.as_bytes()) == sha2::Sha256::digest(expected.0.as_bytes());
+    if same {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthenticated(
+            "the metrics token does not match".into(),
+        ))
+    }
+}
+
+async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiError> {
     let m = state.store.metrics().await?;
     let now = Utc::now();
     let window = window_text(m.window);
@@ -115,7 +187,7 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
         );
     }
 
-    let dark_after = dark_after(&state);
+    let dark_after = dark_after(state);
     out.family(
         "bosun_runners",
         "gauge",
@@ -168,7 +240,7 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
         "Seconds since each drift-checked stack's last successful drift check (or, with \
          none yet, since its schedule took effect); stale past twice the schedule's interval.",
     );
-    for (org, stack, age) in crate::drift::check_ages(&state).await? {
+    for (org, stack, age) in crate::drift::check_ages(state).await? {
         out.sample(
             "bosun_drift_check_age_seconds",
             &[("org", &org), ("stack", &stack)],
@@ -302,7 +374,7 @@ pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, A
         );
     }
 
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], out.text))
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], out.text).into_response())
 }
 
 /// The window as HELP text says it: `24h`, `90m` or `45s`.

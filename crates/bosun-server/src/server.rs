@@ -1,4 +1,5 @@
-//! Starting and stopping the server: data dir, store, bootstrap, listener, and a
+//! Starting and stopping the server: data dir, store, bootstrap, listener (TLS, limits:
+//! `listener.rs`, `tls.rs`; `/metrics` on its own listener when configured), and a
 //! graceful shutdown that lets in-flight requests finish and closes the store cleanly.
 
 use std::net::SocketAddr;
@@ -38,6 +39,8 @@ pub struct AppState {
     /// This replica's id: the holder of its duty leases (`duties::holds_duty`) and the
     /// owner of its embedded runners (`runners::embedded_runner_name`).
     pub replica: Arc<str>,
+    /// The secret values of the leases this replica knows, masked in their log chunks.
+    pub lease_masks: Arc<crate::secrets::mask::LeaseMasks>,
 }
 
 impl AppState {
@@ -97,6 +100,8 @@ pub enum StartError {
     Github(#[from] crate::vcs::github::GithubError),
     #[error("server failed: {0}")]
     Serve(std::io::Error),
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A server that is accepting connections.
@@ -108,9 +113,12 @@ pub struct RunningServer {
     pub hosted_runner_token: String,
     /// The name this replica's embedded runners register under (`<name>-<i>` each).
     pub embedded_runner_name: String,
+    /// Where `/metrics` is served when it has a listener of its own.
+    pub metrics_addr: Option<SocketAddr>,
     state: AppState,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
+    metrics_task: Option<JoinHandle<std::io::Result<()>>>,
     duties: Vec<JoinHandle<()>>,
 }
 
@@ -123,6 +131,11 @@ impl RunningServer {
         };
         let admin_token_file = crate::bootstrap::run(store.as_ref(), &config).await?;
         let secrets_key = Arc::new(crate::secrets::open_key(&config, store.as_ref()).await?);
+        // A certificate that does not load stops the start, before anything listens.
+        let tls = match &config.listener.tls {
+            Some(files) => Some(Arc::new(crate::tls::Tls::new(files)?)),
+            None => None,
+        };
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -134,10 +147,20 @@ impl RunningServer {
             addr: config.listen,
             source,
         })?;
+        let metrics_listener = match config.metrics.listen {
+            Some(addr) => {
+                let bind_err = |source| StartError::Bind { addr, source };
+                let l = TcpListener::bind(addr).await.map_err(bind_err)?;
+                let bound = l.local_addr().map_err(bind_err)?;
+                Some((l, bound))
+            }
+            None => None,
+        };
         let mut config = config;
-        if config.public_url == format!("http://{}", config.listen) {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        if config.public_url == format!("{scheme}://{}", config.listen) {
             // The default public URL names the bound address: with port 0, the real port.
-            config.public_url = format!("http://{local_addr}");
+            config.public_url = format!("{scheme}://{local_addr}");
         }
         let vcs = Arc::new(crate::vcs::Vcs::new(&config)?);
         let replica = crate::duties::replica_id(&config)?;
@@ -155,6 +178,7 @@ impl RunningServer {
             issuer: Arc::new(crate::identity::Issuer::default()),
             notifications: Arc::default(),
             replica: replica.into(),
+            lease_masks: Arc::default(),
         };
         // Before anything is served: runs of the previous process's embedded runners
         // are settled, not left `running` with nothing executing them.
@@ -167,27 +191,55 @@ impl RunningServer {
         let notify = tokio::spawn(crate::notify::deliver::delivery_duty(state.clone()));
         let schedules = tokio::spawn(crate::schedules::schedule_duty(state.clone()));
         let signals = tokio::spawn(forward_signals(state.clone()));
+        let mut duties = vec![
+            leases, sweep, revoke, poll, rotation, notify, schedules, signals,
+        ];
+        if let Some(tls) = &tls {
+            duties.push(tokio::spawn(crate::tls::watch(
+                Arc::clone(tls),
+                state.config.listener.tls_reload_interval,
+                state.stopping.subscribe(),
+            )));
+        }
         let (stop, stopped) = oneshot::channel::<()>();
         let app = crate::routes::router(state.clone());
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await
-        });
-        tracing::info!(addr = %local_addr, "listening");
+        let limits = state.config.listener.clone();
+        let task = tokio::spawn(crate::listener::serve(
+            listener,
+            app,
+            tls.clone(),
+            limits.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        let (metrics_task, metrics_addr) = match metrics_listener {
+            Some((l, addr)) => {
+                let mut stopping = state.stopping.subscribe();
+                let task = tokio::spawn(crate::listener::serve(
+                    l,
+                    crate::metrics::router(state.clone()),
+                    None,
+                    limits,
+                    async move { crate::duties::stopped(&mut stopping).await },
+                ));
+                tracing::info!(addr = %addr, "serving /metrics");
+                (Some(task), Some(addr))
+            }
+            None => (None, None),
+        };
+        tracing::info!(addr = %local_addr, tls = tls.is_some(), "listening");
         Ok(RunningServer {
             local_addr,
             admin_token_file,
             hosted_runner_token,
             embedded_runner_name: crate::runners::embedded_runner_name(&state.replica),
+            metrics_addr,
             state,
             stop: Some(stop),
             task,
-            duties: vec![
-                leases, sweep, revoke, poll, rotation, notify, schedules, signals,
-            ],
+            metrics_task,
+            duties,
         })
     }
 
@@ -204,6 +256,9 @@ impl RunningServer {
             let _ = stop.send(());
         }
         let served = (&mut self.task).await;
+        if let Some(metrics) = self.metrics_task.take() {
+            let _ = metrics.await;
+        }
         for duty in self.duties.drain(..) {
             let _ = duty.await;
         }

@@ -21,6 +21,7 @@ pub mod git;
 pub mod github;
 pub mod keys;
 pub mod sshd;
+pub mod tls;
 pub mod webhooks;
 
 pub use git::{BareRepo, WorkTree};

@@ -15,6 +15,8 @@ use serde_json::Value;
 pub struct ClientConfig {
     pub url: String,
     pub token: Option<String>,
+    /// PEM certificates trusted for an https server besides the built-in public roots.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// An error response from the server, as its `{"error": …}` body describes it.
@@ -70,13 +72,35 @@ impl Client {
         auth.set_sensitive(true);
         let mut headers = HeaderMap::new();
         headers.insert(AUTHORIZATION, auth);
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .default_headers(headers)
             .user_agent(concat!("bosun-cli/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
-            .build()
-            .context("cannot set up the HTTP client")?;
+            // Below the server's default idle timeout (60 s), so a pooled connection is
+            // not reused just as the server closes it.
+            .pool_idle_timeout(Duration::from_secs(30));
+        if let Some(path) = &config.ca_file {
+            let pem = std::fs::read(path).with_context(|| {
+                format!("cannot read the CA file {} (--ca-file)", path.display())
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| {
+                format!(
+                    "the CA file {} is not PEM certificates (--ca-file)",
+                    path.display()
+                )
+            })?;
+            if certs.is_empty() {
+                anyhow::bail!(
+                    "the CA file {} holds no PEM CERTIFICATE block (--ca-file)",
+                    path.display()
+                );
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().context("cannot set up the HTTP client")?;
         Ok(Client { http, base })
     }
 
@@ -237,7 +261,13 @@ impl Client {
         if cause.is_empty() {
             cause = e.to_string();
         }
-        if e.is_connect() {
+        if untrusted_certificate(&e) {
+            anyhow!(
+                "the Bosun server at {} presented a TLS certificate this client does not \
+                 trust: {cause} (pass --ca-file or set BOSUN_CA_FILE to the CA that issued it)",
+                self.server()
+            )
+        } else if e.is_connect() {
             anyhow!(
                 "cannot connect to the Bosun server at {}: {cause} (is it running? set --url or BOSUN_URL)",
                 self.server()
@@ -251,6 +281,27 @@ impl Client {
             anyhow!("request to {url} failed: {cause}")
         }
     }
+}
+
+/// Whether the request failed because the server's certificate did not verify (rustls's
+/// error sits inside an `io::Error` in reqwest's chain, where `source()` skips it).
+fn untrusted_certificate(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        let inner = s
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static))
+            .unwrap_or(s);
+        if matches!(
+            inner.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        ) {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// Reads an error response; a body that is not ours (a proxy's page, say) still yields
@@ -286,6 +337,7 @@ mod tests {
         Client::new(ClientConfig {
             url: url.into(),
             token: Some("t".into()),
+            ca_file: None,
         })
     }
 
@@ -312,6 +364,7 @@ mod tests {
         let missing = Client::new(ClientConfig {
             url: "http://h".into(),
             token: Some("  ".into()),
+            ca_file: None,
         });
         assert!(missing.is_err_and(|e| e.to_string().contains("BOSUN_TOKEN")));
     }

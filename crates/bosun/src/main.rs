@@ -48,6 +48,10 @@ struct GlobalArgs {
     /// Print the server's JSON instead of human-readable output.
     #[arg(long, global = true)]
     json: bool,
+    /// PEM file of the CA (or certificates) to trust for an https:// server, besides the
+    /// built-in public roots (client commands and `bosun runner`).
+    #[arg(long, global = true, env = "BOSUN_CA_FILE")]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -123,6 +127,7 @@ fn client_ctx(global: GlobalArgs) -> anyhow::Result<Ctx> {
         client: Client::new(ClientConfig {
             url: global.url,
             token: global.token,
+            ca_file: global.ca_file,
         })?,
         org: global.org,
         json: global.json,
@@ -174,7 +179,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Server(args) => server_cmd::run(*args).await,
-            Command::Runner(args) => runner_cmd::run(args, token_flag).await,
+            Command::Runner(args) => runner_cmd::run(args, token_flag, cli.global.ca_file).await,
             // `exec`, `host check --inventory` and an offline `lint` need no server: the
             // client context is only built for, and its absence only fatal to, the rest.
             Command::Plan(command) => {

@@ -36,8 +36,13 @@ pub struct RunnerArgs {
     cancel_grace: Duration,
 }
 
-/// Runs the runner. `token_flag` is the global `--token` when given on the command line.
-pub async fn run(args: RunnerArgs, token_flag: Option<String>) -> anyhow::Result<ExitCode> {
+/// Runs the runner. `token_flag` is the global `--token` when given on the command line;
+/// `ca_file` the global `--ca-file` (`BOSUN_CA_FILE`).
+pub async fn run(
+    args: RunnerArgs,
+    token_flag: Option<String>,
+    ca_file: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
@@ -63,6 +68,14 @@ pub async fn run(args: RunnerArgs, token_flag: Option<String>) -> anyhow::Result
         .unwrap_or_else(|| std::env::temp_dir().join("bosun-runner"));
     let mut config = RunnerConfig::new(args.server.clone(), token, name.clone(), work_dir);
     config.cancel_grace = args.cancel_grace;
+    // Absolute: the engine, which is given it as SSL_CERT_FILE, runs in its workspace.
+    config.ca_file = match ca_file {
+        Some(path) => Some(
+            std::path::absolute(&path)
+                .with_context(|| format!("cannot use the CA file {}", path.display()))?,
+        ),
+        None => None,
+    };
 
     let (drain_tx, drain_rx) = oneshot::channel::<()>();
     let (abandon_tx, abandon_rx) = oneshot::channel::<()>();

@@ -122,6 +122,44 @@ pub struct ServerArgs {
     /// third of it): about how long a dead replica's duties take to move to another.
     #[arg(long, env = "BOSUN_DUTY_LEASE", value_parser = humantime::parse_duration, default_value = "15s")]
     duty_lease: std::time::Duration,
+    /// Serve HTTPS with this certificate chain (PEM; re-read on SIGHUP or when it changes).
+    #[arg(long, env = "BOSUN_TLS_CERT_FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(long, env = "BOSUN_TLS_KEY_FILE", requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
+    /// How often the TLS files are checked for a renewal.
+    #[arg(long, env = "BOSUN_TLS_RELOAD_INTERVAL", value_parser = humantime::parse_duration, hide = true)]
+    tls_reload_interval: Option<std::time::Duration>,
+    /// A request head (and the TLS handshake) must arrive within this of connecting or of
+    /// its first byte [default: 10s].
+    #[arg(long, env = "BOSUN_HEADER_READ_TIMEOUT", value_parser = humantime::parse_duration)]
+    header_read_timeout: Option<std::time::Duration>,
+    /// Close a connection with no request in flight and no traffic for this long
+    /// [default: 60s].
+    #[arg(long, env = "BOSUN_IDLE_TIMEOUT", value_parser = humantime::parse_duration)]
+    idle_timeout: Option<std::time::Duration>,
+    /// A request's body must arrive within this of its head; answering is not bounded
+    /// (long-polls, log streams) [default: 120s].
+    #[arg(long, env = "BOSUN_REQUEST_TIMEOUT", value_parser = humantime::parse_duration)]
+    request_timeout: Option<std::time::Duration>,
+    /// Connections served at once; more are refused [default: 1024].
+    #[arg(long, env = "BOSUN_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Serve /metrics on this address only (plain HTTP), not on the main listener.
+    #[arg(long, env = "BOSUN_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// The bearer token /metrics requires (at least 16 characters).
+    #[arg(
+        long,
+        env = "BOSUN_METRICS_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "metrics_token_file"
+    )]
+    metrics_token: Option<String>,
+    /// A file holding the bearer token /metrics requires.
+    #[arg(long, env = "BOSUN_METRICS_TOKEN_FILE")]
+    metrics_token_file: Option<PathBuf>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -147,6 +185,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),
+        tls_cert_file: args.tls_cert_file.clone(),
+        tls_key_file: args.tls_key_file.clone(),
+        header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
+        request_timeout: args.request_timeout,
+        max_connections: args.max_connections,
+        metrics_listen: args.metrics_listen,
+        metrics_token: args.metrics_token.clone().filter(|t| !t.is_empty()),
+        metrics_token_file: args.metrics_token_file.clone(),
     })?;
     let mut config = config;
     config.runs = bosun_server::config::RunTimings {
@@ -172,21 +219,36 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     config.allow_self_approval = args.allow_self_approval;
     config.replica_id = args.replica_id.clone();
     config.duty_lease = args.duty_lease.max(std::time::Duration::from_millis(300));
+    if let Some(every) = args.tls_reload_interval {
+        config.listener.tls_reload_interval = every.max(std::time::Duration::from_millis(100));
+    }
     let server = RunningServer::start(config).await?;
     if let Some(file) = &server.admin_token_file {
         eprintln!("bosun: admin token written to {}", file.display());
     }
+    let tls = server.state().config.listener.tls.clone();
+    let scheme = if tls.is_some() { "https" } else { "http" };
     // Tests and scripts read this line to find the port when listening on port 0.
-    eprintln!("bosun: listening on http://{}", server.local_addr);
+    eprintln!("bosun: listening on {scheme}://{}", server.local_addr);
+    if let Some(addr) = server.metrics_addr {
+        eprintln!("bosun: metrics on http://{addr}/metrics");
+    }
     // The embedded hosted pool: the same runner agent, talking to this server over HTTP.
     let (stop_runners, runners_stopped) = tokio::sync::oneshot::channel::<()>();
     let runners = (args.local_runners > 0).then(|| {
-        let config = bosun_runner::RunnerConfig::new(
-            format!("http://{}", server.local_addr),
+        let mut config = bosun_runner::RunnerConfig::new(
+            embedded_url(&server, tls.is_some()),
             server.hosted_runner_token.clone(),
             server.embedded_runner_name.clone(),
             server.state().config.data_dir.join("runner"),
         );
+        if let Some(tls) = &tls {
+            // Over loopback, under the public URL's name, trusting the chain the server
+            // serves (and the public roots): the runners check their own server's
+            // certificate like any other client, with nothing more to configure.
+            config.ca_file = Some(absolute(&tls.cert_file));
+            config.connect_to = Some(server.local_addr);
+        }
         tokio::spawn(bosun_runner::run_workers(
             config,
             args.local_runners,
@@ -211,6 +273,30 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The URL the embedded runners use: over TLS, the public URL's host (the name the
+/// certificate is for) on the bound port, resolved to the bound address.
+fn embedded_url(server: &RunningServer, tls: bool) -> String {
+    if !tls {
+        return format!("http://{}", server.local_addr);
+    }
+    let public = &server.state().config.public_url;
+    let host = reqwest::Url::parse(public)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| server.local_addr.ip().to_string());
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    format!("https://{host}:{}", server.local_addr.port())
+}
+
+/// `path` from the root: the engine runs in its own workspace directory.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn secrets_config(args: &ServerArgs) -> bosun_server::config::SecretsConfig {

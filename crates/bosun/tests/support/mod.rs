@@ -17,6 +17,8 @@ pub struct ServerProcess {
     pub child: Child,
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
+    /// Whether it serves HTTPS (started with a TLS certificate).
+    pub tls: bool,
     /// Every stderr line so far (the log), shared with the reader thread.
     pub log: Arc<Mutex<Vec<String>>>,
 }
@@ -59,13 +61,15 @@ impl ServerProcess {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if let Some(addr) = line.strip_prefix("bosun: listening on http://") {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send((false, addr.trim().to_string()));
+                } else if let Some(addr) = line.strip_prefix("bosun: listening on https://") {
+                    let _ = tx.send((true, addr.trim().to_string()));
                 }
                 sink.lock().unwrap().push(line);
             }
         });
-        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(a) => a.parse().unwrap(),
+        let (tls, addr) = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok((tls, a)) => (tls, a.parse().unwrap()),
             Err(_) => {
                 let _ = child.kill();
                 panic!(
@@ -78,12 +82,14 @@ impl ServerProcess {
             child,
             addr,
             data_dir: data_dir.to_path_buf(),
+            tls,
             log,
         }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The generated admin token from `<data-dir>/admin-token`.
