@@ -360,10 +360,11 @@ impl<'a, 'l> Scan<'a, 'l> {
         self.reach(self.depth)
     }
 
-    /// A node that holds nothing: a scalar (`counted`) or an empty value.
+    /// A node that holds nothing: a scalar (`counted`) or an empty value. A scalar
+    /// counts twice: in a flow mapping, `{a, b}`, each key has an empty value unwritten.
     fn leaf(&mut self, counted: bool) {
         if counted {
-            self.shape.nodes = self.shape.nodes.saturating_add(1);
+            self.shape.nodes = self.shape.nodes.saturating_add(2);
         }
         if let Some(p) = self.pending.take() {
             self.anchors.insert(p.name, Anchor { nodes: 1, depth: 0 });
@@ -598,6 +599,8 @@ impl<'a, 'l> Scan<'a, 'l> {
     }
 
     fn block_entry(&mut self) -> Step<'a> {
+        // The entry may be empty: one node more.
+        self.shape.nodes = self.shape.nodes.saturating_add(1);
         if self.flows.is_empty() {
             let column = self.col;
             if self.roll(column, Kind::Seq)? {
@@ -625,7 +628,8 @@ impl<'a, 'l> Scan<'a, 'l> {
     }
 
     fn explicit_key(&mut self) -> Step<'a> {
-        self.shape.nodes = self.shape.nodes.saturating_add(1);
+        // The key and its value may both be empty: two nodes more.
+        self.shape.nodes = self.shape.nodes.saturating_add(2);
         if self.flows.is_empty() {
             let column = self.col;
             if self.roll(column, Kind::Map)? {
@@ -647,8 +651,8 @@ impl<'a, 'l> Scan<'a, 'l> {
     }
 
     fn value(&mut self) -> Step<'a> {
-        // The value may be empty: one node more.
-        self.shape.nodes = self.shape.nodes.saturating_add(1);
+        // The value, and a key not written, may be empty: two nodes more.
+        self.shape.nodes = self.shape.nodes.saturating_add(2);
         if !self.flows.is_empty() {
             self.leaf(false);
             self.flow_pair()?;
@@ -728,7 +732,8 @@ impl<'a, 'l> Scan<'a, 'l> {
             .get(name)
             .copied()
             .unwrap_or(Anchor { nodes: 1, depth: 0 });
-        self.shape.nodes = self.shape.nodes.saturating_add(target.nodes);
+        // An alias can be a key whose value is empty (`{*a}`): one node more.
+        self.shape.nodes = self.shape.nodes.saturating_add(target.nodes + 1);
         self.shape.alias_nodes = self.shape.alias_nodes.saturating_add(target.nodes);
         if self.shape.alias_nodes > self.limits.max_alias_nodes {
             return Err(Crossed {
