@@ -164,7 +164,6 @@ impl From<StoreError> for ApiError {
                     message: refusal.to_string(),
                 }
             }
-            StoreError::NamespaceOwned { .. } => ApiError::Forbidden(e.to_string()),
             StoreError::RunInProgress { .. } => ApiError::Conflict {
                 code: "run_in_progress",
                 message: e.to_string(),

@@ -21,7 +21,7 @@ pub struct Prepared {
     pub id_token_request_url: String,
     pub id_token_request_token: String,
     pub integrations: Vec<RunnerIntegration>,
-    /// Resolved secret values, masked by the runner.
+    /// Resolved secret values, masked by the runner and by the server (`secrets::mask`).
     pub mask: Vec<String>,
     /// One line per integration, for the run's log.
     pub log: Vec<String>,
@@ -145,6 +145,41 @@ pub async fn prepare(
         }
     }
     Ok(Ok(out))
+}
+
+/// The values a phase's lease masks that the store can give again, for a replica that
+/// did not build the lease (`secrets::mask`): the stack's secret references resolved
+/// again and the sensitive upstream outputs the run consumed. The tokens minted for the
+/// lease are not among them — the store keeps only their hashes — so such a replica masks
+/// those only if the runner does. A reference that no longer resolves is skipped: there
+/// is nothing to mask for it.
+pub async fn lease_mask_again(state: &AppState, run: &RunRecord) -> Result<Vec<String>, ApiError> {
+    let mut mask = Vec::new();
+    if let Some(stack) = state.store.get_stack(&run.org, &run.stack).await? {
+        for value in stack.spec.variables.values() {
+            if crate::secrets::parse_ref(value).is_some() {
+                if let Ok(v) = crate::secrets::resolve(state, &run.org, value).await {
+                    mask.push(v);
+                }
+            }
+        }
+    }
+    let consumed: Vec<ConsumedOutput> = run
+        .consumed
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    for c in consumed.iter().filter(|c| c.sensitive) {
+        let meta = state
+            .store
+            .state_version(&run.org, &c.stack, Some(c.version))
+            .await?
+            .map(|(m, _)| m);
+        if let Some(o) = meta.as_ref().and_then(|m| m.outputs.get(&c.output)) {
+            mask.push(tf_var_text(&o.value));
+        }
+    }
+    Ok(mask)
 }
 
 /// A value as Terraform reads it from `TF_VAR_*`: strings as they are, everything else

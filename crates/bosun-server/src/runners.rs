@@ -31,6 +31,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{read_body, ApiJson, ApiPath, ApiQuery};
 use crate::routes::{BodyLimitKind, Route};
+use crate::secrets::mask::LogKind;
 use crate::server::AppState;
 use crate::tokens::{mint_run_token, new_token, TokenOwner};
 
@@ -206,6 +207,14 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>,
     let ttl = chrono::Duration::from_std(lease_ttl).unwrap_or(chrono::Duration::hours(4));
     let (run_token, _) =
         mint_run_token(state, &run.org, &run.id, &run.stack, ttl, &upstreams).await?;
+    // Everything secret the lease hands out, masked in the chunks its runner sends back.
+    let mut mask = prepared.mask.clone();
+    mask.extend(source.clone_token.iter().cloned());
+    mask.push(prepared.id_token_request_token.clone());
+    mask.push(run_token.clone());
+    state
+        .lease_masks
+        .register(LogKind::StackRun, &run.id, run.fencing, mask);
     Ok(Some(Lease {
         run_id: run.id.clone(),
         fencing: run.fencing,
@@ -387,7 +396,8 @@ pub async fn next_log_seq(
     }))
 }
 
-/// Append log chunks; a chunk whose seq is already stored is ignored.
+/// Append log chunks; a chunk whose seq is already stored is ignored. Every secret value
+/// the lease carried is masked (`***`) before a chunk is stored, even split across chunks.
 #[utoipa::path(post, path = "/api/v1/runner/runs/{run}/logs", tag = "runners",
     params(("run" = String, Path)), request_body = LogAppend, responses((status = 204)))]
 pub async fn append_logs(
@@ -396,10 +406,46 @@ pub async fn append_logs(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<LogAppend>,
 ) -> Result<StatusCode, ApiError> {
-    pool_run(&state, &caller, &id).await?;
-    let chunks: Vec<(i64, String)> = body.chunks.into_iter().map(|c| (c.seq, c.text)).collect();
-    state.store.append_logs(&id, body.fencing, &chunks).await?;
+    let run = pool_run(&state, &caller, &id).await?;
+    let (fencing, store, id) = (body.fencing, &state.store, id.as_str());
+    state
+        .lease_masks
+        .append_masked(
+            LogKind::StackRun,
+            id,
+            fencing,
+            body.chunks,
+            || crate::prepare::lease_mask_again(&state, &run),
+            |chunks| async move {
+                store.append_logs(id, fencing, &chunks).await?;
+                Ok(())
+            },
+        )
+        .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stores what the log masking still held back when the lease `fencing` ends (the
+/// beginning of a value nothing completed), as the log's last chunk. Best effort: the
+/// report that follows decides the run, and a refused append only loses that end.
+async fn flush_masked_tail(state: &AppState, run: &RunRecord, fencing: i64) {
+    let Some(tail) = state
+        .lease_masks
+        .take_tail(LogKind::StackRun, &run.id, fencing)
+        .await
+    else {
+        return;
+    };
+    let appended = async {
+        let seq = state.store.next_log_seq(&run.id).await?;
+        state
+            .store
+            .append_logs(&run.id, fencing, &[(seq, tail)])
+            .await
+    };
+    if let Err(e) = appended.await {
+        tracing::warn!(run = %run.id, error = %e, "could not store the end of a run's log");
+    }
 }
 
 /// Upload the saved plan file of the plan phase.
@@ -458,7 +504,10 @@ pub async fn report(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RunnerReport>,
 ) -> Result<StatusCode, ApiError> {
-    pool_run(&state, &caller, &id).await?;
+    let run = pool_run(&state, &caller, &id).await?;
+    if !matches!(body.event, RunnerEvent::Started { .. }) {
+        flush_masked_tail(&state, &run, body.fencing).await;
+    }
     let mut update = RunUpdate::default();
     let event = match body.event {
         RunnerEvent::Started { commit } => {

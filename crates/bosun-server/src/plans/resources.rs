@@ -3,8 +3,9 @@
 //! inventory imports. Members read; admins change.
 //!
 //! A plan upload refuses what cannot run — a file that does not parse (naming file, line
-//! and column) or a `secret://` reference into another org's namespace — and answers lint
-//! findings against the org's hosts and environments as `warnings`.
+//! and column) — and answers lint findings against the org's hosts and environments as
+//! `warnings`. Its `secret://` references resolve in the org's own secrets when a run is
+//! leased (`super::secrets`), so an upload reveals nothing about other orgs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -116,53 +117,6 @@ pub async fn org_inventory(state: &AppState, org: &str) -> Result<Inventory, Api
     let hosts = state.store.list_hosts(org).await?;
     let environments = state.store.list_environments(org).await?;
     Ok(inventory(&hosts, &environments))
-}
-
-// ---- secret:// references ----
-
-/// Refuses `secret://` references in `text` whose namespace another org owns; `field`
-/// names where the text came from, `at` formats a reference's position for the message.
-async fn check_secret_refs(
-    state: &AppState,
-    org: &str,
-    field: &str,
-    text: &str,
-    at: impl Fn(usize, usize) -> String,
-) -> Result<(), ApiError> {
-    for r in rules::secret_refs(text) {
-        if let Some(owner) = state.store.namespace_owner(r.namespace).await? {
-            if owner != org {
-                return Err(invalid(
-                    field,
-                    format!(
-                        "{}secret://{}/{} is outside this org: namespace {:?} belongs to another org",
-                        at(r.line, r.column),
-                        r.namespace,
-                        r.key,
-                        r.namespace
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Checks every string inside a variables map for foreign `secret://` references.
-async fn check_vars_refs(
-    state: &AppState,
-    org: &str,
-    field: &str,
-    vars: &BTreeMap<String, Value>,
-) -> Result<(), ApiError> {
-    for (k, v) in vars {
-        let text = v.to_string();
-        check_secret_refs(state, org, &format!("{field}.{k}"), &text, |_, _| {
-            String::new()
-        })
-        .await?;
-    }
-    Ok(())
 }
 
 fn vars_of(field: &str, v: Option<&Value>) -> Result<BTreeMap<String, Value>, ApiError> {
@@ -285,7 +239,6 @@ pub async fn create_host(
         known_hosts: body.known_hosts,
     };
     check_host("", &host)?;
-    check_vars_refs(&state, &org, "vars", &host.vars).await?;
     let audit = caller.audit(
         Some(&org),
         "host.create",
@@ -342,7 +295,6 @@ pub async fn update_host(
         known_hosts: body.known_hosts.unwrap_or(current.known_hosts),
     };
     check_host("", &host)?;
-    check_vars_refs(&state, &org, "vars", &host.vars).await?;
     let audit = caller.audit(
         Some(&org),
         "host.update",
@@ -447,7 +399,6 @@ pub async fn create_environment(
         requires_approval: body.requires_approval,
         protected: body.protected,
     };
-    check_vars_refs(&state, &org, "vars", &env.vars).await?;
     let audit = caller.audit(
         Some(&org),
         "environment.create",
@@ -496,7 +447,6 @@ pub async fn update_environment(
         requires_approval: body.requires_approval.unwrap_or(current.requires_approval),
         protected: body.protected.unwrap_or(current.protected),
     };
-    check_vars_refs(&state, &org, "vars", &env.vars).await?;
     let audit = caller.audit(
         Some(&org),
         "environment.update",
@@ -708,10 +658,6 @@ async fn check_plan(state: &AppState, org: &str, body: &PlanSource) -> Result<Ch
             ),
         ));
     }
-    check_secret_refs(state, org, "source", &body.source, |line, column| {
-        format!("{file}:{line}:{column}: ")
-    })
-    .await?;
     let schedule = file_schedule(&plan).map_err(|f| {
         invalid(
             "source",
@@ -769,9 +715,8 @@ pub async fn list_plans(
 }
 
 /// Store a plan file under its `name` (org admin): version 1 when new, the next version
-/// when it exists. A file that does not parse is refused (file, line, column), and so is
-/// a `secret://` reference into another org's namespace; lint findings against the org's
-/// hosts and environments come back as `warnings`.
+/// when it exists. A file that does not parse is refused (file, line, column); lint
+/// findings against the org's hosts and environments come back as `warnings`.
 #[utoipa::path(post, path = "/api/v1/orgs/{org}/plans", tag = "plans",
     params(("org" = String, Path)),
     request_body = PlanSource,
@@ -919,7 +864,6 @@ pub async fn import_inventory(
         for k in e.vars.keys() {
             rules::var_name(&format!("{field}.vars.{k}"), k)?;
         }
-        check_vars_refs(&state, &org, &format!("{field}.vars"), &e.vars).await?;
         environments.push(NewEnvironment {
             org: org.clone(),
             id: id.clone(),
@@ -955,7 +899,6 @@ pub async fn import_inventory(
         };
         let prefix = format!("hosts.{}.", h.name);
         check_host(&prefix, &host)?;
-        check_vars_refs(&state, &org, &format!("{prefix}vars"), &host.vars).await?;
         hosts.push(host);
     }
     let audit = caller.audit(

@@ -37,6 +37,7 @@ use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::routes::Route;
 use crate::runners::{FencingQuery, NextSeq};
 use crate::runs::{log_page, log_stream, LogsQuery, RunProgress};
+use crate::secrets::mask::LogKind;
 use crate::server::AppState;
 
 /// At most this many hosts of a run work at once.
@@ -481,11 +482,7 @@ pub async fn build_lease(
 ) -> Result<Option<PlanRunLease>, ApiError> {
     let hosts = state.store.list_hosts(&run.org).await?;
     let environments = state.store.list_environments(&run.org).await?;
-    let targets: Vec<&HostRecord> = run
-        .hosts
-        .iter()
-        .filter_map(|name| hosts.iter().find(|h| &h.name == name))
-        .collect();
+    let targets = targets(run, &hosts);
     let secrets = match super::secrets::for_lease(state, run, &targets, &environments).await? {
         Ok(s) => s,
         Err(reason) => {
@@ -493,6 +490,9 @@ pub async fn build_lease(
             return Ok(None);
         }
     };
+    state
+        .lease_masks
+        .register(LogKind::PlanRun, &run.id, run.fencing, secrets.mask.clone());
     Ok(Some(PlanRunLease {
         run_id: run.id.clone(),
         fencing: run.fencing,
@@ -507,6 +507,15 @@ pub async fn build_lease(
         mask: secrets.mask,
         secrets: secrets.secrets,
     }))
+}
+
+/// The run's target hosts among `hosts`, in the run's order (a host deleted since is
+/// left out).
+pub(super) fn targets<'a>(run: &PlanRunRecord, hosts: &'a [HostRecord]) -> Vec<&'a HostRecord> {
+    run.hosts
+        .iter()
+        .filter_map(|name| hosts.iter().find(|h| &h.name == name))
+        .collect()
 }
 
 /// A plan run the caller's pool may act on.
@@ -577,11 +586,21 @@ pub async fn runner_logs(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<LogAppend>,
 ) -> Result<StatusCode, ApiError> {
-    pool_plan_run(&state, &caller, &id).await?;
-    let chunks: Vec<(i64, String)> = body.chunks.into_iter().map(|c| (c.seq, c.text)).collect();
+    let run = pool_plan_run(&state, &caller, &id).await?;
+    let (fencing, store, id) = (body.fencing, &state.store, id.as_str());
     state
-        .store
-        .append_plan_run_logs(&id, body.fencing, &chunks)
+        .lease_masks
+        .append_masked(
+            LogKind::PlanRun,
+            id,
+            fencing,
+            body.chunks,
+            || super::secrets::lease_mask_again(&state, &run),
+            |chunks| async move {
+                store.append_plan_run_logs(id, fencing, &chunks).await?;
+                Ok(())
+            },
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -647,7 +666,10 @@ pub async fn runner_report(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<PlanRunnerReport>,
 ) -> Result<StatusCode, ApiError> {
-    pool_plan_run(&state, &caller, &id).await?;
+    let run = pool_plan_run(&state, &caller, &id).await?;
+    if !matches!(body.event, PlanRunnerEvent::Started) {
+        flush_masked_tail(&state, &run, body.fencing).await;
+    }
     let (event, reason, report) = match body.event {
         PlanRunnerEvent::Started => (PlanRunEvent::Started, None, None),
         PlanRunnerEvent::Finished { ok, reason, report } => (
@@ -666,6 +688,29 @@ pub async fn runner_report(
     };
     state.store.plan_run_event(&id, &input).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stores what the log masking still held back when the lease `fencing` ends (the
+/// beginning of a value nothing completed), as the log's last chunk. Best effort: the
+/// report that follows decides the run, and a refused append only loses that end.
+async fn flush_masked_tail(state: &AppState, run: &PlanRunRecord, fencing: i64) {
+    let Some(tail) = state
+        .lease_masks
+        .take_tail(LogKind::PlanRun, &run.id, fencing)
+        .await
+    else {
+        return;
+    };
+    let appended = async {
+        let seq = state.store.next_plan_run_log_seq(&run.id).await?;
+        state
+            .store
+            .append_plan_run_logs(&run.id, fencing, &[(seq, tail)])
+            .await
+    };
+    if let Err(e) = appended.await {
+        tracing::warn!(run = %run.id, error = %e, "could not store the end of a plan run's log");
+    }
 }
 
 /// The stale sweep's pass over plan runs: a leased run with no heartbeat since

@@ -1,14 +1,15 @@
 //! Secrets in plans (SPEC §3.4, §4): the `secret://<namespace>/<key>` references of a
 //! leased plan run — in its plan source (vars, inputs' defaults, step parameters), its
 //! inputs, and the variables of its target hosts and their environments — resolved when
-//! the run is leased, only inside the org's own namespaces (`crate::secrets::resolve`).
+//! the run is leased, among the org's own secrets (`crate::secrets::resolve`).
 //!
 //! The values travel in the lease only: never stored, never in an API answer. A real run
 //! gets them to substitute (`PlanRunLease.secrets`); every value is also in the lease's
-//! `mask`, so the runner masks it in each log line and per-host result. A dry run gets
+//! `mask`, so the runner masks it in each log line and per-host result, and the server
+//! masks it again in the log chunks it stores (`crate::secrets::mask`). A dry run gets
 //! no values (its report shows `secret://[redacted]`) but its references are checked the
-//! same way. A reference that does not resolve — another org's namespace, a missing key —
-//! fails the run before any step, with the reason.
+//! same way. A reference that does not resolve — a key the org does not have — fails the
+//! run before any step, with the reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,7 +24,7 @@ use crate::server::AppState;
 pub struct LeaseSecrets {
     /// Reference as written → value (real runs only).
     pub secrets: BTreeMap<String, String>,
-    /// Every resolved value, for the runner's masking.
+    /// Every resolved value, for the runner's masking (and the server's).
     pub mask: Vec<String>,
 }
 
@@ -80,6 +81,26 @@ pub async fn for_lease(
         }
     }
     Ok(Ok(out))
+}
+
+/// The values a plan run's lease masks, resolved again from the store for a replica that
+/// did not build the lease (`secrets::mask`): its references among its target hosts and
+/// their environments as they are now. One that no longer resolves is skipped: there is
+/// nothing to mask for it.
+pub async fn lease_mask_again(
+    state: &AppState,
+    run: &PlanRunRecord,
+) -> Result<Vec<String>, ApiError> {
+    let hosts = state.store.list_hosts(&run.org).await?;
+    let environments = state.store.list_environments(&run.org).await?;
+    let targets = super::runs::targets(run, &hosts);
+    let mut mask = Vec::new();
+    for reference in references(run, &targets, &environments) {
+        if let Ok(value) = crate::secrets::resolve(state, &run.org, &reference).await {
+            mask.push(value);
+        }
+    }
+    Ok(mask)
 }
 
 /// Fails a leased plan run before any step ran: the reason in its log and record.
