@@ -283,16 +283,18 @@ impl Client {
     }
 }
 
-/// Whether the request failed because the server's certificate did not verify (rustls's
-/// error sits inside an `io::Error` in reqwest's chain, where `source()` skips it).
+/// Whether the request failed because the server's certificate did not verify. rustls's
+/// error sits inside `io::Error`s (nested) in reqwest's chain, where `source()` skips it.
 fn untrusted_certificate(e: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
-        let inner = s
+        let mut inner = s;
+        while let Some(wrapped) = inner
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
-            .map(|inner| inner as &(dyn std::error::Error + 'static))
-            .unwrap_or(s);
+        {
+            inner = wrapped;
+        }
         if matches!(
             inner.downcast_ref::<rustls::Error>(),
             Some(rustls::Error::InvalidCertificate(_))

@@ -178,7 +178,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Server(args) => server_cmd::run(*args).await,
+            Command::Server(args) => server_cmd::run(*args, cli.global.ca_file).await,
             Command::Runner(args) => runner_cmd::run(args, token_flag, cli.global.ca_file).await,
             // `exec`, `host check --inventory` and an offline `lint` need no server: the
             // client context is only built for, and its absence only fatal to, the rest.

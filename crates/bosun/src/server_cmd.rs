@@ -162,7 +162,9 @@ pub struct ServerArgs {
     metrics_token_file: Option<PathBuf>,
 }
 
-pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
+/// Runs the server. `ca_file` is the global `--ca-file`: what the embedded runners trust
+/// for this server's certificate when its chain alone does not lead to a trusted root.
+pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
@@ -243,10 +245,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
             server.state().config.data_dir.join("runner"),
         );
         if let Some(tls) = &tls {
-            // Over loopback, under the public URL's name, trusting the chain the server
-            // serves (and the public roots): the runners check their own server's
-            // certificate like any other client, with nothing more to configure.
-            config.ca_file = Some(absolute(&tls.cert_file));
+            // Over loopback, under the public URL's name, trusting the public roots and
+            // the CA file, or else the chain the server serves (its CA or intermediate
+            // as an anchor): the runners check their own server's certificate like any
+            // other client.
+            let trust = ca_file.as_deref().unwrap_or(&tls.cert_file);
+            config.ca_file = Some(absolute(trust));
             config.connect_to = Some(server.local_addr);
         }
         tokio::spawn(bosun_runner::run_workers(
