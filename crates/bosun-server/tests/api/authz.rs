@@ -12,17 +12,17 @@ use crate::harness::TestServer;
 
 /// Who may call a route, as the contract states it (independent of the route table).
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Needs {
+pub(crate) enum Needs {
     AnyUser,
     ServerAdmin,
     Org(Role),
 }
 
-struct Case {
-    method: Method,
-    template: &'static str,
+pub(crate) struct Case {
+    pub(crate) method: Method,
+    pub(crate) template: &'static str,
     path: &'static str,
-    body: Option<Value>,
+    pub(crate) body: Option<Value>,
     needs: Needs,
 }
 
@@ -44,7 +44,7 @@ fn case(
 
 /// One request per route. Writes aim at missing or harmless targets, so an allowed call
 /// gets past the guard (any status but 401/403) without changing what later calls see.
-fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     use Needs::*;
     use Role::*;
     let stack = json!({"id": "fresh", "repository": "github:acme/infra", "path": "/abs"});
