@@ -345,13 +345,16 @@ async fn raw_exchange(t: &TestServer, head: &str, body: &[u8], deadline: Duratio
         let (mut rd, mut wr) = conn.into_split();
         let body = body.to_vec();
         // The server may answer and close while the body is still going: write errors
-        // are expected then.
+        // are expected then. The writing half stays open after the body (a client still
+        // sending, not one that hung up), until the reply is read.
         let writer = tokio::spawn(async move {
             for chunk in body.chunks(8192) {
                 if wr.write_all(chunk).await.is_err() {
                     return;
                 }
             }
+            std::future::pending::<()>().await;
+            drop(wr);
         });
         let mut reply = Vec::new();
         let mut buf = [0u8; 8192];
