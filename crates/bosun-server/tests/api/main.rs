@@ -18,6 +18,7 @@ mod outputs;
 mod plan_runs;
 mod plans_resources;
 mod runs;
+mod security_hostile;
 mod security_input;
 mod security_listener;
 mod security_secrets;

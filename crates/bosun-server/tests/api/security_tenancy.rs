@@ -375,7 +375,7 @@ fn body_for(method: &Method, template: &str, victim: &Victim, attacker: &Attacke
     }
     crate::authz::cases()
         .into_iter()
-        .find(|c| &c.method == method && c.template == template)
+        .find(|c| c.method == *method && c.template == template)
         .and_then(|c| c.body)
         .unwrap_or_else(|| json!({}))
 }
