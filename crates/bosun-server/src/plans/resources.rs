@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -566,7 +567,44 @@ fn finding(location: &engine::Location, message: String) -> PlanFinding {
 }
 
 fn parse_error(e: ModelError) -> ApiError {
-    invalid("source", e.to_string())
+    match e.limit {
+        Some(_) => ApiError::BadRequest {
+            code: "input_limit",
+            message: format!("source: {e}"),
+        },
+        None => invalid("source", e.to_string()),
+    }
+}
+
+/// How long parsing one plan or inventory file may take before the request is answered.
+/// The limits checked before parsing (`bosun_plans::model::Limits::FILE`) keep a parse
+/// far below this; the budget is what bounds the wait should one get past them.
+const PARSE_BUDGET: Duration = Duration::from_secs(2);
+
+/// Runs `parse` over an uploaded file on the blocking pool, answering within `budget`:
+/// a slow parse holds neither an async worker (so `/healthz` and every other request
+/// keep moving) nor the client. Past the budget the parse finishes in the background,
+/// its result dropped.
+async fn parse_off_workers<T: Send + 'static>(
+    what: &'static str,
+    file: &str,
+    source: &str,
+    budget: Duration,
+    parse: fn(&Path, &str) -> Result<T, ModelError>,
+) -> Result<Result<T, ModelError>, ApiError> {
+    let (file, source) = (file.to_string(), source.to_string());
+    let task = tokio::task::spawn_blocking(move || parse(Path::new(&file), &source));
+    match tokio::time::timeout(budget, task).await {
+        Ok(Ok(parsed)) => Ok(parsed),
+        Ok(Err(e)) => Err(ApiError::Internal(format!("parsing a {what} failed: {e}"))),
+        Err(_) => Err(ApiError::BadRequest {
+            code: "input_limit",
+            message: format!(
+                "source: parsing the {what} took longer than the budget of {} ms; make the file simpler",
+                budget.as_millis()
+            ),
+        }),
+    }
 }
 
 /// A plan file's `schedule:` checked as the scheduler will read it (cron and zone), or
@@ -640,7 +678,15 @@ struct Checked {
 
 async fn check_plan(state: &AppState, org: &str, body: &PlanSource) -> Result<Checked, ApiError> {
     let file = body.file.clone().unwrap_or_else(|| "plan.yaml".into());
-    let plan = engine::parse_plan(Path::new(&file), &body.source).map_err(parse_error)?;
+    let plan = parse_off_workers(
+        "plan",
+        &file,
+        &body.source,
+        PARSE_BUDGET,
+        engine::parse_plan,
+    )
+    .await?
+    .map_err(parse_error)?;
     let at_name = || plan.locations.locate("name");
     if let Err(e) = rules::plan_name("name", &plan.name) {
         return Err(invalid(
@@ -799,11 +845,18 @@ pub async fn show_plan(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("plan {name:?} in org {org:?}")))?;
     let file = format!("{name}.yaml");
-    let plan =
-        engine::parse_plan(Path::new(&file), &stored.source).map_err(|e| ApiError::Conflict {
-            code: "invalid_plan",
-            message: format!("the stored plan {name:?} no longer parses: {e}; upload it again"),
-        })?;
+    let plan = parse_off_workers(
+        "plan",
+        &file,
+        &stored.source,
+        PARSE_BUDGET,
+        engine::parse_plan,
+    )
+    .await?
+    .map_err(|e| ApiError::Conflict {
+        code: "invalid_plan",
+        message: format!("the stored plan {name:?} no longer parses: {e}; upload it again"),
+    })?;
     let inventory = org_inventory(&state, &org).await?;
     let mut warnings: Vec<PlanFinding> = engine::lint(&plan, Some(&inventory))
         .findings
@@ -855,8 +908,15 @@ pub async fn import_inventory(
     ApiJson(body): ApiJson<InventoryImportRequest>,
 ) -> Result<Json<InventoryImportAnswer>, ApiError> {
     let file = body.file.clone().unwrap_or_else(|| "inventory.yaml".into());
-    let inv =
-        engine::parse_inventory_as_written(Path::new(&file), &body.source).map_err(parse_error)?;
+    let inv = parse_off_workers(
+        "inventory",
+        &file,
+        &body.source,
+        PARSE_BUDGET,
+        engine::parse_inventory_as_written,
+    )
+    .await?
+    .map_err(parse_error)?;
     let mut environments = Vec::new();
     for (id, e) in &inv.environments {
         let field = format!("environments.{id}");
@@ -924,4 +984,39 @@ pub async fn import_inventory(
         hosts_created: done.hosts_created,
         hosts_updated: done.hosts_updated,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// Stands for a parse the limits did not stop: busy for a while, then done.
+    fn slow_parse(_: &Path, source: &str) -> Result<usize, ModelError> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_millis(500) {
+            std::hint::spin_loop();
+        }
+        Ok(source.len())
+    }
+
+    #[tokio::test]
+    async fn a_parse_past_its_budget_is_answered_naming_the_budget() {
+        let started = std::time::Instant::now();
+        let e = parse_off_workers("plan", "p.yaml", "x", Duration::from_millis(50), slow_parse)
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "answered at the budget, not after the parse"
+        );
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(e.code(), "input_limit");
+        assert!(e.to_string().contains("budget of 50 ms"), "{e}");
+        // Within the budget the parse's own result comes back.
+        let parsed =
+            parse_off_workers("plan", "p.yaml", "xyz", Duration::from_secs(5), slow_parse).await;
+        assert_eq!(parsed.unwrap().unwrap(), 3);
+    }
 }
