@@ -380,3 +380,19 @@ proptest! {
         prop_assert!(result.is_err(), "{} levels accepted", depth);
     }
 }
+
+/// A long key above many items: every item's location path used to repeat the key
+/// (the product of the two in memory); now bounded.
+#[test]
+fn a_long_key_over_many_items_parses_quickly() {
+    let text = format!(
+        "name: p\nvars:\n  ? {}\n  : [{}a]\nsteps:\n  - command: [x]\n",
+        "k".repeat(200_000),
+        "a,".repeat(100_000)
+    );
+    let plan = timed("a long key", &text, || {
+        parse_plan(Path::new("p.yaml"), &text)
+    })
+    .unwrap();
+    assert_eq!(plan.vars.len(), 1);
+}

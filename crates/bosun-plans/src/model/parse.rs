@@ -111,13 +111,37 @@ struct Index {
     keys: BTreeMap<String, Mark>,
     /// `(path of the key, first occurrence, duplicate occurrence)`.
     duplicates: Vec<(String, Mark, Mark)>,
+    /// Bytes of paths stored so far (see [`PLACES_BUDGET`]).
+    stored: usize,
 }
 
+/// The longest path the index places. Every node's path repeats its parents' keys, so
+/// a long key above many nodes (`? <500 KB>` over a list of 250,000 items) would cost
+/// their product; past this a node is left unplaced and errors point at the nearest
+/// placed parent.
+const MAX_PATH: usize = 256;
+
+/// Total bytes of paths one index stores; past it the rest of the file goes unplaced.
+const PLACES_BUDGET: usize = 16 * 1024 * 1024;
+
+/// The path of a node the index does not place (NUL is never in a YAML text).
+const UNPLACED: &str = "\u{0}";
+
 fn join_key(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
+    if parent == UNPLACED || parent.len() + 1 + key.len() > MAX_PATH {
+        UNPLACED.to_string()
+    } else if parent.is_empty() {
         key.to_string()
     } else {
         format!("{parent}.{key}")
+    }
+}
+
+fn item_path(parent: &str, item: usize) -> String {
+    if parent == UNPLACED || parent.len() + 22 > MAX_PATH {
+        UNPLACED.to_string()
+    } else {
+        format!("{parent}[{item}]")
     }
 }
 
@@ -141,19 +165,19 @@ impl Index {
                 Event::StreamEnd => break,
                 Event::Scalar(ref value, ..) => {
                     if let Some(path) = index.node_start(&mut stack, mark, Some(value)) {
-                        index.values.entry(path).or_insert(mark);
+                        index.place_value(path, mark);
                     }
                 }
                 Event::Alias(_) => {
                     if let Some(path) = index.node_start(&mut stack, mark, None) {
-                        index.values.entry(path).or_insert(mark);
+                        index.place_value(path, mark);
                     }
                 }
                 Event::MappingStart(..) => {
                     let path = index
                         .node_start(&mut stack, mark, None)
                         .unwrap_or_else(|| "?".into());
-                    index.values.entry(path.clone()).or_insert(mark);
+                    index.place_value(path.clone(), mark);
                     stack.push(Frame::Map {
                         path,
                         key: None,
@@ -166,7 +190,7 @@ impl Index {
                     let path = index
                         .node_start(&mut stack, mark, None)
                         .unwrap_or_else(|| "?".into());
-                    index.values.entry(path.clone()).or_insert(mark);
+                    index.place_value(path.clone(), mark);
                     stack.push(Frame::Seq { path, next: 0 });
                 }
                 Event::MappingEnd | Event::SequenceEnd => {
@@ -191,7 +215,7 @@ impl Index {
         };
         match top {
             Frame::Seq { path, next } => {
-                let p = format!("{path}[{next}]");
+                let p = item_path(path, *next);
                 *next += 1;
                 Some(p)
             }
@@ -209,7 +233,7 @@ impl Index {
                 // starts where that key does.
                 if *first_key {
                     *first_key = false;
-                    if mark.index < start.index {
+                    if mark.index < start.index && path != UNPLACED {
                         self.values.insert(path.clone(), mark);
                     }
                 }
@@ -217,16 +241,33 @@ impl Index {
                 let kp = join_key(path, &k);
                 match seen.get(&k) {
                     Some(first) if scalar.is_some() => {
+                        // An unplaced key is named by its start alone.
+                        let kp = if kp == UNPLACED {
+                            let short: String = k.chars().take(64).collect();
+                            join_key(if path == UNPLACED { "…" } else { path }, &short)
+                        } else {
+                            kp
+                        };
                         self.duplicates.push((kp, *first, mark));
                     }
                     _ => {
                         seen.insert(k.clone(), mark);
-                        self.keys.entry(kp).or_insert(mark);
+                        if kp != UNPLACED && self.stored < PLACES_BUDGET {
+                            self.stored += kp.len();
+                            self.keys.entry(kp).or_insert(mark);
+                        }
                     }
                 }
                 *key = Some(k);
                 None
             }
+        }
+    }
+
+    fn place_value(&mut self, path: String, mark: Mark) {
+        if path != UNPLACED && self.stored < PLACES_BUDGET {
+            self.stored += path.len();
+            self.values.entry(path).or_insert(mark);
         }
     }
 
@@ -1706,6 +1747,45 @@ pub fn lint(plan: &Plan, inventory: Option<&Inventory>) -> LintReport {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_long_key_over_many_items_is_indexed_in_bounded_space() {
+        // Each item's path repeated the 60 KB key: 1.2 GB of paths for a 100 KB file.
+        let text = format!(
+            "name: p\nvars:\n  ? {}\n  : [{}a]\nsteps:\n  - command: [x]\n",
+            "k".repeat(60_000),
+            "a,".repeat(20_000)
+        );
+        let index = Index::build("p.yaml", &text).unwrap();
+        let stored: usize = index
+            .values
+            .keys()
+            .chain(index.keys.keys())
+            .map(String::len)
+            .sum();
+        assert!(stored < 64 * 1024, "{stored} bytes of paths");
+        assert!(index.values.keys().all(|p| p.len() <= MAX_PATH));
+        let plan = parse_plan(Path::new("p.yaml"), &text).unwrap();
+        assert_eq!(plan.vars.len(), 1);
+        // Errors under an unplaced key point at the nearest placed parent.
+        assert_eq!(
+            index.value(&format!("vars.{}[3]", "k".repeat(60_000))).line,
+            3
+        );
+    }
+
+    #[test]
+    fn a_duplicate_long_key_is_named_by_its_start() {
+        let key = "k".repeat(300);
+        let text = format!("name: p\nvars:\n  {key}: 1\n  {key}: 2\nsteps:\n  - command: [x]\n");
+        let e = parse_plan(Path::new("p.yaml"), &text).unwrap_err();
+        assert_eq!(e.location.line, 4, "{e}");
+        assert!(
+            e.message
+                .starts_with(&format!("duplicate variable `{}`", "k".repeat(64))),
+            "{e}"
+        );
+    }
 
     #[test]
     fn split_words_like_a_shell() {
