@@ -176,6 +176,143 @@ proptest! {
     }
 }
 
+/// A YAML document tree: rendered in block or flow style, with anchors and aliases, so
+/// the comparison with the parser sees well-formed nesting (random pieces rarely parse).
+#[derive(Debug, Clone)]
+enum Node {
+    Scalar(u8),
+    Seq(Vec<Node>),
+    Map(Vec<Node>),
+    Anchored(Box<Node>),
+    Alias(u8),
+}
+
+fn tree() -> impl Strategy<Value = (Node, Vec<bool>)> {
+    let leaf = prop_oneof![
+        any::<u8>().prop_map(Node::Scalar),
+        any::<u8>().prop_map(Node::Alias)
+    ];
+    let node = leaf.prop_recursive(6, 48, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Node::Seq),
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Node::Map),
+            inner.prop_map(|n| Node::Anchored(Box::new(n))),
+        ]
+    });
+    (node, prop::collection::vec(any::<bool>(), 64))
+}
+
+const BLOCK_SCALARS: &[&str] = &[
+    "a", "b c", "x[y", "it's", "a#b", "'q [x'", "\"d {\"", "1", "~", "é",
+];
+const FLOW_SCALARS: &[&str] = &["a", "b c", "'q [x'", "\"d {\"", "1", "é"];
+
+struct Render<'a> {
+    styles: &'a [bool],
+    next: usize,
+    anchors: usize,
+}
+
+impl Render<'_> {
+    fn coin(&mut self) -> bool {
+        self.next += 1;
+        self.styles[self.next % self.styles.len()]
+    }
+
+    fn alias(&self, k: u8) -> Option<String> {
+        (self.anchors > 0).then(|| format!("*a{}", usize::from(k) % self.anchors))
+    }
+
+    fn flow(&mut self, n: &Node) -> String {
+        match n {
+            Node::Scalar(k) => FLOW_SCALARS[usize::from(*k) % FLOW_SCALARS.len()].to_string(),
+            Node::Alias(k) => self.alias(*k).unwrap_or_else(|| "z".into()),
+            Node::Seq(items) => {
+                let items: Vec<String> = items.iter().map(|i| self.flow(i)).collect();
+                format!("[{}]", items.join(", "))
+            }
+            Node::Map(items) => {
+                let items: Vec<String> = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| format!("k{i}: {}", self.flow(v)))
+                    .collect();
+                format!("{{{}}}", items.join(", "))
+            }
+            Node::Anchored(inner) => {
+                let name = self.anchors;
+                let body = self.flow(inner);
+                self.anchors += 1;
+                format!("&a{name} {body}")
+            }
+        }
+    }
+
+    /// `n` as the value after `key:` or `-` at `indent`: the rest of that line, then
+    /// its block lines.
+    fn value(&mut self, n: &Node, indent: usize) -> String {
+        let pad = " ".repeat(indent);
+        match n {
+            Node::Scalar(k) if self.coin() => {
+                format!(
+                    " |\n{pad}{}\n",
+                    BLOCK_SCALARS[usize::from(*k) % BLOCK_SCALARS.len()]
+                )
+            }
+            Node::Scalar(k) => format!(
+                " {}\n",
+                BLOCK_SCALARS[usize::from(*k) % BLOCK_SCALARS.len()]
+            ),
+            Node::Alias(k) => format!(" {}\n", self.alias(*k).unwrap_or_else(|| "z".into())),
+            Node::Seq(items) | Node::Map(items) if items.is_empty() || self.coin() => {
+                format!(" {}\n", self.flow(n))
+            }
+            Node::Seq(items) => {
+                let mut out = String::from("\n");
+                for item in items {
+                    out.push_str(&format!("{pad}-{}", self.value(item, indent + 2)));
+                }
+                out
+            }
+            Node::Map(items) => {
+                let mut out = String::from("\n");
+                for (i, v) in items.iter().enumerate() {
+                    out.push_str(&format!("{pad}k{i}:{}", self.value(v, indent + 2)));
+                }
+                out
+            }
+            Node::Anchored(inner) => {
+                let name = self.anchors;
+                let body = self.value(inner, indent);
+                self.anchors += 1;
+                format!(" &a{name}{body}")
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    /// Well-formed documents of every style: the limits pass counts at least the levels
+    /// and nodes the parser builds.
+    #[test]
+    fn limits_never_undercount_well_formed_documents((root, styles) in tree()) {
+        let mut render = Render { styles: &styles, next: 0, anchors: 0 };
+        let text = format!("root:{}", render.value(&root, 2));
+        let shape = check_limits("t.yaml", "plan", &text, &unlimited());
+        let parsed = serde_norway::from_str::<Value>(&text);
+        match (shape, parsed) {
+            (Ok(shape), Ok(v)) => {
+                prop_assert!(depth(&v) <= shape.depth, "depth {} > {shape:?} for {text:?} = {v}", depth(&v));
+                prop_assert!(nodes(&v) <= shape.nodes, "nodes {} > {shape:?} for {text:?} = {v}", nodes(&v));
+            }
+            (Err(e), Ok(v)) => prop_assert!(false, "{text:?} refused ({e}) but parses as {v}"),
+            _ => {}
+        }
+    }
+}
+
 /// Openers that each nest one level, and what closes them.
 const OPENERS: &[(&str, &str)] = &[("[", "]"), ("{a: ", "}"), ("[a: ", "]"), ("[{", "}]")];
 
