@@ -52,30 +52,32 @@ run_child() {
     return "$rc"
 }
 
-# launch_server DIR RUNNERS: starts the server on a loopback port with RUNNERS embedded
-# runners, data dir DIR/data (which must exist), stdout DIR/server.out and stderr
-# SERVER_LOG=DIR/server.log; sets SERVER_PID and TOKEN_FILE, waits for the address line
-# (printed once the socket is bound) and the admin token, and sets BASE.
+# launch_server DIR RUNNERS [FLAG...]: starts the server on a loopback port with RUNNERS
+# embedded runners, data dir DIR/data (which must exist), any further server flags, stdout
+# DIR/server.out and stderr SERVER_LOG=DIR/server.log; sets SERVER_PID and TOKEN_FILE,
+# waits for the address line (printed once the socket is bound) and the admin token, and
+# sets BASE (https://… when the flags turn TLS on).
 launch_server() {
     local dir=$1 runners=$2
+    shift 2
     SERVER_LOG="$dir/server.log"
     TOKEN_FILE="$dir/data/admin-token"
     # Created here, not by the background job's redirections, so the polling below never
     # races the child to the file.
     : >"$SERVER_LOG"
     : >"$dir/server.out"
-    "$BIN" server --listen 127.0.0.1:0 --data-dir "$dir/data" --local-runners "$runners" \
+    "$BIN" server --listen 127.0.0.1:0 --data-dir "$dir/data" --local-runners "$runners" "$@" \
         >"$dir/server.out" 2>"$SERVER_LOG" &
     SERVER_PID=$!
     local addr= deadline=$((SECONDS + STARTUP_TIMEOUT))
     while :; do
-        addr=$(sed -n 's|^bosun: listening on http://\(127\.0\.0\.1:[0-9][0-9]*\).*$|\1|p' "$SERVER_LOG" | head -n 1)
+        addr=$(sed -n 's|^bosun: listening on \(https\{0,1\}://127\.0\.0\.1:[0-9][0-9]*\).*$|\1|p' "$SERVER_LOG" | head -n 1)
         [ -n "$addr" ] && [ -s "$TOKEN_FILE" ] && break
         kill -0 "$SERVER_PID" 2>/dev/null || die "server exited during startup"
         [ "$SECONDS" -lt "$deadline" ] || die "server not ready within ${STARTUP_TIMEOUT}s"
         sleep 0.05
     done
-    BASE="http://$addr"
+    BASE="$addr"
 }
 
 stop_server() {
