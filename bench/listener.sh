@@ -42,10 +42,13 @@ install_cleanup
 # --- binaries ---------------------------------------------------------------------------
 
 if [ -n "$BASE_REV" ]; then
-    log "building the base revision $BASE_REV (a worktree sharing target/)"
+    # A target dir of its own: cargo names a workspace crate's artifacts without its path,
+    # so a worktree building into target/ would leave its crates where this revision's
+    # look fresh.
+    log "building the base revision $BASE_REV (in target/bench-base)"
     git -C "$ROOT" worktree add --detach "$WORK/base-src" "$BASE_REV" >&2
-    (cd "$WORK/base-src" && CARGO_TARGET_DIR="$ROOT/target" cargo build --release -p bosun) >&2
-    cp "$ROOT/target/release/bosun" "$WORK/bosun-base"
+    (cd "$WORK/base-src" && CARGO_TARGET_DIR="$ROOT/target/bench-base" cargo build --release -p bosun) >&2
+    cp "$ROOT/target/bench-base/release/bosun" "$WORK/bosun-base"
     git -C "$ROOT" worktree remove --force "$WORK/base-src"
 fi
 build_bosun
