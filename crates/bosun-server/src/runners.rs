@@ -505,6 +505,19 @@ pub async fn report(
     ApiJson(body): ApiJson<RunnerReport>,
 ) -> Result<StatusCode, ApiError> {
     let run = pool_run(&state, &caller, &id).await?;
+    // A failure reason is the engine's output too: masked like the log, with the masker
+    // taken before the log's tail is flushed (which forgets the lease).
+    let masker = match body.event {
+        RunnerEvent::Failed { .. } => Some(
+            state
+                .lease_masks
+                .report_masker(LogKind::StackRun, &id, body.fencing, || {
+                    crate::prepare::lease_mask_again(&state, &run)
+                })
+                .await,
+        ),
+        _ => None,
+    };
     if !matches!(body.event, RunnerEvent::Started { .. }) {
         flush_masked_tail(&state, &run, body.fencing).await;
     }
@@ -521,7 +534,8 @@ pub async fn report(
         }
         RunnerEvent::Applied => Event::ApplyFinished,
         RunnerEvent::Failed { reason } => {
-            update.reason = Some(reason.chars().take(2000).collect());
+            let masker = masker.unwrap_or_default();
+            update.reason = Some(masker.redact(&reason).chars().take(2000).collect());
             Event::PhaseFailed
         }
         RunnerEvent::Canceled => Event::CancelAcknowledged,

@@ -629,7 +629,16 @@ pub async fn runner_results(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<PlanResultsAppend>,
 ) -> Result<StatusCode, ApiError> {
-    pool_plan_run(&state, &caller, &id).await?;
+    let run = pool_plan_run(&state, &caller, &id).await?;
+    // The lease's secret values are masked here too, as in the log: a runner that does
+    // not mask them is not trusted to.
+    let masker = state
+        .lease_masks
+        .masker(LogKind::PlanRun, &id, body.fencing, || {
+            super::secrets::lease_mask_again(&state, &run)
+        })
+        .await?;
+    let mask = |text: String| capped(masker.redact(&text).into_owned());
     let results: Vec<PlanHostResultRecord> = body
         .results
         .into_iter()
@@ -642,11 +651,11 @@ pub async fn runner_results(
             ignored: r.ignored,
             changed: r.changed,
             exit_code: r.exit_code,
-            stdout: capped(r.stdout),
-            stderr: capped(r.stderr),
+            stdout: mask(r.stdout),
+            stderr: mask(r.stderr),
             duration_ms: r.duration_ms,
-            message: capped(r.message),
-            diff: r.diff.map(capped),
+            message: mask(r.message),
+            diff: r.diff.map(mask),
         })
         .collect();
     state
@@ -667,16 +676,32 @@ pub async fn runner_report(
     ApiJson(body): ApiJson<PlanRunnerReport>,
 ) -> Result<StatusCode, ApiError> {
     let run = pool_plan_run(&state, &caller, &id).await?;
+    // Taken before the log's tail is flushed, which forgets the lease.
+    let masker = match body.event {
+        PlanRunnerEvent::Finished { .. } => Some(
+            state
+                .lease_masks
+                .report_masker(LogKind::PlanRun, &id, body.fencing, || {
+                    super::secrets::lease_mask_again(&state, &run)
+                })
+                .await,
+        ),
+        _ => None,
+    };
     if !matches!(body.event, PlanRunnerEvent::Started) {
         flush_masked_tail(&state, &run, body.fencing).await;
     }
     let (event, reason, report) = match body.event {
         PlanRunnerEvent::Started => (PlanRunEvent::Started, None, None),
-        PlanRunnerEvent::Finished { ok, reason, report } => (
-            PlanRunEvent::Finished { ok },
-            reason.map(|r| r.chars().take(2000).collect()),
-            report,
-        ),
+        PlanRunnerEvent::Finished { ok, reason, report } => {
+            let masker = masker.unwrap_or_default();
+            let reason = reason.map(|r| masker.redact(&r).chars().take(2000).collect());
+            let report = report.map(|mut r| {
+                masker.redact_json(&mut r);
+                r
+            });
+            (PlanRunEvent::Finished { ok }, reason, report)
+        }
         PlanRunnerEvent::Aborted => (PlanRunEvent::AbortAcknowledged, None, None),
     };
     let input = PlanRunEventInput {

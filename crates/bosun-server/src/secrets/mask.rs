@@ -11,7 +11,9 @@
 //! beginning of a value is held back and put in front of the next chunk, so the stored
 //! chunk boundary moves but no byte is lost. A resent chunk (its reply was lost) is
 //! recognised by its `seq` and not masked twice. What is still held when the phase ends is
-//! written as a last chunk by `take_tail`'s caller.
+//! written as a last chunk by `take_tail`'s caller. What a runner reports besides its log —
+//! a plan run's per-host results and report, a phase's failure reason — is masked with the
+//! same values (`LeaseMasks::masker`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -54,6 +56,30 @@ impl Masker {
             }
         }
         out
+    }
+
+    /// Every string inside `value` (a runner's report) redacted, keys included.
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.values.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(s) => {
+                if let Cow::Owned(masked) = self.redact(s) {
+                    *s = masked;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (k, mut v) in entries {
+                    self.redact_json(&mut v);
+                    map.insert(self.redact(&k).into_owned(), v);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The length of the longest end of `text` that is the beginning (not the whole) of a
@@ -183,6 +209,50 @@ impl LeaseMasks {
             .cloned()
     }
 
+    /// The masker of the lease `run`/`fencing`, for what its runner reports besides the
+    /// log (per-host results, failure reasons, reports). A replica without the lease's
+    /// values gets them from `derive` without keeping them: the lease may be ending, and
+    /// a stale fencing number must not displace the live lease's entry.
+    pub async fn masker<D, DF>(
+        &self,
+        kind: LogKind,
+        run: &str,
+        fencing: i64,
+        derive: D,
+    ) -> Result<Masker, ApiError>
+    where
+        D: FnOnce() -> DF,
+        DF: Future<Output = Result<Vec<String>, ApiError>>,
+    {
+        Ok(match self.get(kind, run, fencing) {
+            Some(entry) => entry.masker.clone(),
+            None => Masker::new(derive().await?),
+        })
+    }
+
+    /// [`LeaseMasks::masker`] for a runner's final report: when the run's secrets no
+    /// longer resolve it masks nothing rather than refuse the report, since the report is
+    /// what settles the run (the log, masked as it arrived, is unaffected).
+    pub async fn report_masker<D, DF>(
+        &self,
+        kind: LogKind,
+        run: &str,
+        fencing: i64,
+        derive: D,
+    ) -> Masker
+    where
+        D: FnOnce() -> DF,
+        DF: Future<Output = Result<Vec<String>, ApiError>>,
+    {
+        match self.masker(kind, run, fencing, derive).await {
+            Ok(masker) => masker,
+            Err(e) => {
+                tracing::warn!(run, error = %e, "the lease's secrets no longer resolve; its report is stored as sent");
+                Masker::default()
+            }
+        }
+    }
+
     /// Masks `chunks` of the lease `run`/`fencing` and stores them with `append`. A
     /// replica without the lease's values gets them from `derive` first. Appends of one
     /// lease are serialised, so a held tail goes to the chunk right after it.
@@ -265,6 +335,21 @@ mod tests {
         assert_eq!(m.open_tail("nothing"), 0);
         let multibyte = Masker::new(["é-secret".to_string()]);
         assert_eq!(multibyte.open_tail("xé"), "é".len());
+    }
+
+    #[test]
+    fn reports_are_masked_in_every_string_and_key() {
+        let m = Masker::new(["hunter2".to_string()]);
+        let mut report = serde_json::json!({
+            "hosts": [{"stdout": "pw hunter2", "exit": 1}],
+            "hunter2": "key",
+            "ok": true
+        });
+        m.redact_json(&mut report);
+        assert_eq!(
+            report,
+            serde_json::json!({"hosts": [{"stdout": "pw ***", "exit": 1}], "***": "key", "ok": true})
+        );
     }
 
     #[test]

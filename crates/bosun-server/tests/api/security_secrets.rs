@@ -471,3 +471,95 @@ async fn plan_run_log_chunks_are_masked_before_they_are_stored_or_streamed() {
         assert!(log.contains("web-1: ***\nweb-1: *** ok\n"), "{log}");
     }
 }
+
+#[tokio::test]
+async fn a_stack_runs_failure_reason_is_masked_before_it_is_stored() {
+    let t = TestServer::start().await;
+    let secret = "s3cr3t-Value-Z9";
+    let (id, fencing, _, _) = leased_stack_run(&t, secret).await;
+    let r = t
+        .post(
+            &format!("/api/v1/runner/runs/{id}/report"),
+            &t.server.hosted_runner_token,
+            json!({"fencing": fencing, "event": "failed",
+                   "reason": format!("Error: auth failed for password {secret}")}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    let run = t
+        .get(&format!("/api/v1/orgs/default/runs/{id}"), &t.admin)
+        .await;
+    let text = run.body.to_string();
+    assert!(!text.contains(secret), "{text}");
+    assert!(
+        text.contains("auth failed for password ***"),
+        "{:?}",
+        run.body
+    );
+}
+
+#[tokio::test]
+async fn plan_run_results_and_report_are_masked_before_they_are_stored() {
+    let t = TestServer::start().await;
+    let secret = "plan-tok-Q7w";
+    t.seed_host("web-1", "web", None).await;
+    t.seed_plan(
+        "app-config",
+        "name: app-config\ntargets:\n  labels: [web]\nvars:\n  token: secret://app/token\nsteps:\n  - name: say\n    command: [\"echo\", \"{{ vars.token }}\"]\n",
+    )
+    .await;
+    put_secret(&t, "default", "app/token", secret).await;
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/app-config/runs",
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let runner = register_runner(&t, "r1").await;
+    let l = lease(&t, &runner, true).await.expect("a plan-run lease");
+    let l = &l["plan_run"];
+    let (id, fencing) = (
+        l["run_id"].as_str().unwrap().to_string(),
+        l["fencing"].as_i64().unwrap(),
+    );
+    let runner_call = |path: &str, body: Value| {
+        let (t, path) = (&t, format!("/api/v1/runner/plan-runs/{id}/{path}"));
+        async move {
+            let r = t.post(&path, &t.server.hosted_runner_token, body).await;
+            assert!(r.status.is_success(), "{path}: {:?}", r.body);
+        }
+    };
+    runner_call("report", json!({"fencing": fencing, "event": "started"})).await;
+    runner_call(
+        "results",
+        json!({"fencing": fencing, "results": [{
+            "step": 1, "step_name": "say", "module": "command", "host": "web-1",
+            "status": "failed", "changed": null, "exit_code": 1,
+            "stdout": format!("{secret}\n"), "stderr": format!("bad token {secret}"),
+            "duration_ms": 5, "message": format!("exit 1: {secret}"),
+            "diff": format!("+token={secret}")
+        }]}),
+    )
+    .await;
+    runner_call(
+        "report",
+        json!({"fencing": fencing, "event": "finished", "ok": false,
+               "reason": format!("step say failed: {secret}"),
+               "report": {"hosts": {"web-1": {"output": format!("echo {secret}")}}}}),
+    )
+    .await;
+    let run = t
+        .get(&format!("/api/v1/orgs/default/plan-runs/{id}"), &t.admin)
+        .await;
+    let text = run.body.to_string();
+    assert!(!text.contains(secret), "{text}");
+    let result = &run.body["results"][0];
+    assert_eq!(result["stdout"], "***\n");
+    assert_eq!(result["stderr"], "bad token ***");
+    assert_eq!(result["message"], "exit 1: ***");
+    assert_eq!(result["diff"], "+token=***");
+    assert_eq!(run.body["reason"], "step say failed: ***");
+    assert_eq!(run.body["report"]["hosts"]["web-1"]["output"], "echo ***");
+}
