@@ -407,10 +407,9 @@ async fn a_replica_that_did_not_lease_the_run_masks_its_chunks_too() {
     drop(dir);
 }
 
-#[tokio::test]
-async fn plan_run_log_chunks_are_masked_before_they_are_stored_or_streamed() {
-    let t = TestServer::start().await;
-    let secret = "plan-tok-Q7w";
+/// A plan run of org `default` whose step renders `secret://app/token` (= `secret`),
+/// leased by a runner of the hosted pool: its id and fencing number.
+async fn leased_plan_run(t: &TestServer, secret: &str) -> (String, i64) {
     t.seed_host("web-1", "web", None).await;
     t.seed_plan(
         "app-config",
@@ -418,7 +417,7 @@ async fn plan_run_log_chunks_are_masked_before_they_are_stored_or_streamed() {
     )
     .await;
     assert_eq!(
-        put_secret(&t, "default", "app/token", secret).await.status,
+        put_secret(t, "default", "app/token", secret).await.status,
         StatusCode::OK
     );
     let r = t
@@ -429,14 +428,22 @@ async fn plan_run_log_chunks_are_masked_before_they_are_stored_or_streamed() {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
-    let runner = register_runner(&t, "r1").await;
-    let l = lease(&t, &runner, true).await.expect("a plan-run lease");
+    let runner = register_runner(t, "r1").await;
+    let l = lease(t, &runner, true).await.expect("a plan-run lease");
     let l = &l["plan_run"];
     assert_eq!(l["secrets"]["secret://app/token"], secret);
     let (id, fencing) = (
         l["run_id"].as_str().unwrap().to_string(),
         l["fencing"].as_i64().unwrap(),
     );
+    (id, fencing)
+}
+
+#[tokio::test]
+async fn plan_run_log_chunks_are_masked_before_they_are_stored_or_streamed() {
+    let t = TestServer::start().await;
+    let secret = "plan-tok-Q7w";
+    let (id, fencing) = leased_plan_run(&t, secret).await;
     let seq = next_seq(&t, "plan-runs", &id, fencing).await;
     send_chunks(
         &t,
@@ -502,28 +509,7 @@ async fn a_stack_runs_failure_reason_is_masked_before_it_is_stored() {
 async fn plan_run_results_and_report_are_masked_before_they_are_stored() {
     let t = TestServer::start().await;
     let secret = "plan-tok-Q7w";
-    t.seed_host("web-1", "web", None).await;
-    t.seed_plan(
-        "app-config",
-        "name: app-config\ntargets:\n  labels: [web]\nvars:\n  token: secret://app/token\nsteps:\n  - name: say\n    command: [\"echo\", \"{{ vars.token }}\"]\n",
-    )
-    .await;
-    put_secret(&t, "default", "app/token", secret).await;
-    let r = t
-        .post(
-            "/api/v1/orgs/default/plans/app-config/runs",
-            &t.admin,
-            json!({}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
-    let runner = register_runner(&t, "r1").await;
-    let l = lease(&t, &runner, true).await.expect("a plan-run lease");
-    let l = &l["plan_run"];
-    let (id, fencing) = (
-        l["run_id"].as_str().unwrap().to_string(),
-        l["fencing"].as_i64().unwrap(),
-    );
+    let (id, fencing) = leased_plan_run(&t, secret).await;
     let runner_call = |path: &str, body: Value| {
         let (t, path) = (&t, format!("/api/v1/runner/plan-runs/{id}/{path}"));
         async move {
