@@ -253,8 +253,7 @@ fn client_config(mode: SslMode, params: &TlsParams) -> Result<ClientConfig, Conn
                 .map_err(|e| ConnInfoError::Url(format!("sslrootcert: {e}")))?
         }
         // libpq checks the chain whenever it has a root certificate, whatever the mode.
-        (_, Some(roots)) => Arc::new(ChainOnly { roots, algs }),
-        (_, None) => Arc::new(Unverified { algs }),
+        (_, roots) => Arc::new(ChainOnly { roots, algs }),
     };
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -340,10 +339,12 @@ fn read_key(path: &str) -> Result<PrivateKeyDer<'static>, ConnInfoError> {
 }
 
 /// `verify-ca` (and `prefer`/`require` given a root certificate): the chain must lead to
-/// a root, whatever names the certificate carries.
+/// a root, whatever names the certificate carries. Without roots (`prefer` and `require`
+/// alone) nothing proves who the server is: encryption against a passive listener only,
+/// libpq's meaning of both modes.
 #[derive(Debug)]
 struct ChainOnly {
-    roots: Arc<RootCertStore>,
+    roots: Option<Arc<RootCertStore>>,
     algs: WebPkiSupportedAlgorithms,
 }
 
@@ -356,61 +357,21 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.algs.all,
-        )?;
+        if let Some(roots) = &self.roots {
+            let cert = ParsedCertificate::try_from(end_entity)?;
+            verify_server_cert_signed_by_trust_anchor(
+                &cert,
+                roots,
+                intermediates,
+                now,
+                self.algs.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
-    }
-}
-
-/// `prefer` and `require` without a root certificate: encryption against a passive
-/// listener, no proof of who the server is (libpq's meaning of both modes).
-#[derive(Debug)]
-struct Unverified {
-    algs: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    // The handshake's own signatures are still checked: they bind the session to the
-    // certificate the server sent, which channel binding relies on.
+    // The handshake's own signatures are checked even without roots: they bind the
+    // session to the certificate the server sent, which channel binding relies on.
     fn verify_tls12_signature(
         &self,
         message: &[u8],
