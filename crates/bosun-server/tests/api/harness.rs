@@ -198,6 +198,19 @@ impl TestServer {
         r.body["secret"].as_str().unwrap().to_string()
     }
 
+    /// Registers a runner `name` in the server's hosted pool; returns its id.
+    pub async fn hosted_runner(&self, name: &str) -> String {
+        let r = self
+            .post(
+                "/api/v1/runner/register",
+                &self.server.hosted_runner_token,
+                json!({"name": name}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        r.body["runner_id"].as_str().unwrap().to_string()
+    }
+
     pub async fn create_stack(&self, body: Value) -> Reply {
         self.post("/api/v1/orgs/default/stacks", &self.admin, body)
             .await

@@ -218,18 +218,6 @@ fn histogram(f: &Family, name: &str) -> BTreeMap<Labels, Histogram> {
     out
 }
 
-async fn register(t: &TestServer, name: &str) -> String {
-    let r = t
-        .post(
-            "/api/v1/runner/register",
-            &t.server.hosted_runner_token,
-            json!({"name": name}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    r.body["runner_id"].as_str().unwrap().to_string()
-}
-
 async fn lease(t: &TestServer, runner: &str) -> Value {
     let r = t
         .post(
@@ -335,9 +323,9 @@ async fn metrics_expose_every_series_in_the_text_format() {
     // Runners: one busy, one idle, one drained, and two dark (backdated to an hour and
     // two days ago: only the first is recent enough for a last-seen series). Names carry
     // the characters the text format escapes.
-    let busy = register(&t, r#"edge "east" \ 1"#).await;
-    let idle = register(&t, "idle").await;
-    let drained = register(&t, "drained").await;
+    let busy = t.hosted_runner(r#"edge "east" \ 1"#).await;
+    let idle = t.hosted_runner("idle").await;
+    let drained = t.hosted_runner("drained").await;
     let r = t
         .post(
             &format!("/api/v1/orgs/default/runners/{drained}/drain"),
@@ -346,9 +334,9 @@ async fn metrics_expose_every_series_in_the_text_format() {
         )
         .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
-    let dark_hour = register(&t, "dark").await;
+    let dark_hour = t.hosted_runner("dark").await;
     backdate_runner(&t, &dark_hour, "dark\nline", chrono::Duration::hours(1));
-    let dark_days = register(&t, "gone").await;
+    let dark_days = t.hosted_runner("gone").await;
     backdate_runner(&t, &dark_days, "gone", chrono::Duration::days(2));
 
     // Runs: a tracked run planned with changes (unconfirmed), a proposed run being

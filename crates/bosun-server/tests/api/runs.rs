@@ -16,17 +16,9 @@ pub(crate) struct Runner<'a> {
 
 impl<'a> Runner<'a> {
     pub(crate) async fn register(t: &'a TestServer, name: &str) -> Runner<'a> {
-        let r = t
-            .post(
-                "/api/v1/runner/register",
-                &t.server.hosted_runner_token,
-                json!({"name": name}),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
         Runner {
             t,
-            id: r.body["runner_id"].as_str().unwrap().to_string(),
+            id: t.hosted_runner(name).await,
         }
     }
 

@@ -47,18 +47,6 @@ async fn trigger(t: &TestServer, org: &str, stack: &str) -> String {
     r.body["id"].as_str().unwrap().to_string()
 }
 
-async fn register_runner(t: &TestServer, name: &str) -> String {
-    let r = t
-        .post(
-            "/api/v1/runner/register",
-            &t.server.hosted_runner_token,
-            json!({"name": name}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    r.body["runner_id"].as_str().unwrap().to_string()
-}
-
 /// The next lease (`plan_runs`: plan runs too); `None` when there is no work.
 async fn lease(t: &TestServer, runner: &str, plan_runs: bool) -> Option<Value> {
     let r = t
@@ -174,7 +162,7 @@ async fn two_orgs_each_have_a_namespace_aws_and_see_only_their_own() {
     }
 
     // Each run's lease carries its own org's value, never the other's.
-    let runner = register_runner(&t, "r1").await;
+    let runner = t.hosted_runner("r1").await;
     let leases = lease_envs(&t, &runner, 2).await;
     assert_eq!(leases[0].0, "beta");
     assert_eq!(leases[0].1["env"]["TF_VAR_key"], "beta-aws-Bx2");
@@ -206,7 +194,7 @@ async fn a_key_only_another_org_has_is_answered_as_a_key_nobody_has() {
 
     // Saving a stack that refers to it, and one that refers to a key nobody has: the
     // same answer; their runs fail the same way, the reference missing from beta.
-    let runner = register_runner(&t, "r1").await;
+    let runner = t.hosted_runner("r1").await;
     let mut answers = Vec::new();
     for (stack, reference) in [
         ("app-a", "secret://aws/only-default"),
@@ -291,7 +279,7 @@ async fn leased_stack_run(t: &TestServer, secret: &str) -> (String, i64, String,
     )
     .await;
     let id = trigger(t, "default", "net").await;
-    let runner = register_runner(t, "r1").await;
+    let runner = t.hosted_runner("r1").await;
     let l = lease(t, &runner, false).await.expect("a lease");
     assert_eq!(l["env"]["TF_VAR_pw"], secret, "the lease carries the value");
     let fencing = l["fencing"].as_i64().unwrap();
@@ -428,7 +416,7 @@ async fn leased_plan_run(t: &TestServer, secret: &str) -> (String, i64) {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
-    let runner = register_runner(t, "r1").await;
+    let runner = t.hosted_runner("r1").await;
     let l = lease(t, &runner, true).await.expect("a plan-run lease");
     let l = &l["plan_run"];
     assert_eq!(l["secrets"]["secret://app/token"], secret);
