@@ -457,6 +457,10 @@ pub struct StateVersion {
     pub forced: bool,
     pub current: bool,
     pub outputs: BTreeMap<String, StateOutput>,
+    /// Set on a version a runner recovered after its engine could not write it (the
+    /// engine's `errored.tfstate`, delivered once the server answered again): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<String>,
 }
 
 /// A version with its document.

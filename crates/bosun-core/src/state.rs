@@ -146,6 +146,9 @@ pub enum WriterLiveness {
     Person,
     LiveRun,
     EndedRun,
+    /// The state a run's engine could not write (its `errored.tfstate`), delivered by the
+    /// runner afterwards, whether the run has ended or not.
+    Recovery,
 }
 
 /// A request to store a new version.
@@ -166,6 +169,8 @@ pub struct WriteOutcome {
     pub current: bool,
     /// Written by a Run that had already ended: stored, and flagged loudly.
     pub late_write: bool,
+    /// Recovered from an engine that could not write it: stored, and flagged.
+    pub recovered: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -191,11 +196,25 @@ pub fn decide_write(
     current: Option<&Current>,
     doc: &StateDoc,
 ) -> Result<WriteOutcome, WriteRefusal> {
+    let someone_else_holds = lock.is_some_and(|l| l.holder != req.writer);
     if req.liveness == WriterLiveness::EndedRun {
-        let someone_else_holds = lock.is_some_and(|l| l.holder != req.writer);
         return Ok(WriteOutcome {
             current: !someone_else_holds,
             late_write: true,
+            recovered: false,
+        });
+    }
+    // A recovered state is never refused either: the resources it records exist. It
+    // becomes current only where the run's own write would have: nobody else holds the
+    // lock and it follows the current version (same lineage, serial not behind) — else it
+    // is kept beside it, flagged, for a person to look at.
+    if req.liveness == WriterLiveness::Recovery {
+        let follows =
+            current.is_none_or(|cur| doc.lineage == cur.lineage && doc.serial >= cur.serial);
+        return Ok(WriteOutcome {
+            current: !someone_else_holds && follows,
+            late_write: false,
+            recovered: true,
         });
     }
     match (lock, &req.lock_id) {
@@ -221,6 +240,7 @@ pub fn decide_write(
     Ok(WriteOutcome {
         current: true,
         late_write: false,
+        recovered: false,
     })
 }
 
@@ -466,7 +486,8 @@ mod tests {
             ok,
             Ok(WriteOutcome {
                 current: true,
-                late_write: false
+                late_write: false,
+                recovered: false
             })
         );
         // Anyone else — or the holder without the id — is refused with the holder.
@@ -535,7 +556,8 @@ mod tests {
             decide_write(&late, None, Some(&cur), &doc(3, "abc")),
             Ok(WriteOutcome {
                 current: true,
-                late_write: true
+                late_write: true,
+                recovered: false
             })
         );
         // Someone else holds the lock: kept, flagged, not current.
@@ -544,7 +566,8 @@ mod tests {
             decide_write(&late, Some(&other), Some(&cur), &doc(10, "abc")),
             Ok(WriteOutcome {
                 current: false,
-                late_write: true
+                late_write: true,
+                recovered: false
             })
         );
         // The ended run still holds its own lock (not yet released): current, flagged.
@@ -553,8 +576,56 @@ mod tests {
             decide_write(&late, Some(&own), Some(&cur), &doc(10, "abc")),
             Ok(WriteOutcome {
                 current: true,
-                late_write: true
+                late_write: true,
+                recovered: false
             })
+        );
+    }
+
+    #[test]
+    fn recovered_states_are_kept_and_current_only_where_they_follow() {
+        let run = Writer::Run("r1".into());
+        let rec = req(run.clone(), WriterLiveness::Recovery, None);
+        let cur = Current {
+            serial: 9,
+            lineage: "abc".into(),
+        };
+        let outcome = |current| {
+            Ok(WriteOutcome {
+                current,
+                late_write: false,
+                recovered: true,
+            })
+        };
+        // First state of the stack, or the next serial of its lineage: current.
+        assert_eq!(
+            decide_write(&rec, None, None, &doc(1, "abc")),
+            outcome(true)
+        );
+        assert_eq!(
+            decide_write(&rec, None, Some(&cur), &doc(10, "abc")),
+            outcome(true)
+        );
+        // The run's own lock, still held after its unlock failed too: current.
+        let own = lock("L1", run);
+        assert_eq!(
+            decide_write(&rec, Some(&own), Some(&cur), &doc(10, "abc")),
+            outcome(true)
+        );
+        // Someone else's lock, an older serial or another lineage: kept beside, never
+        // refused.
+        let other = lock("L2", Writer::User("bob".into()));
+        assert_eq!(
+            decide_write(&rec, Some(&other), Some(&cur), &doc(10, "abc")),
+            outcome(false)
+        );
+        assert_eq!(
+            decide_write(&rec, None, Some(&cur), &doc(8, "abc")),
+            outcome(false)
+        );
+        assert_eq!(
+            decide_write(&rec, None, Some(&cur), &doc(10, "zzz")),
+            outcome(false)
         );
     }
 

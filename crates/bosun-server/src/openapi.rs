@@ -35,6 +35,7 @@ use utoipa::{Modify, OpenApi};
         crate::state::show_version,
         crate::state::show_lock,
         crate::state::force_unlock,
+        crate::state::put_recovered,
         crate::outputs::show,
         crate::runs::trigger,
         crate::runs::list,

@@ -119,7 +119,11 @@ async fn own_runner(state: &AppState, caller: &Caller, id: &str) -> Result<Runne
 }
 
 /// A run the caller's pool may act on.
-async fn pool_run(state: &AppState, caller: &Caller, id: &str) -> Result<RunRecord, ApiError> {
+pub(crate) async fn pool_run(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<RunRecord, ApiError> {
     let (org, _) = pool_of(caller)?;
     state
         .store
@@ -246,7 +250,7 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>,
 }
 
 /// Lines the server itself adds to a run's log (what it resolved before the runner).
-async fn append_server_log(
+pub(crate) async fn append_server_log(
     state: &AppState,
     run: &RunRecord,
     lines: &[String],

@@ -20,6 +20,7 @@ use bosun_core::state::{
     WriteRefusal, WriteRequest, Writer, WriterLiveness,
 };
 use bosun_core::Role;
+use bosun_core::ValidationError;
 use bosun_store::{NewStateVersion, StateVersionMeta, StoreError};
 use chrono::Utc;
 use md5::{Digest, Md5};
@@ -30,6 +31,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
 use crate::routes::{BodyLimitKind, Route};
+use crate::secrets::mask::LogKind;
 use crate::server::AppState;
 
 pub fn routes() -> Vec<Route> {
@@ -58,6 +60,12 @@ pub fn routes() -> Vec<Route> {
             Access::State(StateAccess::Op(StateOp::ForceUnlock)),
             force_unlock,
         ),
+        Route::put(
+            "/runner/runs/{run}/recovered-state",
+            Access::Runner,
+            put_recovered,
+        )
+        .with_body_limit(BodyLimitKind::State),
     ]
 }
 
@@ -206,6 +214,7 @@ async fn write(
             force: query.force,
         },
         token_id: Some(caller.0.token_id.clone()),
+        recovery_reason: None,
     };
     let audit = (query.force || liveness == WriterLiveness::EndedRun).then(|| {
         caller.audit(
@@ -330,7 +339,7 @@ async fn unlock(
 #[allow(dead_code)] // Documents the POST that `backend` serves.
 fn backend_write() {}
 
-fn version_wire(m: StateVersionMeta) -> StateVersion {
+pub(crate) fn version_wire(m: StateVersionMeta) -> StateVersion {
     StateVersion {
         version: m.version,
         serial: m.serial,
@@ -346,6 +355,7 @@ fn version_wire(m: StateVersionMeta) -> StateVersion {
         late_write: m.late_write,
         forced: m.forced,
         current: m.current,
+        recovered: m.recovery_reason,
         outputs: m
             .outputs
             .into_iter()
@@ -518,4 +528,103 @@ pub async fn force_unlock(
             ),
         }),
     }
+}
+
+/// The longest reason a recovered state version keeps.
+const MAX_RECOVERY_REASON_CHARS: usize = 500;
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveredQuery {
+    /// The fencing number of the lease whose engine could not write the state.
+    pub fencing: i64,
+    /// Why the engine could not write it (1 to 500 characters).
+    pub reason: String,
+}
+
+/// A runner delivers the state its engine could not write (the engine's
+/// `errored.tfstate`), whenever it can: the run may have ended, even been force-failed,
+/// and another lease may hold it now. It is stored as a version flagged `recovered` with
+/// the reason, never refused: the resources it records exist. It becomes current only
+/// where the run's own write would have (nobody else holds the lock, and it follows the
+/// current version). Delivering the same state again answers the version already stored.
+#[utoipa::path(put, path = "/api/v1/runner/runs/{run}/recovered-state", tag = "runners",
+    params(("run" = String, Path), RecoveredQuery),
+    request_body(content = String, content_type = "application/json", description = "the state document"),
+    responses((status = 200, body = StateVersion)))]
+pub async fn put_recovered(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<RecoveredQuery>,
+    req: Request,
+) -> Result<Json<StateVersion>, ApiError> {
+    let run = crate::runners::pool_run(&state, &caller, &id).await?;
+    if q.fencing < 1 || q.fencing > run.fencing {
+        return Err(ValidationError::new(
+            "fencing",
+            format!(
+                "run {id} was never leased with fencing number {} (its latest is {})",
+                q.fencing, run.fencing
+            ),
+        )
+        .into());
+    }
+    let reason = q.reason.trim();
+    if reason.is_empty()
+        || reason.chars().count() > MAX_RECOVERY_REASON_CHARS
+        || reason.chars().any(char::is_control)
+    {
+        return Err(ValidationError::new(
+            "reason",
+            format!("1 to {MAX_RECOVERY_REASON_CHARS} printable characters"),
+        )
+        .into());
+    }
+    let body = read_body(req, &state).await?;
+    let doc = StateDoc::parse(&body).map_err(|e| ApiError::BadRequest {
+        code: "invalid_state",
+        message: e.to_string(),
+    })?;
+    // The reason may quote the engine's output: masked like the run's log.
+    let masker = state
+        .lease_masks
+        .report_masker(LogKind::StackRun, &id, q.fencing, || {
+            crate::prepare::lease_mask_again(&state, &run)
+        })
+        .await;
+    let reason = masker.redact(reason).into_owned();
+    let audit = caller.audit(
+        Some(&run.org),
+        "state.recovered",
+        format!("stack:{}", run.stack),
+        json!({"run": run.id, "fencing": q.fencing, "serial": doc.serial,
+               "lineage": doc.lineage, "reason": reason}),
+    );
+    let new = NewStateVersion {
+        body: body.to_vec(),
+        doc,
+        request: WriteRequest {
+            writer: Writer::Run(run.id.clone()),
+            liveness: WriterLiveness::Recovery,
+            lock_id: None,
+            force: false,
+        },
+        token_id: None,
+        recovery_reason: Some(reason),
+    };
+    let meta = state
+        .store
+        .write_state(&run.org, &run.stack, &new, Some(&audit))
+        .await?;
+    tracing::warn!(
+        org = %run.org,
+        stack = %run.stack,
+        run = %run.id,
+        version = meta.version,
+        current = meta.current,
+        "a state the engine could not write was recovered by its runner"
+    );
+    Ok(Json(version_wire(meta)))
 }

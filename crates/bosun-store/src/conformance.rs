@@ -51,6 +51,7 @@ macro_rules! conformance_suite {
             state_lock_rules,
             state_serial_and_lineage_guard,
             state_late_writes_kept_and_flagged,
+            state_recovered_writes_kept_once_and_flagged,
             state_needs_a_stack,
             runs_lease_fence_and_finish,
             runs_serialize_tracked_and_wait_for_locks,
@@ -867,6 +868,7 @@ fn state_write(
             force: false,
         },
         token_id: Some("tok".into()),
+        recovery_reason: None,
     }
 }
 
@@ -1156,6 +1158,87 @@ pub async fn state_late_writes_kept_and_flagged(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(versions.iter().filter(|v| v.late_write).count(), 2);
+}
+
+pub async fn state_recovered_writes_kept_once_and_flagged(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let bob = Writer::User("bob".into());
+    let run = Writer::Run("r-cut-off".into());
+    store
+        .write_state(
+            "acme",
+            "net",
+            &state_write(bob.clone(), WriterLiveness::Person, None, 3, "L"),
+            None,
+        )
+        .await
+        .unwrap();
+    let recovered = |serial, lineage: &str| NewStateVersion {
+        recovery_reason: Some("the server was away".into()),
+        token_id: None,
+        ..state_write(run.clone(), WriterLiveness::Recovery, None, serial, lineage)
+    };
+    // The run's state follows the current one: current, flagged with its reason.
+    let v = store
+        .write_state("acme", "net", &recovered(4, "L"), None)
+        .await
+        .unwrap();
+    assert!(v.current && !v.late_write);
+    assert_eq!(v.recovery_reason.as_deref(), Some("the server was away"));
+    // Delivered again (the runner never heard the answer): the same version, no new one.
+    let again = store
+        .write_state("acme", "net", &recovered(4, "L"), None)
+        .await
+        .unwrap();
+    assert_eq!(again.version, v.version);
+    assert_eq!(
+        store
+            .list_state_versions("acme", "net", None, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // Behind the current serial, or under someone else's lock: kept beside it, never
+    // refused, never current.
+    store
+        .write_state(
+            "acme",
+            "net",
+            &state_write(bob.clone(), WriterLiveness::Person, None, 9, "L"),
+            None,
+        )
+        .await
+        .unwrap();
+    let behind = store
+        .write_state("acme", "net", &recovered(5, "L"), None)
+        .await
+        .unwrap();
+    assert!(!behind.current && behind.recovery_reason.is_some());
+    store
+        .lock_state("acme", "net", &state_lock("BOB", bob.clone()))
+        .await
+        .unwrap();
+    let locked = store
+        .write_state("acme", "net", &recovered(10, "L"), None)
+        .await
+        .unwrap();
+    assert!(!locked.current);
+    let head = store.state_head("acme", "net").await.unwrap();
+    assert_eq!(head.current.unwrap().serial, 9);
+    // Ordinary versions carry no reason.
+    let versions = store
+        .list_state_versions("acme", "net", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        versions
+            .iter()
+            .filter(|v| v.recovery_reason.is_some())
+            .map(|v| v.serial)
+            .collect::<Vec<_>>(),
+        vec![10, 5, 4]
+    );
 }
 
 pub async fn state_needs_a_stack(store: Arc<dyn Store>) {

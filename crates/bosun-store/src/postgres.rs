@@ -165,6 +165,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0015_file_schedules.sql"),
     include_str!("../migrations/postgres/0016_audit_filters.sql"),
     include_str!("../migrations/postgres/0017_secret_namespaces_per_org.sql"),
+    include_str!("../migrations/postgres/0018_recovered_state.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -156,6 +156,9 @@ pub struct StateVersionMeta {
     pub forced: bool,
     pub current: bool,
     pub outputs: std::collections::BTreeMap<String, bosun_core::state::Output>,
+    /// Recovered from an engine that could not write it, and why (`None` for every other
+    /// version).
+    pub recovery_reason: Option<String>,
 }
 
 /// A stack's current state version and lock.
@@ -172,6 +175,9 @@ pub struct NewStateVersion {
     pub doc: bosun_core::state::StateDoc,
     pub request: bosun_core::state::WriteRequest,
     pub token_id: Option<String>,
+    /// Why the engine could not write this state itself; set with
+    /// `WriterLiveness::Recovery` only.
+    pub recovery_reason: Option<String>,
 }
 
 /// A run as stored.

@@ -144,6 +144,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0015_file_schedules.sql"),
     include_str!("../migrations/sqlite/0016_audit_filters.sql"),
     include_str!("../migrations/sqlite/0017_secret_namespaces_per_org.sql"),
+    include_str!("../migrations/sqlite/0018_recovered_state.sql"),
 ];
 
 /// The schema version this binary writes.

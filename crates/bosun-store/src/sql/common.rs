@@ -472,7 +472,7 @@ pub(super) fn write_stack_row(
 pub(super) const VERSION_COLUMNS: &str =
     "v.org_id, v.stack_id, v.version, v.serial, v.lineage, v.checksum,
     v.size, v.writer_kind, v.writer_id, v.token_id, v.created_at, v.late_write, v.forced,
-    v.outputs, (h.current_version IS NOT DISTINCT FROM v.version)";
+    v.outputs, (h.current_version IS NOT DISTINCT FROM v.version), v.recovery_reason";
 
 pub(super) type VersionRow = (
     String,
@@ -490,6 +490,7 @@ pub(super) type VersionRow = (
     bool,
     String,
     bool,
+    Option<String>,
 );
 
 /// A row decodes into a tuple of its columns, in `SELECT` order.
@@ -535,6 +536,7 @@ pub(super) fn version_meta(v: VersionRow) -> Result<StateVersionMeta> {
         forced: v.12,
         current: v.14,
         outputs,
+        recovery_reason: v.15,
     })
 }
 
@@ -553,7 +555,7 @@ pub(super) fn read_version(
     let row = conn
         .prepare_cached(&sql)?
         .query_row(params![org, stack, version], |r| {
-            Ok((version_row(r)?, r.get::<_, Vec<u8>>(15)?))
+            Ok((version_row(r)?, r.get::<_, Vec<u8>>(16)?))
         })
         .optional()?;
     row.map(|(meta, body)| Ok((version_meta(meta)?, body)))

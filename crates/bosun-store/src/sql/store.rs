@@ -626,6 +626,35 @@ impl Store for db::Store {
         );
         self.write(move |tx| {
             ensure_stack(tx, &org, &stack)?;
+            let checksum = sha256_hex(&new.body);
+            // A runner delivers a recovered state until it hears back: the same state from
+            // the same run again is the version already stored.
+            if new.request.liveness == bosun_core::state::WriterLiveness::Recovery {
+                let stored: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT version FROM state_versions
+                         WHERE org_id = ?1 AND stack_id = ?2 AND writer_kind = ?3
+                           AND writer_id = ?4 AND checksum = ?5
+                           AND recovery_reason IS NOT NULL
+                         ORDER BY version DESC LIMIT 1",
+                    )?
+                    .query_row(
+                        params![
+                            org,
+                            stack,
+                            new.request.writer.kind(),
+                            new.request.writer.id(),
+                            checksum
+                        ],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if let Some(version) = stored {
+                    return read_version(tx, &org, &stack, Some(version))?
+                        .map(|(m, _)| m)
+                        .ok_or_else(|| StoreError::Backend("stored version vanished".into()));
+                }
+            }
             let head = read_head(tx, &org, &stack)?;
             let current = head.current.as_ref().map(|c| Current {
                 serial: c.serial,
@@ -641,11 +670,16 @@ impl Store for db::Store {
                 .query_row(params![org, stack], |r| r.get(0))?;
             let serial = i64::try_from(new.doc.serial)
                 .map_err(|_| StoreError::Backend("serial out of range".into()))?;
+            let recovery_reason = outcome.recovered.then(|| {
+                new.recovery_reason
+                    .clone()
+                    .unwrap_or_else(|| "the engine could not write it".to_string())
+            });
             tx.prepare_cached(
                 "INSERT INTO state_versions (org_id, stack_id, version, serial, lineage, checksum,
                     size, writer_kind, writer_id, token_id, created_at, late_write, forced,
-                    outputs, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                    outputs, body, recovery_reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )?
             .execute(params![
                 org,
@@ -653,7 +687,7 @@ impl Store for db::Store {
                 version,
                 serial,
                 new.doc.lineage,
-                sha256_hex(&new.body),
+                checksum,
                 new.body.len() as i64,
                 new.request.writer.kind(),
                 new.request.writer.id(),
@@ -663,6 +697,7 @@ impl Store for db::Store {
                 new.request.force,
                 outputs_json(&new.doc),
                 new.body,
+                recovery_reason,
             ])?;
             if outcome.current {
                 tx.prepare_cached(
