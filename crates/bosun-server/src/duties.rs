@@ -171,7 +171,7 @@ pub fn replica_id(config: &crate::config::ServerConfig) -> Result<String, StartE
 /// whose runner never started them, and interrupts runs past their phase timeout.
 pub async fn stale_sweep(state: AppState) {
     // Silence while this server was down is not a runner's: it is counted from here.
-    let since = Utc::now();
+    let started = Utc::now();
     let mut stopping = state.stopping.subscribe();
     let mut tick = tokio::time::interval(state.config.runs.sweep_interval);
     loop {
@@ -182,7 +182,7 @@ pub async fn stale_sweep(state: AppState) {
         if !holds_duty(&state, "stale_sweep").await {
             continue;
         }
-        match sweep_once(&state, since).await {
+        match sweep_once(&state, silence_counts_from(&state, started)).await {
             Ok(n) => {
                 state
                     .duties
@@ -197,10 +197,26 @@ pub async fn stale_sweep(state: AppState) {
     }
 }
 
+/// Where the sweep starts counting a run's silence: the server's start (`started`), or
+/// the last time a store call failed because the database was unavailable, if later.
+/// Heartbeats sent while the database was down or its disk full were answered 503 and
+/// not stored; that is the store's silence, not the runner's, and the runner's retries
+/// reach it once it is back.
+pub fn silence_counts_from(
+    state: &AppState,
+    started: chrono::DateTime<Utc>,
+) -> chrono::DateTime<Utc> {
+    match state.store.last_unavailable() {
+        Some(outage) if outage > started => outage,
+        _ => started,
+    }
+}
+
 /// One pass; returns how many runs it settled or requeued. A run is stale after
 /// `stale_after` without a heartbeat counted from `since` at the earliest (the server's
-/// start): a separate runner that kept working while the server was down gets a whole
-/// heartbeat period to reach it again.
+/// start, or the end of the last store outage: [`silence_counts_from`]): a separate
+/// runner that kept working while the server or its database was down gets a whole
+/// stale period to reach it again.
 pub async fn sweep_once(
     state: &AppState,
     since: chrono::DateTime<Utc>,

@@ -42,6 +42,11 @@ pub enum ApiError {
     MethodNotAllowed { method: String, path: String },
     #[error("{0}")]
     Unavailable(String),
+    /// The database is not there or cannot write right now (`StoreError::Unavailable`):
+    /// 503 `store_unavailable` with `Retry-After`, which Terraform's http backend and
+    /// Bosun's runners retry, so they ride out a database restart or a full disk.
+    #[error("{0}; try again shortly")]
+    StoreUnavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -58,7 +63,9 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::StoreUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -76,6 +83,7 @@ impl ApiError {
             ApiError::RouteNotFound(_) => "route_not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::StoreUnavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -187,6 +195,7 @@ impl From<StoreError> for ApiError {
             StoreError::UnknownEnvironment(_) => {
                 ApiError::Validation(ValidationError::new("environment", e.to_string()))
             }
+            StoreError::Unavailable(why) => ApiError::StoreUnavailable(why),
             StoreError::SchemaTooNew { .. } | StoreError::Corrupt(_) | StoreError::Backend(_) => {
                 ApiError::Internal(e.to_string())
             }
@@ -194,10 +203,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// How long a client should wait before trying again while the store is unavailable.
+pub const STORE_RETRY_AFTER_SECS: u32 = 3;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        if let ApiError::StoreUnavailable(_) = self {
+            tracing::warn!(error = %self, "request refused: the store is unavailable");
+        } else if status.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
         let mut resp = (status, Json(self.body())).into_response();
@@ -207,6 +221,46 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static("Bearer realm=\"bosun\""),
             );
         }
+        if let ApiError::StoreUnavailable(_) = self {
+            resp.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(STORE_RETRY_AFTER_SECS),
+            );
+        }
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_store_is_a_503_to_retry_never_a_500() {
+        let e = ApiError::from(StoreError::Unavailable(
+            "the data directory's filesystem is full (SQLite: database or disk is full)".into(),
+        ));
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.code(), "store_unavailable");
+        assert_eq!(
+            e.body().error.message,
+            "the data directory's filesystem is full (SQLite: database or disk is full); \
+             try again shortly"
+        );
+        let resp = e.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            resp.headers()
+                .get(header::RETRY_AFTER)
+                .map(|v| v.as_bytes()),
+            Some(STORE_RETRY_AFTER_SECS.to_string().as_bytes())
+        );
+        let backend = ApiError::from(StoreError::Backend("syntax error".into()));
+        assert_eq!(backend.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(backend
+            .into_response()
+            .headers()
+            .get(header::RETRY_AFTER)
+            .is_none());
     }
 }

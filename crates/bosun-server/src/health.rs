@@ -1,13 +1,19 @@
 //! Liveness and readiness probes.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::Json;
 use bosun_api::Health;
+use bosun_store::StoreError;
 
 use crate::error::ApiError;
 use crate::server::AppState;
+
+/// How long `/readyz` waits for the store: a hung database makes the probe answer 503,
+/// not hang with it.
+pub const PING_BUDGET: Duration = Duration::from_secs(3);
 
 /// The process is up and serving HTTP.
 pub async fn healthz() -> Json<Health> {
@@ -16,16 +22,34 @@ pub async fn healthz() -> Json<Health> {
     })
 }
 
-/// The server can do useful work: its store answers and it is not shutting down.
+/// The server can do useful work: its store answers within [`PING_BUDGET`], its last
+/// write did not fail for want of the database (a full disk still reads: see
+/// `Store::write_fault`), and it is not shutting down. A store that cannot serve is a 503
+/// `store_unavailable` saying why, with `Retry-After`.
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     if !state.ready.load(Ordering::SeqCst) {
         return Err(ApiError::Unavailable("shutting down".into()));
     }
-    state
-        .store
-        .ping()
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("store unavailable: {e}")))?;
+    match tokio::time::timeout(PING_BUDGET, state.store.ping()).await {
+        Err(_) => {
+            return Err(ApiError::StoreUnavailable(format!(
+                "the database did not answer within {} s",
+                PING_BUDGET.as_secs()
+            )))
+        }
+        Ok(Err(StoreError::Unavailable(why))) => return Err(ApiError::StoreUnavailable(why)),
+        Ok(Err(e)) => {
+            return Err(ApiError::StoreUnavailable(format!(
+                "store unavailable: {e}"
+            )))
+        }
+        Ok(Ok(())) => {}
+    }
+    if let Some(why) = state.store.write_fault() {
+        return Err(ApiError::StoreUnavailable(format!(
+            "the database refuses writes: {why}"
+        )));
+    }
     Ok(Json(Health {
         status: "ready".into(),
     }))

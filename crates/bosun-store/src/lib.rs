@@ -4,6 +4,7 @@
 //! Every state-changing method takes the [`Audit`] entry describing it and writes both in
 //! one transaction: nothing changes without its audit record.
 
+mod availability;
 #[doc(hidden)]
 pub mod conformance;
 mod postgres;
@@ -73,6 +74,11 @@ pub enum StoreError {
     /// An approval asked of a run that does not wait for one.
     #[error("{why}")]
     NotAwaitingApproval { subject: String, why: String },
+    /// The database is not there or cannot write right now — PostgreSQL down,
+    /// restarting or read-only, SQLite's disk full or read-only — said in plain words. The
+    /// same call may succeed once it is back (the server answers 503 with `Retry-After`).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("database error: {0}")]
     Backend(String),
 }
@@ -86,6 +92,14 @@ pub trait Store: Send + Sync + 'static {
     async fn schema_version(&self) -> Result<i64>;
     /// Checks the database answers (for `/readyz`).
     async fn ping(&self) -> Result<()>;
+    /// When a call of this store last failed with [`StoreError::Unavailable`] (`None`:
+    /// never, in this process). The stale sweep counts a run's silence from then at the
+    /// earliest: heartbeats the store could not keep are not a runner's silence.
+    fn last_unavailable(&self) -> Option<chrono::DateTime<chrono::Utc>>;
+    /// Why writes fail now: the reason of the last write that failed with
+    /// [`StoreError::Unavailable`], while none has committed since (`None` otherwise).
+    /// A full disk still reads, so `/readyz` asks this besides [`Store::ping`].
+    fn write_fault(&self) -> Option<String>;
     /// Finishes pending work and closes every connection.
     async fn close(&self);
 

@@ -193,6 +193,8 @@ struct Inner {
     signals: Arc<crate::signal::Hub>,
     /// Set to stop the listener thread.
     stop_listening: Arc<AtomicBool>,
+    /// When calls last failed for want of the database, and why writes fail now.
+    availability: crate::availability::Availability,
 }
 
 impl Drop for Inner {
@@ -209,7 +211,10 @@ impl Drop for Inner {
 
 impl From<compat::Error> for StoreError {
     fn from(e: compat::Error) -> Self {
-        StoreError::Backend(e.to_string())
+        match e.unavailable() {
+            Some(why) => StoreError::Unavailable(why),
+            None => StoreError::Backend(e.to_string()),
+        }
     }
 }
 
@@ -230,32 +235,48 @@ fn is_foreign_key_violation(e: &compat::Error) -> bool {
     e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION)
 }
 
+/// A new connection. A server that cannot be reached, refuses connections while it starts
+/// or stops, or has none left is `Unavailable` (its address stays out of the message,
+/// which reaches API clients; `open` adds it); any other refusal (authentication, TLS) is
+/// a `Backend` error naming the server.
 fn connect(info: &ConnInfo) -> Result<PgConn> {
-    let config = &info.config;
     let client = info.connect().map_err(|e| {
         // The client's own message ("error connecting to server") hides the cause.
         let cause = std::error::Error::source(&e)
             .map(|c| format!(": {c}"))
             .unwrap_or_default();
-        let hosts: Vec<String> = config
-            .get_hosts()
-            .iter()
-            .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
-            .map(|(h, p)| match h {
-                ::postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
-                ::postgres::config::Host::Unix(path) => path.display().to_string(),
-            })
-            .collect();
-        StoreError::Backend(format!(
-            "connecting to PostgreSQL at {}: {e}{cause}",
-            hosts.join(", ")
-        ))
+        match compat::unavailable(&e) {
+            Some(why) => StoreError::Unavailable(format!("{why} (connecting)")),
+            None => StoreError::Backend(format!(
+                "connecting to PostgreSQL at {}: {e}{cause}",
+                hosts(info)
+            )),
+        }
     })?;
     Ok(PgConn {
         client,
         cache: HashMap::new(),
     })
 }
+
+/// The servers a URL names, `host:port` each.
+fn hosts(info: &ConnInfo) -> String {
+    let config = &info.config;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(h, p)| match h {
+            ::postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
+            ::postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    hosts.join(", ")
+}
+
+/// How long a new connection may take when the URL sets no `connect_timeout`: a server
+/// that drops packets fails a call in seconds rather than the system's TCP timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A pause before trying a transaction again: growing with the attempt, jittered so
 /// racing transactions do not collide again in step.
@@ -276,14 +297,22 @@ impl PostgresStore {
     /// migrating it to this binary's schema. Refuses a database whose schema is newer than
     /// this binary knows.
     pub async fn open(url: &str) -> Result<Self> {
-        let config = ConnInfo::parse(url).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let mut config = ConnInfo::parse(url).map_err(|e| StoreError::Backend(e.to_string()))?;
+        if config.config.get_connect_timeout().is_none() {
+            config.config.connect_timeout(CONNECT_TIMEOUT);
+        }
         tokio::task::spawn_blocking(move || Self::open_blocking(config))
             .await
             .map_err(|e| StoreError::Backend(format!("open task failed: {e}")))?
     }
 
     fn open_blocking(config: ConnInfo) -> Result<Self> {
-        let mut first = connect(&config)?;
+        let mut first = connect(&config).map_err(|e| match e {
+            StoreError::Unavailable(why) => {
+                StoreError::Unavailable(format!("{why}: PostgreSQL at {}", hosts(&config)))
+            }
+            e => e,
+        })?;
         migrate(&mut first, &config)?;
         // Listening before `open` returns: a signal committed after it reaches this store.
         let listener = listen_connection(&config)?;
@@ -304,6 +333,7 @@ impl PostgresStore {
                 closed: AtomicBool::new(false),
                 signals,
                 stop_listening,
+                availability: Default::default(),
             }),
         })
     }
@@ -346,17 +376,20 @@ impl PostgresStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        self.with_conn(move |pc, config| {
-            let c = begin(
-                pc,
-                config,
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-            )?;
-            let out = f(&c);
-            c.rollback()?;
-            out
-        })
-        .await
+        let result = self
+            .with_conn(move |pc, config| {
+                let c = begin(
+                    pc,
+                    config,
+                    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                )?;
+                let out = f(&c);
+                c.rollback()?;
+                out
+            })
+            .await;
+        self.inner.availability.read(&result);
+        result
     }
 
     /// Runs `f` in a serializable transaction, committing when it returns `Ok` and rolling
@@ -369,9 +402,11 @@ impl PostgresStore {
         F: FnOnce(&Transaction<'_>) -> Result<T> + Clone + Send + 'static,
     {
         let hub = self.inner.signals.clone();
-        let (out, signals) = self
+        let result = self
             .with_conn(move |pc, config| write_blocking(pc, config, &hub, &|tx| f.clone()(tx)))
-            .await?;
+            .await;
+        self.inner.availability.write(&result);
+        let (out, signals) = result?;
         // Other instances hear them through their listeners; this one's own are sent here
         // (its listener skips them).
         for signal in signals {

@@ -158,6 +158,8 @@ pub struct SqliteStore {
 }
 
 struct Inner {
+    /// The database file, for opening a writer connection again.
+    path: PathBuf,
     /// `None` once the store is closed.
     writer: Mutex<Option<Connection>>,
     readers: Mutex<Vec<Connection>>,
@@ -165,12 +167,37 @@ struct Inner {
     reader_permits: Semaphore,
     /// Signals to this store's subscribers (one process: in-process only).
     signals: crate::signal::Hub,
+    /// When calls last failed for want of a usable disk, and why writes fail now.
+    availability: crate::availability::Availability,
 }
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Backend(e.to_string())
+        match unavailable(&e) {
+            Some(why) => StoreError::Unavailable(why),
+            None => StoreError::Backend(e.to_string()),
+        }
     }
+}
+
+/// The errors that mean the database file cannot be read or written right now — its
+/// filesystem full or read-only, an I/O error, a file that cannot be opened, another
+/// process holding the write lock past the busy timeout — in plain words. They pass once
+/// the disk is fixed, without a restart.
+fn unavailable(e: &rusqlite::Error) -> Option<String> {
+    use rusqlite::ErrorCode;
+    let rusqlite::Error::SqliteFailure(failure, _) = e else {
+        return None;
+    };
+    let what = match failure.code {
+        ErrorCode::DiskFull => "the data directory's filesystem is full",
+        ErrorCode::ReadOnly => "the database is read-only",
+        ErrorCode::SystemIoFailure => "the database's disk cannot be read or written",
+        ErrorCode::CannotOpen => "the database file cannot be opened",
+        ErrorCode::DatabaseBusy => "the database is busy: another process holds its write lock",
+        _ => return None,
+    };
+    Some(format!("{what} (SQLite: {e})"))
 }
 
 fn constraint_violation(e: &rusqlite::Error, code: std::ffi::c_int) -> bool {
@@ -264,11 +291,7 @@ impl SqliteStore {
 
     fn open_blocking(path: &Path) -> Result<Self> {
         make_private(path)?;
-        let mut writer = open_connection(path)?;
-        // A webhook delivery writes one decision row per stack of its repository; with
-        // thousands of stacks the default 2 MiB cache spills dirty pages to the WAL
-        // mid-transaction. 32 MiB keeps such a transaction in memory.
-        writer.pragma_update(None, "cache_size", -32 * 1024)?;
+        let mut writer = open_writer(path)?;
         migrate(&mut writer)?;
         let mut readers = Vec::with_capacity(READERS);
         for _ in 0..READERS {
@@ -278,10 +301,12 @@ impl SqliteStore {
         }
         Ok(SqliteStore {
             inner: Arc::new(Inner {
+                path: path.to_path_buf(),
                 writer: Mutex::new(Some(writer)),
                 readers: Mutex::new(readers),
                 reader_permits: Semaphore::new(READERS),
                 signals: crate::signal::Hub::new(),
+                availability: Default::default(),
             }),
         })
     }
@@ -315,33 +340,83 @@ impl SqliteStore {
         .await
         .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?;
         drop(permit);
+        self.inner.availability.read(&result);
         result
     }
 
     /// Runs `f` in an immediate write transaction on the writer connection, committing
     /// when it returns `Ok` and rolling back otherwise; the signals `f` emitted are
-    /// published after the commit.
+    /// published after the commit. A transaction the disk refused (full, read-only) is
+    /// rolled back, and a writer left inside it replaced, so writes work again as soon
+    /// as the disk does.
     async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
+        let result = tokio::task::spawn_blocking(move || {
             let mut guard = inner.writer.lock().map_err(|_| closed())?;
             let conn = guard.as_mut().ok_or_else(closed)?;
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            crate::signal::take_pending();
-            let out = f(&tx)?;
-            tx.commit()?;
-            for signal in crate::signal::take_pending() {
-                inner.signals.send(signal);
+            let out = (|| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                crate::signal::take_pending();
+                let out = f(&tx)?;
+                tx.commit()?;
+                Ok(out)
+            })();
+            match out {
+                Ok(out) => {
+                    for signal in crate::signal::take_pending() {
+                        inner.signals.send(signal);
+                    }
+                    Ok(out)
+                }
+                Err(e) => {
+                    settle_writer(&mut guard, &inner.path);
+                    Err(e)
+                }
             }
-            Ok(out)
         })
         .await
-        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
+        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?;
+        self.inner.availability.write(&result);
+        result
     }
+}
+
+/// After a failed write: the transaction was rolled back when it was dropped, but a
+/// rollback the disk refused too can leave the writer inside it, where every later
+/// `BEGIN` would fail. Such a writer is rolled back again or, failing that, replaced by a
+/// new connection (kept as it is when none can be opened yet: the next failed write
+/// tries again).
+fn settle_writer(writer: &mut Option<Connection>, path: &Path) {
+    let Some(conn) = writer.as_mut() else {
+        return;
+    };
+    if conn.is_autocommit() {
+        return;
+    }
+    if conn.execute_batch("ROLLBACK").is_ok() && conn.is_autocommit() {
+        return;
+    }
+    match open_writer(path) {
+        Ok(fresh) => {
+            tracing::warn!("the database writer was left inside a failed transaction; replaced it");
+            *writer = Some(fresh);
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot replace the database writer yet"),
+    }
+}
+
+/// The writer connection: a reader's settings plus a larger page cache.
+fn open_writer(path: &Path) -> Result<Connection> {
+    let writer = open_connection(path)?;
+    // A webhook delivery writes one decision row per stack of its repository; with
+    // thousands of stacks the default 2 MiB cache spills dirty pages to the WAL
+    // mid-transaction. 32 MiB keeps such a transaction in memory.
+    writer.pragma_update(None, "cache_size", -32 * 1024)?;
+    Ok(writer)
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {

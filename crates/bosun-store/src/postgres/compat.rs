@@ -110,6 +110,58 @@ impl Error {
             _ => None,
         }
     }
+
+    /// In plain words, when the error means the database is not there or cannot write
+    /// right now (see [`unavailable`]).
+    pub fn unavailable(&self) -> Option<String> {
+        match self {
+            Error::Pg(e) | Error::Prepare(e, _) => unavailable(e),
+            _ => None,
+        }
+    }
+}
+
+/// In plain words, when `e` means the database is not there or cannot write right now:
+/// the connection closed or broken (I/O, a timeout), or the server saying so — SQLSTATE
+/// class 08 (connection exception), 57P01/57P02/57P03 (shutting down, crashed, starting
+/// up), class 53 (insufficient resources: disk full, out of memory, too many
+/// connections), 25006 (a read-only transaction: a standby, or
+/// `default_transaction_read_only`). The same call can succeed once the database is back.
+pub fn unavailable(e: &::postgres::Error) -> Option<String> {
+    if let Some(db) = e.as_db_error() {
+        return unavailable_code(db.code().code(), db.message());
+    }
+    if e.is_closed() {
+        return Some("the database is unavailable: the connection was closed".into());
+    }
+    let mut source = e.source();
+    let mut io = None;
+    while let Some(cause) = source {
+        if let Some(found) = cause.downcast_ref::<std::io::Error>() {
+            io = Some(found);
+            break;
+        }
+        source = cause.source();
+    }
+    if let Some(io) = io {
+        return Some(format!("the database is unavailable: {io}"));
+    }
+    let text = e.to_string();
+    text.starts_with("timeout")
+        .then(|| format!("the database is unavailable: {text}"))
+}
+
+/// [`unavailable`] for an error the server sent: its SQLSTATE and message.
+pub fn unavailable_code(code: &str, message: &str) -> Option<String> {
+    let what = match code {
+        "57P01" | "57P02" => "the database is shutting down",
+        "57P03" => "the database is not accepting connections yet",
+        "25006" => "the database is read-only",
+        c if c.starts_with("08") => "the database is unavailable",
+        c if c.starts_with("53") => "the database is out of resources",
+        _ => return None,
+    };
+    Some(format!("{what} ({code}: {message})"))
 }
 
 /// `query_row(..).optional()`: no row is `None`.
@@ -822,6 +874,31 @@ pub fn translate(sql: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::translate;
+
+    #[test]
+    fn outages_are_told_apart_from_other_errors() {
+        use super::unavailable_code;
+        let said = |code| unavailable_code(code, "m");
+        assert_eq!(
+            said("57P01").as_deref(),
+            Some("the database is shutting down (57P01: m)")
+        );
+        assert!(said("57P02").unwrap().contains("shutting down"));
+        assert!(said("57P03").unwrap().contains("not accepting connections"));
+        assert!(said("08006").unwrap().contains("unavailable"));
+        assert!(said("08001").unwrap().contains("unavailable"));
+        assert!(said("53100").unwrap().contains("out of resources"));
+        assert!(said("53300").unwrap().contains("out of resources"));
+        assert_eq!(
+            said("25006").as_deref(),
+            Some("the database is read-only (25006: m)")
+        );
+        for code in [
+            "23505", "40001", "40P01", "42P01", "57014", "25P02", "22P02",
+        ] {
+            assert_eq!(said(code), None, "{code}");
+        }
+    }
 
     #[test]
     fn translates_placeholders_and_or_ignore() {

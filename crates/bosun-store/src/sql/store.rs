@@ -25,6 +25,14 @@ impl Store for db::Store {
             .await
     }
 
+    fn last_unavailable(&self) -> Option<DateTime<Utc>> {
+        self.inner.availability.last_unavailable()
+    }
+
+    fn write_fault(&self) -> Option<String> {
+        self.inner.availability.write_fault()
+    }
+
     async fn close(&self) {
         db::close(self).await;
     }
