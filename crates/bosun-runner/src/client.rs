@@ -263,6 +263,30 @@ impl ServerClient {
         send(req).await.map(drop)
     }
 
+    /// Delivers the state the engine of `run`'s lease `fencing` could not write (its
+    /// `errored.tfstate`); the server stores it once, flagged as recovered with `reason`,
+    /// and answers the version.
+    pub(crate) async fn put_recovered_state(
+        &self,
+        run: &str,
+        fencing: i64,
+        reason: &str,
+        state: Vec<u8>,
+    ) -> Result<bosun_api::StateVersion, ClientError> {
+        #[derive(Serialize)]
+        struct Query<'a> {
+            fencing: i64,
+            reason: &'a str,
+        }
+        let req = self
+            .request(Method::PUT, &["runs", run, "recovered-state"])?
+            .timeout(PLAN_TIMEOUT)
+            .query(&Query { fencing, reason })
+            .header(CONTENT_TYPE, "application/json")
+            .body(state);
+        json(send(req).await?).await
+    }
+
     pub(crate) async fn get_plan(&self, run: &str, fencing: i64) -> Result<Vec<u8>, ClientError> {
         let req = self
             .request(Method::GET, &["runs", run, "plan"])?

@@ -17,7 +17,9 @@
 //! override, which lease values are secrets), `logs` (masking the phase's secrets, chunk
 //! numbering, batching, shipping), `plan_summary` (`show -json` → `PlanSummary`),
 //! `client` (the protocol's HTTP calls and retries), `control` (stop reasons and
-//! shutdown levels).
+//! shutdown levels), `recovery` (the state an engine could not write — its
+//! `errored.tfstate` — delivered to the server as a recovered version, at the end of the
+//! phase or when a runner starts on a work dir that still holds one).
 
 mod client;
 mod control;
@@ -27,6 +29,7 @@ mod phase;
 mod plan_run;
 mod plan_summary;
 mod process;
+mod recovery;
 mod worker;
 mod workspace;
 
@@ -68,10 +71,14 @@ pub struct RunnerConfig {
     /// reach their own server over loopback while checking its certificate under the
     /// name in the URL.
     pub connect_to: Option<std::net::SocketAddr>,
+    /// How long the engine's state requests (read, write, lock, unlock) keep retrying a
+    /// server that does not answer, through the http backend's `TF_HTTP_RETRY_*` settings.
+    pub state_retry_window: Duration,
 }
 
 impl RunnerConfig {
     pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(10);
+    pub const DEFAULT_STATE_RETRY_WINDOW: Duration = Duration::from_secs(300);
 
     /// A config with the default cancel grace.
     pub fn new(
@@ -88,6 +95,7 @@ impl RunnerConfig {
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
             ca_file: None,
             connect_to: None,
+            state_retry_window: Self::DEFAULT_STATE_RETRY_WINDOW,
         }
     }
 }
@@ -102,6 +110,7 @@ impl fmt::Debug for RunnerConfig {
             .field("cancel_grace", &self.cancel_grace)
             .field("ca_file", &self.ca_file)
             .field("connect_to", &self.connect_to)
+            .field("state_retry_window", &self.state_retry_window)
             .finish()
     }
 }
@@ -176,6 +185,19 @@ async fn run_pool(
     let config = Arc::new(config);
     let (level_tx, level_rx) = watch::channel(Level::Running);
     let mut set = JoinSet::new();
+    // What an earlier runner on this work dir could not deliver goes first, beside the
+    // workers; it stops trying once the runner drains (the files stay for the next start).
+    let leftovers = Shutdown::new(level_rx.clone());
+    let delivery = recovery::deliver_leftovers(
+        Arc::clone(&client),
+        config.work_dir.clone(),
+        config.name.clone(),
+        async move { leftovers.reached(Level::Draining).await },
+    );
+    set.spawn(async move {
+        delivery.await;
+        Ok(())
+    });
     for i in 0..workers {
         let name = if workers == 1 {
             config.name.clone()

@@ -15,9 +15,10 @@ use crate::integrations;
 use crate::logs::LogSink;
 use crate::plan_summary;
 use crate::process::{find_program, run_step, Exited, Step, StepEnd};
+use crate::recovery;
 use crate::workspace::{
-    backend_override, engine_env, git_env, inherited_path, module_dir, unmasked_short_values,
-    Workspace, BACKEND_OVERRIDE_FILE, MIN_MASK_BYTES,
+    backend_override, engine_env, git_env, inherited_path, module_dir, state_retry_env,
+    unmasked_short_values, Workspace, BACKEND_OVERRIDE_FILE, MIN_MASK_BYTES,
 };
 use crate::RunnerConfig;
 
@@ -90,10 +91,14 @@ pub(crate) async fn execute(ctx: &PhaseContext<'_>) -> PhaseEnd {
     }
     let result = match Workspace::create(&ctx.config.work_dir, lease).await {
         Ok(ws) => {
-            let result = run_phase(ctx, &ws).await;
+            let mut result = run_phase(ctx, &ws).await;
             let root = ws.root().display().to_string();
-            if let Err(e) = ws.remove().await {
-                tracing::warn!(workspace = %root, error = %e, "cannot remove the workspace");
+            if recover_errored_state(ctx, &ws, &mut result).await {
+                if let Err(e) = ws.remove().await {
+                    tracing::warn!(workspace = %root, error = %e, "cannot remove the workspace");
+                }
+            } else {
+                ws.keep();
             }
             result
         }
@@ -134,6 +139,60 @@ pub(crate) async fn execute(ctx: &PhaseContext<'_>) -> PhaseEnd {
     };
     ctx.log.line(closing).await;
     PhaseEnd::Report(event)
+}
+
+/// Delivers the state the engine could not write, if it left one (`recovery`), before the
+/// phase is reported — the heartbeat goes on meanwhile, and a failure's reason then names
+/// the recovered version. Returns whether the workspace may go: not while it holds a state
+/// the server has not taken (the runner gave up: it is shutting down, or the server
+/// refused it), which the next start on this work dir delivers.
+async fn recover_errored_state(
+    ctx: &PhaseContext<'_>,
+    ws: &Workspace,
+    result: &mut Result<RunnerEvent, Halt>,
+) -> bool {
+    let lease = ctx.lease;
+    let Some(file) = recovery::errored_state(ws.root(), &lease.path).await else {
+        return true;
+    };
+    ctx.log
+        .line(format!(
+            "bosun: the engine could not write the state to the server and left it in              {}; delivering it as a recovered version",
+            recovery::ERRORED_STATE_FILE
+        ))
+        .await;
+    let why = match &*result {
+        Err(Halt::Failed(reason)) => ctx.log.redact(reason).into_owned(),
+        Err(Halt::Stopped(stop)) => format!("the {} phase was stopped ({stop:?})", lease.phase),
+        Ok(_) => format!("the engine left {}", recovery::ERRORED_STATE_FILE),
+    };
+    let reason = format!(
+        "runner {}: the {} phase's engine could not write the state to the server: {why}",
+        ctx.runner_name, lease.phase
+    );
+    let note = recovery::LeaseNote::of(lease);
+    match recovery::deliver(ctx.client, &note, &file, &reason, ctx.shutdown.give_up()).await {
+        Ok(version) => {
+            ctx.log.line(recovery::describe(&version)).await;
+            if let Err(Halt::Failed(reason)) = result {
+                reason.push_str(&format!(
+                    "; the state it could not write was recovered as version {}",
+                    version.version
+                ));
+            }
+            true
+        }
+        Err(e) => {
+            ctx.log
+                .line(format!(
+                    "bosun: cannot deliver the recovered state ({e}); the workspace {} is                      kept and the runner delivers it when it starts again",
+                    ws.root().display()
+                ))
+                .await;
+            tracing::error!(run = %lease.run_id, error = %e, "a recovered state was not delivered");
+            false
+        }
+    }
 }
 
 fn shorten(reason: &str) -> String {
@@ -199,6 +258,12 @@ async fn run_engine(
     report_started(ctx, commit).await?;
 
     let mut env = engine_env(ws.root(), lease, integration_env);
+    // State requests outlast a server restart; after the stack's variables, so the
+    // runner's window holds whatever they say.
+    for (key, value) in state_retry_env(ctx.config.state_retry_window) {
+        env.retain(|(k, _)| *k != key);
+        env.push((key, value));
+    }
     // The engine's http backend talks to the server too: Go's TLS trusts the runner's CA
     // file through SSL_CERT_FILE (the system's certificate directory still counts, so
     // providers' public registries keep working). After the stack's variables, so none

@@ -188,6 +188,9 @@ async fn plan_then_apply_with_a_minimal_environment() {
         "TF_INPUT",
         "CHECKPOINT_DISABLE",
         "TF_HTTP_PASSWORD",
+        "TF_HTTP_RETRY_MAX",
+        "TF_HTTP_RETRY_WAIT_MIN",
+        "TF_HTTP_RETRY_WAIT_MAX",
         "FAKE_PLAN_TAG",
         "TF_VAR_region",
     ]

@@ -35,10 +35,14 @@ impl Workspace {
             remove_tree(root.clone()).await?;
         }
         create_private_dir(&root).await?;
-        Ok(Workspace {
+        let ws = Workspace {
             root,
             removed: false,
-        })
+        };
+        crate::recovery::LeaseNote::of(lease)
+            .write(&ws.root)
+            .await?;
+        Ok(ws)
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -54,6 +58,11 @@ impl Workspace {
     pub(crate) async fn remove(mut self) -> io::Result<()> {
         self.removed = true;
         remove_tree(self.root.clone()).await
+    }
+
+    /// Leaves the workspace on disk: it holds a state the server has not taken yet.
+    pub(crate) fn keep(mut self) {
+        self.removed = true;
     }
 }
 
@@ -167,6 +176,30 @@ pub(crate) fn backend_override(state_url: &str) -> String {
          lock_method    = \"LOCK\"\n    unlock_method  = \"UNLOCK\"\n    \
          username       = \"bosun\"\n  }}\n}}\n"
     )
+}
+
+/// The http backend's retry settings, as environment variables OpenTofu and Terraform
+/// (0.13 and later) read: every state request (read, write, lock, unlock) is retried on a
+/// connection failure or a 5xx for at least `window`, waiting 1 s, doubling to at most
+/// 10 s between tries. So an engine rides out a server restart or a database outage
+/// shorter than the window; past it, it gives up and leaves `errored.tfstate`
+/// (`recovery`).
+pub(crate) fn state_retry_env(window: std::time::Duration) -> Vec<(String, String)> {
+    const WAIT_MIN: u64 = 1;
+    const WAIT_MAX: u64 = 10;
+    let window = window.as_secs();
+    // The engines' own default is 2 retries; never fewer.
+    let (mut retries, mut waited, mut wait) = (0u64, 0u64, WAIT_MIN);
+    while waited < window || retries < 2 {
+        waited += wait;
+        wait = (wait * 2).min(WAIT_MAX);
+        retries += 1;
+    }
+    vec![
+        ("TF_HTTP_RETRY_MAX".to_string(), retries.to_string()),
+        ("TF_HTTP_RETRY_WAIT_MIN".to_string(), WAIT_MIN.to_string()),
+        ("TF_HTTP_RETRY_WAIT_MAX".to_string(), WAIT_MAX.to_string()),
+    ]
 }
 
 /// The runner's own `PATH`, which engine and git commands inherit (and nothing else).
@@ -331,6 +364,22 @@ fn base64(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn state_retries_cover_the_window() {
+        let retries = |secs| {
+            let env = state_retry_env(std::time::Duration::from_secs(secs));
+            assert_eq!(env[1], ("TF_HTTP_RETRY_WAIT_MIN".into(), "1".into()));
+            assert_eq!(env[2], ("TF_HTTP_RETRY_WAIT_MAX".into(), "10".into()));
+            env[0].1.parse::<u64>().unwrap()
+        };
+        // Waits 1+2+4+8 = 15 s, then 10 s each: 5 minutes take 33 retries (305 s).
+        assert_eq!(retries(300), 33);
+        assert_eq!(retries(15), 4);
+        assert_eq!(retries(16), 5);
+        // Never fewer than the engines' own default of 2.
+        assert_eq!(retries(0), 2);
+    }
 
     pub(crate) fn lease() -> Lease {
         Lease {

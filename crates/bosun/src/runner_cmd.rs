@@ -34,6 +34,12 @@ pub struct RunnerArgs {
     #[arg(long, env = "BOSUN_RUNNER_CANCEL_GRACE", default_value = "10s",
           value_parser = humantime::parse_duration)]
     cancel_grace: Duration,
+    /// How long the engine's state requests (read, write, lock, unlock) keep retrying a
+    /// server that does not answer (a restart, a database outage) before the engine gives
+    /// up; the state it could not write is then delivered as a recovered version.
+    #[arg(long, env = "BOSUN_RUNNER_STATE_RETRY_WINDOW", default_value = "5m",
+          value_parser = humantime::parse_duration)]
+    state_retry_window: Duration,
 }
 
 /// Runs the runner. `token_flag` is the global `--token` when given on the command line;
@@ -68,6 +74,7 @@ pub async fn run(
         .unwrap_or_else(|| std::env::temp_dir().join("bosun-runner"));
     let mut config = RunnerConfig::new(args.server.clone(), token, name.clone(), work_dir);
     config.cancel_grace = args.cancel_grace;
+    config.state_retry_window = args.state_retry_window;
     // Absolute: the engine, which is given it as SSL_CERT_FILE, runs in its workspace.
     config.ca_file = match ca_file {
         Some(path) => Some(

@@ -48,6 +48,12 @@ pub struct ServerArgs {
     /// Runners embedded in the server for the `hosted` pool (0: none).
     #[arg(long, env = "BOSUN_LOCAL_RUNNERS", default_value_t = 2)]
     local_runners: usize,
+    /// How long the embedded runners' engines keep retrying state requests to a server
+    /// that does not answer (a database outage) before they give up; the state they could
+    /// not write is then delivered as a recovered version.
+    #[arg(long, env = "BOSUN_RUNNER_STATE_RETRY_WINDOW", default_value = "5m",
+          value_parser = humantime::parse_duration)]
+    runner_state_retry_window: std::time::Duration,
     /// Largest state document the state backend accepts, in bytes [default: 67108864].
     #[arg(long, env = "BOSUN_MAX_STATE_BYTES")]
     max_state_bytes: Option<usize>,
@@ -244,6 +250,7 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
             server.embedded_runner_name.clone(),
             server.state().config.data_dir.join("runner"),
         );
+        config.state_retry_window = args.runner_state_retry_window;
         if let Some(tls) = &tls {
             // Over loopback, under the public URL's name, trusting the public roots and
             // the CA file, or else the chain the server serves (its CA or intermediate
