@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod proxy;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_bosun");
 
 /// A `bosun server` child process. Killed on drop.
