@@ -9,6 +9,7 @@ mod console;
 mod console_ops;
 mod drift;
 mod duties;
+mod faults_disk;
 mod harness;
 mod identity;
 mod metrics;
