@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bosun_api::{Lease, RunnerEvent, RunnerReport};
 
@@ -277,6 +278,10 @@ async fn run_engine(
         program: engine,
         module,
         env: &env,
+        // Long enough for the engine's own state retries, and no shorter than a cancel's.
+        fenced_grace: (kind == PhaseKind::Apply).then(|| {
+            (ctx.config.state_retry_window + Duration::from_secs(30)).max(ctx.config.cancel_grace)
+        }),
     };
     engine
         .ok(ctx, &["init", "-input=false", "-no-color"])
@@ -498,6 +503,7 @@ fn git_command<'a>(
         env,
         capture_stdout: capture,
         header: None,
+        fenced_grace: None,
     }
 }
 
@@ -519,6 +525,9 @@ struct Engine<'a> {
     program: &'a Path,
     module: &'a Path,
     env: &'a [(String, String)],
+    /// Set for an apply: a fenced lease interrupts it and gives it this long to write its
+    /// state (`Step::fenced_grace`).
+    fenced_grace: Option<Duration>,
 }
 
 impl Engine<'_> {
@@ -531,6 +540,7 @@ impl Engine<'_> {
             env: self.env,
             capture_stdout: capture,
             header: None,
+            fenced_grace: self.fenced_grace,
         }
     }
 

@@ -40,6 +40,11 @@ pub(crate) struct Step<'a> {
     pub(crate) capture_stdout: bool,
     /// The log's header line for the command, when `$ name args…` would show a secret.
     pub(crate) header: Option<String>,
+    /// A command that may be changing infrastructure (an engine's `apply`) is not killed
+    /// at once when the lease is fenced: it gets an interrupt and this long to write the
+    /// state of what it changed — a late write, flagged, or its `errored.tfstate` —
+    /// rather than die with that state in memory. `None`: killed at once.
+    pub(crate) fenced_grace: Option<Duration>,
 }
 
 /// How a command ended.
@@ -183,25 +188,29 @@ pub(crate) async fn run_step(
     let status = match ended {
         Ok(status) => status,
         Err(reason) => {
-            let sig = if reason.is_graceful() {
-                libc::SIGINT
+            let grace = if reason.is_graceful() {
+                Some(grace)
             } else {
-                libc::SIGKILL
+                step.fenced_grace
             };
-            signal_group(pgid, sig);
-            if reason.is_graceful() {
-                tokio::select! {
-                    _ = child.wait() => {}
-                    () = tokio::time::sleep(grace) => {
-                        log.line(format!(
-                            "bosun: {} did not stop within {:?} of the interrupt; killing it",
-                            step.name,
-                            grace
-                        ))
-                        .await;
-                        signal_group(pgid, libc::SIGKILL);
+            match grace {
+                None => signal_group(pgid, libc::SIGKILL),
+                Some(grace) => {
+                    signal_group(pgid, libc::SIGINT);
+                    let fence_kills = step.fenced_grace.is_none();
+                    tokio::select! {
+                        _ = child.wait() => {}
+                        () = tokio::time::sleep(grace) => {
+                            log.line(format!(
+                                "bosun: {} did not stop within {:?} of the interrupt; killing it",
+                                step.name,
+                                grace
+                            ))
+                            .await;
+                            signal_group(pgid, libc::SIGKILL);
+                        }
+                        () = stop.fenced(), if fence_kills => signal_group(pgid, libc::SIGKILL),
                     }
-                    () = stop.fenced() => signal_group(pgid, libc::SIGKILL),
                 }
             }
             let _ = child.wait().await;
@@ -450,6 +459,7 @@ mod tests {
             env,
             capture_stdout: false,
             header: None,
+            fenced_grace: None,
         }
     }
 
@@ -670,6 +680,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_fenced_apply_gets_an_interrupt_and_time_to_write_its_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = path_env();
+        let (log, rx) = sink();
+        let stop = StopSignal::new();
+        let _watcher = stop_when_ready(rx, &stop, Stop::Fenced);
+        let saved = dir.path().join("saved");
+        // The engine saves its state when interrupted, taking a moment to.
+        let script = format!(
+            "trap 'sleep 0.5; echo state > {}; exit 1' INT; echo ready; while true; do sleep 0.1; done",
+            saved.display()
+        );
+        let step = Step {
+            fenced_grace: Some(Duration::from_secs(20)),
+            ..sh(&script, dir.path(), &env)
+        };
+        let end = run_step(step, &log, &stop, Duration::from_millis(100))
+            .await
+            .unwrap();
+        assert!(matches!(end, StepEnd::Stopped(Stop::Fenced)));
+        assert_eq!(std::fs::read_to_string(&saved).unwrap(), "state\n");
+    }
+
+    #[tokio::test]
     async fn a_missing_program_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let (log, _rx) = sink();
@@ -681,6 +715,7 @@ mod tests {
             env: &[],
             capture_stdout: false,
             header: None,
+            fenced_grace: None,
         };
         assert!(run_step(step, &log, &StopSignal::new(), Duration::ZERO)
             .await

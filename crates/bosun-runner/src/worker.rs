@@ -296,7 +296,7 @@ pub(crate) async fn heartbeat_loop(
             }
             Err(ClientError::Fenced) => {
                 if stop.stop(Stop::Fenced) {
-                    tracing::warn!("heartbeat fenced: the lease is gone; killing the engine");
+                    tracing::warn!("heartbeat fenced: the lease is gone; stopping the engine");
                 }
                 return;
             }

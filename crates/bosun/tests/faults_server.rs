@@ -435,3 +435,80 @@ fn a_restarted_runner_delivers_what_its_work_dir_holds() {
         workspaces(&work).is_empty().then_some(())
     });
 }
+
+/// A partition between the runner's host (runner and engine) and the server that heals
+/// before the stale window: heartbeats, log chunks and the engine's state write wait in
+/// the network, then arrive; the run finishes as if nothing happened.
+#[test]
+fn a_partition_shorter_than_the_stale_window_is_ridden_out() {
+    let Some(w) = World::start(&["--run-stale-after", "8s", "--run-sweep-interval", "200ms"])
+    else {
+        return;
+    };
+    let _runner = w.runner(&w.proxy.url(), "edge-1", &[]);
+    w.proxy.hold(STATE_WRITE);
+    let run = w.trigger();
+    assert!(w.proxy.wait_held(1, WAIT), "{}", w.runner_log("edge-1"));
+    w.proxy.stall();
+    w.proxy.release();
+    // The partition lasts 4 s: half the stale window.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(w.run(&run)["state"], "applying");
+    w.proxy.heal();
+
+    let r = w.wait_state(&run, "finished", WAIT);
+    assert_eq!(r["late_write"], false, "{r:#}");
+    let versions = w.versions();
+    assert_eq!(versions.len(), 1, "{versions:#?}");
+    assert_eq!(versions[0]["late_write"], false, "{versions:#?}");
+    assert_eq!(versions[0]["current"], true, "{versions:#?}");
+}
+
+/// A partition longer than the stale window: the server force-fails the run and releases
+/// its lock; when the partition heals, the runner learns it was fenced, interrupts the
+/// engine instead of killing it, and the engine's state write lands late and flagged —
+/// the state of what the apply changed is not lost.
+#[test]
+fn a_partition_longer_than_the_stale_window_force_fails_and_flags_the_late_write() {
+    let Some(w) = World::start(&["--run-stale-after", "3s", "--run-sweep-interval", "200ms"])
+    else {
+        return;
+    };
+    let _runner = w.runner(&w.proxy.url(), "edge-1", &[]);
+    w.proxy.hold(STATE_WRITE);
+    let run = w.trigger();
+    assert!(w.proxy.wait_held(1, WAIT), "{}", w.runner_log("edge-1"));
+    w.proxy.cut();
+    let r = w.wait_state(&run, "force_failed", WAIT);
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.contains("runner timed out"), "{reason}");
+    assert!(reason.contains("released state lock"), "{reason}");
+    let lock = w.json(&["state", "lock", "net"]);
+    assert_eq!(lock["locked"], false, "{lock:#}");
+    assert!(w.versions().is_empty());
+
+    // The network comes back, the engine's write still on its way: the runner hears
+    // it was fenced first, and must not kill an engine that may hold applied state.
+    w.proxy.heal();
+    wait_for("the runner to learn it was fenced", WAIT, || {
+        w.runner_log("edge-1")
+            .contains("heartbeat fenced")
+            .then_some(())
+    });
+    w.proxy.release();
+    let v = wait_for("the engine's late state write", WAIT, || {
+        w.versions().into_iter().next()
+    });
+    assert_eq!(v["writer"]["id"], run.as_str(), "{v:#}");
+    assert_eq!(v["late_write"], true, "flagged: {v:#}");
+    assert_eq!(v["current"], true, "nobody else holds the lock: {v:#}");
+    assert_eq!(v["outputs"]["greeting"]["value"], "hello-3");
+    let r = w.run(&run);
+    assert_eq!(r["late_write"], true, "{r:#}");
+    assert_eq!(r["state"], "force_failed");
+    wait_for("the runner to let the workspace go", WAIT, || {
+        workspaces(&w.path().join("edge-1"))
+            .is_empty()
+            .then_some(())
+    });
+}
