@@ -626,5 +626,20 @@ pub async fn put_recovered(
         current = meta.current,
         "a state the engine could not write was recovered by its runner"
     );
+    // The run's log says so too, whenever the runner got through (its phase may have
+    // ended long before): best effort, the version and the audit record are what count.
+    let line = format!(
+        "bosun: the state this run's engine could not write was recovered as version {} ({}): {}\n",
+        meta.version,
+        if meta.current {
+            "now the current state"
+        } else {
+            "kept beside the current state"
+        },
+        meta.recovery_reason.as_deref().unwrap_or_default()
+    );
+    if let Err(e) = crate::runners::append_server_log(&state, &run, &[line]).await {
+        tracing::warn!(run = %run.id, error = %e, "cannot note the recovered state in the run's log");
+    }
     Ok(Json(version_wire(meta)))
 }

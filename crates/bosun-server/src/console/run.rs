@@ -58,6 +58,8 @@ pub struct WrittenVersion {
     pub serial: u64,
     pub late: bool,
     pub at: String,
+    /// Why the version was recovered from an engine that could not write it.
+    pub recovered: Option<String>,
 }
 
 pub struct ConsumedRow {
@@ -247,6 +249,7 @@ async fn show(
                         serial: v.serial,
                         late: v.late_write,
                         at: time_text(v.created_at),
+                        recovered: v.recovered.clone(),
                     });
                 }
             }

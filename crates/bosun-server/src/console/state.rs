@@ -44,6 +44,8 @@ pub struct VersionRow {
     pub forced: bool,
     pub late: bool,
     pub current: bool,
+    /// Why the version was recovered from an engine that could not write it.
+    pub recovered: Option<String>,
 }
 
 pub struct LockRow {
@@ -121,6 +123,7 @@ async fn show(
             forced: v.forced,
             late: v.late_write,
             current: v.current,
+            recovered: v.recovered,
         })
         .collect();
     let lock = crate::state::show_lock(State(state.clone()), key())

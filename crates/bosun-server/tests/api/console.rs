@@ -785,3 +785,49 @@ async fn rendered_pages_snapshots() {
         }
     });
 }
+
+/// A version recovered from an engine that could not write it: the run page says so in a
+/// banner linking the version, and the state page flags it with the reason.
+#[tokio::test]
+async fn the_run_and_state_pages_show_a_recovered_version() {
+    let t = TestServer::start().await;
+    let r = t
+        .create_stack(json!({"id": "net", "repository": "file:///srv/git/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let run = t
+        .post("/api/v1/orgs/default/stacks/net/runs", &t.admin, json!({}))
+        .await;
+    let id = run.body["id"].as_str().unwrap().to_string();
+    let runner = Runner::register(&t, "r1").await;
+    let lease = runner.lease(5).await.expect("a lease");
+    let state = br#"{"version":4,"serial":1,"lineage":"L","outputs":{},"resources":[]}"#;
+    let r = t
+        .raw(
+            Method::PUT,
+            &format!(
+                "/api/v1/runner/runs/{id}/recovered-state?fencing={}&reason=the%20server%20was%20away",
+                lease["fencing"]
+            ),
+            &t.server.hosted_runner_token,
+            Some("application/json"),
+            state.to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+
+    let mut b = Browser::login(&t, &t.admin).await;
+    let page = b.page(&format!("/orgs/default/runs/{id}")).await;
+    assert!(page.contains(r#"id="recovered-state""#), "{page}");
+    assert!(
+        page.contains(r#"href="/orgs/default/stacks/net/state#version-1""#),
+        "{page}"
+    );
+    assert!(page.contains("the server was away"), "{page}");
+    let page = b.page("/orgs/default/stacks/net/state").await;
+    assert!(page.contains(r#"id="version-1""#), "{page}");
+    assert!(
+        page.contains(r#"title="the server was away">recovered<"#),
+        "{page}"
+    );
+}

@@ -646,3 +646,96 @@ async fn a_laptop_lock_holds_tracked_runs_in_the_queue_naming_the_holder() {
     assert_eq!(lease["run_id"], json!(id));
     assert!(run(&t, &id).await["blocked_by"].is_null());
 }
+
+/// A runner delivers the state its engine could not write: bad input is refused naming
+/// the field, the state is stored once however often it is delivered, flagged with the
+/// reason, audited, and noted in the run's log.
+#[tokio::test]
+async fn a_recovered_state_is_stored_once_flagged_and_noted() {
+    let t = setup(|_| {}).await;
+    let id = trigger(&t, json!({})).await;
+    let runner = Runner::register(&t, "r1").await;
+    let lease = runner.lease(5).await.expect("a lease");
+    let fencing = lease["fencing"].as_i64().unwrap();
+    let state = br#"{"version":4,"serial":1,"lineage":"L","outputs":{"x":{"value":"y","type":"string"}},"resources":[]}"#;
+    let put = |query: String, body: &'static [u8]| {
+        let t = &t;
+        let id = id.clone();
+        async move {
+            t.raw(
+                Method::PUT,
+                &format!("/api/v1/runner/runs/{id}/recovered-state?{query}"),
+                &t.server.hosted_runner_token,
+                Some("application/json"),
+                body.to_vec(),
+            )
+            .await
+        }
+    };
+    let reason = "the%20server%20was%20away";
+    for (query, field) in [
+        (format!("fencing=0&reason={reason}"), "fencing"),
+        (
+            format!("fencing={}&reason={reason}", fencing + 1),
+            "fencing",
+        ),
+        (format!("fencing={fencing}&reason=%20"), "reason"),
+        (format!("fencing={fencing}&reason=a%0Ab"), "reason"),
+        (
+            format!("fencing={fencing}&reason={}", "x".repeat(501)),
+            "reason",
+        ),
+    ] {
+        let r = put(query.clone(), state).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}: {:?}", r.body);
+        assert_eq!(r.body["error"]["field"], field, "{query}: {:?}", r.body);
+    }
+    let r = put(format!("fencing={fencing}&reason={reason}"), b"{not json").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "invalid_state");
+    // A personal token is not a runner.
+    let r = t
+        .raw(
+            Method::PUT,
+            &format!("/api/v1/runner/runs/{id}/recovered-state?fencing={fencing}&reason=x"),
+            &t.admin,
+            Some("application/json"),
+            state.to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    let versions = t
+        .get("/api/v1/orgs/default/stacks/net/state/versions", &t.admin)
+        .await;
+    assert_eq!(versions.body["items"].as_array().unwrap().len(), 0);
+
+    let first = put(format!("fencing={fencing}&reason={reason}"), state).await;
+    assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
+    assert_eq!(first.body["recovered"], "the server was away");
+    assert_eq!(first.body["current"], true);
+    assert_eq!(first.body["writer"]["id"], id.as_str());
+    let again = put(format!("fencing={fencing}&reason={reason}"), state).await;
+    assert_eq!(again.status, StatusCode::OK, "{:?}", again.body);
+    assert_eq!(again.body["version"], first.body["version"]);
+    let versions = t
+        .get("/api/v1/orgs/default/stacks/net/state/versions", &t.admin)
+        .await;
+    assert_eq!(versions.body["items"].as_array().unwrap().len(), 1);
+    let audit = t
+        .get(
+            "/api/v1/orgs/default/audit?action=state.recovered",
+            &t.admin,
+        )
+        .await;
+    let items = audit.body.as_array().unwrap();
+    assert_eq!(items.len(), 1, "{:?}", audit.body);
+    assert_eq!(items[0]["detail"]["run"], id.as_str());
+    let log = t
+        .get(&format!("/api/v1/orgs/default/runs/{id}/logs"), &t.admin)
+        .await;
+    assert!(
+        log.body.to_string().contains("recovered as version 1"),
+        "{:?}",
+        log.body
+    );
+}
