@@ -384,6 +384,16 @@ fn a_state_the_engine_could_not_write_is_delivered_as_recovered() {
         workspaces(&work).is_empty(),
         "the workspace went once delivered"
     );
+    let out = bosun(w.server(), &w.admin, &["state", "versions", "net"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.lines().nth(1).unwrap().contains("RECOVERED"),
+        "{table}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1 version(s) marked RECOVERED"),
+        "{out:?}"
+    );
     let lock = w.json(&["state", "lock", "net"]);
     assert_eq!(lock["locked"], false, "{lock:#}");
     let audit = w.ok(&["audit", "--action", "state.recovered"]);

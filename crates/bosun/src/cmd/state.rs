@@ -111,6 +111,7 @@ fn versions_table(stack: &str, versions: Vec<StateVersion>) -> String {
         "CURRENT",
         "WRITER",
         "LATE WRITE",
+        "RECOVERED",
         "SIZE",
         "CREATED",
         "CHECKSUM",
@@ -122,6 +123,12 @@ fn versions_table(stack: &str, versions: Vec<StateVersion>) -> String {
             if v.current { "yes" } else { "-" }.into(),
             writer(&v.writer),
             if v.late_write { "LATE WRITE" } else { "-" }.into(),
+            if v.recovered.is_some() {
+                "RECOVERED"
+            } else {
+                "-"
+            }
+            .into(),
             size(v.size),
             timestamp(&v.created_at),
             v.checksum.chars().take(12).collect(),
@@ -151,6 +158,11 @@ async fn versions(
         .iter()
         .filter(|v| v["late_write"].as_bool() == Some(true))
         .count();
+    let recovered = pages
+        .0
+        .iter()
+        .filter(|v| v["recovered"].is_string())
+        .count();
     super::show_pages(ctx, pages, "versions", |versions: Vec<StateVersion>| {
         versions_table(stack, versions)
     })?;
@@ -158,6 +170,13 @@ async fn versions(
         eprintln!(
             "WARNING: {late} version(s) marked LATE WRITE were written by a run that had \
              already ended (force-failed or interrupted): check them before relying on them"
+        );
+    }
+    if recovered > 0 && !ctx.json {
+        eprintln!(
+            "WARNING: {recovered} version(s) marked RECOVERED hold a state an engine could not \
+             write to Bosun, delivered by its runner afterwards (`bosun state versions STACK \
+             --json` says why): check them before relying on them"
         );
     }
     Ok(())
