@@ -464,3 +464,195 @@ pub fn log_tail(server: &ServerProcess, n: usize) -> String {
     let log = server.log.lock().unwrap();
     log[log.len().saturating_sub(n)..].join("\n")
 }
+
+// ---- a PostgreSQL server of the test's own (to stop and restart) -------------------------
+
+/// The newest PostgreSQL server bin dir: pg_config's, else /usr/lib/postgresql/*/bin.
+pub fn pg_bindir() -> Option<PathBuf> {
+    let usable = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if out.status.success() && usable(&dir) {
+            return Some(dir);
+        }
+    }
+    std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let version: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            usable(&bin).then_some((version, bin))
+        })
+        .max_by_key(|(v, _)| *v)
+        .map(|(_, bin)| bin)
+}
+
+/// A PostgreSQL server of one test's own — never the shared one of
+/// `BOSUN_TEST_DATABASE_URL`, which other tests use — that it may stop and restart:
+/// `initdb` into a temp dir and `pg_ctl` on a free port of 127.0.0.1 (as `nobody` when
+/// root: PostgreSQL refuses to run as root), trust auth, role `bosun`. Stopped
+/// (immediate) on drop.
+pub struct OwnPostgres {
+    dir: tempfile::TempDir,
+    bindir: PathBuf,
+    as_nobody: bool,
+    pub port: u16,
+}
+
+impl OwnPostgres {
+    /// Starts one, or returns `None` after announcing the skip when there are no server
+    /// binaries (a failure under `BOSUN_REQUIRE_TOOLS=1`).
+    pub fn start_or_skip() -> Option<OwnPostgres> {
+        let Some(bindir) = pg_bindir() else {
+            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                panic!("PostgreSQL server binaries (initdb, pg_ctl) are required (BOSUN_REQUIRE_TOOLS=1)");
+            }
+            let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): postgresql");
+            return None;
+        };
+        let as_nobody = unsafe { libc::geteuid() } == 0;
+        let dir = tempfile::Builder::new()
+            .prefix("bosun-own-pg-")
+            .tempdir()
+            .unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        if as_nobody {
+            let out = Command::new("chown")
+                .arg("nobody")
+                .arg(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "chown nobody: {out:?}");
+        }
+        // A free port: ask the kernel for one, then hand it to the server.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let pg = OwnPostgres {
+            dir,
+            bindir,
+            as_nobody,
+            port,
+        };
+        let data = pg.data_dir();
+        let out = pg
+            .command("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "bosun",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {out:?}");
+        let conf = format!(
+            "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\n\
+             fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n",
+            pg.dir.path().display()
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .unwrap();
+        file.write_all(conf.as_bytes()).unwrap();
+        pg.ctl(&["start"]);
+        Some(pg)
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// One of the server's programs, run as the server's user in its dir.
+    fn command(&self, program: &str) -> Command {
+        let path = self.bindir.join(program);
+        let mut cmd = if self.as_nobody {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "nobody", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        };
+        cmd.current_dir(self.dir.path()).stdin(Stdio::null());
+        cmd
+    }
+
+    /// `pg_ctl -D <data> -l <log> -w -t 60 ARGS`, which must succeed.
+    pub fn ctl(&self, args: &[&str]) {
+        let log = self.dir.path().join("server.log");
+        let out = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(&log)
+            .args(["-w", "-t", "60"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl {args:?}: {}{}\nserver log:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+    }
+
+    /// The server's own log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// The `postgres` database as role `bosun`.
+    pub fn url(&self) -> String {
+        format!("postgres://bosun@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
+
+/// `GET path` without a token: the status, the body and the `Retry-After` header.
+pub fn probe(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String, Option<String>)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    if !out.starts_with("HTTP/") {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "no HTTP response",
+        ));
+    }
+    let (head, _) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let retry_after = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("retry-after")
+            .then(|| value.trim().to_string())
+    });
+    let (status, body) = parse_response(&out);
+    Ok((status, body, retry_after))
+}
