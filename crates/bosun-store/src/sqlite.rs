@@ -445,3 +445,49 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     tx.commit()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::ffi;
+
+    fn failure(code: std::ffi::c_int) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn a_disk_that_cannot_be_written_is_unavailable_in_plain_words() {
+        let said = |code| match crate::StoreError::from(failure(code)) {
+            crate::StoreError::Unavailable(why) => Some(why),
+            _ => None,
+        };
+        let full = said(ffi::SQLITE_FULL).unwrap();
+        assert!(
+            full.starts_with("the data directory's filesystem is full (SQLite: "),
+            "{full}"
+        );
+        for code in [ffi::SQLITE_READONLY, ffi::SQLITE_READONLY_DBMOVED] {
+            let why = said(code).unwrap();
+            assert!(why.starts_with("the database is read-only"), "{why}");
+        }
+        for code in [
+            ffi::SQLITE_IOERR,
+            ffi::SQLITE_IOERR_WRITE,
+            ffi::SQLITE_IOERR_FSYNC,
+        ] {
+            let why = said(code).unwrap();
+            assert!(why.contains("cannot be read or written"), "{why}");
+        }
+        assert!(said(ffi::SQLITE_CANTOPEN)
+            .unwrap()
+            .contains("cannot be opened"));
+        assert!(said(ffi::SQLITE_BUSY).unwrap().contains("busy"));
+        for code in [
+            ffi::SQLITE_CONSTRAINT_UNIQUE,
+            ffi::SQLITE_CORRUPT,
+            ffi::SQLITE_ERROR,
+            ffi::SQLITE_MISUSE,
+        ] {
+            assert_eq!(said(code), None, "{code}");
+        }
+    }
+}
