@@ -222,7 +222,7 @@ async fn refuses_a_newer_schema() {
 }
 
 #[tokio::test]
-async fn an_unreachable_server_is_a_backend_error() {
+async fn an_unreachable_server_is_unavailable_naming_it() {
     // A port nothing listens on: bind one, learn it, close it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -230,7 +230,10 @@ async fn an_unreachable_server_is_a_backend_error() {
         .unwrap()
         .port();
     match PostgresStore::open(&format!("postgres://bosun@127.0.0.1:{port}/postgres")).await {
-        Err(StoreError::Backend(why)) => assert!(why.contains("connecting"), "{why}"),
+        Err(StoreError::Unavailable(why)) => {
+            assert!(why.starts_with("the database is unavailable"), "{why}");
+            assert!(why.contains(&format!("127.0.0.1:{port}")), "{why}");
+        }
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("opened a store on a closed port"),
     }
