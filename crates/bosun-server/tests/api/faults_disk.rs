@@ -352,7 +352,7 @@ async fn heartbeats_a_full_disk_refused_are_no_silence_but_a_silent_run_is_still
     let Some(fs) = Tmpfs::mount("8m") else {
         return;
     };
-    let stale = Duration::from_secs(2);
+    let stale = Duration::from_secs(3);
     let t = server_on(&fs, |c| {
         c.runs.stale_after = stale;
         c.runs.sweep_interval = Duration::from_millis(100);
@@ -407,7 +407,7 @@ async fn heartbeats_a_full_disk_refused_are_no_silence_but_a_silent_run_is_still
     // silence: `busy`'s last stored beat is twice the stale period old by now.
     filler.remove();
     let back = tokio::time::Instant::now();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let mut gone_failed = None;
     while back.elapsed() < stale * 3 {
         let r = beat().await;
