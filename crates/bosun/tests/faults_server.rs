@@ -165,6 +165,35 @@ impl World {
         KillOnDrop(child)
     }
 
+    /// Triggers a run of `net` and waits until its engine's state write is held at the
+    /// proxy (the apply is done; its state is on its way). Returns the run.
+    fn run_to_the_state_write(&self) -> String {
+        self.proxy.hold(STATE_WRITE);
+        let run = self.trigger();
+        assert!(
+            self.proxy.wait_held(1, WAIT),
+            "the engine's state write never reached the proxy\nrunner log:\n{}",
+            self.runner_log("edge-1")
+        );
+        run
+    }
+
+    /// Kills the server under a held state write, then lets the write go on to meet the
+    /// dead server.
+    fn kill_server_under_the_write(&mut self) {
+        self.kill_server();
+        self.proxy.release();
+    }
+
+    /// Waits until the runner `edge-1` retries delivering a state its engine gave up on.
+    fn wait_for_undelivered_state(&self) {
+        wait_for("the runner to hold an errored state", WAIT, || {
+            self.runner_log("edge-1")
+                .contains("delivering a recovered state failed")
+                .then_some(())
+        });
+    }
+
     fn runner_log(&self, work: &str) -> String {
         std::fs::read_to_string(self.path().join(format!("{work}.log"))).unwrap_or_default()
     }
@@ -300,15 +329,8 @@ fn a_state_write_outlives_a_server_killed_mid_apply() {
         return;
     };
     let _runner = w.runner(&w.server().url(), "edge-1", &[]);
-    w.proxy.hold(STATE_WRITE);
-    let run = w.trigger();
-    assert!(
-        w.proxy.wait_held(1, WAIT),
-        "the engine's state write reached the proxy\nrunner log:\n{}",
-        w.runner_log("edge-1")
-    );
-    w.kill_server();
-    w.proxy.release();
+    let run = w.run_to_the_state_write();
+    w.kill_server_under_the_write();
     // The write meets a dead server; the outage lasts 10 s.
     std::thread::sleep(Duration::from_secs(10));
     w.start_server();
@@ -347,16 +369,9 @@ fn a_state_the_engine_could_not_write_is_delivered_as_recovered() {
         return;
     };
     let _runner = w.runner(&w.server().url(), "edge-1", &["--state-retry-window", "2s"]);
-    w.proxy.hold(STATE_WRITE);
-    let run = w.trigger();
-    assert!(w.proxy.wait_held(1, WAIT), "{}", w.runner_log("edge-1"));
-    w.kill_server();
-    w.proxy.release();
-    wait_for("the runner to hold an errored state", WAIT, || {
-        w.runner_log("edge-1")
-            .contains("delivering a recovered state failed")
-            .then_some(())
-    });
+    let run = w.run_to_the_state_write();
+    w.kill_server_under_the_write();
+    w.wait_for_undelivered_state();
     let work = w.path().join("edge-1");
     let kept = workspaces(&work);
     assert_eq!(kept.len(), 1, "{kept:?}");
@@ -414,16 +429,9 @@ fn a_restarted_runner_delivers_what_its_work_dir_holds() {
         return;
     };
     let mut runner = w.runner(&w.server().url(), "edge-1", &["--state-retry-window", "2s"]);
-    w.proxy.hold(STATE_WRITE);
-    let run = w.trigger();
-    assert!(w.proxy.wait_held(1, WAIT), "{}", w.runner_log("edge-1"));
-    w.kill_server();
-    w.proxy.release();
-    wait_for("the runner to hold an errored state", WAIT, || {
-        w.runner_log("edge-1")
-            .contains("delivering a recovered state failed")
-            .then_some(())
-    });
+    let run = w.run_to_the_state_write();
+    w.kill_server_under_the_write();
+    w.wait_for_undelivered_state();
     runner.kill();
     let work = w.path().join("edge-1");
     assert_eq!(workspaces(&work).len(), 1);
@@ -456,9 +464,7 @@ fn a_partition_shorter_than_the_stale_window_is_ridden_out() {
         return;
     };
     let _runner = w.runner(&w.proxy.url(), "edge-1", &[]);
-    w.proxy.hold(STATE_WRITE);
-    let run = w.trigger();
-    assert!(w.proxy.wait_held(1, WAIT), "{}", w.runner_log("edge-1"));
+    let run = w.run_to_the_state_write();
     w.proxy.stall();
     w.proxy.release();
     // The partition lasts 4 s: half the stale window.
@@ -485,9 +491,7 @@ fn a_partition_longer_than_the_stale_window_force_fails_and_flags_the_late_write
         return;
     };
     let _runner = w.runner(&w.proxy.url(), "edge-1", &[]);
-    w.proxy.hold(STATE_WRITE);
-    let run = w.trigger();
-    assert!(w.proxy.wait_held(1, WAIT), "{}", w.runner_log("edge-1"));
+    let run = w.run_to_the_state_write();
     w.proxy.cut();
     let r = w.wait_state(&run, "force_failed", WAIT);
     let reason = r["reason"].as_str().unwrap();
