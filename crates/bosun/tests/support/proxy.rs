@@ -154,10 +154,7 @@ impl Shared {
 fn serve(shared: Arc<Shared>, mut client: TcpStream) {
     let mut upstream: Option<TcpStream> = None;
     let mut buf = Vec::new();
-    loop {
-        let Some((head_len, body_len)) = read_head(&mut client, &mut buf) else {
-            break;
-        };
+    while let Some((head_len, body_len)) = read_head(&mut client, &mut buf) {
         let total = head_len + body_len;
         while buf.len() < total {
             let mut chunk = [0u8; 16 * 1024];
