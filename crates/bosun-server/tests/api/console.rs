@@ -546,7 +546,10 @@ async fn state_page_shows_versions_and_the_lock_and_force_unlock_wants_the_exact
     assert_eq!(text_of(&html, "lock-operation"), "OperationTypeApply");
     assert!(html.contains(r#"<form method="post" action="/orgs/default/stacks/net/state/force-unlock" id="force-unlock""#));
     assert!(html.contains(r#"name="lock_id""#));
-    assert!(html.contains(r#"<tr data-version="2">"#) && html.contains(r#"<tr data-version="1">"#));
+    assert!(
+        html.contains(r#"<tr data-version="2" id="version-2">"#)
+            && html.contains(r#"<tr data-version="1" id="version-1">"#)
+    );
     assert!(
         html.find(r#"data-version="2""#) < html.find(r#"data-version="1""#),
         "newest first"

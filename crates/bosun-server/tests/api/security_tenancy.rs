@@ -494,6 +494,8 @@ async fn another_org_reaches_nothing_through_any_route() {
             let with_fencing = |p: String| {
                 if (runner_route && *method == Method::GET) || template.ends_with("/plan") {
                     format!("{p}?fencing={}", victim.fencing)
+                } else if template.ends_with("/recovered-state") {
+                    format!("{p}?fencing={}&reason=attack", victim.fencing)
                 } else {
                     p
                 }
