@@ -263,6 +263,15 @@ impl ServerClient {
         send(req).await.map(drop)
     }
 
+    /// Hands back the lease `fencing` of `run`, which an earlier process of this runner
+    /// held and left with nothing executing it.
+    pub(crate) async fn abandon(&self, run: &str, fencing: i64) -> Result<(), ClientError> {
+        let req = self
+            .request(Method::POST, &["runs", run, "abandon"])?
+            .query(&FencingQuery { fencing });
+        send(req).await.map(drop)
+    }
+
     /// Delivers the state the engine of `run`'s lease `fencing` could not write (its
     /// `errored.tfstate`); the server stores it once, flagged as recovered with `reason`,
     /// and answers the version.

@@ -185,12 +185,15 @@ async fn run_pool(
     let config = Arc::new(config);
     let (level_tx, level_rx) = watch::channel(Level::Running);
     let mut set = JoinSet::new();
-    // What an earlier runner on this work dir could not deliver goes first, beside the
-    // workers; it stops trying once the runner drains (the files stay for the next start).
+    // What an earlier process left on this work dir is settled beside the workers (a
+    // state to deliver, a lease to hand back); listed before any worker starts, so none
+    // of this process's own workspaces is taken for one. It stops trying once the runner
+    // drains (the files stay for the next start).
+    let found = recovery::leftovers(&config.work_dir).await;
     let leftovers = Shutdown::new(level_rx.clone());
-    let delivery = recovery::deliver_leftovers(
+    let delivery = recovery::settle_leftovers(
         Arc::clone(&client),
-        config.work_dir.clone(),
+        found,
         config.name.clone(),
         async move { leftovers.reached(Level::Draining).await },
     );

@@ -5,7 +5,8 @@
 //! recovered version before it reports the phase, retrying until the server takes it, and
 //! removes the workspace only after that. A workspace it could not deliver from is kept;
 //! a runner starting on the same work dir delivers what such workspaces hold
-//! (`deliver_leftovers`), found through the lease note every workspace carries.
+//! (`settle_leftovers`), found through the lease note every workspace carries — and hands
+//! back the leases of phases its earlier process left with nothing executing them.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -49,8 +50,11 @@ impl LeaseNote {
         }
     }
 
-    /// Writes the note into the workspace `root` (readable by the runner's user only).
-    pub(crate) async fn write(&self, root: &Path) -> std::io::Result<()> {
+    /// Writes the note into the workspace `root` (readable by the runner's user only) and
+    /// returns it locked (`flock`): while the file stays open the workspace is this
+    /// process's, and another runner process starting on the same work dir leaves it
+    /// alone. The kernel drops the lock when the process ends, however it ends.
+    pub(crate) async fn write(&self, root: &Path) -> std::io::Result<std::fs::File> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
         let text = serde_json::to_vec(self).map_err(std::io::Error::other)?;
@@ -63,12 +67,15 @@ impl LeaseNote {
                 .mode(0o600)
                 .open(&path)?;
             file.write_all(&text)?;
-            file.sync_all()
+            file.sync_all()?;
+            lock(&file)?;
+            Ok(file)
         })
         .await
         .map_err(std::io::Error::other)?
     }
 
+    #[cfg(test)]
     async fn read(root: &Path) -> Option<LeaseNote> {
         let text = tokio::fs::read(root.join(LEASE_NOTE_FILE)).await.ok()?;
         serde_json::from_slice(&text).ok()
@@ -134,69 +141,212 @@ pub(crate) fn describe(version: &StateVersion) -> String {
     }
 }
 
-/// Delivers the errored state of every workspace under `work_dir` that a runner left
-/// behind (it stopped before the server took it), then removes that workspace; a
-/// workspace without one is left alone. Stops trying when `stop` resolves: what is not
-/// delivered stays on disk for the next start.
-pub(crate) async fn deliver_leftovers(
+/// Takes the exclusive `flock` of a lease note without waiting: `WouldBlock` when a live
+/// process holds it.
+fn lock(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: flock(2) on a descriptor this `File` owns; no memory is involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A workspace a runner process that has ended left behind: it stopped mid-phase.
+pub(crate) struct Leftover {
+    root: PathBuf,
+    note: LeaseNote,
+    /// The note's lock, held while this process settles the workspace.
+    _lock: std::fs::File,
+}
+
+/// The workspace's lease note, locked, unless a live process holds it.
+async fn claim(root: &Path) -> Option<(LeaseNote, std::fs::File)> {
+    let path = root.join(LEASE_NOTE_FILE);
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::open(&path).ok()?;
+        lock(&file).ok()?;
+        let note = serde_json::from_reader(&file).ok()?;
+        Some((note, file))
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// The workspaces under `work_dir` that carry a lease note no live process holds (another
+/// runner process on the same work dir keeps its own). Called before any worker starts,
+/// so none of this process's own workspaces is among them.
+pub(crate) async fn leftovers(work_dir: &Path) -> Vec<Leftover> {
+    let Ok(mut entries) = tokio::fs::read_dir(work_dir).await else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        if !entry.file_type().await.is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let root = entry.path();
+        if let Some((note, lock)) = claim(&root).await {
+            found.push(Leftover {
+                root,
+                note,
+                _lock: lock,
+            });
+        }
+    }
+    found.sort_by(|a, b| a.root.cmp(&b.root));
+    found
+}
+
+/// Settles what an earlier process of this runner left in its work dir, then removes each
+/// workspace it settled:
+/// - a state its engine could not write (`errored.tfstate`) is delivered as a recovered
+///   version;
+/// - a phase nothing executes any more — no process works in its workspace (an engine
+///   outlives its runner, in its own process group, and may still write its state) — is
+///   handed back to the server (`abandon`: requeued if it never started, force-failed
+///   otherwise), rather than left for the stale sweep;
+/// - a workspace an engine still works in is left alone.
+///
+/// Stops trying when `stop` resolves: what is not settled stays on disk for the next
+/// start.
+pub(crate) async fn settle_leftovers(
     client: Arc<ServerClient>,
-    work_dir: PathBuf,
+    found: Vec<Leftover>,
     runner_name: String,
     stop: impl Future<Output = ()>,
 ) {
     tokio::pin!(stop);
-    let Ok(mut entries) = tokio::fs::read_dir(&work_dir).await else {
-        return;
-    };
-    let mut roots = Vec::new();
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
-            roots.push(entry.path());
-        }
-    }
-    roots.sort();
-    for root in roots {
-        let Some(note) = LeaseNote::read(&root).await else {
-            continue;
-        };
-        let Some(file) = errored_state(&root, &note.path).await else {
-            continue;
-        };
-        tracing::warn!(
-            run = %note.run_id,
-            workspace = %root.display(),
-            "found a state the engine could not write; delivering it to the server"
-        );
-        let reason = format!(
-            "runner {runner_name} found the state the engine of run {}'s {} phase (fencing {}) \
-             could not write to the server, and delivered it when the runner started again",
-            note.run_id, note.phase, note.fencing
-        );
-        match deliver(&client, &note, &file, &reason, &mut stop).await {
-            Ok(version) => {
+    for Leftover { root, note, _lock } in found {
+        let settled = match errored_state(&root, &note.path).await {
+            Some(file) => deliver_leftover(&client, &note, &file, &runner_name, &mut stop).await,
+            None if busy(&root).await => {
                 tracing::info!(
                     run = %note.run_id,
-                    version = version.version,
-                    current = version.current,
-                    "recovered state delivered; removing its workspace"
+                    workspace = %root.display(),
+                    "an engine of an earlier runner process still works here; leaving it"
                 );
-                let removed = tokio::task::spawn_blocking({
-                    let root = root.clone();
-                    move || std::fs::remove_dir_all(root)
-                })
-                .await;
-                if !matches!(removed, Ok(Ok(()))) {
-                    tracing::warn!(workspace = %root.display(), "cannot remove the workspace");
-                }
+                Settled::Keep
             }
-            Err(ClientError::GaveUp) => return,
-            Err(e) => tracing::error!(
+            None => abandon_leftover(&client, &note, &mut stop).await,
+        };
+        match settled {
+            Settled::Done => remove(&root).await,
+            Settled::Keep => {}
+            Settled::Stop => return,
+        }
+    }
+}
+
+enum Settled {
+    /// Nothing of it is left to do: the workspace may go.
+    Done,
+    /// The workspace stays.
+    Keep,
+    /// The runner is stopping.
+    Stop,
+}
+
+async fn deliver_leftover(
+    client: &ServerClient,
+    note: &LeaseNote,
+    file: &Path,
+    runner_name: &str,
+    stop: impl Future<Output = ()>,
+) -> Settled {
+    tracing::warn!(
+        run = %note.run_id,
+        file = %file.display(),
+        "found a state the engine could not write; delivering it to the server"
+    );
+    let reason = format!(
+        "runner {runner_name} found the state the engine of run {}'s {} phase (fencing {}) \
+         could not write to the server, and delivered it when the runner started again",
+        note.run_id, note.phase, note.fencing
+    );
+    match deliver(client, note, file, &reason, stop).await {
+        Ok(version) => {
+            tracing::info!(
                 run = %note.run_id,
-                workspace = %root.display(),
+                version = version.version,
+                current = version.current,
+                "recovered state delivered; removing its workspace"
+            );
+            Settled::Done
+        }
+        Err(ClientError::GaveUp) => Settled::Stop,
+        Err(e) => {
+            tracing::error!(
+                run = %note.run_id,
+                file = %file.display(),
                 error = %e,
                 "the server refused a recovered state; the workspace is kept"
-            ),
+            );
+            Settled::Keep
         }
+    }
+}
+
+async fn abandon_leftover(
+    client: &ServerClient,
+    note: &LeaseNote,
+    stop: impl Future<Output = ()>,
+) -> Settled {
+    let handed_back = retry("handing back an abandoned lease", stop, || {
+        client.abandon(&note.run_id, note.fencing)
+    })
+    .await;
+    match handed_back {
+        Ok(()) => {
+            tracing::warn!(
+                run = %note.run_id,
+                phase = %note.phase,
+                fencing = note.fencing,
+                "handed back the lease an earlier process of this runner left unfinished"
+            );
+            Settled::Done
+        }
+        // The server settled it already (the stale sweep, another lease since), or the
+        // run is gone: nothing is left to do.
+        Err(ClientError::Fenced) => Settled::Done,
+        Err(e) if e.status() == Some(reqwest::StatusCode::NOT_FOUND) => Settled::Done,
+        Err(ClientError::GaveUp) => Settled::Stop,
+        Err(e) => {
+            tracing::error!(run = %note.run_id, error = %e, "cannot hand back an abandoned lease");
+            Settled::Keep
+        }
+    }
+}
+
+/// Whether a process works in `root` (its working directory is in it).
+async fn busy(root: &Path) -> bool {
+    let root = root.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        procs.flatten().any(|p| {
+            p.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                && std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&root))
+        })
+    })
+    .await
+    .unwrap_or(true)
+}
+
+async fn remove(root: &Path) {
+    let removed = tokio::task::spawn_blocking({
+        let root = root.to_path_buf();
+        move || std::fs::remove_dir_all(root)
+    })
+    .await;
+    if !matches!(removed, Ok(Ok(()))) {
+        tracing::warn!(workspace = %root.display(), "cannot remove the workspace");
     }
 }
 
@@ -214,6 +364,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn leftovers_are_the_workspaces_no_live_process_holds() {
+        let work = tempfile::tempdir().unwrap();
+        let lease = crate::test_support::plain_lease("https://git.example/r.git");
+        let (mine, gone) = (work.path().join("a"), work.path().join("b"));
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::create_dir_all(&gone).unwrap();
+        std::fs::create_dir_all(work.path().join("no-note")).unwrap();
+        let _held = LeaseNote::of(&lease).write(&mine).await.unwrap();
+        drop(LeaseNote::of(&lease).write(&gone).await.unwrap());
+        let found = leftovers(work.path()).await;
+        let roots: Vec<_> = found.iter().map(|l| l.root.clone()).collect();
+        assert_eq!(roots, vec![gone]);
+    }
+
+    #[tokio::test]
     async fn a_workspace_note_finds_its_errored_state() {
         let dir = tempfile::tempdir().unwrap();
         let lease = crate::test_support::plain_lease("https://git.example/r.git");
@@ -221,8 +386,15 @@ mod tests {
             path: "envs/prod".into(),
             ..LeaseNote::of(&lease)
         };
-        note.write(dir.path()).await.unwrap();
+        let held = note.write(dir.path()).await.unwrap();
         assert_eq!(LeaseNote::read(dir.path()).await, Some(note.clone()));
+        // Held by a live owner: not a leftover; once the owner is gone, it is.
+        assert!(claim(dir.path()).await.is_none(), "the owner holds it");
+        drop(held);
+        let (claimed, _lock) = claim(dir.path())
+            .await
+            .expect("free once the owner is gone");
+        assert_eq!(claimed, note);
         assert_eq!(errored_state(dir.path(), &note.path).await, None);
         let module = dir.path().join("src/envs/prod");
         std::fs::create_dir_all(&module).unwrap();

@@ -18,6 +18,8 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub(crate) struct Workspace {
     root: PathBuf,
     removed: bool,
+    /// The lease note, locked: the workspace is this process's while it is held.
+    _note: std::fs::File,
 }
 
 impl Workspace {
@@ -35,14 +37,12 @@ impl Workspace {
             remove_tree(root.clone()).await?;
         }
         create_private_dir(&root).await?;
-        let ws = Workspace {
+        let note = crate::recovery::LeaseNote::of(lease).write(&root).await?;
+        Ok(Workspace {
             root,
             removed: false,
-        };
-        crate::recovery::LeaseNote::of(lease)
-            .write(&ws.root)
-            .await?;
-        Ok(ws)
+            _note: note,
+        })
     }
 
     pub(crate) fn root(&self) -> &Path {

@@ -269,7 +269,7 @@ pub async fn sweep_once(
 /// Settles a leased stack run nothing executes any more: force-failed, or requeued when
 /// its runner never started the phase (nothing ran: safe to hand to another). `false`
 /// when the runner reported meanwhile.
-async fn settle_silent_run(
+pub(crate) async fn settle_silent_run(
     state: &AppState,
     run: &bosun_store::RunRecord,
 ) -> Result<bool, bosun_store::StoreError> {

@@ -55,6 +55,7 @@ use utoipa::{Modify, OpenApi};
         crate::runners::put_plan,
         crate::runners::get_plan,
         crate::runners::report,
+        crate::runners::abandon,
         crate::runners::list,
         crate::runners::drain,
         crate::vcs::list_triggers,

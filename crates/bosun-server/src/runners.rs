@@ -46,6 +46,7 @@ pub fn routes() -> Vec<Route> {
             .with_body_limit(BodyLimitKind::State),
         Route::get("/runner/runs/{run}/plan", Access::Runner, get_plan),
         Route::post("/runner/runs/{run}/report", Access::Runner, report),
+        Route::post("/runner/runs/{run}/abandon", Access::Runner, abandon),
         Route::get("/orgs/{org}/runners", Access::Org(Role::Viewer), list),
         Route::post(
             "/orgs/{org}/runners/{runner}/drain",
@@ -450,6 +451,35 @@ async fn flush_masked_tail(state: &AppState, run: &RunRecord, fencing: i64) {
     if let Err(e) = appended.await {
         tracing::warn!(run = %run.id, error = %e, "could not store the end of a run's log");
     }
+}
+
+/// A runner started again hands back a lease its earlier process held and left with
+/// nothing executing it (its workspace holds no engine and no state to deliver): settled
+/// at once as the stale sweep would after its window — requeued when the phase never
+/// started, force-failed (its lock released) otherwise. A lease that is no longer the
+/// one named is refused as fenced.
+#[utoipa::path(post, path = "/api/v1/runner/runs/{run}/abandon", tag = "runners",
+    params(("run" = String, Path), FencingQuery), responses((status = 204)))]
+pub async fn abandon(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<FencingQuery>,
+) -> Result<StatusCode, ApiError> {
+    let run = pool_run(&state, &caller, &id).await?;
+    let fenced = || StoreError::Fenced {
+        run: id.clone(),
+        fencing: q.fencing,
+    };
+    if !run.leased || run.fencing != q.fencing {
+        return Err(fenced().into());
+    }
+    if !crate::duties::settle_silent_run(&state, &run).await? {
+        return Err(fenced().into());
+    }
+    tracing::warn!(run = %id, fencing = q.fencing, "a restarted runner handed back a lease its earlier process held");
+    state.wake_dispatch();
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Upload the saved plan file of the plan phase.

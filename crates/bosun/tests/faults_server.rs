@@ -526,3 +526,57 @@ fn a_partition_longer_than_the_stale_window_force_fails_and_flags_the_late_write
             .then_some(())
     });
 }
+
+/// How many processes work in `root` (their working directory is in it).
+fn processes_under(root: &Path) -> usize {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+                        && std::fs::read_link(e.path().join("cwd"))
+                            .is_ok_and(|c| c.starts_with(root))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The runner's host goes down mid-apply — the runner and its engine die — and the runner
+/// comes back on the same work dir: it hands the lease its dead process held back to the
+/// server, which settles the run at once instead of after the stale window (10 minutes
+/// here), releasing its lock, and the workspace goes.
+#[test]
+fn a_restarted_runner_hands_back_the_lease_its_dead_process_held() {
+    let Some(w) = World::start(&["--run-stale-after", "10m"]) else {
+        return;
+    };
+    let mut runner = w.runner(&w.server().url(), "edge-1", &[]);
+    let run = w.run_to_the_state_write();
+    let lock = w.json(&["state", "lock", "net"]);
+    assert_eq!(lock["locked"], true, "{lock:#}");
+    runner.kill();
+    let work = w.path().join("edge-1");
+    wait_for("the engine to die with its host", WAIT, || {
+        support::kill_processes_under(&work);
+        (processes_under(&work) == 0).then_some(())
+    });
+    assert_eq!(workspaces(&work).len(), 1);
+
+    let _runner = w.runner(&w.server().url(), "edge-1", &[]);
+    let r = w.wait_state(&run, "force_failed", Duration::from_secs(30));
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.contains("released state lock"), "{reason}");
+    let lock = w.json(&["state", "lock", "net"]);
+    assert_eq!(lock["locked"], false, "{lock:#}");
+    wait_for("the abandoned workspace removed", WAIT, || {
+        workspaces(&work).is_empty().then_some(())
+    });
+    assert!(
+        w.runner_log("edge-1").contains("handed back the lease"),
+        "{}",
+        w.runner_log("edge-1")
+    );
+}

@@ -626,7 +626,7 @@ pub(crate) fn cases() -> Vec<Case> {
 }
 
 /// The runner protocol: pool tokens only (checked in `runner_protocol_needs_a_pool_token`).
-const RUNNER_ROUTES: [(&str, &str); 14] = [
+const RUNNER_ROUTES: [(&str, &str); 15] = [
     ("POST", "/runner/register"),
     ("POST", "/runner/lease"),
     ("POST", "/runner/runs/{run}/heartbeat"),
@@ -636,6 +636,7 @@ const RUNNER_ROUTES: [(&str, &str); 14] = [
     ("GET", "/runner/runs/{run}/plan"),
     ("POST", "/runner/runs/{run}/report"),
     ("PUT", "/runner/runs/{run}/recovered-state"),
+    ("POST", "/runner/runs/{run}/abandon"),
     ("POST", "/runner/plan-runs/{run}/heartbeat"),
     ("GET", "/runner/plan-runs/{run}/logs/next"),
     ("POST", "/runner/plan-runs/{run}/logs"),

@@ -739,3 +739,49 @@ async fn a_recovered_state_is_stored_once_flagged_and_noted() {
         log.body
     );
 }
+
+/// A restarted runner hands back a lease its dead process held: refused as fenced unless
+/// it names the current lease; a lease never started goes back to the queue, a started
+/// one is force-failed.
+#[tokio::test]
+async fn an_abandoned_lease_is_requeued_or_force_failed_at_once() {
+    let t = setup(|_| {}).await;
+    let id = trigger(&t, json!({})).await;
+    let runner = Runner::register(&t, "r1").await;
+    let abandon = |fencing: i64| {
+        let t = &t;
+        let id = id.clone();
+        async move {
+            t.post(
+                &format!("/api/v1/runner/runs/{id}/abandon?fencing={fencing}"),
+                &t.server.hosted_runner_token,
+                json!(null),
+            )
+            .await
+        }
+    };
+    let lease = runner.lease(5).await.expect("a lease");
+    let fencing = lease["fencing"].as_i64().unwrap();
+    let r = abandon(fencing + 1).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "fenced");
+    // Never started: back to the queue, for any runner.
+    let r = abandon(fencing).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    wait_state(&t, &id, "queued").await;
+    let lease = runner.lease(5).await.expect("leased again");
+    let fencing = lease["fencing"].as_i64().unwrap();
+    let r = runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": fencing, "event": "started", "commit": "abc"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    // Started: force-failed, and a second hand-back is fenced.
+    let r = abandon(fencing).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    wait_state(&t, &id, "force_failed").await;
+    let r = abandon(fencing).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+}

@@ -492,7 +492,10 @@ async fn another_org_reaches_nothing_through_any_route() {
             let body = body_for(method, template, &victim, &bob);
             let send_body = (*method != Method::GET).then(|| body.clone());
             let with_fencing = |p: String| {
-                if (runner_route && *method == Method::GET) || template.ends_with("/plan") {
+                if (runner_route && *method == Method::GET)
+                    || template.ends_with("/plan")
+                    || template.ends_with("/abandon")
+                {
                     format!("{p}?fencing={}", victim.fencing)
                 } else if template.ends_with("/recovered-state") {
                     format!("{p}?fencing={}&reason=attack", victim.fencing)
