@@ -474,6 +474,17 @@ pub async fn abandon(
     if !run.leased || run.fencing != q.fencing {
         return Err(fenced().into());
     }
+    // Only a runner of the pool that holds the lease hands it back.
+    let holder = match run.runner_id.as_deref() {
+        Some(runner) => state.store.get_runner(runner).await?,
+        None => None,
+    };
+    let (org, pool) = pool_of(&caller)?;
+    if !holder.is_some_and(|r| r.org == org && r.pool == pool) {
+        return Err(ApiError::Forbidden(format!(
+            "run {id} is leased by a runner of another pool"
+        )));
+    }
     if !crate::duties::settle_silent_run(&state, &run).await? {
         return Err(fenced().into());
     }

@@ -765,6 +765,23 @@ async fn an_abandoned_lease_is_requeued_or_force_failed_at_once() {
     let r = abandon(fencing + 1).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
     assert_eq!(r.body["error"]["code"], "fenced");
+    // A runner of another pool of the org cannot hand it back.
+    let edge = t
+        .post(
+            "/api/v1/orgs/default/pool-tokens",
+            &t.admin,
+            json!({"pool": "edge", "description": "another pool"}),
+        )
+        .await;
+    let r = t
+        .post(
+            &format!("/api/v1/runner/runs/{id}/abandon?fencing={fencing}"),
+            edge.body["secret"].as_str().unwrap(),
+            json!(null),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    assert_eq!(run(&t, &id).await["state"], "preparing");
     // Never started: back to the queue, for any runner.
     let r = abandon(fencing).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
