@@ -209,7 +209,7 @@ pub(crate) async fn leftovers(work_dir: &Path) -> Vec<Leftover> {
 ///   outlives its runner, in its own process group, and may still write its state) — is
 ///   handed back to the server (`abandon`: requeued if it never started, force-failed
 ///   otherwise), rather than left for the stale sweep;
-/// - a workspace an engine still works in is left alone.
+/// - a workspace an engine still works in is settled once that engine has ended.
 ///
 /// Stops trying when `stop` resolves: what is not settled stays on disk for the next
 /// start.
@@ -220,26 +220,48 @@ pub(crate) async fn settle_leftovers(
     stop: impl Future<Output = ()>,
 ) {
     tokio::pin!(stop);
-    for Leftover { root, note, _lock } in found {
-        let settled = match errored_state(&root, &note.path).await {
-            Some(file) => deliver_leftover(&client, &note, &file, &runner_name, &mut stop).await,
-            None if busy(&root).await => {
-                tracing::info!(
-                    run = %note.run_id,
-                    workspace = %root.display(),
-                    "an engine of an earlier runner process still works here; leaving it"
-                );
-                Settled::Keep
+    let mut waiting = found;
+    let mut logged = std::collections::HashSet::new();
+    while !waiting.is_empty() {
+        let mut busy_ones = Vec::new();
+        for leftover in waiting {
+            let Leftover { root, note, .. } = &leftover;
+            // An engine the old process left may still be writing the state of what it
+            // applied: wait for it, and settle what it leaves behind.
+            if busy(root).await {
+                if logged.insert(root.clone()) {
+                    tracing::info!(
+                        run = %note.run_id,
+                        workspace = %root.display(),
+                        "an engine of an earlier runner process still works here; waiting for it"
+                    );
+                }
+                busy_ones.push(leftover);
+                continue;
             }
-            None => abandon_leftover(&client, &note, &mut stop).await,
-        };
-        match settled {
-            Settled::Done => remove(&root).await,
-            Settled::Keep => {}
-            Settled::Stop => return,
+            let settled = match errored_state(root, &note.path).await {
+                Some(file) => deliver_leftover(&client, note, &file, &runner_name, &mut stop).await,
+                None => abandon_leftover(&client, note, &mut stop).await,
+            };
+            match settled {
+                Settled::Done => remove(root).await,
+                Settled::Keep => {}
+                Settled::Stop => return,
+            }
+        }
+        waiting = busy_ones;
+        if waiting.is_empty() {
+            break;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(BUSY_POLL) => {}
+            () = &mut stop => return,
         }
     }
 }
+
+/// How often a workspace an earlier process's engine still works in is looked at again.
+const BUSY_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 enum Settled {
     /// Nothing of it is left to do: the workspace may go.

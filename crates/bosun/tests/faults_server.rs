@@ -580,3 +580,39 @@ fn a_restarted_runner_hands_back_the_lease_its_dead_process_held() {
         w.runner_log("edge-1")
     );
 }
+
+/// Only the runner dies mid-apply; its engine lives on, its state write on its way. The
+/// runner started again waits for that engine instead of handing back a lease whose
+/// engine may still write: the write lands, then the lease is handed back — the run is
+/// force-failed at once (its end went unreported) and its state is kept.
+#[test]
+fn a_restarted_runner_waits_for_an_engine_its_dead_process_left() {
+    let Some(w) = World::start(&["--run-stale-after", "10m"]) else {
+        return;
+    };
+    let mut runner = w.runner(&w.server().url(), "edge-1", &[]);
+    let run = w.run_to_the_state_write();
+    runner.kill();
+    let work = w.path().join("edge-1");
+    assert!(processes_under(&work) > 0, "the engine outlives its runner");
+
+    let _runner = w.runner(&w.server().url(), "edge-1", &[]);
+    wait_for("the new runner to wait for the engine", WAIT, || {
+        w.runner_log("edge-1")
+            .contains("still works here; waiting for it")
+            .then_some(())
+    });
+    assert_eq!(w.run(&run)["state"], "applying");
+    w.proxy.release();
+    let r = w.wait_state(&run, "force_failed", Duration::from_secs(30));
+    let versions = w.versions();
+    assert_eq!(versions.len(), 1, "{versions:#?}");
+    assert_eq!(versions[0]["writer"]["id"], run.as_str());
+    assert_eq!(
+        versions[0]["late_write"], false,
+        "written while the run lived: {r:#}"
+    );
+    wait_for("the workspace removed", WAIT, || {
+        workspaces(&work).is_empty().then_some(())
+    });
+}
