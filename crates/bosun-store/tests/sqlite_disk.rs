@@ -5,78 +5,10 @@
 //! same store, without reopening it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use bosun_store::{Audit, NewUser, SqliteStore, Store, StoreError};
-
-/// A tmpfs of `size` mounted on a temp dir, unmounted (lazily) on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// `None` after announcing the skip when mounting is not permitted here.
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::Builder::new()
-            .prefix("bosun-store-disk-")
-            .tempdir()
-            .unwrap();
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                    panic!("mounting a tmpfs is required (BOSUN_REQUIRE_TOOLS=1): {why}");
-                }
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED (tool missing): mount -t tmpfs (needs root): {why}"
-                );
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fills the filesystem to the last byte with `filler`.
-    fn fill(&self) -> PathBuf {
-        let path = self.path().join("filler");
-        let mut f = std::fs::File::create(&path).unwrap();
-        for chunk in [64 * 1024, 4096, 512, 1] {
-            let buf = vec![0u8; chunk];
-            while f.write_all(&buf).is_ok() {}
-        }
-        let _ = f.sync_all();
-        path
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
+use bosun_testkit::tmpfs::Tmpfs;
 
 fn audit(user: &str) -> Audit {
     Audit {
@@ -143,7 +75,7 @@ async fn a_full_disk_refuses_writes_as_unavailable_and_they_work_again_once_spac
     assert!(store.get_user("during-0").await.unwrap().is_none());
 
     // Space returns: the same store writes again.
-    std::fs::remove_file(filler).unwrap();
+    filler.remove();
     add_user(&store, "after").await.unwrap();
     assert!(store.write_fault().is_none(), "a committed write ends it");
     assert_eq!(

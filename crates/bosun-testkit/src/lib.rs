@@ -9,6 +9,7 @@
 //! - [`git`]: [`BareRepo`] and [`WorkTree`], real git repositories to serve and push to.
 //! - [`webhooks`]: `X-Hub-Signature-256` signing and GitHub's own example payloads from
 //!   the `@octokit/webhooks-examples` npm package.
+//! - [`tmpfs`]: a small filesystem of the test's own, to fill up.
 //!
 //! Everything is a plain sync API: servers run on their own thread with their own tokio
 //! runtime, so callers may be sync tests or tokio tests alike.
@@ -22,6 +23,7 @@ pub mod github;
 pub mod keys;
 pub mod sshd;
 pub mod tls;
+pub mod tmpfs;
 pub mod webhooks;
 
 pub use git::{BareRepo, WorkTree};

@@ -15,98 +15,24 @@
 //! (ext4 `errors=remount-ro`), which needs an unmount and a restart to undo. SQLite's
 //! read-only and I/O errors are classified with the full disk's (`StoreError::Unavailable`).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use bosun_testkit::tmpfs::Tmpfs;
+
 use crate::harness::{Reply, TestServer};
 use crate::runs::Runner;
 
 const STATE: &str = "/api/v1/orgs/default/stacks/net/state";
 
-/// A tmpfs of `size` mounted on a temp dir, unmounted (lazily) on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// `None` after announcing the skip when mounting is not permitted here.
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::Builder::new()
-            .prefix("bosun-disk-")
-            .tempdir()
-            .unwrap();
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                    panic!("mounting a tmpfs is required (BOSUN_REQUIRE_TOOLS=1): {why}");
-                }
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED (tool missing): mount -t tmpfs (needs root): {why}"
-                );
-                None
-            }
-        }
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    /// Fills the filesystem to the last byte.
-    fn fill(&self) -> Filler {
-        let path = self.dir.path().join("filler");
-        let mut f = std::fs::File::create(&path).unwrap();
-        for chunk in [64 * 1024, 4096, 512, 1] {
-            let buf = vec![0u8; chunk];
-            while f.write_all(&buf).is_ok() {}
-        }
-        Filler(path)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
-/// The file filling the disk; removed by [`Filler::remove`] (space returns).
-struct Filler(PathBuf);
-
-impl Filler {
-    fn remove(self) {
-        std::fs::remove_file(&self.0).unwrap();
-    }
-}
-
 /// A server whose data dir (and SQLite database) is on `fs`, with short duty leases so
 /// that a duty's write comes every second.
 async fn server_on(fs: &Tmpfs, tweak: impl FnOnce(&mut bosun_server::ServerConfig)) -> TestServer {
-    let data = fs.data_dir();
+    let data = fs.path().join("data");
     TestServer::start_with(move |c| {
         c.data_dir = data;
         c.database_url = None;
@@ -241,7 +167,7 @@ async fn a_full_disk_refuses_writes_with_503_and_the_server_recovers_when_space_
     let ready = send(&t, Method::GET, "/readyz", None).await;
     assert_eq!(ready.status(), StatusCode::OK);
 
-    truncate_wal(&fs.data_dir());
+    truncate_wal(&fs.path().join("data"));
     let filler = fs.fill();
 
     // Every kind of write is refused for want of disk, with a reason and Retry-After:
@@ -395,7 +321,7 @@ async fn heartbeats_a_full_disk_refused_are_no_silence_but_a_silent_run_is_still
     // The disk is full for twice the stale period. `busy`'s runner keeps beating and is
     // refused; `gone`'s runner has stopped. The sweep finds both silent but cannot store
     // a verdict, nor any beat.
-    truncate_wal(&fs.data_dir());
+    truncate_wal(&fs.path().join("data"));
     let filler = fs.fill();
     let until = tokio::time::Instant::now() + stale * 2;
     while tokio::time::Instant::now() < until {
