@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale-out benchmark (SPEC §7): runs per minute and dispatch latency p50/p99 with
+# Scale-out benchmark: runs per minute and dispatch latency p50/p99 with
 #  1. one `bosun server` on SQLite (sqlite-1),
 #  2. one server on PostgreSQL (pg-1),
 #  3. two replicas on one PostgreSQL database (pg-2), the runners spread over both and the

@@ -1,4 +1,4 @@
-//! Approvals (SPEC §3.2, §3.5, §2.3): who may decide a run waiting in the approvals
+//! Approvals: who may decide a run waiting in the approvals
 //! inbox — a plan run `paused` by a `requires_approval` environment, or a tracked stack
 //! run `unconfirmed` because its stack's environment requires approval.
 //!

@@ -1,5 +1,5 @@
 //! Drift checks: what a drift run's end means, when a schedule is due (and what it
-//! missed), and when a stack's last successful check has gone stale (SPEC §2.8).
+//! missed), and when a stack's last successful check has gone stale.
 
 use chrono::{DateTime, Duration, Utc};
 

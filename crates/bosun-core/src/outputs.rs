@@ -1,6 +1,6 @@
 //! A stack's outputs compared between two state versions: which were added, removed,
 //! changed value, or only flipped their sensitive flag — the one comparison the outputs
-//! API shows and that downstream triggers (SPEC §2.7) will act on.
+//! API shows and that downstream triggers will act on.
 //!
 //! Values are compared as JSON, by type: the string `"1"` and the number `1` differ,
 //! while `1` and `1.0` are the same number. Nothing here looks at what a value is, so

@@ -1,4 +1,4 @@
-//! Runs of a host plan (SPEC §3.5): their states, the one transition function that
+//! Runs of a host plan: their states, the one transition function that
 //! decides every state change, the concurrency guard's overlap rule and the approval
 //! gate. The store loads a run, asks [`transition`], and writes the answer.
 //!
@@ -247,7 +247,7 @@ pub fn overlap<'a>(active: impl IntoIterator<Item = &'a [String]>, new: &[String
     found.into_iter().collect()
 }
 
-/// The refusal of the concurrency guard (SPEC §3.5).
+/// The refusal of the concurrency guard.
 pub fn guard_message(hosts: &[String]) -> String {
     format!(
         "Already has a run in progress on the same targets: {}",

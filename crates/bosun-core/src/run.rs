@@ -29,7 +29,7 @@ pub enum Trigger {
     Schedule,
 }
 
-/// The states of SPEC §2.3.
+/// The states a stack run goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunState {
     Queued,
@@ -266,7 +266,7 @@ pub fn transition(
     }
 }
 
-/// The reason a force-failed run carries (SPEC §2.3).
+/// The reason a force-failed run carries.
 pub const STALE_REASON: &str = "runner timed out or never reported";
 
 #[cfg(test)]

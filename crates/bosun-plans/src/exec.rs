@@ -1,4 +1,4 @@
-//! The executor: a plan run step by step across its target hosts (SPEC §3.5).
+//! The executor: a plan run step by step across its target hosts.
 //!
 //! - One connection per host, opened when the host first runs a step and reused for the
 //!   rest of the run; at most `forks` hosts work at once. A host that cannot connect

@@ -1,4 +1,4 @@
-//! Plan and inventory files: the SPEC examples parse to the expected model; every
+//! Plan and inventory files: the documented examples parse to the expected model; every
 //! error names its line and column; lint findings.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,7 +12,7 @@ use bosun_plans::model::{
 };
 use serde_json::json;
 
-const SPEC_PLAN: &str = r#"name: app-config
+const EXAMPLE_PLAN: &str = r#"name: app-config
 targets:                       # union of these
   hosts: [web-1]
   labels: [web]
@@ -36,7 +36,7 @@ steps:
     timeout: 60s
 "#;
 
-const SPEC_INVENTORY: &str = r#"environments:
+const EXAMPLE_INVENTORY: &str = r#"environments:
   staging: { vars: { app_port: 8080 } }
   prod:    { requires_approval: true, protected: true, vars: { app_port: 80 } }
 defaults:                      # applied to every host unless it says otherwise
@@ -91,7 +91,7 @@ fn assert_err(got: String, at: &str, says: &str) {
 
 #[test]
 fn the_spec_plan_parses_to_the_expected_model() {
-    let p = plan(SPEC_PLAN);
+    let p = plan(EXAMPLE_PLAN);
     let expected = Plan {
         name: "app-config".into(),
         targets: Targets {
@@ -170,7 +170,7 @@ fn the_spec_plan_parses_to_the_expected_model() {
 
 #[test]
 fn the_spec_inventory_parses_to_the_expected_model() {
-    let inv = inventory(SPEC_INVENTORY);
+    let inv = inventory(EXAMPLE_INVENTORY);
     let home = PathBuf::from(std::env::var("HOME").unwrap());
     let host = |name: &str, address: &str, port: u16, env: &str| Host {
         name: name.into(),
@@ -219,7 +219,7 @@ fn the_spec_inventory_parses_to_the_expected_model() {
     };
     assert_eq!(inv, expected);
     // The plan's targets: web-1 by name, web-1 and web-2 by label, build by environment.
-    let names: Vec<&str> = plan(SPEC_PLAN)
+    let names: Vec<&str> = plan(EXAMPLE_PLAN)
         .target_hosts(&inv)
         .iter()
         .map(|h| h.name.as_str())
@@ -808,7 +808,8 @@ fn lint_without_an_inventory() {
 #[test]
 fn lint_with_an_inventory() {
     let p = plan(LINT_PLAN);
-    let inv = inventory(&SPEC_INVENTORY.replace("environments:\n", "environments:\n  empty: {}\n"));
+    let inv =
+        inventory(&EXAMPLE_INVENTORY.replace("environments:\n", "environments:\n  empty: {}\n"));
     assert_findings(
         findings(&p, Some(&inv)),
         &[
@@ -847,9 +848,9 @@ fn lint_with_an_inventory() {
             ("3:3", "the plan's targets match no host in the inventory"),
         ],
     );
-    // The SPEC example is clean against the SPEC inventory but for vars.restart.
+    // The example plan is clean against the example inventory but for vars.restart.
     assert_findings(
-        findings(&plan(SPEC_PLAN), Some(&inventory(SPEC_INVENTORY))),
+        findings(&plan(EXAMPLE_PLAN), Some(&inventory(EXAMPLE_INVENTORY))),
         &[("20:11", "`vars.restart` is not defined")],
     );
 }

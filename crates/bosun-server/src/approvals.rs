@@ -1,4 +1,4 @@
-//! The approvals inbox (SPEC §3.2, §3.5, §2.3): one list of runs waiting for an
+//! The approvals inbox: one list of runs waiting for an
 //! approver — plan runs that started `paused` because a target environment requires
 //! approval, and tracked stack runs waiting in `unconfirmed` because their stack's
 //! environment requires approval (such stacks never autodeploy) — and the decisions.

@@ -220,7 +220,7 @@ pub struct SecretsConfig {
 /// The OIDC issuer's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OidcConfig {
-    /// Lifetime of an identity token (SPEC: 10 minutes).
+    /// Lifetime of an identity token (10 minutes).
     pub token_ttl: std::time::Duration,
     /// Rotate the signing key when the active one is this old; zero: only by command.
     pub rotate_every: std::time::Duration,
@@ -604,7 +604,7 @@ fn metrics_config(o: &ConfigOverrides, f: &FileConfig) -> Result<MetricsConfig, 
     })
 }
 
-/// `postgres://…` or `postgresql://…`: the PostgreSQL store (SPEC §7).
+/// `postgres://…` or `postgresql://…`: the PostgreSQL store.
 fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }

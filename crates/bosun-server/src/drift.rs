@@ -1,4 +1,4 @@
-//! Drift detection (SPEC §2.8): scheduled and manual drift checks, their outcome, the
+//! Drift detection: scheduled and manual drift checks, their outcome, the
 //! reconcile run, each stack's last successful check, and the stale-check alert.
 //!
 //! - A drift run is a plan with detailed exit codes; its outcome comes from

@@ -306,7 +306,7 @@ fn is_embedded(runner: &bosun_store::RunnerRecord, replica: &str) -> bool {
         && crate::runners::is_replicas_runner(&runner.name, replica)
 }
 
-/// Reconciles, before the server serves (SPEC §3.5, "restarts never strand runs"), the
+/// Reconciles, before the server serves, the
 /// runs that were executing in the runners embedded in this replica's earlier process
 /// (runners are attributed by name: `local@<replica>-<i>`): those runners died with it — and their pool token was revoked when this start minted its
 /// own — so nothing executes such a run any more. A stack run is settled as the stale

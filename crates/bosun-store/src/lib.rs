@@ -63,7 +63,7 @@ pub enum StoreError {
     },
     #[error("environment {0:?} does not exist in this org")]
     UnknownEnvironment(String),
-    /// The plan-run concurrency guard (SPEC §3.5): the overlapping hosts, sorted.
+    /// The plan-run concurrency guard: the overlapping hosts, sorted.
     #[error("{}", bosun_core::plan_run::guard_message(.hosts))]
     RunInProgress { hosts: Vec<String> },
     #[error("{0}")]

@@ -671,7 +671,7 @@ impl NotificationRule {
                 || (listed(&self.run_kinds, run_kind) && listed(&self.run_states, run_state)))
     }
 
-    /// The rules of a target that gives none (SPEC §5): every failed, force-failed or
+    /// The rules of a target that gives none: every failed, force-failed or
     /// interrupted run of any kind (drift runs included), late writes, old locks and
     /// stale drift checks.
     pub fn defaults() -> Vec<NotificationRule> {

@@ -94,7 +94,7 @@ pub struct ServerArgs {
     /// Rotate the OIDC signing key when it is this old (0s: only `bosun oidc rotate`).
     #[arg(long, env = "BOSUN_OIDC_KEY_ROTATION", value_parser = humantime::parse_duration, default_value = "30days")]
     oidc_key_rotation: std::time::Duration,
-    /// Lifetime of run identity tokens (tests only; SPEC: 10 minutes).
+    /// Lifetime of run identity tokens (tests only; 10 minutes otherwise).
     #[arg(long, env = "BOSUN_OIDC_TOKEN_TTL", value_parser = humantime::parse_duration, default_value = "10m", hide = true)]
     oidc_token_ttl: std::time::Duration,
     /// A state lock held this long sends an `old_lock` notification, once per lock (0s:

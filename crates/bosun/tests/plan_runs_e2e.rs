@@ -867,7 +867,7 @@ fn a_server_killed_with_its_embedded_runner_settles_the_run_at_restart() {
     w.json(&["plan-run", "abort", &next]);
 }
 
-/// The plan commands of SPEC §6 drive stored plans: `bosun plan dry-run` and `plan run`
+/// The plan commands drive stored plans: `bosun plan dry-run` and `plan run`
 /// (`--wait` follows to the end), `plan runs` lists them, and `bosun run show|logs`
 /// take a plan run's id like a stack run's.
 #[test]

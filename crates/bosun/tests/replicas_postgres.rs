@@ -1,4 +1,4 @@
-//! Two `bosun server` replicas on one PostgreSQL database (SPEC §7), under load: the real
+//! Two `bosun server` replicas on one PostgreSQL database, under load: the real
 //! server binary twice on a scratch database of the PostgreSQL test server
 //! (`BOSUN_TEST_DATABASE_URL`), runners attached to both — each replica's embedded
 //! runners (the `hosted` pool) and a separate `bosun runner` process per replica (the

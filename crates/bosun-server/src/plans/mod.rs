@@ -1,4 +1,4 @@
-//! Plans on the server (SPEC §3): hosts, environments and plan files, and the runs of
+//! Plans on the server: hosts, environments and plan files, and the runs of
 //! plans. One module per part.
 
 pub mod resources;

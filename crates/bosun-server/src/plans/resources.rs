@@ -1,4 +1,4 @@
-//! What plans run against, over the API (SPEC §3.1–3.3): hosts, environments with their
+//! What plans run against, over the API: hosts, environments with their
 //! approval grants, plan files (parsed and linted at upload, stored as written), and
 //! inventory imports. Members read; admins change.
 //!

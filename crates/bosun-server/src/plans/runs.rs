@@ -1,4 +1,4 @@
-//! Plan runs (SPEC §3.5): creating one (the stored plan parsed with `bosun-plans`, its
+//! Plan runs: creating one (the stored plan parsed with `bosun-plans`, its
 //! target hosts resolved from the org's hosts, inputs checked, the approval gate, and the
 //! concurrency guard inside the store's creating transaction), showing, listing, logs
 //! and their SSE stream, abort; and the runner protocol for plan runs — the lease (plan

@@ -1,4 +1,4 @@
-//! Plan schedules (SPEC §3.5 "Scheduling"): one cron schedule per plan, in an IANA time
+//! Plan schedules: one cron schedule per plan, in an IANA time
 //! zone, with the inputs of its runs — set, shown and cleared through the API, or written
 //! in the plan file (`schedule:`, saved with each upload; the API then refuses to change
 //! it) — fired by the scheduler duty (`crate::schedules`) with the same rule as drift

@@ -1,4 +1,4 @@
-//! Secrets in plans (SPEC §3.4, §4): the `secret://<namespace>/<key>` references of a
+//! Secrets in plans: the `secret://<namespace>/<key>` references of a
 //! leased plan run — in its plan source (vars, inputs' defaults, step parameters), its
 //! inputs, and the variables of its target hosts and their environments — resolved when
 //! the run is leased, among the org's own secrets (`crate::secrets::resolve`).

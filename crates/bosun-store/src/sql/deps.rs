@@ -1,4 +1,4 @@
-//! Stack dependencies in the store (SPEC §2.7; one source for both backends, see `super::db`): the held runs a tracked upstream
+//! Stack dependencies in the store (one source for both backends, see `super::db`): the held runs a tracked upstream
 //! run creates for the stacks downstream of its own (one per stack in the whole chain below
 //! it, however many paths reach the stack — a diamond's bottom runs once), and what
 //! happens to them as their holders end (`run_holds`, one row per holder). A held run is
