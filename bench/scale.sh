@@ -100,6 +100,8 @@ stop_replicas() {
 
 scale_cleanup() {
     local rc=$?
+    # Cleanup must run to its end whatever fails in it: the work area goes either way.
+    set +e
     stop_replicas
     if [ -n "$PG_ADMIN_URL" ]; then
         local db
