@@ -559,9 +559,13 @@ async fn targets_are_managed_tested_and_refused_with_reasons() {
         .post(&format!("{TARGETS}/ops/test"), &t.admin, json!({}))
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
-    assert_eq!(
-        (&r.body["event"], &r.body["status"]),
-        (&json!("test"), &json!("pending"))
+    assert_eq!(r.body["event"], "test", "{:?}", r.body);
+    // The answer says how far the delivery got when it was read: the delivery duty,
+    // woken by the commit, may already have sent it.
+    assert!(
+        r.body["status"] == "pending" || r.body["status"] == "delivered",
+        "{:?}",
+        r.body
     );
     let got = received.wait_for(1).await;
     assert_eq!(header(&got[0].0, "x-bosun-event"), "test");
