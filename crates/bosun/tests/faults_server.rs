@@ -13,12 +13,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::proxy::Proxy;
-use support::{bosun, terraform_or_skip, ServerProcess, BIN};
+use support::{bosun, terraform_or_skip, wait_for, KillOnDrop, ServerProcess, BIN};
 use tempfile::TempDir;
 
 const MAIN_TF: &str = r#"variable "replicas" {
@@ -271,41 +271,12 @@ impl Drop for World {
     }
 }
 
-struct KillOnDrop(Child);
-
-impl KillOnDrop {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The workspaces under a runner's work dir.

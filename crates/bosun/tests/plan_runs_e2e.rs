@@ -17,12 +17,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bosun_testkit::sshd::{require_sshd, SshdFleet};
 use serde_json::{json, Value};
-use support::{bosun, http, ServerProcess, BIN};
+use support::{bosun, http, wait_for, KillOnDrop, ServerProcess, BIN};
 use tempfile::TempDir;
 
 /// Short liveness timings, so a silent runner is noticed within seconds.
@@ -72,31 +72,6 @@ fn processes_with(needle: &str) -> Vec<(i32, String)> {
         }
     }
     out
-}
-
-/// A child process killed when dropped.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Polls `f` until it returns `Some`, up to `timeout`; panics with `what` otherwise.
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 // ---- one test's world --------------------------------------------------------------------

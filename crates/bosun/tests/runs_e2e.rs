@@ -13,11 +13,13 @@ mod support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{bosun, deliver_webhook, git, http, terraform_or_skip, ServerProcess, BIN};
+use support::{
+    bosun, deliver_webhook, git, http, terraform_or_skip, wait_for, KillOnDrop, ServerProcess, BIN,
+};
 use tempfile::TempDir;
 
 // ---- tools, repositories, engine wrappers ------------------------------------------------
@@ -199,16 +201,6 @@ fn leftovers(pgid: i32, marker: &str) -> Vec<String> {
         .collect()
 }
 
-/// A child process (the separate runner) killed when dropped.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 // ---- the server and the CLI --------------------------------------------------------------
 
 struct Env {
@@ -330,21 +322,6 @@ fn wait_run(
 
 fn wait_state(env: &Env, run: &str, want: &str, timeout: Duration) -> Value {
     wait_run(env, run, want, timeout, |r| state(r) == want)
-}
-
-/// Polls `f` until it returns `Some`, up to `timeout`; panics with `what` otherwise.
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn versions(env: &Env, stack: &str) -> Vec<Value> {

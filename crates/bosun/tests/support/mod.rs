@@ -656,3 +656,34 @@ pub fn probe(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String, Opti
     let (status, body) = parse_response(&out);
     Ok((status, body, retry_after))
 }
+
+/// Polls `f` until it returns `Some`, up to `timeout`; panics with `what` otherwise.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A child process (a separate runner, say) killed when dropped.
+pub struct KillOnDrop(pub Child);
+
+impl KillOnDrop {
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
