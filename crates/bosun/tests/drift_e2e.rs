@@ -192,6 +192,18 @@ fn drift_checks_with_real_terraform() {
         "{text}"
     );
 
+    // The scheduler settles the detection (without reconcile: no tracked run) before
+    // reconcile is turned on — a check still unsettled then is settled under the new
+    // setting, and its reconcile run would put the output back before the next check.
+    let s = env.wait_stack("the detection settled", |s| {
+        s["drift_status"]["last_check"]["run"] == drifted["id"]
+    });
+    assert_eq!(
+        s["drift_status"]["last_check"]["reconcile_run"],
+        Value::Null,
+        "{s}"
+    );
+
     // With reconcile: the next detection starts a tracked run naming it, which (with
     // autodeploy) puts the output back; the check after that is clean again.
     env.ok(&["stack", "update", "net", "--drift-reconcile"]);
