@@ -347,16 +347,11 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         "When a background duty of this server process last completed a pass (Unix \
          seconds; 0 before its first).",
     );
-    for (duty, last) in [
-        ("stale_sweep", &state.duties.stale_sweep_last_pass),
-        ("git_poll", &state.duties.git_poll_last_pass),
-        ("notify", &state.duties.notify_last_pass),
-        ("oidc_key_rotation", &state.duties.key_rotation_last_pass),
-    ] {
+    for (duty, last) in state.duties.last_passes() {
         out.sample(
             "bosun_duty_last_pass_timestamp_seconds",
             &[("duty", duty)],
-            last.load(Ordering::Relaxed) as f64 / 1000.0,
+            last as f64 / 1000.0,
         );
     }
 

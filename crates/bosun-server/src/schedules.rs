@@ -130,23 +130,19 @@ pub fn decide(schedule: &Schedule, armed: Option<Armed<'_>>, now: DateTime<Utc>)
     }
 }
 
-/// The scheduler duty: a pass every `schedules.interval` until shutdown.
-pub async fn schedule_duty(state: AppState) {
-    let mut stopping = state.stopping.subscribe();
-    let mut tick = tokio::time::interval(state.config.schedules.interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = crate::duties::stopped(&mut stopping) => return,
-        }
-        if !crate::duties::holds_duty(&state, "schedules").await {
-            continue;
-        }
-        if let Err(e) = pass(&state).await {
-            tracing::warn!(duty = "schedules", error = %e, "pass failed");
-        }
-    }
+/// The scheduler duty: a pass every `schedules.interval`.
+pub(crate) fn schedule_duty(state: &AppState) -> crate::duties::Duty {
+    crate::duties::Duty::new(
+        "schedules",
+        Some(state.config.schedules.interval),
+        |state| {
+            let state = state.clone();
+            Box::pin(async move {
+                pass(&state).await?;
+                Ok(None)
+            })
+        },
+    )
 }
 
 /// One pass at the clock's current time.

@@ -183,17 +183,21 @@ impl RunningServer {
         // Before anything is served: runs of the previous process's embedded runners
         // are settled, not left `running` with nothing executing them.
         crate::duties::reconcile_on_start(&state).await?;
-        let leases = tokio::spawn(crate::duties::lease_keeper(state.clone()));
-        let sweep = tokio::spawn(crate::duties::stale_sweep(state.clone()));
-        let revoke = tokio::spawn(crate::vcs::source::revoke_duty(state.clone()));
-        let poll = tokio::spawn(crate::vcs::poller::poll_duty(state.clone()));
-        let rotation = tokio::spawn(crate::identity::rotation_duty(state.clone()));
-        let notify = tokio::spawn(crate::notify::deliver::delivery_duty(state.clone()));
-        let schedules = tokio::spawn(crate::schedules::schedule_duty(state.clone()));
-        let signals = tokio::spawn(forward_signals(state.clone()));
-        let mut duties = vec![
-            leases, sweep, revoke, poll, rotation, notify, schedules, signals,
+        // Every background duty of the server, each run by `duties::spawn`.
+        let background = [
+            crate::duties::stale_sweep(&state),
+            crate::vcs::source::revoke_duty(),
+            crate::vcs::poller::poll_duty(&state),
+            crate::identity::rotation_duty(&state),
+            crate::notify::deliver::delivery_duty(&state),
+            crate::schedules::schedule_duty(&state),
         ];
+        let mut duties: Vec<JoinHandle<()>> = background
+            .into_iter()
+            .map(|duty| crate::duties::spawn(&state, duty))
+            .collect();
+        duties.push(tokio::spawn(crate::duties::lease_keeper(state.clone())));
+        duties.push(tokio::spawn(forward_signals(state.clone())));
         if let Some(tls) = &tls {
             duties.push(tokio::spawn(crate::tls::watch(
                 Arc::clone(tls),

@@ -313,32 +313,21 @@ pub async fn rotate(
 
 /// Rotates the key when it is older than `rotate_every`, and forgets keys no token can
 /// need any more. Runs hourly (and at start).
-pub async fn rotation_duty(state: AppState) {
+pub fn rotation_duty(state: &AppState) -> crate::duties::Duty {
     let every = state.config.oidc.rotate_every;
-    let mut stopping = state.stopping.subscribe();
     let hour = Duration::from_secs(3600);
     let period = if every.is_zero() {
         hour
     } else {
         every.min(hour)
     };
-    let mut tick = tokio::time::interval(period);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = crate::duties::stopped(&mut stopping) => return,
-        }
-        if !crate::duties::holds_duty(&state, "oidc_key_rotation").await {
-            continue;
-        }
-        match rotation_pass(&state, every).await {
-            Ok(()) => state.duties.key_rotation_last_pass.store(
-                Utc::now().timestamp_millis(),
-                std::sync::atomic::Ordering::Relaxed,
-            ),
-            Err(e) => tracing::warn!(duty = "oidc_key_rotation", error = %e, "pass failed"),
-        }
-    }
+    crate::duties::Duty::new("oidc_key_rotation", Some(period), move |state| {
+        let state = state.clone();
+        Box::pin(async move {
+            rotation_pass(&state, every).await?;
+            Ok(None)
+        })
+    })
 }
 
 async fn rotation_pass(state: &AppState, every: Duration) -> Result<(), ApiError> {

@@ -8,6 +8,7 @@
 //! the retention, then events left without deliveries, in small batches.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bosun_store::{DueNotification, NotificationAttempt, NotificationEventKind};
@@ -42,60 +43,45 @@ pub fn retry_delay(base: Duration, attempts: u32, max_attempts: u32) -> Option<D
     (attempts < max_attempts).then(|| base.saturating_mul(3u32.saturating_pow(attempts - 1)))
 }
 
-pub async fn delivery_duty(state: AppState) {
-    let mut stopping = state.stopping.subscribe();
-    // Subscribed before the first pass: an event written meanwhile wakes the next wait.
-    let mut signals = state.store.subscribe();
+/// The delivery duty: woken when the store commits new deliveries (on any replica),
+/// else passing when the earliest retry falls due, at most every `poll_interval`.
+pub fn delivery_duty(state: &AppState) -> crate::duties::Duty {
     let config = state.config.notify.clone();
     let http = match reqwest::Client::builder()
         .timeout(config.timeout)
         .user_agent(concat!("Bosun-Notifications/", env!("CARGO_PKG_VERSION")))
         .build()
     {
-        Ok(c) => c,
+        Ok(c) => Some(c),
         Err(e) => {
             tracing::error!(duty = "notify", error = %e, "cannot build the HTTP client; notifications are off");
-            return;
+            None
         }
     };
-    let mut wait = Duration::ZERO;
-    let mut last_prune: Option<tokio::time::Instant> = None;
-    loop {
-        // Deliveries written through any replica wake this one (the lease holder).
-        let heard = async {
-            while !bosun_store::signal::next(&mut signals)
-                .await
-                .concerns_notifications()
-            {}
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = heard => {}
-            _ = crate::duties::stopped(&mut stopping) => return,
-        }
-        if !crate::duties::holds_duty(&state, "notify").await {
-            // Another replica delivers; look again soon, in case its lease moves here.
-            wait = config.poll_interval.min(state.config.duty_lease / 3);
-            continue;
-        }
-        match pass(&state, &http).await {
-            Ok(next) => {
-                state
-                    .duties
-                    .notify_last_pass
-                    .store(Utc::now().timestamp_millis(), Ordering::Relaxed);
-                wait = next;
+    let every = http.as_ref().map(|_| config.poll_interval);
+    let last_prune = Arc::new(Mutex::new(None::<tokio::time::Instant>));
+    crate::duties::Duty::new("notify", every, move |state| {
+        let (state, http, last_prune) = (state.clone(), http.clone(), last_prune.clone());
+        Box::pin(async move {
+            let Some(http) = http else {
+                return Ok(None);
+            };
+            let passed = pass(&state, &http).await;
+            let prune_due = {
+                let mut last = last_prune.lock().unwrap_or_else(|e| e.into_inner());
+                let due = last.is_none_or(|at| at.elapsed() >= state.config.notify.prune_every);
+                if due {
+                    *last = Some(tokio::time::Instant::now());
+                }
+                due
+            };
+            if prune_due {
+                prune(&state).await;
             }
-            Err(e) => {
-                tracing::warn!(duty = "notify", error = %e, "pass failed");
-                wait = config.poll_interval;
-            }
-        }
-        if last_prune.is_none_or(|at| at.elapsed() >= config.prune_every) {
-            last_prune = Some(tokio::time::Instant::now());
-            prune(&state).await;
-        }
-    }
+            Ok(Some(passed?))
+        })
+    })
+    .woken_by(bosun_store::Signal::concerns_notifications)
 }
 
 /// Retention: deletes settled deliveries older than `retention`, then events left

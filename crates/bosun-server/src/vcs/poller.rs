@@ -20,31 +20,17 @@ use crate::server::AppState;
 /// Remotes polled at once.
 const CONCURRENCY: usize = 8;
 
-/// Polls every `poll_interval` until shutdown (never, when the interval is zero).
-pub async fn poll_duty(state: AppState) {
+/// Polls every `poll_interval` (never, when the interval is zero).
+pub fn poll_duty(state: &AppState) -> crate::duties::Duty {
     let interval = state.config.vcs.poll_interval;
-    if interval.is_zero() {
-        return;
-    }
-    let mut stopping = state.stopping.subscribe();
-    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(100)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = crate::duties::stopped(&mut stopping) => return,
-        }
-        if !crate::duties::holds_duty(&state, "git_poll").await {
-            continue;
-        }
-        match poll_once(&state).await {
-            Ok(_) => state.duties.git_poll_last_pass.store(
-                Utc::now().timestamp_millis(),
-                std::sync::atomic::Ordering::Relaxed,
-            ),
-            Err(e) => tracing::warn!(duty = "git_poll", error = %e, "pass failed"),
-        }
-    }
+    let every = (!interval.is_zero()).then(|| interval.max(Duration::from_millis(100)));
+    crate::duties::Duty::new("git_poll", every, |state| {
+        let state = state.clone();
+        Box::pin(async move {
+            poll_once(&state).await?;
+            Ok(None)
+        })
+    })
 }
 
 /// One pass over every tracked (remote, branch); returns how many moved.

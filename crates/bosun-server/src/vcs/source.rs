@@ -78,21 +78,14 @@ pub async fn for_run(
 
 /// Revokes the tokens of ended runs, about once a second; a token GitHub could not be
 /// reached to revoke is tried again on the next pass, until it expires on its own.
-pub async fn revoke_duty(state: AppState) {
-    let mut stopping = state.stopping.subscribe();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = crate::duties::stopped(&mut stopping) => return,
-        }
-        if !crate::duties::holds_duty(&state, "vcs_token_revoke").await {
-            continue;
-        }
-        if let Err(e) = revoke_once(&state).await {
-            tracing::warn!(duty = "vcs_token_revoke", error = %e, "pass failed");
-        }
-    }
+pub fn revoke_duty() -> crate::duties::Duty {
+    crate::duties::Duty::new("vcs_token_revoke", Some(Duration::from_secs(1)), |state| {
+        let state = state.clone();
+        Box::pin(async move {
+            revoke_once(&state).await?;
+            Ok(None)
+        })
+    })
 }
 
 /// One pass: returns how many tokens it revoked or dropped.

@@ -2,7 +2,6 @@
 //! on the replica holding the duty's lease, and moves back once another holder's expires
 //! — every duty within seconds, however rarely the duty itself passes.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bosun_store::Store;
@@ -20,7 +19,7 @@ async fn a_duty_pass_is_skipped_while_another_replica_holds_its_lease() {
     .await;
     let state = t.server.state();
     assert_eq!(&*state.replica, "replica-a");
-    let passes = || state.duties.stale_sweep_last_pass.load(Ordering::Relaxed);
+    let passes = || state.duties.last_pass("stale_sweep");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while passes() == 0 {
         assert!(

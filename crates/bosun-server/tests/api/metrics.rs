@@ -586,7 +586,15 @@ async fn metrics_expose_every_series_in_the_text_format() {
 
     // The duties' last passes.
     let duties = family(&families, "bosun_duty_last_pass_timestamp_seconds", "gauge");
-    for duty in ["stale_sweep", "git_poll", "notify", "oidc_key_rotation"] {
+    // Every duty the server runs is listed, the scheduler and token revocation too.
+    for duty in [
+        "stale_sweep",
+        "git_poll",
+        "notify",
+        "oidc_key_rotation",
+        "schedules",
+        "vcs_token_revoke",
+    ] {
         let at = duties.value("bosun_duty_last_pass_timestamp_seconds", &[("duty", duty)]);
         assert!(at >= 0.0, "{duty}: {at}");
     }

@@ -456,13 +456,7 @@ async fn an_old_lock_notifies_once_per_lock() {
         )
     );
     // Several more passes of the duty later, still one notification for this lock.
-    let passes = || {
-        t.server
-            .state()
-            .duties
-            .notify_last_pass
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let passes = || t.server.state().duties.last_pass("notify");
     let mut seen = passes();
     for _ in 0..3 {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -709,13 +703,7 @@ async fn the_duty_prunes_settled_deliveries_past_the_retention_and_keeps_pending
         "{down:?}"
     );
     // Later prunes find nothing more.
-    let passes = || {
-        t.server
-            .state()
-            .duties
-            .notify_last_pass
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let passes = || t.server.state().duties.last_pass("notify");
     let seen = passes();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while passes() == seen {
