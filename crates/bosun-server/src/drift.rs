@@ -23,6 +23,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{DriftCheck, Run, RunDrift, StackDriftStatus};
 use bosun_core::authz::Access;
+use bosun_core::cron::Schedule;
 use bosun_core::drift::{result_of, staleness, DriftResult};
 use bosun_core::run::{RunKind, Trigger};
 use bosun_core::Role;
@@ -37,7 +38,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::routes::Route;
-use crate::schedules::{decide, Armed, Decision};
+use crate::schedules::{Armed, Cron, Due, Fire};
 use crate::server::AppState;
 
 pub fn routes() -> Vec<Route> {
@@ -91,73 +92,69 @@ pub async fn start_check(
     ))
 }
 
-/// Arms new or changed schedules and fires the due ones.
-pub async fn fire_due(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiError> {
-    for rec in state.store.drift_schedules(None, None).await? {
-        let Ok(schedule) = rec.drift.parsed() else {
-            // Validated when saved; a schedule this build cannot read is left alone.
-            continue;
-        };
-        let armed = rec.state.as_ref().map(|s| Armed {
+/// A stack's drift checks, fired by the scheduler: a due fire starts a drift run at the
+/// branch head, unless one is still open (the skip is recorded).
+#[async_trait::async_trait]
+impl Cron for DriftScheduleRecord {
+    type Run = NewRun;
+    const MISSED: &'static str = "scheduled check(s)";
+
+    fn schedule(&self) -> Option<Schedule> {
+        self.drift.parsed().ok()
+    }
+
+    fn armed(&self) -> Option<Armed<'_>> {
+        self.state.as_ref().map(|s| Armed {
             expression: &s.schedule,
             timezone: &s.timezone,
             next_at: s.next_at,
-        });
-        let mut fire = DriftFire {
-            org: rec.org.clone(),
-            stack: rec.stack.clone(),
-            schedule: schedule.expression().to_string(),
-            timezone: schedule.timezone().name().to_string(),
-            expected_next: rec.state.as_ref().map(|s| s.next_at),
-            next_at: now,
-            since: None,
-            run: None,
-            note: None,
-            now,
+        })
+    }
+
+    async fn due(&self, state: &AppState) -> Result<Due<NewRun>, ApiError> {
+        let Some(stack) = state.store.get_stack(&self.org, &self.stack).await? else {
+            return Ok(Due::Gone);
         };
-        match decide(&schedule, armed, now) {
-            Decision::Wait => continue,
-            Decision::Arm { next } => {
-                fire.next_at = next;
-                fire.since = Some(now);
-            }
-            Decision::Fire { missed, next } => {
-                let Some(stack) = state.store.get_stack(&rec.org, &rec.stack).await? else {
-                    continue;
-                };
-                fire.next_at = next;
-                fire.note = (missed > 0).then(|| {
-                    format!(
-                        "{missed} scheduled check(s) passed while the server was down or busy; ran one"
-                    )
-                });
-                fire.run = Some(NewRun {
-                    id: crate::runs::new_run_id(),
-                    org: rec.org.clone(),
-                    stack: rec.stack.clone(),
-                    kind: RunKind::Drift,
-                    trigger: Trigger::Schedule,
-                    triggered_by: "system".into(),
-                    commit: None,
-                    branch: stack.spec.branch,
-                    retry_of: None,
-                    pull_request: None,
-                });
-            }
-        }
+        Ok(Due::Run(NewRun {
+            id: crate::runs::new_run_id(),
+            org: self.org.clone(),
+            stack: self.stack.clone(),
+            kind: RunKind::Drift,
+            trigger: Trigger::Schedule,
+            triggered_by: "system".into(),
+            commit: None,
+            branch: stack.spec.branch,
+            retry_of: None,
+            pull_request: None,
+        }))
+    }
+
+    async fn store(&self, state: &AppState, fire: Fire<NewRun>) -> Result<(), ApiError> {
+        let fire = DriftFire {
+            org: self.org.clone(),
+            stack: self.stack.clone(),
+            schedule: fire.expression,
+            timezone: fire.timezone,
+            expected_next: fire.expected_next,
+            next_at: fire.next_at,
+            since: fire.since,
+            run: fire.run,
+            note: fire.note,
+            now: fire.now,
+        };
         match state.store.fire_drift_schedule(&fire).await? {
             DriftFired::Started(run) => {
-                tracing::info!(org = %rec.org, stack = %rec.stack, run = %run.id, "drift check started");
+                tracing::info!(org = %self.org, stack = %self.stack, run = %run.id, "drift check started");
                 state.wake_dispatch();
             }
             DriftFired::Skipped { open_run } => {
-                tracing::info!(org = %rec.org, stack = %rec.stack, open_run = %open_run,
+                tracing::info!(org = %self.org, stack = %self.stack, open_run = %open_run,
                     "drift check skipped: one is still open");
             }
             DriftFired::Armed | DriftFired::Raced => {}
         }
+        Ok(())
     }
-    Ok(())
 }
 
 fn plan_changes(run: &RunRecord) -> Option<bool> {

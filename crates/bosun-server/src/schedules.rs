@@ -15,6 +15,7 @@ use std::time::Duration;
 use bosun_core::cron::Schedule;
 use chrono::{DateTime, Utc};
 
+use crate::error::ApiError;
 use crate::server::AppState;
 
 /// Where the scheduler reads the time: the system clock, or (tests) a clock set by hand.
@@ -130,6 +131,107 @@ pub fn decide(schedule: &Schedule, armed: Option<Armed<'_>>, now: DateTime<Utc>)
     }
 }
 
+/// A thing with a cron that the scheduler fires: a stack's drift checks
+/// (`crate::drift`) and a plan's schedule (`crate::plans::schedule`). The firing rule
+/// ([`fire_due`]) is the same for both; each says what a fire creates and how it is
+/// stored.
+#[async_trait::async_trait]
+pub trait Cron: Send + Sync {
+    /// What a due fire creates.
+    type Run: Send;
+    /// How a note counts the fire times a due fire passed over ("scheduled run(s)").
+    const MISSED: &'static str;
+
+    /// Its schedule; `None` for one this build cannot read (validated when saved, so
+    /// left alone).
+    fn schedule(&self) -> Option<Schedule>;
+
+    /// Where it stands, as stored (`None` until first armed).
+    fn armed(&self) -> Option<Armed<'_>>;
+
+    /// What a due fire does now.
+    async fn due(&self, state: &AppState) -> Result<Due<Self::Run>, ApiError>;
+
+    /// Stores `fire` — applied only while the stored `next_at` is still
+    /// `fire.expected_next` — and acts on what it did.
+    async fn store(&self, state: &AppState, fire: Fire<Self::Run>) -> Result<(), ApiError>;
+}
+
+/// What a due fire does.
+pub enum Due<R> {
+    /// Creates this run.
+    Run(R),
+    /// Creates none, for this reason (kept with the fire).
+    Skip(String),
+    /// Nothing: what the schedule belonged to is gone.
+    Gone,
+}
+
+/// One decision of a pass about one schedule, for the store to apply.
+pub struct Fire<R> {
+    pub expression: String,
+    pub timezone: String,
+    /// The `next_at` the pass read (`None`: not armed yet).
+    pub expected_next: Option<DateTime<Utc>>,
+    pub next_at: DateTime<Utc>,
+    /// When arming: the moment the schedule takes effect.
+    pub since: Option<DateTime<Utc>>,
+    /// The run to create now (none when arming or skipping).
+    pub run: Option<R>,
+    /// Missed fire times, or why no run was created.
+    pub note: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+/// Arms new or changed schedules among `items` and fires the due ones, at `now`.
+pub async fn fire_due<C: Cron>(
+    state: &AppState,
+    items: Vec<C>,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    for item in items {
+        let Some(schedule) = item.schedule() else {
+            continue;
+        };
+        let armed = item.armed();
+        let mut fire = Fire {
+            expression: schedule.expression().to_string(),
+            timezone: schedule.timezone().name().to_string(),
+            expected_next: armed.as_ref().map(|a| a.next_at),
+            next_at: now,
+            since: None,
+            run: None,
+            note: None,
+            now,
+        };
+        match decide(&schedule, armed, now) {
+            Decision::Wait => continue,
+            Decision::Arm { next } => {
+                fire.next_at = next;
+                fire.since = Some(now);
+            }
+            Decision::Fire { missed, next } => {
+                fire.next_at = next;
+                match item.due(state).await? {
+                    Due::Run(run) => {
+                        fire.run = Some(run);
+                        fire.note = (missed > 0).then(|| {
+                            format!(
+                                "{missed} {} passed while the server was down or busy; ran one",
+                                C::MISSED
+                            )
+                        });
+                    }
+                    Due::Skip(why) => fire.note = Some(format!("skipped: {why}")),
+                    Due::Gone => continue,
+                }
+            }
+        }
+        item.store(state, fire).await?;
+    }
+    Ok(())
+}
+
 /// The scheduler duty: a pass every `schedules.interval`.
 pub(crate) fn schedule_duty(state: &AppState) -> crate::duties::Duty {
     crate::duties::Duty::new(
@@ -146,10 +248,10 @@ pub(crate) fn schedule_duty(state: &AppState) -> crate::duties::Duty {
 }
 
 /// One pass at the clock's current time.
-pub async fn pass(state: &AppState) -> Result<(), crate::error::ApiError> {
+pub async fn pass(state: &AppState) -> Result<(), ApiError> {
     let now = state.config.schedules.clock.now();
-    crate::drift::fire_due(state, now).await?;
-    crate::plans::schedule::fire_due(state, now).await?;
+    fire_due(state, state.store.drift_schedules(None, None).await?, now).await?;
+    fire_due(state, state.store.plan_schedules(None, None).await?, now).await?;
     crate::drift::settle_ended(state).await?;
     crate::drift::alert_stale(state, now).await?;
     Ok(())

@@ -25,14 +25,13 @@ use bosun_core::{Role, ValidationError};
 use bosun_store::{
     NewPlanRun, PlanScheduleFire, PlanScheduleFired, PlanScheduleInput, PlanScheduleRecord,
 };
-use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 use crate::routes::Route;
-use crate::schedules::{decide, Armed, Decision};
+use crate::schedules::{Armed, Cron, Due, Fire};
 use crate::server::AppState;
 
 /// Who requests scheduled runs.
@@ -183,94 +182,79 @@ pub async fn clear(
     }
 }
 
-/// The run a due schedule creates, or why it cannot be created.
-async fn scheduled_run(
-    state: &AppState,
-    rec: &PlanScheduleRecord,
-) -> Result<Result<NewPlanRun, String>, ApiError> {
-    let Some(plan) = state.store.get_plan(&rec.org, &rec.plan).await? else {
-        return Ok(Err(format!("plan {:?} no longer exists", rec.plan)));
-    };
-    let inputs: BTreeMap<String, Value> = rec.inputs.clone();
-    match super::runs::resolve(state, &rec.org, &rec.plan, &plan.source, &inputs).await {
-        Ok(resolved) => Ok(Ok(NewPlanRun {
-            id: super::runs::new_plan_run_id(),
-            org: rec.org.clone(),
-            plan: rec.plan.clone(),
-            plan_version: plan.version,
-            source: plan.source,
-            inputs,
-            dry_run: false,
-            requested_by: REQUESTER.to_string(),
-            trigger: PlanTrigger::Schedule,
-            hosts: resolved.hosts,
-            gated_environments: resolved.gated,
-            concurrent: resolved.plan.concurrent_runs,
-        })),
-        // Refusals of the plan or its targets are the schedule's business: recorded.
-        Err(ApiError::Validation(e)) => Ok(Err(e.to_string())),
-        Err(ApiError::Conflict { message, .. }) => Ok(Err(message)),
-        Err(e) => Err(e),
-    }
-}
+/// A plan's schedule, fired by the scheduler: a due fire creates a plan run with the
+/// schedule's inputs, or records why it could not (the plan gone or refused, its targets
+/// unresolvable, the concurrency guard).
+#[async_trait::async_trait]
+impl Cron for PlanScheduleRecord {
+    type Run = NewPlanRun;
+    const MISSED: &'static str = "scheduled run(s)";
 
-/// Arms new or changed plan schedules and fires the due ones (from the scheduler pass).
-pub async fn fire_due(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiError> {
-    for rec in state.store.plan_schedules(None, None).await? {
-        let Ok(schedule) = Schedule::parse(&rec.cron, &rec.timezone) else {
-            // Validated when set; a schedule this build cannot read is left alone.
-            continue;
-        };
-        let armed = rec.armed.as_ref().map(|a| Armed {
+    fn schedule(&self) -> Option<Schedule> {
+        Schedule::parse(&self.cron, &self.timezone).ok()
+    }
+
+    fn armed(&self) -> Option<Armed<'_>> {
+        self.armed.as_ref().map(|a| Armed {
             expression: &a.cron,
             timezone: &a.timezone,
             next_at: a.next_at,
-        });
-        let mut fire = PlanScheduleFire {
-            org: rec.org.clone(),
-            plan: rec.plan.clone(),
-            cron: schedule.expression().to_string(),
-            timezone: schedule.timezone().name().to_string(),
-            expected_next: rec.armed.as_ref().map(|a| a.next_at),
-            next_at: now,
-            since: None,
-            run: None,
-            note: None,
-            now,
+        })
+    }
+
+    async fn due(&self, state: &AppState) -> Result<Due<NewPlanRun>, ApiError> {
+        let Some(plan) = state.store.get_plan(&self.org, &self.plan).await? else {
+            return Ok(Due::Skip(format!("plan {:?} no longer exists", self.plan)));
         };
-        match decide(&schedule, armed, now) {
-            Decision::Wait => continue,
-            Decision::Arm { next } => {
-                fire.next_at = next;
-                fire.since = Some(now);
-            }
-            Decision::Fire { missed, next } => {
-                fire.next_at = next;
-                let caught_up = (missed > 0).then(|| {
-                    format!("{missed} scheduled run(s) passed while the server was down or busy; ran one")
-                });
-                match scheduled_run(state, &rec).await? {
-                    Ok(run) => {
-                        fire.run = Some(run);
-                        fire.note = caught_up;
-                    }
-                    Err(why) => fire.note = Some(format!("skipped: {why}")),
-                }
-            }
+        let inputs: BTreeMap<String, Value> = self.inputs.clone();
+        match super::runs::resolve(state, &self.org, &self.plan, &plan.source, &inputs).await {
+            Ok(resolved) => Ok(Due::Run(NewPlanRun {
+                id: super::runs::new_plan_run_id(),
+                org: self.org.clone(),
+                plan: self.plan.clone(),
+                plan_version: plan.version,
+                source: plan.source,
+                inputs,
+                dry_run: false,
+                requested_by: REQUESTER.to_string(),
+                trigger: PlanTrigger::Schedule,
+                hosts: resolved.hosts,
+                gated_environments: resolved.gated,
+                concurrent: resolved.plan.concurrent_runs,
+            })),
+            // Refusals of the plan or its targets are the schedule's business: recorded.
+            Err(ApiError::Validation(e)) => Ok(Due::Skip(e.to_string())),
+            Err(ApiError::Conflict { message, .. }) => Ok(Due::Skip(message)),
+            Err(e) => Err(e),
         }
+    }
+
+    async fn store(&self, state: &AppState, fire: Fire<NewPlanRun>) -> Result<(), ApiError> {
+        let fire = PlanScheduleFire {
+            org: self.org.clone(),
+            plan: self.plan.clone(),
+            cron: fire.expression,
+            timezone: fire.timezone,
+            expected_next: fire.expected_next,
+            next_at: fire.next_at,
+            since: fire.since,
+            run: fire.run,
+            note: fire.note,
+            now: fire.now,
+        };
         match state.store.fire_plan_schedule(&fire).await? {
             PlanScheduleFired::Started(run) => {
-                tracing::info!(org = %rec.org, plan = %rec.plan, run = %run.id, state = %run.state,
+                tracing::info!(org = %self.org, plan = %self.plan, run = %run.id, state = %run.state,
                     "scheduled plan run created");
                 if run.needs_lease {
                     state.wake_dispatch();
                 }
             }
             PlanScheduleFired::Skipped { reason } => {
-                tracing::info!(org = %rec.org, plan = %rec.plan, %reason, "scheduled plan run skipped");
+                tracing::info!(org = %self.org, plan = %self.plan, %reason, "scheduled plan run skipped");
             }
             PlanScheduleFired::Armed | PlanScheduleFired::Raced => {}
         }
+        Ok(())
     }
-    Ok(())
 }
