@@ -21,11 +21,11 @@ use bosun_core::Role;
 use bosun_store::{ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, PendingApproval};
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 /// Comments are kept short: they land in the run's reason and the audit record.
 const MAX_COMMENT: usize = 2000;
@@ -107,7 +107,7 @@ pub async fn decisions(
     ApiPath(org): ApiPath<String>,
     ApiQuery(q): ApiQuery<DecisionsQuery>,
 ) -> Result<Json<Vec<ApprovalDecisionView>>, ApiError> {
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     let records = state.store.approval_decisions(&org, limit).await?;
     Ok(Json(
         records

@@ -1,6 +1,6 @@
 //! The authorization layer every API route passes through.
 //!
-//! Each route in [`crate::routes`] declares an [`Access`] policy. [`guard`] runs before
+//! Each route in [`crate::route`] declares an [`Access`] policy. [`guard`] runs before
 //! the handler: it authenticates the bearer token into a [`Principal`], asks
 //! [`bosun_core::authz::authorize`], and hands the principal to the handler as a
 //! [`Caller`]. A handler cannot be reached without passing here.
@@ -17,8 +17,8 @@ use bosun_core::token::{hash_token, TokenKind};
 use bosun_store::{Audit, Store};
 use chrono::Utc;
 
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 
 /// The state the guard middleware of one route carries.
 #[derive(Clone)]

@@ -101,7 +101,7 @@ pub struct ServerConfig {
     /// Notification delivery: retries, timeouts, the old-lock threshold.
     pub notify: NotifyConfig,
     /// The scheduler (drift checks): how often it looks, and the clock it reads.
-    pub schedules: crate::schedules::ScheduleConfig,
+    pub schedules: crate::schedules::clock::ScheduleConfig,
     /// Whether the requester of a run waiting for approval may approve it themselves
     /// (off by default: another approver must).
     pub allow_self_approval: bool,
@@ -211,10 +211,10 @@ impl Default for VcsConfig {
 /// start while nothing is sealed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SecretsConfig {
-    pub key: Option<crate::secrets::seal::KeySource>,
+    pub key: Option<KeySource>,
     /// The key values were sealed with before a rotation: on start, everything sealed
     /// with it is re-sealed with `key`.
-    pub previous_key: Option<crate::secrets::seal::KeySource>,
+    pub previous_key: Option<KeySource>,
 }
 
 /// The OIDC issuer's settings.
@@ -462,7 +462,7 @@ impl ServerConfig {
             secrets: SecretsConfig::default(),
             oidc: OidcConfig::default(),
             notify,
-            schedules: crate::schedules::ScheduleConfig::default(),
+            schedules: crate::schedules::clock::ScheduleConfig::default(),
             allow_self_approval: false,
             bootstrap_token: o.bootstrap_token,
             replica_id: None,
@@ -783,4 +783,13 @@ mod tests {
         assert_eq!(c.postgres_url(), None);
         assert_eq!(c.sqlite_path(), PathBuf::from("/var/lib/bosun/b.db"));
     }
+}
+
+/// Where the secrets key comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// A file holding the base64 of 32 random bytes.
+    File(PathBuf),
+    /// The base64 itself (`BOSUN_SECRETS_KEY`).
+    Value(Secret),
 }

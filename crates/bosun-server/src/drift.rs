@@ -34,12 +34,12 @@ use bosun_store::{
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
-use crate::routes::Route;
+use crate::route::Route;
 use crate::schedules::{Armed, Cron, Due, Fire};
-use crate::server::AppState;
 
 pub fn routes() -> Vec<Route> {
     vec![Route::post(

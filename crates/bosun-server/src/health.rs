@@ -8,8 +8,8 @@ use axum::Json;
 use bosun_api::Health;
 use bosun_store::StoreError;
 
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 
 /// How long `/readyz` waits for the store: a hung database makes the probe answer 503,
 /// not hang with it.

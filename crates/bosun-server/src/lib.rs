@@ -6,6 +6,7 @@
 //! through are `auth` (who is calling, may they), `error` (the one mapping to HTTP) and
 //! `extract` (request bodies and queries with errors in our format).
 
+mod app;
 mod approvals;
 pub mod auth;
 mod bootstrap;
@@ -22,8 +23,10 @@ mod metrics;
 pub mod notify;
 pub mod openapi;
 mod outputs;
+mod paging;
 mod plans;
 mod prepare;
+pub mod route;
 pub mod routes;
 mod runners;
 mod runs;
@@ -38,5 +41,6 @@ pub mod tokens;
 pub mod vcs;
 mod web_headers;
 
+pub use app::AppState;
 pub use config::{ConfigError, ConfigOverrides, FileConfig, ServerConfig};
-pub use server::{AppState, RunningServer, StartError};
+pub use server::{RunningServer, StartError};

@@ -29,9 +29,9 @@ use axum::response::IntoResponse;
 use bosun_core::run::{RunKind, RunState};
 use chrono::{DateTime, Utc};
 
+use crate::app::AppState;
 use crate::error::ApiError;
 use crate::runners::{dark_after, runner_status, RUNNER_STATUSES};
-use crate::server::AppState;
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -18,10 +18,10 @@ use bosun_core::state::{Output, StateAccess, StateOp};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 pub fn routes() -> Vec<Route> {
     // Whoever may read the state may read what it outputs: viewers and up, and run

@@ -11,8 +11,8 @@ use bosun_core::integrations::{self, Kind};
 use bosun_core::stack::StackSpec;
 use bosun_store::RunRecord;
 
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 
 /// What a prepared phase hands the runner.
 #[derive(Debug, Default)]

@@ -27,12 +27,12 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{read_body, ApiJson, ApiPath, ApiQuery};
-use crate::routes::{BodyLimitKind, Route};
+use crate::route::{BodyLimitKind, Route};
 use crate::secrets::mask::LogKind;
-use crate::server::AppState;
 use crate::tokens::{mint_run_token, new_token, TokenOwner};
 
 pub fn routes() -> Vec<Route> {

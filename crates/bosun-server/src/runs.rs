@@ -20,11 +20,11 @@ use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 pub fn routes() -> Vec<Route> {
     let op = Access::Org(Role::Operator);
@@ -214,7 +214,7 @@ pub async fn list(
     ApiPath((org, stack)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<RunsQuery>,
 ) -> Result<Json<Page<Run>>, ApiError> {
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     if let Some(cursor) = &q.cursor {
         let known = state
             .store
@@ -376,7 +376,7 @@ pub async fn logs(
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Json<Vec<LogChunk>>, ApiError> {
     load(&state, &org, &id).await?;
-    let limit = crate::stacks::page_limit(q.limit.or(Some(1000)))?;
+    let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
     Ok(log_page(state.store.read_logs(&id, q.after, limit).await?))
 }
 

@@ -7,16 +7,16 @@ use axum::Json;
 use bosun_api::{Page, Stack, StackCreate, StackPatch};
 use bosun_core::authz::Access;
 use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
-use bosun_core::{Role, ValidationError};
+use bosun_core::Role;
 use bosun_store::StackRecord;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -38,18 +38,6 @@ pub fn routes() -> Vec<Route> {
             delete,
         ),
     ]
-}
-
-pub const DEFAULT_PAGE: u32 = 100;
-pub const MAX_PAGE: u32 = 1000;
-
-/// Checks a `limit` query parameter.
-pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
-    match limit {
-        None => Ok(DEFAULT_PAGE),
-        Some(l) if (1..=MAX_PAGE).contains(&l) => Ok(l),
-        Some(_) => Err(ValidationError::new("limit", format!("must be 1 to {MAX_PAGE}")).into()),
-    }
 }
 
 fn dependency_in(d: bosun_api::Dependency) -> DependencyInput {
@@ -277,7 +265,7 @@ pub async fn list(
     ApiPath(org): ApiPath<String>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Stack>>, ApiError> {
-    let limit = page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     let records = state
         .store
         .list_stacks(&org, q.cursor.as_deref(), limit)

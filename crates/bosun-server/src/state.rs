@@ -27,12 +27,12 @@ use md5::{Digest, Md5};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
-use crate::routes::{BodyLimitKind, Route};
+use crate::route::{BodyLimitKind, Route};
 use crate::secrets::mask::LogKind;
-use crate::server::AppState;
 
 pub fn routes() -> Vec<Route> {
     let read = Access::State(StateAccess::Op(StateOp::Read));
@@ -397,7 +397,7 @@ pub async fn list_versions(
     ApiQuery(q): ApiQuery<VersionsQuery>,
 ) -> Result<Json<Page<StateVersion>>, ApiError> {
     require_stack(&state, &org, &stack).await?;
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     let versions = state
         .store
         .list_state_versions(&org, &stack, q.cursor, limit)

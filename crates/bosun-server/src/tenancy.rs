@@ -10,11 +10,11 @@ use bosun_store::{AuditRecord, NewOrg, NewUser};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -310,7 +310,7 @@ pub async fn list_audit(
     ApiPath(org): ApiPath<String>,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEvent>>, ApiError> {
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     let records = state
         .store
         .search_audit(Some(&org), &q.filter(), q.before, limit)
@@ -327,7 +327,7 @@ pub async fn list_server_audit(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEvent>>, ApiError> {
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     let records = state
         .store
         .search_audit(None, &q.filter(), q.before, limit)

@@ -14,11 +14,11 @@ use chrono::{DateTime, Duration, Utc};
 use rand::RngCore;
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 pub fn routes() -> Vec<Route> {
     vec![

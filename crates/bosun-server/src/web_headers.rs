@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::server::AppState;
+use crate::app::AppState;
 
 /// The console's scripts and styles are files under `/console/static/` (no inline code,
 /// no `style=` attributes, no event-handler attributes); its live logs and refreshes

@@ -16,9 +16,9 @@ use serde::Deserialize;
 use super::audit::When;
 use super::session::redirect_with_flash;
 use super::{render, Layout, PageError, Session};
+use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

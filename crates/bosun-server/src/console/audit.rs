@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::{age, render, urlencode, Layout, PageError, Session};
+use crate::app::AppState;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::server::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/audit", get(list))

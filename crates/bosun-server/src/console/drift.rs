@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::audit::When;
 use super::stacks::DriftBadge;
 use super::{duration_text, render, Layout, PageError, Session};
-use crate::server::AppState;
+use crate::app::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/drift", get(dashboard))

@@ -30,8 +30,8 @@ use axum::routing::{get, post};
 use axum::Router;
 use bosun_core::authz::{authorize, Access};
 
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 pub use session::{Flash, Session};
 
 /// The console's routes, merged into the server's router.

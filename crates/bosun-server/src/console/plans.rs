@@ -20,9 +20,9 @@ use serde_json::Value;
 use super::audit::When;
 use super::session::{redirect_with_flash, CsrfOnly};
 use super::{render, urlencode, Layout, PageError, Session, StreamQuery};
+use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -9,8 +9,8 @@ use axum::Router;
 
 use super::audit::When;
 use super::{render, Layout, PageError, Session};
+use crate::app::AppState;
 use crate::extract::ApiPath;
-use crate::server::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/runners", get(list))

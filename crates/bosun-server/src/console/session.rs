@@ -26,8 +26,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::{render, PageError};
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 use crate::web_headers::secure_cookies;
 
 const COOKIE_NAME: &str = "bosun_session";

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use super::session::redirect_with_flash;
 use super::stacks::DriftBadge;
 use super::{age, render, urlencode, Layout, PageError, Session};
+use crate::app::AppState;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -10,8 +10,8 @@ use axum::Router;
 use serde::Deserialize;
 
 use super::{age, render, Layout, PageError, Session};
+use crate::app::AppState;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::server::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/stacks", get(list))

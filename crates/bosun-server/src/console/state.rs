@@ -11,8 +11,8 @@ use serde::Deserialize;
 
 use super::session::redirect_with_flash;
 use super::{age, duration_text, render, urlencode, Layout, PageError, Session};
+use crate::app::AppState;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

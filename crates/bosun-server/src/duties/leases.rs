@@ -11,7 +11,8 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::stopped;
-use crate::server::{AppState, StartError};
+use crate::app::AppState;
+use crate::server::StartError;
 
 /// Whether this replica runs `duty`'s pass now: whether it holds the duty's cluster-wide
 /// lease, as [`lease_keeper`] last found (the first call takes or looks at the lease

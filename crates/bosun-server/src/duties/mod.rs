@@ -6,18 +6,18 @@
 //! duties in one place (`server.rs`); each duty's pass lives with its capability.
 
 mod leases;
+pub mod status;
 mod sweep;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use futures_util::future::BoxFuture;
 
-use crate::server::AppState;
+use crate::app::AppState;
 
 pub use leases::{holds_duty, lease_keeper, replica_id};
+pub use status::DutyStatus;
 pub use sweep::reconcile_on_start;
 pub(crate) use sweep::{settle_silent_run, stale_sweep};
 
@@ -124,82 +124,6 @@ async fn run(state: AppState, mut duty: Duty) {
 /// (`changed()` alone would miss a signal sent before the subscription).
 pub async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stopping.wait_for(|s| *s).await;
-}
-
-/// Every duty of this server process and when it last completed a pass, for probes and
-/// metrics; and the duty leases this replica holds.
-#[derive(Default)]
-pub struct DutyStatus {
-    /// Each duty's last completed pass (Unix ms; 0 before its first).
-    passes: Mutex<BTreeMap<&'static str, i64>>,
-    leases: Mutex<Leases>,
-}
-
-/// The duties this replica runs, and until when (this process's clock) it may pass each
-/// one it holds: a renewal's start plus two thirds of the lease, so a replica whose
-/// renewals stall stops passing before its lease can be taken.
-#[derive(Default)]
-struct Leases {
-    duties: BTreeSet<&'static str>,
-    held_until: BTreeMap<&'static str, tokio::time::Instant>,
-}
-
-impl DutyStatus {
-    fn register(&self, duty: &'static str) {
-        let mut passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
-        passes.entry(duty).or_insert(0);
-    }
-
-    fn passed(&self, duty: &'static str) {
-        let mut passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
-        passes.insert(duty, Utc::now().timestamp_millis());
-    }
-
-    /// When `duty` last completed a pass (Unix ms; 0 before its first, or when this
-    /// process does not run it).
-    pub fn last_pass(&self, duty: &str) -> i64 {
-        let passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
-        passes.get(duty).copied().unwrap_or(0)
-    }
-
-    /// Every duty of this process, by name, with its last pass (Unix ms; 0 before its
-    /// first).
-    pub fn last_passes(&self) -> Vec<(&'static str, i64)> {
-        let passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
-        passes.iter().map(|(d, at)| (*d, *at)).collect()
-    }
-
-    fn valid(&self, duty: &'static str) -> Option<bool> {
-        let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        leases.duties.contains(duty).then(|| {
-            leases
-                .held_until
-                .get(duty)
-                .is_some_and(|until| tokio::time::Instant::now() < *until)
-        })
-    }
-
-    fn record(&self, duty: &'static str, held: Option<tokio::time::Instant>) {
-        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        leases.duties.insert(duty);
-        match held {
-            Some(until) => leases.held_until.insert(duty, until),
-            None => leases.held_until.remove(duty),
-        };
-    }
-
-    fn duties(&self) -> Vec<&'static str> {
-        let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        leases.duties.iter().copied().collect()
-    }
-
-    /// Each duty this replica runs, and whether it holds the duty's lease now.
-    pub fn leases_held(&self) -> Vec<(&'static str, bool)> {
-        self.duties()
-            .into_iter()
-            .map(|d| (d, self.valid(d).unwrap_or(false)))
-            .collect()
-    }
 }
 
 pub fn new_status() -> Arc<DutyStatus> {

@@ -7,7 +7,7 @@ use bosun_store::{RunEventInput, RunUpdate};
 use chrono::Utc;
 
 use super::Duty;
-use crate::server::AppState;
+use crate::app::AppState;
 
 /// The sweep duty: force-fails executing runs with no heartbeat for `stale_after`,
 /// requeues leased runs whose runner never started them, and interrupts runs past their

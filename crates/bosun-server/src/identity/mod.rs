@@ -4,6 +4,9 @@
 //! calls with its request token — which is valid only while that run still executes that
 //! phase under that lease, so a plan phase can never mint an apply identity.
 
+pub mod issuer;
+pub use issuer::Issuer;
+
 use std::time::Duration;
 
 use axum::extract::State;
@@ -23,11 +26,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiQuery;
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 /// Where executing phases ask for identity tokens (outside `/api/v1`: its bearer is a
 /// request token, not an API token).
@@ -37,12 +40,6 @@ const PUBLISH_SLACK: Duration = Duration::from_secs(300);
 
 pub fn routes() -> Vec<Route> {
     vec![Route::post("/oidc/rotate", Access::ServerAdmin, rotate)]
-}
-
-/// Serializes key generation, so concurrent first requests make one key.
-#[derive(Default)]
-pub struct Issuer {
-    keygen: tokio::sync::Mutex<()>,
 }
 
 #[derive(Serialize)]

@@ -21,10 +21,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::KINDS;
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::AppState;
 
 /// The longest HMAC secret accepted.
 const MAX_SECRET: usize = 1024;
@@ -351,7 +351,7 @@ pub async fn deliveries(
     ApiQuery(q): ApiQuery<DeliveriesQuery>,
 ) -> Result<Json<Vec<NotificationDeliveryInfo>>, ApiError> {
     load(&state, &org, &id).await?;
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     let list = state
         .store
         .list_notification_deliveries(&org, &id, q.before, limit)

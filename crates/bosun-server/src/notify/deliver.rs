@@ -18,7 +18,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 
-use crate::server::AppState;
+use crate::app::AppState;
 
 /// Deliveries sent at once in one pass.
 const CONCURRENCY: usize = 8;

@@ -9,43 +9,18 @@
 //! targets, shows the delivery log and sends test events.
 
 pub mod api;
+pub mod counters;
 pub mod deliver;
-
-use std::sync::atomic::AtomicU64;
 
 use bosun_core::authz::Access;
 use bosun_core::Role;
 
-use crate::routes::Route;
+use crate::route::Route;
+
+pub use counters::Counters;
 
 /// The target kinds.
 pub const KINDS: [&str; 2] = ["webhook", "slack"];
-
-/// This process's delivery counters, for `/metrics`.
-#[derive(Default)]
-pub struct Counters {
-    pub delivered: AtomicU64,
-    /// Failed attempts that will be retried.
-    pub retried: AtomicU64,
-    /// Failed last attempts: the delivery was given up.
-    pub gave_up: AtomicU64,
-    /// Failed attempts (retried or not), by target kind.
-    pub failures_webhook: AtomicU64,
-    pub failures_slack: AtomicU64,
-    /// Deliveries and events deleted by retention.
-    pub pruned_deliveries: AtomicU64,
-    pub pruned_events: AtomicU64,
-}
-
-impl Counters {
-    pub fn failures(&self, kind: &str) -> &AtomicU64 {
-        if kind == "slack" {
-            &self.failures_slack
-        } else {
-            &self.failures_webhook
-        }
-    }
-}
 
 pub fn routes() -> Vec<Route> {
     vec![

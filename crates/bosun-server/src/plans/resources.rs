@@ -29,11 +29,11 @@ use bosun_store::{
 };
 use serde_json::{json, Value};
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
 /// A plan may not be called this: `POST /orgs/{org}/plans/lint` owns the path.
 const RESERVED_PLAN_NAMES: [&str; 1] = ["lint"];

@@ -31,14 +31,14 @@ use chrono::Utc;
 use rand::RngCore;
 use serde_json::{json, Value};
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::routes::Route;
+use crate::route::Route;
 use crate::runners::{FencingQuery, NextSeq};
 use crate::runs::{log_page, log_stream, LogsQuery, RunProgress};
 use crate::secrets::mask::LogKind;
-use crate::server::AppState;
 
 /// At most this many hosts of a run work at once.
 const FORKS: u32 = 20;
@@ -348,7 +348,7 @@ pub async fn list(
     ApiPath((org, plan)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<PlanRunsQuery>,
 ) -> Result<Json<Vec<PlanRunView>>, ApiError> {
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     if let Some(cursor) = &q.cursor {
         let known = state
             .store
@@ -426,7 +426,7 @@ pub async fn logs(
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Json<Vec<LogChunk>>, ApiError> {
     load(&state, &org, &id).await?;
-    let limit = crate::stacks::page_limit(q.limit.or(Some(1000)))?;
+    let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
     Ok(log_page(
         state.store.read_plan_run_logs(&id, q.after, limit).await?,
     ))

@@ -27,12 +27,12 @@ use bosun_store::{
 };
 use serde_json::{json, Value};
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::routes::Route;
+use crate::route::Route;
 use crate::schedules::{Armed, Cron, Due, Fire};
-use crate::server::AppState;
 
 /// Who requests scheduled runs.
 pub const REQUESTER: &str = "schedule";

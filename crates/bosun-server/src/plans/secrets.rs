@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use bosun_core::plan_resources::secret_refs;
 use bosun_store::{EnvironmentRecord, HostRecord, PlanRunEventInput, PlanRunRecord};
 
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 
 /// What a lease carries for a run's secrets.
 #[derive(Debug, Default)]

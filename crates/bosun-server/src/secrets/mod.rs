@@ -19,12 +19,12 @@ use bosun_store::{Audit, SecretMeta, Store};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::app::AppState;
 use crate::auth::Caller;
 use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 use seal::{KeySource, SealError, SecretsKey};
 
 /// The largest secret value accepted.

@@ -15,14 +15,7 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-/// Where the secrets key comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
-    /// A file holding the base64 of 32 random bytes.
-    File(PathBuf),
-    /// The base64 itself (`BOSUN_SECRETS_KEY`).
-    Value(crate::config::Secret),
-}
+pub use crate::config::KeySource;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {

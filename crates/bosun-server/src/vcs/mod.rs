@@ -11,10 +11,9 @@
 pub mod github;
 pub mod mirror;
 pub mod poller;
+pub mod shared;
 pub mod source;
 pub mod webhook;
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::State;
 use axum::Json;
@@ -30,41 +29,12 @@ use bosun_store::{
 };
 use serde::Deserialize;
 
+use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::routes::Route;
-use crate::server::AppState;
+use crate::route::Route;
 
-/// The VCS side of the server: the GitHub client, the mirrors and delivery counters.
-pub struct Vcs {
-    pub github: github::Github,
-    pub mirrors: mirror::Mirrors,
-    pub counters: Counters,
-}
-
-/// Webhook deliveries by outcome, for `/metrics` (refused ones are stored nowhere else).
-#[derive(Default)]
-pub struct Counters {
-    pub accepted: AtomicU64,
-    pub duplicate: AtomicU64,
-    pub rejected: AtomicU64,
-}
-
-impl Counters {
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl Vcs {
-    pub fn new(config: &crate::config::ServerConfig) -> Result<Self, github::GithubError> {
-        Ok(Vcs {
-            github: github::Github::new(&config.vcs)?,
-            mirrors: mirror::Mirrors::new(config.data_dir.join("mirrors")),
-            counters: Counters::default(),
-        })
-    }
-}
+pub use shared::{Counters, Vcs};
 
 pub fn routes() -> Vec<Route> {
     vec![Route::get(
@@ -243,7 +213,7 @@ pub async fn list_triggers(
             "stack {stack:?} in org {org:?}"
         )));
     }
-    let limit = crate::stacks::page_limit(q.limit)?;
+    let limit = crate::paging::page_limit(q.limit)?;
     let rows = state
         .store
         .list_triggers(&org, &stack, q.cursor, limit)

@@ -14,8 +14,8 @@ use rand::RngCore;
 use super::mirror::{remote_head, Range};
 use super::webhook::summary;
 use super::{decide, record, Change, ChangedFiles};
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 
 /// Remotes polled at once.
 const CONCURRENCY: usize = 8;

@@ -9,8 +9,8 @@ use bosun_core::stack::{Repository, StackSpec};
 use bosun_store::{RunRecord, VcsTokenRecord};
 use chrono::Utc;
 
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::server::AppState;
 
 /// The clone address and credential handed to a run's runner.
 #[derive(Debug, Default)]

@@ -26,9 +26,9 @@ use sha2::Sha256;
 
 use super::mirror::Range;
 use super::{decide, record, Change, ChangedFiles, Counters};
+use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::read_body;
-use crate::server::AppState;
 
 /// GitHub lists at most this many commits in a push payload.
 const PAYLOAD_COMMIT_LIMIT: usize = 20;

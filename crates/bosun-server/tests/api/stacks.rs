@@ -37,7 +37,14 @@ async fn create_show_update_delete_with_every_field() {
     let shown = t.get("/api/v1/orgs/default/stacks/app", &t.admin).await;
     assert_eq!(shown.status, StatusCode::OK);
     let s = &shown.body;
-    assert_eq!(s, &r.body);
+    // The same stack, but for the drift schedule's next check, which the scheduler's
+    // first pass may arm between the two answers.
+    let without_next_check = |v: &serde_json::Value| {
+        let mut v = v.clone();
+        v["drift_status"]["next_check_at"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(without_next_check(s), without_next_check(&r.body));
     // Normalized on the way in.
     assert_eq!(s["path"], "stacks/app");
     assert_eq!(s["watch_paths"], json!(["modules/common", "shared"]));
