@@ -10,7 +10,7 @@
 //! newline is glued to that line (Ansible does exactly that; the differential test
 //! `tests/lineinfile_ansible.rs` pins every such behaviour against real ansible-core).
 //!
-//! Regular expressions are Python's `re` on bytes. [`pyre`] parses the pattern with the
+//! Regular expressions are Python's `re` on bytes. `crate::pyre` parses the pattern with the
 //! grammar and errors of CPython's `re._parser` and translates it into a `fancy_regex`
 //! pattern over bytes (ASCII classes, `$` matching before a final `\n`, Python's
 //! case-insensitivity, look-around, backreferences, conditionals, atomic groups and
