@@ -7,6 +7,8 @@
 //!   unresolved references collected (or refused with `strict_vars`).
 //! - [`condition`]: the `when:` expression language; a malformed condition fails open.
 //! - [`lineinfile`]: `file.lineinfile`, byte-identical to Ansible's `lineinfile`.
+//! - `pyre` (crate-private): Python's `re` on bytes patterns, translated to `fancy_regex`
+//!   for `lineinfile`.
 //! - [`connection`]: `local` and `ssh` connections (host keys verified, stdin closed,
 //!   non-interactive sudo) and the staged host check.
 //! - [`modules`] and [`exec`]: the modules, the executor (step by step across hosts,
@@ -18,4 +20,5 @@ pub mod exec;
 pub mod lineinfile;
 pub mod model;
 pub mod modules;
+mod pyre;
 pub mod template;

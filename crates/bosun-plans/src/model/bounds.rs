@@ -1,6 +1,6 @@
 //! Limits on a plan or inventory text, checked before a YAML parser reads it.
 //!
-//! The YAML readers behind `parse.rs` are not linear on hostile input: libyaml (under
+//! The YAML readers behind `parse/` are not linear on hostile input: libyaml (under
 //! `serde_norway`) looks at every open flow level at each token, so `[[[[…` costs the
 //! square of its depth (100,000 levels took 25 s), and an alias replays its anchored node
 //! each time it is used, so aliases of aliases (`&b [*a, *a, …]`, "billion laughs") grow

@@ -1,5 +1,5 @@
 //! Plans and inventories as the engine uses them: validated, with every templated string
-//! kept as written (rendered per host at run time). Parsing (`parse.rs`) turns YAML into
+//! kept as written (rendered per host at run time). Parsing (`parse/`) turns YAML into
 //! these in two stages — raw serde structures, then validation — and every error names
 //! the file, line and column. Before either, `bounds.rs` checks the text against
 //! [`Limits::FILE`] (size, nesting depth, alias expansion) in one linear pass.

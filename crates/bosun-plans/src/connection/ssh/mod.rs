@@ -1,0 +1,327 @@
+//! The `ssh` connection, on [`russh`] (async, pure Rust): one TCP connection and SSH
+//! session per host, reused across steps, one channel per command — so a run over 1,000
+//! hosts is 1,000 tokio tasks, not 1,000 `ssh` processes, and concurrent `run`s on one
+//! connection share it.
+//!
+//! **Host keys are always verified.** A pinned `host_key` must equal the server's key;
+//! otherwise the server's key must be in `known_hosts` (the host's file, or by default
+//! `~/.ssh/known_hosts` then `/etc/ssh/ssh_known_hosts`) under the name OpenSSH would use
+//! — `address` on port 22, `[address]:port` otherwise — as a plain, wildcard (`*`, `?`,
+//! `!` negation) or hashed (`|1|salt|hash`) entry. An unknown key and a changed key are
+//! both refused ([`ConnError::HostKey`]), as is a key marked `@revoked`. The key types a
+//! host is known by are offered first, so a host known only by its RSA key is asked
+//! for that one.
+//!
+//! **Authentication** uses `identity_file` (unencrypted ed25519/ECDSA/RSA) if set; else
+//! the agent (`SSH_AUTH_SOCK`) if there is one, then `~/.ssh/id_ed25519`, `id_ecdsa`,
+//! `id_rsa`. The user is `user` or the local user. Nothing ever prompts.
+//!
+//! **Commands**: an argv is single-quoted word by word (POSIX: `'` becomes `'\''`) into
+//! one command line, a shell command becomes `sh -c '<line>'`, `sudo` prefixes
+//! `sudo -n --` (a sudo that wants a password fails at once: exit 1 with "a password is
+//! required" or "a terminal is required" sets `sudo_password_required`). The remote shell
+//! first writes its pid to stderr (`bosun-pgid:<pid>`, [`PGID_MARKER`]; the client cuts
+//! that line out, so stderr stays byte-exact), then `exec`s the command: the command
+//! keeps that pid, which is also its process group's id, since OpenSSH starts every
+//! session's shell with `setsid`. No extra process and no extra round trip. stdin gets
+//! the request's bytes then EOF, or EOF at once, so nothing can wait on a prompt.
+//!
+//! **Stopping a command** — its `run` future dropped (a cancelled or aborted run), or a
+//! timeout the host could not enforce — is done from a second channel on the same
+//! session: [`kill_line`] sends `TERM` to the command's process group, then `KILL` to
+//! whatever of it is left after 2 s; through `sudo -n` when the command ran with sudo
+//! (falling back to the login user, whose `TERM` sudo relays to its command). This works
+//! for any login, root included: OpenSSH refuses signal requests in root sessions and
+//! does not kill a command without a PTY when its channel closes, so neither is relied
+//! on (a `TERM` signal request remains the fallback when a host's shell never said its
+//! pid). A drop cannot wait, so the stop runs as a task on the runtime that holds the
+//! session open (and the command's place among [`MAX_CHANNELS`]) until it is done; one
+//! session is kept free of commands so a stop always finds one. A cancel that lands
+//! before the pid arrived reads the channel for it first. Processes the command moved
+//! to other process groups or sessions (daemons) are not reached — except under sudo's
+//! `use_pty` (Debian's default), where the command runs in a session of its own: sudo
+//! relays the `TERM` to it, and once `KILL` ends sudo its pty hangs the command up.
+//!
+//! **Timeouts** are enforced on the host, where the processes are: a command with a
+//! timeout runs under coreutils' `timeout -k 5 <T>` when the host has it. `timeout`
+//! signals the command's whole process group at `T` (`TERM`, then `KILL` 5 s on), so
+//! nothing the command started lingers, and exits 124, which — once `T` has passed — is
+//! reported as `timed_out` with no exit code (output so far is kept). The client waits
+//! [`TIMEOUT_GRACE`] longer; if the command is still running then (no `timeout` on the
+//! host), the client stops it as above, closes the channel and reports `timed_out`. With
+//! `sudo`, `timeout` wraps `sudo` (so sudoers rules written for the command itself still
+//! match) and sudo relays the signal to the command.
+//!
+//! **Output**: stdout, stderr and the exit status, read until the server closes the
+//! channel. A command that exits while a background process it started still holds its
+//! output open is not waited for beyond [`LINGER_AFTER_EXIT`] of silence.
+//!
+//! At most [`MAX_CHANNELS`] − 1 commands run at once on one connection (OpenSSH's
+//! default `MaxSessions`, less the one kept for stops); more wait their turn, and a
+//! channel the server still refuses for lack of sessions is retried briefly. A
+//! connection that drops fails its commands with [`ConnError::Lost`]; keepalives notice
+//! a silent peer.
+//!
+//! The parts: `connect.rs` (the stages of a connection, which the host check runs one
+//! by one), `host_keys.rs` (host key verification), `command.rs` (the remote command
+//! line), `output.rs` (reading a command's channel), `stop.rs` (stopping a command) and
+//! `local_user.rs` (the local user's name and home folder).
+
+mod command;
+mod connect;
+mod host_keys;
+mod local_user;
+mod output;
+mod stop;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use russh::client::{self, Handle};
+use russh::ChannelOpenFailure;
+use tokio::sync::Semaphore;
+
+use super::{ConnError, ConnectOptions, Connection, Output, RunRequest};
+use crate::model::Host;
+pub use command::{command_line, shell_quote};
+pub(crate) use connect::{authenticate, handshake, resolve, tcp_connect};
+use host_keys::ClientHandler;
+use output::{collect, Collected};
+pub use stop::kill_line;
+use stop::{stop, Running};
+
+/// Channels open at once on one connection: OpenSSH's default `MaxSessions`. Commands get
+/// one fewer: the last is kept for stopping them.
+pub const MAX_CHANNELS: usize = 10;
+
+/// After a command's exit status, how long a still-open channel may stay silent before
+/// the command is considered done (a background process holding its output open).
+pub const LINGER_AFTER_EXIT: Duration = Duration::from_secs(2);
+
+/// The grace `timeout -k` gives a command between `TERM` and `KILL`.
+const KILL_AFTER_SECS: u64 = 5;
+
+/// How long past a request's timeout the client waits for the host's `timeout` to
+/// report before it gives up on the command itself.
+pub const TIMEOUT_GRACE: Duration = Duration::from_secs(2);
+
+/// coreutils `timeout`'s exit status when it stopped the command.
+const TIMEOUT_EXIT: i32 = 124;
+
+/// How long to keep retrying a channel the server refuses for lack of sessions.
+const CHANNEL_RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// What the remote shell writes to stderr before it becomes the command:
+/// `bosun-pgid:<its pid>\n`. The client strips it from the output.
+pub const PGID_MARKER: &str = "bosun-pgid:";
+
+/// How long a cancelled command's channel is read for its process group id (a cancel
+/// that lands before the remote shell reported it).
+const PGID_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a stop (a second channel running `kill`) may take before it is given up on.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// An open, authenticated SSH connection to one host.
+pub struct SshConnection {
+    /// The host's name, for errors.
+    host: String,
+    /// Shared with the stops of cancelled commands, which outlive their `run`.
+    handle: Arc<Handle<ClientHandler>>,
+    /// Permits for commands: one session fewer than [`MAX_CHANNELS`], so a stop always
+    /// finds a free session even when every command is stuck.
+    channels: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for SshConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SshConnection")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SshConnection {
+    /// Resolves, connects, verifies the host key and authenticates, each stage within
+    /// `options.connect_timeout`.
+    pub async fn connect(host: &Host, options: &ConnectOptions) -> Result<Self, ConnError> {
+        let addrs = resolve(host, options.connect_timeout).await?;
+        let (stream, _addr) = tcp_connect(host, &addrs, options.connect_timeout).await?;
+        let (mut handle, _trust) = handshake(host, stream, options.connect_timeout).await?;
+        authenticate(host, &mut handle, options.connect_timeout).await?;
+        Ok(SshConnection::from_handle(host, handle))
+    }
+
+    /// Wraps an authenticated session (the host check builds one stage by stage).
+    pub(crate) fn from_handle(host: &Host, handle: Handle<ClientHandler>) -> Self {
+        SshConnection {
+            host: host.name.clone(),
+            handle: Arc::new(handle),
+            channels: Arc::new(Semaphore::new(MAX_CHANNELS - 1)),
+        }
+    }
+
+    fn lost(&self, reason: impl Into<String>) -> ConnError {
+        lost(&self.host, reason)
+    }
+}
+
+fn lost(host: &str, reason: impl Into<String>) -> ConnError {
+    ConnError::Lost {
+        host: host.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Opens a session channel, retrying while the server refuses for lack of sessions: its
+/// `MaxSessions` may be lower than ours, and OpenSSH frees a session slot only after it
+/// has sent the channel's close (it then refuses with "connect failed").
+async fn open_channel(
+    handle: &Handle<ClientHandler>,
+    host: &str,
+) -> Result<russh::Channel<client::Msg>, ConnError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        if handle.is_closed() {
+            return Err(lost(host, "the SSH session has ended"));
+        }
+        match handle.channel_open_session().await {
+            Ok(channel) => return Ok(channel),
+            Err(russh::Error::ChannelOpenFailure(
+                ChannelOpenFailure::AdministrativelyProhibited
+                | ChannelOpenFailure::ResourceShortage
+                | ChannelOpenFailure::ConnectFailed,
+            )) if started.elapsed() < CHANNEL_RETRY_FOR => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(russh::Error::ChannelOpenFailure(reason)) => {
+                return Err(ConnError::Other(format!(
+                    "{host}: the server refused a session channel ({reason:?})"
+                )))
+            }
+            Err(e) => return Err(lost(host, format!("cannot open a channel: {e}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl Connection for SshConnection {
+    async fn run(&self, request: &RunRequest) -> Result<Output, ConnError> {
+        let line = command_line(request)?;
+        let permit = Arc::clone(&self.channels)
+            .acquire_owned()
+            .await
+            .map_err(|_| self.lost("connection closed"))?;
+        let channel = open_channel(&self.handle, &self.host).await?;
+        let (rx, tx) = channel.split();
+        let tx = Arc::new(tx);
+        // From here on, a dropped future stops the command (see `Running`'s `Drop`).
+        let mut running = Running {
+            handle: Arc::clone(&self.handle),
+            tx: Arc::clone(&tx),
+            rx: Some(rx),
+            got: Collected::default(),
+            sudo: request.sudo,
+            armed: true,
+            permit: Some(permit),
+        };
+        if let Err(e) = tx.exec(true, line.into_bytes()).await {
+            running.armed = false;
+            return Err(self.lost(format!("cannot start the command: {e}")));
+        }
+
+        let feed = async {
+            if let Some(bytes) = &request.stdin {
+                // A command that exits without reading its stdin closes the channel
+                // under us; that is its business, not an error.
+                let _ = tx.data(&bytes[..]).await;
+            }
+            let _ = tx.eof().await;
+        };
+        let Running {
+            rx: Some(rx), got, ..
+        } = &mut running
+        else {
+            // Set above; only a stop takes it.
+            return Err(self.lost("the command's channel is gone"));
+        };
+        let work = async {
+            // Feeding stops when the command is done (it may never read all of stdin).
+            tokio::pin!(feed);
+            let collecting = collect(rx, got);
+            tokio::pin!(collecting);
+            let mut fed = false;
+            loop {
+                tokio::select! {
+                    () = &mut feed, if !fed => fed = true,
+                    () = &mut collecting => break,
+                }
+            }
+        };
+        let started = Instant::now();
+        let gave_up = match request.timeout {
+            Some(limit) => tokio::time::timeout(limit + TIMEOUT_GRACE, work)
+                .await
+                .is_err(),
+            None => {
+                work.await;
+                false
+            }
+        };
+        if gave_up {
+            // The host's `timeout` did not end it (missing, or the command outlived the
+            // KILL grace): stop its process group ourselves, then let the channel go
+            // (still armed: dropped meanwhile, the stop is finished from a task).
+            let rx = running.rx.take();
+            stop(&self.handle, &tx, rx, &mut running.got, request.sudo).await;
+        }
+        running.armed = false;
+        let got = std::mem::take(&mut running.got);
+        // `timeout` exits 124 when it had to stop the command.
+        let stopped_by_timeout = request
+            .timeout
+            .is_some_and(|limit| got.exit_code == Some(TIMEOUT_EXIT) && started.elapsed() >= limit);
+        if gave_up || stopped_by_timeout {
+            return Ok(Output {
+                exit_code: None,
+                stdout: got.stdout,
+                stderr: got.stderr,
+                timed_out: true,
+                sudo_password_required: false,
+            });
+        }
+        if got.refused {
+            return Err(ConnError::Other(format!(
+                "{}: the server refused to run the command",
+                self.host
+            )));
+        }
+        if !got.closed && got.exit_code.is_none() && got.signal.is_none() {
+            // The channel vanished without a word: the session is gone.
+            return Err(self.lost("the connection dropped while a command was running"));
+        }
+        if !got.closed {
+            // Exited, but a leftover process keeps the channel open: let it be.
+            let _ = tx.close().await;
+        }
+        let sudo_password_required =
+            request.sudo && super::local::sudo_wants_password(got.exit_code, &got.stderr);
+        Ok(Output {
+            exit_code: got.exit_code,
+            stdout: got.stdout,
+            stderr: got.stderr,
+            timed_out: false,
+            sudo_password_required,
+        })
+    }
+
+    async fn close(&self) {
+        let _ = self
+            .handle
+            .disconnect(russh::Disconnect::ByApplication, "", "en")
+            .await;
+    }
+}

@@ -1,0 +1,597 @@
+//! Stage 3 for plans: raw structures become a validated [`Plan`], every error placed
+//! at the key or value that is wrong; commands, timeouts and modes are read here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::index::{join_key, Index};
+use super::raw::{RawModule, RawNumberOrText, RawPlan, RawSchedule, RawStep, Words};
+use crate::model::{
+    CopySource, FileSchedule, InputDef, LineInFileArgs, ModelError, Module, Plan, Step, Targets,
+};
+
+/// The module names, as written in plan files.
+const MODULES: [&str; 7] = [
+    "command",
+    "shell",
+    "script",
+    "file.lineinfile",
+    "file.copy",
+    "file.directory",
+    "file.absent",
+];
+
+/// A step's keys other than its module.
+const STEP_FIELDS: [&str; 5] = ["name", "when", "sudo", "continue_on_error", "timeout"];
+
+/// A plan's raw structure as the model (`base`: the plan file's folder, for `src:`).
+pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, ModelError> {
+    let plan_name = match raw.name {
+        None => return Err(ix.err_value("", "a plan needs a `name`")),
+        Some(n) if n.trim().is_empty() => {
+            return Err(ix.err_value("name", "the plan's name is empty"))
+        }
+        Some(n) => n,
+    };
+    let raw_targets = raw.targets.unwrap_or_default();
+    let list = |field: &str, v: Option<Vec<String>>| -> Result<Vec<String>, ModelError> {
+        let v = v.unwrap_or_default();
+        for (i, s) in v.iter().enumerate() {
+            if s.trim().is_empty() {
+                return Err(ix.err_value(&format!("targets.{field}[{i}]"), "empty target name"));
+            }
+        }
+        Ok(v)
+    };
+    let targets = Targets {
+        hosts: list("hosts", raw_targets.hosts)?,
+        labels: list("labels", raw_targets.labels)?,
+        environments: list("environments", raw_targets.environments)?,
+    };
+    let inputs = raw
+        .inputs
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            let v = v.map_or_else(InputDef::default, |r| InputDef {
+                default: r.default,
+                description: r.description,
+            });
+            (k, v)
+        })
+        .collect();
+    let schedule = raw
+        .schedule
+        .map(|s| validate_schedule(ix, &inputs, s))
+        .transpose()?;
+    let raw_steps = match raw.steps {
+        None => return Err(ix.err_value("", "a plan needs `steps`")),
+        Some(s) if s.is_empty() => {
+            return Err(ix.err_value("steps", "a plan needs at least one step"))
+        }
+        Some(s) => s,
+    };
+    let steps = raw_steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| validate_step(ix, base, &format!("steps[{i}]"), s))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Plan {
+        name: plan_name,
+        targets,
+        concurrent_runs: raw.concurrent_runs.unwrap_or(false),
+        strict_vars: raw.strict_vars.unwrap_or(false),
+        inputs,
+        vars: raw.vars.unwrap_or_default(),
+        schedule,
+        steps,
+        locations: ix.source_map(),
+    })
+}
+
+/// A `schedule:` as the server takes it: a cron, an optional zone, declared inputs only
+/// (the cron and zone themselves are checked by the server, which fires them).
+fn validate_schedule(
+    ix: &Index,
+    inputs: &BTreeMap<String, InputDef>,
+    raw: RawSchedule,
+) -> Result<FileSchedule, ModelError> {
+    let cron = match raw.cron {
+        Some(c) if !c.trim().is_empty() => c,
+        Some(_) => return Err(ix.err_value("schedule.cron", "the schedule is empty")),
+        None => return Err(ix.err_value("schedule", "a schedule needs a `cron`")),
+    };
+    if raw.timezone.as_deref().is_some_and(|z| z.trim().is_empty()) {
+        return Err(ix.err_value(
+            "schedule.timezone",
+            "the time zone is empty (leave it out for UTC)",
+        ));
+    }
+    let scheduled = raw.inputs.unwrap_or_default();
+    if let Some(unknown) = scheduled.keys().find(|k| !inputs.contains_key(*k)) {
+        let declared: Vec<&str> = inputs.keys().map(String::as_str).collect();
+        return Err(ix.err_key(
+            &format!("schedule.inputs.{unknown}"),
+            format!(
+                "the plan has no input {unknown:?} (it declares: {})",
+                if declared.is_empty() {
+                    "none".to_string()
+                } else {
+                    declared.join(", ")
+                }
+            ),
+        ));
+    }
+    Ok(FileSchedule {
+        cron,
+        timezone: raw.timezone,
+        inputs: scheduled,
+    })
+}
+
+fn validate_step(ix: &Index, base: &Path, p: &str, raw: RawStep) -> Result<Step, ModelError> {
+    if let Some(key) = raw.unknown.first() {
+        return Err(ix.err_key(
+            &join_key(p, key),
+            format!(
+                "unknown module `{key}` (modules: {}; other step keys: {})",
+                MODULES.join(", "),
+                STEP_FIELDS.join(", ")
+            ),
+        ));
+    }
+    let mut modules = raw.modules.into_iter();
+    let Some((key, module)) = modules.next() else {
+        return Err(ix.err_value(
+            p,
+            format!("the step has no module: give one of {}", MODULES.join(", ")),
+        ));
+    };
+    if let Some((second, _)) = modules.next() {
+        return Err(ix.err_key(
+            &join_key(p, &second),
+            format!("a step runs one module, and this one also has `{key}`"),
+        ));
+    }
+    let mp = join_key(p, &key);
+    let module = validate_module(ix, base, &mp, module)?;
+    let timeout = match raw.timeout {
+        None => None,
+        Some(t) => Some(parse_timeout(&t).map_err(|m| ix.err_value(&join_key(p, "timeout"), m))?),
+    };
+    let name = match raw.name {
+        Some(n) if !n.trim().is_empty() => n,
+        _ => module.kind().to_string(),
+    };
+    Ok(Step {
+        name,
+        module,
+        when: raw.when,
+        sudo: raw.sudo.unwrap_or(false),
+        continue_on_error: raw.continue_on_error.unwrap_or(false),
+        timeout,
+        location: ix.value(p),
+    })
+}
+
+/// A required, non-empty string parameter.
+fn required(
+    ix: &Index,
+    mp: &str,
+    module: &str,
+    field: &str,
+    v: Option<String>,
+) -> Result<String, ModelError> {
+    match v {
+        None => Err(ix.err_key(mp, format!("{module} needs `{field}`"))),
+        Some(s) if s.is_empty() => {
+            Err(ix.err_value(&join_key(mp, field), format!("`{field}` is empty")))
+        }
+        Some(s) => Ok(s),
+    }
+}
+
+fn mode(ix: &Index, mp: &str, v: Option<RawNumberOrText>) -> Result<Option<String>, ModelError> {
+    let path = join_key(mp, "mode");
+    match v {
+        None => Ok(None),
+        Some(RawNumberOrText::Number(_)) => Err(ix.err_value(
+            &path,
+            "write the mode as a string of octal digits, e.g. mode: \"0644\" (a YAML number is ambiguous)",
+        )),
+        Some(RawNumberOrText::Text(s)) => {
+            let octal = (3..=5).contains(&s.len())
+                && s.bytes().all(|b| (b'0'..=b'7').contains(&b))
+                && (s.len() < 5 || s.starts_with('0'));
+            if octal || s.contains("{{") {
+                Ok(Some(s))
+            } else {
+                Err(ix.err_value(&path, format!("mode `{s}` is not octal digits like \"0644\"")))
+            }
+        }
+    }
+}
+
+fn owner(ix: &Index, mp: &str, v: Option<String>) -> Result<Option<String>, ModelError> {
+    match v {
+        Some(s) if s.trim().is_empty() => {
+            Err(ix.err_value(&join_key(mp, "owner"), "`owner` is empty"))
+        }
+        v => Ok(v),
+    }
+}
+
+fn local_path(base: &Path, src: &str) -> PathBuf {
+    let p = Path::new(src);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+fn words(ix: &Index, path: &str, w: Words) -> Result<Vec<String>, ModelError> {
+    match w {
+        Words::List(v) => Ok(v),
+        Words::Line(s) => split_words(&s).map_err(|m| ix.err_value(path, m)),
+    }
+}
+
+/// Which of two present keys was written second (for "cannot be used together").
+fn later(ix: &Index, mp: &str, a: &str, b: &str) -> String {
+    let (pa, pb) = (join_key(mp, a), join_key(mp, b));
+    let ia = ix.keys.get(&pa).map_or(0, |m| m.index);
+    let ib = ix.keys.get(&pb).map_or(0, |m| m.index);
+    if ia > ib {
+        pa
+    } else {
+        pb
+    }
+}
+
+fn validate_module(
+    ix: &Index,
+    base: &Path,
+    mp: &str,
+    raw: RawModule,
+) -> Result<Module, ModelError> {
+    Ok(match raw {
+        RawModule::Command(w) => {
+            let argv = words(ix, mp, w)?;
+            if argv.first().is_none_or(|a| a.is_empty()) {
+                return Err(ix.err_value(mp, "command needs a program to run"));
+            }
+            Module::Command { argv }
+        }
+        RawModule::Shell(s) => match s.cmd {
+            Some(cmd) if !cmd.trim().is_empty() => Module::Shell { cmd },
+            _ => return Err(ix.err_key(mp, "shell needs a command line")),
+        },
+        RawModule::Script(s) => {
+            let src = required(ix, mp, "script", "src", s.src)?;
+            let args = match s.args {
+                None => Vec::new(),
+                Some(w) => words(ix, &join_key(mp, "args"), w)?,
+            };
+            Module::Script {
+                src: local_path(base, &src),
+                args,
+            }
+        }
+        RawModule::LineInFile(r) => {
+            let state = r.state.unwrap_or_else(|| "present".into());
+            if state != "present" && state != "absent" {
+                return Err(ix.err_value(
+                    &join_key(mp, "state"),
+                    format!("state must be `present` or `absent`, not `{state}`"),
+                ));
+            }
+            let path = required(ix, mp, "file.lineinfile", "path", r.path)?;
+            if r.regexp.is_some() && r.search_string.is_some() {
+                return Err(ix.err_key(
+                    &later(ix, mp, "regexp", "search_string"),
+                    "`regexp` and `search_string` cannot be used together",
+                ));
+            }
+            if r.insertafter.is_some() && r.insertbefore.is_some() {
+                return Err(ix.err_key(
+                    &later(ix, mp, "insertafter", "insertbefore"),
+                    "`insertafter` and `insertbefore` cannot be used together",
+                ));
+            }
+            let backrefs = r.backrefs.unwrap_or(false);
+            if backrefs && r.regexp.is_none() {
+                return Err(ix.err_key(&join_key(mp, "backrefs"), "`backrefs` needs `regexp`"));
+            }
+            if state == "present" && r.line.is_none() {
+                return Err(ix.err_key(mp, "file.lineinfile needs `line` with state present"));
+            }
+            if state == "absent"
+                && r.line.is_none()
+                && r.regexp.is_none()
+                && r.search_string.is_none()
+            {
+                return Err(ix.err_key(
+                    mp,
+                    "file.lineinfile needs `line`, `regexp` or `search_string` with state absent",
+                ));
+            }
+            Module::LineInFile(LineInFileArgs {
+                path,
+                line: r.line,
+                regexp: r.regexp,
+                search_string: r.search_string,
+                state: Some(state),
+                insertafter: r.insertafter,
+                insertbefore: r.insertbefore,
+                backrefs,
+                firstmatch: r.firstmatch.unwrap_or(false),
+                create: r.create.unwrap_or(false),
+                mode: mode(ix, mp, r.mode)?,
+                owner: owner(ix, mp, r.owner)?,
+            })
+        }
+        RawModule::Copy(r) => {
+            let path = required(ix, mp, "file.copy", "path", r.path)?;
+            let source = match (r.content, r.src) {
+                (Some(_), Some(_)) => {
+                    return Err(ix.err_key(
+                        &later(ix, mp, "content", "src"),
+                        "`content` and `src` cannot be used together",
+                    ))
+                }
+                (Some(c), None) => CopySource::Content(c),
+                (None, Some(s)) if !s.is_empty() => CopySource::Src(local_path(base, &s)),
+                (None, Some(_)) => return Err(ix.err_value(&join_key(mp, "src"), "`src` is empty")),
+                (None, None) => return Err(ix.err_key(mp, "file.copy needs `content` or `src`")),
+            };
+            Module::Copy {
+                path,
+                source,
+                mode: mode(ix, mp, r.mode)?,
+                owner: owner(ix, mp, r.owner)?,
+            }
+        }
+        RawModule::Directory(r) => Module::Directory {
+            path: required(ix, mp, "file.directory", "path", r.path)?,
+            mode: mode(ix, mp, r.mode)?,
+            owner: owner(ix, mp, r.owner)?,
+        },
+        RawModule::Absent(r) => Module::Absent {
+            path: required(ix, mp, "file.absent", "path", r.path)?,
+        },
+    })
+}
+
+const TIMEOUT_HELP: &str = "write seconds (90) or a duration like 60s, 2m, 1h30m";
+
+fn parse_timeout(t: &RawNumberOrText) -> Result<Duration, String> {
+    let d = match t {
+        RawNumberOrText::Number(n) => Duration::try_from_secs_f64(*n)
+            .map_err(|_| format!("bad timeout `{n}`: {TIMEOUT_HELP}"))?,
+        RawNumberOrText::Text(s) => {
+            parse_duration(s).ok_or_else(|| format!("bad timeout `{s}`: {TIMEOUT_HELP}"))?
+        }
+    };
+    if d.is_zero() {
+        return Err(format!(
+            "the timeout must be more than zero: {TIMEOUT_HELP}"
+        ));
+    }
+    Ok(d)
+}
+
+/// `90`, `60s`, `2m`, `1h30m`, `500ms`, `1.5s`, `1d`.
+fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if let Ok(n) = s.parse::<f64>() {
+        return if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            Duration::try_from_secs_f64(n).ok()
+        } else {
+            None
+        };
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let secs = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86400.0,
+            _ => return None,
+        };
+        rest = rest[unit_len..].trim_start();
+        total += n * secs;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+/// Splits a command line into words like a POSIX shell, without expansions; template
+/// tags (`{{ … }}`, `{% … %}`, `{# … #}`) stay whole.
+fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut i = 0;
+    // Copies a template tag starting at `i` (if one does) and returns where it ends.
+    let tag = |i: usize, cur: &mut String| -> Result<Option<usize>, String> {
+        let close = match (chars.get(i), chars.get(i + 1)) {
+            (Some('{'), Some('{')) => ['}', '}'],
+            (Some('{'), Some('%')) => ['%', '}'],
+            (Some('{'), Some('#')) => ['#', '}'],
+            _ => return Ok(None),
+        };
+        let mut j = i + 2;
+        while j + 1 < chars.len() && !(chars[j] == close[0] && chars[j + 1] == close[1]) {
+            j += 1;
+        }
+        if j + 1 >= chars.len() {
+            return Err(format!(
+                "unclosed template tag `{}{}`",
+                chars[i],
+                chars[i + 1]
+            ));
+        }
+        cur.extend(&chars[i..j + 2]);
+        Ok(Some(j + 2))
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if let Some(next) = tag(i, &mut cur)? {
+            in_word = true;
+            i = next;
+            continue;
+        }
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+                i += 1;
+            }
+            '\'' => {
+                in_word = true;
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        None => return Err("unterminated ' quote in the command line".into()),
+                        Some('\'') => {
+                            i += 1;
+                            break;
+                        }
+                        Some(&ch) => {
+                            if let Some(next) = tag(i, &mut cur)? {
+                                i = next;
+                            } else {
+                                cur.push(ch);
+                                i += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        None => return Err("unterminated \" quote in the command line".into()),
+                        Some('"') => {
+                            i += 1;
+                            break;
+                        }
+                        Some('\\') => {
+                            match chars.get(i + 1) {
+                                Some(&e @ ('"' | '\\' | '$' | '`')) => cur.push(e),
+                                Some('\n') => {}
+                                Some(&e) => {
+                                    cur.push('\\');
+                                    cur.push(e);
+                                }
+                                None => {
+                                    return Err("unterminated \" quote in the command line".into())
+                                }
+                            }
+                            i += 2;
+                        }
+                        Some(&ch) => {
+                            if let Some(next) = tag(i, &mut cur)? {
+                                i = next;
+                            } else {
+                                cur.push(ch);
+                                i += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            '\\' => {
+                match chars.get(i + 1) {
+                    Some('\n') => {}
+                    Some(&e) => {
+                        cur.push(e);
+                        in_word = true;
+                    }
+                    None => return Err("the command line ends with a lone `\\`".into()),
+                }
+                i += 2;
+            }
+            c => {
+                cur.push(c);
+                in_word = true;
+                i += 1;
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn split_words_like_a_shell() {
+        let cases: &[(&str, &[&str])] = &[
+            ("systemctl restart app", &["systemctl", "restart", "app"]),
+            ("  a   b  ", &["a", "b"]),
+            ("echo 'a b' \"c d\"", &["echo", "a b", "c d"]),
+            ("echo \"a \\\"q\\\" \\$x \\n\"", &["echo", "a \"q\" $x \\n"]),
+            ("echo a\\ b", &["echo", "a b"]),
+            ("echo ''", &["echo", ""]),
+            (
+                "x{{ vars.a | default('b c') }}y z",
+                &["x{{ vars.a | default('b c') }}y", "z"],
+            ),
+            (
+                "echo \"{{ vars.x | default(\"a\") }}\"",
+                &["echo", "{{ vars.x | default(\"a\") }}"],
+            ),
+            ("a|b > c", &["a|b", ">", "c"]),
+        ];
+        for (line, want) in cases {
+            assert_eq!(split_words(line).unwrap(), *want, "{line}");
+        }
+        for bad in ["echo 'a", "echo \"a", "echo {{ x", "a \\"] {
+            assert!(split_words(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        let s = |x: u64| Some(Duration::from_secs(x));
+        assert_eq!(parse_duration("60s"), s(60));
+        assert_eq!(parse_duration("2m"), s(120));
+        assert_eq!(parse_duration("1h30m"), s(5400));
+        assert_eq!(parse_duration("1h 30m"), s(5400));
+        assert_eq!(parse_duration("90"), s(90));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        for bad in ["60x", "", "s", "-1s", "1e3", "m5", "5 m x"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+}
