@@ -10,9 +10,6 @@
 //! The notification counters belong to this process too (each replica's delivery duty
 //! counts its own attempts; Prometheus sums them).
 //!
-//! Not here yet, because what it measures does not exist yet: drift-check age per stack
-//! (drift detection).
-//!
 //! Access: the series name orgs, stacks and runners, so `/metrics` is not open to whoever
 //! reaches the server. With a metrics token it needs `Authorization: Bearer <token>`; with
 //! a metrics listen address it is served on that listener only (`router`), and the main

@@ -93,7 +93,7 @@ enum ClientCommand {
     /// A stack's Terraform/OpenTofu state: versions, documents, the lock.
     #[command(subcommand)]
     State(cmd::state::StateCommand),
-    /// Runs: trigger, show, logs, confirm, discard, cancel, retry.
+    /// Runs: trigger, show, logs, confirm, discard, cancel, retry; abort a plan run.
     #[command(subcommand)]
     Run(cmd::run::RunCommand),
     /// The runners serving this org (online, busy, dark, drained) and draining them.

@@ -13,7 +13,9 @@ use tracing_subscriber::EnvFilter;
 #[derive(Args, Debug)]
 pub struct ServerArgs {
     /// TOML config file (keys: listen, data_dir, database_url, public_url, max_body_bytes,
-    /// max_state_bytes, webhook_max_bytes; [notify] retention).
+    /// max_state_bytes, webhook_max_bytes, tls_cert_file, tls_key_file,
+    /// header_read_timeout, idle_timeout, request_timeout, max_connections, metrics_listen,
+    /// metrics_token_file; [notify] retention).
     #[arg(long, env = "BOSUN_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].

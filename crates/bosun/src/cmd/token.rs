@@ -21,7 +21,8 @@ pub enum TokenCommand {
         /// Create a personal token for this user (server administrators only).
         #[arg(long, conflicts_with = "pool")]
         user: Option<String>,
-        /// Create a runner-pool token of --org for this pool (`hosted` or a pool slug).
+        /// Create a runner-pool token of --org for this pool (a pool slug; the server mints the
+        /// `hosted` pool's token itself).
         #[arg(long)]
         pool: Option<String>,
     },
