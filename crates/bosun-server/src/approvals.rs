@@ -25,19 +25,33 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
 
 /// Comments are kept short: they land in the run's reason and the audit record.
 const MAX_COMMENT: usize = 2000;
 
+/// `GET /orgs/{org}/approvals`
+pub const LIST: Endpoint = Endpoint::get("/orgs/{org}/approvals", Access::Org(Role::Viewer));
+
+/// `POST /orgs/{org}/approvals/{subject}/approve`
+pub const APPROVE: Endpoint = Endpoint::post(
+    "/orgs/{org}/approvals/{subject}/approve",
+    Access::Org(Role::Operator),
+);
+
+/// `POST /orgs/{org}/approvals/{subject}/reject`
+pub const REJECT: Endpoint = Endpoint::post(
+    "/orgs/{org}/approvals/{subject}/reject",
+    Access::Org(Role::Operator),
+);
+
 pub fn routes() -> Vec<Route> {
-    let op = Access::Org(Role::Operator);
     let viewer = Access::Org(Role::Viewer);
     vec![
-        Route::get("/orgs/{org}/approvals", viewer, list),
+        LIST.route(list),
         Route::get("/orgs/{org}/approvals/decisions", viewer, decisions),
-        Route::post("/orgs/{org}/approvals/{subject}/approve", op, approve),
-        Route::post("/orgs/{org}/approvals/{subject}/reject", op, reject),
+        APPROVE.route(approve),
+        REJECT.route(reject),
     ]
 }
 

@@ -21,16 +21,18 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
+
+/// `GET /orgs/{org}/stacks/{stack}/outputs`
+pub const SHOW: Endpoint = Endpoint::get(
+    "/orgs/{org}/stacks/{stack}/outputs",
+    Access::State(StateAccess::Op(StateOp::Read)),
+);
 
 pub fn routes() -> Vec<Route> {
     // Whoever may read the state may read what it outputs: viewers and up, and run
     // tokens of the stack or of a stack granted to read it.
-    vec![Route::get(
-        "/orgs/{org}/stacks/{stack}/outputs",
-        Access::State(StateAccess::Op(StateOp::Read)),
-        show,
-    )]
+    vec![SHOW.route(show)]
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -10,6 +10,62 @@ use crate::app::AppState;
 
 pub const API_PREFIX: &str = "/api/v1";
 
+/// An API route's method, path and access policy, named once as a constant of the
+/// capability that serves it: its `routes()` builds the route from it
+/// ([`Endpoint::route`]) and the console asks it whether a page or button is allowed —
+/// so a page cannot name a route that does not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub method: Verb,
+    /// Relative to `/api/v1`, with `{param}` segments.
+    pub path: &'static str,
+    pub access: Access,
+}
+
+/// The methods of [`Endpoint`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Verb {
+    pub fn method(self) -> Method {
+        match self {
+            Verb::Get => Method::GET,
+            Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Patch => Method::PATCH,
+            Verb::Delete => Method::DELETE,
+        }
+    }
+}
+
+impl Endpoint {
+    pub const fn get(path: &'static str, access: Access) -> Self {
+        Endpoint {
+            method: Verb::Get,
+            path,
+            access,
+        }
+    }
+    pub const fn post(path: &'static str, access: Access) -> Self {
+        Endpoint {
+            method: Verb::Post,
+            path,
+            access,
+        }
+    }
+
+    /// The route serving this endpoint with `handler`.
+    pub fn route<H: Handler<T, AppState>, T: 'static>(self, handler: H) -> Route {
+        Route::with(self.method.method(), self.path, self.access, handler)
+    }
+}
+
 /// One API route. `path` is relative to `/api/v1` and uses `{param}` segments.
 pub struct Route {
     /// Usually one; several for a protocol endpoint whose handler dispatches on the

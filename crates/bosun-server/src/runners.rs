@@ -31,9 +31,12 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{read_body, ApiJson, ApiPath, ApiQuery};
-use crate::route::{BodyLimitKind, Route};
+use crate::route::{BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
 use crate::tokens::{mint_run_token, new_token, TokenOwner};
+
+/// `GET /orgs/{org}/runners`
+pub const LIST: Endpoint = Endpoint::get("/orgs/{org}/runners", Access::Org(Role::Viewer));
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -47,7 +50,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/runner/runs/{run}/plan", Access::Runner, get_plan),
         Route::post("/runner/runs/{run}/report", Access::Runner, report),
         Route::post("/runner/runs/{run}/abandon", Access::Runner, abandon),
-        Route::get("/orgs/{org}/runners", Access::Org(Role::Viewer), list),
+        LIST.route(list),
         Route::post(
             "/orgs/{org}/runners/{runner}/drain",
             Access::Org(Role::Admin),

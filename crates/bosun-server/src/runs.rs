@@ -24,32 +24,61 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
+
+/// `POST /orgs/{org}/stacks/{stack}/runs`
+pub const TRIGGER: Endpoint = Endpoint::post(
+    "/orgs/{org}/stacks/{stack}/runs",
+    Access::Org(Role::Operator),
+);
+
+/// `GET /orgs/{org}/runs/{run}`
+pub const SHOW: Endpoint = Endpoint::get("/orgs/{org}/runs/{run}", Access::Org(Role::Viewer));
+
+/// `POST /orgs/{org}/runs/{run}/confirm`
+pub const CONFIRM: Endpoint = Endpoint::post(
+    "/orgs/{org}/runs/{run}/confirm",
+    Access::Org(Role::Operator),
+);
+
+/// `POST /orgs/{org}/runs/{run}/discard`
+pub const DISCARD: Endpoint = Endpoint::post(
+    "/orgs/{org}/runs/{run}/discard",
+    Access::Org(Role::Operator),
+);
+
+/// `POST /orgs/{org}/runs/{run}/cancel`
+pub const CANCEL: Endpoint =
+    Endpoint::post("/orgs/{org}/runs/{run}/cancel", Access::Org(Role::Operator));
+
+/// `POST /orgs/{org}/runs/{run}/retry`
+pub const RETRY: Endpoint =
+    Endpoint::post("/orgs/{org}/runs/{run}/retry", Access::Org(Role::Operator));
+
+/// `GET /orgs/{org}/runs/{run}/logs`
+pub const LOGS: Endpoint = Endpoint::get("/orgs/{org}/runs/{run}/logs", Access::Org(Role::Viewer));
+
+/// `GET /orgs/{org}/runs/{run}/logs/stream`
+pub const LOGS_STREAM: Endpoint = Endpoint::get(
+    "/orgs/{org}/runs/{run}/logs/stream",
+    Access::Org(Role::Viewer),
+);
 
 pub fn routes() -> Vec<Route> {
-    let op = Access::Org(Role::Operator);
     vec![
-        Route::post("/orgs/{org}/stacks/{stack}/runs", op, trigger),
+        TRIGGER.route(trigger),
         Route::get(
             "/orgs/{org}/stacks/{stack}/runs",
             Access::Org(Role::Viewer),
             list,
         ),
-        Route::get("/orgs/{org}/runs/{run}", Access::Org(Role::Viewer), show),
-        Route::post("/orgs/{org}/runs/{run}/confirm", op, confirm),
-        Route::post("/orgs/{org}/runs/{run}/discard", op, discard),
-        Route::post("/orgs/{org}/runs/{run}/cancel", op, cancel),
-        Route::post("/orgs/{org}/runs/{run}/retry", op, retry),
-        Route::get(
-            "/orgs/{org}/runs/{run}/logs",
-            Access::Org(Role::Viewer),
-            logs,
-        ),
-        Route::get(
-            "/orgs/{org}/runs/{run}/logs/stream",
-            Access::Org(Role::Viewer),
-            logs_stream,
-        ),
+        SHOW.route(show),
+        CONFIRM.route(confirm),
+        DISCARD.route(discard),
+        CANCEL.route(cancel),
+        RETRY.route(retry),
+        LOGS.route(logs),
+        LOGS_STREAM.route(logs_stream),
     ]
 }
 

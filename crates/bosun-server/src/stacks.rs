@@ -16,17 +16,19 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
+
+/// `GET /orgs/{org}/stacks`
+pub const LIST: Endpoint = Endpoint::get("/orgs/{org}/stacks", Access::Org(Role::Viewer));
+
+/// `GET /orgs/{org}/stacks/{stack}`
+pub const SHOW: Endpoint = Endpoint::get("/orgs/{org}/stacks/{stack}", Access::Org(Role::Viewer));
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/orgs/{org}/stacks", Access::Org(Role::Viewer), list),
+        LIST.route(list),
         Route::post("/orgs/{org}/stacks", Access::Org(Role::Admin), create),
-        Route::get(
-            "/orgs/{org}/stacks/{stack}",
-            Access::Org(Role::Viewer),
-            show,
-        ),
+        SHOW.route(show),
         Route::patch(
             "/orgs/{org}/stacks/{stack}",
             Access::Org(Role::Admin),

@@ -31,8 +31,26 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
-use crate::route::{BodyLimitKind, Route};
+use crate::route::{BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
+
+/// `GET /orgs/{org}/stacks/{stack}/state/versions`
+pub const LIST_VERSIONS: Endpoint = Endpoint::get(
+    "/orgs/{org}/stacks/{stack}/state/versions",
+    Access::State(StateAccess::Op(StateOp::Read)),
+);
+
+/// `GET /orgs/{org}/stacks/{stack}/state/lock`
+pub const SHOW_LOCK: Endpoint = Endpoint::get(
+    "/orgs/{org}/stacks/{stack}/state/lock",
+    Access::State(StateAccess::Op(StateOp::Read)),
+);
+
+/// `POST /orgs/{org}/stacks/{stack}/state/force-unlock`
+pub const FORCE_UNLOCK: Endpoint = Endpoint::post(
+    "/orgs/{org}/stacks/{stack}/state/force-unlock",
+    Access::State(StateAccess::Op(StateOp::ForceUnlock)),
+);
 
 pub fn routes() -> Vec<Route> {
     let read = Access::State(StateAccess::Op(StateOp::Read));
@@ -44,22 +62,14 @@ pub fn routes() -> Vec<Route> {
             backend,
         )
         .with_body_limit(BodyLimitKind::State),
-        Route::get(
-            "/orgs/{org}/stacks/{stack}/state/versions",
-            read,
-            list_versions,
-        ),
+        LIST_VERSIONS.route(list_versions),
         Route::get(
             "/orgs/{org}/stacks/{stack}/state/versions/{version}",
             read,
             show_version,
         ),
-        Route::get("/orgs/{org}/stacks/{stack}/state/lock", read, show_lock),
-        Route::post(
-            "/orgs/{org}/stacks/{stack}/state/force-unlock",
-            Access::State(StateAccess::Op(StateOp::ForceUnlock)),
-            force_unlock,
-        ),
+        SHOW_LOCK.route(show_lock),
+        FORCE_UNLOCK.route(force_unlock),
         Route::put(
             "/runner/runs/{run}/recovered-state",
             Access::Runner,

@@ -14,7 +14,10 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
+
+/// `GET /orgs/{org}/audit`
+pub const LIST_AUDIT: Endpoint = Endpoint::get("/orgs/{org}/audit", Access::Org(Role::Admin));
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -38,7 +41,7 @@ pub fn routes() -> Vec<Route> {
             Access::Org(Role::Admin),
             delete_member,
         ),
-        Route::get("/orgs/{org}/audit", Access::Org(Role::Admin), list_audit),
+        LIST_AUDIT.route(list_audit),
         Route::get("/audit", Access::ServerAdmin, list_server_audit),
     ]
 }

@@ -5,7 +5,6 @@
 //! the record and the audit are the API's.
 
 use axum::extract::{Form, Path, State};
-use axum::http::Method;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -96,7 +95,7 @@ async fn inbox(
         &org,
         "approvals",
         "Approvals",
-        "/orgs/{org}/approvals",
+        crate::approvals::LIST,
     )?;
     let pending = crate::approvals::list(State(state.clone()), ApiPath(org.clone()))
         .await?
@@ -110,7 +109,7 @@ async fn inbox(
     )
     .await?
     .0;
-    let can_decide = layout.can("POST", "/orgs/{org}/approvals/{subject}/approve");
+    let can_decide = layout.can(crate::approvals::APPROVE);
     // The org's environments, read once, for the approval rule's answer on each row.
     let environments = if can_decide && !pending.is_empty() {
         state.store.list_environments(&org).await?
@@ -243,14 +242,14 @@ async fn decide_form(
         &org,
         "approvals",
         "Approvals",
-        "/orgs/{org}/approvals",
+        crate::approvals::LIST,
     )?;
     let back = format!("/orgs/{}/approvals", super::urlencode(&org));
     let (route, verb) = match decision {
-        Decision::Approve => ("/orgs/{org}/approvals/{subject}/approve", "approved"),
-        Decision::Reject => ("/orgs/{org}/approvals/{subject}/reject", "rejected"),
+        Decision::Approve => (crate::approvals::APPROVE, "approved"),
+        Decision::Reject => (crate::approvals::REJECT, "rejected"),
     };
-    if let Err(e) = layout.require(Method::POST, route) {
+    if let Err(e) = layout.require(route) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let comment = Some(form.comment).filter(|c| !c.trim().is_empty());

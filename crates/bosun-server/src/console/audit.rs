@@ -106,7 +106,13 @@ async fn list(
     Path(org): Path<String>,
     Query(q): Query<AuditPageQuery>,
 ) -> Result<Response, PageError> {
-    let layout = Layout::new(session, &org, "audit", "Audit log", "/orgs/{org}/audit")?;
+    let layout = Layout::new(
+        session,
+        &org,
+        "audit",
+        "Audit log",
+        crate::tenancy::LIST_AUDIT,
+    )?;
     let events = crate::tenancy::list_audit(
         State(state),
         ApiPath(org),

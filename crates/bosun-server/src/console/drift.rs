@@ -99,7 +99,7 @@ async fn dashboard(
     Path(org): Path<String>,
     Query(q): Query<DriftQuery>,
 ) -> Result<Response, PageError> {
-    let layout = Layout::new(session, &org, "drift", "Drift", "/orgs/{org}/stacks")?;
+    let layout = Layout::new(session, &org, "drift", "Drift", crate::stacks::LIST)?;
     // One read for the whole org: each drift-checked stack's settings and status.
     let entries = crate::drift::org_entries(&state, &org).await?;
     let stale_count = entries.iter().filter(|(_, _, s)| s.stale).count();

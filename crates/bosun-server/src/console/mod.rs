@@ -3,9 +3,10 @@
 //!
 //! Each page module owns its routes, loads through the API's own handler functions or the
 //! store, and renders an askama template from `templates/console/`. Who may see a page or
-//! press a button is never decided here: [`Layout::require`] and [`Layout::can`] look up
-//! the policy of the API route that does the same thing in [`crate::routes::api_routes`],
-//! so the console and the API cannot disagree. Forms carry the session's CSRF token and
+//! press a button is never decided here: [`Layout::require`] and [`Layout::can`] take the
+//! [`Endpoint`] constant of the API route that does the same thing (e.g.
+//! `crate::runs::CONFIRM`), the one its router entry is built from, so the console and
+//! the API cannot disagree and a page cannot name a route that does not exist. Forms carry the session's CSRF token and
 //! answer with a redirect and a one-time message (the refusal's own text when refused).
 
 mod approvals;
@@ -19,12 +20,9 @@ mod stack;
 mod stacks;
 mod state;
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 use axum::extract::Path;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, SET_COOKIE};
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -32,6 +30,7 @@ use bosun_core::authz::{authorize, Access};
 
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::route::Endpoint;
 pub use session::{Flash, Session};
 
 /// The console's routes, merged into the server's router.
@@ -67,13 +66,13 @@ pub struct Layout {
 
 impl Layout {
     /// The layout of a page of `org`, refused unless the session may read it through the
-    /// API route `api_path` (relative to `/api/v1`, e.g. `/orgs/{org}/stacks`).
+    /// API endpoint `read` (e.g. `crate::stacks::LIST`).
     pub fn new(
         session: Session,
         org: &str,
         nav: &'static str,
         title: impl Into<String>,
-        api_path: &str,
+        read: Endpoint,
     ) -> Result<Self, PageError> {
         let layout = Layout {
             title: title.into(),
@@ -85,24 +84,19 @@ impl Layout {
             flash: session.flash.clone(),
             principal: session.principal,
         };
-        layout.require(Method::GET, api_path)?;
+        layout.require(read)?;
         Ok(layout)
     }
 
-    /// Refuses, saying why, unless the API would allow `method api_path` in this org.
-    pub fn require(&self, method: Method, api_path: &str) -> Result<(), PageError> {
-        let access = api_access(&method, api_path).ok_or_else(|| {
-            ApiError::Internal(format!(
-                "the console asks about an unknown API route {method} {api_path}"
-            ))
-        })?;
+    /// Refuses, saying why, unless the API would allow `endpoint` in this org.
+    pub fn require(&self, endpoint: Endpoint) -> Result<(), PageError> {
         let refused =
             |d: bosun_core::authz::Denial| PageError::Api(ApiError::Forbidden(d.to_string()));
-        authorize(&self.principal, access, Some(&self.org)).map_err(refused)?;
+        authorize(&self.principal, endpoint.access, Some(&self.org)).map_err(refused)?;
         // State routes are decided per operation (as the API's guard does); for people,
         // whose sessions these are, the stack does not change the answer.
-        if let Access::State(sel) = access {
-            if let Some(op) = sel.op(method.as_str()) {
+        if let Access::State(sel) = endpoint.access {
+            if let Some(op) = sel.op(endpoint.method.method().as_str()) {
                 bosun_core::state::authorize_state(&self.principal, op, &self.org, "")
                     .map_err(refused)?;
             }
@@ -110,32 +104,15 @@ impl Layout {
         Ok(())
     }
 
-    /// Whether the API would allow `method api_path` here: buttons show only when it would.
-    pub fn can(&self, method: &str, api_path: &str) -> bool {
-        Method::from_bytes(method.as_bytes())
-            .map(|m| self.require(m, api_path).is_ok())
-            .unwrap_or(false)
+    /// Whether the API would allow `endpoint` here: buttons show only when it would.
+    pub fn can(&self, endpoint: Endpoint) -> bool {
+        self.require(endpoint).is_ok()
     }
 
     /// The caller as the API handlers take it, for actions done through them.
     pub fn caller(&self) -> crate::auth::Caller {
         crate::auth::Caller(self.principal.clone())
     }
-}
-
-/// The access policy of an API route, from the one route table.
-fn api_access(method: &Method, api_path: &str) -> Option<Access> {
-    static TABLE: OnceLock<HashMap<(Method, &'static str), Access>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let mut t = HashMap::new();
-        for route in crate::routes::api_routes() {
-            for m in &route.methods {
-                t.insert((m.clone(), route.path), route.access);
-            }
-        }
-        t
-    });
-    table.get(&(method.clone(), api_path)).copied()
 }
 
 /// Why a page was not shown: not logged in (→ the login page), or the API's own error.
@@ -314,13 +291,6 @@ pub fn duration_text(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_console_permission_names_a_real_api_route() {
-        assert!(api_access(&Method::GET, "/orgs/{org}/stacks").is_some());
-        assert!(api_access(&Method::POST, "/orgs/{org}/runs/{run}/confirm").is_some());
-        assert!(api_access(&Method::GET, "/orgs/{org}/nothing").is_none());
-    }
 
     #[test]
     fn durations_read_naturally() {

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::{Form, Path, Query, State};
-use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -129,7 +128,13 @@ async fn list(
     Path(org): Path<String>,
     Query(q): Query<AfterQuery>,
 ) -> Result<Response, PageError> {
-    let layout = Layout::new(session, &org, "plans", "Plans", "/orgs/{org}/plans")?;
+    let layout = Layout::new(
+        session,
+        &org,
+        "plans",
+        "Plans",
+        crate::plans::resources::LIST_PLANS,
+    )?;
     // The store's plans carry their source (targets); the list is ordered by name.
     let plans = state.store.list_plans(&org).await?;
     let schedules: HashMap<String, String> = state
@@ -240,7 +245,7 @@ async fn show(
         &org,
         "plans",
         plan.clone(),
-        "/orgs/{org}/plans/{plan}",
+        crate::plans::resources::SHOW_PLAN,
     )?;
     let info = crate::plans::resources::show_plan(
         State(state.clone()),
@@ -270,7 +275,7 @@ async fn show(
     .0;
     let s = &info.summary;
     let page = PlanPage {
-        can_run: layout.can("POST", "/orgs/{org}/plans/{plan}/runs"),
+        can_run: layout.can(crate::plans::runs::CREATE),
         name: info.name.clone(),
         version: info.version,
         targets: targets_text(&s.target_hosts, &s.target_labels, &s.target_environments),
@@ -362,10 +367,10 @@ async fn start(
         &org,
         "plans",
         plan.clone(),
-        "/orgs/{org}/plans/{plan}",
+        crate::plans::resources::SHOW_PLAN,
     )?;
     let back = format!("/orgs/{}/plans/{}", urlencode(&org), urlencode(&plan));
-    if let Err(e) = layout.require(Method::POST, "/orgs/{org}/plans/{plan}/runs") {
+    if let Err(e) = layout.require(crate::plans::runs::CREATE) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let dry_run = form.dry_run == "true";
@@ -424,7 +429,13 @@ async fn runs(
     Path(org): Path<String>,
     Query(q): Query<PlanRunsPageQuery>,
 ) -> Result<Response, PageError> {
-    let layout = Layout::new(session, &org, "plans", "Plan runs", "/orgs/{org}/plans")?;
+    let layout = Layout::new(
+        session,
+        &org,
+        "plans",
+        "Plan runs",
+        crate::plans::resources::LIST_PLANS,
+    )?;
     let mut page = state
         .store
         .list_plan_runs(&org, None, q.before.as_deref(), PAGE as u32 + 1)
@@ -593,7 +604,7 @@ async fn run_page(
         &org,
         "plans",
         format!("Plan run {id}"),
-        "/orgs/{org}/plan-runs/{run}",
+        crate::plans::runs::SHOW,
     )?;
     let view = crate::plans::runs::show(State(state.clone()), ApiPath((org.clone(), id.clone())))
         .await?
@@ -661,7 +672,7 @@ async fn run_page(
         Vec::new()
     };
     let page = PlanRunPage {
-        can_abort: !terminal && layout.can("POST", "/orgs/{org}/plan-runs/{run}/abort"),
+        can_abort: !terminal && layout.can(crate::plans::runs::ABORT),
         hosts: host_rows(&view.hosts, &view.results),
         log: chunks.iter().map(|c| c.text.as_str()).collect(),
         log_after: chunks.last().map(|c| c.seq),
@@ -700,15 +711,9 @@ async fn abort(
     Form(form): Form<CsrfOnly>,
 ) -> Result<Response, PageError> {
     session.check_csrf(&form.csrf)?;
-    let layout = Layout::new(
-        session,
-        &org,
-        "plans",
-        "Plan run",
-        "/orgs/{org}/plan-runs/{run}",
-    )?;
+    let layout = Layout::new(session, &org, "plans", "Plan run", crate::plans::runs::SHOW)?;
     let back = format!("/orgs/{}/plan-runs/{}", urlencode(&org), urlencode(&id));
-    if let Err(e) = layout.require(Method::POST, "/orgs/{org}/plan-runs/{run}/abort") {
+    if let Err(e) = layout.require(crate::plans::runs::ABORT) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     Ok(
@@ -735,7 +740,7 @@ async fn log_stream(
         &org,
         "plans",
         "Plan run log",
-        "/orgs/{org}/plan-runs/{run}/logs/stream",
+        crate::plans::runs::LOGS_STREAM,
     )?;
     let stream =
         crate::plans::runs::logs_stream(State(state), ApiPath((org, id)), q.into_api()).await?;

@@ -3,7 +3,7 @@
 
 use axum::extract::{Form, Path, Query, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{HeaderValue, Method};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -155,7 +155,7 @@ async fn show(
     session: Session,
     Path((org, id)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
-    let layout = Layout::new(session, &org, "stacks", &id, "/orgs/{org}/runs/{run}")?;
+    let layout = Layout::new(session, &org, "stacks", &id, crate::runs::SHOW)?;
     let key = || ApiPath((org.clone(), id.clone()));
     let r = crate::runs::show(State(state.clone()), key()).await?.0;
     let run_state: RunState = r.state.parse().map_err(crate::error::ApiError::from)?;
@@ -165,18 +165,19 @@ async fn show(
     let allowed = [
         (
             ("confirm", "Confirm and apply", "primary"),
+            crate::runs::CONFIRM,
             run_state == RunState::Unconfirmed,
         ),
         (
             ("discard", "Discard the plan", ""),
+            crate::runs::DISCARD,
             run_state == RunState::Unconfirmed,
         ),
-        (("cancel", "Cancel", "danger"), !ended),
-        (("retry", "Retry", ""), ended),
+        (("cancel", "Cancel", "danger"), crate::runs::CANCEL, !ended),
+        (("retry", "Retry", ""), crate::runs::RETRY, ended),
     ];
-    for (button, now) in allowed {
-        let route = format!("/orgs/{{org}}/runs/{{run}}/{}", button.0);
-        if now && layout.can("POST", &route) {
+    for (button, endpoint, now) in allowed {
+        if now && layout.can(endpoint) {
             actions.push(button);
         }
     }
@@ -224,7 +225,7 @@ async fn show(
 
     // The versions this run wrote: newer than the run itself, so the scan stops there.
     let mut written = Vec::new();
-    if layout.can("GET", "/orgs/{org}/stacks/{stack}/state/versions") {
+    if layout.can(crate::state::LIST_VERSIONS) {
         let mut cursor = None;
         for _ in 0..VERSION_PAGES {
             let page = crate::state::list_versions(
@@ -357,12 +358,12 @@ async fn action(
 ) -> Result<Response, PageError> {
     session.check_csrf(&form.csrf)?;
     let back = format!("/orgs/{}/runs/{}", urlencode(&org), urlencode(&id));
-    let layout = Layout::new(session, &org, "stacks", "", "/orgs/{org}/runs/{run}")?;
+    let layout = Layout::new(session, &org, "stacks", "", crate::runs::SHOW)?;
     let route = match form.action.as_str() {
-        "confirm" => "/orgs/{org}/runs/{run}/confirm",
-        "discard" => "/orgs/{org}/runs/{run}/discard",
-        "cancel" => "/orgs/{org}/runs/{run}/cancel",
-        "retry" => "/orgs/{org}/runs/{run}/retry",
+        "confirm" => crate::runs::CONFIRM,
+        "discard" => crate::runs::DISCARD,
+        "cancel" => crate::runs::CANCEL,
+        "retry" => crate::runs::RETRY,
         other => {
             return Ok(redirect_with_flash(
                 &back,
@@ -371,7 +372,7 @@ async fn action(
             ))
         }
     };
-    if let Err(e) = layout.require(Method::POST, route) {
+    if let Err(e) = layout.require(route) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let st = State(state);
@@ -405,13 +406,7 @@ async fn log_stream(
     Path((org, id)): Path<(String, String)>,
     Query(q): Query<StreamQuery>,
 ) -> Result<Response, PageError> {
-    Layout::new(
-        session,
-        &org,
-        "stacks",
-        "",
-        "/orgs/{org}/runs/{run}/logs/stream",
-    )?;
+    Layout::new(session, &org, "stacks", "", crate::runs::LOGS_STREAM)?;
     let sse = crate::runs::logs_stream(State(state), ApiPath((org, id)), q.into_api()).await?;
     Ok(sse.into_response())
 }
@@ -422,7 +417,7 @@ async fn log_text(
     session: Session,
     Path((org, id)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
-    Layout::new(session, &org, "stacks", "", "/orgs/{org}/runs/{run}/logs")?;
+    Layout::new(session, &org, "stacks", "", crate::runs::LOGS)?;
     let mut text = String::new();
     let mut after = None;
     loop {

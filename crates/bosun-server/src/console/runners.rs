@@ -55,7 +55,7 @@ async fn list(
     session: Session,
     Path(org): Path<String>,
 ) -> Result<Response, PageError> {
-    let layout = Layout::new(session, &org, "runners", "Runners", "/orgs/{org}/runners")?;
+    let layout = Layout::new(session, &org, "runners", "Runners", crate::runners::LIST)?;
     let runners = crate::runners::list(State(state.clone()), ApiPath(org.clone()))
         .await?
         .0;

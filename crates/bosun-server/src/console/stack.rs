@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use axum::extract::{Form, Path, Query, State};
-use axum::http::Method;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -144,13 +143,7 @@ async fn show(
     Path((org, stack)): Path<(String, String)>,
     Query(q): Query<StackQuery>,
 ) -> Result<Response, PageError> {
-    let mut layout = Layout::new(
-        session,
-        &org,
-        "stacks",
-        &stack,
-        "/orgs/{org}/stacks/{stack}",
-    )?;
+    let mut layout = Layout::new(session, &org, "stacks", &stack, crate::stacks::SHOW)?;
     let key = || ApiPath((org.clone(), stack.clone()));
     let s = crate::stacks::show(State(state.clone()), key()).await?.0;
     layout.title = s.name.clone();
@@ -271,90 +264,88 @@ async fn show(
         })
         .collect();
 
-    let (triggers, triggers_next) =
-        match layout.require(Method::GET, "/orgs/{org}/stacks/{stack}/triggers") {
-            Err(e) => (Err(super::refusal(e)), None),
-            Ok(()) => {
-                let page = crate::vcs::list_triggers(
-                    State(state.clone()),
-                    key(),
-                    ApiQuery(crate::vcs::TriggersQuery {
-                        cursor: q.triggers_after,
-                        limit: Some(PAGE),
-                    }),
-                )
-                .await?
-                .0;
-                let rows = page
-                    .items
-                    .into_iter()
-                    .map(|t| TriggerRow {
-                        age: age(t.received_at),
-                        at: t.received_at.to_rfc3339(),
-                        event: match &t.action {
-                            Some(a) => format!("{} ({a})", t.event),
-                            None => t.event.clone(),
-                        },
-                        git_ref: t.git_ref.unwrap_or_default(),
-                        commit: t.after.as_deref().map(short).unwrap_or_default(),
-                        delivery: t.delivery,
-                        source: t.source,
-                        pull_request: t.pull_request,
-                        triggered: t.triggered,
-                        run: t.run,
-                        reason: t.reason,
-                        summary: t.summary,
-                        duplicate: t.duplicate,
-                    })
-                    .collect();
-                (Ok(rows), page.next_cursor)
-            }
-        };
+    let (triggers, triggers_next) = match layout.require(crate::vcs::LIST_TRIGGERS) {
+        Err(e) => (Err(super::refusal(e)), None),
+        Ok(()) => {
+            let page = crate::vcs::list_triggers(
+                State(state.clone()),
+                key(),
+                ApiQuery(crate::vcs::TriggersQuery {
+                    cursor: q.triggers_after,
+                    limit: Some(PAGE),
+                }),
+            )
+            .await?
+            .0;
+            let rows = page
+                .items
+                .into_iter()
+                .map(|t| TriggerRow {
+                    age: age(t.received_at),
+                    at: t.received_at.to_rfc3339(),
+                    event: match &t.action {
+                        Some(a) => format!("{} ({a})", t.event),
+                        None => t.event.clone(),
+                    },
+                    git_ref: t.git_ref.unwrap_or_default(),
+                    commit: t.after.as_deref().map(short).unwrap_or_default(),
+                    delivery: t.delivery,
+                    source: t.source,
+                    pull_request: t.pull_request,
+                    triggered: t.triggered,
+                    run: t.run,
+                    reason: t.reason,
+                    summary: t.summary,
+                    duplicate: t.duplicate,
+                })
+                .collect();
+            (Ok(rows), page.next_cursor)
+        }
+    };
 
-    let (outputs, outputs_version) =
-        match layout.require(Method::GET, "/orgs/{org}/stacks/{stack}/outputs") {
-            Err(e) => (Err(super::refusal(e)), None),
-            Ok(()) => {
-                let o = crate::outputs::show(
-                    State(state.clone()),
-                    key(),
-                    ApiQuery(crate::outputs::OutputsQuery { version: None }),
-                )
-                .await?
-                .0;
-                let changes: BTreeMap<String, String> = o
-                    .changes
-                    .iter()
-                    .map(|c| {
-                        let text = serde_json::to_value(c.change)
-                            .ok()
-                            .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-                            .unwrap_or_default();
-                        (c.name.clone(), text)
-                    })
-                    .collect();
-                let rows = o
-                    .outputs
-                    .iter()
-                    .map(|(name, out)| OutputRow {
-                        name: name.clone(),
-                        value: if out.sensitive {
-                            "(sensitive)".into()
-                        } else {
-                            json_text(&out.value)
-                        },
-                        sensitive: out.sensitive,
-                        kind: out.output_type.as_ref().map(json_text).unwrap_or_default(),
-                        change: changes
-                            .get(name)
-                            .filter(|c| c.as_str() != "unchanged")
-                            .cloned()
-                            .unwrap_or_default(),
-                    })
-                    .collect();
-                (Ok(rows), o.version)
-            }
-        };
+    let (outputs, outputs_version) = match layout.require(crate::outputs::SHOW) {
+        Err(e) => (Err(super::refusal(e)), None),
+        Ok(()) => {
+            let o = crate::outputs::show(
+                State(state.clone()),
+                key(),
+                ApiQuery(crate::outputs::OutputsQuery { version: None }),
+            )
+            .await?
+            .0;
+            let changes: BTreeMap<String, String> = o
+                .changes
+                .iter()
+                .map(|c| {
+                    let text = serde_json::to_value(c.change)
+                        .ok()
+                        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                        .unwrap_or_default();
+                    (c.name.clone(), text)
+                })
+                .collect();
+            let rows = o
+                .outputs
+                .iter()
+                .map(|(name, out)| OutputRow {
+                    name: name.clone(),
+                    value: if out.sensitive {
+                        "(sensitive)".into()
+                    } else {
+                        json_text(&out.value)
+                    },
+                    sensitive: out.sensitive,
+                    kind: out.output_type.as_ref().map(json_text).unwrap_or_default(),
+                    change: changes
+                        .get(name)
+                        .filter(|c| c.as_str() != "unchanged")
+                        .cloned()
+                        .unwrap_or_default(),
+                })
+                .collect();
+            (Ok(rows), o.version)
+        }
+    };
 
     // The stacks that depend on this one: one query over the dependency index.
     let downstreams = state
@@ -389,7 +380,7 @@ async fn show(
             l.id
         )
     });
-    let can_run = layout.can("POST", "/orgs/{org}/stacks/{stack}/runs");
+    let can_run = layout.can(crate::runs::TRIGGER);
     let flash = layout.flash.clone();
     render(
         flash.as_ref(),
@@ -426,8 +417,8 @@ async fn run_now(
 ) -> Result<Response, PageError> {
     session.check_csrf(&form.csrf)?;
     let back = format!("/orgs/{}/stacks/{}", urlencode(&org), urlencode(&stack));
-    let layout = Layout::new(session, &org, "stacks", "", "/orgs/{org}/stacks/{stack}")?;
-    if let Err(e) = layout.require(Method::POST, "/orgs/{org}/stacks/{stack}/runs") {
+    let layout = Layout::new(session, &org, "stacks", "", crate::stacks::SHOW)?;
+    if let Err(e) = layout.require(crate::runs::TRIGGER) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     match crate::runs::trigger(

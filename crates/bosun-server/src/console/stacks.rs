@@ -112,7 +112,7 @@ async fn list(
     Path(org): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> Result<Response, PageError> {
-    let layout = Layout::new(session, &org, "stacks", "Stacks", "/orgs/{org}/stacks")?;
+    let layout = Layout::new(session, &org, "stacks", "Stacks", crate::stacks::LIST)?;
     let page = crate::stacks::list(
         State(state.clone()),
         ApiPath(org.clone()),

@@ -3,7 +3,6 @@
 //! that asks for the exact lock ID.
 
 use axum::extract::{Form, Path, Query, State};
-use axum::http::Method;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -94,9 +93,9 @@ async fn show(
         &org,
         "stacks",
         format!("State of {stack}"),
-        "/orgs/{org}/stacks/{stack}/state/versions",
+        crate::state::LIST_VERSIONS,
     )?;
-    layout.require(Method::GET, "/orgs/{org}/stacks/{stack}/state/lock")?;
+    layout.require(crate::state::SHOW_LOCK)?;
     let key = || ApiPath((org.clone(), stack.clone()));
     let page = crate::state::list_versions(
         State(state.clone()),
@@ -152,7 +151,7 @@ async fn show(
             age: duration_text(l.age_seconds),
             since: l.acquired_at.to_rfc3339(),
         });
-    let can_force = layout.can("POST", "/orgs/{org}/stacks/{stack}/state/force-unlock");
+    let can_force = layout.can(crate::state::FORCE_UNLOCK);
     let flash = layout.flash.clone();
     render(
         flash.as_ref(),
@@ -190,11 +189,8 @@ async fn force_unlock(
         urlencode(&org),
         urlencode(&stack)
     );
-    let layout = Layout::new(session, &org, "stacks", "", "/orgs/{org}/stacks/{stack}")?;
-    if let Err(e) = layout.require(
-        Method::POST,
-        "/orgs/{org}/stacks/{stack}/state/force-unlock",
-    ) {
+    let layout = Layout::new(session, &org, "stacks", "", crate::stacks::SHOW)?;
+    if let Err(e) = layout.require(crate::state::FORCE_UNLOCK) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let result = crate::state::force_unlock(

@@ -33,10 +33,17 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
 
 /// A plan may not be called this: `POST /orgs/{org}/plans/lint` owns the path.
 const RESERVED_PLAN_NAMES: [&str; 1] = ["lint"];
+
+/// `GET /orgs/{org}/plans`
+pub const LIST_PLANS: Endpoint = Endpoint::get("/orgs/{org}/plans", Access::Org(Role::Viewer));
+
+/// `GET /orgs/{org}/plans/{plan}`
+pub const SHOW_PLAN: Endpoint =
+    Endpoint::get("/orgs/{org}/plans/{plan}", Access::Org(Role::Viewer));
 
 pub fn routes() -> Vec<Route> {
     let viewer = Access::Org(Role::Viewer);
@@ -58,10 +65,10 @@ pub fn routes() -> Vec<Route> {
             admin,
             revoke,
         ),
-        Route::get("/orgs/{org}/plans", viewer, list_plans),
+        LIST_PLANS.route(list_plans),
         Route::post("/orgs/{org}/plans", admin, upload_plan),
         Route::post("/orgs/{org}/plans/lint", viewer, lint_plan),
-        Route::get("/orgs/{org}/plans/{plan}", viewer, show_plan),
+        SHOW_PLAN.route(show_plan),
         Route::delete("/orgs/{org}/plans/{plan}", admin, delete_plan),
         Route::post("/orgs/{org}/inventory", admin, import_inventory),
     ]

@@ -35,7 +35,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
 use crate::runners::{FencingQuery, NextSeq};
 use crate::runs::{log_page, log_stream, LogsQuery, RunProgress};
 use crate::secrets::mask::LogKind;
@@ -46,20 +46,34 @@ const FORKS: u32 = 20;
 /// fill the database).
 const MAX_OUTPUT: usize = 64 * 1024;
 
+/// `POST /orgs/{org}/plans/{plan}/runs`
+pub const CREATE: Endpoint =
+    Endpoint::post("/orgs/{org}/plans/{plan}/runs", Access::Org(Role::Operator));
+
+/// `GET /orgs/{org}/plan-runs/{run}`
+pub const SHOW: Endpoint = Endpoint::get("/orgs/{org}/plan-runs/{run}", Access::Org(Role::Viewer));
+
+/// `POST /orgs/{org}/plan-runs/{run}/abort`
+pub const ABORT: Endpoint = Endpoint::post(
+    "/orgs/{org}/plan-runs/{run}/abort",
+    Access::Org(Role::Operator),
+);
+
+/// `GET /orgs/{org}/plan-runs/{run}/logs/stream`
+pub const LOGS_STREAM: Endpoint = Endpoint::get(
+    "/orgs/{org}/plan-runs/{run}/logs/stream",
+    Access::Org(Role::Viewer),
+);
+
 pub fn routes() -> Vec<Route> {
-    let op = Access::Org(Role::Operator);
     let viewer = Access::Org(Role::Viewer);
     vec![
-        Route::post("/orgs/{org}/plans/{plan}/runs", op, create),
+        CREATE.route(create),
         Route::get("/orgs/{org}/plans/{plan}/runs", viewer, list),
-        Route::get("/orgs/{org}/plan-runs/{run}", viewer, show),
-        Route::post("/orgs/{org}/plan-runs/{run}/abort", op, abort),
+        SHOW.route(show),
+        ABORT.route(abort),
         Route::get("/orgs/{org}/plan-runs/{run}/logs", viewer, logs),
-        Route::get(
-            "/orgs/{org}/plan-runs/{run}/logs/stream",
-            viewer,
-            logs_stream,
-        ),
+        LOGS_STREAM.route(logs_stream),
         Route::post(
             "/runner/plan-runs/{run}/heartbeat",
             Access::Runner,

@@ -32,16 +32,18 @@ use serde::Deserialize;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{Endpoint, Route};
 
 pub use shared::{Counters, Vcs};
 
+/// `GET /orgs/{org}/stacks/{stack}/triggers`
+pub const LIST_TRIGGERS: Endpoint = Endpoint::get(
+    "/orgs/{org}/stacks/{stack}/triggers",
+    Access::Org(Role::Viewer),
+);
+
 pub fn routes() -> Vec<Route> {
-    vec![Route::get(
-        "/orgs/{org}/stacks/{stack}/triggers",
-        Access::Org(Role::Viewer),
-        list_triggers,
-    )]
+    vec![LIST_TRIGGERS.route(list_triggers)]
 }
 
 /// What a code change is, for deciding which stacks it starts.
