@@ -1,4 +1,5 @@
-//! Paging of list endpoints: the `limit` every list takes.
+//! Paging of list endpoints: one query (`cursor`, `limit`) and one answer (`Page<T>`:
+//! `items` and `next_cursor`) for every paged list.
 
 use bosun_core::ValidationError;
 
@@ -14,4 +15,63 @@ pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
         Some(l) if (1..=MAX_PAGE).contains(&l) => Ok(l),
         Some(_) => Err(ValidationError::new("limit", format!("must be 1 to {MAX_PAGE}")).into()),
     }
+}
+
+/// The query of every paged list: `cursor` (the previous page's `next_cursor`; absent
+/// for the first page) and `limit`. Lists with filters take the same two parameters
+/// beside their own.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// Where the page starts: the previous page's `next_cursor` (absent: the first page).
+    /// `before` is accepted too, as older clients sent it.
+    #[serde(alias = "before")]
+    pub cursor: Option<String>,
+    /// Page size, 1–1000 (default 100).
+    pub limit: Option<u32>,
+}
+
+impl PageQuery {
+    /// The checked `limit`.
+    pub fn limit(&self) -> Result<u32, ApiError> {
+        page_limit(self.limit)
+    }
+
+    /// The cursor of a list paged by a sequence number (versions, deliveries, audit).
+    pub fn seq(&self) -> Result<Option<i64>, ApiError> {
+        seq_cursor(self.cursor.as_deref())
+    }
+}
+
+/// A sequence-number cursor, refused (naming `cursor`) unless it is a number.
+pub fn seq_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
+    cursor
+        .map(|c| {
+            c.parse::<i64>().map_err(|_| {
+                ValidationError::new(
+                    "cursor",
+                    format!(
+                        "{c:?} is not a cursor of this list: pass the previous page's next_cursor"
+                    ),
+                )
+                .into()
+            })
+        })
+        .transpose()
+}
+
+/// The page of `items` fetched with `limit`: a full page's `next_cursor` is its last
+/// item's cursor; a shorter one is the last page.
+pub fn page<T>(items: Vec<T>, limit: u32, cursor: impl Fn(&T) -> String) -> bosun_api::Page<T> {
+    let next_cursor = next_cursor(&items, limit, cursor);
+    bosun_api::Page { items, next_cursor }
+}
+
+/// The `next_cursor` of a page of `rows` fetched with `limit` (before they are turned
+/// into wire items): the last row's cursor when the page is full.
+pub fn next_cursor<R>(rows: &[R], limit: u32, cursor: impl Fn(&R) -> String) -> Option<String> {
+    (rows.len() == limit as usize)
+        .then(|| rows.last().map(cursor))
+        .flatten()
 }

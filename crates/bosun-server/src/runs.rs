@@ -24,6 +24,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::{page, PageQuery};
 use crate::route::{Endpoint, Route};
 
 /// `POST /orgs/{org}/stacks/{stack}/runs`
@@ -224,26 +225,16 @@ pub async fn trigger(
     Ok((StatusCode::CREATED, Json(to_wire(&state, record).await?)))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct RunsQuery {
-    /// Runs older than this run id (the previous page's `next_cursor`).
-    pub cursor: Option<String>,
-    /// Page size, 1–1000 (default 100).
-    pub limit: Option<u32>,
-}
-
 /// A stack's runs, newest first.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/runs", tag = "runs",
-    params(("org" = String, Path), ("stack" = String, Path), RunsQuery),
+    params(("org" = String, Path), ("stack" = String, Path), PageQuery),
     responses((status = 200, body = Page<Run>)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath((org, stack)): ApiPath<(String, String)>,
-    ApiQuery(q): ApiQuery<RunsQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<Page<Run>>, ApiError> {
-    let limit = crate::paging::page_limit(q.limit)?;
+    let limit = q.limit()?;
     if let Some(cursor) = &q.cursor {
         let known = state
             .store
@@ -264,14 +255,11 @@ pub async fn list(
         .store
         .list_runs(&org, Some(&stack), q.cursor.as_deref(), limit)
         .await?;
-    let next_cursor = (runs.len() == limit as usize)
-        .then(|| runs.last().map(|r| r.id.clone()))
-        .flatten();
     let mut items = Vec::with_capacity(runs.len());
     for r in runs {
         items.push(to_wire(&state, r).await?);
     }
-    Ok(Json(Page { items, next_cursor }))
+    Ok(Json(page(items, limit, |r| r.id.clone())))
 }
 
 /// One run: state, reason, plan summary, phases with timings, what blocks it.

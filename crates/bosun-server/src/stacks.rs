@@ -16,6 +16,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::{next_cursor, PageQuery};
 use crate::route::{Endpoint, Route};
 
 /// `GET /orgs/{org}/stacks`
@@ -248,33 +249,21 @@ pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack 
     }
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// Return stacks after this id (the previous page's `next_cursor`).
-    pub cursor: Option<String>,
-    /// Page size, 1–1000 (default 100).
-    pub limit: Option<u32>,
-}
-
 /// List the org's stacks, ordered by id.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks", tag = "stacks",
-    params(("org" = String, Path), ListQuery),
+    params(("org" = String, Path), PageQuery),
     responses((status = 200, body = Page<Stack>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<Page<Stack>>, ApiError> {
-    let limit = crate::paging::page_limit(q.limit)?;
+    let limit = q.limit()?;
     let records = state
         .store
         .list_stacks(&org, q.cursor.as_deref(), limit)
         .await?;
-    let next_cursor = (records.len() == limit as usize)
-        .then(|| records.last().map(|r| r.spec.id.to_string()))
-        .flatten();
+    let next_cursor = next_cursor(&records, limit, |r| r.spec.id.to_string());
     // One binding lookup per repository, not per stack.
     let mut seen: std::collections::HashMap<String, bosun_api::StackConnection> =
         std::collections::HashMap::new();

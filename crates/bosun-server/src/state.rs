@@ -31,6 +31,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
+use crate::paging::{page, PageQuery};
 use crate::route::{BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
 
@@ -387,38 +388,23 @@ pub(crate) fn version_wire(m: StateVersionMeta) -> StateVersion {
     }
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct VersionsQuery {
-    /// Versions older than this one (the previous page's `next_cursor`).
-    pub cursor: Option<i64>,
-    /// Page size, 1–1000 (default 100).
-    pub limit: Option<u32>,
-}
-
 /// A stack's state versions, newest first.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state/versions", tag = "state",
-    params(("org" = String, Path), ("stack" = String, Path), VersionsQuery),
+    params(("org" = String, Path), ("stack" = String, Path), PageQuery),
     responses((status = 200, body = Page<StateVersion>)))]
 pub async fn list_versions(
     State(state): State<AppState>,
     ApiPath((org, stack)): ApiPath<(String, String)>,
-    ApiQuery(q): ApiQuery<VersionsQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<Page<StateVersion>>, ApiError> {
     require_stack(&state, &org, &stack).await?;
-    let limit = crate::paging::page_limit(q.limit)?;
+    let limit = q.limit()?;
     let versions = state
         .store
-        .list_state_versions(&org, &stack, q.cursor, limit)
+        .list_state_versions(&org, &stack, q.seq()?, limit)
         .await?;
-    let next_cursor = (versions.len() == limit as usize)
-        .then(|| versions.last().map(|v| v.version.to_string()))
-        .flatten();
-    Ok(Json(Page {
-        items: versions.into_iter().map(version_wire).collect(),
-        next_cursor,
-    }))
+    let items = versions.into_iter().map(version_wire).collect();
+    Ok(Json(page(items, limit, |v| v.version.to_string())))
 }
 
 /// One version with its state document.

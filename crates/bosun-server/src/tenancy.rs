@@ -3,7 +3,9 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{AuditEvent, Member, MemberPut, Org, OrgCreate, OrgRole, User, UserCreate, Whoami};
+use bosun_api::{
+    AuditEvent, Member, MemberPut, Org, OrgCreate, OrgRole, Page, User, UserCreate, Whoami,
+};
 use bosun_core::authz::{Access, PrincipalKind};
 use bosun_core::{Role, Slug, ValidationError};
 use bosun_store::{AuditRecord, NewOrg, NewUser};
@@ -279,9 +281,11 @@ pub async fn delete_member(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
-    /// Return records older than this sequence number.
-    pub before: Option<i64>,
-    /// At most this many records (1–1000, default 100).
+    /// Where the page starts: the previous page's `next_cursor` (absent: the newest
+    /// records). `before` is accepted too, as older clients sent it.
+    #[serde(alias = "before")]
+    pub cursor: Option<String>,
+    /// Page size, 1–1000 (default 100).
     pub limit: Option<u32>,
     /// Only this actor's records (`user:alice`, `system`, `run:<id>`, …).
     pub actor: Option<String>,
@@ -307,35 +311,43 @@ impl AuditQuery {
 /// it) and `target` narrow it.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/audit", tag = "tenancy",
     params(("org" = String, Path), AuditQuery),
-    responses((status = 200, body = Vec<AuditEvent>)))]
+    responses((status = 200, body = Page<AuditEvent>)))]
 pub async fn list_audit(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
     ApiQuery(q): ApiQuery<AuditQuery>,
-) -> Result<Json<Vec<AuditEvent>>, ApiError> {
-    let limit = crate::paging::page_limit(q.limit)?;
-    let records = state
-        .store
-        .search_audit(Some(&org), &q.filter(), q.before, limit)
-        .await?;
-    Ok(Json(records.into_iter().map(audit_wire).collect()))
+) -> Result<Json<Page<AuditEvent>>, ApiError> {
+    audit_page(&state, Some(&org), &q).await.map(Json)
 }
 
 /// The whole server's audit log, newest first: every org's records and server-level
 /// ones (users, personal tokens).
 #[utoipa::path(get, path = "/api/v1/audit", tag = "tenancy",
     params(AuditQuery),
-    responses((status = 200, body = Vec<AuditEvent>)))]
+    responses((status = 200, body = Page<AuditEvent>)))]
 pub async fn list_server_audit(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<AuditQuery>,
-) -> Result<Json<Vec<AuditEvent>>, ApiError> {
+) -> Result<Json<Page<AuditEvent>>, ApiError> {
+    audit_page(&state, None, &q).await.map(Json)
+}
+
+/// A page of the audit log of `org` (`None`: the whole server's).
+pub(crate) async fn audit_page(
+    state: &AppState,
+    org: Option<&str>,
+    q: &AuditQuery,
+) -> Result<Page<AuditEvent>, ApiError> {
     let limit = crate::paging::page_limit(q.limit)?;
+    let cursor = crate::paging::seq_cursor(q.cursor.as_deref())?;
     let records = state
         .store
-        .search_audit(None, &q.filter(), q.before, limit)
+        .search_audit(org, &q.filter(), cursor, limit)
         .await?;
-    Ok(Json(records.into_iter().map(audit_wire).collect()))
+    let items = records.into_iter().map(audit_wire).collect();
+    Ok(crate::paging::page(items, limit, |e: &AuditEvent| {
+        e.seq.to_string()
+    }))
 }
 
 fn audit_wire(r: AuditRecord) -> AuditEvent {

@@ -780,7 +780,7 @@ fn audit_lists_stack_create() {
         ],
     );
     let events = ok_json(&env, &env.admin, &["audit", "--limit", "10"]);
-    let create = events
+    let create = events["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -796,7 +796,7 @@ fn audit_lists_stack_create() {
         "{text}"
     );
     let one = ok_json(&env, &env.admin, &["audit", "--limit", "1"]);
-    assert_eq!(one.as_array().unwrap().len(), 1);
+    assert_eq!(one["items"].as_array().unwrap().len(), 1);
     // Filtered by target, action (a word and what is under it) and actor.
     ok(
         &env,
@@ -810,7 +810,7 @@ fn audit_lists_stack_create() {
         ],
     );
     let web = ok_json(&env, &env.admin, &["audit", "--target", "stack:web"]);
-    let actions: Vec<&str> = web
+    let actions: Vec<&str> = web["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -822,9 +822,9 @@ fn audit_lists_stack_create() {
         &env.admin,
         &["audit", "--action", "stack", "--actor", "user:admin"],
     );
-    assert_eq!(stacks.as_array().unwrap().len(), 2, "{stacks}");
+    assert_eq!(stacks["items"].as_array().unwrap().len(), 2, "{stacks}");
     let none = ok_json(&env, &env.admin, &["audit", "--actor", "user:nobody"]);
-    assert_eq!(none, serde_json::json!([]));
+    assert_eq!(none["items"], serde_json::json!([]));
 
     // Server-level events (a user created) appear only in the server-wide log.
     ok(&env, &env.admin, &["user", "create", "carol"]);

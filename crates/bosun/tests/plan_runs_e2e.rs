@@ -446,7 +446,7 @@ steps:
         assert_eq!(result(&run, 3, h)["status"], "changed", "{run:#}");
     }
     let listed = w.json(&["plan-run", "list", "fleet-config"]);
-    let ids: Vec<&str> = listed
+    let ids: Vec<&str> = listed["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -802,7 +802,8 @@ fn a_server_and_runner_killed_mid_run_leave_it_interrupted_with_its_progress() {
     }
     let runs = w.json(&["plan-run", "list", "stranded"]);
     assert!(
-        runs.as_array()
+        runs["items"]
+            .as_array()
             .unwrap()
             .iter()
             .all(|r| r["state"] != "running"),
@@ -886,7 +887,7 @@ steps:
     }
     let id = real["id"].as_str().unwrap();
     let runs = w.json(&["plan", "runs", "stamp"]);
-    let ids: Vec<&str> = runs
+    let ids: Vec<&str> = runs["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -895,11 +896,11 @@ steps:
     assert_eq!(ids, [id, dry["id"].as_str().unwrap()], "newest first");
     // Paged: one at a time, the next page after the cursor.
     let newest = w.json(&["plan", "runs", "stamp", "--limit", "1"]);
-    assert_eq!(newest.as_array().unwrap().len(), 1);
-    assert_eq!(newest[0]["id"], id);
+    assert_eq!(newest["items"].as_array().unwrap().len(), 1);
+    assert_eq!(newest["items"][0]["id"], id);
     let next = w.json(&["plan-run", "list", "stamp", "--cursor", id]);
-    assert_eq!(next.as_array().unwrap().len(), 1);
-    assert_eq!(next[0]["id"], dry["id"]);
+    assert_eq!(next["items"].as_array().unwrap().len(), 1);
+    assert_eq!(next["items"][0]["id"], dry["id"]);
     // `bosun run show|logs` answer for plan runs too.
     assert_eq!(w.json(&["run", "show", id]), w.show(id));
     let log = w.ok(&["run", "logs", id]);

@@ -11,7 +11,6 @@ use serde::Deserialize;
 
 use super::{age, render, urlencode, Layout, PageError, Session};
 use crate::app::AppState;
-use crate::extract::{ApiPath, ApiQuery};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/audit", get(list))
@@ -113,23 +112,20 @@ async fn list(
         "Audit log",
         crate::tenancy::LIST_AUDIT,
     )?;
-    let events = crate::tenancy::list_audit(
-        State(state),
-        ApiPath(org),
-        ApiQuery(crate::tenancy::AuditQuery {
-            before: q.before,
-            limit: Some(PAGE),
-            actor: Some(q.actor.clone()),
-            action: Some(q.action.clone()),
-            target: Some(q.target.clone()),
-        }),
-    )
-    .await?
-    .0;
-    let older = (events.len() == PAGE as usize)
-        .then(|| events.last().map(|e| e.seq))
-        .flatten();
+    let query = crate::tenancy::AuditQuery {
+        cursor: q.before.map(|c| c.to_string()),
+        limit: Some(PAGE),
+        actor: Some(q.actor.clone()),
+        action: Some(q.action.clone()),
+        target: Some(q.target.clone()),
+    };
+    let events = crate::tenancy::audit_page(&state, Some(&org), &query).await?;
+    let older = events
+        .next_cursor
+        .as_deref()
+        .and_then(|c| c.parse::<i64>().ok());
     let rows = events
+        .items
         .into_iter()
         .map(|e| AuditRow {
             actor_q: urlencode(&e.actor),

@@ -266,13 +266,14 @@ async fn show(
     let runs = crate::plans::runs::list(
         State(state.clone()),
         ApiPath((org.clone(), plan.clone())),
-        ApiQuery(crate::plans::runs::PlanRunsQuery {
+        ApiQuery(crate::paging::PageQuery {
             cursor: None,
             limit: Some(RECENT_RUNS),
         }),
     )
     .await?
-    .0;
+    .0
+    .items;
     let s = &info.summary;
     let page = PlanPage {
         can_run: layout.can(crate::plans::runs::CREATE),

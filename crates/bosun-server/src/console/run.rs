@@ -231,8 +231,8 @@ async fn show(
             let page = crate::state::list_versions(
                 State(state.clone()),
                 ApiPath((org.clone(), r.stack.clone())),
-                ApiQuery(crate::state::VersionsQuery {
-                    cursor,
+                ApiQuery(crate::paging::PageQuery {
+                    cursor: cursor.map(|c: i64| c.to_string()),
                     limit: Some(VERSION_SCAN),
                 }),
             )

@@ -241,7 +241,7 @@ async fn show(
     let runs_page = crate::runs::list(
         State(state.clone()),
         key(),
-        ApiQuery(crate::runs::RunsQuery {
+        ApiQuery(crate::paging::PageQuery {
             cursor: q.runs_after.clone(),
             limit: Some(PAGE),
         }),
@@ -270,8 +270,8 @@ async fn show(
             let page = crate::vcs::list_triggers(
                 State(state.clone()),
                 key(),
-                ApiQuery(crate::vcs::TriggersQuery {
-                    cursor: q.triggers_after,
+                ApiQuery(crate::paging::PageQuery {
+                    cursor: q.triggers_after.map(|c| c.to_string()),
                     limit: Some(PAGE),
                 }),
             )

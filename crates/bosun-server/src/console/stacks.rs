@@ -116,7 +116,7 @@ async fn list(
     let page = crate::stacks::list(
         State(state.clone()),
         ApiPath(org.clone()),
-        ApiQuery(crate::stacks::ListQuery {
+        ApiQuery(crate::paging::PageQuery {
             cursor: q.after.clone(),
             limit: Some(PAGE),
         }),

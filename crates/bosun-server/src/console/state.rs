@@ -100,8 +100,8 @@ async fn show(
     let page = crate::state::list_versions(
         State(state.clone()),
         key(),
-        ApiQuery(crate::state::VersionsQuery {
-            cursor: q.before,
+        ApiQuery(crate::paging::PageQuery {
+            cursor: q.before.map(|c| c.to_string()),
             limit: Some(PAGE),
         }),
     )

@@ -17,7 +17,6 @@ use bosun_store::{
     NewNotificationEvent, NewNotificationTarget, NotificationDeliveryRecord, NotificationEventKind,
     NotificationRule, NotificationTargetRecord, Sealed,
 };
-use serde::Deserialize;
 use serde_json::json;
 
 use super::KINDS;
@@ -25,6 +24,8 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::{page, PageQuery};
+use bosun_api::Page;
 
 /// The longest HMAC secret accepted.
 const MAX_SECRET: usize = 1024;
@@ -330,33 +331,26 @@ pub async fn delete(
     }
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct DeliveriesQuery {
-    /// Deliveries with an id below this one.
-    pub before: Option<i64>,
-    /// At most this many (1–1000, default 100).
-    pub limit: Option<u32>,
-}
-
 /// A target's delivery log, newest first: the event, attempts, the last status code or
 /// error, the next attempt, and when it was delivered.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/notifications/targets/{id}/deliveries", tag = "notifications",
-    params(("org" = String, Path), ("id" = String, Path), DeliveriesQuery),
-    responses((status = 200, body = Vec<NotificationDeliveryInfo>), (status = 404, body = bosun_api::ErrorBody)))]
+    params(("org" = String, Path), ("id" = String, Path), PageQuery),
+    responses((status = 200, body = Page<NotificationDeliveryInfo>), (status = 404, body = bosun_api::ErrorBody)))]
 pub async fn deliveries(
     State(state): State<AppState>,
     ApiPath((org, id)): ApiPath<(String, String)>,
-    ApiQuery(q): ApiQuery<DeliveriesQuery>,
-) -> Result<Json<Vec<NotificationDeliveryInfo>>, ApiError> {
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<NotificationDeliveryInfo>>, ApiError> {
     load(&state, &org, &id).await?;
-    let limit = crate::paging::page_limit(q.limit)?;
+    let limit = q.limit()?;
     let list = state
         .store
-        .list_notification_deliveries(&org, &id, q.before, limit)
+        .list_notification_deliveries(&org, &id, q.seq()?, limit)
         .await?;
-    Ok(Json(list.into_iter().map(delivery_wire).collect()))
+    let items = list.into_iter().map(delivery_wire).collect();
+    Ok(Json(page(items, limit, |d: &NotificationDeliveryInfo| {
+        d.id.to_string()
+    })))
 }
 
 /// Send a test event to this target (org admin), whatever its rules and even when

@@ -35,10 +35,12 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::{page, PageQuery};
 use crate::route::{Endpoint, Route};
 use crate::runners::{FencingQuery, NextSeq};
 use crate::runs::{log_page, log_stream, LogsQuery, RunProgress};
 use crate::secrets::mask::LogKind;
+use bosun_api::Page;
 
 /// At most this many hosts of a run work at once.
 const FORKS: u32 = 20;
@@ -343,26 +345,16 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(to_wire(run, Vec::new()))))
 }
 
-#[derive(serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct PlanRunsQuery {
-    /// Runs older than this plan run (the last one of the previous page).
-    pub cursor: Option<String>,
-    /// Page size, 1–1000 (default 100).
-    pub limit: Option<u32>,
-}
-
 /// A plan's runs, newest first; `cursor` (the last run's id) pages back.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plans/{plan}/runs", tag = "plan-runs",
-    params(("org" = String, Path), ("plan" = String, Path), PlanRunsQuery),
-    responses((status = 200, body = Vec<PlanRunView>)))]
+    params(("org" = String, Path), ("plan" = String, Path), PageQuery),
+    responses((status = 200, body = Page<PlanRunView>)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath((org, plan)): ApiPath<(String, String)>,
-    ApiQuery(q): ApiQuery<PlanRunsQuery>,
-) -> Result<Json<Vec<PlanRunView>>, ApiError> {
-    let limit = crate::paging::page_limit(q.limit)?;
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<PlanRunView>>, ApiError> {
+    let limit = q.limit()?;
     if let Some(cursor) = &q.cursor {
         let known = state
             .store
@@ -383,9 +375,8 @@ pub async fn list(
         .store
         .list_plan_runs(&org, Some(&plan), q.cursor.as_deref(), limit)
         .await?;
-    Ok(Json(
-        runs.into_iter().map(|r| to_wire(r, Vec::new())).collect(),
-    ))
+    let items = runs.into_iter().map(|r| to_wire(r, Vec::new())).collect();
+    Ok(Json(page(items, limit, |r: &PlanRunView| r.id.clone())))
 }
 
 /// One plan run: state, reason, per-host results by step, the report (a dry run's

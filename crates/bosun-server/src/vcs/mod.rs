@@ -27,11 +27,11 @@ use bosun_store::{
     DeliveryOutcome, GithubBinding, InstallationChange, NewDelivery, NewRun, StackRecord,
     TriggerDecision,
 };
-use serde::Deserialize;
 
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
+use crate::paging::{next_cursor, PageQuery};
 use crate::route::{Endpoint, Route};
 
 pub use shared::{Counters, Vcs};
@@ -190,39 +190,27 @@ pub async fn resolve_binding(
     Ok(state.store.github_binding(full_name).await?)
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct TriggersQuery {
-    /// Entries older than this cursor (the previous page's `next_cursor`).
-    pub cursor: Option<i64>,
-    /// Page size, 1–1000 (default 100).
-    pub limit: Option<u32>,
-}
-
 /// The stack's trigger history: every delivery (webhook or poll) that concerned its
 /// repository, newest first, with whether it started a run and why or why not.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/triggers", tag = "stacks",
-    params(("org" = String, Path), ("stack" = String, Path), TriggersQuery),
+    params(("org" = String, Path), ("stack" = String, Path), PageQuery),
     responses((status = 200, body = Page<TriggerEntry>), (status = 404, body = bosun_api::ErrorBody)))]
 pub async fn list_triggers(
     State(state): State<AppState>,
     ApiPath((org, stack)): ApiPath<(String, String)>,
-    ApiQuery(q): ApiQuery<TriggersQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<Page<TriggerEntry>>, ApiError> {
     if state.store.get_stack(&org, &stack).await?.is_none() {
         return Err(ApiError::NotFound(format!(
             "stack {stack:?} in org {org:?}"
         )));
     }
-    let limit = crate::paging::page_limit(q.limit)?;
+    let limit = q.limit()?;
     let rows = state
         .store
-        .list_triggers(&org, &stack, q.cursor, limit)
+        .list_triggers(&org, &stack, q.seq()?, limit)
         .await?;
-    let next_cursor = (rows.len() == limit as usize)
-        .then(|| rows.last().map(|r| r.delivery.id.to_string()))
-        .flatten();
+    let next_cursor = next_cursor(&rows, limit, |r| r.delivery.id.to_string());
     let items = rows
         .into_iter()
         .map(|r| TriggerEntry {

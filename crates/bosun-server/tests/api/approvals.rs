@@ -380,7 +380,7 @@ async fn wait_schedule(t: &TestServer, what: &str, pred: impl Fn(&Value) -> bool
 async fn plan_runs(t: &TestServer) -> Vec<Value> {
     t.get("/api/v1/orgs/default/plans/app-config/runs", &t.admin)
         .await
-        .body
+        .body["items"]
         .as_array()
         .unwrap()
         .clone()

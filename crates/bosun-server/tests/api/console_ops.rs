@@ -908,7 +908,7 @@ async fn the_audit_log_is_filtered_by_actor_action_and_target_and_pages_keep_the
                 .get(&format!("/api/v1/orgs/default/audit?{query}"), &t.admin)
                 .await;
             assert_eq!(r.status, StatusCode::OK, "{query}: {:?}", r.body);
-            r.body
+            r.body["items"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -1017,8 +1017,7 @@ async fn plan_runs_page_back_through_the_api_cursor_and_the_consoles_pager() {
         };
         let r = t.get(&path, &t.admin).await;
         assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-        let ids: Vec<String> = r
-            .body
+        let ids: Vec<String> = r.body["items"]
             .as_array()
             .unwrap()
             .iter()

@@ -122,7 +122,7 @@ async fn deliveries(t: &TestServer, target: &str) -> Vec<Value> {
         .get(&format!("{TARGETS}/{target}/deliveries"), &t.admin)
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    r.body.as_array().unwrap().clone()
+    r.body["items"].as_array().unwrap().clone()
 }
 
 /// Leases the next run and reports it failed with `reason`; returns its id.
@@ -626,8 +626,7 @@ async fn targets_are_managed_tested_and_refused_with_reasons() {
         .await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     let log = t.get("/api/v1/orgs/default/audit", &t.admin).await;
-    let actions: Vec<&str> = log
-        .body
+    let actions: Vec<&str> = log.body["items"]
         .as_array()
         .unwrap()
         .iter()

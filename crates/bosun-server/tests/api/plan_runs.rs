@@ -89,7 +89,7 @@ async fn runs_resolve_targets_refuse_overlap_and_abort() {
     assert_eq!(shown.status, StatusCode::OK);
     assert_eq!(shown.body["plan_version"], 1);
     let listed = t.get(runs, &viewer).await;
-    assert_eq!(listed.body.as_array().unwrap().len(), 1);
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
 
     // Abort settles it at once and frees the hosts.
     let r = t

@@ -553,8 +553,7 @@ async fn a_silent_runner_is_swept_its_lock_released_and_late_writes_flagged() {
         "{metrics}"
     );
     let log = t.get("/api/v1/orgs/default/audit", &t.admin).await;
-    assert!(log
-        .body
+    assert!(log.body["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -727,7 +726,7 @@ async fn a_recovered_state_is_stored_once_flagged_and_noted() {
             &t.admin,
         )
         .await;
-    let items = audit.body.as_array().unwrap();
+    let items = audit.body["items"].as_array().unwrap();
     assert_eq!(items.len(), 1, "{:?}", audit.body);
     assert_eq!(items[0]["detail"]["run"], id.as_str());
     let log = t

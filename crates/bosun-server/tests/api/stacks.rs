@@ -188,7 +188,7 @@ async fn stack_writes_are_audited() {
     )
     .await;
     let r = t.get("/api/v1/orgs/default/audit", &t.admin).await;
-    let log = r.body.as_array().unwrap();
+    let log = r.body["items"].as_array().unwrap();
     let actions: Vec<&str> = log.iter().map(|e| e["action"].as_str().unwrap()).collect();
     assert_eq!(
         &actions[..3],

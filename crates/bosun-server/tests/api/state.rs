@@ -152,7 +152,7 @@ async fn read_write_and_validate() {
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body["forced"], true);
     let log = t.get("/api/v1/orgs/default/audit", &t.admin).await;
-    assert_eq!(log.body[0]["action"], "state.force_write");
+    assert_eq!(log.body["items"][0]["action"], "state.force_write");
     let r = post_state(&t, &t.admin, "?bogus=1", &doc(5, "L")).await;
     assert_eq!(r.code(), "invalid_query");
 
@@ -359,8 +359,7 @@ async fn force_unlock_rules() {
     let r = t.raw(m("UNLOCK"), NET, &bob, None, Vec::new()).await;
     assert_eq!(r.status, StatusCode::OK);
     let log = t.get("/api/v1/orgs/default/audit", &t.admin).await;
-    let forced: Vec<&Value> = log
-        .body
+    let forced: Vec<&Value> = log.body["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -77,8 +77,7 @@ async fn personal_token_lifecycle() {
     // Server-level records (personal tokens) are in the server-wide log, for server admins.
     let all = t.get("/api/v1/audit", &t.admin).await;
     assert_eq!(all.status, StatusCode::OK);
-    let revoke = all
-        .body
+    let revoke = all.body["items"]
         .as_array()
         .unwrap()
         .iter()

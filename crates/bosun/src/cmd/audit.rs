@@ -11,9 +11,9 @@ pub struct AuditArgs {
     /// Show at most this many events (1–1000; the server defaults to 100).
     #[arg(long)]
     limit: Option<u32>,
-    /// Show events older than this sequence number (to page back through the log).
-    #[arg(long)]
-    before: Option<i64>,
+    /// Start after this point: the cursor a previous page printed (older events).
+    #[arg(long, alias = "before")]
+    cursor: Option<String>,
     /// The whole server's log: every org's events and server-level ones such as user
     /// creation (server administrators only).
     #[arg(long)]
@@ -30,28 +30,24 @@ pub struct AuditArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: AuditArgs) -> anyhow::Result<()> {
-    let mut query = Vec::new();
-    if let Some(limit) = args.limit {
-        query.push(("limit", limit.to_string()));
-    }
-    if let Some(before) = args.before {
-        query.push(("before", before.to_string()));
-    }
+    let mut filters = Vec::new();
     for (key, value) in [
         ("actor", &args.actor),
         ("action", &args.action),
         ("target", &args.target),
     ] {
         if let Some(v) = value {
-            query.push((key, v.clone()));
+            filters.push((key, v.clone()));
         }
     }
-    let value = if args.server {
-        ctx.client.get(&["audit"], &query).await?
+    let path: &[&str] = if args.server {
+        &["audit"]
     } else {
-        ctx.client.get(&["orgs", &ctx.org, "audit"], &query).await?
+        &["orgs", &ctx.org, "audit"]
     };
-    ctx.show(value, |events: Vec<AuditEvent>| {
+    let pages =
+        super::fetch_filtered_pages(ctx, path, &filters, args.limit, args.cursor, false).await?;
+    super::show_pages(ctx, pages, "events", |events: Vec<AuditEvent>| {
         let mut t = Table::new(&["SEQ", "AT", "ORG", "ACTOR", "ACTION", "TARGET", "DETAIL"]);
         for e in events {
             let detail = match &e.detail {

@@ -72,12 +72,24 @@ pub async fn fetch_pages(
     ctx: &Ctx,
     path: &[&str],
     limit: Option<u32>,
+    cursor: Option<String>,
+    all: bool,
+) -> anyhow::Result<(Vec<Value>, Option<String>)> {
+    fetch_filtered_pages(ctx, path, &[], limit, cursor, all).await
+}
+
+/// [`fetch_pages`] of a list that also takes `filters` as query parameters.
+pub async fn fetch_filtered_pages(
+    ctx: &Ctx,
+    path: &[&str],
+    filters: &[(&str, String)],
+    limit: Option<u32>,
     mut cursor: Option<String>,
     all: bool,
 ) -> anyhow::Result<(Vec<Value>, Option<String>)> {
     let mut items: Vec<Value> = Vec::new();
     let next = loop {
-        let mut query = Vec::new();
+        let mut query = filters.to_vec();
         if let Some(limit) = limit {
             query.push(("limit", limit.to_string()));
         }

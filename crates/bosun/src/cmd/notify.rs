@@ -24,6 +24,9 @@ pub enum NotifyCommand {
         /// At most this many (default 100).
         #[arg(long)]
         limit: Option<u32>,
+        /// Start after this point: the cursor a previous page printed.
+        #[arg(long)]
+        cursor: Option<String>,
     },
 }
 
@@ -265,7 +268,7 @@ pub async fn run(ctx: &Ctx, command: NotifyCommand) -> anyhow::Result<()> {
             // testing a target wants to see.
             let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
             let settled = loop {
-                let list: Vec<serde_json::Value> = decode(
+                let page: bosun_api::Page<serde_json::Value> = decode(
                     ctx.client
                         .get(
                             &["orgs", org, "notifications", "targets", &id, "deliveries"],
@@ -273,7 +276,8 @@ pub async fn run(ctx: &Ctx, command: NotifyCommand) -> anyhow::Result<()> {
                         )
                         .await?,
                 )?;
-                let found = list
+                let found = page
+                    .items
                     .into_iter()
                     .find(|d| d.get("id").and_then(|v| v.as_i64()) == Some(pending.id));
                 if let Some(d) = found {
@@ -311,31 +315,31 @@ pub async fn run(ctx: &Ctx, command: NotifyCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        NotifyCommand::Deliveries { target, limit } => {
-            let query: Vec<(&str, String)> = limit
-                .map(|l| ("limit", l.to_string()))
-                .into_iter()
-                .collect();
-            let reply = ctx
-                .client
-                .get(
-                    &[
-                        "orgs",
-                        org,
-                        "notifications",
-                        "targets",
-                        &target,
-                        "deliveries",
-                    ],
-                    &query,
-                )
-                .await?;
-            ctx.show(reply, |items: Vec<NotificationDeliveryInfo>| {
-                if items.is_empty() {
-                    return format!("No deliveries to {target} yet.\n");
-                }
-                deliveries_table(items)
-            })
+        NotifyCommand::Deliveries {
+            target,
+            limit,
+            cursor,
+        } => {
+            let path = [
+                "orgs",
+                org,
+                "notifications",
+                "targets",
+                &target,
+                "deliveries",
+            ];
+            let pages = super::fetch_pages(ctx, &path, limit, cursor, false).await?;
+            super::show_pages(
+                ctx,
+                pages,
+                "deliveries",
+                |items: Vec<NotificationDeliveryInfo>| {
+                    if items.is_empty() {
+                        return format!("No deliveries to {target} yet.\n");
+                    }
+                    deliveries_table(items)
+                },
+            )
         }
     }
 }

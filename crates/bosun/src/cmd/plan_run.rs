@@ -269,18 +269,9 @@ pub async fn run(ctx: &Ctx, cmd: PlanRunCommand) -> anyhow::Result<()> {
             limit,
             cursor,
         } => {
-            let mut query = Vec::new();
-            if let Some(limit) = limit {
-                query.push(("limit", limit.to_string()));
-            }
-            if let Some(cursor) = cursor {
-                query.push(("cursor", cursor));
-            }
-            let value = ctx
-                .client
-                .get(&["orgs", &ctx.org, "plans", &plan, "runs"], &query)
-                .await?;
-            ctx.show(value, |runs: Vec<PlanRunView>| {
+            let path = ["orgs", &ctx.org, "plans", &plan, "runs"];
+            let pages = super::fetch_pages(ctx, &path, limit, cursor, false).await?;
+            super::show_pages(ctx, pages, "runs", |runs: Vec<PlanRunView>| {
                 let mut t =
                     Table::new(&["ID", "STATE", "MODE", "HOSTS", "REQUESTED BY", "CREATED"]);
                 for r in runs {
