@@ -16,6 +16,7 @@ pub mod role;
 pub mod run;
 pub mod stack;
 pub mod state;
+mod string_enum;
 pub mod token;
 pub mod validation;
 pub mod vcs;

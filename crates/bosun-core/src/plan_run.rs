@@ -10,10 +10,8 @@
 //! heartbeat can be told to stop.
 
 use std::collections::BTreeSet;
-use std::fmt;
-use std::str::FromStr;
 
-use crate::ValidationError;
+use crate::string_enum::string_enum;
 
 /// The states of a plan run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,33 +32,6 @@ pub enum PlanRunState {
 pub enum PlanTrigger {
     Manual,
     Schedule,
-}
-
-macro_rules! string_enum {
-    ($t:ty, $field:literal, $($v:ident => $s:literal),+ $(,)?) => {
-        impl $t {
-            pub fn as_str(self) -> &'static str {
-                match self { $(<$t>::$v => $s),+ }
-            }
-        }
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-        impl FromStr for $t {
-            type Err = ValidationError;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($s => Ok(<$t>::$v),)+
-                    other => Err(ValidationError::new(
-                        $field,
-                        format!("unknown {} {other:?}; expected one of: {}", $field, [$($s),+].join(", ")),
-                    )),
-                }
-            }
-        }
-    };
 }
 
 string_enum!(PlanRunState, "state", Queued => "queued", Paused => "paused", Running => "running",

@@ -2,10 +2,7 @@
 //! decides every state change — the server only loads a run, asks [`transition`], and
 //! stores the answer.
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::ValidationError;
+use crate::string_enum::string_enum;
 
 /// What a run does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,33 +48,6 @@ pub enum RunState {
 pub enum Phase {
     Plan,
     Apply,
-}
-
-macro_rules! string_enum {
-    ($t:ty, $field:literal, $($v:ident => $s:literal),+ $(,)?) => {
-        impl $t {
-            pub fn as_str(self) -> &'static str {
-                match self { $(<$t>::$v => $s),+ }
-            }
-        }
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-        impl FromStr for $t {
-            type Err = ValidationError;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($s => Ok(<$t>::$v),)+
-                    other => Err(ValidationError::new(
-                        $field,
-                        format!("unknown {} {other:?}; expected one of: {}", $field, [$($s),+].join(", ")),
-                    )),
-                }
-            }
-        }
-    };
 }
 
 string_enum!(RunKind, "kind", Tracked => "tracked", Proposed => "proposed", Drift => "drift");

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use bosun_api::{
-    AnyLease, ErrorBody, Heartbeat, HeartbeatReply, LeaseRequest, LogAppend, PlanResultsAppend,
-    PlanRunnerReport, RunnerRegister, RunnerRegistered, RunnerReport,
+    AnyLease, ErrorBody, ErrorCode, Heartbeat, HeartbeatReply, LeaseRequest, LogAppend,
+    PlanResultsAppend, PlanRunnerReport, RunnerRegister, RunnerRegistered, RunnerReport,
 };
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
@@ -45,10 +45,14 @@ pub(crate) enum ClientError {
     Transport(#[source] reqwest::Error),
     #[error("the lease is no longer this runner's (fenced)")]
     Fenced,
-    #[error("the server answered {status}: {message} (code: {code})")]
+    #[error(
+        "the server answered {status}: {message} (code: {})",
+        code.as_ref().map_or("", ErrorCode::as_str)
+    )]
     Api {
         status: StatusCode,
-        code: String,
+        /// `None` when the body is not a Bosun error body.
+        code: Option<ErrorCode>,
         message: String,
     },
     #[error("unexpected response from the server: {0}")]
@@ -387,9 +391,9 @@ async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
     }
     let text = resp.text().await.unwrap_or_default();
     let (code, message) = match serde_json::from_str::<ErrorBody>(&text) {
-        Ok(body) => (body.error.code, body.error.message),
+        Ok(body) => (Some(body.error.code), body.error.message),
         Err(_) => (
-            String::new(),
+            None,
             text.chars()
                 .take(300)
                 .collect::<String>()
@@ -397,7 +401,7 @@ async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
                 .to_string(),
         ),
     };
-    if status == StatusCode::CONFLICT && code == "fenced" {
+    if status == StatusCode::CONFLICT && code == Some(ErrorCode::Fenced) {
         return Err(ClientError::Fenced);
     }
     Err(ClientError::Api {

@@ -14,7 +14,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use bosun_api::{ApprovalDecide, ApprovalDecisionView, PendingApprovalView};
+use bosun_api::{ApprovalDecide, ApprovalDecisionView, ErrorCode, PendingApprovalView};
 use bosun_core::approval::{decide, Approver, Decision, GatedEnvironment, SubjectKind};
 use bosun_core::authz::Access;
 use bosun_core::Role;
@@ -264,7 +264,7 @@ pub async fn refuse_gated_confirm(state: &AppState, org: &str, run: &str) -> Res
         .is_some_and(|e| e.requires_approval);
     if gated {
         return Err(ApiError::Conflict {
-            code: "approval_required",
+            code: ErrorCode::ApprovalRequired,
             message: format!(
                 "stack {:?} is in environment {env:?}, which requires approval: this run waits in the approvals inbox — approve it there (`bosun approvals approve {run}`, POST /api/v1/orgs/{org}/approvals/{run}/approve)",
                 record.stack

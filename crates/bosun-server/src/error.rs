@@ -6,7 +6,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bosun_api::{ErrorBody, ErrorDetail};
+use bosun_api::{ErrorBody, ErrorCode, ErrorDetail};
 use bosun_core::authz::Denial;
 use bosun_core::ValidationError;
 use bosun_store::StoreError;
@@ -18,7 +18,7 @@ pub enum ApiError {
     /// Malformed request syntax: `code` is `invalid_json`, `unknown_field`,
     /// `invalid_field`, `invalid_query` or `invalid_path`.
     #[error("{message}")]
-    BadRequest { code: &'static str, message: String },
+    BadRequest { code: ErrorCode, message: String },
     #[error("{0}")]
     Unauthenticated(String),
     #[error("{0}")]
@@ -28,7 +28,7 @@ pub enum ApiError {
     /// The request conflicts with what is stored: `already_exists`, `dependency_cycle`,
     /// `has_dependents`, `last_admin`.
     #[error("{message}")]
-    Conflict { code: &'static str, message: String },
+    Conflict { code: ErrorCode, message: String },
     /// The stack's state is locked by someone else.
     #[error("the state is locked by {} (lock {}, operation {})", .0.who, .0.id, .0.operation)]
     Locked(Box<bosun_core::state::Lock>),
@@ -70,21 +70,21 @@ impl ApiError {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ApiError::Validation(_) => "validation_failed",
-            ApiError::BadRequest { code, .. } | ApiError::Conflict { code, .. } => code,
-            ApiError::Unauthenticated(_) => "unauthenticated",
-            ApiError::Locked(_) => "state_locked",
-            ApiError::Forbidden(_) => "forbidden",
-            ApiError::NotFound(_) => "not_found",
-            ApiError::PayloadTooLarge { .. } => "payload_too_large",
-            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
-            ApiError::RouteNotFound(_) => "route_not_found",
-            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
-            ApiError::Unavailable(_) => "unavailable",
-            ApiError::StoreUnavailable(_) => "store_unavailable",
-            ApiError::Internal(_) => "internal",
+            ApiError::Validation(_) => ErrorCode::ValidationFailed,
+            ApiError::BadRequest { code, .. } | ApiError::Conflict { code, .. } => code.clone(),
+            ApiError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            ApiError::Locked(_) => ErrorCode::StateLocked,
+            ApiError::Forbidden(_) => ErrorCode::Forbidden,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::RouteNotFound(_) => ErrorCode::RouteNotFound,
+            ApiError::MethodNotAllowed { .. } => ErrorCode::MethodNotAllowed,
+            ApiError::Unavailable(_) => ErrorCode::Unavailable,
+            ApiError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
+            ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
 
@@ -103,7 +103,7 @@ impl ApiError {
         };
         ErrorBody {
             error: ErrorDetail {
-                code: self.code().to_string(),
+                code: self.code(),
                 message,
                 field: self.field(),
             },
@@ -128,15 +128,15 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound(what) => ApiError::NotFound(what),
             StoreError::AlreadyExists(_) => ApiError::Conflict {
-                code: "already_exists",
+                code: ErrorCode::AlreadyExists,
                 message: e.to_string(),
             },
             StoreError::DependencyCycle(_) => ApiError::Conflict {
-                code: "dependency_cycle",
+                code: ErrorCode::DependencyCycle,
                 message: e.to_string(),
             },
             StoreError::HasDependents { .. } => ApiError::Conflict {
-                code: "has_dependents",
+                code: ErrorCode::HasDependents,
                 message: e.to_string(),
             },
             StoreError::UnknownUpstream(_) => {
@@ -144,28 +144,28 @@ impl From<StoreError> for ApiError {
             }
             StoreError::StateLocked(lock) => ApiError::Locked(lock),
             StoreError::HasOpenRuns { .. } => ApiError::Conflict {
-                code: "has_open_runs",
+                code: ErrorCode::HasOpenRuns,
                 message: e.to_string(),
             },
             StoreError::HasState { .. } => ApiError::Conflict {
-                code: "has_state",
+                code: ErrorCode::HasState,
                 message: format!("{e} (delete_state=true)"),
             },
             StoreError::Fenced { .. } => ApiError::Conflict {
-                code: "fenced",
+                code: ErrorCode::Fenced,
                 message: e.to_string(),
             },
             StoreError::InvalidTransition(_) => ApiError::Conflict {
-                code: "invalid_transition",
+                code: ErrorCode::InvalidTransition,
                 message: e.to_string(),
             },
             StoreError::StateRefused(refusal) => {
                 use bosun_core::state::WriteRefusal;
                 let code = match &refusal {
                     WriteRefusal::Locked(lock) => return ApiError::Locked(lock.clone()),
-                    WriteRefusal::LockNotHeld(_) => "lock_not_held",
-                    WriteRefusal::SerialBackwards { .. } => "serial_backwards",
-                    WriteRefusal::LineageChanged { .. } => "lineage_changed",
+                    WriteRefusal::LockNotHeld(_) => ErrorCode::LockNotHeld,
+                    WriteRefusal::SerialBackwards { .. } => ErrorCode::SerialBackwards,
+                    WriteRefusal::LineageChanged { .. } => ErrorCode::LineageChanged,
                 };
                 ApiError::Conflict {
                     code,
@@ -173,23 +173,23 @@ impl From<StoreError> for ApiError {
                 }
             }
             StoreError::RunInProgress { .. } => ApiError::Conflict {
-                code: "run_in_progress",
+                code: ErrorCode::RunInProgress,
                 message: e.to_string(),
             },
             StoreError::InvalidPlanTransition(_) => ApiError::Conflict {
-                code: "invalid_transition",
+                code: ErrorCode::InvalidTransition,
                 message: e.to_string(),
             },
             StoreError::EnvironmentInUse { .. } => ApiError::Conflict {
-                code: "environment_in_use",
+                code: ErrorCode::EnvironmentInUse,
                 message: e.to_string(),
             },
             StoreError::ScheduleFromFile { .. } => ApiError::Conflict {
-                code: "schedule_from_file",
+                code: ErrorCode::ScheduleFromFile,
                 message: e.to_string(),
             },
             StoreError::NotAwaitingApproval { .. } => ApiError::Conflict {
-                code: "not_awaiting_approval",
+                code: ErrorCode::NotAwaitingApproval,
                 message: e.to_string(),
             },
             StoreError::UnknownEnvironment(_) => {

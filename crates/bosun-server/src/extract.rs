@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
+use bosun_api::ErrorCode;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -52,7 +53,7 @@ pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes,
             ApiError::PayloadTooLarge { limit }
         } else {
             ApiError::BadRequest {
-                code: "invalid_body",
+                code: ErrorCode::InvalidBody,
                 message: format!("could not read the request body: {r}"),
             }
         }
@@ -68,14 +69,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         use serde_json::error::Category;
         match e.classify() {
             Category::Syntax | Category::Eof | Category::Io => ApiError::BadRequest {
-                code: "invalid_json",
+                code: ErrorCode::InvalidJson,
                 message: format!("malformed JSON: {e}"),
             },
             Category::Data => {
                 let code = if e.to_string().starts_with("unknown field") {
-                    "unknown_field"
+                    ErrorCode::UnknownField
                 } else {
-                    "invalid_field"
+                    ErrorCode::InvalidField
                 };
                 ApiError::BadRequest {
                     code,
@@ -101,7 +102,7 @@ where
             .await
             .map(|q| ApiQuery(q.0))
             .map_err(|e| ApiError::BadRequest {
-                code: "invalid_query",
+                code: ErrorCode::InvalidQuery,
                 message: e.body_text(),
             })
     }
@@ -122,7 +123,7 @@ where
             .await
             .map(|p| ApiPath(p.0))
             .map_err(|e| ApiError::BadRequest {
-                code: "invalid_path",
+                code: ErrorCode::InvalidPath,
                 message: e.body_text(),
             })
     }

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::Json;
 use bosun_api::{
-    ConsumedOutput, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
+    ConsumedOutput, ErrorCode, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
 };
 use bosun_core::authz::Access;
 use bosun_core::run::{Event, RunKind, Trigger};
@@ -353,7 +353,7 @@ pub async fn retry(
     let old = load(&state, &org, &id).await?;
     if !old.state.is_terminal() {
         return Err(ApiError::Conflict {
-            code: "invalid_transition",
+            code: ErrorCode::InvalidTransition,
             message: format!("run {id} is {}; only ended runs can be retried", old.state),
         });
     }

@@ -4,7 +4,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{Page, Stack, StackCreate, StackPatch};
+use bosun_api::{ErrorCode, Page, Stack, StackCreate, StackPatch};
 use bosun_core::authz::Access;
 use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_core::Role;
@@ -95,7 +95,7 @@ fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str
     if let Some(id) = p.id {
         if id != input.id {
             return Err(ApiError::BadRequest {
-                code: "immutable_field",
+                code: ErrorCode::ImmutableField,
                 message: format!(
                     "id is immutable (stack {:?} cannot become {id:?}); change `name` to rename it",
                     input.id

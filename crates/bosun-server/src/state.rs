@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use bosun_api::{
-    ForceUnlock, LockHolder, Page, StateLockStatus, StateLockView, StateOutput, StateVersion,
-    StateVersionDetail, StateWriter, TfLockInfo,
+    ErrorCode, ForceUnlock, LockHolder, Page, StateLockStatus, StateLockView, StateOutput,
+    StateVersion, StateVersionDetail, StateWriter, TfLockInfo,
 };
 use bosun_core::authz::{Access, Principal, PrincipalKind};
 use bosun_core::state::{
@@ -196,7 +196,7 @@ async fn write(
         let want = base64::engine::general_purpose::STANDARD.encode(Md5::digest(&body));
         if sent.as_bytes() != want.as_bytes() {
             return Err(ApiError::BadRequest {
-                code: "checksum_mismatch",
+                code: ErrorCode::ChecksumMismatch,
                 message: format!(
                     "Content-MD5 {:?} does not match the body (MD5 {want}); the state was not stored",
                     String::from_utf8_lossy(sent.as_bytes())
@@ -205,7 +205,7 @@ async fn write(
         }
     }
     let doc = StateDoc::parse(&body).map_err(|e| ApiError::BadRequest {
-        code: "invalid_state",
+        code: ErrorCode::InvalidState,
         message: e.to_string(),
     })?;
     if query.force && caller.0.role_in(org).is_none_or(|r| r < Role::Admin) {
@@ -276,7 +276,7 @@ async fn lock(
     let info: TfLockInfo = parse_json(body)?;
     if info.id.trim().is_empty() {
         return Err(ApiError::BadRequest {
-            code: "invalid_lock",
+            code: ErrorCode::InvalidLock,
             message: "lock info must carry a non-empty \"ID\"".into(),
         });
     }
@@ -509,11 +509,11 @@ pub async fn force_unlock(
             Ok(Json(lock_view(&state, *lock).await?))
         }
         UnlockDecision::NotLocked => Err(ApiError::Conflict {
-            code: "not_locked",
+            code: ErrorCode::NotLocked,
             message: format!("the state of stack {stack:?} is not locked"),
         }),
         UnlockDecision::Mismatch(held) => Err(ApiError::Conflict {
-            code: "lock_mismatch",
+            code: ErrorCode::LockMismatch,
             message: format!(
                 "lock {:?} is not held; the state is locked by {} (lock {}, operation {}, since {})",
                 body.lock_id,
@@ -580,7 +580,7 @@ pub async fn put_recovered(
     }
     let body = read_body(req, &state).await?;
     let doc = StateDoc::parse(&body).map_err(|e| ApiError::BadRequest {
-        code: "invalid_state",
+        code: ErrorCode::InvalidState,
         message: e.to_string(),
     })?;
     // The reason may quote the engine's output: masked like the run's log.

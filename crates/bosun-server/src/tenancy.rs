@@ -4,7 +4,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{
-    AuditEvent, Member, MemberPut, Org, OrgCreate, OrgRole, Page, User, UserCreate, Whoami,
+    AuditEvent, ErrorCode, Member, MemberPut, Org, OrgCreate, OrgRole, Page, User, UserCreate,
+    Whoami,
 };
 use bosun_core::authz::{Access, PrincipalKind};
 use bosun_core::{Role, Slug, ValidationError};
@@ -216,7 +217,7 @@ async fn refuse_losing_last_admin(state: &AppState, org: &str, user: &str) -> Re
         .collect();
     if admins.len() == 1 && admins[0] == user {
         return Err(ApiError::Conflict {
-            code: "last_admin",
+            code: ErrorCode::LastAdmin,
             message: format!(
                 "{user:?} is the last admin of org {org:?}; make someone else admin first"
             ),

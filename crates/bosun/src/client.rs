@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use bosun_api::ErrorBody;
+use bosun_api::{ErrorBody, ErrorCode};
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use reqwest::{Method, StatusCode, Url};
 use serde::Serialize;
@@ -22,7 +22,8 @@ pub struct ClientConfig {
 /// An error response from the server, as its `{"error": …}` body describes it.
 #[derive(Debug)]
 pub struct ApiFailure {
-    pub code: String,
+    /// `http_<status>` (an [`ErrorCode::Other`]) when the body is not a Bosun error body.
+    pub code: ErrorCode,
     pub message: String,
     pub field: Option<String>,
 }
@@ -319,7 +320,7 @@ fn failure(status: StatusCode, bytes: &[u8]) -> ApiFailure {
             let text = String::from_utf8_lossy(bytes);
             let snippet: String = text.trim().chars().take(200).collect();
             ApiFailure {
-                code: format!("http_{}", status.as_u16()),
+                code: ErrorCode::Other(format!("http_{}", status.as_u16())),
                 message: if snippet.is_empty() {
                     format!("the server answered {status}")
                 } else {

@@ -165,7 +165,7 @@ impl IntoResponse for PageError {
                 let page = ErrorPage {
                     status: status.as_u16(),
                     reason: status.canonical_reason().unwrap_or("Error").to_string(),
-                    code: body.code,
+                    code: body.code.to_string(),
                     message: body.message,
                 };
                 match askama::Template::render(&page) {

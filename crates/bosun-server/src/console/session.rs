@@ -18,6 +18,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use bosun_api::ErrorCode;
 use bosun_core::authz::{Principal, PrincipalKind};
 use bosun_core::ValidationError;
 use bosun_store::Sealed;
@@ -211,7 +212,7 @@ fn same_origin(origin: &str, public_url: &str) -> bool {
 /// decoded path segment), never a response that would carry it.
 pub fn see_other(to: &str) -> Result<Response, ApiError> {
     let location = HeaderValue::from_str(to).map_err(|_| ApiError::BadRequest {
-        code: "invalid_path",
+        code: ErrorCode::InvalidPath,
         message: format!("{to:?} holds characters no URL may hold"),
     })?;
     Ok((StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response())

@@ -15,9 +15,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{
-    EnvironmentCreate, EnvironmentInfo, EnvironmentPatch, HostCreate, HostInfo, HostPatch,
-    InventoryImportAnswer, InventoryImportRequest, PlanFileSchedule, PlanFileSummary, PlanFinding,
-    PlanInfo, PlanLintAnswer, PlanListItem, PlanSource, PlanStepSummary,
+    EnvironmentCreate, EnvironmentInfo, EnvironmentPatch, ErrorCode, HostCreate, HostInfo,
+    HostPatch, InventoryImportAnswer, InventoryImportRequest, PlanFileSchedule, PlanFileSummary,
+    PlanFinding, PlanInfo, PlanLintAnswer, PlanListItem, PlanSource, PlanStepSummary,
 };
 use bosun_core::authz::Access;
 use bosun_core::cron::Schedule;
@@ -576,7 +576,7 @@ fn finding(location: &engine::Location, message: String) -> PlanFinding {
 fn parse_error(e: ModelError) -> ApiError {
     match e.limit {
         Some(_) => ApiError::BadRequest {
-            code: "input_limit",
+            code: ErrorCode::InputLimit,
             message: format!("source: {e}"),
         },
         None => invalid("source", e.to_string()),
@@ -605,7 +605,7 @@ async fn parse_off_workers<T: Send + 'static>(
         Ok(Ok(parsed)) => Ok(parsed),
         Ok(Err(e)) => Err(ApiError::Internal(format!("parsing a {what} failed: {e}"))),
         Err(_) => Err(ApiError::BadRequest {
-            code: "input_limit",
+            code: ErrorCode::InputLimit,
             message: format!(
                 "source: parsing the {what} took longer than the budget of {} ms; make the file simpler",
                 budget.as_millis()
@@ -861,7 +861,7 @@ pub async fn show_plan(
     )
     .await?
     .map_err(|e| ApiError::Conflict {
-        code: "invalid_plan",
+        code: ErrorCode::InvalidPlan,
         message: format!("the stored plan {name:?} no longer parses: {e}; upload it again"),
     })?;
     let inventory = org_inventory(&state, &org).await?;

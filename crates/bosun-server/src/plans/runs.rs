@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::Json;
 use bosun_api::{
-    Heartbeat, HeartbeatReply, LogAppend, LogChunk, PlanHostResult, PlanResultsAppend,
+    ErrorCode, Heartbeat, HeartbeatReply, LogAppend, LogChunk, PlanHostResult, PlanResultsAppend,
     PlanRunCreate, PlanRunLease, PlanRunView, PlanRunnerEvent, PlanRunnerReport,
 };
 use bosun_core::authz::{Access, PrincipalKind};
@@ -218,7 +218,7 @@ pub async fn resolve(
     let file = format!("{name}.yaml");
     let plan = bosun_plans::model::parse_plan(Path::new(&file), source).map_err(|e| {
         ApiError::Conflict {
-            code: "invalid_plan",
+            code: ErrorCode::InvalidPlan,
             message: format!("the stored plan {name:?} no longer parses: {e}"),
         }
     })?;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{PlanScheduleSet, PlanScheduleView};
+use bosun_api::{ErrorCode, PlanScheduleSet, PlanScheduleView};
 use bosun_core::authz::Access;
 use bosun_core::cron::Schedule;
 use bosun_core::plan_run::PlanTrigger;
@@ -119,7 +119,7 @@ pub async fn set(
         &stored.source,
     )
     .map_err(|e| ApiError::Conflict {
-        code: "invalid_plan",
+        code: ErrorCode::InvalidPlan,
         message: format!("the stored plan {plan:?} no longer parses: {e}"),
     })?;
     if let Some(unknown) = body.inputs.keys().find(|k| !parsed.inputs.contains_key(*k)) {

@@ -13,6 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
+use bosun_api::ErrorCode;
 use bosun_core::stack::Repository;
 use bosun_core::vcs::RefUpdate;
 use bosun_store::{
@@ -133,7 +134,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 fn parse<T: serde::de::DeserializeOwned>(event: &str, body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest {
-        code: "invalid_payload",
+        code: ErrorCode::InvalidPayload,
         message: format!("the {event} payload is not what GitHub sends: {e}"),
     })
 }
@@ -244,14 +245,14 @@ pub async fn receive(
     }
     let event = header(&headers, "x-github-event")
         .ok_or_else(|| ApiError::BadRequest {
-            code: "invalid_header",
+            code: ErrorCode::InvalidHeader,
             message: "missing X-GitHub-Event".into(),
         })?
         .to_string();
     let guid = header(&headers, "x-github-delivery")
         .filter(|g| !g.is_empty() && g.len() <= 200)
         .ok_or_else(|| ApiError::BadRequest {
-            code: "invalid_header",
+            code: ErrorCode::InvalidHeader,
             message: "missing or invalid X-GitHub-Delivery".into(),
         })?
         .to_string();
@@ -663,7 +664,7 @@ fn github_key(full_name: &str) -> Result<String, ApiError> {
         format!("github:{full_name}")
             .parse()
             .map_err(|e: bosun_core::ValidationError| ApiError::BadRequest {
-                code: "invalid_payload",
+                code: ErrorCode::InvalidPayload,
                 message: format!("repository.full_name {full_name:?}: {}", e.message),
             })?;
     Ok(repo.key())

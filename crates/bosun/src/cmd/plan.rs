@@ -11,8 +11,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use bosun_api::{
-    PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer, PlanListItem, PlanScheduleView,
-    PlanSource,
+    ErrorCode, PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer, PlanListItem,
+    PlanScheduleView, PlanSource,
 };
 use bosun_plans::exec::{self, Event, HostResult, HostStatus, RunOptions, RunReport, RunStatus};
 use bosun_plans::model::{self, Inventory, Plan};
@@ -590,8 +590,9 @@ async fn stored_schedule(ctx: &Ctx, name: &str) -> anyhow::Result<Option<Value>>
     match ctx.client.get(&path, &[]).await {
         Ok(v) => Ok(Some(v)),
         Err(e)
-            if e.downcast_ref::<ApiFailure>()
-                .is_some_and(|f| f.code == "not_found" || f.code == "route_not_found") =>
+            if e.downcast_ref::<ApiFailure>().is_some_and(|f| {
+                matches!(f.code, ErrorCode::NotFound | ErrorCode::RouteNotFound)
+            }) =>
         {
             Ok(None)
         }

@@ -1,0 +1,111 @@
+//! Wire types of stack runs: their creation, phases, plan summaries and logs.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::drift::RunDrift;
+use crate::state::TfLockInfo;
+
+/// The body of `POST /orgs/{org}/stacks/{stack}/runs` (a manual run).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCreate {
+    /// `tracked` (default) or `proposed`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// A commit to run; default: the tracked branch's head, resolved by the runner.
+    #[serde(default)]
+    pub commit: Option<String>,
+}
+
+/// Timings of one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PhaseTiming {
+    /// `queued`, `preparing`, `planning`, `unconfirmed`, `applying`.
+    pub state: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub seconds: Option<f64>,
+}
+
+/// A change the plan proposes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ResourceChange {
+    pub address: String,
+    /// `create`, `update`, `delete`, `replace`, `read`, `no-op`.
+    pub action: String,
+}
+
+/// What a plan proposes, from `show -json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanSummary {
+    pub has_changes: bool,
+    pub add: u32,
+    pub change: u32,
+    pub destroy: u32,
+    pub resource_changes: Vec<ResourceChange>,
+    /// Output name → action (`create`, `update`, `delete`).
+    pub output_changes: BTreeMap<String, String>,
+}
+
+/// A run as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Run {
+    pub id: String,
+    pub org: String,
+    pub stack: String,
+    pub kind: String,
+    pub trigger: String,
+    pub state: String,
+    /// Why the run is where it is: a failure, a force-fail, what it waits for.
+    pub reason: Option<String>,
+    pub triggered_by: String,
+    pub commit: Option<String>,
+    pub branch: String,
+    /// A queued run blocked by someone else's state lock: the holder.
+    pub blocked_by: Option<TfLockInfo>,
+    pub plan: Option<PlanSummary>,
+    /// The state versions this run wrote, flagged when late.
+    pub late_write: bool,
+    pub runner: Option<String>,
+    pub retry_of: Option<String>,
+    /// The pull request a proposed run plans.
+    pub pull_request: Option<i64>,
+    /// A dependency run: the upstream run that started it.
+    #[serde(default)]
+    pub upstream_run: Option<String>,
+    /// The upstream outputs this run was given, and from which state versions.
+    #[serde(default)]
+    pub consumed: Vec<ConsumedOutput>,
+    /// A drift run's outcome.
+    #[serde(default)]
+    pub drift: Option<RunDrift>,
+    /// A tracked run a drift run's reconcile started: that drift run.
+    #[serde(default)]
+    pub reconciles: Option<String>,
+    pub phases: Vec<PhaseTiming>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One upstream output a run was given as `TF_VAR_<variable>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ConsumedOutput {
+    /// The upstream stack.
+    pub stack: String,
+    /// The upstream state version the value came from.
+    pub version: i64,
+    pub output: String,
+    pub variable: String,
+    pub sensitive: bool,
+}
+
+/// A chunk of a run's log. Chunks are numbered from 0 without gaps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LogChunk {
+    pub seq: i64,
+    pub text: String,
+}
