@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::Json;
-use bosun_api::Health;
+use bosun_api::{DutyHealth, Health};
 use bosun_store::StoreError;
 
 use crate::app::AppState;
@@ -19,6 +19,7 @@ pub const PING_BUDGET: Duration = Duration::from_secs(3);
 pub async fn healthz() -> Json<Health> {
     Json(Health {
         status: "ok".into(),
+        duties: Vec::new(),
     })
 }
 
@@ -52,5 +53,24 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
     }
     Ok(Json(Health {
         status: "ready".into(),
+        duties: duties(&state),
     }))
+}
+
+/// Every duty of this process: its last pass and whether it holds the duty's lease.
+fn duties(state: &AppState) -> Vec<DutyHealth> {
+    let held: std::collections::BTreeMap<&str, bool> =
+        state.duties.leases_held().into_iter().collect();
+    state
+        .duties
+        .last_passes()
+        .into_iter()
+        .map(|(name, at)| DutyHealth {
+            name: name.to_string(),
+            last_pass_at: (at > 0)
+                .then(|| chrono::DateTime::from_timestamp_millis(at))
+                .flatten(),
+            lease_held: held.get(name).copied().unwrap_or(false),
+        })
+        .collect()
 }

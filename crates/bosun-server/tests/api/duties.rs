@@ -204,3 +204,54 @@ async fn a_replica_shutting_down_releases_its_duty_leases() {
         );
     }
 }
+
+#[tokio::test]
+async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
+    let t = TestServer::start_with(|c| {
+        c.runs.sweep_interval = Duration::from_millis(100);
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let ready = loop {
+        let r = t.get("/readyz", &t.admin).await;
+        assert_eq!(r.status, axum::http::StatusCode::OK, "{:?}", r.body);
+        let sweep = r.body["duties"]
+            .as_array()
+            .and_then(|d| d.iter().find(|d| d["name"] == "stale_sweep").cloned());
+        if sweep.is_some_and(|s| s["last_pass_at"].is_string()) {
+            break r.body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sweep never passed: {:?}",
+            r.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let names: Vec<&str> = ready["duties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "git_poll",
+            "notify",
+            "oidc_key_rotation",
+            "schedules",
+            "stale_sweep",
+            "vcs_token_revoke"
+        ],
+        "{ready}"
+    );
+    let sweep = &ready["duties"][4];
+    assert_eq!(sweep["lease_held"], true, "{ready}");
+    // A duty that passed here held its lease to do so.
+    for d in ready["duties"].as_array().unwrap() {
+        if d["last_pass_at"].is_string() {
+            assert_eq!(d["lease_held"], true, "{d}");
+        }
+    }
+}
