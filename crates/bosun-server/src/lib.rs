@@ -33,6 +33,7 @@ mod runs;
 pub mod schedules;
 pub mod secrets;
 mod server;
+mod service;
 mod stacks;
 mod state;
 mod tenancy;

@@ -21,7 +21,8 @@ use super::session::{redirect_with_flash, CsrfOnly};
 use super::{render, urlencode, Layout, PageError, Session, StreamQuery};
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::extract::ApiPath;
+use crate::service::plan_runs;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -263,17 +264,11 @@ async fn show(
         Err(ApiError::NotFound(_)) => None,
         Err(e) => return Err(e.into()),
     };
-    let runs = crate::plans::runs::list(
-        State(state.clone()),
-        ApiPath((org.clone(), plan.clone())),
-        ApiQuery(crate::paging::PageQuery {
-            cursor: None,
-            limit: Some(RECENT_RUNS),
-        }),
-    )
-    .await?
-    .0
-    .items;
+    let recent = crate::paging::PageQuery {
+        cursor: None,
+        limit: Some(RECENT_RUNS),
+    };
+    let runs = plan_runs::list(&state, &org, &plan, &recent).await?.items;
     let s = &info.summary;
     let page = PlanPage {
         can_run: layout.can(crate::plans::runs::CREATE),
@@ -386,16 +381,10 @@ async fn start(
     } else {
         BTreeMap::new()
     };
-    let answer = crate::plans::runs::create(
-        State(state),
-        layout.caller(),
-        ApiPath((org.clone(), plan)),
-        ApiJson(PlanRunCreate { dry_run, inputs }),
-    )
-    .await;
+    let body = PlanRunCreate { dry_run, inputs };
+    let answer = plan_runs::create(&state, &layout.caller(), &org, &plan, body).await;
     Ok(match answer {
-        Ok((_, run)) => {
-            let run = run.0;
+        Ok(run) => {
             let what = if dry_run { "dry run" } else { "run" };
             redirect_with_flash(
                 &format!("/orgs/{}/plan-runs/{}", urlencode(&org), run.id),
@@ -607,19 +596,12 @@ async fn run_page(
         format!("Plan run {id}"),
         crate::plans::runs::SHOW,
     )?;
-    let view = crate::plans::runs::show(State(state.clone()), ApiPath((org.clone(), id.clone())))
-        .await?
-        .0;
-    let chunks = crate::plans::runs::logs(
-        State(state.clone()),
-        ApiPath((org.clone(), id.clone())),
-        ApiQuery(crate::runs::LogsQuery {
-            after: None,
-            limit: Some(1000),
-        }),
-    )
-    .await?
-    .0;
+    let view = plan_runs::show(&state, &org, &id).await?;
+    let whole = crate::runs::LogsQuery {
+        after: None,
+        limit: Some(1000),
+    };
+    let chunks = plan_runs::logs(&state, &org, &id, &whole).await?;
     let terminal = view
         .state
         .parse::<PlanRunState>()
@@ -718,12 +700,8 @@ async fn abort(
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     Ok(
-        match crate::plans::runs::abort(State(state), layout.caller(), ApiPath((org, id.clone())))
-            .await
-        {
-            Ok(r) => {
-                redirect_with_flash(&back, true, &format!("aborted {id}: it is {}", r.0.state))
-            }
+        match plan_runs::abort(&state, &layout.caller(), &org, &id).await {
+            Ok(r) => redirect_with_flash(&back, true, &format!("aborted {id}: it is {}", r.state)),
             Err(e) => redirect_with_flash(&back, false, &e.body().error.message),
         },
     )

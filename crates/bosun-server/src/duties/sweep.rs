@@ -61,7 +61,7 @@ pub async fn sweep_once(
                 settled += 1;
             }
         }
-        settled += crate::plans::runs::sweep_stale(state, before).await?;
+        settled += crate::service::plan_runs::sweep_stale(state, before).await?;
     }
     for run in state.store.executing_runs().await? {
         let (Some(started), true) = (run.phase_started_at, run.started) else {
@@ -166,7 +166,7 @@ pub async fn reconcile_on_start(state: &AppState) -> Result<usize, bosun_store::
         }
         let reason = "the server restarted while its embedded runner executed the run; \
             the per-host progress it reported is kept";
-        if crate::plans::runs::settle_silent(state, &run, Some(reason.into())).await? {
+        if crate::service::plan_runs::settle_silent(state, &run, Some(reason.into())).await? {
             settled += 1;
         }
     }

@@ -207,9 +207,17 @@ impl Cron for PlanScheduleRecord {
             return Ok(Due::Skip(format!("plan {:?} no longer exists", self.plan)));
         };
         let inputs: BTreeMap<String, Value> = self.inputs.clone();
-        match super::runs::resolve(state, &self.org, &self.plan, &plan.source, &inputs).await {
+        match crate::service::plan_runs::resolve(
+            state,
+            &self.org,
+            &self.plan,
+            &plan.source,
+            &inputs,
+        )
+        .await
+        {
             Ok(resolved) => Ok(Due::Run(NewPlanRun {
-                id: super::runs::new_plan_run_id(),
+                id: crate::service::plan_runs::new_plan_run_id(),
                 org: self.org.clone(),
                 plan: self.plan.clone(),
                 plan_version: plan.version,

@@ -1,0 +1,5 @@
+//! The service layer: each capability's work and rules as plain functions over
+//! [`crate::app::AppState`] — called by the JSON API's handlers, the console's pages and
+//! the background duties alike, which only adapt their inputs and outputs.
+
+pub mod plan_runs;

@@ -1,0 +1,397 @@
+//! Plan runs: creating one (the stored plan parsed with `bosun-plans`, its target hosts
+//! resolved from the org's hosts, inputs checked, the approval gate, and the concurrency
+//! guard inside the store's creating transaction), listing, showing, aborting and
+//! reading their logs, and settling runs nothing executes any more — the work behind the
+//! API's handlers, the console's pages, the scheduler and the stale sweep.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bosun_api::{ErrorCode, LogChunk, Page, PlanHostResult, PlanRunCreate, PlanRunView};
+use bosun_core::plan_run::{gated_environments, PlanRunEvent, PlanRunState, PlanTrigger};
+use bosun_core::ValidationError;
+use bosun_store::{
+    EnvironmentRecord, HostRecord, NewPlanRun, PlanHostResultRecord, PlanRunEventInput,
+    PlanRunRecord, StoreError,
+};
+use chrono::Utc;
+use rand::RngCore;
+use serde_json::{json, Value};
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::paging::{page, PageQuery};
+use crate::runs::LogsQuery;
+
+/// A new plan-run id: time-ordered like stack runs, `prun-` so the two never collide.
+pub fn new_plan_run_id() -> String {
+    let mut r = [0u8; 5];
+    rand::thread_rng().fill_bytes(&mut r);
+    format!(
+        "prun-{:011x}{}",
+        Utc::now().timestamp_millis(),
+        hex::encode(r)
+    )
+}
+
+pub(crate) fn to_wire(r: PlanRunRecord, results: Vec<PlanHostResultRecord>) -> PlanRunView {
+    PlanRunView {
+        state: r.state.to_string(),
+        trigger: r.trigger.to_string(),
+        results: results
+            .into_iter()
+            .map(|h| PlanHostResult {
+                step: h.step,
+                step_name: h.step_name,
+                module: h.module,
+                host: h.host,
+                status: h.status,
+                ignored: h.ignored,
+                changed: h.changed,
+                exit_code: h.exit_code,
+                stdout: h.stdout,
+                stderr: h.stderr,
+                duration_ms: h.duration_ms,
+                message: h.message,
+                diff: h.diff,
+            })
+            .collect(),
+        id: r.id,
+        org: r.org,
+        plan: r.plan,
+        plan_version: r.plan_version,
+        reason: r.reason,
+        dry_run: r.dry_run,
+        inputs: r.inputs,
+        requested_by: r.requested_by,
+        hosts: r.hosts,
+        gated_environments: r.gated_environments,
+        runner_id: r.runner_id,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+        ended_at: r.ended_at,
+        report: r.report,
+    }
+}
+
+pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<PlanRunRecord, ApiError> {
+    state
+        .store
+        .get_plan_run(id)
+        .await?
+        .filter(|r| r.org == org)
+        .ok_or_else(|| ApiError::NotFound(format!("plan run {id:?}")))
+}
+
+/// The inventory document (JSON, which is YAML) of `hosts` and their environments, for
+/// `bosun_plans::model::parse_inventory`.
+pub(crate) fn inventory_document(
+    hosts: &[&HostRecord],
+    environments: &[EnvironmentRecord],
+) -> String {
+    let mut envs = serde_json::Map::new();
+    for e in environments {
+        if hosts
+            .iter()
+            .any(|h| h.environment.as_deref() == Some(e.id.as_str()))
+        {
+            envs.insert(
+                e.id.clone(),
+                json!({"vars": e.vars, "requires_approval": e.requires_approval,
+                    "protected": e.protected}),
+            );
+        }
+    }
+    let mut entries = serde_json::Map::new();
+    for h in hosts {
+        let mut host = serde_json::Map::new();
+        host.insert("address".into(), json!(h.address));
+        host.insert("port".into(), json!(h.port));
+        host.insert("connection".into(), json!(h.connection));
+        host.insert("labels".into(), json!(h.labels));
+        host.insert("vars".into(), json!(h.vars));
+        for (key, value) in [
+            ("user", &h.user),
+            ("environment", &h.environment),
+            ("identity_file", &h.identity_file),
+            ("known_hosts", &h.known_hosts),
+            ("host_key", &h.host_key),
+        ] {
+            if let Some(v) = value {
+                host.insert(key.into(), json!(v));
+            }
+        }
+        entries.insert(h.name.clone(), Value::Object(host));
+    }
+    json!({"environments": envs, "hosts": entries}).to_string()
+}
+
+/// Resolves what a new run of `plan` targets: the stored source parsed, the org's hosts as
+/// an inventory, inputs checked against the plan's. Refusals name the field.
+pub struct Resolved {
+    pub plan: bosun_plans::model::Plan,
+    pub hosts: Vec<String>,
+    pub gated: Vec<String>,
+}
+
+pub async fn resolve(
+    state: &AppState,
+    org: &str,
+    name: &str,
+    source: &str,
+    inputs: &BTreeMap<String, Value>,
+) -> Result<Resolved, ApiError> {
+    let file = format!("{name}.yaml");
+    let plan = bosun_plans::model::parse_plan(Path::new(&file), source).map_err(|e| {
+        ApiError::Conflict {
+            code: ErrorCode::InvalidPlan,
+            message: format!("the stored plan {name:?} no longer parses: {e}"),
+        }
+    })?;
+    if let Some(unknown) = inputs.keys().find(|k| !plan.inputs.contains_key(*k)) {
+        let declared: Vec<&str> = plan.inputs.keys().map(String::as_str).collect();
+        return Err(ValidationError::new(
+            format!("inputs.{unknown}"),
+            format!(
+                "the plan {name:?} has no input {unknown:?} (it declares: {})",
+                if declared.is_empty() {
+                    "none".to_string()
+                } else {
+                    declared.join(", ")
+                }
+            ),
+        )
+        .into());
+    }
+    let hosts = state.store.list_hosts(org).await?;
+    let environments = state.store.list_environments(org).await?;
+    let all: Vec<&HostRecord> = hosts.iter().collect();
+    let inventory = bosun_plans::model::parse_inventory(
+        Path::new("inventory"),
+        &inventory_document(&all, &environments),
+    )
+    .map_err(|e| ApiError::Internal(format!("the org's hosts do not form an inventory: {e}")))?;
+    let targets: Vec<String> = plan
+        .target_hosts(&inventory)
+        .into_iter()
+        .map(|h| h.name.clone())
+        .collect();
+    if targets.is_empty() {
+        return Err(ValidationError::new(
+            "targets",
+            format!(
+                "the plan {name:?} targets no host of this org (hosts: {:?}, labels: {:?}, environments: {:?})",
+                plan.targets.hosts, plan.targets.labels, plan.targets.environments
+            ),
+        )
+        .into());
+    }
+    let gated = gated_environments(targets.iter().filter_map(|t| {
+        let env = hosts
+            .iter()
+            .find(|h| &h.name == t)?
+            .environment
+            .as_deref()?;
+        let record = environments.iter().find(|e| e.id == env)?;
+        Some((record.id.as_str(), record.requires_approval))
+    }));
+    Ok(Resolved {
+        plan,
+        hosts: targets,
+        gated,
+    })
+}
+
+/// Creates a run of a stored plan (queued, or paused when a target environment requires
+/// approval) and wakes waiting runners. The concurrency guard answers 409 naming the
+/// overlapping hosts.
+pub async fn start(
+    state: &AppState,
+    org: &str,
+    name: &str,
+    body: PlanRunCreate,
+    trigger: PlanTrigger,
+    requested_by: String,
+    audit: bosun_store::Audit,
+) -> Result<PlanRunRecord, ApiError> {
+    let plan = state
+        .store
+        .get_plan(org, name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("plan {name:?}")))?;
+    let resolved = resolve(state, org, name, &plan.source, &body.inputs).await?;
+    let run = NewPlanRun {
+        id: new_plan_run_id(),
+        org: org.to_string(),
+        plan: name.to_string(),
+        plan_version: plan.version,
+        source: plan.source,
+        inputs: body.inputs,
+        dry_run: body.dry_run,
+        requested_by,
+        trigger,
+        hosts: resolved.hosts,
+        gated_environments: resolved.gated,
+        concurrent: resolved.plan.concurrent_runs,
+    };
+    let created = state.store.create_plan_run(&run, &audit).await?;
+    if created.needs_lease {
+        state.wake_dispatch();
+    }
+    Ok(created)
+}
+
+/// Runs a stored plan (or dry-runs it) for `caller`, audited as `plan_run.create`.
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    plan: &str,
+    body: PlanRunCreate,
+) -> Result<PlanRunView, ApiError> {
+    let audit = caller.audit(
+        Some(org),
+        "plan_run.create",
+        format!("plan:{plan}"),
+        json!({"dry_run": body.dry_run, "inputs": body.inputs.keys().collect::<Vec<_>>()}),
+    );
+    let run = start(
+        state,
+        org,
+        plan,
+        body,
+        PlanTrigger::Manual,
+        caller.0.actor(),
+        audit,
+    )
+    .await?;
+    Ok(to_wire(run, Vec::new()))
+}
+
+/// A page of a plan's runs, newest first; the cursor is the last run's id.
+pub async fn list(
+    state: &AppState,
+    org: &str,
+    plan: &str,
+    q: &PageQuery,
+) -> Result<Page<PlanRunView>, ApiError> {
+    let limit = q.limit()?;
+    if let Some(cursor) = &q.cursor {
+        let known = state
+            .store
+            .get_plan_run(cursor)
+            .await?
+            .is_some_and(|r| r.org == org && r.plan == plan);
+        if !known {
+            return Err(ValidationError::new(
+                "cursor",
+                format!(
+                    "no run {cursor:?} of plan {plan:?}: pass the id of the last run of the previous page"
+                ),
+            )
+            .into());
+        }
+    }
+    let runs = state
+        .store
+        .list_plan_runs(org, Some(plan), q.cursor.as_deref(), limit)
+        .await?;
+    let items = runs.into_iter().map(|r| to_wire(r, Vec::new())).collect();
+    Ok(page(items, limit, |r: &PlanRunView| r.id.clone()))
+}
+
+/// One plan run with its per-host results.
+pub async fn show(state: &AppState, org: &str, id: &str) -> Result<PlanRunView, ApiError> {
+    let run = load(state, org, id).await?;
+    let results = state.store.plan_run_results(id).await?;
+    Ok(to_wire(run, results))
+}
+
+/// Aborts a run for `caller`: settled `aborted` at once; its runner stops when its next
+/// heartbeat hears of it.
+pub async fn abort(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+) -> Result<PlanRunView, ApiError> {
+    load(state, org, id).await?;
+    let input = PlanRunEventInput {
+        event: PlanRunEvent::Abort,
+        fencing: None,
+        reason: Some(format!("aborted by {}", caller.0.actor())),
+        report: None,
+        audit: Some(caller.audit(
+            Some(org),
+            "plan_run.abort",
+            format!("plan_run:{id}"),
+            json!({}),
+        )),
+    };
+    let run = state.store.plan_run_event(id, &input).await?;
+    let results = state.store.plan_run_results(id).await?;
+    Ok(to_wire(run, results))
+}
+
+/// A page of a run's log, in order: chunks after `q.after`.
+pub async fn logs(
+    state: &AppState,
+    org: &str,
+    id: &str,
+    q: &LogsQuery,
+) -> Result<Vec<LogChunk>, ApiError> {
+    load(state, org, id).await?;
+    let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
+    Ok(crate::runs::log_page(state.store.read_plan_run_logs(id, q.after, limit).await?).0)
+}
+
+/// The stale sweep's pass over plan runs: a leased run with no heartbeat since
+/// `before` is settled by [`settle_silent`]. Returns how many it moved.
+pub async fn sweep_stale(
+    state: &AppState,
+    before: chrono::DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let mut moved = 0;
+    for run in state.store.stale_plan_runs(before).await? {
+        if settle_silent(state, &run, None).await? {
+            moved += 1;
+        }
+    }
+    Ok(moved)
+}
+
+/// Settles a leased plan run nothing executes any more (its runner went silent, or died
+/// with an earlier server process): requeued when it never started (nothing ran), else
+/// `interrupted` keeping its per-host progress, with `reason` or the stale reason; an
+/// aborted run's lease is released. `false` when the runner reported meanwhile.
+pub async fn settle_silent(
+    state: &AppState,
+    run: &PlanRunRecord,
+    reason: Option<String>,
+) -> Result<bool, StoreError> {
+    let (event, reason) = if run.state == PlanRunState::Aborted {
+        // Settled already: only the lease is released, the abort's reason stays.
+        (PlanRunEvent::Stale, None)
+    } else if run.started {
+        (PlanRunEvent::Stale, reason)
+    } else {
+        (PlanRunEvent::Requeue, None)
+    };
+    let input = PlanRunEventInput {
+        event,
+        fencing: Some(run.fencing),
+        reason,
+        report: None,
+        audit: None,
+    };
+    match state.store.plan_run_event(&run.id, &input).await {
+        Ok(out) => {
+            tracing::warn!(plan_run = %run.id, state = %out.state, "silent plan run settled");
+            Ok(true)
+        }
+        // The runner reported meanwhile: nothing to settle.
+        Err(StoreError::Fenced { .. }) | Err(StoreError::InvalidPlanTransition(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
