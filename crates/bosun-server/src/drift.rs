@@ -67,7 +67,7 @@ pub async fn start_check(
         .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
         .spec;
     let run = NewRun {
-        id: crate::runs::new_run_id(),
+        id: crate::service::runs::new_run_id(),
         org: org.clone(),
         stack,
         kind: RunKind::Drift,
@@ -88,7 +88,7 @@ pub async fn start_check(
     state.wake_dispatch();
     Ok((
         StatusCode::CREATED,
-        Json(crate::runs::to_wire(&state, record).await?),
+        Json(crate::service::runs::to_wire(&state, record).await?),
     ))
 }
 
@@ -116,7 +116,7 @@ impl Cron for DriftScheduleRecord {
             return Ok(Due::Gone);
         };
         Ok(Due::Run(NewRun {
-            id: crate::runs::new_run_id(),
+            id: crate::service::runs::new_run_id(),
             org: self.org.clone(),
             stack: self.stack.clone(),
             kind: RunKind::Drift,
@@ -180,7 +180,7 @@ pub async fn settle_ended(state: &AppState) -> Result<(), ApiError> {
                 .await?
                 .filter(|s| s.spec.drift_detection.as_ref().is_some_and(|d| d.reconcile))
                 .map(|s| NewRun {
-                    id: crate::runs::new_run_id(),
+                    id: crate::service::runs::new_run_id(),
                     org: run.org.clone(),
                     stack: run.stack.clone(),
                     kind: RunKind::Tracked,

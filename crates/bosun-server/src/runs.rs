@@ -8,15 +8,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::Json;
-use bosun_api::{
-    ConsumedOutput, ErrorCode, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
-};
+use bosun_api::{LogChunk, Page, Run, RunCreate};
 use bosun_core::authz::Access;
-use bosun_core::run::{Event, RunKind, Trigger};
-use bosun_core::{Role, ValidationError};
-use bosun_store::{NewRun, RunEventInput, RunRecord, RunUpdate};
-use chrono::Utc;
-use rand::RngCore;
+use bosun_core::Role;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -24,8 +18,9 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::paging::{page, PageQuery};
+use crate::paging::PageQuery;
 use crate::route::{Endpoint, Route};
+use crate::service::runs as service;
 
 /// `POST /orgs/{org}/stacks/{stack}/runs`
 pub const TRIGGER: Endpoint = Endpoint::post(
@@ -83,94 +78,6 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// A new run id: time-ordered, so ids sort by creation.
-pub fn new_run_id() -> String {
-    let mut r = [0u8; 5];
-    rand::thread_rng().fill_bytes(&mut r);
-    format!(
-        "run-{:011x}{}",
-        Utc::now().timestamp_millis(),
-        hex::encode(r)
-    )
-}
-
-/// Queues a run and wakes waiting runners.
-pub async fn enqueue(
-    state: &AppState,
-    run: NewRun,
-    caller: &Caller,
-) -> Result<RunRecord, ApiError> {
-    let audit = caller.audit(
-        Some(&run.org),
-        "run.create",
-        format!("run:{}", run.id),
-        json!({"stack": run.stack, "kind": run.kind.as_str(), "trigger": run.trigger.as_str()}),
-    );
-    let record = state.store.create_run(&run, Some(&audit)).await?;
-    state.wake_dispatch();
-    Ok(record)
-}
-
-/// Loads a run of this org (a run of another org is "not found").
-async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRecord, ApiError> {
-    state
-        .store
-        .get_run(id)
-        .await?
-        .filter(|r| r.org == org)
-        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} in org {org:?}")))
-}
-
-pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
-    let (drift, reconciles) = crate::drift::run_fields(state, &r).await?;
-    let phases = state
-        .store
-        .run_phases(&r.id)
-        .await?
-        .into_iter()
-        .map(|p| PhaseTiming {
-            state: p.state.to_string(),
-            started_at: p.started_at,
-            ended_at: p.ended_at,
-            seconds: p
-                .ended_at
-                .map(|e| (e - p.started_at).num_milliseconds() as f64 / 1000.0),
-        })
-        .collect();
-    Ok(Run {
-        plan: r
-            .plan_summary
-            .and_then(|v| serde_json::from_value::<PlanSummary>(v).ok()),
-        blocked_by: r
-            .blocked_by
-            .and_then(|v| serde_json::from_value::<TfLockInfo>(v).ok()),
-        id: r.id,
-        org: r.org,
-        stack: r.stack,
-        kind: r.kind.to_string(),
-        trigger: r.trigger.to_string(),
-        state: r.state.to_string(),
-        reason: r.reason,
-        triggered_by: r.triggered_by,
-        commit: r.commit,
-        branch: r.branch,
-        late_write: r.late_write,
-        runner: r.runner_id,
-        retry_of: r.retry_of,
-        pull_request: r.pull_request,
-        upstream_run: r.upstream_run,
-        consumed: r
-            .consumed
-            .and_then(|v| serde_json::from_value::<Vec<ConsumedOutput>>(v).ok())
-            .unwrap_or_default(),
-        drift,
-        reconciles,
-        phases,
-        created_at: r.created_at,
-        updated_at: r.updated_at,
-    })
-}
-
 /// Start a run of a stack (operator+): tracked by default, at the branch head.
 #[utoipa::path(post, path = "/api/v1/orgs/{org}/stacks/{stack}/runs", tag = "runs",
     params(("org" = String, Path), ("stack" = String, Path)),
@@ -182,47 +89,8 @@ pub async fn trigger(
     ApiPath((org, stack)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<RunCreate>,
 ) -> Result<(StatusCode, Json<Run>), ApiError> {
-    let kind = match body.kind.as_deref() {
-        None => RunKind::Tracked,
-        Some(k) => match k.parse()? {
-            RunKind::Drift => {
-                return Err(ValidationError::new(
-                    "kind",
-                    "drift runs start from the stack's schedule or from \
-                     POST /api/v1/orgs/{org}/stacks/{stack}/drift-checks (bosun stack drift-check)",
-                )
-                .into())
-            }
-            k => k,
-        },
-    };
-    if let Some(c) = &body.commit {
-        if c.len() < 7 || c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(
-                ValidationError::new("commit", "must be a hex commit id (7 to 64 digits)").into(),
-            );
-        }
-    }
-    let spec = state
-        .store
-        .get_stack(&org, &stack)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
-        .spec;
-    let run = NewRun {
-        id: new_run_id(),
-        org,
-        stack,
-        kind,
-        trigger: Trigger::Manual,
-        triggered_by: caller.0.actor(),
-        commit: body.commit,
-        branch: spec.branch,
-        retry_of: None,
-        pull_request: None,
-    };
-    let record = enqueue(&state, run, &caller).await?;
-    Ok((StatusCode::CREATED, Json(to_wire(&state, record).await?)))
+    let run = service::trigger(&state, &caller, &org, &stack, body).await?;
+    Ok((StatusCode::CREATED, Json(run)))
 }
 
 /// A stack's runs, newest first.
@@ -234,32 +102,7 @@ pub async fn list(
     ApiPath((org, stack)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<Page<Run>>, ApiError> {
-    let limit = q.limit()?;
-    if let Some(cursor) = &q.cursor {
-        let known = state
-            .store
-            .get_run(cursor)
-            .await?
-            .is_some_and(|r| r.org == org && r.stack == stack);
-        if !known {
-            return Err(ValidationError::new(
-                "cursor",
-                format!(
-                    "no run {cursor:?} of stack {stack:?}: pass the previous page's next_cursor"
-                ),
-            )
-            .into());
-        }
-    }
-    let runs = state
-        .store
-        .list_runs(&org, Some(&stack), q.cursor.as_deref(), limit)
-        .await?;
-    let mut items = Vec::with_capacity(runs.len());
-    for r in runs {
-        items.push(to_wire(&state, r).await?);
-    }
-    Ok(Json(page(items, limit, |r| r.id.clone())))
+    Ok(Json(service::list(&state, &org, &stack, &q).await?))
 }
 
 /// One run: state, reason, plan summary, phases with timings, what blocks it.
@@ -270,33 +113,7 @@ pub async fn show(
     State(state): State<AppState>,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<Json<Run>, ApiError> {
-    let run = load(&state, &org, &id).await?;
-    Ok(Json(to_wire(&state, run).await?))
-}
-
-async fn operator_event(
-    state: &AppState,
-    caller: &Caller,
-    org: &str,
-    id: &str,
-    event: Event,
-    action: &str,
-) -> Result<Json<Run>, ApiError> {
-    load(state, org, id).await?;
-    let out = state
-        .store
-        .run_event(
-            id,
-            &RunEventInput {
-                event,
-                fencing: None,
-                update: RunUpdate::default(),
-                audit: Some(caller.audit(Some(org), action, format!("run:{id}"), json!({}))),
-            },
-        )
-        .await?;
-    state.wake_dispatch();
-    Ok(Json(to_wire(state, out.run).await?))
+    Ok(Json(service::show(&state, &org, &id).await?))
 }
 
 /// Confirm an unconfirmed run: its plan is applied. A run whose stack's environment
@@ -309,8 +126,7 @@ pub async fn confirm(
     caller: Caller,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<Json<Run>, ApiError> {
-    crate::approvals::refuse_gated_confirm(&state, &org, &id).await?;
-    operator_event(&state, &caller, &org, &id, Event::Confirm, "run.confirm").await
+    Ok(Json(service::confirm(&state, &caller, &org, &id).await?))
 }
 
 /// Discard an unconfirmed run's plan.
@@ -322,7 +138,7 @@ pub async fn discard(
     caller: Caller,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<Json<Run>, ApiError> {
-    operator_event(&state, &caller, &org, &id, Event::Discard, "run.discard").await
+    Ok(Json(service::discard(&state, &caller, &org, &id).await?))
 }
 
 /// Cancel a run: waiting runs end at once; an executing run's runner interrupts the
@@ -335,10 +151,7 @@ pub async fn cancel(
     caller: Caller,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<Json<Run>, ApiError> {
-    load(&state, &org, &id).await?;
-    let audit = caller.audit(Some(&org), "run.cancel", format!("run:{id}"), json!({}));
-    let out = state.store.cancel_run(&id, &audit).await?;
-    Ok(Json(to_wire(&state, out.run).await?))
+    Ok(Json(service::cancel(&state, &caller, &org, &id).await?))
 }
 
 /// A fresh run over the same source (repository and commit) as this one.
@@ -350,27 +163,8 @@ pub async fn retry(
     caller: Caller,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<(StatusCode, Json<Run>), ApiError> {
-    let old = load(&state, &org, &id).await?;
-    if !old.state.is_terminal() {
-        return Err(ApiError::Conflict {
-            code: ErrorCode::InvalidTransition,
-            message: format!("run {id} is {}; only ended runs can be retried", old.state),
-        });
-    }
-    let run = NewRun {
-        id: new_run_id(),
-        org: old.org,
-        stack: old.stack,
-        kind: old.kind,
-        trigger: Trigger::Retry,
-        triggered_by: caller.0.actor(),
-        commit: old.commit,
-        branch: old.branch,
-        retry_of: Some(old.id),
-        pull_request: old.pull_request,
-    };
-    let record = enqueue(&state, run, &caller).await?;
-    Ok((StatusCode::CREATED, Json(to_wire(&state, record).await?)))
+    let run = service::retry(&state, &caller, &org, &id).await?;
+    Ok((StatusCode::CREATED, Json(run)))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -392,9 +186,7 @@ pub async fn logs(
     ApiPath((org, id)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Json<Vec<LogChunk>>, ApiError> {
-    load(&state, &org, &id).await?;
-    let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
-    Ok(log_page(state.store.read_logs(&id, q.after, limit).await?))
+    Ok(Json(service::logs(&state, &org, &id, &q).await?))
 }
 
 /// A page of log chunks (stack or plan run) as the API answers it.
@@ -417,7 +209,7 @@ pub async fn logs_stream(
     ApiPath((org, id)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    load(&state, &org, &id).await?;
+    service::load(&state, &org, &id).await?;
     let read_id = id.clone();
     Ok(log_stream(
         state,

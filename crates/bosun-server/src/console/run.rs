@@ -14,6 +14,7 @@ use super::session::redirect_with_flash;
 use super::{age, duration_text, render, urlencode, Layout, PageError, Session, StreamQuery};
 use crate::app::AppState;
 use crate::extract::{ApiPath, ApiQuery};
+use crate::service::runs;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -156,8 +157,7 @@ async fn show(
     Path((org, id)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "stacks", &id, crate::runs::SHOW)?;
-    let key = || ApiPath((org.clone(), id.clone()));
-    let r = crate::runs::show(State(state.clone()), key()).await?.0;
+    let r = runs::show(&state, &org, &id).await?;
     let run_state: RunState = r.state.parse().map_err(crate::error::ApiError::from)?;
     let ended = run_state.is_terminal();
 
@@ -261,16 +261,11 @@ async fn show(
         }
     }
 
-    let log = crate::runs::logs(
-        State(state.clone()),
-        key(),
-        ApiQuery(crate::runs::LogsQuery {
-            after: None,
-            limit: Some(LOG_PAGE),
-        }),
-    )
-    .await?
-    .0;
+    let first = crate::runs::LogsQuery {
+        after: None,
+        limit: Some(LOG_PAGE),
+    };
+    let log = runs::logs(&state, &org, &id, &first).await?;
     let log_more = log.len() == LOG_PAGE as usize;
     let log_after = log.last().map(|c| c.seq);
     let log: String = log.into_iter().map(|c| c.text).collect();
@@ -375,14 +370,12 @@ async fn action(
     if let Err(e) = layout.require(route) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
-    let st = State(state);
-    let key = ApiPath((org.clone(), id.clone()));
     let caller = layout.caller();
     let done = match form.action.as_str() {
-        "confirm" => crate::runs::confirm(st, caller, key).await.map(|r| r.0),
-        "discard" => crate::runs::discard(st, caller, key).await.map(|r| r.0),
-        "cancel" => crate::runs::cancel(st, caller, key).await.map(|r| r.0),
-        _ => crate::runs::retry(st, caller, key).await.map(|r| r.1 .0),
+        "confirm" => runs::confirm(&state, &caller, &org, &id).await,
+        "discard" => runs::discard(&state, &caller, &org, &id).await,
+        "cancel" => runs::cancel(&state, &caller, &org, &id).await,
+        _ => runs::retry(&state, &caller, &org, &id).await,
     };
     Ok(match done {
         Err(e) => redirect_with_flash(&back, false, &super::refusal(PageError::Api(e))),
@@ -421,16 +414,11 @@ async fn log_text(
     let mut text = String::new();
     let mut after = None;
     loop {
-        let page = crate::runs::logs(
-            State(state.clone()),
-            ApiPath((org.clone(), id.clone())),
-            ApiQuery(crate::runs::LogsQuery {
-                after,
-                limit: Some(LOG_PAGE),
-            }),
-        )
-        .await?
-        .0;
+        let q = crate::runs::LogsQuery {
+            after,
+            limit: Some(LOG_PAGE),
+        };
+        let page = runs::logs(&state, &org, &id, &q).await?;
         let full = page.len() == LOG_PAGE as usize;
         for c in page {
             after = Some(c.seq);

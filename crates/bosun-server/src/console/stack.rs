@@ -13,7 +13,7 @@ use super::session::redirect_with_flash;
 use super::stacks::DriftBadge;
 use super::{age, render, urlencode, Layout, PageError, Session};
 use crate::app::AppState;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::extract::{ApiPath, ApiQuery};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -238,16 +238,11 @@ async fn show(
         }
     }
 
-    let runs_page = crate::runs::list(
-        State(state.clone()),
-        key(),
-        ApiQuery(crate::paging::PageQuery {
-            cursor: q.runs_after.clone(),
-            limit: Some(PAGE),
-        }),
-    )
-    .await?
-    .0;
+    let runs_query = crate::paging::PageQuery {
+        cursor: q.runs_after.clone(),
+        limit: Some(PAGE),
+    };
+    let runs_page = crate::service::runs::list(&state, &org, &stack, &runs_query).await?;
     let runs = runs_page
         .items
         .into_iter()
@@ -421,18 +416,12 @@ async fn run_now(
     if let Err(e) = layout.require(crate::runs::TRIGGER) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
-    match crate::runs::trigger(
-        State(state),
-        layout.caller(),
-        ApiPath((org.clone(), stack.clone())),
-        ApiJson(bosun_api::RunCreate::default()),
-    )
-    .await
-    {
-        Ok((_, run)) => Ok(redirect_with_flash(
-            &format!("/orgs/{}/runs/{}", urlencode(&org), urlencode(&run.0.id)),
+    let body = bosun_api::RunCreate::default();
+    match crate::service::runs::trigger(&state, &layout.caller(), &org, &stack, body).await {
+        Ok(run) => Ok(redirect_with_flash(
+            &format!("/orgs/{}/runs/{}", urlencode(&org), urlencode(&run.id)),
             true,
-            &format!("run {} of stack {stack} queued", run.0.id),
+            &format!("run {} of stack {stack} queued", run.id),
         )),
         Err(e) => Ok(redirect_with_flash(
             &back,

@@ -3,3 +3,4 @@
 //! the background duties alike, which only adapt their inputs and outputs.
 
 pub mod plan_runs;
+pub mod runs;

@@ -104,7 +104,7 @@ pub fn decide(
             None => (RunKind::Tracked, Trigger::Push),
         };
         let run = NewRun {
-            id: crate::runs::new_run_id(),
+            id: crate::service::runs::new_run_id(),
             org: stack.org.clone(),
             stack: stack.spec.id.to_string(),
             kind,

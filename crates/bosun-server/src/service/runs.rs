@@ -1,0 +1,305 @@
+//! Stack runs: triggering one, listing, showing (with phase timings), the operator's
+//! confirm, discard, cancel and retry, and reading the log — the work behind the API's
+//! handlers and the console's run pages; and the run id, queueing and wire form every
+//! other capability that starts runs uses.
+
+use bosun_api::{
+    ConsumedOutput, ErrorCode, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
+};
+use bosun_core::run::{Event, RunKind, Trigger};
+use bosun_core::ValidationError;
+use bosun_store::{NewRun, RunEventInput, RunRecord, RunUpdate};
+use chrono::Utc;
+use rand::RngCore;
+use serde_json::json;
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::paging::{page, PageQuery};
+use crate::runs::LogsQuery;
+
+/// A new run id: time-ordered, so ids sort by creation.
+pub fn new_run_id() -> String {
+    let mut r = [0u8; 5];
+    rand::thread_rng().fill_bytes(&mut r);
+    format!(
+        "run-{:011x}{}",
+        Utc::now().timestamp_millis(),
+        hex::encode(r)
+    )
+}
+
+/// Queues a run and wakes waiting runners.
+pub async fn enqueue(
+    state: &AppState,
+    run: NewRun,
+    caller: &Caller,
+) -> Result<RunRecord, ApiError> {
+    let audit = caller.audit(
+        Some(&run.org),
+        "run.create",
+        format!("run:{}", run.id),
+        json!({"stack": run.stack, "kind": run.kind.as_str(), "trigger": run.trigger.as_str()}),
+    );
+    let record = state.store.create_run(&run, Some(&audit)).await?;
+    state.wake_dispatch();
+    Ok(record)
+}
+
+/// Loads a run of this org (a run of another org is "not found").
+pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRecord, ApiError> {
+    state
+        .store
+        .get_run(id)
+        .await?
+        .filter(|r| r.org == org)
+        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} in org {org:?}")))
+}
+
+pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
+    let (drift, reconciles) = crate::drift::run_fields(state, &r).await?;
+    let phases = state
+        .store
+        .run_phases(&r.id)
+        .await?
+        .into_iter()
+        .map(|p| PhaseTiming {
+            state: p.state.to_string(),
+            started_at: p.started_at,
+            ended_at: p.ended_at,
+            seconds: p
+                .ended_at
+                .map(|e| (e - p.started_at).num_milliseconds() as f64 / 1000.0),
+        })
+        .collect();
+    Ok(Run {
+        plan: r
+            .plan_summary
+            .and_then(|v| serde_json::from_value::<PlanSummary>(v).ok()),
+        blocked_by: r
+            .blocked_by
+            .and_then(|v| serde_json::from_value::<TfLockInfo>(v).ok()),
+        id: r.id,
+        org: r.org,
+        stack: r.stack,
+        kind: r.kind.to_string(),
+        trigger: r.trigger.to_string(),
+        state: r.state.to_string(),
+        reason: r.reason,
+        triggered_by: r.triggered_by,
+        commit: r.commit,
+        branch: r.branch,
+        late_write: r.late_write,
+        runner: r.runner_id,
+        retry_of: r.retry_of,
+        pull_request: r.pull_request,
+        upstream_run: r.upstream_run,
+        consumed: r
+            .consumed
+            .and_then(|v| serde_json::from_value::<Vec<ConsumedOutput>>(v).ok())
+            .unwrap_or_default(),
+        drift,
+        reconciles,
+        phases,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+    })
+}
+
+/// Starts a run of a stack for `caller`: tracked unless the body says `proposed`, at the
+/// given commit or the branch head. Drift runs are refused here (they have their own
+/// start).
+pub async fn trigger(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    stack: &str,
+    body: RunCreate,
+) -> Result<Run, ApiError> {
+    let kind = match body.kind.as_deref() {
+        None => RunKind::Tracked,
+        Some(k) => match k.parse()? {
+            RunKind::Drift => {
+                return Err(ValidationError::new(
+                    "kind",
+                    "drift runs start from the stack's schedule or from \
+                     POST /api/v1/orgs/{org}/stacks/{stack}/drift-checks (bosun stack drift-check)",
+                )
+                .into())
+            }
+            k => k,
+        },
+    };
+    if let Some(c) = &body.commit {
+        if c.len() < 7 || c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(
+                ValidationError::new("commit", "must be a hex commit id (7 to 64 digits)").into(),
+            );
+        }
+    }
+    let spec = state
+        .store
+        .get_stack(org, stack)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
+        .spec;
+    let run = NewRun {
+        id: new_run_id(),
+        org: org.to_string(),
+        stack: stack.to_string(),
+        kind,
+        trigger: Trigger::Manual,
+        triggered_by: caller.0.actor(),
+        commit: body.commit,
+        branch: spec.branch,
+        retry_of: None,
+        pull_request: None,
+    };
+    let record = enqueue(state, run, caller).await?;
+    to_wire(state, record).await
+}
+
+/// A page of a stack's runs, newest first; the cursor is the last run's id.
+pub async fn list(
+    state: &AppState,
+    org: &str,
+    stack: &str,
+    q: &PageQuery,
+) -> Result<Page<Run>, ApiError> {
+    let limit = q.limit()?;
+    if let Some(cursor) = &q.cursor {
+        let known = state
+            .store
+            .get_run(cursor)
+            .await?
+            .is_some_and(|r| r.org == org && r.stack == stack);
+        if !known {
+            return Err(ValidationError::new(
+                "cursor",
+                format!(
+                    "no run {cursor:?} of stack {stack:?}: pass the previous page's next_cursor"
+                ),
+            )
+            .into());
+        }
+    }
+    let runs = state
+        .store
+        .list_runs(org, Some(stack), q.cursor.as_deref(), limit)
+        .await?;
+    let mut items = Vec::with_capacity(runs.len());
+    for r in runs {
+        items.push(to_wire(state, r).await?);
+    }
+    Ok(page(items, limit, |r: &Run| r.id.clone()))
+}
+
+/// One run of the org.
+pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Run, ApiError> {
+    let run = load(state, org, id).await?;
+    to_wire(state, run).await
+}
+
+/// An operator's event on a run (`action` is the audit action).
+async fn operator_event(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+    event: Event,
+    action: &str,
+) -> Result<Run, ApiError> {
+    load(state, org, id).await?;
+    let out = state
+        .store
+        .run_event(
+            id,
+            &RunEventInput {
+                event,
+                fencing: None,
+                update: RunUpdate::default(),
+                audit: Some(caller.audit(Some(org), action, format!("run:{id}"), json!({}))),
+            },
+        )
+        .await?;
+    state.wake_dispatch();
+    to_wire(state, out.run).await
+}
+
+/// Applies an unconfirmed run's plan; refused while it waits for an approval.
+pub async fn confirm(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+) -> Result<Run, ApiError> {
+    crate::approvals::refuse_gated_confirm(state, org, id).await?;
+    operator_event(state, caller, org, id, Event::Confirm, "run.confirm").await
+}
+
+/// Throws an unconfirmed run's plan away.
+pub async fn discard(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+) -> Result<Run, ApiError> {
+    operator_event(state, caller, org, id, Event::Discard, "run.discard").await
+}
+
+/// Cancels a run: a waiting one ends at once; an executing one's runner stops the
+/// engine first.
+pub async fn cancel(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+) -> Result<Run, ApiError> {
+    load(state, org, id).await?;
+    let audit = caller.audit(Some(org), "run.cancel", format!("run:{id}"), json!({}));
+    let out = state.store.cancel_run(id, &audit).await?;
+    to_wire(state, out.run).await
+}
+
+/// Starts a new run over the same commit as an ended run.
+pub async fn retry(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+) -> Result<Run, ApiError> {
+    let old = load(state, org, id).await?;
+    if !old.state.is_terminal() {
+        return Err(ApiError::Conflict {
+            code: ErrorCode::InvalidTransition,
+            message: format!("run {id} is {}; only ended runs can be retried", old.state),
+        });
+    }
+    let run = NewRun {
+        id: new_run_id(),
+        org: old.org,
+        stack: old.stack,
+        kind: old.kind,
+        trigger: Trigger::Retry,
+        triggered_by: caller.0.actor(),
+        commit: old.commit,
+        branch: old.branch,
+        retry_of: Some(old.id),
+        pull_request: old.pull_request,
+    };
+    let record = enqueue(state, run, caller).await?;
+    to_wire(state, record).await
+}
+
+/// A page of a run's log, in order: chunks after `q.after`.
+pub async fn logs(
+    state: &AppState,
+    org: &str,
+    id: &str,
+    q: &LogsQuery,
+) -> Result<Vec<LogChunk>, ApiError> {
+    load(state, org, id).await?;
+    let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
+    Ok(crate::runs::log_page(state.store.read_logs(id, q.after, limit).await?).0)
+}
