@@ -5,6 +5,9 @@
 //! one transaction: nothing changes without its audit record.
 
 mod availability;
+/// The conformance suite, for backends' tests only: behind the `testsuite` feature, which
+/// only test builds turn on (`[dev-dependencies]`), so no production binary carries it.
+#[cfg(feature = "testsuite")]
 #[doc(hidden)]
 pub mod conformance;
 mod postgres;
