@@ -10,7 +10,7 @@ use super::*;
 pub(super) const TERMINAL_STATES: &str =
     "('finished', 'failed', 'discarded', 'canceled', 'interrupted', 'force_failed', 'skipped')";
 
-pub(super) fn closed() -> StoreError {
+pub(crate) fn closed() -> StoreError {
     StoreError::Backend("the store is closed".into())
 }
 
@@ -177,7 +177,7 @@ pub(super) fn get_user(conn: &Connection, id: &str) -> Result<Option<UserRecord>
     .transpose()
 }
 
-pub(super) fn exists(conn: &Connection, sql: &str, args: &[&dyn db::ToSql]) -> Result<bool> {
+pub(crate) fn exists(conn: &Connection, sql: &str, args: &[&dyn db::ToSql]) -> Result<bool> {
     Ok(conn
         .prepare_cached(sql)?
         .query_row(args, |_| Ok(()))
