@@ -25,12 +25,21 @@ use super::{exists_or, is_foreign_key_violation, is_unique_violation, Connection
 use crate::*;
 
 mod approvals;
+mod audit;
 pub(super) mod common;
 mod deps;
 mod drift;
+mod identity;
 mod notify;
 mod plan_resources;
 mod plan_runs;
+mod runners;
+mod runs;
+mod secrets;
+mod stacks;
+mod state;
 mod store;
+mod tokens;
+mod vcs;
 
 use common::*;

@@ -7,6 +7,7 @@
 //! commits (on every replica), so the delivery duty sends a new event at once instead of
 //! at its next poll.
 
+use super::audit::append_audit;
 use super::*;
 
 fn rules_json(rules: &[NotificationRule]) -> String {

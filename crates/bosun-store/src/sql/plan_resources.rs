@@ -3,6 +3,7 @@
 //! without cascade: deleting an environment that hosts are in is refused, naming them.
 //! An inventory import upserts environments, then hosts, in one transaction.
 
+use super::audit::append_audit;
 use super::*;
 
 const ENV_COLUMNS: &str = "org_id, id, vars, requires_approval, protected, created_at, updated_at";

@@ -6,7 +6,31 @@
 //! leasing a run), `snapshot` (one consistent read for `/metrics`) and `GREATEST`
 //! (SQLite's scalar `MAX` versus PostgreSQL's `GREATEST`).
 
+use super::audit::append_audit;
 use super::db::GREATEST;
+use super::identity::{get_user, membership_target_exists, roles_of};
+use super::runners::{runner_record, runner_row, RUNNER_COLUMNS};
+use super::runs::{
+    apply_event, cancel_in_tx, enter_state, insert_run, load_run, query_runs, run_record, run_row,
+    RUN_COLUMNS,
+};
+use super::secrets::{
+    reseal_one, secret_meta, secret_meta_row, signing_key_record, signing_key_row,
+    signing_key_sealed, SECRET_META_COLUMNS, SIGNING_KEY_COLUMNS,
+};
+use super::stacks::{
+    check_and_write_dependencies, query_stacks, stack_autodeploy, stack_record, stack_row,
+    write_stack_row, STACK_COLUMNS,
+};
+use super::state::{
+    ensure_stack, lock_json, lock_record, lock_row, outputs_json, read_head, read_lock,
+    read_version, sha256_hex, version_meta, version_row, LOCK_COLUMNS, VERSION_COLUMNS,
+};
+use super::tokens::{insert_token, query_tokens, TOKEN_COLUMNS};
+use super::vcs::{
+    delivery_record, delivery_row, github_name, normalize_repo_key, record_duplicate, record_first,
+    upsert_bindings, DELIVERY_COLUMNS,
+};
 use super::*;
 
 #[async_trait]
