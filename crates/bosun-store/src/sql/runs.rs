@@ -364,3 +364,302 @@ pub(super) fn cancel_in_tx(
     append_audit(tx, audit)?;
     Ok(out)
 }
+
+pub(super) fn last_between(
+    c: &Connection,
+    org: &str,
+    first: &str,
+    last: &str,
+) -> Result<Vec<RunRecord>> {
+    query_runs(
+        c,
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id IN (
+                SELECT (SELECT r.id FROM runs r
+                        WHERE r.org_id = s.org_id AND r.stack_id = s.id
+                        ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
+                FROM stacks s WHERE s.org_id = ?1 AND s.id >= ?2 AND s.id <= ?3)
+             ORDER BY stack_id"
+        ),
+        params![org, first, last],
+    )
+}
+
+pub(super) fn create(
+    tx: &Transaction<'_>,
+    run: &NewRun,
+    audit: Option<&Audit>,
+) -> Result<RunRecord> {
+    let created = insert_run(tx, run, None)?;
+    if let Some(audit) = &audit {
+        append_audit(tx, audit)?;
+    }
+    Ok(created)
+}
+
+pub(super) fn list(
+    c: &Connection,
+    org: &str,
+    stack: Option<&str>,
+    before: Option<&str>,
+    limit: u32,
+) -> Result<Vec<RunRecord>> {
+    // A cursor that is no run of the org lists nothing: never the list restarted.
+    let before_created: Option<i64> = match &before {
+        Some(b) => match c
+            .prepare_cached("SELECT created_at FROM runs WHERE org_id = ?1 AND id = ?2")?
+            .query_row(params![org, b], |r| r.get(0))
+            .optional()?
+        {
+            Some(at) => Some(at),
+            None => return Ok(Vec::new()),
+        },
+        None => None,
+    };
+    query_runs(
+        c,
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE org_id = ?1 AND (?2 IS NULL OR stack_id = ?2)
+             AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
+             ORDER BY created_at DESC, id DESC LIMIT ?5"
+        ),
+        params![org, stack, before_created, before, limit],
+    )
+}
+
+pub(super) fn phases(c: &Connection, run: &str) -> Result<Vec<RunPhaseRecord>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT state, started_at, ended_at FROM run_phases WHERE run_id = ?1 ORDER BY rowid",
+    )?;
+    let rows = stmt.query_map([&run], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, Option<i64>>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (state, started, ended) = row?;
+        out.push(RunPhaseRecord {
+            state: state.parse().map_err(|e| corrupt("phase state", e))?,
+            started_at: from_millis(started)?,
+            ended_at: opt_from_millis(ended)?,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn event(
+    tx: &Transaction<'_>,
+    id: &str,
+    input: &RunEventInput,
+) -> Result<RunEventResult> {
+    let run = load_run(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("run {id:?}")))?;
+    apply_event(tx, &run, input)
+}
+
+pub(super) fn cancel(tx: &Transaction<'_>, id: &str, audit: &Audit) -> Result<RunEventResult> {
+    let run = load_run(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("run {id:?}")))?;
+    let reason = format!("canceled by {}", audit.actor);
+    cancel_in_tx(tx, &run, reason, audit)
+}
+
+/// Whether any run waits for a runner (idle runners poll often: a cheap read first).
+pub(super) fn any_waiting(c: &Connection) -> Result<bool> {
+    exists(
+        c,
+        "SELECT 1 FROM runs WHERE needs_lease = 1 LIMIT 1",
+        params![],
+    )
+}
+
+/// Leases the oldest run this runner may take: see [`Store::lease_run`].
+pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Option<RunRecord>> {
+    let candidates = query_runs(
+        tx,
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1
+             AND (?1 IS NULL OR r.org_id = ?1)
+             AND EXISTS (SELECT 1 FROM stacks s WHERE s.org_id = r.org_id
+                         AND s.id = r.stack_id AND s.runner_pool = ?2)
+             ORDER BY r.created_at, r.id LIMIT 100"
+        ),
+        params![runner.org, runner.pool],
+    )?;
+    for run in candidates {
+        // Claim the row where the backend needs to: a run another dispatcher is
+        // leasing right now is skipped, not waited for.
+        if !db::claim_lease(tx, &run.id)? {
+            continue;
+        }
+        if run.kind == RunKind::Tracked {
+            let earlier = exists(
+                tx,
+                &format!(
+                    "SELECT 1 FROM runs WHERE org_id = ?1 AND stack_id = ?2
+                     AND kind = 'tracked' AND state NOT IN {TERMINAL_STATES}
+                     AND held = 0 AND id <> ?4
+                     AND (state <> 'queued' OR created_at < ?3
+                          OR (created_at = ?3 AND id < ?4))"
+                ),
+                params![run.org, run.stack, millis(run.created_at), run.id],
+            )?;
+            if earlier {
+                continue;
+            }
+            if let Some(l) = read_lock(tx, &run.org, &run.stack)? {
+                if l.holder != Writer::Run(run.id.clone()) {
+                    let holder = lock_json(&l).to_string();
+                    if run.blocked_by.as_ref().map(|b| b.to_string()) != Some(holder.clone()) {
+                        tx.prepare_cached("UPDATE runs SET blocked_by = ?2 WHERE id = ?1")?
+                            .execute(params![run.id, holder])?;
+                    }
+                    continue;
+                }
+            }
+        }
+        let autodeploy = stack_autodeploy(tx, &run.org, &run.stack)?;
+        let next = transition(run.state, run.facts(autodeploy), &Event::Leased)?;
+        let now = millis(Utc::now());
+        crate::signal::emit(Signal::Run(run.id.clone()));
+        tx.prepare_cached(
+            "UPDATE runs SET state = ?2, phase = ?3, needs_lease = 0, leased = 1,
+                started = 0, runner_id = ?4, fencing = fencing + 1, last_heartbeat = ?5,
+                phase_started_at = NULL, blocked_by = NULL, updated_at = ?5
+             WHERE id = ?1",
+        )?
+        .execute(params![
+            run.id,
+            next.state.as_str(),
+            next.phase.as_str(),
+            runner.id,
+            now
+        ])?;
+        enter_state(tx, &run.id, run.state, next.state, now)?;
+        tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?
+            .execute(params![runner.id, now])?;
+        return load_run(tx, &run.id);
+    }
+    Ok(None)
+}
+
+pub(super) fn heartbeat(tx: &Transaction<'_>, id: &str, fencing: i64) -> Result<bool> {
+    let now = millis(Utc::now());
+    let n = tx
+        .prepare_cached(
+            "UPDATE runs SET last_heartbeat = ?3 WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+        )?
+        .execute(params![id, fencing, now])?;
+    if n == 0 {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    tx.prepare_cached(
+        "UPDATE runners SET last_seen = ?2 WHERE id = (SELECT runner_id FROM runs WHERE id = ?1)",
+    )?
+    .execute(params![id, now])?;
+    let cancel: bool = tx
+        .prepare_cached("SELECT cancel_requested FROM runs WHERE id = ?1")?
+        .query_row([&id], |r| r.get(0))?;
+    Ok(cancel)
+}
+
+pub(super) fn stale(c: &Connection, before: DateTime<Utc>) -> Result<Vec<RunRecord>> {
+    query_runs(
+        c,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE leased = 1 AND last_heartbeat < ?1"),
+        params![millis(before)],
+    )
+}
+
+pub(super) fn executing(c: &Connection) -> Result<Vec<RunRecord>> {
+    query_runs(
+        c,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE leased = 1"),
+        params![],
+    )
+}
+
+pub(super) fn flag_late_write(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.prepare_cached("UPDATE runs SET late_write = 1 WHERE id = ?1")?
+        .execute([&id])?;
+    Ok(())
+}
+
+pub(super) fn append_logs(
+    tx: &Transaction<'_>,
+    id: &str,
+    fencing: i64,
+    chunks: &[(i64, String)],
+) -> Result<()> {
+    // Published only if this commits: a fenced append's signal is dropped.
+    crate::signal::emit(Signal::Run(id.to_string()));
+    let current: Option<i64> = tx
+        .prepare_cached("SELECT fencing FROM runs WHERE id = ?1")?
+        .query_row([&id], |r| r.get(0))
+        .optional()?;
+    if current != Some(fencing) {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    let mut insert = tx
+        .prepare_cached("INSERT OR IGNORE INTO run_logs (run_id, seq, text) VALUES (?1, ?2, ?3)")?;
+    for (seq, text) in chunks {
+        insert.execute(params![id, seq, text])?;
+    }
+    Ok(())
+}
+
+pub(super) fn read_logs(
+    c: &Connection,
+    id: &str,
+    after: Option<i64>,
+    limit: u32,
+) -> Result<Vec<(i64, String)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, text FROM run_logs WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    Ok(rows.collect::<db::Result<Vec<_>>>()?)
+}
+
+pub(super) fn next_log_seq(c: &Connection, id: &str) -> Result<i64> {
+    Ok(
+        c.prepare_cached("SELECT COALESCE(MAX(seq), -1) + 1 FROM run_logs WHERE run_id = ?1")?
+            .query_row([&id], |r| r.get(0))?,
+    )
+}
+
+pub(super) fn put_plan(tx: &Transaction<'_>, id: &str, fencing: i64, body: &[u8]) -> Result<()> {
+    if !exists(
+        tx,
+        "SELECT 1 FROM runs WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+        params![id, fencing],
+    )? {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    tx.prepare_cached(
+        "INSERT INTO run_plans (run_id, body) VALUES (?1, ?2)
+         ON CONFLICT (run_id) DO UPDATE SET body = excluded.body",
+    )?
+    .execute(params![id, body])?;
+    Ok(())
+}
+
+pub(super) fn get_plan(c: &Connection, id: &str) -> Result<Option<Vec<u8>>> {
+    Ok(
+        c.prepare_cached("SELECT body FROM run_plans WHERE run_id = ?1")?
+            .query_row([&id], |r| r.get(0))
+            .optional()?,
+    )
+}

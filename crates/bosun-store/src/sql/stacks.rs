@@ -1,6 +1,7 @@
 //! Stacks: their rows, the dependency graph's checks, and the reads of a stack other
 //! domains share.
 
+use super::audit::append_audit;
 use super::*;
 
 pub(super) const STACK_COLUMNS: &str =
@@ -308,4 +309,156 @@ pub(super) fn query_stacks(
     args: &[&dyn db::ToSql],
 ) -> Result<Vec<StackRecord>> {
     query_decoded(conn, sql, args, stack_row, stack_record)
+}
+
+pub(super) fn create(
+    tx: &Transaction<'_>,
+    org: &str,
+    spec: &StackSpec,
+    audit: &Audit,
+) -> Result<StackRecord> {
+    if exists(
+        tx,
+        "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+        params![org, spec.id.as_str()],
+    )? {
+        return Err(StoreError::AlreadyExists(format!(
+            "stack {:?}",
+            spec.id.as_str()
+        )));
+    }
+    let now = millis(Utc::now());
+    write_stack_row(tx, org, spec, now, now).map_err(|e| {
+        if is_foreign_key_violation(&e) {
+            StoreError::NotFound(format!("org {org:?}"))
+        } else {
+            e.into()
+        }
+    })?;
+    check_and_write_dependencies(tx, org, spec)?;
+    append_audit(tx, audit)?;
+    Ok(StackRecord {
+        org: org.to_string(),
+        spec: spec.clone(),
+        created_at: from_millis(now)?,
+        updated_at: from_millis(now)?,
+    })
+}
+
+pub(super) fn get(c: &Connection, org: &str, id: &str) -> Result<Option<StackRecord>> {
+    let row = c
+        .prepare_cached(&format!(
+            "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ?1 AND id = ?2"
+        ))?
+        .query_row(params![org, id], stack_row)
+        .optional()?;
+    row.map(stack_record).transpose()
+}
+
+pub(super) fn list(c: &Connection, org: &str, after: &str, limit: u32) -> Result<Vec<StackRecord>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ?1 AND id > ?2
+         ORDER BY id LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(params![org, after, limit], stack_row)?;
+    let mut out = Vec::with_capacity(limit as usize);
+    for row in rows {
+        out.push(stack_record(row?)?);
+    }
+    Ok(out)
+}
+
+pub(super) fn downstream(c: &Connection, org: &str, stack: &str) -> Result<Vec<StackRecord>> {
+    query_stacks(
+        c,
+        &format!(
+            "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ?1 AND id IN (
+                SELECT stack_id FROM stack_dependencies
+                WHERE org_id = ?1 AND upstream = ?2)
+             ORDER BY id"
+        ),
+        params![org, stack],
+    )
+}
+
+pub(super) fn update(
+    tx: &Transaction<'_>,
+    org: &str,
+    spec: &StackSpec,
+    audit: &Audit,
+) -> Result<StackRecord> {
+    let created: Option<i64> = tx
+        .prepare_cached("SELECT created_at FROM stacks WHERE org_id = ?1 AND id = ?2")?
+        .query_row(params![org, spec.id.as_str()], |r| r.get(0))
+        .optional()?;
+    let Some(created) = created else {
+        return Err(StoreError::NotFound(format!(
+            "stack {:?}",
+            spec.id.as_str()
+        )));
+    };
+    check_and_write_dependencies(tx, org, spec)?;
+    let now = millis(Utc::now()).max(created);
+    write_stack_row(tx, org, spec, created, now)?;
+    append_audit(tx, audit)?;
+    Ok(StackRecord {
+        org: org.to_string(),
+        spec: spec.clone(),
+        created_at: from_millis(created)?,
+        updated_at: from_millis(now)?,
+    })
+}
+
+pub(super) fn delete(
+    tx: &Transaction<'_>,
+    org: &str,
+    id: &str,
+    delete_state: bool,
+    audit: &Audit,
+) -> Result<()> {
+    let dependents: Vec<String> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT stack_id FROM stack_dependencies WHERE org_id = ?1 AND upstream = ?2
+             ORDER BY stack_id",
+        )?;
+        let rows = stmt.query_map(params![org, id], |r| r.get(0))?;
+        rows.collect::<db::Result<_>>()?
+    };
+    if !dependents.is_empty() {
+        return Err(StoreError::HasDependents {
+            stack: id.to_string(),
+            dependents,
+        });
+    }
+    let open: Vec<String> = {
+        let mut stmt = tx.prepare_cached(&format!(
+            "SELECT id FROM runs WHERE org_id = ?1 AND stack_id = ?2
+             AND state NOT IN {TERMINAL_STATES} ORDER BY created_at"
+        ))?;
+        let rows = stmt.query_map(params![org, id], |r| r.get(0))?;
+        rows.collect::<db::Result<_>>()?
+    };
+    if !open.is_empty() {
+        return Err(StoreError::HasOpenRuns {
+            stack: id.to_string(),
+            runs: open,
+        });
+    }
+    let versions: i64 = tx
+        .prepare_cached("SELECT COUNT(*) FROM state_versions WHERE org_id = ?1 AND stack_id = ?2")?
+        .query_row(params![org, id], |r| r.get(0))?;
+    if versions > 0 && !delete_state {
+        return Err(StoreError::HasState {
+            stack: id.to_string(),
+            versions,
+        });
+    }
+    let deleted = tx.execute(
+        "DELETE FROM stacks WHERE org_id = ?1 AND id = ?2",
+        params![org, id],
+    )?;
+    if deleted == 0 {
+        return Err(StoreError::NotFound(format!("stack {id:?}")));
+    }
+    append_audit(tx, audit)
 }

@@ -1,6 +1,7 @@
 //! Terraform state: versions and their outputs, a stack's head (current version and lock),
 //! and locking.
 
+use super::audit::append_audit;
 use super::*;
 
 pub(super) const VERSION_COLUMNS: &str =
@@ -213,4 +214,226 @@ pub(super) fn lock_json(l: &Lock) -> Value {
         "ID": l.id, "Operation": l.operation, "Info": l.info, "Who": l.who,
         "Version": l.version, "Created": l.created, "Path": l.path,
     })
+}
+
+pub(super) fn locks_between(
+    c: &Connection,
+    org: &str,
+    first: &str,
+    last: &str,
+) -> Result<Vec<(String, bosun_core::state::Lock)>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT stack_id, {LOCK_COLUMNS} FROM state_heads
+         WHERE org_id = ?1 AND stack_id >= ?2 AND stack_id <= ?3
+           AND lock_id IS NOT NULL
+         ORDER BY stack_id"
+    ))?;
+    let rows = stmt.query_map(params![org, first, last], |r| {
+        Ok((r.get::<_, String>(0)?, lock_row(r, 1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (stack, lock) = row?;
+        out.push((stack, lock_record(lock)?));
+    }
+    Ok(out)
+}
+
+pub(super) fn list_versions(
+    c: &Connection,
+    org: &str,
+    stack: &str,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Vec<StateVersionMeta>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {VERSION_COLUMNS} FROM state_versions v
+         LEFT JOIN state_heads h ON h.org_id = v.org_id AND h.stack_id = v.stack_id
+         WHERE v.org_id = ?1 AND v.stack_id = ?2 AND v.version < ?3
+         ORDER BY v.version DESC LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(
+        params![org, stack, before.unwrap_or(i64::MAX), limit],
+        version_row,
+    )?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(version_meta(row?)?);
+    }
+    Ok(out)
+}
+
+pub(super) fn write(
+    tx: &Transaction<'_>,
+    org: &str,
+    stack: &str,
+    new: &NewStateVersion,
+    audit: Option<&Audit>,
+) -> Result<StateVersionMeta> {
+    ensure_stack(tx, org, stack)?;
+    let checksum = sha256_hex(&new.body);
+    // A runner delivers a recovered state until it hears back: the same state from
+    // the same run again is the version already stored.
+    if new.request.liveness == bosun_core::state::WriterLiveness::Recovery {
+        let stored: Option<i64> = tx
+            .prepare_cached(
+                "SELECT version FROM state_versions
+                 WHERE org_id = ?1 AND stack_id = ?2 AND writer_kind = ?3
+                   AND writer_id = ?4 AND checksum = ?5
+                   AND recovery_reason IS NOT NULL
+                 ORDER BY version DESC LIMIT 1",
+            )?
+            .query_row(
+                params![
+                    org,
+                    stack,
+                    new.request.writer.kind(),
+                    new.request.writer.id(),
+                    checksum
+                ],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(version) = stored {
+            return read_version(tx, org, stack, Some(version))?
+                .map(|(m, _)| m)
+                .ok_or_else(|| StoreError::Backend("stored version vanished".into()));
+        }
+    }
+    let head = read_head(tx, org, stack)?;
+    let current = head.current.as_ref().map(|c| Current {
+        serial: c.serial,
+        lineage: c.lineage.clone(),
+    });
+    let outcome = decide_write(&new.request, head.lock.as_ref(), current.as_ref(), &new.doc)
+        .map_err(StoreError::StateRefused)?;
+    let version: i64 = tx
+        .prepare_cached(
+            "SELECT COALESCE(MAX(version), 0) + 1 FROM state_versions
+             WHERE org_id = ?1 AND stack_id = ?2",
+        )?
+        .query_row(params![org, stack], |r| r.get(0))?;
+    let serial = i64::try_from(new.doc.serial)
+        .map_err(|_| StoreError::Backend("serial out of range".into()))?;
+    let recovery_reason = outcome.recovered.then(|| {
+        new.recovery_reason
+            .clone()
+            .unwrap_or_else(|| "the engine could not write it".to_string())
+    });
+    tx.prepare_cached(
+        "INSERT INTO state_versions (org_id, stack_id, version, serial, lineage, checksum,
+            size, writer_kind, writer_id, token_id, created_at, late_write, forced,
+            outputs, body, recovery_reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    )?
+    .execute(params![
+        org,
+        stack,
+        version,
+        serial,
+        new.doc.lineage,
+        checksum,
+        new.body.len() as i64,
+        new.request.writer.kind(),
+        new.request.writer.id(),
+        new.token_id,
+        millis(Utc::now()),
+        outcome.late_write,
+        new.request.force,
+        outputs_json(&new.doc),
+        new.body,
+        recovery_reason,
+    ])?;
+    if outcome.current {
+        tx.prepare_cached(
+            "UPDATE state_heads SET current_version = ?3 WHERE org_id = ?1 AND stack_id = ?2",
+        )?
+        .execute(params![org, stack, version])?;
+    }
+    if outcome.late_write {
+        notify::late_write(tx, org, stack, version, &new.request.writer)?;
+    }
+    if let Some(audit) = &audit {
+        append_audit(tx, audit)?;
+    }
+    read_version(tx, org, stack, Some(version))?
+        .map(|(m, _)| m)
+        .ok_or_else(|| StoreError::Backend("written version vanished".into()))
+}
+
+pub(super) fn lock(tx: &Transaction<'_>, org: &str, stack: &str, lock: &Lock) -> Result<()> {
+    ensure_stack(tx, org, stack)?;
+    let held = read_lock(tx, org, stack)?;
+    decide_lock(held.as_ref(), lock).map_err(StoreError::StateLocked)?;
+    if held.is_some() {
+        return Ok(());
+    }
+    tx.prepare_cached(
+        "UPDATE state_heads SET lock_id = ?3, lock_operation = ?4, lock_info = ?5,
+            lock_who = ?6, lock_version = ?7, lock_created = ?8, lock_path = ?9,
+            lock_holder_kind = ?10, lock_holder_id = ?11, lock_acquired_at = ?12
+         WHERE org_id = ?1 AND stack_id = ?2",
+    )?
+    .execute(params![
+        org,
+        stack,
+        lock.id,
+        lock.operation,
+        lock.info,
+        lock.who,
+        lock.version,
+        lock.created,
+        lock.path,
+        lock.holder.kind(),
+        lock.holder.id(),
+        millis(lock.acquired_at),
+    ])?;
+    Ok(())
+}
+
+pub(super) fn unlock(
+    tx: &Transaction<'_>,
+    org: &str,
+    stack: &str,
+    request: &UnlockRequest,
+    audit: &Audit,
+) -> Result<UnlockDecision> {
+    if !exists(
+        tx,
+        "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+        params![org, stack],
+    )? {
+        return Err(StoreError::NotFound(format!(
+            "stack {stack:?} in org {org:?}"
+        )));
+    }
+    let held = read_lock(tx, org, stack)?;
+    let decision = decide_unlock(held.as_ref(), request);
+    if let UnlockDecision::Release { lock, forced } = &decision {
+        tx.prepare_cached(
+            "UPDATE state_heads SET lock_id = NULL, lock_operation = NULL,
+                lock_info = NULL, lock_who = NULL, lock_version = NULL,
+                lock_created = NULL, lock_path = NULL, lock_holder_kind = NULL,
+                lock_holder_id = NULL, lock_acquired_at = NULL
+             WHERE org_id = ?1 AND stack_id = ?2",
+        )?
+        .execute(params![org, stack])?;
+        if *forced {
+            let mut audit = audit.clone();
+            if let Value::Object(m) = &mut audit.detail {
+                m.insert(
+                    "released".into(),
+                    json!({
+                        "lock_id": lock.id,
+                        "operation": lock.operation,
+                        "who": lock.who,
+                        "holder": format!("{}:{}", lock.holder.kind(), lock.holder.id()),
+                        "acquired_at": lock.acquired_at.to_rfc3339(),
+                    }),
+                );
+            }
+            append_audit(tx, &audit)?;
+        }
+    }
+    Ok(decision)
 }

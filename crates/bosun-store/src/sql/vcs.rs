@@ -3,6 +3,7 @@
 
 use super::audit::append_audit;
 use super::runs::{cancel_in_tx, insert_run, query_runs, RUN_COLUMNS};
+use super::stacks::{query_stacks, STACK_COLUMNS};
 use super::*;
 
 /// `owner/repo` as bindings store it.
@@ -260,4 +261,268 @@ pub(super) fn record_first(
         },
     )?;
     Ok(DeliveryOutcome::Recorded { id, runs, canceled })
+}
+
+pub(super) fn git_remote_stacks(c: &Connection) -> Result<Vec<StackRecord>> {
+    query_stacks(
+        c,
+        &format!(
+            "SELECT {STACK_COLUMNS} FROM stacks WHERE substr(repository, 1, 7) <> 'github:'
+             ORDER BY org_id, id"
+        ),
+        params![],
+    )
+}
+
+pub(super) fn apply_installation(
+    tx: &Transaction<'_>,
+    change: &InstallationChange,
+    audit: &Audit,
+) -> Result<()> {
+    let now = millis(Utc::now());
+    match &change {
+        InstallationChange::Created {
+            installation,
+            account,
+            repositories,
+        } => {
+            tx.prepare_cached("DELETE FROM github_bindings WHERE installation = ?1")?
+                .execute([installation])?;
+            upsert_bindings(tx, *installation, account, repositories, false, now)?;
+        }
+        InstallationChange::Deleted { installation } => {
+            tx.prepare_cached("DELETE FROM github_bindings WHERE installation = ?1")?
+                .execute([installation])?;
+        }
+        InstallationChange::Suspended {
+            installation,
+            suspended,
+        } => {
+            tx.prepare_cached(
+                "UPDATE github_bindings SET suspended = ?2, updated_at = ?3
+                 WHERE installation = ?1",
+            )?
+            .execute(params![installation, suspended, now])?;
+        }
+        InstallationChange::RepositoriesAdded {
+            installation,
+            account,
+            repositories,
+        } => {
+            // Repositories added to a suspended installation read as suspended too.
+            let suspended = exists(
+                tx,
+                "SELECT 1 FROM github_bindings WHERE installation = ?1 AND suspended = 1",
+                params![installation],
+            )?;
+            upsert_bindings(tx, *installation, account, repositories, suspended, now)?;
+        }
+        InstallationChange::RepositoriesRemoved {
+            installation,
+            repositories,
+        } => {
+            let mut stmt = tx.prepare_cached(
+                "DELETE FROM github_bindings WHERE repository = ?1 AND installation = ?2",
+            )?;
+            for repo in repositories {
+                stmt.execute(params![github_name(repo), installation])?;
+            }
+        }
+    }
+    append_audit(tx, audit)
+}
+
+pub(super) fn record_delivery(
+    tx: &Transaction<'_>,
+    delivery: &NewDelivery,
+) -> Result<DeliveryOutcome> {
+    let now = millis(Utc::now());
+    let first: Option<(i64, i64)> = tx
+        .prepare_cached(
+            "SELECT id, received_at FROM deliveries
+             WHERE source = ?1 AND guid = ?2 AND duplicate_of IS NULL",
+        )?
+        .query_row(params![delivery.source.as_str(), delivery.guid], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    match first {
+        Some((first_id, received)) => record_duplicate(tx, delivery, first_id, received, now),
+        None => record_first(tx, delivery, now),
+    }
+}
+
+pub(super) fn find_delivery(
+    c: &Connection,
+    source: DeliverySource,
+    guid: &str,
+) -> Result<Option<DeliveryRecord>> {
+    c.prepare_cached(&format!(
+        "SELECT {DELIVERY_COLUMNS} FROM deliveries d
+         WHERE d.source = ?1 AND d.guid = ?2 AND d.duplicate_of IS NULL"
+    ))?
+    .query_row(params![source.as_str(), guid], delivery_row)
+    .optional()?
+    .map(delivery_record)
+    .transpose()
+}
+
+pub(super) fn triggers(
+    c: &Connection,
+    org: &str,
+    stack: &str,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Vec<TriggerRecord>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {DELIVERY_COLUMNS}, t.run_id, t.reason FROM trigger_decisions t
+         JOIN deliveries d ON d.id = t.delivery_id
+         WHERE t.org_id = ?1 AND t.stack_id = ?2 AND t.delivery_id < ?3
+         ORDER BY t.delivery_id DESC LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(
+        params![org, stack, before.unwrap_or(i64::MAX), limit],
+        |r| {
+            Ok((
+                delivery_row(r)?,
+                r.get::<_, Option<String>>(13)?,
+                r.get::<_, String>(14)?,
+            ))
+        },
+    )?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (delivery, run_id, reason) = row?;
+        out.push(TriggerRecord {
+            delivery: delivery_record(delivery)?,
+            run_id,
+            reason,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn add_token(tx: &Transaction<'_>, token: &VcsTokenRecord) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO vcs_tokens (token, run_id, expires_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (token) DO UPDATE SET run_id = excluded.run_id,
+            expires_at = excluded.expires_at",
+    )?
+    .execute(params![token.token, token.run_id, millis(token.expires_at)])?;
+    Ok(())
+}
+
+pub(super) fn tokens_due(c: &Connection) -> Result<Vec<VcsTokenRecord>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT v.token, v.run_id, v.expires_at FROM vcs_tokens v
+         LEFT JOIN runs r ON r.id = v.run_id
+         WHERE r.id IS NULL OR r.state IN {TERMINAL_STATES} OR v.expires_at <= ?1
+         ORDER BY v.expires_at, v.token"
+    ))?;
+    let rows = stmt.query_map([millis(Utc::now())], |r| {
+        <(String, String, i64)>::try_from(r)
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (token, run_id, expires) = row?;
+        out.push(VcsTokenRecord {
+            run_id,
+            token,
+            expires_at: from_millis(expires)?,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn remove_token(tx: &Transaction<'_>, token: &str) -> Result<()> {
+    tx.prepare_cached("DELETE FROM vcs_tokens WHERE token = ?1")?
+        .execute([&token])?;
+    Ok(())
+}
+
+pub(super) fn poll_head(
+    c: &Connection,
+    repository: &str,
+    branch: &str,
+) -> Result<Option<PollHead>> {
+    let row = c
+        .prepare_cached(
+            "SELECT repository, branch, commit_sha, checked_at FROM poll_heads
+             WHERE repository = ?1 AND branch = ?2",
+        )?
+        .query_row(params![repository, branch], |r| {
+            <(String, String, String, i64)>::try_from(r)
+        })
+        .optional()?;
+    row.map(|h| {
+        Ok(PollHead {
+            repository: h.0,
+            branch: h.1,
+            commit: h.2,
+            checked_at: from_millis(h.3)?,
+        })
+    })
+    .transpose()
+}
+
+pub(super) fn set_poll_head(tx: &Transaction<'_>, head: &PollHead) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO poll_heads (repository, branch, commit_sha, checked_at)
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (repository, branch) DO UPDATE SET commit_sha = excluded.commit_sha,
+            checked_at = excluded.checked_at",
+    )?
+    .execute(params![
+        head.repository,
+        head.branch,
+        head.commit,
+        millis(head.checked_at)
+    ])?;
+    Ok(())
+}
+
+pub(super) fn stacks_for_repository(
+    c: &Connection,
+    repository: &str,
+    branch: Option<&str>,
+) -> Result<Vec<StackRecord>> {
+    let key = normalize_repo_key(repository);
+    match branch {
+        Some(branch) => query_stacks(
+            c,
+            &format!(
+                "SELECT {STACK_COLUMNS} FROM stacks WHERE repo_key = ?1 AND branch = ?2
+             ORDER BY org_id, id"
+            ),
+            params![key, branch],
+        ),
+        None => query_stacks(
+            c,
+            &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE repo_key = ?1 ORDER BY org_id, id"),
+            params![key],
+        ),
+    }
+}
+
+pub(super) fn binding(c: &Connection, repository: &str) -> Result<Option<GithubBinding>> {
+    let repository = github_name(repository);
+    let row = c
+        .prepare_cached(
+            "SELECT repository, installation, account, suspended, updated_at
+             FROM github_bindings WHERE repository = ?1",
+        )?
+        .query_row([&repository], |r| {
+            <(String, i64, String, bool, i64)>::try_from(r)
+        })
+        .optional()?;
+    row.map(|b| {
+        Ok(GithubBinding {
+            repository: b.0,
+            installation: b.1,
+            account: b.2,
+            suspended: b.3,
+            updated_at: from_millis(b.4)?,
+        })
+    })
+    .transpose()
 }
