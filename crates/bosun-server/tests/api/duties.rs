@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bosun_store::Store;
+use bosun_store::DutyStore;
 use chrono::Utc;
 
 use crate::harness::TestServer;

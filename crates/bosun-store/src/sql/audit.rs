@@ -19,7 +19,7 @@ pub(super) fn append_audit(tx: &Transaction<'_>, audit: &Audit) -> Result<()> {
     Ok(())
 }
 
-/// Audit records, newest first: see [`Store::search_audit`].
+/// Audit records, newest first: see [`AuditStore::search_audit`].
 pub(super) fn search(
     c: &Connection,
     org: Option<&str>,

@@ -474,7 +474,7 @@ pub(super) fn any_waiting(c: &Connection) -> Result<bool> {
     )
 }
 
-/// Leases the oldest run this runner may take: see [`Store::lease_run`].
+/// Leases the oldest run this runner may take: see [`RunStore::lease_run`].
 pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Option<RunRecord>> {
     let candidates = query_runs(
         tx,

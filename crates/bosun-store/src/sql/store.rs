@@ -10,13 +10,13 @@
 use super::*;
 
 #[async_trait]
-impl Store for db::Store {
+impl DatabaseStore for db::Store {
     async fn schema_version(&self) -> Result<i64> {
-        self.read(health::schema_version).await
+        self.read(database::schema_version).await
     }
 
     async fn ping(&self) -> Result<()> {
-        self.read(health::ping).await
+        self.read(database::ping).await
     }
 
     fn last_unavailable(&self) -> Option<DateTime<Utc>> {
@@ -30,7 +30,10 @@ impl Store for db::Store {
     async fn close(&self) {
         db::close(self).await;
     }
+}
 
+#[async_trait]
+impl SignalStore for db::Store {
     fn publish(&self, signal: Signal) {
         db::publish(self, signal);
     }
@@ -38,7 +41,10 @@ impl Store for db::Store {
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Signal> {
         self.inner.signals.subscribe()
     }
+}
 
+#[async_trait]
+impl IdentityStore for db::Store {
     async fn bootstrap(&self, seed: &Bootstrap) -> Result<bool> {
         let seed = seed.clone();
         self.write(move |tx| identity::bootstrap(tx, &seed)).await
@@ -87,7 +93,10 @@ impl Store for db::Store {
         let org = org.to_string();
         self.read(move |c| identity::list_members(c, &org)).await
     }
+}
 
+#[async_trait]
+impl TokenStore for db::Store {
     async fn create_token(&self, token: &NewToken, audit: Option<&Audit>) -> Result<TokenRecord> {
         let (token, audit) = (token.clone(), audit.cloned());
         self.write(move |tx| tokens::create(tx, &token, audit.as_ref()))
@@ -125,6 +134,15 @@ impl Store for db::Store {
             .await
     }
 
+    async fn revoke_run_tokens(&self, run: &str) -> Result<()> {
+        let id = run.to_string();
+        self.write(move |tx| tokens::revoke_run_tokens(tx, &id))
+            .await
+    }
+}
+
+#[async_trait]
+impl StackStore for db::Store {
     async fn create_stack(
         &self,
         org: &str,
@@ -158,28 +176,6 @@ impl Store for db::Store {
             .await
     }
 
-    async fn last_runs_between(
-        &self,
-        org: &str,
-        first: &str,
-        last: &str,
-    ) -> Result<Vec<RunRecord>> {
-        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
-        self.read(move |c| runs::last_between(c, &org, &first, &last))
-            .await
-    }
-
-    async fn state_locks_between(
-        &self,
-        org: &str,
-        first: &str,
-        last: &str,
-    ) -> Result<Vec<(String, bosun_core::state::Lock)>> {
-        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
-        self.read(move |c| state::locks_between(c, &org, &first, &last))
-            .await
-    }
-
     async fn update_stack(
         &self,
         org: &str,
@@ -200,6 +196,20 @@ impl Store for db::Store {
     ) -> Result<()> {
         let (org, id, audit) = (org.to_string(), id.to_string(), audit.clone());
         self.write(move |tx| stacks::delete(tx, &org, &id, delete_state, &audit))
+            .await
+    }
+}
+
+#[async_trait]
+impl StateStore for db::Store {
+    async fn state_locks_between(
+        &self,
+        org: &str,
+        first: &str,
+        last: &str,
+    ) -> Result<Vec<(String, bosun_core::state::Lock)>> {
+        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
+        self.read(move |c| state::locks_between(c, &org, &first, &last))
             .await
     }
 
@@ -270,6 +280,20 @@ impl Store for db::Store {
         self.write(move |tx| state::unlock(tx, &org, &stack, &request, &audit))
             .await
     }
+}
+
+#[async_trait]
+impl RunStore for db::Store {
+    async fn last_runs_between(
+        &self,
+        org: &str,
+        first: &str,
+        last: &str,
+    ) -> Result<Vec<RunRecord>> {
+        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
+        self.read(move |c| runs::last_between(c, &org, &first, &last))
+            .await
+    }
 
     async fn create_run(&self, run: &NewRun, audit: Option<&Audit>) -> Result<RunRecord> {
         let (run, audit) = (run.clone(), audit.cloned());
@@ -336,19 +360,15 @@ impl Store for db::Store {
         self.read(runs::executing).await
     }
 
-    async fn busy_runners(&self) -> Result<std::collections::BTreeSet<String>> {
-        self.read(runners::busy).await
+    async fn flag_late_write(&self, run: &str) -> Result<()> {
+        let id = run.to_string();
+        self.write(move |tx| runs::flag_late_write(tx, &id)).await
     }
 
     async fn set_run_consumed(&self, run: &str, consumed: &Value) -> Result<bool> {
         let (run, consumed) = (run.to_string(), consumed.clone());
         self.write(move |tx| deps::set_consumed(tx, &run, &consumed))
             .await
-    }
-
-    async fn flag_late_write(&self, run: &str) -> Result<()> {
-        let id = run.to_string();
-        self.write(move |tx| runs::flag_late_write(tx, &id)).await
     }
 
     async fn append_logs(&self, run: &str, fencing: i64, chunks: &[(i64, String)]) -> Result<()> {
@@ -383,6 +403,13 @@ impl Store for db::Store {
         let id = run.to_string();
         self.read(move |c| runs::get_plan(c, &id)).await
     }
+}
+
+#[async_trait]
+impl RunnerStore for db::Store {
+    async fn busy_runners(&self) -> Result<std::collections::BTreeSet<String>> {
+        self.read(runners::busy).await
+    }
 
     async fn register_runner(&self, runner: &RunnerRecord) -> Result<RunnerRecord> {
         let runner = runner.clone();
@@ -408,13 +435,10 @@ impl Store for db::Store {
         let (id, audit) = (id.to_string(), audit.clone());
         self.write(move |tx| runners::drain(tx, &id, &audit)).await
     }
+}
 
-    async fn revoke_run_tokens(&self, run: &str) -> Result<()> {
-        let id = run.to_string();
-        self.write(move |tx| tokens::revoke_run_tokens(tx, &id))
-            .await
-    }
-
+#[async_trait]
+impl VcsStore for db::Store {
     async fn stacks_for_repository(
         &self,
         repository: &str,
@@ -492,7 +516,10 @@ impl Store for db::Store {
         let head = head.clone();
         self.write(move |tx| vcs::set_poll_head(tx, &head)).await
     }
+}
 
+#[async_trait]
+impl SecretStore for db::Store {
     async fn put_secret(
         &self,
         org: &str,
@@ -571,11 +598,17 @@ impl Store for db::Store {
         self.read(move |c| secrets::id_request_token(c, &hash))
             .await
     }
+}
 
+#[async_trait]
+impl MetricsStore for db::Store {
     async fn metrics(&self) -> Result<StoreMetrics> {
         self.read(metrics::read).await
     }
+}
 
+#[async_trait]
+impl AuditStore for db::Store {
     async fn search_audit(
         &self,
         org: Option<&str>,
@@ -587,7 +620,10 @@ impl Store for db::Store {
         self.read(move |c| audit::search(c, org.as_deref(), &filter, before_seq, limit))
             .await
     }
+}
 
+#[async_trait]
+impl NotificationStore for db::Store {
     async fn create_notification_target(
         &self,
         t: &NewNotificationTarget,
@@ -706,7 +742,10 @@ impl Store for db::Store {
         }
         Ok((deliveries, events))
     }
+}
 
+#[async_trait]
+impl DriftStore for db::Store {
     async fn drift_schedules(
         &self,
         org: Option<&str>,
@@ -758,7 +797,10 @@ impl Store for db::Store {
         let run = run.to_string();
         self.read(move |c| drift::check(c, &run)).await
     }
+}
 
+#[async_trait]
+impl PlanResourceStore for db::Store {
     async fn create_environment(
         &self,
         env: &NewEnvironment,
@@ -893,7 +935,10 @@ impl Store for db::Store {
         self.write(move |tx| plan_resources::delete_plan(tx, &org, &name, &audit))
             .await
     }
+}
 
+#[async_trait]
+impl PlanRunStore for db::Store {
     async fn create_plan_run(&self, run: &NewPlanRun, audit: &Audit) -> Result<PlanRunRecord> {
         let (run, audit) = (run.clone(), audit.clone());
         self.write(move |tx| plan_runs::create(tx, &run, &audit))
@@ -988,7 +1033,10 @@ impl Store for db::Store {
         let id = id.to_string();
         self.read(move |c| plan_runs::next_log_seq(c, &id)).await
     }
+}
 
+#[async_trait]
+impl ApprovalStore for db::Store {
     async fn pending_approvals(&self, org: &str) -> Result<Vec<PendingApproval>> {
         let org = org.to_string();
         self.read(move |c| approvals::pending(c, &org)).await
@@ -1044,7 +1092,10 @@ impl Store for db::Store {
         let fire = fire.clone();
         self.write(move |tx| approvals::fire(tx, &fire)).await
     }
+}
 
+#[async_trait]
+impl DutyStore for db::Store {
     async fn try_duty_lease(
         &self,
         duty: &str,
