@@ -108,7 +108,7 @@ pub fn new_token(
 
 /// Mints the token a Run authenticates with, scoped to its stack (and read access to the
 /// state of `read_stacks`, its granted upstreams). Runs revoke it with
-/// [`bosun_store::Store::revoke_token`] the moment they end.
+/// [`bosun_store::Store::revoke_token`](bosun_store::TokenStore::revoke_token) the moment they end.
 pub async fn mint_run_token(
     state: &AppState,
     org: &str,

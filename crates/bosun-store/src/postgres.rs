@@ -24,62 +24,29 @@
 //! modules in `src/sql/` are compiled into both backends, here against `compat` (the same
 //! statement API as rusqlite), and read what differs — types, row locking for leases, the
 //! last insert id, the lease claim, `close`, the `/metrics` snapshot, `GREATEST` — through
-//! `db` below; the `impl Store` methods are shared too (`sql/store.rs`). This file owns
+//! `db` below; the store traits' methods are shared too (`sql/store.rs`). This file owns
 //! the connections, the transaction loop (`read`/`write`), migrations and those hooks.
 
-use std::collections::{BTreeMap, HashMap};
-use std::str::FromStr;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::postgres::error::SqlState;
-use async_trait::async_trait;
-use bosun_core::run::{transition, Event, RunKind, RunState, STALE_REASON};
-use bosun_core::stack::{find_cycle, AwsInput, DependencyInput, DriftInput, StackInput, StackSpec};
-use bosun_core::state::{
-    decide_lock, decide_unlock, decide_write, Current, Lock, Output, StateDoc, UnlockDecision,
-    UnlockRequest, Writer,
-};
-use bosun_core::token::TokenKind;
-use bosun_core::Role;
-use chrono::{DateTime, TimeZone, Utc};
-use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
 use crate::*;
 
 pub(crate) mod compat;
 pub(crate) mod conninfo;
-// The store's rules for these areas are one source compiled into both backends (the
-// SQLite backend includes the same files, hence `duplicate_mod`); each reads this
-// backend's types and dialect through `db`.
+// The store's SQL (`src/sql/`): one source compiled into both backends (the SQLite
+// backend includes the same files, hence `duplicate_mod`), reading this backend's
+// types and dialect through `db`.
 #[allow(clippy::duplicate_mod)]
-#[path = "sql/approvals.rs"]
-mod approvals;
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/common.rs"]
-mod common;
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/deps.rs"]
-mod deps;
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/drift.rs"]
-mod drift;
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/notify.rs"]
-mod notify;
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/plan_resources.rs"]
-mod plan_resources;
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/plan_runs.rs"]
-mod plan_runs;
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/store.rs"]
-mod store;
+#[path = "sql/mod.rs"]
+mod sql;
 
-use common::*;
+use sql::common::closed;
 
 /// What the shared SQL modules (`src/sql/`) take from this backend: its connection,
 /// transaction, row and parameter types (`compat`'s, shaped like rusqlite's), its store
@@ -104,7 +71,7 @@ mod db {
     /// Claims a leasing candidate: its row is locked, and `false` when another
     /// dispatcher is leasing it right now, so it is skipped, not waited for.
     pub(super) fn claim_lease(tx: &Transaction<'_>, run: &str) -> crate::Result<bool> {
-        super::common::exists(
+        super::sql::common::exists(
             tx,
             "SELECT 1 FROM runs WHERE id = ?1 AND needs_lease = 1
              FOR UPDATE SKIP LOCKED",
@@ -142,7 +109,7 @@ mod db {
     }
 }
 
-use compat::{params, Connection, OptionalExtension, PgConn, Row, Transaction};
+use compat::{params, Connection, PgConn, Row, Transaction};
 use conninfo::ConnInfo;
 
 /// Migrations embedded in the binary, applied in order. The index + 1 is the version; the

@@ -13,7 +13,7 @@
 
 use std::cell::RefCell;
 
-/// A wake-up published on commit (or by [`crate::Store::publish`]).
+/// A wake-up published on commit (or by [`crate::Store::publish`](crate::SignalStore::publish)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Signal {
     /// A run or plan run may have become dispatchable: waiting leases look again.

@@ -7,55 +7,26 @@
 //! and rows — is one hop to a blocking thread, never one hop per row.
 //!
 //! The store's rules live in `src/sql/`, one source compiled into this backend and the
-//! PostgreSQL one, reading what differs through `db` below — the `impl Store` methods
+//! PostgreSQL one, reading what differs through `db` below — the store traits' methods
 //! too (`sql/store.rs`). This file owns the connections, the `read`/`write` calls those
 //! methods run their closures through, migrations, and the `db` hooks (`close`, the
 //! `/metrics` snapshot, the lease claim, `GREATEST`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use bosun_core::run::{transition, Event, RunKind, RunState, STALE_REASON};
-use bosun_core::stack::{find_cycle, AwsInput, DependencyInput, DriftInput, StackInput, StackSpec};
-use bosun_core::state::{
-    decide_lock, decide_unlock, decide_write, Current, Lock, Output, StateDoc, UnlockDecision,
-    UnlockRequest, Writer,
-};
-use bosun_core::token::TokenKind;
-use bosun_core::Role;
-use chrono::{DateTime, TimeZone, Utc};
-use rusqlite::{
-    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
-};
-use serde_json::{json, Value};
+use rusqlite::{Connection, OpenFlags, Row, Transaction, TransactionBehavior};
 use tokio::sync::Semaphore;
 
 use crate::*;
 
-// The store's rules for these areas are one source compiled into both backends; each
-// reads this backend's types and dialect through `db`.
-#[path = "sql/approvals.rs"]
-mod approvals;
-#[path = "sql/common.rs"]
-mod common;
-#[path = "sql/deps.rs"]
-mod deps;
-#[path = "sql/drift.rs"]
-mod drift;
-#[path = "sql/notify.rs"]
-mod notify;
-#[path = "sql/plan_resources.rs"]
-mod plan_resources;
-#[path = "sql/plan_runs.rs"]
-mod plan_runs;
-#[path = "sql/store.rs"]
-mod store;
+// The store's SQL (`src/sql/`): one source compiled into both backends, reading this
+// backend's types and dialect through `db`.
+#[path = "sql/mod.rs"]
+mod sql;
 
-use common::*;
+use sql::common::closed;
 
 /// What the shared SQL modules (`src/sql/`) take from this backend: its connection,
 /// transaction, row and parameter types (rusqlite's), its store type, and the few places

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use bosun_store::{PostgresStore, Store, StoreError};
+use bosun_store::{DatabaseStore, PostgresStore, SecretStore, Store, StoreError};
 
 /// The test server's URL, or `None` (having said so) when there is none.
 fn server_url() -> Option<String> {

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use bosun_store::{Audit, NewOrg, PostgresStore, Store};
+use bosun_store::{Audit, DatabaseStore, IdentityStore, NewOrg, PostgresStore};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,

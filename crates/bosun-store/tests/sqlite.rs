@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use bosun_store::{SqliteStore, Store, StoreError};
+use bosun_store::{
+    DatabaseStore, IdentityStore, RunStore, SecretStore, SqliteStore, StackStore, Store,
+    StoreError, VcsStore,
+};
 
 async fn fresh() -> (Arc<dyn Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();

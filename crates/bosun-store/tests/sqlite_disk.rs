@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use bosun_store::{Audit, NewUser, SqliteStore, Store, StoreError};
+use bosun_store::{Audit, DatabaseStore, IdentityStore, NewUser, SqliteStore, Store, StoreError};
 use bosun_testkit::tmpfs::Tmpfs;
 
 fn audit(user: &str) -> Audit {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use bosun_store::Store;
+use bosun_store::DutyStore;
 use chrono::Utc;
 
 use crate::harness::TestServer;

@@ -13,6 +13,8 @@
 use bosun_core::approval::{Decision, SubjectKind};
 use bosun_core::plan_run::{PlanRunEvent, PlanRunState};
 
+use super::audit::append_audit;
+use super::runs::{apply_event, load_run};
 use super::*;
 
 fn json_list(raw: &str, what: &str) -> Result<Vec<String>> {

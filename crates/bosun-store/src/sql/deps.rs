@@ -16,7 +16,8 @@ use bosun_core::state::Output;
 use serde_json::Value;
 
 use super::db::{self, params, OptionalExtension, Transaction};
-use super::{apply_event, decode_outputs, insert_queued_run, load_run};
+use super::runs::{apply_event, insert_queued_run, load_run};
+use super::state::decode_outputs;
 use crate::{NewRun, Result, RunEventInput, RunRecord, RunUpdate, StoreError};
 
 /// The id of the run the wave started by the tracked run `root` holds for `stack`:

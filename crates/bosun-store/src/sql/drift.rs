@@ -5,6 +5,8 @@
 
 use bosun_core::drift::DriftResult;
 
+use super::audit::append_audit;
+use super::runs::{insert_run, load_run, query_runs, RUN_COLUMNS};
 use super::*;
 
 const CHECK_COLUMNS: &str = "run_id, org_id, stack_id, result, checked_at, reconcile_run";

@@ -7,6 +7,7 @@
 //! commits (on every replica), so the delivery duty sends a new event at once instead of
 //! at its next poll.
 
+use super::audit::append_audit;
 use super::*;
 
 fn rules_json(rules: &[NotificationRule]) -> String {
@@ -90,7 +91,11 @@ fn target_record(r: TargetRow) -> Result<NotificationTargetRecord> {
     })
 }
 
-fn load_target(c: &Connection, org: &str, id: &str) -> Result<Option<NotificationTargetRecord>> {
+pub(super) fn load_target(
+    c: &Connection,
+    org: &str,
+    id: &str,
+) -> Result<Option<NotificationTargetRecord>> {
     Ok(query_decoded(
         c,
         &format!("SELECT {TARGET_COLUMNS} FROM notification_targets WHERE org_id = ?1 AND id = ?2"),
@@ -260,315 +265,9 @@ pub(super) fn late_write(
     insert_event(tx, org, &event).map(|_| ())
 }
 
-impl db::Store {
-    pub(super) async fn notify_create_target(
-        &self,
-        t: &NewNotificationTarget,
-        audit: &Audit,
-    ) -> Result<NotificationTargetRecord> {
-        let (t, audit) = (t.clone(), audit.clone());
-        self.write(move |tx| {
-            if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![t.org])? {
-                return Err(StoreError::NotFound(format!("org {:?}", t.org)));
-            }
-            let now = millis(Utc::now());
-            let s = t.secret.as_ref();
-            tx.prepare_cached(
-                "INSERT INTO notification_targets (org_id, id, kind, url, secret_ciphertext,
-                    secret_nonce, secret_key_id, rules, enabled, created_at, updated_at,
-                    updated_by)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
-            )?
-            .execute(params![
-                t.org,
-                t.id,
-                t.kind,
-                t.url,
-                s.map(|s| &s.ciphertext),
-                s.map(|s| &s.nonce),
-                s.map(|s| &s.key_id),
-                rules_json(&t.rules),
-                t.enabled,
-                now,
-                audit.actor,
-            ])
-            .map_err(|e| exists_or(e, || format!("notification target {:?}", t.id)))?;
-            append_audit(tx, &audit)?;
-            load_target(tx, &t.org, &t.id)?
-                .ok_or_else(|| StoreError::Backend("created target vanished".into()))
-        })
-        .await
-    }
-
-    pub(super) async fn notify_update_target(
-        &self,
-        t: &NewNotificationTarget,
-        audit: &Audit,
-    ) -> Result<NotificationTargetRecord> {
-        let (t, audit) = (t.clone(), audit.clone());
-        self.write(move |tx| {
-            let s = t.secret.as_ref();
-            let n = tx
-                .prepare_cached(
-                    "UPDATE notification_targets SET url = ?3, rules = ?4, enabled = ?5,
-                        secret_ciphertext = COALESCE(?6, secret_ciphertext),
-                        secret_nonce = COALESCE(?7, secret_nonce),
-                        secret_key_id = COALESCE(?8, secret_key_id),
-                        updated_at = ?9, updated_by = ?10
-                     WHERE org_id = ?1 AND id = ?2",
-                )?
-                .execute(params![
-                    t.org,
-                    t.id,
-                    t.url,
-                    rules_json(&t.rules),
-                    t.enabled,
-                    s.map(|s| &s.ciphertext),
-                    s.map(|s| &s.nonce),
-                    s.map(|s| &s.key_id),
-                    millis(Utc::now()),
-                    audit.actor,
-                ])?;
-            if n == 0 {
-                return Err(StoreError::NotFound(format!(
-                    "notification target {:?} in org {:?}",
-                    t.id, t.org
-                )));
-            }
-            append_audit(tx, &audit)?;
-            load_target(tx, &t.org, &t.id)?
-                .ok_or_else(|| StoreError::Backend("updated target vanished".into()))
-        })
-        .await
-    }
-
-    pub(super) async fn notify_get_target(
-        &self,
-        org: &str,
-        id: &str,
-    ) -> Result<Option<NotificationTargetRecord>> {
-        let (org, id) = (org.to_string(), id.to_string());
-        self.read(move |c| load_target(c, &org, &id)).await
-    }
-
-    pub(super) async fn notify_list_targets(
-        &self,
-        org: &str,
-    ) -> Result<Vec<NotificationTargetRecord>> {
-        let org = org.to_string();
-        self.read(move |c| {
-            query_decoded(
-                c,
-                &format!(
-                    "SELECT {TARGET_COLUMNS} FROM notification_targets WHERE org_id = ?1
-                     ORDER BY id"
-                ),
-                params![org],
-                target_row,
-                target_record,
-            )
-        })
-        .await
-    }
-
-    /// Deletes a target with its deliveries; false when there was none.
-    pub(super) async fn notify_delete_target(
-        &self,
-        org: &str,
-        id: &str,
-        audit: &Audit,
-    ) -> Result<bool> {
-        let (org, id, audit) = (org.to_string(), id.to_string(), audit.clone());
-        self.write(move |tx| {
-            let n = tx
-                .prepare_cached("DELETE FROM notification_targets WHERE org_id = ?1 AND id = ?2")?
-                .execute(params![org, id])?;
-            if n > 0 {
-                append_audit(tx, &audit)?;
-            }
-            Ok(n > 0)
-        })
-        .await
-    }
-
-    pub(super) async fn notify_add_event(
-        &self,
-        org: &str,
-        event: &NewNotificationEvent,
-    ) -> Result<Option<i64>> {
-        let (org, event) = (org.to_string(), event.clone());
-        self.write(move |tx| {
-            if let Some(t) = &event.only_target {
-                if load_target(tx, &org, t)?.is_none() {
-                    return Err(StoreError::NotFound(format!(
-                        "notification target {t:?} in org {org:?}"
-                    )));
-                }
-            }
-            insert_event(tx, &org, &event)
-        })
-        .await
-    }
-
-    /// One `old_lock` event per lock held since before `acquired_before`, never twice
-    /// for the same lock id. Returns how many it wrote.
-    pub(super) async fn notify_write_old_locks(
-        &self,
-        acquired_before: DateTime<Utc>,
-    ) -> Result<u64> {
-        // Most passes find nothing: look without the write lock first.
-        let before = millis(acquired_before);
-        let any = self
-            .read(move |c| {
-                exists(
-                    c,
-                    "SELECT 1 FROM state_heads WHERE lock_id IS NOT NULL AND lock_acquired_at < ?1",
-                    params![before],
-                )
-            })
-            .await?;
-        if !any {
-            return Ok(0);
-        }
-        self.write(move |tx| {
-            let mut stmt = tx.prepare_cached(
-                "SELECT org_id, stack_id, lock_id, lock_who, lock_operation, lock_holder_kind,
-                        lock_holder_id, lock_acquired_at
-                 FROM state_heads WHERE lock_id IS NOT NULL AND lock_acquired_at < ?1",
-            )?;
-            type LockRow = (
-                String,
-                String,
-                String,
-                Option<String>,
-                Option<String>,
-                Option<String>,
-                Option<String>,
-                i64,
-            );
-            let rows: Vec<LockRow> = stmt
-                .query_map(params![before], |r| LockRow::try_from(r))?
-                .collect::<db::Result<_>>()?;
-            drop(stmt);
-            let now = Utc::now();
-            let mut written = 0;
-            for (org, stack, lock_id, who, operation, hk, hid, acquired) in rows {
-                let acquired = from_millis(acquired)?;
-                let event = NewNotificationEvent {
-                    kind: NotificationEventKind::OldLock,
-                    run_kind: None,
-                    run_state: None,
-                    payload: json!({
-                        "org": org,
-                        "stack": stack,
-                        "lock_id": lock_id,
-                        "who": who,
-                        "operation": operation,
-                        "holder": format!("{}:{}", hk.unwrap_or_default(), hid.unwrap_or_default()),
-                        "acquired_at": acquired.to_rfc3339(),
-                        "age_seconds": (now - acquired).num_seconds(),
-                        "url": format!("/api/v1/orgs/{org}/stacks/{stack}/state/lock"),
-                    }),
-                    dedup_key: Some(format!("old_lock:{stack}:{lock_id}")),
-                    only_target: None,
-                };
-                if insert_event(tx, &org, &event)?.is_some() {
-                    written += 1;
-                }
-            }
-            Ok(written)
-        })
-        .await
-    }
-
-    pub(super) async fn notify_due(
-        &self,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> Result<Vec<DueNotification>> {
-        let now = millis(now);
-        self.read(move |c| {
-            let deliveries = query_decoded(
-                c,
-                &format!(
-                    "SELECT {DELIVERY_COLUMNS} FROM notification_deliveries d
-                     JOIN notification_events e ON e.id = d.event_id
-                     WHERE d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?1
-                     ORDER BY d.next_attempt_at, d.id LIMIT ?2"
-                ),
-                params![now, limit],
-                delivery_row,
-                delivery_record,
-            )?;
-            let mut out = Vec::with_capacity(deliveries.len());
-            for delivery in deliveries {
-                if let Some(target) = load_target(c, &delivery.org, &delivery.target)? {
-                    out.push(DueNotification { delivery, target });
-                }
-            }
-            Ok(out)
-        })
-        .await
-    }
-
-    pub(super) async fn notify_record_attempt(
-        &self,
-        delivery: i64,
-        a: &NotificationAttempt,
-    ) -> Result<()> {
-        let a = a.clone();
-        self.write(move |tx| {
-            let now = millis(Utc::now());
-            tx.prepare_cached(
-                "UPDATE notification_deliveries SET attempts = attempts + 1, last_status = ?2,
-                    last_error = ?3, delivered_at = ?4, next_attempt_at = ?5
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                delivery,
-                a.status,
-                a.error,
-                a.delivered.then_some(now),
-                if a.delivered {
-                    None
-                } else {
-                    a.retry_at.map(millis)
-                },
-            ])?;
-            Ok(())
-        })
-        .await
-    }
-
-    pub(super) async fn notify_list_deliveries(
-        &self,
-        org: &str,
-        target: &str,
-        before: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<NotificationDeliveryRecord>> {
-        let (org, target) = (org.to_string(), target.to_string());
-        self.read(move |c| {
-            query_decoded(
-                c,
-                &format!(
-                    "SELECT {DELIVERY_COLUMNS} FROM notification_deliveries d
-                     JOIN notification_events e ON e.id = d.event_id
-                     WHERE d.org_id = ?1 AND d.target_id = ?2 AND (?3 IS NULL OR d.id < ?3)
-                     ORDER BY d.id DESC LIMIT ?4"
-                ),
-                params![org, target, before, limit],
-                delivery_row,
-                delivery_record,
-            )
-        })
-        .await
-    }
-}
-
 /// Deletes up to `batch` settled deliveries (delivered, or given up: no next attempt)
 /// created before `before`; how many went. Pending deliveries stay, whatever their age.
-fn prune_deliveries(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64> {
+pub(super) fn prune_deliveries(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64> {
     let n = tx
         .prepare_cached(
             "DELETE FROM notification_deliveries WHERE id IN (
@@ -582,7 +281,7 @@ fn prune_deliveries(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64
 /// Deletes up to `batch` events created before `before` that have no delivery left; how
 /// many went. The `old_lock` event of a lock still held stays: its dedup key is what keeps
 /// the duty from notifying of the same lock again.
-fn prune_events(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64> {
+pub(super) fn prune_events(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64> {
     let n = tx
         .prepare_cached(
             "DELETE FROM notification_events WHERE id IN (
@@ -598,40 +297,6 @@ fn prune_events(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<u64> {
         )?
         .execute(params![before, batch])?;
     Ok(n as u64)
-}
-
-impl db::Store {
-    /// Retention: settled deliveries, then events left without deliveries, created before
-    /// `before`, `batch` rows per write transaction so a large backlog never holds the
-    /// write lock for long. Returns (deliveries, events) deleted.
-    pub(super) async fn notify_prune(
-        &self,
-        before: DateTime<Utc>,
-        batch: u32,
-    ) -> Result<(u64, u64)> {
-        let (before, batch) = (millis(before), batch.max(1));
-        let mut deliveries = 0;
-        loop {
-            let n = self
-                .write(move |tx| prune_deliveries(tx, before, batch))
-                .await?;
-            deliveries += n;
-            if n < u64::from(batch) {
-                break;
-            }
-        }
-        let mut events = 0;
-        loop {
-            let n = self
-                .write(move |tx| prune_events(tx, before, batch))
-                .await?;
-            events += n;
-            if n < u64::from(batch) {
-                break;
-            }
-        }
-        Ok((deliveries, events))
-    }
 }
 
 /// Every sealed target secret, for checking and re-sealing under a new secrets key.
@@ -672,4 +337,251 @@ pub(super) fn reseal_secret(
              WHERE org_id = ?1 AND id = ?2 AND secret_ciphertext IS NOT NULL",
         )?
         .execute(params![org, id, v.ciphertext, v.nonce, v.key_id])?)
+}
+
+pub(super) fn create_target(
+    tx: &Transaction<'_>,
+    t: &NewNotificationTarget,
+    audit: &Audit,
+) -> Result<NotificationTargetRecord> {
+    if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![t.org])? {
+        return Err(StoreError::NotFound(format!("org {:?}", t.org)));
+    }
+    let now = millis(Utc::now());
+    let s = t.secret.as_ref();
+    tx.prepare_cached(
+        "INSERT INTO notification_targets (org_id, id, kind, url, secret_ciphertext,
+            secret_nonce, secret_key_id, rules, enabled, created_at, updated_at,
+            updated_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+    )?
+    .execute(params![
+        t.org,
+        t.id,
+        t.kind,
+        t.url,
+        s.map(|s| &s.ciphertext),
+        s.map(|s| &s.nonce),
+        s.map(|s| &s.key_id),
+        rules_json(&t.rules),
+        t.enabled,
+        now,
+        audit.actor,
+    ])
+    .map_err(|e| exists_or(e, || format!("notification target {:?}", t.id)))?;
+    append_audit(tx, audit)?;
+    load_target(tx, &t.org, &t.id)?
+        .ok_or_else(|| StoreError::Backend("created target vanished".into()))
+}
+
+pub(super) fn update_target(
+    tx: &Transaction<'_>,
+    t: &NewNotificationTarget,
+    audit: &Audit,
+) -> Result<NotificationTargetRecord> {
+    let s = t.secret.as_ref();
+    let n = tx
+        .prepare_cached(
+            "UPDATE notification_targets SET url = ?3, rules = ?4, enabled = ?5,
+                secret_ciphertext = COALESCE(?6, secret_ciphertext),
+                secret_nonce = COALESCE(?7, secret_nonce),
+                secret_key_id = COALESCE(?8, secret_key_id),
+                updated_at = ?9, updated_by = ?10
+             WHERE org_id = ?1 AND id = ?2",
+        )?
+        .execute(params![
+            t.org,
+            t.id,
+            t.url,
+            rules_json(&t.rules),
+            t.enabled,
+            s.map(|s| &s.ciphertext),
+            s.map(|s| &s.nonce),
+            s.map(|s| &s.key_id),
+            millis(Utc::now()),
+            audit.actor,
+        ])?;
+    if n == 0 {
+        return Err(StoreError::NotFound(format!(
+            "notification target {:?} in org {:?}",
+            t.id, t.org
+        )));
+    }
+    append_audit(tx, audit)?;
+    load_target(tx, &t.org, &t.id)?
+        .ok_or_else(|| StoreError::Backend("updated target vanished".into()))
+}
+
+pub(super) fn list_targets(c: &Connection, org: &str) -> Result<Vec<NotificationTargetRecord>> {
+    query_decoded(
+        c,
+        &format!(
+            "SELECT {TARGET_COLUMNS} FROM notification_targets WHERE org_id = ?1
+             ORDER BY id"
+        ),
+        params![org],
+        target_row,
+        target_record,
+    )
+}
+
+pub(super) fn delete_target(
+    tx: &Transaction<'_>,
+    org: &str,
+    id: &str,
+    audit: &Audit,
+) -> Result<bool> {
+    let n = tx
+        .prepare_cached("DELETE FROM notification_targets WHERE org_id = ?1 AND id = ?2")?
+        .execute(params![org, id])?;
+    if n > 0 {
+        append_audit(tx, audit)?;
+    }
+    Ok(n > 0)
+}
+
+pub(super) fn add_event(
+    tx: &Transaction<'_>,
+    org: &str,
+    event: &NewNotificationEvent,
+) -> Result<Option<i64>> {
+    if let Some(t) = &event.only_target {
+        if load_target(tx, org, t)?.is_none() {
+            return Err(StoreError::NotFound(format!(
+                "notification target {t:?} in org {org:?}"
+            )));
+        }
+    }
+    insert_event(tx, org, event)
+}
+
+pub(super) fn record_attempt(
+    tx: &Transaction<'_>,
+    delivery: i64,
+    a: &NotificationAttempt,
+) -> Result<()> {
+    let now = millis(Utc::now());
+    tx.prepare_cached(
+        "UPDATE notification_deliveries SET attempts = attempts + 1, last_status = ?2,
+            last_error = ?3, delivered_at = ?4, next_attempt_at = ?5
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        delivery,
+        a.status,
+        a.error,
+        a.delivered.then_some(now),
+        if a.delivered {
+            None
+        } else {
+            a.retry_at.map(millis)
+        },
+    ])?;
+    Ok(())
+}
+
+pub(super) fn list_deliveries(
+    c: &Connection,
+    org: &str,
+    target: &str,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Vec<NotificationDeliveryRecord>> {
+    query_decoded(
+        c,
+        &format!(
+            "SELECT {DELIVERY_COLUMNS} FROM notification_deliveries d
+             JOIN notification_events e ON e.id = d.event_id
+             WHERE d.org_id = ?1 AND d.target_id = ?2 AND (?3 IS NULL OR d.id < ?3)
+             ORDER BY d.id DESC LIMIT ?4"
+        ),
+        params![org, target, before, limit],
+        delivery_row,
+        delivery_record,
+    )
+}
+
+/// Whether any lock is held since before `acquired_before`: most passes find none.
+pub(super) fn any_old_locks(c: &Connection, acquired_before: DateTime<Utc>) -> Result<bool> {
+    let before = millis(acquired_before);
+    exists(
+        c,
+        "SELECT 1 FROM state_heads WHERE lock_id IS NOT NULL AND lock_acquired_at < ?1",
+        params![before],
+    )
+}
+
+/// One `old_lock` event per lock held since before `acquired_before`, never twice
+/// for the same lock id. Returns how many it wrote.
+pub(super) fn write_old_locks(tx: &Transaction<'_>, acquired_before: DateTime<Utc>) -> Result<u64> {
+    let before = millis(acquired_before);
+    let mut stmt = tx.prepare_cached(
+        "SELECT org_id, stack_id, lock_id, lock_who, lock_operation, lock_holder_kind,
+                lock_holder_id, lock_acquired_at
+         FROM state_heads WHERE lock_id IS NOT NULL AND lock_acquired_at < ?1",
+    )?;
+    type LockRow = (
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        i64,
+    );
+    let rows: Vec<LockRow> = stmt
+        .query_map(params![before], |r| LockRow::try_from(r))?
+        .collect::<db::Result<_>>()?;
+    drop(stmt);
+    let now = Utc::now();
+    let mut written = 0;
+    for (org, stack, lock_id, who, operation, hk, hid, acquired) in rows {
+        let acquired = from_millis(acquired)?;
+        let event = NewNotificationEvent {
+            kind: NotificationEventKind::OldLock,
+            run_kind: None,
+            run_state: None,
+            payload: json!({
+                "org": org,
+                "stack": stack,
+                "lock_id": lock_id,
+                "who": who,
+                "operation": operation,
+                "holder": format!("{}:{}", hk.unwrap_or_default(), hid.unwrap_or_default()),
+                "acquired_at": acquired.to_rfc3339(),
+                "age_seconds": (now - acquired).num_seconds(),
+                "url": format!("/api/v1/orgs/{org}/stacks/{stack}/state/lock"),
+            }),
+            dedup_key: Some(format!("old_lock:{stack}:{lock_id}")),
+            only_target: None,
+        };
+        if insert_event(tx, &org, &event)?.is_some() {
+            written += 1;
+        }
+    }
+    Ok(written)
+}
+
+pub(super) fn due(c: &Connection, now: DateTime<Utc>, limit: u32) -> Result<Vec<DueNotification>> {
+    let now = millis(now);
+    let deliveries = query_decoded(
+        c,
+        &format!(
+            "SELECT {DELIVERY_COLUMNS} FROM notification_deliveries d
+             JOIN notification_events e ON e.id = d.event_id
+             WHERE d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?1
+             ORDER BY d.next_attempt_at, d.id LIMIT ?2"
+        ),
+        params![now, limit],
+        delivery_row,
+        delivery_record,
+    )?;
+    let mut out = Vec::with_capacity(deliveries.len());
+    for delivery in deliveries {
+        if let Some(target) = load_target(c, &delivery.org, &delivery.target)? {
+            out.push(DueNotification { delivery, target });
+        }
+    }
+    Ok(out)
 }

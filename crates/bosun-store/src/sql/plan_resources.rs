@@ -3,6 +3,7 @@
 //! without cascade: deleting an environment that hosts are in is refused, naming them.
 //! An inventory import upserts environments, then hosts, in one transaction.
 
+use super::audit::append_audit;
 use super::*;
 
 const ENV_COLUMNS: &str = "org_id, id, vars, requires_approval, protected, created_at, updated_at";
@@ -40,7 +41,7 @@ fn with_grants(c: &Connection, mut env: EnvironmentRecord) -> Result<Environment
     Ok(env)
 }
 
-fn load_env(c: &Connection, org: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
+pub(super) fn load_env(c: &Connection, org: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
     let found = query_decoded(
         c,
         &format!("SELECT {ENV_COLUMNS} FROM environments WHERE org_id = ?1 AND id = ?2"),
@@ -52,7 +53,7 @@ fn load_env(c: &Connection, org: &str, id: &str) -> Result<Option<EnvironmentRec
     found.map(|e| with_grants(c, e)).transpose()
 }
 
-fn list_envs(c: &Connection, org: &str) -> Result<Vec<EnvironmentRecord>> {
+pub(super) fn list_envs(c: &Connection, org: &str) -> Result<Vec<EnvironmentRecord>> {
     let envs = query_decoded(
         c,
         &format!("SELECT {ENV_COLUMNS} FROM environments WHERE org_id = ?1 ORDER BY id"),
@@ -99,7 +100,7 @@ fn insert_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<()> 
 }
 
 /// Returns whether the environment existed.
-fn update_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<bool> {
+fn update_env_row(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<bool> {
     let n = tx
         .prepare_cached(
             "UPDATE environments SET vars = ?3, requires_approval = ?4, protected = ?5,
@@ -162,7 +163,7 @@ fn host_record(r: HostRow) -> Result<HostRecord> {
     })
 }
 
-fn load_host(c: &Connection, org: &str, name: &str) -> Result<Option<HostRecord>> {
+pub(super) fn load_host(c: &Connection, org: &str, name: &str) -> Result<Option<HostRecord>> {
     Ok(query_decoded(
         c,
         &format!("SELECT {HOST_COLUMNS} FROM hosts WHERE org_id = ?1 AND name = ?2"),
@@ -211,7 +212,7 @@ fn insert_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<()> {
 }
 
 /// Returns whether the host existed.
-fn update_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<bool> {
+fn update_host_row(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<bool> {
     check_host_env(tx, h)?;
     let n = tx
         .prepare_cached(
@@ -259,7 +260,7 @@ fn plan_record(r: PlanRow) -> Result<PlanRecord> {
     })
 }
 
-fn load_plan(c: &Connection, org: &str, name: &str) -> Result<Option<PlanRecord>> {
+pub(super) fn load_plan(c: &Connection, org: &str, name: &str) -> Result<Option<PlanRecord>> {
     Ok(query_decoded(
         c,
         &format!("SELECT {PLAN_COLUMNS} FROM plans WHERE org_id = ?1 AND name = ?2"),
@@ -274,322 +275,231 @@ fn vanished(what: &str) -> StoreError {
     StoreError::Backend(format!("the {what} just written vanished"))
 }
 
-impl db::Store {
-    pub(super) async fn plans_create_environment(
-        &self,
-        e: &NewEnvironment,
-        audit: &Audit,
-    ) -> Result<EnvironmentRecord> {
-        let (e, audit) = (e.clone(), audit.clone());
-        self.write(move |tx| {
-            require_org(tx, &e.org)?;
-            insert_env(tx, &e, &audit.actor)?;
-            append_audit(tx, &audit)?;
-            load_env(tx, &e.org, &e.id)?.ok_or_else(|| vanished("environment"))
-        })
-        .await
-    }
+pub(super) fn create_environment(
+    tx: &Transaction<'_>,
+    e: &NewEnvironment,
+    audit: &Audit,
+) -> Result<EnvironmentRecord> {
+    require_org(tx, &e.org)?;
+    insert_env(tx, e, &audit.actor)?;
+    append_audit(tx, audit)?;
+    load_env(tx, &e.org, &e.id)?.ok_or_else(|| vanished("environment"))
+}
 
-    pub(super) async fn plans_update_environment(
-        &self,
-        e: &NewEnvironment,
-        audit: &Audit,
-    ) -> Result<EnvironmentRecord> {
-        let (e, audit) = (e.clone(), audit.clone());
-        self.write(move |tx| {
-            if !update_env(tx, &e, &audit.actor)? {
-                return Err(StoreError::NotFound(format!("environment {:?}", e.id)));
-            }
-            append_audit(tx, &audit)?;
-            load_env(tx, &e.org, &e.id)?.ok_or_else(|| vanished("environment"))
-        })
-        .await
+pub(super) fn update_environment(
+    tx: &Transaction<'_>,
+    e: &NewEnvironment,
+    audit: &Audit,
+) -> Result<EnvironmentRecord> {
+    if !update_env_row(tx, e, &audit.actor)? {
+        return Err(StoreError::NotFound(format!("environment {:?}", e.id)));
     }
+    append_audit(tx, audit)?;
+    load_env(tx, &e.org, &e.id)?.ok_or_else(|| vanished("environment"))
+}
 
-    pub(super) async fn plans_get_environment(
-        &self,
-        org: &str,
-        id: &str,
-    ) -> Result<Option<EnvironmentRecord>> {
-        let (org, id) = (org.to_string(), id.to_string());
-        self.read(move |c| load_env(c, &org, &id)).await
+pub(super) fn delete_environment(
+    tx: &Transaction<'_>,
+    org: &str,
+    id: &str,
+    audit: &Audit,
+) -> Result<bool> {
+    if !env_exists(tx, org, id)? {
+        return Ok(false);
     }
-
-    pub(super) async fn plans_list_environments(
-        &self,
-        org: &str,
-    ) -> Result<Vec<EnvironmentRecord>> {
-        let org = org.to_string();
-        self.read(move |c| list_envs(c, &org)).await
+    let hosts: Vec<String> = tx
+        .prepare_cached(
+            "SELECT name FROM hosts WHERE org_id = ?1 AND environment_id = ?2
+             ORDER BY name",
+        )?
+        .query_map(params![org, id], |r| r.get(0))?
+        .collect::<db::Result<_>>()?;
+    if !hosts.is_empty() {
+        return Err(StoreError::EnvironmentInUse {
+            environment: id.to_string(),
+            hosts,
+        });
     }
+    tx.prepare_cached("DELETE FROM environments WHERE org_id = ?1 AND id = ?2")?
+        .execute(params![org, id])?;
+    append_audit(tx, audit)?;
+    Ok(true)
+}
 
-    pub(super) async fn plans_delete_environment(
-        &self,
-        org: &str,
-        id: &str,
-        audit: &Audit,
-    ) -> Result<bool> {
-        let (org, id, audit) = (org.to_string(), id.to_string(), audit.clone());
-        self.write(move |tx| {
-            if !env_exists(tx, &org, &id)? {
-                return Ok(false);
-            }
-            let hosts: Vec<String> = tx
-                .prepare_cached(
-                    "SELECT name FROM hosts WHERE org_id = ?1 AND environment_id = ?2
-                     ORDER BY name",
-                )?
-                .query_map(params![org, id], |r| r.get(0))?
-                .collect::<db::Result<_>>()?;
-            if !hosts.is_empty() {
-                return Err(StoreError::EnvironmentInUse {
-                    environment: id,
-                    hosts,
-                });
-            }
-            tx.prepare_cached("DELETE FROM environments WHERE org_id = ?1 AND id = ?2")?
-                .execute(params![org, id])?;
-            append_audit(tx, &audit)?;
-            Ok(true)
-        })
-        .await
+pub(super) fn grant(
+    tx: &Transaction<'_>,
+    org: &str,
+    env: &str,
+    user: &str,
+    audit: &Audit,
+) -> Result<bool> {
+    if !env_exists(tx, org, env)? {
+        return Err(StoreError::NotFound(format!("environment {env:?}")));
     }
+    if !exists(tx, "SELECT 1 FROM users WHERE id = ?1", params![user])? {
+        return Err(StoreError::NotFound(format!("user {user:?}")));
+    }
+    let n = tx
+        .prepare_cached(
+            "INSERT INTO environment_grants (org_id, environment_id, user_id,
+                granted_at, granted_by)
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![org, env, user, millis(Utc::now()), audit.actor])?;
+    if n > 0 {
+        append_audit(tx, audit)?;
+    }
+    Ok(n > 0)
+}
 
-    pub(super) async fn plans_grant(
-        &self,
-        org: &str,
-        env: &str,
-        user: &str,
-        audit: &Audit,
-    ) -> Result<bool> {
-        let (org, env, user, audit) = (
-            org.to_string(),
-            env.to_string(),
-            user.to_string(),
-            audit.clone(),
+pub(super) fn revoke(
+    tx: &Transaction<'_>,
+    org: &str,
+    env: &str,
+    user: &str,
+    audit: &Audit,
+) -> Result<bool> {
+    if !env_exists(tx, org, env)? {
+        return Err(StoreError::NotFound(format!("environment {env:?}")));
+    }
+    let n = tx
+        .prepare_cached(
+            "DELETE FROM environment_grants
+             WHERE org_id = ?1 AND environment_id = ?2 AND user_id = ?3",
+        )?
+        .execute(params![org, env, user])?;
+    if n > 0 {
+        append_audit(tx, audit)?;
+    }
+    Ok(n > 0)
+}
+
+pub(super) fn create_host(tx: &Transaction<'_>, h: &NewHost, audit: &Audit) -> Result<HostRecord> {
+    require_org(tx, &h.org)?;
+    insert_host(tx, h, &audit.actor)?;
+    append_audit(tx, audit)?;
+    load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
+}
+
+pub(super) fn update_host(tx: &Transaction<'_>, h: &NewHost, audit: &Audit) -> Result<HostRecord> {
+    if !update_host_row(tx, h, &audit.actor)? {
+        return Err(StoreError::NotFound(format!("host {:?}", h.name)));
+    }
+    append_audit(tx, audit)?;
+    load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
+}
+
+pub(super) fn list_hosts(c: &Connection, org: &str) -> Result<Vec<HostRecord>> {
+    query_decoded(
+        c,
+        &format!("SELECT {HOST_COLUMNS} FROM hosts WHERE org_id = ?1 ORDER BY name"),
+        params![org],
+        host_row,
+        host_record,
+    )
+}
+
+pub(super) fn delete_host(
+    tx: &Transaction<'_>,
+    org: &str,
+    name: &str,
+    audit: &Audit,
+) -> Result<bool> {
+    let n = tx
+        .prepare_cached("DELETE FROM hosts WHERE org_id = ?1 AND name = ?2")?
+        .execute(params![org, name])?;
+    if n > 0 {
+        append_audit(tx, audit)?;
+    }
+    Ok(n > 0)
+}
+
+pub(super) fn import_inventory(
+    tx: &Transaction<'_>,
+    import: &InventoryImport,
+    audit: &Audit,
+) -> Result<InventoryImported> {
+    require_org(tx, &import.org)?;
+    let mut out = InventoryImported::default();
+    for e in &import.environments {
+        if update_env_row(tx, e, &audit.actor)? {
+            out.environments_updated.push(e.id.clone());
+        } else {
+            insert_env(tx, e, &audit.actor)?;
+            out.environments_created.push(e.id.clone());
+        }
+    }
+    for h in &import.hosts {
+        if update_host_row(tx, h, &audit.actor)? {
+            out.hosts_updated.push(h.name.clone());
+        } else {
+            insert_host(tx, h, &audit.actor)?;
+            out.hosts_created.push(h.name.clone());
+        }
+    }
+    let mut audit = audit.clone();
+    if let Value::Object(detail) = &mut audit.detail {
+        detail.insert(
+            "environments_created".into(),
+            json!(out.environments_created),
         );
-        self.write(move |tx| {
-            if !env_exists(tx, &org, &env)? {
-                return Err(StoreError::NotFound(format!("environment {env:?}")));
-            }
-            if !exists(tx, "SELECT 1 FROM users WHERE id = ?1", params![user])? {
-                return Err(StoreError::NotFound(format!("user {user:?}")));
-            }
-            let n = tx
-                .prepare_cached(
-                    "INSERT INTO environment_grants (org_id, environment_id, user_id,
-                        granted_at, granted_by)
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
-                )?
-                .execute(params![org, env, user, millis(Utc::now()), audit.actor])?;
-            if n > 0 {
-                append_audit(tx, &audit)?;
-            }
-            Ok(n > 0)
-        })
-        .await
-    }
-
-    pub(super) async fn plans_revoke(
-        &self,
-        org: &str,
-        env: &str,
-        user: &str,
-        audit: &Audit,
-    ) -> Result<bool> {
-        let (org, env, user, audit) = (
-            org.to_string(),
-            env.to_string(),
-            user.to_string(),
-            audit.clone(),
+        detail.insert(
+            "environments_updated".into(),
+            json!(out.environments_updated),
         );
-        self.write(move |tx| {
-            if !env_exists(tx, &org, &env)? {
-                return Err(StoreError::NotFound(format!("environment {env:?}")));
-            }
-            let n = tx
-                .prepare_cached(
-                    "DELETE FROM environment_grants
-                     WHERE org_id = ?1 AND environment_id = ?2 AND user_id = ?3",
-                )?
-                .execute(params![org, env, user])?;
-            if n > 0 {
-                append_audit(tx, &audit)?;
-            }
-            Ok(n > 0)
-        })
-        .await
+        detail.insert("hosts_created".into(), json!(out.hosts_created));
+        detail.insert("hosts_updated".into(), json!(out.hosts_updated));
     }
+    append_audit(tx, &audit)?;
+    Ok(out)
+}
 
-    pub(super) async fn plans_create_host(&self, h: &NewHost, audit: &Audit) -> Result<HostRecord> {
-        let (h, audit) = (h.clone(), audit.clone());
-        self.write(move |tx| {
-            require_org(tx, &h.org)?;
-            insert_host(tx, &h, &audit.actor)?;
-            append_audit(tx, &audit)?;
-            load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
-        })
-        .await
+pub(super) fn save_plan(tx: &Transaction<'_>, p: &NewPlan, audit: &Audit) -> Result<PlanRecord> {
+    require_org(tx, &p.org)?;
+    let now = millis(Utc::now());
+    tx.prepare_cached(
+        "INSERT INTO plans (org_id, name, source, version, created_at, updated_at,
+            updated_by)
+         VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5)
+         ON CONFLICT (org_id, name) DO UPDATE SET source = excluded.source,
+            version = plans.version + 1, updated_at = excluded.updated_at,
+            updated_by = excluded.updated_by",
+    )?
+    .execute(params![p.org, p.name, p.source, now, audit.actor])?;
+    let saved = load_plan(tx, &p.org, &p.name)?.ok_or_else(|| vanished("plan"))?;
+    let schedule = super::approvals::save_file_schedule(tx, p, &audit.actor)?;
+    let mut audit = audit.clone();
+    if let Value::Object(detail) = &mut audit.detail {
+        detail.insert("version".into(), json!(saved.version));
+        if let Some(change) = schedule {
+            detail.insert("schedule".into(), json!(change));
+        }
     }
+    append_audit(tx, &audit)?;
+    Ok(saved)
+}
 
-    pub(super) async fn plans_update_host(&self, h: &NewHost, audit: &Audit) -> Result<HostRecord> {
-        let (h, audit) = (h.clone(), audit.clone());
-        self.write(move |tx| {
-            if !update_host(tx, &h, &audit.actor)? {
-                return Err(StoreError::NotFound(format!("host {:?}", h.name)));
-            }
-            append_audit(tx, &audit)?;
-            load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
-        })
-        .await
-    }
+pub(super) fn list_plans(c: &Connection, org: &str) -> Result<Vec<PlanRecord>> {
+    query_decoded(
+        c,
+        &format!("SELECT {PLAN_COLUMNS} FROM plans WHERE org_id = ?1 ORDER BY name"),
+        params![org],
+        plan_row,
+        plan_record,
+    )
+}
 
-    pub(super) async fn plans_get_host(&self, org: &str, name: &str) -> Result<Option<HostRecord>> {
-        let (org, name) = (org.to_string(), name.to_string());
-        self.read(move |c| load_host(c, &org, &name)).await
+pub(super) fn delete_plan(
+    tx: &Transaction<'_>,
+    org: &str,
+    name: &str,
+    audit: &Audit,
+) -> Result<bool> {
+    let n = tx
+        .prepare_cached("DELETE FROM plans WHERE org_id = ?1 AND name = ?2")?
+        .execute(params![org, name])?;
+    if n > 0 {
+        append_audit(tx, audit)?;
     }
-
-    pub(super) async fn plans_list_hosts(&self, org: &str) -> Result<Vec<HostRecord>> {
-        let org = org.to_string();
-        self.read(move |c| {
-            query_decoded(
-                c,
-                &format!("SELECT {HOST_COLUMNS} FROM hosts WHERE org_id = ?1 ORDER BY name"),
-                params![org],
-                host_row,
-                host_record,
-            )
-        })
-        .await
-    }
-
-    pub(super) async fn plans_delete_host(
-        &self,
-        org: &str,
-        name: &str,
-        audit: &Audit,
-    ) -> Result<bool> {
-        let (org, name, audit) = (org.to_string(), name.to_string(), audit.clone());
-        self.write(move |tx| {
-            let n = tx
-                .prepare_cached("DELETE FROM hosts WHERE org_id = ?1 AND name = ?2")?
-                .execute(params![org, name])?;
-            if n > 0 {
-                append_audit(tx, &audit)?;
-            }
-            Ok(n > 0)
-        })
-        .await
-    }
-
-    pub(super) async fn plans_import_inventory(
-        &self,
-        import: &InventoryImport,
-        audit: &Audit,
-    ) -> Result<InventoryImported> {
-        let (import, audit) = (import.clone(), audit.clone());
-        self.write(move |tx| {
-            require_org(tx, &import.org)?;
-            let mut out = InventoryImported::default();
-            for e in &import.environments {
-                if update_env(tx, e, &audit.actor)? {
-                    out.environments_updated.push(e.id.clone());
-                } else {
-                    insert_env(tx, e, &audit.actor)?;
-                    out.environments_created.push(e.id.clone());
-                }
-            }
-            for h in &import.hosts {
-                if update_host(tx, h, &audit.actor)? {
-                    out.hosts_updated.push(h.name.clone());
-                } else {
-                    insert_host(tx, h, &audit.actor)?;
-                    out.hosts_created.push(h.name.clone());
-                }
-            }
-            let mut audit = audit;
-            if let Value::Object(detail) = &mut audit.detail {
-                detail.insert(
-                    "environments_created".into(),
-                    json!(out.environments_created),
-                );
-                detail.insert(
-                    "environments_updated".into(),
-                    json!(out.environments_updated),
-                );
-                detail.insert("hosts_created".into(), json!(out.hosts_created));
-                detail.insert("hosts_updated".into(), json!(out.hosts_updated));
-            }
-            append_audit(tx, &audit)?;
-            Ok(out)
-        })
-        .await
-    }
-
-    pub(super) async fn plans_save_plan(&self, p: &NewPlan, audit: &Audit) -> Result<PlanRecord> {
-        let (p, audit) = (p.clone(), audit.clone());
-        self.write(move |tx| {
-            require_org(tx, &p.org)?;
-            let now = millis(Utc::now());
-            tx.prepare_cached(
-                "INSERT INTO plans (org_id, name, source, version, created_at, updated_at,
-                    updated_by)
-                 VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5)
-                 ON CONFLICT (org_id, name) DO UPDATE SET source = excluded.source,
-                    version = plans.version + 1, updated_at = excluded.updated_at,
-                    updated_by = excluded.updated_by",
-            )?
-            .execute(params![p.org, p.name, p.source, now, audit.actor])?;
-            let saved = load_plan(tx, &p.org, &p.name)?.ok_or_else(|| vanished("plan"))?;
-            let schedule = super::approvals::save_file_schedule(tx, &p, &audit.actor)?;
-            let mut audit = audit;
-            if let Value::Object(detail) = &mut audit.detail {
-                detail.insert("version".into(), json!(saved.version));
-                if let Some(change) = schedule {
-                    detail.insert("schedule".into(), json!(change));
-                }
-            }
-            append_audit(tx, &audit)?;
-            Ok(saved)
-        })
-        .await
-    }
-
-    pub(super) async fn plans_get_plan(&self, org: &str, name: &str) -> Result<Option<PlanRecord>> {
-        let (org, name) = (org.to_string(), name.to_string());
-        self.read(move |c| load_plan(c, &org, &name)).await
-    }
-
-    pub(super) async fn plans_list_plans(&self, org: &str) -> Result<Vec<PlanRecord>> {
-        let org = org.to_string();
-        self.read(move |c| {
-            query_decoded(
-                c,
-                &format!("SELECT {PLAN_COLUMNS} FROM plans WHERE org_id = ?1 ORDER BY name"),
-                params![org],
-                plan_row,
-                plan_record,
-            )
-        })
-        .await
-    }
-
-    pub(super) async fn plans_delete_plan(
-        &self,
-        org: &str,
-        name: &str,
-        audit: &Audit,
-    ) -> Result<bool> {
-        let (org, name, audit) = (org.to_string(), name.to_string(), audit.clone());
-        self.write(move |tx| {
-            let n = tx
-                .prepare_cached("DELETE FROM plans WHERE org_id = ?1 AND name = ?2")?
-                .execute(params![org, name])?;
-            if n > 0 {
-                append_audit(tx, &audit)?;
-            }
-            Ok(n > 0)
-        })
-        .await
-    }
+    Ok(n > 0)
 }

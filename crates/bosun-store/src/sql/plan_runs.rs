@@ -10,6 +10,7 @@ use bosun_core::plan_run::{
     initial, overlap, transition, PlanRunEvent, PlanRunState, STALE_REASON,
 };
 
+use super::audit::append_audit;
 use super::*;
 
 const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,

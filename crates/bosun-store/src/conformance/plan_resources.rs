@@ -1,0 +1,451 @@
+//! Conformance cases for what plans run against: environments and their grants, hosts,
+//! inventory imports and plan files.
+
+use super::*;
+
+pub async fn plan_environments_grants_and_refused_delete(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = |action: &str| audit(Some("acme"), action, "environment:prod");
+    let prod = environment("acme", "prod", true);
+    let created = store
+        .create_environment(&prod, &a("environment.create"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            created.vars.clone(),
+            created.requires_approval,
+            created.protected
+        ),
+        (prod.vars.clone(), true, true)
+    );
+    assert!(created.grants.is_empty());
+    assert!(matches!(
+        store
+            .create_environment(&prod, &a("environment.create"))
+            .await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    store
+        .create_environment(
+            &environment("acme", "staging", false),
+            &a("environment.create"),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .create_environment(
+                &environment("ghost", "prod", false),
+                &a("environment.create")
+            )
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Grants: idempotent, sorted, only for known users and environments.
+    store
+        .create_user(
+            &NewUser {
+                id: "alice".into(),
+                server_admin: false,
+            },
+            &audit(None, "user.create", "user:alice"),
+        )
+        .await
+        .unwrap();
+    assert!(store
+        .grant_environment("acme", "prod", "owner", &a("environment.grant"))
+        .await
+        .unwrap());
+    assert!(store
+        .grant_environment("acme", "prod", "alice", &a("environment.grant"))
+        .await
+        .unwrap());
+    assert!(!store
+        .grant_environment("acme", "prod", "alice", &a("environment.grant"))
+        .await
+        .unwrap());
+    assert!(matches!(
+        store
+            .grant_environment("acme", "prod", "nobody", &a("environment.grant"))
+            .await,
+        Err(StoreError::NotFound(w)) if w.contains("nobody")
+    ));
+    assert!(matches!(
+        store
+            .grant_environment("acme", "qa", "alice", &a("environment.grant"))
+            .await,
+        Err(StoreError::NotFound(w)) if w.contains("qa")
+    ));
+    let got = store
+        .get_environment("acme", "prod")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.grants, vec!["alice".to_string(), "owner".to_string()]);
+
+    // An update replaces vars and flags and keeps the grants.
+    let mut changed = prod.clone();
+    changed.vars = BTreeMap::from([("app_port".to_string(), json!(80))]);
+    changed.requires_approval = false;
+    let updated = store
+        .update_environment(&changed, &a("environment.update"))
+        .await
+        .unwrap();
+    assert_eq!(updated.vars["app_port"], json!(80));
+    assert!(!updated.requires_approval && updated.protected);
+    assert_eq!(updated.grants.len(), 2);
+    assert!(updated.updated_at >= created.updated_at);
+    assert!(matches!(
+        store
+            .update_environment(&environment("acme", "qa", false), &a("environment.update"))
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    assert!(store
+        .revoke_environment_grant("acme", "prod", "owner", &a("environment.revoke"))
+        .await
+        .unwrap());
+    assert!(!store
+        .revoke_environment_grant("acme", "prod", "owner", &a("environment.revoke"))
+        .await
+        .unwrap());
+
+    // Org-scoped: the other org sees none of it.
+    assert!(store
+        .get_environment("other", "prod")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store.list_environments("other").await.unwrap().is_empty());
+    let ids: Vec<String> = store
+        .list_environments("acme")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids, ["prod", "staging"]);
+
+    // Deleting an environment that hosts are in is refused, naming them.
+    for name in ["web-2", "web-1"] {
+        store
+            .create_host(&host("acme", name, Some("prod")), &a("host.create"))
+            .await
+            .unwrap();
+    }
+    let before = store.list_audit(None, None, 1000).await.unwrap().len();
+    match store
+        .delete_environment("acme", "prod", &a("environment.delete"))
+        .await
+    {
+        Err(StoreError::EnvironmentInUse { environment, hosts }) => {
+            assert_eq!(environment, "prod");
+            assert_eq!(hosts, ["web-1", "web-2"]);
+        }
+        other => panic!("expected EnvironmentInUse, got {other:?}"),
+    }
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        before
+    );
+    for name in ["web-1", "web-2"] {
+        assert!(store
+            .delete_host("acme", name, &a("host.delete"))
+            .await
+            .unwrap());
+    }
+    assert!(store
+        .delete_environment("acme", "prod", &a("environment.delete"))
+        .await
+        .unwrap());
+    assert!(!store
+        .delete_environment("acme", "prod", &a("environment.delete"))
+        .await
+        .unwrap());
+    assert!(store
+        .get_environment("acme", "prod")
+        .await
+        .unwrap()
+        .is_none());
+    // Its grants went with it: a new "prod" starts with none.
+    let again = store
+        .create_environment(&prod, &a("environment.create"))
+        .await
+        .unwrap();
+    assert!(again.grants.is_empty());
+
+    let actions = audit_actions(&*store, "acme").await;
+    for action in [
+        "environment.create",
+        "environment.grant",
+        "environment.update",
+        "environment.revoke",
+        "environment.delete",
+    ] {
+        assert!(actions.iter().any(|x| x == action), "{action}: {actions:?}");
+    }
+    // Two grants and one revoke were written; the no-op ones were not.
+    assert_eq!(
+        actions.iter().filter(|x| *x == "environment.grant").count(),
+        2
+    );
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|x| *x == "environment.revoke")
+            .count(),
+        1
+    );
+}
+
+pub async fn plan_hosts_roundtrip_every_field(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = |action: &str| audit(Some("acme"), action, "host:web-1");
+    store
+        .create_environment(
+            &environment("acme", "prod", false),
+            &a("environment.create"),
+        )
+        .await
+        .unwrap();
+    let full = NewHost {
+        org: "acme".into(),
+        name: "web-1".into(),
+        address: "10.1.0.11".into(),
+        port: 2222,
+        user: Some("deploy".into()),
+        connection: "ssh".into(),
+        labels: vec!["web".into(), "eu".into()],
+        vars: BTreeMap::from([
+            ("weight".to_string(), json!(3)),
+            ("tags".to_string(), json!({"a": [1, "b"]})),
+        ]),
+        environment: Some("prod".into()),
+        identity_file: Some("~/.ssh/id_ed25519".into()),
+        host_key: Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDxk".into()),
+        known_hosts: Some("/etc/ssh/known".into()),
+    };
+    let created = store.create_host(&full, &a("host.create")).await.unwrap();
+    let back = store.get_host("acme", "web-1").await.unwrap().unwrap();
+    assert_eq!(back, created);
+    let as_new = NewHost {
+        org: back.org.clone(),
+        name: back.name.clone(),
+        address: back.address.clone(),
+        port: back.port,
+        user: back.user.clone(),
+        connection: back.connection.clone(),
+        labels: back.labels.clone(),
+        vars: back.vars.clone(),
+        environment: back.environment.clone(),
+        identity_file: back.identity_file.clone(),
+        host_key: back.host_key.clone(),
+        known_hosts: back.known_hosts.clone(),
+    };
+    assert_eq!(as_new, full);
+    assert!(matches!(
+        store.create_host(&full, &a("host.create")).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    // An environment the org does not have (here: another org's) is refused.
+    store
+        .create_environment(&environment("other", "qa", false), &a("environment.create"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .create_host(&host("acme", "web-9", Some("qa")), &a("host.create"))
+            .await,
+        Err(StoreError::UnknownEnvironment(e)) if e == "qa"
+    ));
+    let mut moved = full.clone();
+    moved.environment = Some("qa".into());
+    assert!(matches!(
+        store.update_host(&moved, &a("host.update")).await,
+        Err(StoreError::UnknownEnvironment(_))
+    ));
+
+    // Update replaces every field; clearing optional ones clears them.
+    let mut local = host("acme", "web-1", None);
+    local.connection = "local".into();
+    local.address = "localhost".into();
+    let updated = store.update_host(&local, &a("host.update")).await.unwrap();
+    assert_eq!(
+        (
+            updated.connection.as_str(),
+            updated.environment.clone(),
+            updated.labels.len(),
+            updated.host_key.clone()
+        ),
+        ("local", None, 0, None)
+    );
+    assert_eq!(updated.created_at, created.created_at);
+    assert!(matches!(
+        store
+            .update_host(&host("acme", "ghost", None), &a("host.update"))
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    store
+        .create_host(&host("acme", "db-1", None), &a("host.create"))
+        .await
+        .unwrap();
+    store
+        .create_host(&host("other", "aaa", None), &a("host.create"))
+        .await
+        .unwrap();
+    let names: Vec<String> = store
+        .list_hosts("acme")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(names, ["db-1", "web-1"]);
+    assert!(store.get_host("other", "web-1").await.unwrap().is_none());
+    assert!(!store
+        .delete_host("other", "web-1", &a("host.delete"))
+        .await
+        .unwrap());
+    assert!(store
+        .delete_host("acme", "web-1", &a("host.delete"))
+        .await
+        .unwrap());
+    assert!(store.get_host("acme", "web-1").await.unwrap().is_none());
+    let actions = audit_actions(&*store, "acme").await;
+    for action in ["host.create", "host.update", "host.delete"] {
+        assert!(actions.iter().any(|x| x == action), "{action}: {actions:?}");
+    }
+}
+
+pub async fn plan_inventory_import_is_one_transaction(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "inventory.import", "inventory");
+    store
+        .create_environment(&environment("acme", "staging", false), &a)
+        .await
+        .unwrap();
+    store
+        .create_host(&host("acme", "web-1", None), &a)
+        .await
+        .unwrap();
+    let mut web1 = host("acme", "web-1", Some("prod"));
+    web1.labels = vec!["web".into()];
+    let import = InventoryImport {
+        org: "acme".into(),
+        environments: vec![
+            environment("acme", "prod", true),
+            environment("acme", "staging", false),
+        ],
+        hosts: vec![web1, host("acme", "build", Some("staging"))],
+    };
+    let done = store.import_inventory(&import, &a).await.unwrap();
+    assert_eq!(
+        done,
+        InventoryImported {
+            environments_created: vec!["prod".into()],
+            environments_updated: vec!["staging".into()],
+            hosts_created: vec!["build".into()],
+            hosts_updated: vec!["web-1".into()],
+        }
+    );
+    let web1 = store.get_host("acme", "web-1").await.unwrap().unwrap();
+    assert_eq!(web1.environment.as_deref(), Some("prod"));
+    assert_eq!(web1.labels, ["web"]);
+    let last = store.list_audit(Some("acme"), None, 1).await.unwrap();
+    assert_eq!(last[0].entry.action, "inventory.import");
+    assert_eq!(last[0].entry.detail["hosts_created"], json!(["build"]));
+
+    // A bad host late in the file leaves nothing of the import behind.
+    let before = store.list_audit(None, None, 1000).await.unwrap().len();
+    let broken = InventoryImport {
+        org: "acme".into(),
+        environments: vec![environment("acme", "qa", false)],
+        hosts: vec![
+            host("acme", "new-1", Some("qa")),
+            host("acme", "new-2", Some("nowhere")),
+        ],
+    };
+    assert!(matches!(
+        store.import_inventory(&broken, &a).await,
+        Err(StoreError::UnknownEnvironment(e)) if e == "nowhere"
+    ));
+    assert!(store.get_environment("acme", "qa").await.unwrap().is_none());
+    assert!(store.get_host("acme", "new-1").await.unwrap().is_none());
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        before
+    );
+}
+
+pub async fn plan_files_versioned_and_org_scoped(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = audit(Some("acme"), "plan.save", "plan:app-config");
+    let v1 = NewPlan {
+        org: "acme".into(),
+        name: "app-config".into(),
+        source: "name: app-config\nsteps: []\n  # kept exactly, comments too\n".into(),
+        schedule: None,
+    };
+    let first = store.save_plan(&v1, &a).await.unwrap();
+    assert_eq!(
+        (first.version, first.updated_by.as_str()),
+        (1, "user:tester")
+    );
+    assert_eq!(first.source, v1.source);
+    let mut v2 = v1.clone();
+    v2.source = "name: app-config\nsteps: [] # v2\n".into();
+    let second = store.save_plan(&v2, &a).await.unwrap();
+    assert_eq!(second.version, 2);
+    assert_eq!(second.created_at, first.created_at);
+    assert_eq!(
+        store.get_plan("acme", "app-config").await.unwrap().unwrap(),
+        second
+    );
+    let last = store.list_audit(Some("acme"), None, 1).await.unwrap();
+    assert_eq!(last[0].entry.detail["version"], json!(2));
+
+    // Same name in another org: its own version 1.
+    let mut theirs = v1.clone();
+    theirs.org = "other".into();
+    assert_eq!(store.save_plan(&theirs, &a).await.unwrap().version, 1);
+    let mut ghost = v1.clone();
+    ghost.org = "ghost".into();
+    assert!(matches!(
+        store.save_plan(&ghost, &a).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    let mut b = v1.clone();
+    b.name = "backup".into();
+    store.save_plan(&b, &a).await.unwrap();
+    let names: Vec<String> = store
+        .list_plans("acme")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["app-config", "backup"]);
+    assert!(store.delete_plan("acme", "app-config", &a).await.unwrap());
+    assert!(!store.delete_plan("acme", "app-config", &a).await.unwrap());
+    assert!(store
+        .get_plan("acme", "app-config")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .get_plan("other", "app-config")
+        .await
+        .unwrap()
+        .is_some());
+    // Recreated after a delete: version 1 again.
+    assert_eq!(store.save_plan(&v1, &a).await.unwrap().version, 1);
+}

@@ -1,0 +1,406 @@
+//! Conformance cases for plan runs: the concurrency guard, pages, leases and results, and
+//! aborted and stale runs.
+
+use super::*;
+
+fn host_result(step: i64, host: &str, status: &str) -> PlanHostResultRecord {
+    PlanHostResultRecord {
+        step,
+        step_name: format!("step {step}"),
+        module: "command".into(),
+        host: host.into(),
+        status: status.into(),
+        ignored: false,
+        changed: Some(status == "changed"),
+        exit_code: Some(0),
+        stdout: format!("out {host}"),
+        stderr: String::new(),
+        duration_ms: 12,
+        message: "ran".into(),
+        diff: None,
+    }
+}
+
+pub async fn plan_runs_listed_newest_first_page_by_page(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    // Seven runs (overlap allowed), some created in the same millisecond; one of another
+    // plan and one of another org.
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let mut run = plan_run(&format!("prun-page-{i}"), &["web-1"]);
+        run.concurrent = true;
+        store.create_plan_run(&run, &a).await.unwrap();
+        ids.push(run.id);
+    }
+    let mut backup = plan_run("prun-backup", &["db"]);
+    backup.plan = "backup".into();
+    store.create_plan_run(&backup, &a).await.unwrap();
+    let mut theirs = plan_run("prun-theirs", &["web-1"]);
+    theirs.org = "other".into();
+    store
+        .create_plan_run(
+            &theirs,
+            &audit(Some("other"), "plan_run.create", "plan:app-config"),
+        )
+        .await
+        .unwrap();
+    let page = |before: Option<&'static str>, limit: u32| {
+        let store = store.clone();
+        async move {
+            store
+                .list_plan_runs("acme", Some("app-config"), before, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    // Newest first: pages of three follow on without a gap or a repeat.
+    let all = page(None, 100).await;
+    assert_eq!(all.len(), 7);
+    let mut walked = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let got = store
+            .list_plan_runs("acme", Some("app-config"), cursor.as_deref(), 3)
+            .await
+            .unwrap();
+        if got.is_empty() {
+            break;
+        }
+        cursor = got.last().map(|r| r.id.clone());
+        walked.extend(got.into_iter().map(|r| r.id));
+    }
+    assert_eq!(walked, all);
+    let mut sorted = ids.clone();
+    sorted.sort();
+    let mut seen = walked.clone();
+    seen.sort();
+    assert_eq!(seen, sorted);
+    // A cursor that is no run of the org lists nothing (it never restarts the list).
+    assert!(page(Some("prun-nope"), 100).await.is_empty());
+    assert!(page(Some("prun-theirs"), 100).await.is_empty());
+    // Without a plan: every plan of the org (not another org's), paged the same way.
+    let org_all: Vec<String> = store
+        .list_plan_runs("acme", None, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(org_all.len(), 8);
+    assert!(org_all.contains(&"prun-backup".to_string()));
+    let at = org_all.iter().position(|id| *id == all[2]).unwrap();
+    let after: Vec<String> = store
+        .list_plan_runs("acme", None, Some(&all[2]), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(after, org_all[at + 1..]);
+}
+
+pub async fn plan_runs_guard_refuses_overlap_atomically(store: Arc<dyn Store>) {
+    use bosun_core::plan_run::{PlanRunEvent as E, PlanRunState as S};
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    let first = store
+        .create_plan_run(&plan_run("prun-1", &["web-1", "web-2", "db"]), &a)
+        .await
+        .unwrap();
+    assert_eq!((first.state, first.needs_lease), (S::Queued, true));
+    assert_eq!(first.hosts, ["web-1", "web-2", "db"]);
+    assert_eq!(first.inputs["release"], json!("2.0"));
+    assert_eq!(first.plan_version, 3);
+    let refused = store
+        .create_plan_run(&plan_run("prun-2", &["web-2", "cache", "web-1"]), &a)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, StoreError::RunInProgress { hosts } if hosts == &["web-1", "web-2"]),
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.to_string(),
+        "Already has a run in progress on the same targets: web-1, web-2"
+    );
+    assert!(store.get_plan_run("prun-2").await.unwrap().is_none());
+    // Disjoint hosts, another plan, or a plan allowing overlap: created.
+    store
+        .create_plan_run(&plan_run("prun-3", &["cache"]), &a)
+        .await
+        .unwrap();
+    let mut other = plan_run("prun-4", &["web-1"]);
+    other.plan = "backup".into();
+    store.create_plan_run(&other, &a).await.unwrap();
+    let mut concurrent = plan_run("prun-5", &["web-1"]);
+    concurrent.concurrent = true;
+    store.create_plan_run(&concurrent, &a).await.unwrap();
+    // A gated run starts paused, and a paused run still holds its hosts.
+    let mut gated = plan_run("prun-6", &["db-2"]);
+    gated.gated_environments = vec!["prod".into()];
+    let paused = store.create_plan_run(&gated, &a).await.unwrap();
+    assert_eq!((paused.state, paused.needs_lease), (S::Paused, false));
+    assert!(matches!(
+        store
+            .create_plan_run(&plan_run("prun-7", &["db-2"]), &a)
+            .await,
+        Err(StoreError::RunInProgress { .. })
+    ));
+    // Once the first run ends, its hosts are free again.
+    let aborted = store
+        .plan_run_event("prun-1", &plan_event(E::Abort, None))
+        .await
+        .unwrap();
+    assert_eq!(aborted.state, S::Aborted);
+    assert!(aborted.ended_at.is_some());
+    store
+        .create_plan_run(&plan_run("prun-8", &["web-2"]), &a)
+        .await
+        .unwrap();
+
+    // Racing creations over the same host: exactly one passes.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = store.clone();
+        let a = a.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .create_plan_run(&plan_run(&format!("prun-race-{i}"), &["race-host"]), &a)
+                .await
+        }));
+    }
+    let mut created = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => created += 1,
+            Err(StoreError::RunInProgress { hosts }) => assert_eq!(hosts, ["race-host"]),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(created, 1);
+    let listed = store
+        .list_plan_runs("acme", Some("app-config"), None, 100)
+        .await
+        .unwrap();
+    assert!(listed.iter().all(|r| r.plan == "app-config"));
+    assert_eq!(
+        listed
+            .iter()
+            .filter(|r| r.id.starts_with("prun-race"))
+            .count(),
+        1
+    );
+}
+
+pub async fn plan_runs_lease_fence_results_and_settle(store: Arc<dyn Store>) {
+    use bosun_core::plan_run::{PlanRunEvent as E, PlanRunState as S};
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    store
+        .create_plan_run(&plan_run("prun-1", &["web-1", "web-2"]), &a)
+        .await
+        .unwrap();
+    // A pool of another org does not see it.
+    let mut foreign = runner(&*store, "r-other").await;
+    foreign.org = Some("other".into());
+    assert!(store.lease_plan_run(&foreign).await.unwrap().is_none());
+    let r = runner(&*store, "r1").await;
+    let leased = store.lease_plan_run(&r).await.unwrap().unwrap();
+    assert_eq!(leased.id, "prun-1");
+    assert_eq!(
+        (leased.state, leased.leased, leased.started),
+        (S::Running, true, false)
+    );
+    assert_eq!(leased.runner_id.as_deref(), Some("r1"));
+    assert!(leased.fencing > 0);
+    // Holding a plan run makes a runner busy, as a stack run does.
+    assert!(store.busy_runners().await.unwrap().contains("r1"));
+    assert!(store.lease_plan_run(&r).await.unwrap().is_none());
+    let f = leased.fencing;
+    // A wrong fencing number moves nothing.
+    assert!(matches!(
+        store
+            .plan_run_event("prun-1", &plan_event(E::Started, Some(f + 1)))
+            .await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(matches!(
+        store.plan_run_heartbeat("prun-1", f + 1).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    let started = store
+        .plan_run_event("prun-1", &plan_event(E::Started, Some(f)))
+        .await
+        .unwrap();
+    assert!(started.started);
+    assert!(!store.plan_run_heartbeat("prun-1", f).await.unwrap());
+    // Results per step and host; a resend replaces, order follows the run's hosts.
+    store
+        .put_plan_run_results(
+            "prun-1",
+            f,
+            &[host_result(1, "web-2", "ok"), host_result(1, "web-1", "ok")],
+        )
+        .await
+        .unwrap();
+    store
+        .put_plan_run_results("prun-1", f, &[host_result(1, "web-2", "changed")])
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .put_plan_run_results("prun-1", f + 1, &[host_result(2, "web-1", "ok")])
+            .await,
+        Err(StoreError::Fenced { .. })
+    ));
+    let results = store.plan_run_results("prun-1").await.unwrap();
+    let seen: Vec<(i64, &str, &str)> = results
+        .iter()
+        .map(|r| (r.step, r.host.as_str(), r.status.as_str()))
+        .collect();
+    assert_eq!(seen, [(1, "web-1", "ok"), (1, "web-2", "changed")]);
+    assert_eq!(results[1], host_result(1, "web-2", "changed"));
+    // The end, with the report kept.
+    let mut done = plan_event(E::Finished { ok: false }, Some(f));
+    done.reason = Some("step 2 failed on web-1".into());
+    done.report = Some(json!({"unresolved": []}));
+    let ended = store.plan_run_event("prun-1", &done).await.unwrap();
+    assert_eq!((ended.state, ended.leased), (S::Failed, false));
+    assert!(!store.busy_runners().await.unwrap().contains("r1"));
+    assert_eq!(ended.reason.as_deref(), Some("step 2 failed on web-1"));
+    assert_eq!(ended.report, Some(json!({"unresolved": []})));
+    assert!(ended.ended_at.is_some());
+    // The settled run is fenced for its old runner, and refuses more transitions.
+    assert!(matches!(
+        store.plan_run_heartbeat("prun-1", f).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(matches!(
+        store
+            .plan_run_event("prun-1", &plan_event(E::Abort, None))
+            .await,
+        Err(StoreError::InvalidPlanTransition(_))
+    ));
+    // Logs: numbered, idempotent, fenced.
+    store
+        .append_plan_run_logs("prun-1", f, &[(0, "a\n".into()), (1, "b\n".into())])
+        .await
+        .unwrap();
+    store
+        .append_plan_run_logs("prun-1", f, &[(1, "B\n".into()), (2, "c\n".into())])
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .append_plan_run_logs("prun-1", f + 1, &[(3, "x".into())])
+            .await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert_eq!(store.next_plan_run_log_seq("prun-1").await.unwrap(), 3);
+    let logs = store
+        .read_plan_run_logs("prun-1", Some(0), 10)
+        .await
+        .unwrap();
+    assert_eq!(logs, [(1, "b\n".to_string()), (2, "c\n".to_string())]);
+}
+
+pub async fn plan_runs_abort_stale_and_requeue(store: Arc<dyn Store>) {
+    use bosun_core::plan_run::{PlanRunEvent as E, PlanRunState as S};
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    let r = runner(&*store, "r1").await;
+    // A lease that never started goes back to the queue, with a new fencing number next time.
+    store
+        .create_plan_run(&plan_run("prun-q", &["h1"]), &a)
+        .await
+        .unwrap();
+    let l1 = store.lease_plan_run(&r).await.unwrap().unwrap();
+    let stale = store
+        .stale_plan_runs(Utc::now() + Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        stale.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["prun-q"]
+    );
+    let requeued = store
+        .plan_run_event("prun-q", &plan_event(E::Requeue, Some(l1.fencing)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (requeued.state, requeued.needs_lease, requeued.leased),
+        (S::Queued, true, false)
+    );
+    let l2 = store.lease_plan_run(&r).await.unwrap().unwrap();
+    assert!(l2.fencing > l1.fencing);
+    // Started, some progress, then the runner goes silent: interrupted, progress kept.
+    store
+        .plan_run_event("prun-q", &plan_event(E::Started, Some(l2.fencing)))
+        .await
+        .unwrap();
+    store
+        .put_plan_run_results("prun-q", l2.fencing, &[host_result(1, "h1", "changed")])
+        .await
+        .unwrap();
+    let interrupted = store
+        .plan_run_event("prun-q", &plan_event(E::Stale, Some(l2.fencing)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (interrupted.state, interrupted.leased),
+        (S::Interrupted, false)
+    );
+    assert!(interrupted.reason.unwrap().contains("stopped reporting"));
+    assert_eq!(store.plan_run_results("prun-q").await.unwrap().len(), 1);
+    assert!(store
+        .stale_plan_runs(Utc::now() + Duration::seconds(1))
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Abort while a runner executes: settled at once, the heartbeat says stop, and the
+    // runner's acknowledgement releases the lease.
+    store
+        .create_plan_run(&plan_run("prun-a", &["h1"]), &a)
+        .await
+        .unwrap();
+    let l = store.lease_plan_run(&r).await.unwrap().unwrap();
+    store
+        .plan_run_event("prun-a", &plan_event(E::Started, Some(l.fencing)))
+        .await
+        .unwrap();
+    let mut abort = plan_event(E::Abort, None);
+    abort.reason = Some("aborted by alice".into());
+    abort.audit = Some(audit(Some("acme"), "plan_run.abort", "plan_run:prun-a"));
+    let aborted = store.plan_run_event("prun-a", &abort).await.unwrap();
+    assert_eq!(
+        (aborted.state, aborted.leased, aborted.cancel_requested),
+        (S::Aborted, true, true)
+    );
+    assert!(aborted.ended_at.is_some());
+    // The guard no longer counts it.
+    store
+        .create_plan_run(&plan_run("prun-b", &["h1"]), &a)
+        .await
+        .unwrap();
+    assert!(store.plan_run_heartbeat("prun-a", l.fencing).await.unwrap());
+    let released = store
+        .plan_run_event("prun-a", &plan_event(E::AbortAcknowledged, Some(l.fencing)))
+        .await
+        .unwrap();
+    assert_eq!((released.state, released.leased), (S::Aborted, false));
+    assert_eq!(released.reason.as_deref(), Some("aborted by alice"));
+    assert_eq!(released.ended_at, aborted.ended_at);
+    assert!(matches!(
+        store.plan_run_heartbeat("prun-a", l.fencing).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    let actions = audit_actions(&*store, "acme").await;
+    assert!(actions.iter().any(|x| x == "plan_run.abort"), "{actions:?}");
+}

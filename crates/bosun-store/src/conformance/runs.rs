@@ -1,0 +1,336 @@
+//! Conformance cases for stack runs: leases and fencing, one tracked run per stack at a time,
+//! stale runs, and logs.
+
+use super::*;
+
+pub async fn runs_lease_fence_and_finish(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let r = runner(&*store, "runner-1").await;
+    let run = store
+        .create_run(&new_run("run-1", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    assert_eq!((run.state, run.needs_lease), (RunState::Queued, true));
+    let leased = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(
+        (leased.state, leased.fencing, leased.leased),
+        (RunState::Preparing, 1, true)
+    );
+    assert!(
+        store.lease_run(&r).await.unwrap().is_none(),
+        "one lease per run"
+    );
+    // A stale fencing number is refused everywhere.
+    assert!(matches!(
+        store.heartbeat("run-1", 0).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(matches!(
+        store.run_event("run-1", &ev(Event::PhaseStarted, 7)).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(!store.heartbeat("run-1", 1).await.unwrap());
+    let mut started = ev(Event::PhaseStarted, 1);
+    started.update.commit = Some("abc123".into());
+    let out = store.run_event("run-1", &started).await.unwrap();
+    assert_eq!(
+        (out.run.state, out.run.commit.as_deref()),
+        (RunState::Planning, Some("abc123"))
+    );
+    let mut planned = ev(Event::PlanFinished { changes: true }, 1);
+    planned.update.plan_summary = Some(json!({"has_changes": true}));
+    let out = store.run_event("run-1", &planned).await.unwrap();
+    assert_eq!(
+        (out.run.state, out.run.leased),
+        (RunState::Unconfirmed, false)
+    );
+    assert!(
+        matches!(
+            store.heartbeat("run-1", 1).await,
+            Err(StoreError::Fenced { .. })
+        ),
+        "the plan lease ended"
+    );
+    let confirm = RunEventInput {
+        event: Event::Confirm,
+        fencing: None,
+        update: RunUpdate::default(),
+        audit: None,
+    };
+    let out = store.run_event("run-1", &confirm).await.unwrap();
+    assert_eq!(
+        (out.run.state, out.run.phase, out.run.needs_lease),
+        (RunState::Applying, Phase::Apply, true)
+    );
+    let leased = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!((leased.state, leased.fencing), (RunState::Applying, 2));
+    store
+        .run_event("run-1", &ev(Event::PhaseStarted, 2))
+        .await
+        .unwrap();
+    let out = store
+        .run_event("run-1", &ev(Event::ApplyFinished, 2))
+        .await
+        .unwrap();
+    assert_eq!(out.run.state, RunState::Finished);
+    // An invalid event is refused, and the plan summary and phases were kept.
+    assert!(matches!(
+        store.run_event("run-1", &confirm).await,
+        Err(StoreError::InvalidTransition(_))
+    ));
+    let run = store.get_run("run-1").await.unwrap().unwrap();
+    assert_eq!(run.plan_summary, Some(json!({"has_changes": true})));
+    let phases: Vec<RunState> = store
+        .run_phases("run-1")
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.state)
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            RunState::Queued,
+            RunState::Preparing,
+            RunState::Planning,
+            RunState::Unconfirmed,
+            RunState::Applying
+        ]
+    );
+    assert!(store
+        .run_phases("run-1")
+        .await
+        .unwrap()
+        .iter()
+        .all(|p| p.ended_at.is_some()));
+    let listed = store
+        .list_runs("acme", Some("net"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    // After the last run, nothing; after a run that is not the org's, nothing either
+    // (the list never restarts from the newest).
+    assert!(store
+        .list_runs("acme", Some("net"), Some(&listed[0].id), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .list_runs("acme", Some("net"), Some("run-nope"), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .list_runs("globex", None, Some(&listed[0].id), 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+pub async fn runs_serialize_tracked_and_wait_for_locks(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let r = runner(&*store, "runner-1").await;
+    store
+        .create_run(&new_run("t1", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("t2", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("p1", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    // Someone (a laptop) holds the lock: tracked runs wait and name the holder; the
+    // proposed run goes ahead.
+    store
+        .lock_state(
+            "acme",
+            "net",
+            &state_lock("LAPTOP", Writer::User("alice".into())),
+        )
+        .await
+        .unwrap();
+    let got = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(got.id, "p1");
+    assert!(store.lease_run(&r).await.unwrap().is_none());
+    let t1 = store.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        t1.blocked_by.as_ref().map(|b| b["Who"].clone()),
+        Some(json!("alice@laptop"))
+    );
+    store
+        .unlock_state(
+            "acme",
+            "net",
+            &UnlockRequest::Holder {
+                id: "LAPTOP".into(),
+            },
+            &audit(Some("acme"), "x", "y"),
+        )
+        .await
+        .unwrap();
+    // One tracked run at a time, oldest first.
+    assert_eq!(store.lease_run(&r).await.unwrap().unwrap().id, "t1");
+    assert!(
+        store.lease_run(&r).await.unwrap().is_none(),
+        "t2 waits for t1"
+    );
+    assert!(store
+        .get_run("t1")
+        .await
+        .unwrap()
+        .unwrap()
+        .blocked_by
+        .is_none());
+    store
+        .run_event("t1", &ev(Event::PhaseFailed, 1))
+        .await
+        .unwrap();
+    assert_eq!(store.lease_run(&r).await.unwrap().unwrap().id, "t2");
+}
+
+pub async fn runs_stale_and_requeue(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let r = runner(&*store, "runner-1").await;
+    store
+        .create_run(&new_run("a", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("b", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let a = store.lease_run(&r).await.unwrap().unwrap();
+    let b = store.lease_run(&r).await.unwrap().unwrap();
+    store
+        .run_event(&b.id, &ev(Event::PhaseStarted, b.fencing))
+        .await
+        .unwrap();
+    // b holds the state lock when its runner dies.
+    store
+        .lock_state("acme", "net", &state_lock("RUN-B", Writer::Run("b".into())))
+        .await
+        .unwrap();
+    let stale = store
+        .stale_runs(Utc::now() + Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(stale.len(), 2);
+    assert!(store
+        .stale_runs(Utc::now() - Duration::seconds(60))
+        .await
+        .unwrap()
+        .is_empty());
+    // Never started: back to the queue, leasable again with a new fencing number.
+    let out = store
+        .run_event(
+            &a.id,
+            &RunEventInput {
+                event: Event::Requeue,
+                fencing: None,
+                update: RunUpdate::default(),
+                audit: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.run.state, out.run.needs_lease),
+        (RunState::Queued, true)
+    );
+    let again = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!((again.id.as_str(), again.fencing), ("a", a.fencing + 1));
+    // Started: force-failed with the reason, its lock released and recorded.
+    let out = store
+        .run_event(
+            &b.id,
+            &RunEventInput {
+                event: Event::Stale,
+                fencing: None,
+                update: RunUpdate::default(),
+                audit: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.run.state, RunState::ForceFailed);
+    assert!(out
+        .run
+        .reason
+        .as_deref()
+        .unwrap()
+        .starts_with("runner timed out or never reported"));
+    assert!(out.run.reason.as_deref().unwrap().contains("RUN-B"));
+    assert_eq!(out.released_lock.map(|l| l.id), Some("RUN-B".into()));
+    assert!(store
+        .state_head("acme", "net")
+        .await
+        .unwrap()
+        .lock
+        .is_none());
+    let log = store.list_audit(Some("acme"), None, 5).await.unwrap();
+    assert_eq!(log[0].entry.action, "state.lock_released");
+    // The dead runner cannot move it any more.
+    assert!(store.heartbeat(&b.id, b.fencing).await.is_err());
+    store.flag_late_write(&b.id).await.unwrap();
+    // A stack with an open run cannot be deleted under it.
+    let open = store
+        .delete_stack(
+            "acme",
+            "net",
+            true,
+            &audit(Some("acme"), "stack.delete", "net"),
+        )
+        .await;
+    assert!(
+        matches!(open, Err(StoreError::HasOpenRuns { ref runs, .. }) if runs == &["a".to_string()]),
+        "{open:?}"
+    );
+    let m = store.metrics().await.unwrap();
+    assert_eq!(m.runs.get(&kind_state("tracked", "force_failed")), Some(&1));
+    assert_eq!(m.runs.get(&kind_state("proposed", "preparing")), Some(&1));
+    assert!(store.get_run(&b.id).await.unwrap().unwrap().late_write);
+}
+
+pub async fn run_logs_are_idempotent(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let r = runner(&*store, "runner-1").await;
+    store
+        .create_run(&new_run("l", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    let run = store.lease_run(&r).await.unwrap().unwrap();
+    assert_eq!(store.next_log_seq("l").await.unwrap(), 0);
+    store
+        .append_logs("l", run.fencing, &[(0, "a".into()), (1, "b".into())])
+        .await
+        .unwrap();
+    // A resend after a lost reply: no duplicates, first copy kept.
+    store
+        .append_logs("l", run.fencing, &[(1, "B!".into()), (2, "c".into())])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.read_logs("l", None, 10).await.unwrap(),
+        vec![
+            (0, "a".to_string()),
+            (1, "b".to_string()),
+            (2, "c".to_string())
+        ]
+    );
+    assert_eq!(store.read_logs("l", Some(1), 10).await.unwrap().len(), 1);
+    assert_eq!(store.next_log_seq("l").await.unwrap(), 3);
+    assert!(matches!(
+        store
+            .append_logs("l", run.fencing + 1, &[(3, "x".into())])
+            .await,
+        Err(StoreError::Fenced { .. })
+    ));
+    store.put_run_plan("l", run.fencing, b"PLAN").await.unwrap();
+    assert_eq!(
+        store.get_run_plan("l").await.unwrap().as_deref(),
+        Some(&b"PLAN"[..])
+    );
+}

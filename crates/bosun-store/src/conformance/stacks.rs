@@ -1,0 +1,442 @@
+//! Conformance cases for stacks: every field kept, pages, updates and deletes, org isolation,
+//! the dependency graph's checks and AWS roles.
+
+use super::*;
+
+fn full_spec() -> StackSpec {
+    StackSpec::from_input(StackInput {
+        id: "app".into(),
+        name: Some("Application ünïcode".into()),
+        repository: "ssh://git@git.example.com/infra.git".into(),
+        branch: Some("release/2026".into()),
+        path: Some("./stacks/app/".into()),
+        watch_paths: vec!["modules/common".into(), "shared".into()],
+        engine: Some("terraform".into()),
+        engine_binary: Some("/usr/local/bin/terraform".into()),
+        engine_version: Some("1.0.3".into()),
+        tier: Some("large".into()),
+        autodeploy: true,
+        environment: Some("prod".into()),
+        variables: BTreeMap::from([
+            ("TF_VAR_region".into(), "eu-west-1".into()),
+            ("DB_PASSWORD".into(), "secret://db/password".into()),
+        ]),
+        depends_on: vec![DependencyInput {
+            stack: "net".into(),
+            outputs: BTreeMap::from([("vpc_id".into(), "vpc".into())]),
+            trigger_always: true,
+        }],
+        drift_detection: Some(DriftInput {
+            schedule: "0 */6 * * *".into(),
+            reconcile: true,
+            timezone: Some("Europe/Berlin".into()),
+        }),
+        runner_pool: Some("edge".into()),
+        aws: Some(bosun_core::stack::AwsInput {
+            plan_role_arn: "arn:aws:iam::123456789012:role/app-plan".into(),
+            apply_role_arn: Some("arn:aws:iam::123456789012:role/app-apply".into()),
+            audience: None,
+        }),
+    })
+    .unwrap()
+}
+
+pub async fn stacks_roundtrip_every_field(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    store
+        .create_stack("acme", &spec("net", &[]), &a)
+        .await
+        .unwrap();
+    let want = full_spec();
+    let created = store.create_stack("acme", &want, &a).await.unwrap();
+    let got = store.get_stack("acme", "app").await.unwrap().unwrap();
+    assert_eq!(got.spec, want);
+    assert_eq!(got.created_at, created.created_at);
+    assert_eq!(got.org, "acme");
+    assert!(store.get_stack("acme", "missing").await.unwrap().is_none());
+    let dup = store.create_stack("acme", &want, &a).await;
+    assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
+    let no_org = store.create_stack("ghost-org", &spec("x1", &[]), &a).await;
+    assert!(matches!(no_org, Err(StoreError::NotFound(_))), "{no_org:?}");
+}
+
+pub async fn stacks_list_pages_in_id_order(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    for id in ["s5", "s1", "s3", "s2", "s4"] {
+        store
+            .create_stack("acme", &spec(id, &[]), &a)
+            .await
+            .unwrap();
+    }
+    let ids = |v: Vec<StackRecord>| {
+        v.into_iter()
+            .map(|s| s.spec.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store.list_stacks("acme", None, 2).await.unwrap()),
+        ["s1", "s2"]
+    );
+    assert_eq!(
+        ids(store.list_stacks("acme", Some("s2"), 2).await.unwrap()),
+        ["s3", "s4"]
+    );
+    assert_eq!(
+        ids(store.list_stacks("acme", Some("s4"), 2).await.unwrap()),
+        ["s5"]
+    );
+    assert!(store
+        .list_stacks("acme", Some("s5"), 2)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+pub async fn stacks_update_and_delete(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    let created = store
+        .create_stack("acme", &spec("web", &[]), &a)
+        .await
+        .unwrap();
+    let mut changed = created.spec.clone();
+    changed.name = "Web frontend".into();
+    changed.autodeploy = true;
+    let updated = store
+        .update_stack(
+            "acme",
+            &changed,
+            &audit(Some("acme"), "stack.update", "stack:web"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.created_at, created.created_at);
+    assert!(updated.updated_at >= created.updated_at);
+    let got = store.get_stack("acme", "web").await.unwrap().unwrap();
+    assert_eq!(got.spec.name, "Web frontend");
+    assert_eq!(got.spec.id.as_str(), "web");
+    assert!(got.spec.autodeploy);
+
+    let ghost = store.update_stack("acme", &spec("ghost", &[]), &a).await;
+    assert!(matches!(ghost, Err(StoreError::NotFound(_))), "{ghost:?}");
+
+    let d = audit(Some("acme"), "stack.delete", "stack:web");
+    store.delete_stack("acme", "web", false, &d).await.unwrap();
+    assert!(store.get_stack("acme", "web").await.unwrap().is_none());
+    let again = store.delete_stack("acme", "web", false, &d).await;
+    assert!(matches!(again, Err(StoreError::NotFound(_))), "{again:?}");
+}
+
+pub async fn stacks_isolated_by_org(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "globex").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    store
+        .create_stack("acme", &spec("net", &[]), &a)
+        .await
+        .unwrap();
+    let mut other = spec("net", &[]);
+    other.name = "Globex net".into();
+    store.create_stack("globex", &other, &a).await.unwrap();
+    assert_eq!(
+        store
+            .get_stack("acme", "net")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .name,
+        "net"
+    );
+    assert_eq!(
+        store
+            .get_stack("globex", "net")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .name,
+        "Globex net"
+    );
+    // An upstream in another org is not an upstream.
+    store
+        .create_stack("globex", &spec("only-globex", &[]), &a)
+        .await
+        .unwrap();
+    let cross = store
+        .create_stack("acme", &spec("app", &["only-globex"]), &a)
+        .await;
+    assert!(
+        matches!(cross, Err(StoreError::UnknownUpstream(_))),
+        "{cross:?}"
+    );
+    store
+        .delete_stack(
+            "acme",
+            "net",
+            false,
+            &audit(Some("acme"), "stack.delete", "net"),
+        )
+        .await
+        .unwrap();
+    assert!(store.get_stack("globex", "net").await.unwrap().is_some());
+    assert_eq!(store.list_stacks("acme", None, 10).await.unwrap().len(), 0);
+}
+
+pub async fn dependencies_enforced(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    let unknown = store.create_stack("acme", &spec("app", &["net"]), &a).await;
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownUpstream(ref s)) if s == "net"),
+        "{unknown:?}"
+    );
+    store
+        .create_stack("acme", &spec("net", &[]), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("acme", &spec("db", &["net"]), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("acme", &spec("app", &["db", "net"]), &a)
+        .await
+        .unwrap();
+
+    // net → app would close app → db → net → app.
+    let cycle = store.update_stack("acme", &spec("net", &["app"]), &a).await;
+    match cycle {
+        Err(StoreError::DependencyCycle(path)) => {
+            assert_eq!(path.first(), path.last());
+            assert!(path.contains(&"net".to_string()) && path.contains(&"app".to_string()));
+        }
+        other => panic!("expected a cycle, got {other:?}"),
+    }
+    // The refused update changed nothing.
+    assert!(store
+        .get_stack("acme", "net")
+        .await
+        .unwrap()
+        .unwrap()
+        .spec
+        .depends_on
+        .is_empty());
+
+    let d = audit(Some("acme"), "stack.delete", "stack:net");
+    match store.delete_stack("acme", "net", false, &d).await {
+        Err(StoreError::HasDependents { dependents, .. }) => assert_eq!(dependents, ["app", "db"]),
+        other => panic!("expected dependents, got {other:?}"),
+    }
+    store
+        .update_stack("acme", &spec("app", &["db"]), &a)
+        .await
+        .unwrap();
+    store.delete_stack("acme", "app", false, &d).await.unwrap();
+    store.delete_stack("acme", "db", false, &d).await.unwrap();
+    store.delete_stack("acme", "net", false, &d).await.unwrap();
+}
+
+pub async fn stacks_aws_roles_update_and_clear(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack:web");
+    store
+        .create_stack("acme", &spec("web", &[]), &a)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .get_stack("acme", "web")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .aws,
+        None
+    );
+    let with_aws = StackSpec::from_input(StackInput {
+        aws: Some(bosun_core::stack::AwsInput {
+            plan_role_arn: "arn:aws:iam::123456789012:role/web-plan".into(),
+            apply_role_arn: None,
+            audience: Some("bosun.example.com".into()),
+        }),
+        ..spec("web", &[]).to_input()
+    })
+    .unwrap();
+    store.update_stack("acme", &with_aws, &a).await.unwrap();
+    let got = store.get_stack("acme", "web").await.unwrap().unwrap();
+    assert_eq!(got.spec, with_aws);
+    let aws = got.spec.aws.unwrap();
+    assert_eq!(
+        (aws.apply_role_arn.as_str(), aws.audience.as_str()),
+        (
+            "arn:aws:iam::123456789012:role/web-plan",
+            "bosun.example.com"
+        )
+    );
+    // Listing decodes the column too.
+    let listed = store.list_stacks("acme", None, 10).await.unwrap();
+    assert_eq!(listed[0].spec, with_aws);
+    // Clearing it stores no roles.
+    store
+        .update_stack("acme", &spec("web", &[]), &a)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .get_stack("acme", "web")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .aws,
+        None
+    );
+}
+
+pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = |org: &str| audit(Some(org), "stack.create", "stack");
+    let drift = |s: StackSpec| {
+        let mut input = s.to_input();
+        input.drift_detection = Some(DriftInput {
+            schedule: "0 3 * * *".into(),
+            reconcile: false,
+            timezone: None,
+        });
+        StackSpec::from_input(input).unwrap()
+    };
+    // s-a ← s-b ← s-d, s-a ← s-d; s-a and s-c checked for drift; "s-b" of another org too.
+    for s in [
+        drift(spec("s-a", &[])),
+        spec("s-b", &["s-a"]),
+        drift(spec("s-c", &[])),
+        spec("s-d", &["s-a", "s-b"]),
+    ] {
+        store.create_stack("acme", &s, &a("acme")).await.unwrap();
+    }
+    store
+        .create_stack("other", &drift(spec("s-b", &[])), &a("other"))
+        .await
+        .unwrap();
+
+    // Dependents: direct ones only, by id, of this org only.
+    let ids = |v: Vec<StackRecord>| -> Vec<String> {
+        v.into_iter().map(|s| s.spec.id.to_string()).collect()
+    };
+    assert_eq!(
+        ids(store.downstream_stacks("acme", "s-a").await.unwrap()),
+        ["s-b", "s-d"]
+    );
+    assert_eq!(
+        ids(store.downstream_stacks("acme", "s-b").await.unwrap()),
+        ["s-d"]
+    );
+    assert!(store
+        .downstream_stacks("acme", "s-d")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .downstream_stacks("other", "s-a")
+        .await
+        .unwrap()
+        .is_empty());
+    // An update that drops the dependency drops the dependent.
+    store
+        .update_stack("acme", &spec("s-d", &["s-b"]), &a("acme"))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store.downstream_stacks("acme", "s-a").await.unwrap()),
+        ["s-b"]
+    );
+
+    // Last runs: the newest of each stack in the range, the same as listing one per stack.
+    for (id, stack) in [
+        ("r-a1", "s-a"),
+        ("r-b1", "s-b"),
+        ("r-b2", "s-b"),
+        ("r-d1", "s-d"),
+    ] {
+        store
+            .create_run(&new_run(id, stack, RunKind::Proposed), None)
+            .await
+            .unwrap();
+    }
+    let mut other_run = new_run("r-ob", "s-b", RunKind::Proposed);
+    other_run.org = "other".into();
+    store.create_run(&other_run, None).await.unwrap();
+    let last = store.last_runs_between("acme", "s-b", "s-c").await.unwrap();
+    let got: Vec<_> = last
+        .iter()
+        .map(|r| (r.stack.as_str(), r.id.as_str()))
+        .collect();
+    assert_eq!(got, [("s-b", "r-b2")]);
+    let all = store.last_runs_between("acme", "s-a", "s-d").await.unwrap();
+    for s in ["s-a", "s-b", "s-c", "s-d"] {
+        let one = store.list_runs("acme", Some(s), None, 1).await.unwrap();
+        let here: Vec<_> = all.iter().filter(|r| r.stack == s).cloned().collect();
+        assert_eq!(here, one, "stack {s}");
+    }
+
+    // Locks: only held ones, of stacks in the range, of this org.
+    let alice = Writer::User("alice".into());
+    for s in ["s-b", "s-d"] {
+        store
+            .lock_state("acme", s, &state_lock(&format!("L-{s}"), alice.clone()))
+            .await
+            .unwrap();
+    }
+    store
+        .lock_state("other", "s-b", &state_lock("L-other", alice.clone()))
+        .await
+        .unwrap();
+    let locks = store
+        .state_locks_between("acme", "s-a", "s-c")
+        .await
+        .unwrap();
+    let got: Vec<_> = locks
+        .iter()
+        .map(|(s, l)| (s.as_str(), l.id.as_str(), &l.holder))
+        .collect();
+    assert_eq!(got, [("s-b", "L-s-b", &alice)]);
+    assert_eq!(
+        locks[0].1,
+        store.state_head("acme", "s-b").await.unwrap().lock.unwrap()
+    );
+    assert!(store
+        .state_locks_between("acme", "s-e", "s-z")
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Drift: the range's drift-checked stacks, as the org-wide read gives them.
+    let page = store
+        .drift_schedules_between("acme", "s-b", "s-d")
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1, "{page:?}");
+    assert_eq!(
+        (page[0].org.as_str(), page[0].stack.as_str()),
+        ("acme", "s-c")
+    );
+    assert_eq!(
+        page,
+        store
+            .drift_schedules(Some("acme"), Some("s-c"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .drift_schedules_between("acme", "s-a", "s-d")
+            .await
+            .unwrap(),
+        store.drift_schedules(Some("acme"), None).await.unwrap()
+    );
+    assert_eq!(page[0].drift.timezone, "UTC");
+}

@@ -1,0 +1,85 @@
+//! Drift detection: schedules, settled checks, and the scheduler's decisions.
+
+use chrono::{DateTime, Utc};
+
+use crate::{NewRun, RunRecord};
+
+/// Where a stack's drift schedule stands (one row per armed stack).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriftScheduleState {
+    /// The schedule and zone `next_at` was computed from.
+    pub schedule: String,
+    pub timezone: String,
+    /// When this schedule took effect: the stale rule's starting point until a check
+    /// succeeds.
+    pub since: DateTime<Utc>,
+    pub next_at: DateTime<Utc>,
+    pub last_fire_at: Option<DateTime<Utc>>,
+    /// The drift run the last fire started, if it started one.
+    pub last_fire_run: Option<String>,
+    /// Fire times missed (server down), or why the last fire started no run.
+    pub last_fire_note: Option<String>,
+}
+
+/// The settled result of an ended drift run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriftCheckRecord {
+    pub run: String,
+    pub org: String,
+    pub stack: String,
+    pub result: bosun_core::drift::DriftResult,
+    /// When the run ended.
+    pub checked_at: DateTime<Utc>,
+    /// The tracked run a reconcile started.
+    pub reconcile_run: Option<String>,
+}
+
+/// A stack with drift detection, its schedule's bookkeeping and its latest checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriftScheduleRecord {
+    pub org: String,
+    pub stack: String,
+    pub drift: bosun_core::stack::DriftDetection,
+    /// `None` until the scheduler first armed this stack.
+    pub state: Option<DriftScheduleState>,
+    /// The latest check that completed (`no_drift` or `drift_detected`).
+    pub last_success: Option<DriftCheckRecord>,
+    /// The latest settled check, whatever its result.
+    pub last_check: Option<DriftCheckRecord>,
+    /// An open (not ended) drift run of the stack.
+    pub open_run: Option<String>,
+}
+
+/// One scheduler decision about a stack, applied in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriftFire {
+    pub org: String,
+    pub stack: String,
+    pub schedule: String,
+    pub timezone: String,
+    /// The `next_at` the scheduler read (`None`: the stack was not armed). The fire
+    /// applies only while it is still the stored one, so two servers never both fire.
+    pub expected_next: Option<DateTime<Utc>>,
+    pub next_at: DateTime<Utc>,
+    /// When arming: the moment the schedule takes effect.
+    pub since: Option<DateTime<Utc>>,
+    /// The drift run to start now (none when only arming).
+    pub run: Option<NewRun>,
+    /// Kept with the fire (missed fire times).
+    pub note: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+/// What a [`DriftFire`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DriftFired {
+    /// The schedule was (re)armed; nothing started.
+    Armed,
+    Started(Box<RunRecord>),
+    /// A drift run of the stack is still open: none started, the skip recorded.
+    Skipped {
+        open_run: String,
+    },
+    /// Another pass moved the schedule first: nothing written.
+    Raced,
+}

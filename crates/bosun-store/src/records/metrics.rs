@@ -1,0 +1,49 @@
+//! What `/metrics` reads from the store.
+
+use chrono::{DateTime, Utc};
+
+use crate::RunnerRecord;
+
+/// What `/metrics` reads from the store, in one read snapshot. Counts cover everything
+/// stored; timings only the runs created within `window` of the read, so a scrape's cost
+/// does not grow with history.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StoreMetrics {
+    /// (run kind, run state) → number of runs, every run stored.
+    pub runs: std::collections::BTreeMap<(String, String), i64>,
+    /// State versions written late by ended runs.
+    pub late_writes: i64,
+    /// How far back the timings reach: runs created at most this long before the read.
+    pub window: std::time::Duration,
+    /// For each run of the window leased at least once: milliseconds from its creation to
+    /// its first lease (entering `preparing`).
+    pub queue_waits_ms: Vec<i64>,
+    /// State (`run_phases.state`: queued, preparing, planning, …) → milliseconds spent
+    /// in it, one entry per stint that has ended, of the window's runs.
+    pub phase_durations_ms: std::collections::BTreeMap<String, Vec<i64>>,
+    /// Every registered runner, oldest first.
+    pub runners: Vec<RunnerRecord>,
+    /// Ids of the runners holding a lease on a run.
+    pub busy_runners: std::collections::BTreeSet<String>,
+    /// Every held state lock.
+    pub locks: Vec<HeldLock>,
+    /// Every trigger decision stored (webhook and poll deliveries), by verdict.
+    pub trigger_decisions: DecisionCounts,
+}
+
+/// A held state lock, for its age.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldLock {
+    pub org: String,
+    pub stack: String,
+    pub acquired_at: DateTime<Utc>,
+}
+
+/// Trigger decisions by verdict: a run started, the stack left alone, or a repeat of a
+/// delivery already received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DecisionCounts {
+    pub triggered: i64,
+    pub ignored: i64,
+    pub duplicate: i64,
+}

@@ -1,0 +1,117 @@
+//! What plans run against: environments, hosts, plan files and inventory imports.
+
+use chrono::{DateTime, Utc};
+
+/// An environment to create, or the new definition of one (grants are set apart).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEnvironment {
+    pub org: String,
+    pub id: String,
+    pub vars: std::collections::BTreeMap<String, serde_json::Value>,
+    pub requires_approval: bool,
+    pub protected: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvironmentRecord {
+    pub org: String,
+    pub id: String,
+    pub vars: std::collections::BTreeMap<String, serde_json::Value>,
+    pub requires_approval: bool,
+    pub protected: bool,
+    /// User ids granted approval on a protected environment, sorted.
+    pub grants: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A host to create, or the new definition of one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewHost {
+    pub org: String,
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    pub user: Option<String>,
+    /// `ssh` or `local`.
+    pub connection: String,
+    pub labels: Vec<String>,
+    pub vars: std::collections::BTreeMap<String, serde_json::Value>,
+    pub environment: Option<String>,
+    pub identity_file: Option<String>,
+    pub host_key: Option<String>,
+    pub known_hosts: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRecord {
+    pub org: String,
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    pub user: Option<String>,
+    /// `ssh` or `local`.
+    pub connection: String,
+    pub labels: Vec<String>,
+    pub vars: std::collections::BTreeMap<String, serde_json::Value>,
+    pub environment: Option<String>,
+    /// Private key path on the runner's machine; `None`: the agent, then `~/.ssh/id_*`.
+    pub identity_file: Option<String>,
+    /// Pinned host key (`ssh-ed25519 AAAA…`), checked instead of known_hosts.
+    pub host_key: Option<String>,
+    /// known_hosts path on the runner's machine; `None`: `~/.ssh/known_hosts`.
+    pub known_hosts: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A plan file to store under its name (created, or updated to a new version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPlan {
+    pub org: String,
+    pub name: String,
+    /// The plan YAML exactly as uploaded.
+    pub source: String,
+    /// The file's `schedule:`, checked: saved as the plan's schedule (marked as the
+    /// file's). `None` removes a schedule the file had set; one set through the API stays.
+    pub schedule: Option<PlanFileSchedule>,
+}
+
+/// A plan file's schedule, as saved with the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanFileSchedule {
+    pub cron: String,
+    pub timezone: String,
+    pub inputs: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanRecord {
+    pub org: String,
+    pub name: String,
+    /// The plan YAML exactly as uploaded.
+    pub source: String,
+    /// 1 on create, +1 per update.
+    pub version: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub updated_by: String,
+}
+
+/// An inventory to merge into an org: every environment and host is created, or
+/// replaced when it exists; nothing else is touched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InventoryImport {
+    pub org: String,
+    pub environments: Vec<NewEnvironment>,
+    pub hosts: Vec<NewHost>,
+}
+
+/// What an inventory import changed, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InventoryImported {
+    pub environments_created: Vec<String>,
+    pub environments_updated: Vec<String>,
+    pub hosts_created: Vec<String>,
+    pub hosts_updated: Vec<String>,
+}

@@ -1,0 +1,84 @@
+//! The audit log: appended in the transaction of the change it records, and searched.
+
+use super::*;
+
+pub(super) fn append_audit(tx: &Transaction<'_>, audit: &Audit) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO audit_log (at, org_id, actor, token_id, action, target, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        millis(Utc::now()),
+        audit.org,
+        audit.actor,
+        audit.token_id,
+        audit.action,
+        audit.target,
+        audit.detail.to_string(),
+    ])?;
+    Ok(())
+}
+
+/// Audit records, newest first: see [`AuditStore::search_audit`].
+pub(super) fn search(
+    c: &Connection,
+    org: Option<&str>,
+    f: &AuditFilter,
+    before_seq: Option<i64>,
+    limit: u32,
+) -> Result<Vec<AuditRecord>> {
+    // `state` matches `state` and `state.…`: the prefix with LIKE's own characters
+    // escaped, so `_` in an action name is not a wildcard.
+    let under = f.action.as_ref().map(|a| {
+        let escaped = a
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        format!("{escaped}.%")
+    });
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, at, org_id, actor, token_id, action, target, detail FROM audit_log
+         WHERE (?1 IS NULL OR org_id = ?1) AND seq < ?2
+           AND (?4 IS NULL OR actor = ?4) AND (?6 IS NULL OR target = ?6)
+           AND (?5 IS NULL OR action = ?5 OR action LIKE ?7 ESCAPE '\\')
+         ORDER BY seq DESC LIMIT ?3",
+    )?;
+    let args = params![
+        org,
+        before_seq.unwrap_or(i64::MAX),
+        limit,
+        f.actor,
+        f.action,
+        f.target,
+        under
+    ];
+    let rows = stmt.query_map(args, |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, Option<String>>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, Option<String>>(4)?,
+            r.get::<_, String>(5)?,
+            r.get::<_, String>(6)?,
+            r.get::<_, String>(7)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, at, org, actor, token_id, action, target, detail) = row?;
+        out.push(AuditRecord {
+            seq,
+            at: from_millis(at)?,
+            entry: Audit {
+                org,
+                actor,
+                token_id,
+                action,
+                target,
+                detail: serde_json::from_str(&detail).map_err(|e| corrupt("detail", e))?,
+            },
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,191 @@
+//! Orgs, users and their memberships, and the first-start bootstrap.
+
+use super::audit::append_audit;
+use super::tokens::insert_token;
+use super::*;
+
+pub(super) fn roles_of(conn: &Connection, user: &str) -> Result<BTreeMap<String, Role>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT org_id, role FROM memberships WHERE user_id = ?1")?;
+    let rows = stmt.query_map([user], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let (org, role) = row?;
+        out.insert(org, role.parse().map_err(|e| corrupt("role", e))?);
+    }
+    Ok(out)
+}
+
+pub(super) fn get_user(conn: &Connection, id: &str) -> Result<Option<UserRecord>> {
+    let row = conn
+        .prepare_cached("SELECT id, server_admin, created_at FROM users WHERE id = ?1")?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .optional()?;
+    row.map(|(id, server_admin, created)| {
+        Ok(UserRecord {
+            id,
+            server_admin,
+            created_at: from_millis(created)?,
+        })
+    })
+    .transpose()
+}
+
+pub(super) fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &str) -> Result<()> {
+    if !exists(tx, "SELECT 1 FROM orgs WHERE id = ?1", params![org])? {
+        return Err(StoreError::NotFound(format!("org {org:?}")));
+    }
+    if !exists(tx, "SELECT 1 FROM users WHERE id = ?1", params![user])? {
+        return Err(StoreError::NotFound(format!("user {user:?}")));
+    }
+    Ok(())
+}
+
+pub(super) fn bootstrap(tx: &Transaction<'_>, seed: &Bootstrap) -> Result<bool> {
+    let users: i64 = tx.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
+    if users > 0 {
+        return Ok(false);
+    }
+    let now = millis(Utc::now());
+    tx.execute(
+        "INSERT OR IGNORE INTO orgs (id, name, created_at) VALUES (?1, ?1, ?2)",
+        params![seed.org, now],
+    )?;
+    tx.execute(
+        "INSERT INTO users (id, server_admin, created_at) VALUES (?1, 1, ?2)",
+        params![seed.user, now],
+    )?;
+    tx.execute(
+        "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, 'admin')",
+        params![seed.org, seed.user],
+    )?;
+    insert_token(tx, &seed.token)?;
+    append_audit(
+        tx,
+        &Audit {
+            org: Some(seed.org.clone()),
+            actor: "system".into(),
+            token_id: None,
+            action: "server.bootstrap".into(),
+            target: format!("user:{}", seed.user),
+            detail: json!({"token_id": seed.token.id}),
+        },
+    )?;
+    Ok(true)
+}
+
+pub(super) fn create_org(tx: &Transaction<'_>, org: &NewOrg, audit: &Audit) -> Result<OrgRecord> {
+    let now = millis(Utc::now());
+    tx.execute(
+        "INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)",
+        params![org.id, org.name, now],
+    )
+    .map_err(|e| exists_or(e, || format!("org {:?}", org.id)))?;
+    if let Some(admin) = &org.admin {
+        tx.execute(
+            "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, 'admin')",
+            params![org.id, admin],
+        )?;
+    }
+    append_audit(tx, audit)?;
+    Ok(OrgRecord {
+        id: org.id.clone(),
+        name: org.name.clone(),
+        created_at: from_millis(now)?,
+    })
+}
+
+pub(super) fn get_org(c: &Connection, id: &str) -> Result<Option<OrgRecord>> {
+    let row = c
+        .prepare_cached("SELECT id, name, created_at FROM orgs WHERE id = ?1")?
+        .query_row([&id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .optional()?;
+    row.map(|(id, name, created)| {
+        Ok(OrgRecord {
+            id,
+            name,
+            created_at: from_millis(created)?,
+        })
+    })
+    .transpose()
+}
+
+pub(super) fn create_user(
+    tx: &Transaction<'_>,
+    user: &NewUser,
+    audit: &Audit,
+) -> Result<UserRecord> {
+    let now = millis(Utc::now());
+    tx.execute(
+        "INSERT INTO users (id, server_admin, created_at) VALUES (?1, ?2, ?3)",
+        params![user.id, user.server_admin, now],
+    )
+    .map_err(|e| exists_or(e, || format!("user {:?}", user.id)))?;
+    append_audit(tx, audit)?;
+    Ok(UserRecord {
+        id: user.id.clone(),
+        server_admin: user.server_admin,
+        created_at: from_millis(now)?,
+    })
+}
+
+pub(super) fn set_member(
+    tx: &Transaction<'_>,
+    org: &str,
+    user: &str,
+    role: Role,
+    audit: &Audit,
+) -> Result<()> {
+    membership_target_exists(tx, org, user)?;
+    tx.execute(
+        "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, ?3)
+         ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role",
+        params![org, user, role.as_str()],
+    )?;
+    append_audit(tx, audit)
+}
+
+pub(super) fn remove_member(
+    tx: &Transaction<'_>,
+    org: &str,
+    user: &str,
+    audit: &Audit,
+) -> Result<bool> {
+    let done = tx.execute(
+        "DELETE FROM memberships WHERE org_id = ?1 AND user_id = ?2",
+        params![org, user],
+    )? > 0;
+    if done {
+        append_audit(tx, audit)?;
+    }
+    Ok(done)
+}
+
+pub(super) fn list_members(c: &Connection, org: &str) -> Result<Vec<(String, Role)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT user_id, role FROM memberships WHERE org_id = ?1 ORDER BY user_id",
+    )?;
+    let rows = stmt.query_map([&org], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (user, role) = row?;
+        out.push((user, role.parse().map_err(|e| corrupt("role", e))?));
+    }
+    Ok(out)
+}

@@ -1,0 +1,665 @@
+//! Stack runs: their rows, the run state machine applied to them (with what a run's end
+//! releases), leases, phases, logs and saved plans.
+
+use super::audit::append_audit;
+use super::stacks::stack_autodeploy;
+use super::state::{clear_lock, lock_json, read_lock};
+use super::*;
+
+pub(super) const RUN_COLUMNS: &str =
+    "id, org_id, stack_id, kind, trigger, state, phase, needs_lease, leased,
+    started, cancel_requested, reason, triggered_by, commit_sha, branch, retry_of, plan_summary,
+    blocked_by, late_write, runner_id, fencing, last_heartbeat, phase_started_at, created_at,
+    updated_at, pull_request, delivery_id, upstream_run, held, consumed";
+
+/// Raw run columns in `RUN_COLUMNS` order.
+pub(super) struct RunRow {
+    id: String,
+    org: String,
+    stack: String,
+    kind: String,
+    trigger: String,
+    state: String,
+    phase: String,
+    needs_lease: bool,
+    leased: bool,
+    started: bool,
+    cancel_requested: bool,
+    reason: Option<String>,
+    triggered_by: String,
+    commit: Option<String>,
+    branch: String,
+    retry_of: Option<String>,
+    plan_summary: Option<String>,
+    blocked_by: Option<String>,
+    late_write: bool,
+    runner_id: Option<String>,
+    fencing: i64,
+    last_heartbeat: Option<i64>,
+    phase_started_at: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+    pull_request: Option<i64>,
+    delivery: Option<i64>,
+    upstream_run: Option<String>,
+    held: bool,
+    consumed: Option<String>,
+}
+
+pub(super) fn run_row(r: &Row<'_>) -> db::Result<RunRow> {
+    Ok(RunRow {
+        id: r.get(0)?,
+        org: r.get(1)?,
+        stack: r.get(2)?,
+        kind: r.get(3)?,
+        trigger: r.get(4)?,
+        state: r.get(5)?,
+        phase: r.get(6)?,
+        needs_lease: r.get(7)?,
+        leased: r.get(8)?,
+        started: r.get(9)?,
+        cancel_requested: r.get(10)?,
+        reason: r.get(11)?,
+        triggered_by: r.get(12)?,
+        commit: r.get(13)?,
+        branch: r.get(14)?,
+        retry_of: r.get(15)?,
+        plan_summary: r.get(16)?,
+        blocked_by: r.get(17)?,
+        late_write: r.get(18)?,
+        runner_id: r.get(19)?,
+        fencing: r.get(20)?,
+        last_heartbeat: r.get(21)?,
+        phase_started_at: r.get(22)?,
+        created_at: r.get(23)?,
+        updated_at: r.get(24)?,
+        pull_request: r.get(25)?,
+        delivery: r.get(26)?,
+        upstream_run: r.get(27)?,
+        held: r.get(28)?,
+        consumed: r.get(29)?,
+    })
+}
+
+pub(super) fn run_record(r: RunRow) -> Result<RunRecord> {
+    let json = |col: &str, s: Option<String>| -> Result<Option<Value>> {
+        s.map(|s| serde_json::from_str(&s).map_err(|e| corrupt(col, e)))
+            .transpose()
+    };
+    Ok(RunRecord {
+        kind: r.kind.parse().map_err(|e| corrupt("kind", e))?,
+        trigger: r.trigger.parse().map_err(|e| corrupt("trigger", e))?,
+        state: r.state.parse().map_err(|e| corrupt("state", e))?,
+        phase: r.phase.parse().map_err(|e| corrupt("phase", e))?,
+        plan_summary: json("plan_summary", r.plan_summary)?,
+        blocked_by: json("blocked_by", r.blocked_by)?,
+        consumed: json("consumed", r.consumed)?,
+        last_heartbeat: opt_from_millis(r.last_heartbeat)?,
+        phase_started_at: opt_from_millis(r.phase_started_at)?,
+        created_at: from_millis(r.created_at)?,
+        updated_at: from_millis(r.updated_at)?,
+        id: r.id,
+        org: r.org,
+        stack: r.stack,
+        needs_lease: r.needs_lease,
+        leased: r.leased,
+        started: r.started,
+        cancel_requested: r.cancel_requested,
+        reason: r.reason,
+        triggered_by: r.triggered_by,
+        commit: r.commit,
+        branch: r.branch,
+        retry_of: r.retry_of,
+        pull_request: r.pull_request,
+        delivery: r.delivery,
+        upstream_run: r.upstream_run,
+        held: r.held,
+        late_write: r.late_write,
+        runner_id: r.runner_id,
+        fencing: r.fencing,
+    })
+}
+
+pub(super) fn query_runs(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn db::ToSql],
+) -> Result<Vec<RunRecord>> {
+    query_decoded(conn, sql, args, run_row, run_record)
+}
+
+pub(super) fn load_run(conn: &Connection, id: &str) -> Result<Option<RunRecord>> {
+    Ok(query_runs(
+        conn,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+        params![id],
+    )?
+    .pop())
+}
+
+/// Closes the open phase row and opens one for `state` (none for terminal states).
+pub(super) fn enter_state(
+    tx: &Transaction<'_>,
+    run: &str,
+    from: RunState,
+    to: RunState,
+    now: i64,
+) -> Result<()> {
+    if from == to {
+        return Ok(());
+    }
+    tx.prepare_cached(
+        "UPDATE run_phases SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL",
+    )?
+    .execute(params![run, now])?;
+    if !to.is_terminal() {
+        tx.prepare_cached(
+            "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![run, to.as_str(), now])?;
+    }
+    Ok(())
+}
+
+/// Applies a decided transition to the stored run.
+pub(super) fn apply_event(
+    tx: &Transaction<'_>,
+    run: &RunRecord,
+    input: &RunEventInput,
+) -> Result<RunEventResult> {
+    if let Some(f) = input.fencing {
+        if f != run.fencing || !run.leased {
+            return Err(StoreError::Fenced {
+                run: run.id.clone(),
+                fencing: f,
+            });
+        }
+    }
+    let autodeploy = stack_autodeploy(tx, &run.org, &run.stack)?;
+    let next = transition(run.state, run.facts(autodeploy), &input.event)?;
+    let now = millis(Utc::now());
+    let mut leased = run.leased;
+    let mut started = run.started;
+    let mut phase_started = run.phase_started_at.map(millis);
+    let mut runner_id = run.runner_id.clone();
+    match &input.event {
+        Event::PhaseStarted => {
+            started = true;
+            phase_started = Some(now);
+        }
+        Event::PlanFinished { .. } | Event::Requeue => {
+            leased = false;
+            started = false;
+            phase_started = None;
+            if input.event == Event::Requeue {
+                runner_id = None;
+            }
+        }
+        _ => {}
+    }
+    let mut reason = input.update.reason.clone().or(run.reason.clone());
+    if input.event == Event::Stale {
+        reason = Some(STALE_REASON.to_string());
+    }
+    let mut released_lock = None;
+    if next.state.is_terminal() {
+        leased = false;
+        if let Some(l) = read_lock(tx, &run.org, &run.stack)? {
+            if l.holder == Writer::Run(run.id.clone()) {
+                clear_lock(tx, &run.org, &run.stack)?;
+                let note = format!("released state lock {} held by this run", l.id);
+                reason = Some(match reason {
+                    Some(r) => format!("{r}; {note}"),
+                    None => note,
+                });
+                append_audit(
+                    tx,
+                    &Audit {
+                        org: Some(run.org.clone()),
+                        actor: "system".into(),
+                        token_id: None,
+                        action: "state.lock_released".into(),
+                        target: format!("stack:{}", run.stack),
+                        detail: json!({"run": run.id, "run_state": next.state.as_str(), "released": lock_json(&l)}),
+                    },
+                )?;
+                released_lock = Some(l);
+            }
+        }
+        // An ended run's token dies with it — except after a force-fail or timeout, when
+        // the engine may still be out there: its late state writes must be recorded.
+        if !matches!(next.state, RunState::ForceFailed | RunState::Interrupted) {
+            tx.prepare_cached(
+                "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
+            )?
+            .execute(params![run.id, now])?;
+        }
+    }
+    let commit = run.commit.clone().or(input.update.commit.clone());
+    let plan = input
+        .update
+        .plan_summary
+        .as_ref()
+        .or(run.plan_summary.as_ref())
+        .map(|v| v.to_string());
+    let cancel_requested = run.cancel_requested || next.stop_runner;
+    crate::signal::emit(Signal::Run(run.id.clone()));
+    tx.prepare_cached(
+        "UPDATE runs SET state = ?2, phase = ?3, needs_lease = ?4, leased = ?5, started = ?6,
+            cancel_requested = ?7, reason = ?8, commit_sha = ?9, plan_summary = ?10,
+            runner_id = ?11, phase_started_at = ?12, updated_at = ?13,
+            blocked_by = CASE WHEN ?4 <> 0 THEN blocked_by ELSE NULL END
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        run.id,
+        next.state.as_str(),
+        next.phase.as_str(),
+        next.needs_lease,
+        leased,
+        started,
+        cancel_requested,
+        reason,
+        commit,
+        plan,
+        runner_id,
+        phase_started,
+        now,
+    ])?;
+    enter_state(tx, &run.id, run.state, next.state, now)?;
+    // An operator's event (confirm, discard, an approval) is audited with the change.
+    if let Some(audit) = &input.audit {
+        append_audit(tx, audit)?;
+    }
+    if next.state.is_terminal() {
+        deps::upstream_ended(tx, run, next.state)?;
+    }
+    let run =
+        load_run(tx, &run.id)?.ok_or_else(|| StoreError::NotFound(format!("run {:?}", run.id)))?;
+    if next.state.is_terminal() {
+        notify::run_ended(tx, &run)?;
+    }
+    Ok(RunEventResult {
+        run,
+        stop_runner: next.stop_runner,
+        released_lock,
+    })
+}
+
+/// Inserts a queued run of an existing stack (with its first phase row) and returns it,
+/// with the runs it holds for the stacks downstream of its own ([`deps::hold_downstream`]).
+pub(super) fn insert_run(
+    tx: &Transaction<'_>,
+    run: &NewRun,
+    delivery: Option<i64>,
+) -> Result<RunRecord> {
+    let created = insert_queued_run(tx, run, delivery)?;
+    deps::hold_downstream(tx, &created)?;
+    Ok(created)
+}
+
+/// Inserts a queued run of an existing stack (with its first phase row), holding nothing.
+pub(super) fn insert_queued_run(
+    tx: &Transaction<'_>,
+    run: &NewRun,
+    delivery: Option<i64>,
+) -> Result<RunRecord> {
+    if !exists(
+        tx,
+        "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
+        params![run.org, run.stack],
+    )? {
+        return Err(StoreError::NotFound(format!(
+            "stack {:?} in org {:?}",
+            run.stack, run.org
+        )));
+    }
+    let now = millis(Utc::now());
+    tx.prepare_cached(
+        "INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+            triggered_by, commit_sha, branch, retry_of, pull_request, delivery_id, created_at,
+            updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 'plan', 1, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+    )?
+    .execute(params![
+        run.id,
+        run.org,
+        run.stack,
+        run.kind.as_str(),
+        run.trigger.as_str(),
+        run.triggered_by,
+        run.commit,
+        run.branch,
+        run.retry_of,
+        run.pull_request,
+        delivery,
+        now,
+    ])
+    .map_err(|e| exists_or(e, || format!("run {:?}", run.id)))?;
+    tx.prepare_cached(
+        "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
+    )?
+    .execute(params![run.id, now])?;
+    load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
+}
+
+/// Requests a cancel of `run` through [`transition`] (queued and unconfirmed runs end,
+/// executing ones are flagged for their runner), recording `reason` and `audit`.
+pub(super) fn cancel_in_tx(
+    tx: &Transaction<'_>,
+    run: &RunRecord,
+    reason: String,
+    audit: &Audit,
+) -> Result<RunEventResult> {
+    let input = RunEventInput {
+        event: Event::Cancel,
+        fencing: None,
+        update: RunUpdate {
+            reason: Some(reason),
+            ..Default::default()
+        },
+        audit: None,
+    };
+    let out = apply_event(tx, run, &input)?;
+    append_audit(tx, audit)?;
+    Ok(out)
+}
+
+pub(super) fn last_between(
+    c: &Connection,
+    org: &str,
+    first: &str,
+    last: &str,
+) -> Result<Vec<RunRecord>> {
+    query_runs(
+        c,
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id IN (
+                SELECT (SELECT r.id FROM runs r
+                        WHERE r.org_id = s.org_id AND r.stack_id = s.id
+                        ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
+                FROM stacks s WHERE s.org_id = ?1 AND s.id >= ?2 AND s.id <= ?3)
+             ORDER BY stack_id"
+        ),
+        params![org, first, last],
+    )
+}
+
+pub(super) fn create(
+    tx: &Transaction<'_>,
+    run: &NewRun,
+    audit: Option<&Audit>,
+) -> Result<RunRecord> {
+    let created = insert_run(tx, run, None)?;
+    if let Some(audit) = &audit {
+        append_audit(tx, audit)?;
+    }
+    Ok(created)
+}
+
+pub(super) fn list(
+    c: &Connection,
+    org: &str,
+    stack: Option<&str>,
+    before: Option<&str>,
+    limit: u32,
+) -> Result<Vec<RunRecord>> {
+    // A cursor that is no run of the org lists nothing: never the list restarted.
+    let before_created: Option<i64> = match &before {
+        Some(b) => match c
+            .prepare_cached("SELECT created_at FROM runs WHERE org_id = ?1 AND id = ?2")?
+            .query_row(params![org, b], |r| r.get(0))
+            .optional()?
+        {
+            Some(at) => Some(at),
+            None => return Ok(Vec::new()),
+        },
+        None => None,
+    };
+    query_runs(
+        c,
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE org_id = ?1 AND (?2 IS NULL OR stack_id = ?2)
+             AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
+             ORDER BY created_at DESC, id DESC LIMIT ?5"
+        ),
+        params![org, stack, before_created, before, limit],
+    )
+}
+
+pub(super) fn phases(c: &Connection, run: &str) -> Result<Vec<RunPhaseRecord>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT state, started_at, ended_at FROM run_phases WHERE run_id = ?1 ORDER BY rowid",
+    )?;
+    let rows = stmt.query_map([&run], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, Option<i64>>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (state, started, ended) = row?;
+        out.push(RunPhaseRecord {
+            state: state.parse().map_err(|e| corrupt("phase state", e))?,
+            started_at: from_millis(started)?,
+            ended_at: opt_from_millis(ended)?,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn event(
+    tx: &Transaction<'_>,
+    id: &str,
+    input: &RunEventInput,
+) -> Result<RunEventResult> {
+    let run = load_run(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("run {id:?}")))?;
+    apply_event(tx, &run, input)
+}
+
+pub(super) fn cancel(tx: &Transaction<'_>, id: &str, audit: &Audit) -> Result<RunEventResult> {
+    let run = load_run(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("run {id:?}")))?;
+    let reason = format!("canceled by {}", audit.actor);
+    cancel_in_tx(tx, &run, reason, audit)
+}
+
+/// Whether any run waits for a runner (idle runners poll often: a cheap read first).
+pub(super) fn any_waiting(c: &Connection) -> Result<bool> {
+    exists(
+        c,
+        "SELECT 1 FROM runs WHERE needs_lease = 1 LIMIT 1",
+        params![],
+    )
+}
+
+/// Leases the oldest run this runner may take: see [`RunStore::lease_run`].
+pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Option<RunRecord>> {
+    let candidates = query_runs(
+        tx,
+        &format!(
+            "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1
+             AND (?1 IS NULL OR r.org_id = ?1)
+             AND EXISTS (SELECT 1 FROM stacks s WHERE s.org_id = r.org_id
+                         AND s.id = r.stack_id AND s.runner_pool = ?2)
+             ORDER BY r.created_at, r.id LIMIT 100"
+        ),
+        params![runner.org, runner.pool],
+    )?;
+    for run in candidates {
+        // Claim the row where the backend needs to: a run another dispatcher is
+        // leasing right now is skipped, not waited for.
+        if !db::claim_lease(tx, &run.id)? {
+            continue;
+        }
+        if run.kind == RunKind::Tracked {
+            let earlier = exists(
+                tx,
+                &format!(
+                    "SELECT 1 FROM runs WHERE org_id = ?1 AND stack_id = ?2
+                     AND kind = 'tracked' AND state NOT IN {TERMINAL_STATES}
+                     AND held = 0 AND id <> ?4
+                     AND (state <> 'queued' OR created_at < ?3
+                          OR (created_at = ?3 AND id < ?4))"
+                ),
+                params![run.org, run.stack, millis(run.created_at), run.id],
+            )?;
+            if earlier {
+                continue;
+            }
+            if let Some(l) = read_lock(tx, &run.org, &run.stack)? {
+                if l.holder != Writer::Run(run.id.clone()) {
+                    let holder = lock_json(&l).to_string();
+                    if run.blocked_by.as_ref().map(|b| b.to_string()) != Some(holder.clone()) {
+                        tx.prepare_cached("UPDATE runs SET blocked_by = ?2 WHERE id = ?1")?
+                            .execute(params![run.id, holder])?;
+                    }
+                    continue;
+                }
+            }
+        }
+        let autodeploy = stack_autodeploy(tx, &run.org, &run.stack)?;
+        let next = transition(run.state, run.facts(autodeploy), &Event::Leased)?;
+        let now = millis(Utc::now());
+        crate::signal::emit(Signal::Run(run.id.clone()));
+        tx.prepare_cached(
+            "UPDATE runs SET state = ?2, phase = ?3, needs_lease = 0, leased = 1,
+                started = 0, runner_id = ?4, fencing = fencing + 1, last_heartbeat = ?5,
+                phase_started_at = NULL, blocked_by = NULL, updated_at = ?5
+             WHERE id = ?1",
+        )?
+        .execute(params![
+            run.id,
+            next.state.as_str(),
+            next.phase.as_str(),
+            runner.id,
+            now
+        ])?;
+        enter_state(tx, &run.id, run.state, next.state, now)?;
+        tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?
+            .execute(params![runner.id, now])?;
+        return load_run(tx, &run.id);
+    }
+    Ok(None)
+}
+
+pub(super) fn heartbeat(tx: &Transaction<'_>, id: &str, fencing: i64) -> Result<bool> {
+    let now = millis(Utc::now());
+    let n = tx
+        .prepare_cached(
+            "UPDATE runs SET last_heartbeat = ?3 WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+        )?
+        .execute(params![id, fencing, now])?;
+    if n == 0 {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    tx.prepare_cached(
+        "UPDATE runners SET last_seen = ?2 WHERE id = (SELECT runner_id FROM runs WHERE id = ?1)",
+    )?
+    .execute(params![id, now])?;
+    let cancel: bool = tx
+        .prepare_cached("SELECT cancel_requested FROM runs WHERE id = ?1")?
+        .query_row([&id], |r| r.get(0))?;
+    Ok(cancel)
+}
+
+pub(super) fn stale(c: &Connection, before: DateTime<Utc>) -> Result<Vec<RunRecord>> {
+    query_runs(
+        c,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE leased = 1 AND last_heartbeat < ?1"),
+        params![millis(before)],
+    )
+}
+
+pub(super) fn executing(c: &Connection) -> Result<Vec<RunRecord>> {
+    query_runs(
+        c,
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE leased = 1"),
+        params![],
+    )
+}
+
+pub(super) fn flag_late_write(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.prepare_cached("UPDATE runs SET late_write = 1 WHERE id = ?1")?
+        .execute([&id])?;
+    Ok(())
+}
+
+pub(super) fn append_logs(
+    tx: &Transaction<'_>,
+    id: &str,
+    fencing: i64,
+    chunks: &[(i64, String)],
+) -> Result<()> {
+    // Published only if this commits: a fenced append's signal is dropped.
+    crate::signal::emit(Signal::Run(id.to_string()));
+    let current: Option<i64> = tx
+        .prepare_cached("SELECT fencing FROM runs WHERE id = ?1")?
+        .query_row([&id], |r| r.get(0))
+        .optional()?;
+    if current != Some(fencing) {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    let mut insert = tx
+        .prepare_cached("INSERT OR IGNORE INTO run_logs (run_id, seq, text) VALUES (?1, ?2, ?3)")?;
+    for (seq, text) in chunks {
+        insert.execute(params![id, seq, text])?;
+    }
+    Ok(())
+}
+
+pub(super) fn read_logs(
+    c: &Connection,
+    id: &str,
+    after: Option<i64>,
+    limit: u32,
+) -> Result<Vec<(i64, String)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, text FROM run_logs WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    Ok(rows.collect::<db::Result<Vec<_>>>()?)
+}
+
+pub(super) fn next_log_seq(c: &Connection, id: &str) -> Result<i64> {
+    Ok(
+        c.prepare_cached("SELECT COALESCE(MAX(seq), -1) + 1 FROM run_logs WHERE run_id = ?1")?
+            .query_row([&id], |r| r.get(0))?,
+    )
+}
+
+pub(super) fn put_plan(tx: &Transaction<'_>, id: &str, fencing: i64, body: &[u8]) -> Result<()> {
+    if !exists(
+        tx,
+        "SELECT 1 FROM runs WHERE id = ?1 AND fencing = ?2 AND leased = 1",
+        params![id, fencing],
+    )? {
+        return Err(StoreError::Fenced {
+            run: id.to_string(),
+            fencing,
+        });
+    }
+    tx.prepare_cached(
+        "INSERT INTO run_plans (run_id, body) VALUES (?1, ?2)
+         ON CONFLICT (run_id) DO UPDATE SET body = excluded.body",
+    )?
+    .execute(params![id, body])?;
+    Ok(())
+}
+
+pub(super) fn get_plan(c: &Connection, id: &str) -> Result<Option<Vec<u8>>> {
+    Ok(
+        c.prepare_cached("SELECT body FROM run_plans WHERE run_id = ?1")?
+            .query_row([&id], |r| r.get(0))
+            .optional()?,
+    )
+}

@@ -1,0 +1,28 @@
+//! The identity part of the store contract: [`IdentityStore`], one of the traits
+//! [`Store`](crate::Store) is made of.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use bosun_core::Role;
+
+use crate::{Audit, Bootstrap, NewOrg, NewUser, OrgRecord, Result, UserRecord};
+
+/// Orgs, users and their memberships, and the first-start bootstrap.
+#[async_trait]
+pub trait IdentityStore: Send + Sync {
+    /// Seeds org `default`, an admin user and their token when the store holds no user
+    /// yet. Returns false (and changes nothing) when it already has users.
+    async fn bootstrap(&self, seed: &Bootstrap) -> Result<bool>;
+    async fn create_org(&self, org: &NewOrg, audit: &Audit) -> Result<OrgRecord>;
+    async fn get_org(&self, id: &str) -> Result<Option<OrgRecord>>;
+    async fn create_user(&self, user: &NewUser, audit: &Audit) -> Result<UserRecord>;
+    async fn get_user(&self, id: &str) -> Result<Option<UserRecord>>;
+    /// Each org the user belongs to, with their role there.
+    async fn roles_of(&self, user: &str) -> Result<BTreeMap<String, Role>>;
+    /// Adds a member or changes their role.
+    async fn set_member(&self, org: &str, user: &str, role: Role, audit: &Audit) -> Result<()>;
+    /// Returns false when the user was not a member.
+    async fn remove_member(&self, org: &str, user: &str, audit: &Audit) -> Result<bool>;
+    async fn list_members(&self, org: &str) -> Result<Vec<(String, Role)>>;
+}

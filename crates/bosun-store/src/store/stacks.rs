@@ -1,0 +1,38 @@
+//! The stacks part of the store contract: [`StackStore`], one of the traits [`Store`](crate::Store)
+//! is made of.
+
+use async_trait::async_trait;
+use bosun_core::stack::StackSpec;
+
+use crate::{Audit, Result, StackRecord};
+
+/// Stacks: their definitions, pages, dependents, updates and deletes.
+#[async_trait]
+pub trait StackStore: Send + Sync {
+    /// Creates a stack, checking in the same transaction that its upstreams exist and
+    /// that it closes no dependency cycle.
+    async fn create_stack(&self, org: &str, spec: &StackSpec, audit: &Audit)
+        -> Result<StackRecord>;
+    async fn get_stack(&self, org: &str, id: &str) -> Result<Option<StackRecord>>;
+    /// Stacks ordered by id, strictly after `after`, at most `limit`.
+    async fn list_stacks(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StackRecord>>;
+    /// The stacks of an org that depend on `stack` (its direct downstreams), by id.
+    async fn downstream_stacks(&self, org: &str, stack: &str) -> Result<Vec<StackRecord>>;
+    /// Replaces a stack's definition (same id), with the same checks as create.
+    async fn update_stack(&self, org: &str, spec: &StackSpec, audit: &Audit)
+        -> Result<StackRecord>;
+    /// Refuses while other stacks depend on it or runs of it are open; refuses to drop
+    /// its state versions unless `delete_state`.
+    async fn delete_stack(
+        &self,
+        org: &str,
+        id: &str,
+        delete_state: bool,
+        audit: &Audit,
+    ) -> Result<()>;
+}
