@@ -1,5 +1,7 @@
-//! Real-component test helpers for Bosun's GitHub integration, shared by the integration
-//! tests of `bosun-server` and `bosun` (a dev-dependency only, never published).
+//! Real components for Bosun's tests — git repositories, an OpenSSH server, certificates,
+//! a tmpfs to fill, and the GitHub double — shared by the integration tests of
+//! `bosun-store`, `bosun-plans`, `bosun-server` and `bosun` (a dev-dependency only, never
+//! published).
 //!
 //! - [`keys`]: the test GitHub App's RSA key pair (committed fixtures) and a JWT minter.
 //! - [`github`]: [`GithubDouble`], a GitHub double on a loopback port serving the REST
