@@ -1,0 +1,128 @@
+//! What plans run against, over the API: hosts, environments with their
+//! approval grants, plan files (parsed and linted at upload, stored as written), and
+//! inventory imports. Members read; admins change.
+//!
+//! A plan upload refuses what cannot run — a file that does not parse (naming file, line
+//! and column) — and answers lint findings against the org's hosts and environments as
+//! `warnings`. Its `secret://` references resolve in the org's own secrets when a run is
+//! leased (`super::secrets`), so an upload reveals nothing about other orgs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use bosun_core::authz::Access;
+use bosun_core::plan_resources as rules;
+use bosun_core::{Role, ValidationError};
+use bosun_plans::model::{self as engine, Inventory};
+use bosun_store::{EnvironmentRecord, HostRecord};
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::route::{Endpoint, Route};
+
+mod environments;
+mod hosts;
+mod import;
+mod plans;
+
+pub use environments::*;
+pub use hosts::*;
+pub use import::*;
+pub use plans::*;
+
+/// `GET /orgs/{org}/plans`
+pub const LIST_PLANS: Endpoint = Endpoint::get("/orgs/{org}/plans", Access::Org(Role::Viewer));
+
+/// `GET /orgs/{org}/plans/{plan}`
+pub const SHOW_PLAN: Endpoint =
+    Endpoint::get("/orgs/{org}/plans/{plan}", Access::Org(Role::Viewer));
+
+pub fn routes() -> Vec<Route> {
+    let viewer = Access::Org(Role::Viewer);
+    let admin = Access::Org(Role::Admin);
+    vec![
+        Route::get("/orgs/{org}/hosts", viewer, list_hosts),
+        Route::post("/orgs/{org}/hosts", admin, create_host),
+        Route::get("/orgs/{org}/hosts/{host}", viewer, show_host),
+        Route::patch("/orgs/{org}/hosts/{host}", admin, update_host),
+        Route::delete("/orgs/{org}/hosts/{host}", admin, delete_host),
+        Route::get("/orgs/{org}/environments", viewer, list_environments),
+        Route::post("/orgs/{org}/environments", admin, create_environment),
+        Route::get("/orgs/{org}/environments/{env}", viewer, show_environment),
+        Route::patch("/orgs/{org}/environments/{env}", admin, update_environment),
+        Route::delete("/orgs/{org}/environments/{env}", admin, delete_environment),
+        Route::put("/orgs/{org}/environments/{env}/grants/{user}", admin, grant),
+        Route::delete(
+            "/orgs/{org}/environments/{env}/grants/{user}",
+            admin,
+            revoke,
+        ),
+        LIST_PLANS.route(list_plans),
+        Route::post("/orgs/{org}/plans", admin, upload_plan),
+        Route::post("/orgs/{org}/plans/lint", viewer, lint_plan),
+        SHOW_PLAN.route(show_plan),
+        Route::delete("/orgs/{org}/plans/{plan}", admin, delete_plan),
+        Route::post("/orgs/{org}/inventory", admin, import_inventory),
+    ]
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+    ValidationError::new(field, message).into()
+}
+
+// ---- The org's hosts as the engine's inventory ----
+
+/// The org's hosts and environments as the engine's inventory (paths as stored: a `~`
+/// is the runner's home, not expanded here).
+pub fn inventory(hosts: &[HostRecord], environments: &[EnvironmentRecord]) -> Inventory {
+    Inventory {
+        environments: environments
+            .iter()
+            .map(|e| {
+                (
+                    e.id.clone(),
+                    engine::Environment {
+                        vars: e.vars.clone(),
+                        requires_approval: e.requires_approval,
+                        protected: e.protected,
+                    },
+                )
+            })
+            .collect(),
+        hosts: hosts
+            .iter()
+            .map(|h| engine::Host {
+                name: h.name.clone(),
+                address: h.address.clone(),
+                port: h.port,
+                user: h.user.clone(),
+                connection: if h.connection == "local" {
+                    engine::ConnectionKind::Local
+                } else {
+                    engine::ConnectionKind::Ssh
+                },
+                labels: h.labels.clone(),
+                vars: h.vars.clone(),
+                environment: h.environment.clone(),
+                identity_file: h.identity_file.as_ref().map(PathBuf::from),
+                known_hosts: h.known_hosts.as_ref().map(PathBuf::from),
+                host_key: h.host_key.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The org's current inventory, read from the store.
+pub async fn org_inventory(state: &AppState, org: &str) -> Result<Inventory, ApiError> {
+    let hosts = state.store.list_hosts(org).await?;
+    let environments = state.store.list_environments(org).await?;
+    Ok(inventory(&hosts, &environments))
+}
+
+fn vars_of(field: &str, v: Option<&Value>) -> Result<BTreeMap<String, Value>, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(v) => Ok(rules::vars(field, v)?),
+    }
+}
