@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use bosun_api::{
-    ErrorCode, ForceUnlock, LockHolder, Page, StateLockStatus, StateLockView, StateOutput,
-    StateVersion, StateVersionDetail, StateWriter, TfLockInfo,
+    ErrorCode, ForceUnlock, Page, StateLockStatus, StateLockView, StateOutput, StateVersion,
+    StateVersionDetail, StateWriter, TfLockInfo,
 };
 use bosun_core::authz::{Access, Principal, PrincipalKind};
 use bosun_core::state::{
@@ -31,9 +31,10 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
-use crate::paging::{page, PageQuery};
+use crate::paging::PageQuery;
 use crate::route::{BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
+use crate::service::state as service;
 
 /// `GET /orgs/{org}/stacks/{stack}/state/versions`
 pub const LIST_VERSIONS: Endpoint = Endpoint::get(
@@ -106,7 +107,11 @@ async fn writer_of(state: &AppState, p: &Principal) -> Result<(Writer, WriterLiv
     }
 }
 
-async fn require_stack(state: &AppState, org: &str, stack: &str) -> Result<(), ApiError> {
+pub(crate) async fn require_stack(
+    state: &AppState,
+    org: &str,
+    stack: &str,
+) -> Result<(), ApiError> {
     match state.store.get_stack(org, stack).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::NotFound(format!(
@@ -397,14 +402,9 @@ pub async fn list_versions(
     ApiPath((org, stack)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<Page<StateVersion>>, ApiError> {
-    require_stack(&state, &org, &stack).await?;
-    let limit = q.limit()?;
-    let versions = state
-        .store
-        .list_state_versions(&org, &stack, q.seq()?, limit)
-        .await?;
-    let items = versions.into_iter().map(version_wire).collect();
-    Ok(Json(page(items, limit, |v| v.version.to_string())))
+    Ok(Json(
+        service::list_versions(&state, &org, &stack, &q).await?,
+    ))
 }
 
 /// One version with its state document.
@@ -429,39 +429,6 @@ pub async fn show_version(
     }))
 }
 
-/// A run is live while it is not ended (or, for runs Bosun does not know, while its
-/// token is active).
-async fn run_is_live(state: &AppState, run: &str) -> Result<bool, ApiError> {
-    Ok(match state.store.get_run(run).await? {
-        Some(r) => !r.state.is_terminal(),
-        None => state.store.run_is_active(run).await?,
-    })
-}
-
-async fn lock_view(state: &AppState, l: Lock) -> Result<StateLockView, ApiError> {
-    let status = match &l.holder {
-        Writer::User(_) => "person",
-        Writer::Run(run) if run_is_live(state, run).await? => "live_run",
-        Writer::Run(_) => "dead_run",
-    };
-    Ok(StateLockView {
-        holder: LockHolder {
-            kind: l.holder.kind().into(),
-            id: l.holder.id().into(),
-            status: status.into(),
-        },
-        age_seconds: (Utc::now() - l.acquired_at).num_seconds().max(0),
-        id: l.id,
-        operation: l.operation,
-        who: l.who,
-        info: l.info,
-        version: l.version,
-        created: l.created,
-        path: l.path,
-        acquired_at: l.acquired_at,
-    })
-}
-
 /// The stack's state lock: holder, operation, age, and whether the holder is a person,
 /// a live run or a dead one.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state/lock", tag = "state",
@@ -471,15 +438,7 @@ pub async fn show_lock(
     State(state): State<AppState>,
     ApiPath((org, stack)): ApiPath<(String, String)>,
 ) -> Result<Json<StateLockStatus>, ApiError> {
-    require_stack(&state, &org, &stack).await?;
-    let lock = match state.store.state_head(&org, &stack).await?.lock {
-        Some(l) => Some(lock_view(&state, l).await?),
-        None => None,
-    };
-    Ok(Json(StateLockStatus {
-        locked: lock.is_some(),
-        lock,
-    }))
+    Ok(Json(service::lock_status(&state, &org, &stack).await?))
 }
 
 /// Release the lock with exactly this ID, whoever holds it. Audited.
@@ -493,37 +452,9 @@ pub async fn force_unlock(
     ApiPath((org, stack)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<ForceUnlock>,
 ) -> Result<Json<StateLockView>, ApiError> {
-    require_stack(&state, &org, &stack).await?;
-    let audit = caller.audit(
-        Some(&org),
-        "state.force_unlock",
-        format!("stack:{stack}"),
-        json!({"via": "api", "requested_id": body.lock_id}),
-    );
-    let request = UnlockRequest::Force {
-        id: body.lock_id.clone(),
-    };
-    match state.store.unlock_state(&org, &stack, &request, &audit).await? {
-        UnlockDecision::Release { lock, .. } => {
-            state.wake_dispatch();
-            Ok(Json(lock_view(&state, *lock).await?))
-        }
-        UnlockDecision::NotLocked => Err(ApiError::Conflict {
-            code: ErrorCode::NotLocked,
-            message: format!("the state of stack {stack:?} is not locked"),
-        }),
-        UnlockDecision::Mismatch(held) => Err(ApiError::Conflict {
-            code: ErrorCode::LockMismatch,
-            message: format!(
-                "lock {:?} is not held; the state is locked by {} (lock {}, operation {}, since {})",
-                body.lock_id,
-                held.who,
-                held.id,
-                held.operation,
-                held.acquired_at.to_rfc3339()
-            ),
-        }),
-    }
+    Ok(Json(
+        service::force_unlock(&state, &caller, &org, &stack, &body.lock_id).await?,
+    ))
 }
 
 /// The longest reason a recovered state version keeps.

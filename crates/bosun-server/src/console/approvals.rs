@@ -17,7 +17,7 @@ use super::session::redirect_with_flash;
 use super::{render, Layout, PageError, Session};
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::service::approvals;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -97,18 +97,8 @@ async fn inbox(
         "Approvals",
         crate::approvals::LIST,
     )?;
-    let pending = crate::approvals::list(State(state.clone()), ApiPath(org.clone()))
-        .await?
-        .0;
-    let decisions = crate::approvals::decisions(
-        State(state.clone()),
-        ApiPath(org.clone()),
-        ApiQuery(crate::approvals::DecisionsQuery {
-            limit: Some(RECENT_DECISIONS),
-        }),
-    )
-    .await?
-    .0;
+    let pending = approvals::pending(&state, &org).await?;
+    let decisions = approvals::decisions(&state, &org, Some(RECENT_DECISIONS)).await?;
     let can_decide = layout.can(crate::approvals::APPROVE);
     // The org's environments, read once, for the approval rule's answer on each row.
     let environments = if can_decide && !pending.is_empty() {
@@ -253,23 +243,15 @@ async fn decide_form(
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
     let comment = Some(form.comment).filter(|c| !c.trim().is_empty());
-    let body = ApiJson(ApprovalDecide { comment });
-    let path = ApiPath((org.clone(), subject.clone()));
-    let answer = match decision {
-        Decision::Approve => {
-            crate::approvals::approve(State(state), layout.caller(), path, body).await
-        }
-        Decision::Reject => {
-            crate::approvals::reject(State(state), layout.caller(), path, body).await
-        }
-    };
+    let body = ApprovalDecide { comment };
+    let answer = approvals::decide(&state, &layout.caller(), &org, &subject, decision, body).await;
     Ok(match answer {
         Ok(d) => {
-            let now =
-                d.0.run_state
-                    .map(|s| format!("; the run is now {s}"))
-                    .unwrap_or_default();
-            redirect_with_flash(&back, true, &format!("{verb} {}{now}", d.0.subject))
+            let now = d
+                .run_state
+                .map(|s| format!("; the run is now {s}"))
+                .unwrap_or_default();
+            redirect_with_flash(&back, true, &format!("{verb} {}{now}", d.subject))
         }
         Err(e) => redirect_with_flash(&back, false, &e.body().error.message),
     })

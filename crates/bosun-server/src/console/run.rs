@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::session::redirect_with_flash;
 use super::{age, duration_text, render, urlencode, Layout, PageError, Session, StreamQuery};
 use crate::app::AppState;
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::ApiPath;
 use crate::service::runs;
 
 pub fn router() -> Router<AppState> {
@@ -228,16 +228,11 @@ async fn show(
     if layout.can(crate::state::LIST_VERSIONS) {
         let mut cursor = None;
         for _ in 0..VERSION_PAGES {
-            let page = crate::state::list_versions(
-                State(state.clone()),
-                ApiPath((org.clone(), r.stack.clone())),
-                ApiQuery(crate::paging::PageQuery {
-                    cursor: cursor.map(|c: i64| c.to_string()),
-                    limit: Some(VERSION_SCAN),
-                }),
-            )
-            .await?
-            .0;
+            let query = crate::paging::PageQuery {
+                cursor: cursor.map(|c: i64| c.to_string()),
+                limit: Some(VERSION_SCAN),
+            };
+            let page = crate::service::state::list_versions(&state, &org, &r.stack, &query).await?;
             let mut older = false;
             for v in &page.items {
                 if v.created_at < r.created_at {

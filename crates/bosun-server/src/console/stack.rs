@@ -145,7 +145,7 @@ async fn show(
 ) -> Result<Response, PageError> {
     let mut layout = Layout::new(session, &org, "stacks", &stack, crate::stacks::SHOW)?;
     let key = || ApiPath((org.clone(), stack.clone()));
-    let s = crate::stacks::show(State(state.clone()), key()).await?.0;
+    let s = crate::service::stacks::show(&state, &org, &stack).await?;
     layout.title = s.name.clone();
 
     let mut facts = vec![

@@ -11,7 +11,6 @@ use serde::Deserialize;
 
 use super::{age, render, Layout, PageError, Session};
 use crate::app::AppState;
-use crate::extract::{ApiPath, ApiQuery};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/stacks", get(list))
@@ -113,16 +112,11 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "stacks", "Stacks", crate::stacks::LIST)?;
-    let page = crate::stacks::list(
-        State(state.clone()),
-        ApiPath(org.clone()),
-        ApiQuery(crate::paging::PageQuery {
-            cursor: q.after.clone(),
-            limit: Some(PAGE),
-        }),
-    )
-    .await?
-    .0;
+    let query = crate::paging::PageQuery {
+        cursor: q.after.clone(),
+        limit: Some(PAGE),
+    };
+    let page = crate::service::stacks::list(&state, &org, &query).await?;
     // The page's last runs and locks: one query each for the page's id range.
     let (mut last_runs, mut locks) = match (page.items.first(), page.items.last()) {
         (Some(first), Some(last)) => (

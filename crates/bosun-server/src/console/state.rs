@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::session::redirect_with_flash;
 use super::{age, duration_text, render, urlencode, Layout, PageError, Session};
 use crate::app::AppState;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::service::state as service;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -96,17 +96,11 @@ async fn show(
         crate::state::LIST_VERSIONS,
     )?;
     layout.require(crate::state::SHOW_LOCK)?;
-    let key = || ApiPath((org.clone(), stack.clone()));
-    let page = crate::state::list_versions(
-        State(state.clone()),
-        key(),
-        ApiQuery(crate::paging::PageQuery {
-            cursor: q.before.map(|c| c.to_string()),
-            limit: Some(PAGE),
-        }),
-    )
-    .await?
-    .0;
+    let query = crate::paging::PageQuery {
+        cursor: q.before.map(|c| c.to_string()),
+        limit: Some(PAGE),
+    };
+    let page = service::list_versions(&state, &org, &stack, &query).await?;
     let versions = page
         .items
         .into_iter()
@@ -125,9 +119,8 @@ async fn show(
             recovered: v.recovered,
         })
         .collect();
-    let lock = crate::state::show_lock(State(state.clone()), key())
+    let lock = service::lock_status(&state, &org, &stack)
         .await?
-        .0
         .lock
         .map(|l| LockRow {
             liveness: match l.holder.status.as_str() {
@@ -193,15 +186,7 @@ async fn force_unlock(
     if let Err(e) = layout.require(crate::state::FORCE_UNLOCK) {
         return Ok(redirect_with_flash(&back, false, &super::refusal(e)));
     }
-    let result = crate::state::force_unlock(
-        State(state),
-        layout.caller(),
-        ApiPath((org, stack.clone())),
-        ApiJson(bosun_api::ForceUnlock {
-            lock_id: form.lock_id,
-        }),
-    )
-    .await;
+    let result = service::force_unlock(&state, &layout.caller(), &org, &stack, &form.lock_id).await;
     Ok(match result {
         Ok(l) => redirect_with_flash(
             &back,

@@ -2,5 +2,8 @@
 //! [`crate::app::AppState`] — called by the JSON API's handlers, the console's pages and
 //! the background duties alike, which only adapt their inputs and outputs.
 
+pub mod approvals;
 pub mod plan_runs;
 pub mod runs;
+pub mod stacks;
+pub mod state;

@@ -234,7 +234,7 @@ pub async fn confirm(
     org: &str,
     id: &str,
 ) -> Result<Run, ApiError> {
-    crate::approvals::refuse_gated_confirm(state, org, id).await?;
+    crate::service::approvals::refuse_gated_confirm(state, org, id).await?;
     operator_event(state, caller, org, id, Event::Confirm, "run.confirm").await
 }
 

@@ -1,0 +1,185 @@
+//! The approvals inbox: the runs waiting for an approver and the decisions — who may
+//! decide is `bosun_core::approval::decide`; a decision moves its run and is recorded and
+//! audited in the same store transaction. The work behind the API's handlers and the
+//! console's inbox, and the refusal of a plain confirm of a gated stack run.
+
+use bosun_api::{ApprovalDecide, ApprovalDecisionView, ErrorCode, PendingApprovalView};
+use bosun_core::approval::{self, Approver, Decision, GatedEnvironment, SubjectKind};
+use bosun_store::{ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, PendingApproval};
+use serde_json::json;
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// Comments are kept short: they land in the run's reason and the audit record.
+const MAX_COMMENT: usize = 2000;
+
+fn split_target(kind: SubjectKind, target: String) -> (Option<String>, Option<String>) {
+    match kind {
+        SubjectKind::PlanRun => (Some(target), None),
+        SubjectKind::StackRun => (None, Some(target)),
+    }
+}
+
+fn pending_to_wire(p: PendingApproval) -> PendingApprovalView {
+    let (plan, stack) = split_target(p.kind, p.target);
+    PendingApprovalView {
+        kind: p.kind.as_str().to_string(),
+        subject: p.subject,
+        plan,
+        stack,
+        environments: p.environments,
+        requested_by: p.requested_by,
+        since: p.since,
+    }
+}
+
+fn decision_to_wire(r: ApprovalRecord, run_state: Option<String>) -> ApprovalDecisionView {
+    let (plan, stack) = split_target(r.kind, r.target);
+    ApprovalDecisionView {
+        kind: r.kind.as_str().to_string(),
+        subject: r.subject,
+        plan,
+        stack,
+        environments: r.environments,
+        requested_by: r.requested_by,
+        decision: r.decision.as_str().to_string(),
+        decided_by: r.decided_by,
+        comment: r.comment,
+        decided_at: r.decided_at,
+        run_state,
+    }
+}
+
+/// Runs waiting for an approval in `org`, oldest first.
+pub async fn pending(state: &AppState, org: &str) -> Result<Vec<PendingApprovalView>, ApiError> {
+    let pending = state.store.pending_approvals(org).await?;
+    Ok(pending.into_iter().map(pending_to_wire).collect())
+}
+
+/// The newest `limit` (1–1000, default 100) recorded decisions of `org`.
+pub async fn decisions(
+    state: &AppState,
+    org: &str,
+    limit: Option<u32>,
+) -> Result<Vec<ApprovalDecisionView>, ApiError> {
+    let limit = crate::paging::page_limit(limit)?;
+    let records = state.store.approval_decisions(org, limit).await?;
+    Ok(records
+        .into_iter()
+        .map(|r| decision_to_wire(r, None))
+        .collect())
+}
+
+/// `caller` approves or rejects the run `subject` waits with.
+pub async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    subject: &str,
+    decision: Decision,
+    body: ApprovalDecide,
+) -> Result<ApprovalDecisionView, ApiError> {
+    let comment = body
+        .comment
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty());
+    if comment.as_ref().is_some_and(|c| c.len() > MAX_COMMENT) {
+        return Err(bosun_core::ValidationError::new(
+            "comment",
+            format!("at most {MAX_COMMENT} bytes"),
+        )
+        .into());
+    }
+    let pending = state.store.pending_approval(org, subject).await?;
+    let mut environments = Vec::new();
+    for id in &pending.environments {
+        // A gated environment deleted since the run started protects nothing any more.
+        if let Some(e) = state.store.get_environment(org, id).await? {
+            environments.push(e);
+        }
+    }
+    let gated: Vec<GatedEnvironment<'_>> = environments
+        .iter()
+        .map(|e| GatedEnvironment {
+            id: &e.id,
+            protected: e.protected,
+            grants: &e.grants,
+        })
+        .collect();
+    let actor = caller.0.actor();
+    let approver = Approver {
+        user: caller.0.user().unwrap_or_default(),
+        actor: &actor,
+        role: caller.0.role_in(org),
+    };
+    approval::decide(
+        approver,
+        decision,
+        &pending.requested_by,
+        &gated,
+        state.config.allow_self_approval,
+    )?;
+    let verb = match decision {
+        Decision::Approve => "approval.approve",
+        Decision::Reject => "approval.reject",
+    };
+    let target = match pending.kind {
+        SubjectKind::PlanRun => format!("plan_run:{subject}"),
+        SubjectKind::StackRun => format!("run:{subject}"),
+    };
+    let audit = caller.audit(
+        Some(org),
+        verb,
+        target,
+        json!({"kind": pending.kind.as_str(), "environments": pending.environments,
+            "requested_by": pending.requested_by, "comment": comment}),
+    );
+    let input = ApprovalDecisionInput {
+        org: org.to_string(),
+        subject: subject.to_string(),
+        decision,
+        decided_by: actor.clone(),
+        comment,
+        audit,
+    };
+    let (record, outcome) = state.store.decide_approval(&input).await?;
+    let run_state = match outcome {
+        ApprovalOutcome::PlanRun(r) => r.state.to_string(),
+        ApprovalOutcome::StackRun(r) => r.state.to_string(),
+    };
+    state.wake_dispatch();
+    Ok(decision_to_wire(record, Some(run_state)))
+}
+
+/// The confirm of a stack run whose stack's environment requires approval is refused:
+/// it waits in the approvals inbox, where the approval rule applies and the decision is
+/// recorded.
+pub async fn refuse_gated_confirm(state: &AppState, org: &str, run: &str) -> Result<(), ApiError> {
+    let Some(record) = state.store.get_run(run).await?.filter(|r| r.org == org) else {
+        return Ok(());
+    };
+    let Some(stack) = state.store.get_stack(org, &record.stack).await? else {
+        return Ok(());
+    };
+    let Some(env) = stack.spec.environment.as_ref() else {
+        return Ok(());
+    };
+    let env = env.to_string();
+    let gated = state
+        .store
+        .get_environment(org, &env)
+        .await?
+        .is_some_and(|e| e.requires_approval);
+    if gated {
+        return Err(ApiError::Conflict {
+            code: ErrorCode::ApprovalRequired,
+            message: format!(
+                "stack {:?} is in environment {env:?}, which requires approval: this run waits in the approvals inbox — approve it there (`bosun approvals approve {run}`, POST /api/v1/orgs/{org}/approvals/{run}/approve)",
+                record.stack
+            ),
+        });
+    }
+    Ok(())
+}
