@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use bosun_api::{
-    ErrorCode, ForceUnlock, Page, StateLockStatus, StateLockView, StateOutput, StateVersion,
-    StateVersionDetail, StateWriter, TfLockInfo,
+    ErrorCode, ForceUnlock, Page, StateLockStatus, StateLockView, StateVersion, StateVersionDetail,
+    TfLockInfo,
 };
 use bosun_core::authz::{Access, Principal, PrincipalKind};
 use bosun_core::state::{
@@ -21,7 +21,7 @@ use bosun_core::state::{
 };
 use bosun_core::Role;
 use bosun_core::ValidationError;
-use bosun_store::{NewStateVersion, StateVersionMeta, StoreError};
+use bosun_store::{NewStateVersion, StoreError};
 use chrono::Utc;
 use md5::{Digest, Md5};
 use serde::Deserialize;
@@ -34,7 +34,7 @@ use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
 use crate::paging::PageQuery;
 use crate::route::{BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
-use crate::service::state as service;
+use crate::service::state::{self as service, require_stack, version_wire};
 
 /// `GET /orgs/{org}/stacks/{stack}/state/versions`
 pub const LIST_VERSIONS: Endpoint = Endpoint::get(
@@ -104,19 +104,6 @@ async fn writer_of(state: &AppState, p: &Principal) -> Result<(Writer, WriterLiv
         PrincipalKind::Pool { .. } => Err(ApiError::Forbidden(
             "a pool token cannot touch state".into(),
         )),
-    }
-}
-
-pub(crate) async fn require_stack(
-    state: &AppState,
-    org: &str,
-    stack: &str,
-) -> Result<(), ApiError> {
-    match state.store.get_stack(org, stack).await? {
-        Some(_) => Ok(()),
-        None => Err(ApiError::NotFound(format!(
-            "stack {stack:?} in org {org:?}"
-        ))),
     }
 }
 
@@ -354,44 +341,6 @@ async fn unlock(
     responses((status = 200, body = StateVersion), (status = 423, body = TfLockInfo, description = "locked by another writer: the holder")))]
 #[allow(dead_code)] // Documents the POST that `backend` serves.
 fn backend_write() {}
-
-pub(crate) fn version_wire(m: StateVersionMeta) -> StateVersion {
-    StateVersion {
-        version: m.version,
-        serial: m.serial,
-        lineage: m.lineage,
-        checksum: m.checksum,
-        size: m.size,
-        writer: StateWriter {
-            kind: m.writer.kind().into(),
-            id: m.writer.id().into(),
-        },
-        token_id: m.token_id,
-        created_at: m.created_at,
-        late_write: m.late_write,
-        forced: m.forced,
-        current: m.current,
-        recovered: m.recovery_reason,
-        outputs: m
-            .outputs
-            .into_iter()
-            .map(|(k, o)| {
-                let value = if o.sensitive {
-                    serde_json::Value::Null
-                } else {
-                    o.value
-                };
-                (
-                    k,
-                    StateOutput {
-                        value,
-                        sensitive: o.sensitive,
-                    },
-                )
-            })
-            .collect(),
-    }
-}
 
 /// A stack's state versions, newest first.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state/versions", tag = "state",

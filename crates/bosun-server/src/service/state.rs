@@ -1,9 +1,13 @@
 //! A stack's state as people see it: its versions, its lock and the force-unlock — the
 //! work behind the API's handlers and the console's state page. (The engines' `http`
-//! backend protocol stays in `crate::state`.)
+//! backend protocol stays in the server's `state` module.)
 
-use bosun_api::{ErrorCode, LockHolder, Page, StateLockStatus, StateLockView, StateVersion};
+use bosun_api::{
+    ErrorCode, LockHolder, Page, StateLockStatus, StateLockView, StateOutput, StateVersion,
+    StateWriter,
+};
 use bosun_core::state::{Lock, UnlockDecision, UnlockRequest, Writer};
+use bosun_store::StateVersionMeta;
 use chrono::Utc;
 use serde_json::json;
 
@@ -11,7 +15,6 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::paging::{page, PageQuery};
-use crate::state::{require_stack, version_wire};
 
 /// A page of a stack's state versions, newest first; the cursor is the last version.
 pub async fn list_versions(
@@ -119,4 +122,55 @@ pub(crate) async fn lock_view(state: &AppState, l: Lock) -> Result<StateLockView
         path: l.path,
         acquired_at: l.acquired_at,
     })
+}
+
+pub(crate) async fn require_stack(
+    state: &AppState,
+    org: &str,
+    stack: &str,
+) -> Result<(), ApiError> {
+    match state.store.get_stack(org, stack).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::NotFound(format!(
+            "stack {stack:?} in org {org:?}"
+        ))),
+    }
+}
+
+pub(crate) fn version_wire(m: StateVersionMeta) -> StateVersion {
+    StateVersion {
+        version: m.version,
+        serial: m.serial,
+        lineage: m.lineage,
+        checksum: m.checksum,
+        size: m.size,
+        writer: StateWriter {
+            kind: m.writer.kind().into(),
+            id: m.writer.id().into(),
+        },
+        token_id: m.token_id,
+        created_at: m.created_at,
+        late_write: m.late_write,
+        forced: m.forced,
+        current: m.current,
+        recovered: m.recovery_reason,
+        outputs: m
+            .outputs
+            .into_iter()
+            .map(|(k, o)| {
+                let value = if o.sensitive {
+                    serde_json::Value::Null
+                } else {
+                    o.value
+                };
+                (
+                    k,
+                    StateOutput {
+                        value,
+                        sensitive: o.sensitive,
+                    },
+                )
+            })
+            .collect(),
+    }
 }
