@@ -21,15 +21,15 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{DriftCheck, Run, RunDrift, StackDriftStatus};
+use bosun_api::{DriftCheck, Run, StackDriftStatus};
 use bosun_core::authz::Access;
 use bosun_core::cron::Schedule;
-use bosun_core::drift::{result_of, staleness, DriftResult};
+use bosun_core::drift::{staleness, DriftResult};
 use bosun_core::run::{RunKind, Trigger};
 use bosun_core::Role;
 use bosun_store::{
     DriftCheckRecord, DriftFire, DriftFired, DriftScheduleRecord, NewNotificationEvent, NewRun,
-    NotificationEventKind, RunRecord,
+    NotificationEventKind,
 };
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -39,7 +39,8 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::route::Route;
-use crate::schedules::{Armed, Cron, Due, Fire};
+use crate::schedules::rule::{Armed, Cron, Due, Fire};
+use crate::service::drift::result;
 
 pub fn routes() -> Vec<Route> {
     vec![Route::post(
@@ -155,18 +156,6 @@ impl Cron for DriftScheduleRecord {
         }
         Ok(())
     }
-}
-
-fn plan_changes(run: &RunRecord) -> Option<bool> {
-    run.plan_summary
-        .as_ref()
-        .and_then(|p| p.get("has_changes"))
-        .and_then(|v| v.as_bool())
-}
-
-/// A drift run's result as it stands.
-pub fn result(run: &RunRecord) -> DriftResult {
-    result_of(run.state, plan_changes(run))
 }
 
 /// Settles ended drift runs: records each result once and starts the reconcile runs.
@@ -344,36 +333,6 @@ pub async fn stack_status(
         .await?
         .pop()
         .map(|r| status_wire(r, now)))
-}
-
-/// The drift fields of a run on the wire: a drift run's outcome, or the drift run a
-/// reconcile run came from.
-pub async fn run_fields(
-    state: &AppState,
-    run: &RunRecord,
-) -> Result<(Option<RunDrift>, Option<String>), ApiError> {
-    match (run.kind, run.trigger) {
-        (RunKind::Drift, _) => {
-            let check = state.store.drift_check(&run.id).await?;
-            Ok((
-                Some(RunDrift {
-                    result: result(run).as_str().to_string(),
-                    reconcile_run: check.and_then(|c| c.reconcile_run),
-                }),
-                None,
-            ))
-        }
-        (RunKind::Tracked, Trigger::Schedule) => Ok((
-            None,
-            state
-                .store
-                .drift_check(&run.id)
-                .await?
-                .filter(|c| c.reconcile_run.as_deref() == Some(&run.id))
-                .map(|c| c.run),
-        )),
-        _ => Ok((None, None)),
-    }
 }
 
 /// `bosun_drift_check_age_seconds{org,stack}`: per drift-checked stack that the

@@ -24,13 +24,13 @@ use bosun_store::{
 };
 use chrono::Utc;
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{read_body, ApiJson, ApiPath, ApiQuery};
+pub use crate::fencing::{FencingQuery, NextSeq};
 use crate::route::{BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
 use crate::tokens::{mint_run_token, new_token, TokenOwner};
@@ -368,18 +368,6 @@ pub async fn heartbeat(
     pool_run(&state, &caller, &id).await?;
     let cancel = state.store.heartbeat(&id, body.fencing).await?;
     Ok(Json(HeartbeatReply { cancel }))
-}
-
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct FencingQuery {
-    pub fencing: i64,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct NextSeq {
-    pub next_seq: i64,
 }
 
 /// Where a runner continues the run's log.

@@ -2,22 +2,20 @@
 //! cancel, retry, and logs (a page, or live over SSE).
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::Json;
 use bosun_api::{LogChunk, Page, Run, RunCreate};
 use bosun_core::authz::Access;
 use bosun_core::Role;
-use serde::Deserialize;
-use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::logs::{log_stream, LogsQuery, RunProgress};
 use crate::paging::PageQuery;
 use crate::route::{Endpoint, Route};
 use crate::service::runs as service;
@@ -167,16 +165,6 @@ pub async fn retry(
     Ok((StatusCode::CREATED, Json(run)))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct LogsQuery {
-    /// Chunks after this seq.
-    pub after: Option<i64>,
-    /// At most this many chunks (1–1000, default 1000).
-    pub limit: Option<u32>,
-}
-
 /// A page of the run's log, in order.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/runs/{run}/logs", tag = "runs",
     params(("org" = String, Path), ("run" = String, Path), LogsQuery),
@@ -187,16 +175,6 @@ pub async fn logs(
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Json<Vec<LogChunk>>, ApiError> {
     Ok(Json(service::logs(&state, &org, &id, &q).await?))
-}
-
-/// A page of log chunks (stack or plan run) as the API answers it.
-pub fn log_page(chunks: Vec<(i64, String)>) -> Json<Vec<LogChunk>> {
-    Json(
-        chunks
-            .into_iter()
-            .map(|(seq, text)| LogChunk { seq, text })
-            .collect(),
-    )
 }
 
 /// The run's log as server-sent events (`chunk` events carrying a LogChunk, then an
@@ -230,93 +208,4 @@ pub async fn logs_stream(
             async move { state.store.read_logs(&id, after, 1000).await }
         },
     ))
-}
-
-/// Where a run whose log is streamed stands.
-pub(crate) enum RunProgress {
-    /// Deleted: the stream stops.
-    Gone,
-    Going,
-    /// Ended for good (its last log lines are in): its final state.
-    Ended(&'static str),
-}
-
-/// A run's log as server-sent events, for stack runs and plan runs alike: `chunk` events
-/// carrying a LogChunk (after `after`), then an `end` event with the run's final state
-/// once `progress` says it ended and every chunk was sent. `read` gives the chunks after
-/// a seq. Looks again when the store signals `Run(run)` (new chunks or a state change,
-/// written through any replica), and at least every 2 s; stops when the client goes, the
-/// run is gone, a store call fails, or the server shuts down.
-pub(crate) fn log_stream<P, PF, R, RF>(
-    state: AppState,
-    run: String,
-    mut after: Option<i64>,
-    progress: P,
-    read: R,
-) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>
-where
-    P: Fn(AppState) -> PF + Send + 'static,
-    PF: std::future::Future<Output = Result<RunProgress, bosun_store::StoreError>> + Send,
-    R: Fn(AppState, Option<i64>) -> RF + Send + 'static,
-    RF: std::future::Future<Output = Result<Vec<(i64, String)>, bosun_store::StoreError>> + Send,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
-    tokio::spawn(async move {
-        let mut stopping = state.stopping.subscribe();
-        // Subscribed before the first look, so nothing written after it is missed.
-        let mut signals = state.store.subscribe();
-        loop {
-            let ended = match progress(state.clone()).await {
-                Ok(RunProgress::Going) => None,
-                Ok(RunProgress::Ended(s)) => Some(s),
-                Ok(RunProgress::Gone) | Err(_) => return,
-            };
-            let Ok(chunks) = read(state.clone(), after).await else {
-                return;
-            };
-            let drained = chunks.is_empty();
-            for (seq, text) in chunks {
-                after = Some(seq);
-                let data = json!({"seq": seq, "text": text}).to_string();
-                if tx
-                    .send(SseEvent::default().event("chunk").data(data))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            if let (Some(s), true) = (ended, drained) {
-                let _ = tx
-                    .send(
-                        SseEvent::default()
-                            .event("end")
-                            .data(json!({"state": s}).to_string()),
-                    )
-                    .await;
-                return;
-            }
-            if !drained {
-                // A page was sent: there may be more at once.
-                continue;
-            }
-            let heard = async {
-                while !bosun_store::signal::next(&mut signals)
-                    .await
-                    .concerns_run(&run)
-                {}
-            };
-            tokio::select! {
-                _ = heard => {}
-                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                _ = crate::duties::stopped(&mut stopping) => return,
-            }
-        }
-    });
-    let stream =
-        futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
-        );
-    Sse::new(stream).keep_alive(KeepAlive::default())
 }

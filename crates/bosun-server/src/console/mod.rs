@@ -195,8 +195,8 @@ pub struct StreamQuery {
 }
 
 impl StreamQuery {
-    pub fn into_api(self) -> crate::extract::ApiQuery<crate::runs::LogsQuery> {
-        crate::extract::ApiQuery(crate::runs::LogsQuery {
+    pub fn into_api(self) -> crate::extract::ApiQuery<crate::logs::LogsQuery> {
+        crate::extract::ApiQuery(crate::logs::LogsQuery {
             after: self.after,
             limit: None,
         })

@@ -597,7 +597,7 @@ async fn run_page(
         crate::plans::runs::SHOW,
     )?;
     let view = plan_runs::show(&state, &org, &id).await?;
-    let whole = crate::runs::LogsQuery {
+    let whole = crate::logs::LogsQuery {
         after: None,
         limit: Some(1000),
     };

@@ -256,7 +256,7 @@ async fn show(
         }
     }
 
-    let first = crate::runs::LogsQuery {
+    let first = crate::logs::LogsQuery {
         after: None,
         limit: Some(LOG_PAGE),
     };
@@ -409,7 +409,7 @@ async fn log_text(
     let mut text = String::new();
     let mut after = None;
     loop {
-        let q = crate::runs::LogsQuery {
+        let q = crate::logs::LogsQuery {
             after,
             limit: Some(LOG_PAGE),
         };

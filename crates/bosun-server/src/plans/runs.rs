@@ -17,16 +17,16 @@ use bosun_api::{
 use bosun_core::authz::{Access, PrincipalKind};
 use bosun_core::plan_run::PlanRunEvent;
 use bosun_core::Role;
-use bosun_store::{HostRecord, PlanHostResultRecord, PlanRunEventInput, PlanRunRecord, StoreError};
+use bosun_store::{PlanHostResultRecord, PlanRunEventInput, PlanRunRecord, StoreError};
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::fencing::{FencingQuery, NextSeq};
+use crate::logs::{log_stream, LogsQuery, RunProgress};
 use crate::paging::PageQuery;
 use crate::route::{Endpoint, Route};
-use crate::runners::{FencingQuery, NextSeq};
-use crate::runs::{log_stream, LogsQuery, RunProgress};
 use crate::secrets::mask::LogKind;
 use crate::service::plan_runs as service;
 use bosun_api::Page;
@@ -203,7 +203,7 @@ pub async fn build_lease(
 ) -> Result<Option<PlanRunLease>, ApiError> {
     let hosts = state.store.list_hosts(&run.org).await?;
     let environments = state.store.list_environments(&run.org).await?;
-    let targets = targets(run, &hosts);
+    let targets = service::targets(run, &hosts);
     let secrets = match super::secrets::for_lease(state, run, &targets, &environments).await? {
         Ok(s) => s,
         Err(reason) => {
@@ -228,15 +228,6 @@ pub async fn build_lease(
         mask: secrets.mask,
         secrets: secrets.secrets,
     }))
-}
-
-/// The run's target hosts among `hosts`, in the run's order (a host deleted since is
-/// left out).
-pub(super) fn targets<'a>(run: &PlanRunRecord, hosts: &'a [HostRecord]) -> Vec<&'a HostRecord> {
-    run.hosts
-        .iter()
-        .filter_map(|name| hosts.iter().find(|h| &h.name == name))
-        .collect()
 }
 
 /// A plan run the caller's pool may act on.

@@ -32,7 +32,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 use crate::route::Route;
-use crate::schedules::{Armed, Cron, Due, Fire};
+use crate::schedules::rule::{Armed, Cron, Due, Fire};
 
 /// Who requests scheduled runs.
 pub const REQUESTER: &str = "schedule";

@@ -93,7 +93,7 @@ pub async fn lease_mask_again(
 ) -> Result<Vec<String>, ApiError> {
     let hosts = state.store.list_hosts(&run.org).await?;
     let environments = state.store.list_environments(&run.org).await?;
-    let targets = super::runs::targets(run, &hosts);
+    let targets = crate::service::plan_runs::targets(run, &hosts);
     let mut mask = Vec::new();
     for reference in references(run, &targets, &environments) {
         if let Ok(value) = crate::secrets::resolve(state, &run.org, &reference).await {

@@ -3,6 +3,7 @@
 //! the background duties alike, which only adapt their inputs and outputs.
 
 pub mod approvals;
+pub mod drift;
 pub mod plan_runs;
 pub mod runs;
 pub mod stacks;

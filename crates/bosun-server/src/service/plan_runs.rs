@@ -21,8 +21,8 @@ use serde_json::{json, Value};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::logs::LogsQuery;
 use crate::paging::{page, PageQuery};
-use crate::runs::LogsQuery;
 
 /// A new plan-run id: time-ordered like stack runs, `prun-` so the two never collide.
 pub fn new_plan_run_id() -> String {
@@ -343,7 +343,9 @@ pub async fn logs(
 ) -> Result<Vec<LogChunk>, ApiError> {
     load(state, org, id).await?;
     let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
-    Ok(crate::runs::log_page(state.store.read_plan_run_logs(id, q.after, limit).await?).0)
+    Ok(crate::logs::log_page(
+        state.store.read_plan_run_logs(id, q.after, limit).await?,
+    ))
 }
 
 /// The stale sweep's pass over plan runs: a leased run with no heartbeat since
@@ -394,4 +396,13 @@ pub async fn settle_silent(
         Err(StoreError::Fenced { .. }) | Err(StoreError::InvalidPlanTransition(_)) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// The run's target hosts among `hosts`, in the run's order (a host deleted since is
+/// left out).
+pub(crate) fn targets<'a>(run: &PlanRunRecord, hosts: &'a [HostRecord]) -> Vec<&'a HostRecord> {
+    run.hosts
+        .iter()
+        .filter_map(|name| hosts.iter().find(|h| &h.name == name))
+        .collect()
 }

@@ -16,8 +16,8 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::logs::LogsQuery;
 use crate::paging::{page, PageQuery};
-use crate::runs::LogsQuery;
 
 /// A new run id: time-ordered, so ids sort by creation.
 pub fn new_run_id() -> String {
@@ -58,7 +58,7 @@ pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRec
 }
 
 pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
-    let (drift, reconciles) = crate::drift::run_fields(state, &r).await?;
+    let (drift, reconciles) = crate::service::drift::run_fields(state, &r).await?;
     let phases = state
         .store
         .run_phases(&r.id)
@@ -301,5 +301,7 @@ pub async fn logs(
 ) -> Result<Vec<LogChunk>, ApiError> {
     load(state, org, id).await?;
     let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
-    Ok(crate::runs::log_page(state.store.read_logs(id, q.after, limit).await?).0)
+    Ok(crate::logs::log_page(
+        state.store.read_logs(id, q.after, limit).await?,
+    ))
 }
