@@ -28,7 +28,7 @@ use chrono::{DateTime, Utc};
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::runners::{dark_after, runner_status, RUNNER_STATUSES};
+use crate::service::runners::{dark_after, runner_status, RUNNER_STATUSES};
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

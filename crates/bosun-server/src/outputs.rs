@@ -1,22 +1,12 @@
-//! A stack's outputs: those of its current state version (or any version), compared with
-//! the version before it by `bosun_core::outputs`.
-//!
-//! Outputs are read from the versions the state backend stored; nothing is kept beside
-//! them. Values of outputs that are sensitive — in either version of a comparison — never
-//! leave this module: the wire shows `null` and says that the output changed.
-
-use std::collections::BTreeMap;
+//! A stack's outputs over HTTP: the API's handler, an adapter over
+//! `crate::service::outputs`.
 
 use axum::extract::State;
 use axum::Json;
-use bosun_api::{
-    OutputChangeKind, OutputSensitivityChange, StackOutput, StackOutputChange, StackOutputs,
-};
+use bosun_api::StackOutputs;
 use bosun_core::authz::Access;
-use bosun_core::outputs::{compare, ChangeKind, OutputChange, SensitivityChange};
-use bosun_core::state::{Output, StateAccess, StateOp};
+use bosun_core::state::{StateAccess, StateOp};
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -55,129 +45,7 @@ pub async fn show(
     ApiPath((org, stack)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<OutputsQuery>,
 ) -> Result<Json<StackOutputs>, ApiError> {
-    if state.store.get_stack(&org, &stack).await?.is_none() {
-        return Err(ApiError::NotFound(format!(
-            "stack {stack:?} in org {org:?}"
-        )));
-    }
-    let Some((meta, body)) = state.store.state_version(&org, &stack, q.version).await? else {
-        return match q.version {
-            Some(n) => Err(ApiError::NotFound(format!(
-                "state version {n} of stack {stack:?}"
-            ))),
-            None => Ok(Json(StackOutputs {
-                version: None,
-                serial: None,
-                previous_version: None,
-                outputs: BTreeMap::new(),
-                changes: Vec::new(),
-                changed: false,
-            })),
-        };
-    };
-    let previous = state
-        .store
-        .list_state_versions(&org, &stack, Some(meta.version), 1)
-        .await?
-        .into_iter()
-        .next();
-    let empty = BTreeMap::new();
-    let before = previous.as_ref().map_or(&empty, |p| &p.outputs);
-    let changes = compare(before, &meta.outputs);
-    let types = declared_types(&body);
-    Ok(Json(StackOutputs {
-        version: Some(meta.version),
-        serial: Some(meta.serial),
-        previous_version: previous.as_ref().map(|p| p.version),
-        changed: bosun_core::outputs::changed(&changes),
-        changes: changes
-            .iter()
-            .map(|c| change_wire(c, before, &meta.outputs))
-            .collect(),
-        outputs: meta
-            .outputs
-            .iter()
-            .map(|(name, o)| {
-                let output = StackOutput {
-                    output_type: types.get(name).cloned(),
-                    sensitive: o.sensitive,
-                    value: shown(o),
-                };
-                (name.clone(), output)
-            })
-            .collect(),
-    }))
-}
-
-fn shown(o: &Output) -> Value {
-    if o.sensitive {
-        Value::Null
-    } else {
-        o.value.clone()
-    }
-}
-
-/// The `type` each output declares in the state document, where it has one (Terraform
-/// and OpenTofu write it; hand-made documents may not). An unreadable document — the
-/// backend refused those on write — simply declares none.
-fn declared_types(body: &[u8]) -> BTreeMap<String, Value> {
-    let Ok(doc) = serde_json::from_slice::<Value>(body) else {
-        return BTreeMap::new();
-    };
-    doc.get("outputs")
-        .and_then(Value::as_object)
-        .map(|outs| {
-            outs.iter()
-                .filter_map(|(name, o)| {
-                    o.get("type")
-                        .filter(|t| !t.is_null())
-                        .map(|t| (name.clone(), t.clone()))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn change_wire(
-    c: &OutputChange,
-    previous: &BTreeMap<String, Output>,
-    current: &BTreeMap<String, Output>,
-) -> StackOutputChange {
-    let hidden = c.involves_sensitive();
-    let value_of = |outputs: &BTreeMap<String, Output>| {
-        (!hidden)
-            .then(|| outputs.get(&c.name).map(|o| o.value.clone()))
-            .flatten()
-    };
-    let (show_previous, show_current) = match c.kind {
-        ChangeKind::Changed => (true, true),
-        ChangeKind::Removed => (true, false),
-        ChangeKind::Added => (false, true),
-        ChangeKind::SensitivityChanged | ChangeKind::Unchanged => (false, false),
-    };
-    StackOutputChange {
-        name: c.name.clone(),
-        change: match c.kind {
-            ChangeKind::Added => OutputChangeKind::Added,
-            ChangeKind::Removed => OutputChangeKind::Removed,
-            ChangeKind::Changed => OutputChangeKind::Changed,
-            ChangeKind::SensitivityChanged => OutputChangeKind::SensitivityChanged,
-            ChangeKind::Unchanged => OutputChangeKind::Unchanged,
-        },
-        sensitivity: c.sensitivity().map(|s| match s {
-            SensitivityChange::BecameSensitive => OutputSensitivityChange::BecameSensitive,
-            SensitivityChange::NoLongerSensitive => OutputSensitivityChange::NoLongerSensitive,
-        }),
-        sensitive: hidden,
-        previous: if show_previous {
-            value_of(previous)
-        } else {
-            None
-        },
-        current: if show_current {
-            value_of(current)
-        } else {
-            None
-        },
-    }
+    Ok(Json(
+        crate::service::outputs::show(&state, &org, &stack, q.version).await?,
+    ))
 }

@@ -10,7 +10,6 @@ use axum::Router;
 use super::audit::When;
 use super::{render, Layout, PageError, Session};
 use crate::app::AppState;
-use crate::extract::ApiPath;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/runners", get(list))
@@ -56,9 +55,7 @@ async fn list(
     Path(org): Path<String>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "runners", "Runners", crate::runners::LIST)?;
-    let runners = crate::runners::list(State(state.clone()), ApiPath(org.clone()))
-        .await?
-        .0;
+    let runners = crate::service::runners::list(&state, &org).await?;
     // One read each for the runs held now, not one per runner.
     let held = state.store.executing_runs().await?;
     let plan_runs = state

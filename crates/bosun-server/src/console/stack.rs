@@ -13,7 +13,7 @@ use super::session::redirect_with_flash;
 use super::stacks::DriftBadge;
 use super::{age, render, urlencode, Layout, PageError, Session};
 use crate::app::AppState;
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::ApiPath;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -144,7 +144,7 @@ async fn show(
     Query(q): Query<StackQuery>,
 ) -> Result<Response, PageError> {
     let mut layout = Layout::new(session, &org, "stacks", &stack, crate::stacks::SHOW)?;
-    let key = || ApiPath((org.clone(), stack.clone()));
+    let _key = || ApiPath((org.clone(), stack.clone()));
     let s = crate::service::stacks::show(&state, &org, &stack).await?;
     layout.title = s.name.clone();
 
@@ -262,16 +262,11 @@ async fn show(
     let (triggers, triggers_next) = match layout.require(crate::vcs::LIST_TRIGGERS) {
         Err(e) => (Err(super::refusal(e)), None),
         Ok(()) => {
-            let page = crate::vcs::list_triggers(
-                State(state.clone()),
-                key(),
-                ApiQuery(crate::paging::PageQuery {
-                    cursor: q.triggers_after.map(|c| c.to_string()),
-                    limit: Some(PAGE),
-                }),
-            )
-            .await?
-            .0;
+            let query = crate::paging::PageQuery {
+                cursor: q.triggers_after.map(|c| c.to_string()),
+                limit: Some(PAGE),
+            };
+            let page = crate::service::triggers::list(&state, &org, &stack, &query).await?;
             let rows = page
                 .items
                 .into_iter()
@@ -301,13 +296,7 @@ async fn show(
     let (outputs, outputs_version) = match layout.require(crate::outputs::SHOW) {
         Err(e) => (Err(super::refusal(e)), None),
         Ok(()) => {
-            let o = crate::outputs::show(
-                State(state.clone()),
-                key(),
-                ApiQuery(crate::outputs::OutputsQuery { version: None }),
-            )
-            .await?
-            .0;
+            let o = crate::service::outputs::show(&state, &org, &stack, None).await?;
             let changes: BTreeMap<String, String> = o
                 .changes
                 .iter()

@@ -4,7 +4,10 @@
 
 pub mod approvals;
 pub mod drift;
+pub mod outputs;
 pub mod plan_runs;
+pub mod runners;
 pub mod runs;
 pub mod stacks;
 pub mod state;
+pub mod triggers;

@@ -31,7 +31,7 @@ use bosun_store::{
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::paging::{next_cursor, PageQuery};
+use crate::paging::PageQuery;
 use crate::route::{Endpoint, Route};
 
 pub use shared::{Counters, Vcs};
@@ -200,35 +200,7 @@ pub async fn list_triggers(
     ApiPath((org, stack)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<Page<TriggerEntry>>, ApiError> {
-    if state.store.get_stack(&org, &stack).await?.is_none() {
-        return Err(ApiError::NotFound(format!(
-            "stack {stack:?} in org {org:?}"
-        )));
-    }
-    let limit = q.limit()?;
-    let rows = state
-        .store
-        .list_triggers(&org, &stack, q.seq()?, limit)
-        .await?;
-    let next_cursor = next_cursor(&rows, limit, |r| r.delivery.id.to_string());
-    let items = rows
-        .into_iter()
-        .map(|r| TriggerEntry {
-            delivery: r.delivery.guid,
-            source: r.delivery.source.as_str().to_string(),
-            event: r.delivery.event,
-            action: r.delivery.action,
-            git_ref: r.delivery.git_ref,
-            before: r.delivery.before,
-            after: r.delivery.after,
-            pull_request: r.delivery.pull_request,
-            summary: r.delivery.summary,
-            duplicate: r.delivery.duplicate_of.is_some(),
-            received_at: r.delivery.received_at,
-            triggered: r.run_id.is_some(),
-            run: r.run_id,
-            reason: r.reason,
-        })
-        .collect();
-    Ok(Json(Page { items, next_cursor }))
+    Ok(Json(
+        crate::service::triggers::list(&state, &org, &stack, &q).await?,
+    ))
 }

@@ -1,0 +1,60 @@
+//! Runners as an org sees them: each with its status (online, busy, dark, drained) —
+//! the work behind the API's list and the console's runners page, and the status rule
+//! `/metrics` counts by.
+
+use bosun_store::RunnerRecord;
+use chrono::Utc;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// Every status [`runner_status`] gives.
+pub(crate) const RUNNER_STATUSES: [&str; 4] = ["online", "busy", "dark", "drained"];
+
+/// How long a runner may be silent before it counts as dark: the stale sweep's limit.
+pub(crate) fn dark_after(state: &AppState) -> chrono::Duration {
+    chrono::Duration::from_std(state.config.runs.stale_after)
+        .unwrap_or(chrono::Duration::seconds(60))
+}
+
+/// A runner's status as the runner list shows it (and `/metrics` counts it): drained,
+/// dark (silent past `dark_after`), busy (`is_busy`: it holds a lease on a run), or
+/// online.
+pub(crate) fn runner_status(
+    r: &RunnerRecord,
+    now: chrono::DateTime<Utc>,
+    dark_after: chrono::Duration,
+    is_busy: impl Fn(&str) -> bool,
+) -> &'static str {
+    if r.drained {
+        "drained"
+    } else if now - r.last_seen > dark_after {
+        "dark"
+    } else if is_busy(&r.id) {
+        "busy"
+    } else {
+        "online"
+    }
+}
+
+/// The runners serving `org`, with their status.
+pub async fn list(state: &AppState, org: &str) -> Result<Vec<bosun_api::RunnerView>, ApiError> {
+    let runners = state.store.list_runners(org).await?;
+    let busy = state.store.busy_runners().await?;
+    let dark_after = dark_after(state);
+    let now = Utc::now();
+    Ok(runners
+        .into_iter()
+        .map(|r| {
+            let status = runner_status(&r, now, dark_after, |id| busy.contains(id));
+            bosun_api::RunnerView {
+                status: status.into(),
+                last_seen: r.last_seen,
+                id: r.id,
+                pool: r.pool,
+                name: r.name,
+                version: r.version,
+            }
+        })
+        .collect())
+}
