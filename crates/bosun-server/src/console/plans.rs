@@ -248,19 +248,9 @@ async fn show(
         plan.clone(),
         crate::plans::resources::SHOW_PLAN,
     )?;
-    let info = crate::plans::resources::show_plan(
-        State(state.clone()),
-        ApiPath((org.clone(), plan.clone())),
-    )
-    .await?
-    .0;
-    let schedule = match crate::plans::schedule::show(
-        State(state.clone()),
-        ApiPath((org.clone(), plan.clone())),
-    )
-    .await
-    {
-        Ok(s) => Some(s.0),
+    let info = crate::service::plans::show(&state, &org, &plan).await?;
+    let schedule = match crate::service::plan_schedules::show(&state, &org, &plan).await {
+        Ok(s) => Some(s),
         Err(ApiError::NotFound(_)) => None,
         Err(e) => return Err(e.into()),
     };
@@ -371,12 +361,7 @@ async fn start(
     }
     let dry_run = form.dry_run == "true";
     let inputs = if form.fields.keys().any(|k| k.starts_with("input.")) {
-        let info = crate::plans::resources::show_plan(
-            State(state.clone()),
-            ApiPath((org.clone(), plan.clone())),
-        )
-        .await?
-        .0;
+        let info = crate::service::plans::show(&state, &org, &plan).await?;
         form_inputs(&form.fields, &info.summary.inputs)
     } else {
         BTreeMap::new()

@@ -33,6 +33,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 use crate::route::Route;
 use crate::schedules::rule::{Armed, Cron, Due, Fire};
+use crate::service::plan_schedules::{self as service, to_wire};
 
 /// Who requests scheduled runs.
 pub const REQUESTER: &str = "schedule";
@@ -47,35 +48,6 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The schedule as shown: the next run time only while the armed schedule is the one set.
-pub fn to_wire(r: PlanScheduleRecord) -> PlanScheduleView {
-    let armed = r
-        .armed
-        .filter(|a| a.cron == r.cron && a.timezone == r.timezone);
-    PlanScheduleView {
-        next_run_at: armed.as_ref().map(|a| a.next_at),
-        last_fire_at: armed.as_ref().and_then(|a| a.last_fire_at),
-        last_run: armed.as_ref().and_then(|a| a.last_fire_run.clone()),
-        last_note: armed.and_then(|a| a.last_fire_note),
-        plan: r.plan,
-        cron: r.cron,
-        timezone: r.timezone,
-        inputs: r.inputs,
-        updated_by: r.updated_by,
-        updated_at: r.updated_at,
-        from_file: r.from_file,
-    }
-}
-
-async fn load(state: &AppState, org: &str, plan: &str) -> Result<PlanScheduleRecord, ApiError> {
-    state
-        .store
-        .plan_schedules(Some(org), Some(plan))
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::NotFound(format!("a schedule of plan {plan:?}")))
-}
-
 /// A plan's schedule, its next run time and the last fire's outcome.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plans/{plan}/schedule", tag = "plans",
     params(("org" = String, Path), ("plan" = String, Path)),
@@ -84,7 +56,7 @@ pub async fn show(
     State(state): State<AppState>,
     ApiPath((org, plan)): ApiPath<(String, String)>,
 ) -> Result<Json<PlanScheduleView>, ApiError> {
-    Ok(Json(to_wire(load(&state, &org, &plan).await?)))
+    Ok(Json(service::show(&state, &org, &plan).await?))
 }
 
 /// Set (or replace) a plan's schedule (operator+). The cron and zone are checked, and

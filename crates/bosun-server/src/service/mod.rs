@@ -6,6 +6,8 @@ pub mod approvals;
 pub mod drift;
 pub mod outputs;
 pub mod plan_runs;
+pub mod plan_schedules;
+pub mod plans;
 pub mod runners;
 pub mod runs;
 pub mod stacks;

@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 
 use super::*;
+use crate::service::plans::{parse_error, parse_off_workers, PARSE_BUDGET};
 
 /// Import an inventory file (org admin) — the YAML `bosun plan exec --inventory` reads:
 /// every environment and host in it is created, or replaced when it exists, in one

@@ -67,7 +67,7 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
     ValidationError::new(field, message).into()
 }
 
