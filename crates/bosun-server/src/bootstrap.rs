@@ -11,7 +11,7 @@ use bosun_core::token::TokenKind;
 use bosun_store::{Bootstrap, Store};
 
 use crate::config::ServerConfig;
-use crate::server::StartError;
+use crate::start_error::StartError;
 use crate::tokens::{new_token, TokenOwner};
 
 pub const DEFAULT_ORG: &str = "default";

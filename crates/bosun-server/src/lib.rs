@@ -37,6 +37,7 @@ pub mod secrets;
 mod server;
 mod service;
 mod stacks;
+mod start_error;
 mod state;
 mod tenancy;
 pub mod tls;

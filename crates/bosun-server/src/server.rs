@@ -7,13 +7,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bosun_store::{PostgresStore, SqliteStore, Store, StoreError};
+use bosun_store::{PostgresStore, SqliteStore, Store};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::app::AppState;
 use crate::config::ServerConfig;
+pub use crate::start_error::StartError;
 
 /// Forwards the store's `Dispatch` signals (other replicas' runs queued, or a resync) to
 /// this replica's waiting leases, until shutdown. The delivery duty and log streams
@@ -31,40 +32,6 @@ async fn forward_signals(state: AppState) {
             _ = crate::duties::stopped(&mut stopping) => return,
         }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("cannot create data dir {path}: {source}")]
-    DataDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot open the store: {0}")]
-    Store(#[from] StoreError),
-    #[error("cannot read or write the replica id file {path}: {source}")]
-    ReplicaId {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("cannot write the admin token file {path}: {source}")]
-    AdminToken {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot use the secrets key: {0}")]
-    Secrets(#[from] crate::secrets::KeyError),
-    #[error("invalid GitHub configuration: {0}")]
-    Github(#[from] crate::vcs::github::GithubError),
-    #[error("server failed: {0}")]
-    Serve(std::io::Error),
-    #[error("{0}")]
-    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A server that is accepting connections.

@@ -12,7 +12,7 @@ use chrono::Utc;
 
 use super::stopped;
 use crate::app::AppState;
-use crate::server::StartError;
+use crate::start_error::StartError;
 
 /// Whether this replica runs `duty`'s pass now: whether it holds the duty's cluster-wide
 /// lease, as [`lease_keeper`] last found (the first call takes or looks at the lease
