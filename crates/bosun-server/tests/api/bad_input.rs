@@ -346,3 +346,40 @@ async fn bad_queries_and_routes() {
         (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
     );
 }
+
+/// Every list paged by a sequence number refuses a cursor that is not one of its own,
+/// naming `cursor`; `before`, the audit and delivery logs' old name, still pages.
+#[tokio::test]
+async fn a_sequence_cursor_that_is_not_a_number_is_refused_naming_it() {
+    let t = TestServer::start().await;
+    let r = t
+        .create_stack(json!({"id": "net", "repository": "github:acme/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    for list in [
+        "/api/v1/orgs/default/stacks/net/state/versions",
+        "/api/v1/orgs/default/stacks/net/triggers",
+        "/api/v1/orgs/default/audit",
+        "/api/v1/audit",
+    ] {
+        let r = t.get(&format!("{list}?cursor=run-1"), &t.admin).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{list}: {:?}", r.body);
+        assert_eq!(r.code(), "validation_failed", "{list}: {:?}", r.body);
+        assert_eq!(r.body["error"]["field"], "cursor", "{list}: {:?}", r.body);
+    }
+    // The old parameter name pages the audit log like `cursor`.
+    let all = t.get("/api/v1/orgs/default/audit", &t.admin).await;
+    let newest = all.body["items"][0]["seq"].as_i64().unwrap();
+    let older = t
+        .get(
+            &format!("/api/v1/orgs/default/audit?before={newest}"),
+            &t.admin,
+        )
+        .await;
+    assert_eq!(older.status, StatusCode::OK, "{:?}", older.body);
+    assert!(older.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["seq"].as_i64().unwrap() < newest));
+}
