@@ -12,31 +12,25 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, route, Endpoint, Route};
 use crate::service::approvals as service;
 
-/// `GET /orgs/{org}/approvals`
-pub const LIST: Endpoint = Endpoint::get("/orgs/{org}/approvals", Access::Org(Role::Viewer));
+/// Served by [`list`].
+pub const LIST: Endpoint = endpoint!(Access::Org(Role::Viewer), list);
 
-/// `POST /orgs/{org}/approvals/{subject}/approve`
-pub const APPROVE: Endpoint = Endpoint::post(
-    "/orgs/{org}/approvals/{subject}/approve",
-    Access::Org(Role::Operator),
-);
+/// Served by [`approve`].
+pub const APPROVE: Endpoint = endpoint!(Access::Org(Role::Operator), approve);
 
-/// `POST /orgs/{org}/approvals/{subject}/reject`
-pub const REJECT: Endpoint = Endpoint::post(
-    "/orgs/{org}/approvals/{subject}/reject",
-    Access::Org(Role::Operator),
-);
+/// Served by [`reject`].
+pub const REJECT: Endpoint = endpoint!(Access::Org(Role::Operator), reject);
 
 pub fn routes() -> Vec<Route> {
     let viewer = Access::Org(Role::Viewer);
     vec![
-        LIST.route(list),
-        Route::get("/orgs/{org}/approvals/decisions", viewer, decisions),
-        APPROVE.route(approve),
-        REJECT.route(reject),
+        LIST.route(),
+        route!(viewer, decisions),
+        APPROVE.route(),
+        REJECT.route(),
     ]
 }
 

@@ -38,16 +38,12 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
-use crate::route::Route;
+use crate::route::{route, Route};
 use crate::schedules::rule::{Armed, Cron, Due, Fire};
 use crate::service::drift::result;
 
 pub fn routes() -> Vec<Route> {
-    vec![Route::post(
-        "/orgs/{org}/stacks/{stack}/drift-checks",
-        Access::Org(Role::Operator),
-        start_check,
-    )]
+    vec![route!(Access::Org(Role::Operator), start_check)]
 }
 
 /// Start a drift check of a stack now (operator+): a drift run with trigger `manual`.

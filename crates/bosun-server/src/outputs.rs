@@ -11,18 +11,15 @@ use serde::Deserialize;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, Endpoint, Route};
 
-/// `GET /orgs/{org}/stacks/{stack}/outputs`
-pub const SHOW: Endpoint = Endpoint::get(
-    "/orgs/{org}/stacks/{stack}/outputs",
-    Access::State(StateAccess::Op(StateOp::Read)),
-);
+/// Served by [`show`].
+pub const SHOW: Endpoint = endpoint!(Access::State(StateAccess::Op(StateOp::Read)), show);
 
 pub fn routes() -> Vec<Route> {
     // Whoever may read the state may read what it outputs: viewers and up, and run
     // tokens of the stack or of a stack granted to read it.
-    vec![SHOW.route(show)]
+    vec![SHOW.route()]
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -31,31 +31,26 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{read_body, ApiJson, ApiPath, ApiQuery};
 pub use crate::fencing::{FencingQuery, NextSeq};
-use crate::route::{BodyLimitKind, Endpoint, Route};
+use crate::route::{endpoint, route, BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
 use crate::tokens::{mint_run_token, new_token, TokenOwner};
 
-/// `GET /orgs/{org}/runners`
-pub const LIST: Endpoint = Endpoint::get("/orgs/{org}/runners", Access::Org(Role::Viewer));
+/// Served by [`list`].
+pub const LIST: Endpoint = endpoint!(Access::Org(Role::Viewer), list);
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::post("/runner/register", Access::Runner, register),
-        Route::post("/runner/lease", Access::Runner, lease),
-        Route::post("/runner/runs/{run}/heartbeat", Access::Runner, heartbeat),
-        Route::get("/runner/runs/{run}/logs/next", Access::Runner, next_log_seq),
-        Route::post("/runner/runs/{run}/logs", Access::Runner, append_logs),
-        Route::put("/runner/runs/{run}/plan", Access::Runner, put_plan)
-            .with_body_limit(BodyLimitKind::State),
-        Route::get("/runner/runs/{run}/plan", Access::Runner, get_plan),
-        Route::post("/runner/runs/{run}/report", Access::Runner, report),
-        Route::post("/runner/runs/{run}/abandon", Access::Runner, abandon),
-        LIST.route(list),
-        Route::post(
-            "/orgs/{org}/runners/{runner}/drain",
-            Access::Org(Role::Admin),
-            drain,
-        ),
+        route!(Access::Runner, register),
+        route!(Access::Runner, lease),
+        route!(Access::Runner, heartbeat),
+        route!(Access::Runner, next_log_seq),
+        route!(Access::Runner, append_logs),
+        route!(Access::Runner, put_plan).with_body_limit(BodyLimitKind::State),
+        route!(Access::Runner, get_plan),
+        route!(Access::Runner, report),
+        route!(Access::Runner, abandon),
+        LIST.route(),
+        route!(Access::Org(Role::Admin), drain),
     ]
 }
 

@@ -17,62 +17,44 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::logs::{log_stream, LogsQuery, RunProgress};
 use crate::paging::PageQuery;
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, route, Endpoint, Route};
 use crate::service::runs as service;
 
-/// `POST /orgs/{org}/stacks/{stack}/runs`
-pub const TRIGGER: Endpoint = Endpoint::post(
-    "/orgs/{org}/stacks/{stack}/runs",
-    Access::Org(Role::Operator),
-);
+/// Served by [`trigger`].
+pub const TRIGGER: Endpoint = endpoint!(Access::Org(Role::Operator), trigger);
 
-/// `GET /orgs/{org}/runs/{run}`
-pub const SHOW: Endpoint = Endpoint::get("/orgs/{org}/runs/{run}", Access::Org(Role::Viewer));
+/// Served by [`show`].
+pub const SHOW: Endpoint = endpoint!(Access::Org(Role::Viewer), show);
 
-/// `POST /orgs/{org}/runs/{run}/confirm`
-pub const CONFIRM: Endpoint = Endpoint::post(
-    "/orgs/{org}/runs/{run}/confirm",
-    Access::Org(Role::Operator),
-);
+/// Served by [`confirm`].
+pub const CONFIRM: Endpoint = endpoint!(Access::Org(Role::Operator), confirm);
 
-/// `POST /orgs/{org}/runs/{run}/discard`
-pub const DISCARD: Endpoint = Endpoint::post(
-    "/orgs/{org}/runs/{run}/discard",
-    Access::Org(Role::Operator),
-);
+/// Served by [`discard`].
+pub const DISCARD: Endpoint = endpoint!(Access::Org(Role::Operator), discard);
 
-/// `POST /orgs/{org}/runs/{run}/cancel`
-pub const CANCEL: Endpoint =
-    Endpoint::post("/orgs/{org}/runs/{run}/cancel", Access::Org(Role::Operator));
+/// Served by [`cancel`].
+pub const CANCEL: Endpoint = endpoint!(Access::Org(Role::Operator), cancel);
 
-/// `POST /orgs/{org}/runs/{run}/retry`
-pub const RETRY: Endpoint =
-    Endpoint::post("/orgs/{org}/runs/{run}/retry", Access::Org(Role::Operator));
+/// Served by [`retry`].
+pub const RETRY: Endpoint = endpoint!(Access::Org(Role::Operator), retry);
 
-/// `GET /orgs/{org}/runs/{run}/logs`
-pub const LOGS: Endpoint = Endpoint::get("/orgs/{org}/runs/{run}/logs", Access::Org(Role::Viewer));
+/// Served by [`logs`].
+pub const LOGS: Endpoint = endpoint!(Access::Org(Role::Viewer), logs);
 
-/// `GET /orgs/{org}/runs/{run}/logs/stream`
-pub const LOGS_STREAM: Endpoint = Endpoint::get(
-    "/orgs/{org}/runs/{run}/logs/stream",
-    Access::Org(Role::Viewer),
-);
+/// Served by [`logs_stream`].
+pub const LOGS_STREAM: Endpoint = endpoint!(Access::Org(Role::Viewer), logs_stream);
 
 pub fn routes() -> Vec<Route> {
     vec![
-        TRIGGER.route(trigger),
-        Route::get(
-            "/orgs/{org}/stacks/{stack}/runs",
-            Access::Org(Role::Viewer),
-            list,
-        ),
-        SHOW.route(show),
-        CONFIRM.route(confirm),
-        DISCARD.route(discard),
-        CANCEL.route(cancel),
-        RETRY.route(retry),
-        LOGS.route(logs),
-        LOGS_STREAM.route(logs_stream),
+        TRIGGER.route(),
+        route!(Access::Org(Role::Viewer), list),
+        SHOW.route(),
+        CONFIRM.route(),
+        DISCARD.route(),
+        CANCEL.route(),
+        RETRY.route(),
+        LOGS.route(),
+        LOGS_STREAM.route(),
     ]
 }
 

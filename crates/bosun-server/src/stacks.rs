@@ -16,30 +16,22 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::paging::PageQuery;
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, route, Endpoint, Route};
 use crate::service::stacks::{self as service, load, to_wire_with_connection};
 
-/// `GET /orgs/{org}/stacks`
-pub const LIST: Endpoint = Endpoint::get("/orgs/{org}/stacks", Access::Org(Role::Viewer));
+/// Served by [`list`].
+pub const LIST: Endpoint = endpoint!(Access::Org(Role::Viewer), list);
 
-/// `GET /orgs/{org}/stacks/{stack}`
-pub const SHOW: Endpoint = Endpoint::get("/orgs/{org}/stacks/{stack}", Access::Org(Role::Viewer));
+/// Served by [`show`].
+pub const SHOW: Endpoint = endpoint!(Access::Org(Role::Viewer), show);
 
 pub fn routes() -> Vec<Route> {
     vec![
-        LIST.route(list),
-        Route::post("/orgs/{org}/stacks", Access::Org(Role::Admin), create),
-        SHOW.route(show),
-        Route::patch(
-            "/orgs/{org}/stacks/{stack}",
-            Access::Org(Role::Admin),
-            update,
-        ),
-        Route::delete(
-            "/orgs/{org}/stacks/{stack}",
-            Access::Org(Role::Admin),
-            delete,
-        ),
+        LIST.route(),
+        route!(Access::Org(Role::Admin), create),
+        SHOW.route(),
+        route!(Access::Org(Role::Admin), update),
+        route!(Access::Org(Role::Admin), delete),
     ]
 }
 

@@ -32,26 +32,21 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, read_body, ApiJson, ApiPath, ApiQuery};
 use crate::paging::PageQuery;
-use crate::route::{BodyLimitKind, Endpoint, Route};
+use crate::route::{documents, endpoint, route, BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
 use crate::service::state::{self as service, require_stack, version_wire};
 
-/// `GET /orgs/{org}/stacks/{stack}/state/versions`
-pub const LIST_VERSIONS: Endpoint = Endpoint::get(
-    "/orgs/{org}/stacks/{stack}/state/versions",
-    Access::State(StateAccess::Op(StateOp::Read)),
-);
+/// Served by [`list_versions`].
+pub const LIST_VERSIONS: Endpoint =
+    endpoint!(Access::State(StateAccess::Op(StateOp::Read)), list_versions);
 
-/// `GET /orgs/{org}/stacks/{stack}/state/lock`
-pub const SHOW_LOCK: Endpoint = Endpoint::get(
-    "/orgs/{org}/stacks/{stack}/state/lock",
-    Access::State(StateAccess::Op(StateOp::Read)),
-);
+/// Served by [`show_lock`].
+pub const SHOW_LOCK: Endpoint = endpoint!(Access::State(StateAccess::Op(StateOp::Read)), show_lock);
 
-/// `POST /orgs/{org}/stacks/{stack}/state/force-unlock`
-pub const FORCE_UNLOCK: Endpoint = Endpoint::post(
-    "/orgs/{org}/stacks/{stack}/state/force-unlock",
+/// Served by [`force_unlock`].
+pub const FORCE_UNLOCK: Endpoint = endpoint!(
     Access::State(StateAccess::Op(StateOp::ForceUnlock)),
+    force_unlock
 );
 
 pub fn routes() -> Vec<Route> {
@@ -59,25 +54,17 @@ pub fn routes() -> Vec<Route> {
     vec![
         Route::any_of(
             &["GET", "POST", "LOCK", "UNLOCK"],
-            "/orgs/{org}/stacks/{stack}/state",
             Access::State(StateAccess::ByMethod),
+            documents!(backend),
             backend,
         )
+        .also_documents(documents!(backend_write))
         .with_body_limit(BodyLimitKind::State),
-        LIST_VERSIONS.route(list_versions),
-        Route::get(
-            "/orgs/{org}/stacks/{stack}/state/versions/{version}",
-            read,
-            show_version,
-        ),
-        SHOW_LOCK.route(show_lock),
-        FORCE_UNLOCK.route(force_unlock),
-        Route::put(
-            "/runner/runs/{run}/recovered-state",
-            Access::Runner,
-            put_recovered,
-        )
-        .with_body_limit(BodyLimitKind::State),
+        LIST_VERSIONS.route(),
+        route!(read, show_version),
+        SHOW_LOCK.route(),
+        FORCE_UNLOCK.route(),
+        route!(Access::Runner, put_recovered).with_body_limit(BodyLimitKind::State),
     ]
 }
 

@@ -17,35 +17,23 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, route, Endpoint, Route};
 
-/// `GET /orgs/{org}/audit`
-pub const LIST_AUDIT: Endpoint = Endpoint::get("/orgs/{org}/audit", Access::Org(Role::Admin));
+/// Served by [`list_audit`].
+pub const LIST_AUDIT: Endpoint = endpoint!(Access::Org(Role::Admin), list_audit);
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/whoami", Access::User, whoami),
-        Route::get("/orgs", Access::User, list_orgs),
-        Route::post("/orgs", Access::ServerAdmin, create_org),
-        Route::get("/orgs/{org}", Access::Org(Role::Viewer), get_org),
-        Route::post("/users", Access::ServerAdmin, create_user),
-        Route::get(
-            "/orgs/{org}/members",
-            Access::Org(Role::Viewer),
-            list_members,
-        ),
-        Route::put(
-            "/orgs/{org}/members/{user}",
-            Access::Org(Role::Admin),
-            put_member,
-        ),
-        Route::delete(
-            "/orgs/{org}/members/{user}",
-            Access::Org(Role::Admin),
-            delete_member,
-        ),
-        LIST_AUDIT.route(list_audit),
-        Route::get("/audit", Access::ServerAdmin, list_server_audit),
+        route!(Access::User, whoami),
+        route!(Access::User, list_orgs),
+        route!(Access::ServerAdmin, create_org),
+        route!(Access::Org(Role::Viewer), get_org),
+        route!(Access::ServerAdmin, create_user),
+        route!(Access::Org(Role::Viewer), list_members),
+        route!(Access::Org(Role::Admin), put_member),
+        route!(Access::Org(Role::Admin), delete_member),
+        LIST_AUDIT.route(),
+        route!(Access::ServerAdmin, list_server_audit),
     ]
 }
 

@@ -18,28 +18,16 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::route::Route;
+use crate::route::{route, Route};
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::post("/tokens", Access::User, create_personal),
-        Route::get("/tokens", Access::User, list_personal),
-        Route::delete("/tokens/{token}", Access::User, revoke_personal),
-        Route::post(
-            "/orgs/{org}/pool-tokens",
-            Access::Org(Role::Admin),
-            create_pool,
-        ),
-        Route::get(
-            "/orgs/{org}/pool-tokens",
-            Access::Org(Role::Admin),
-            list_pool,
-        ),
-        Route::delete(
-            "/orgs/{org}/pool-tokens/{token}",
-            Access::Org(Role::Admin),
-            revoke_pool,
-        ),
+        route!(Access::User, create_personal),
+        route!(Access::User, list_personal),
+        route!(Access::User, revoke_personal),
+        route!(Access::Org(Role::Admin), create_pool),
+        route!(Access::Org(Role::Admin), list_pool),
+        route!(Access::Org(Role::Admin), revoke_pool),
     ]
 }
 

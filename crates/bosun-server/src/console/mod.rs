@@ -96,7 +96,7 @@ impl Layout {
         // State routes are decided per operation (as the API's guard does); for people,
         // whose sessions these are, the stack does not change the answer.
         if let Access::State(sel) = endpoint.access {
-            if let Some(op) = sel.op(endpoint.method.method().as_str()) {
+            if let Some(op) = sel.op(endpoint.method().as_str()) {
                 bosun_core::state::authorize_state(&self.principal, op, &self.org, "")
                     .map_err(refused)?;
             }

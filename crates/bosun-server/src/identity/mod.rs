@@ -30,7 +30,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiQuery;
-use crate::route::Route;
+use crate::route::{route, Route};
 
 /// Where executing phases ask for identity tokens (outside `/api/v1`: its bearer is a
 /// request token, not an API token).
@@ -39,7 +39,7 @@ pub const TOKEN_PATH: &str = "/oidc/token";
 const PUBLISH_SLACK: Duration = Duration::from_secs(300);
 
 pub fn routes() -> Vec<Route> {
-    vec![Route::post("/oidc/rotate", Access::ServerAdmin, rotate)]
+    vec![route!(Access::ServerAdmin, rotate)]
 }
 
 #[derive(Serialize)]

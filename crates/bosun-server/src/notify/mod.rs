@@ -15,7 +15,7 @@ pub mod deliver;
 use bosun_core::authz::Access;
 use bosun_core::Role;
 
-use crate::route::Route;
+use crate::route::{route, Route};
 
 pub use counters::Counters;
 
@@ -24,40 +24,12 @@ pub const KINDS: [&str; 2] = ["webhook", "slack"];
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get(
-            "/orgs/{org}/notifications/targets",
-            Access::Org(Role::Viewer),
-            api::list,
-        ),
-        Route::post(
-            "/orgs/{org}/notifications/targets",
-            Access::Org(Role::Admin),
-            api::create,
-        ),
-        Route::get(
-            "/orgs/{org}/notifications/targets/{id}",
-            Access::Org(Role::Viewer),
-            api::show,
-        ),
-        Route::patch(
-            "/orgs/{org}/notifications/targets/{id}",
-            Access::Org(Role::Admin),
-            api::update,
-        ),
-        Route::delete(
-            "/orgs/{org}/notifications/targets/{id}",
-            Access::Org(Role::Admin),
-            api::delete,
-        ),
-        Route::get(
-            "/orgs/{org}/notifications/targets/{id}/deliveries",
-            Access::Org(Role::Viewer),
-            api::deliveries,
-        ),
-        Route::post(
-            "/orgs/{org}/notifications/targets/{id}/test",
-            Access::Org(Role::Admin),
-            api::test,
-        ),
+        route!(Access::Org(Role::Viewer), api::list),
+        route!(Access::Org(Role::Admin), api::create),
+        route!(Access::Org(Role::Viewer), api::show),
+        route!(Access::Org(Role::Admin), api::update),
+        route!(Access::Org(Role::Admin), api::delete),
+        route!(Access::Org(Role::Viewer), api::deliveries),
+        route!(Access::Org(Role::Admin), api::test),
     ]
 }

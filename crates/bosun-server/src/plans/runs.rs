@@ -26,7 +26,7 @@ use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::fencing::{FencingQuery, NextSeq};
 use crate::logs::{log_stream, LogsQuery, RunProgress};
 use crate::paging::PageQuery;
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, route, Endpoint, Route};
 use crate::secrets::mask::LogKind;
 use crate::service::plan_runs as service;
 use bosun_api::Page;
@@ -37,55 +37,32 @@ const FORKS: u32 = 20;
 /// fill the database).
 const MAX_OUTPUT: usize = 64 * 1024;
 
-/// `POST /orgs/{org}/plans/{plan}/runs`
-pub const CREATE: Endpoint =
-    Endpoint::post("/orgs/{org}/plans/{plan}/runs", Access::Org(Role::Operator));
+/// Served by [`create`].
+pub const CREATE: Endpoint = endpoint!(Access::Org(Role::Operator), create);
 
-/// `GET /orgs/{org}/plan-runs/{run}`
-pub const SHOW: Endpoint = Endpoint::get("/orgs/{org}/plan-runs/{run}", Access::Org(Role::Viewer));
+/// Served by [`show`].
+pub const SHOW: Endpoint = endpoint!(Access::Org(Role::Viewer), show);
 
-/// `POST /orgs/{org}/plan-runs/{run}/abort`
-pub const ABORT: Endpoint = Endpoint::post(
-    "/orgs/{org}/plan-runs/{run}/abort",
-    Access::Org(Role::Operator),
-);
+/// Served by [`abort`].
+pub const ABORT: Endpoint = endpoint!(Access::Org(Role::Operator), abort);
 
-/// `GET /orgs/{org}/plan-runs/{run}/logs/stream`
-pub const LOGS_STREAM: Endpoint = Endpoint::get(
-    "/orgs/{org}/plan-runs/{run}/logs/stream",
-    Access::Org(Role::Viewer),
-);
+/// Served by [`logs_stream`].
+pub const LOGS_STREAM: Endpoint = endpoint!(Access::Org(Role::Viewer), logs_stream);
 
 pub fn routes() -> Vec<Route> {
     let viewer = Access::Org(Role::Viewer);
     vec![
-        CREATE.route(create),
-        Route::get("/orgs/{org}/plans/{plan}/runs", viewer, list),
-        SHOW.route(show),
-        ABORT.route(abort),
-        Route::get("/orgs/{org}/plan-runs/{run}/logs", viewer, logs),
-        LOGS_STREAM.route(logs_stream),
-        Route::post(
-            "/runner/plan-runs/{run}/heartbeat",
-            Access::Runner,
-            runner_heartbeat,
-        ),
-        Route::get(
-            "/runner/plan-runs/{run}/logs/next",
-            Access::Runner,
-            runner_next_log_seq,
-        ),
-        Route::post("/runner/plan-runs/{run}/logs", Access::Runner, runner_logs),
-        Route::post(
-            "/runner/plan-runs/{run}/results",
-            Access::Runner,
-            runner_results,
-        ),
-        Route::post(
-            "/runner/plan-runs/{run}/report",
-            Access::Runner,
-            runner_report,
-        ),
+        CREATE.route(),
+        route!(viewer, list),
+        SHOW.route(),
+        ABORT.route(),
+        route!(viewer, logs),
+        LOGS_STREAM.route(),
+        route!(Access::Runner, runner_heartbeat),
+        route!(Access::Runner, runner_next_log_seq),
+        route!(Access::Runner, runner_logs),
+        route!(Access::Runner, runner_results),
+        route!(Access::Runner, runner_report),
     ]
 }
 

@@ -31,7 +31,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::route::Route;
+use crate::route::{route, Route};
 use crate::schedules::rule::{Armed, Cron, Due, Fire};
 use crate::service::plan_schedules::{self as service, to_wire};
 
@@ -41,11 +41,7 @@ pub const REQUESTER: &str = "schedule";
 pub fn routes() -> Vec<Route> {
     let op = Access::Org(Role::Operator);
     let viewer = Access::Org(Role::Viewer);
-    vec![
-        Route::get("/orgs/{org}/plans/{plan}/schedule", viewer, show),
-        Route::put("/orgs/{org}/plans/{plan}/schedule", op, set),
-        Route::delete("/orgs/{org}/plans/{plan}/schedule", op, clear),
-    ]
+    vec![route!(viewer, show), route!(op, set), route!(op, clear)]
 }
 
 /// A plan's schedule, its next run time and the last fire's outcome.

@@ -24,7 +24,7 @@ use crate::auth::Caller;
 use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::route::Route;
+use crate::route::{route, Route};
 use seal::{KeySource, SealError, SecretsKey};
 
 /// The largest secret value accepted.
@@ -32,17 +32,9 @@ pub const MAX_VALUE: usize = 64 * 1024;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/orgs/{org}/secrets", Access::Org(Role::Operator), list),
-        Route::put(
-            "/orgs/{org}/secrets/{namespace}/{key}",
-            Access::Org(Role::Admin),
-            put,
-        ),
-        Route::delete(
-            "/orgs/{org}/secrets/{namespace}/{key}",
-            Access::Org(Role::Admin),
-            delete,
-        ),
+        route!(Access::Org(Role::Operator), list),
+        route!(Access::Org(Role::Admin), put),
+        route!(Access::Org(Role::Admin), delete),
     ]
 }
 

@@ -32,18 +32,15 @@ use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::paging::PageQuery;
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, Endpoint, Route};
 
 pub use shared::{Counters, Vcs};
 
-/// `GET /orgs/{org}/stacks/{stack}/triggers`
-pub const LIST_TRIGGERS: Endpoint = Endpoint::get(
-    "/orgs/{org}/stacks/{stack}/triggers",
-    Access::Org(Role::Viewer),
-);
+/// Served by [`list_triggers`].
+pub const LIST_TRIGGERS: Endpoint = endpoint!(Access::Org(Role::Viewer), list_triggers);
 
 pub fn routes() -> Vec<Route> {
-    vec![LIST_TRIGGERS.route(list_triggers)]
+    vec![LIST_TRIGGERS.route()]
 }
 
 /// What a code change is, for deciding which stacks it starts.

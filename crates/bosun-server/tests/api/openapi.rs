@@ -1,4 +1,6 @@
-//! The OpenAPI document covers every route the server serves, and nothing else.
+//! The OpenAPI document covers every route the server serves, and nothing else. Each
+//! route's path and method come from its handler's `#[utoipa::path]`; this checks that
+//! the routes that dispatch on the method themselves document their standard methods.
 
 use std::collections::BTreeSet;
 

@@ -418,7 +418,7 @@ async fn snapshot(t: &TestServer, victim: &Victim) -> BTreeMap<String, Value> {
         {
             continue;
         }
-        let path = victim.fill(route.path, "default");
+        let path = victim.fill(&route.path, "default");
         let r = send(t, Method::GET, &path, &t.admin, None).await;
         let mut v: Value = serde_json::from_str(&r.text).unwrap_or(Value::String(r.text));
         forget_clocks(&mut v);
@@ -486,7 +486,7 @@ async fn another_org_reaches_nothing_through_any_route() {
     let mut attacked = 0;
     for route in api_routes() {
         for method in &route.methods {
-            let template = route.path;
+            let template = route.path.as_str();
             let runner_route = template.starts_with("/runner/");
             let token = if runner_route { &bob.pool } else { &bob.token };
             let body = body_for(method, template, &victim, &bob);

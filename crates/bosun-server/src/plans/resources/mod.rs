@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::route::{Endpoint, Route};
+use crate::route::{endpoint, route, Endpoint, Route};
 
 mod environments;
 mod hosts;
@@ -31,39 +31,34 @@ pub use hosts::*;
 pub use import::*;
 pub use plans::*;
 
-/// `GET /orgs/{org}/plans`
-pub const LIST_PLANS: Endpoint = Endpoint::get("/orgs/{org}/plans", Access::Org(Role::Viewer));
+/// Served by [`list_plans`].
+pub const LIST_PLANS: Endpoint = endpoint!(Access::Org(Role::Viewer), list_plans);
 
-/// `GET /orgs/{org}/plans/{plan}`
-pub const SHOW_PLAN: Endpoint =
-    Endpoint::get("/orgs/{org}/plans/{plan}", Access::Org(Role::Viewer));
+/// Served by [`show_plan`].
+pub const SHOW_PLAN: Endpoint = endpoint!(Access::Org(Role::Viewer), show_plan);
 
 pub fn routes() -> Vec<Route> {
     let viewer = Access::Org(Role::Viewer);
     let admin = Access::Org(Role::Admin);
     vec![
-        Route::get("/orgs/{org}/hosts", viewer, list_hosts),
-        Route::post("/orgs/{org}/hosts", admin, create_host),
-        Route::get("/orgs/{org}/hosts/{host}", viewer, show_host),
-        Route::patch("/orgs/{org}/hosts/{host}", admin, update_host),
-        Route::delete("/orgs/{org}/hosts/{host}", admin, delete_host),
-        Route::get("/orgs/{org}/environments", viewer, list_environments),
-        Route::post("/orgs/{org}/environments", admin, create_environment),
-        Route::get("/orgs/{org}/environments/{env}", viewer, show_environment),
-        Route::patch("/orgs/{org}/environments/{env}", admin, update_environment),
-        Route::delete("/orgs/{org}/environments/{env}", admin, delete_environment),
-        Route::put("/orgs/{org}/environments/{env}/grants/{user}", admin, grant),
-        Route::delete(
-            "/orgs/{org}/environments/{env}/grants/{user}",
-            admin,
-            revoke,
-        ),
-        LIST_PLANS.route(list_plans),
-        Route::post("/orgs/{org}/plans", admin, upload_plan),
-        Route::post("/orgs/{org}/plans/lint", viewer, lint_plan),
-        SHOW_PLAN.route(show_plan),
-        Route::delete("/orgs/{org}/plans/{plan}", admin, delete_plan),
-        Route::post("/orgs/{org}/inventory", admin, import_inventory),
+        route!(viewer, list_hosts),
+        route!(admin, create_host),
+        route!(viewer, show_host),
+        route!(admin, update_host),
+        route!(admin, delete_host),
+        route!(viewer, list_environments),
+        route!(admin, create_environment),
+        route!(viewer, show_environment),
+        route!(admin, update_environment),
+        route!(admin, delete_environment),
+        route!(admin, grant),
+        route!(admin, revoke),
+        LIST_PLANS.route(),
+        route!(admin, upload_plan),
+        route!(viewer, lint_plan),
+        SHOW_PLAN.route(),
+        route!(admin, delete_plan),
+        route!(admin, import_inventory),
     ]
 }
 
