@@ -1,11 +1,10 @@
 //! The OpenAPI document, generated from the route table: each route's handler
 //! annotation (`#[utoipa::path]`) and the wire types it names.
 
-use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::api_routes;
+use crate::route::Route;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -27,12 +26,12 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The generated document: the API's description, and the operation each route of
-/// [`api_routes`] serves, as its handler's `#[utoipa::path]` declares it.
-pub fn document() -> utoipa::openapi::OpenApi {
+/// The generated document: the API's description, and the operation each of `routes`
+/// (the router's `api_routes`) serves, as its handler's `#[utoipa::path]` declares it.
+pub fn document(routes: &[Route]) -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     let mut schemas = Vec::new();
-    for route in api_routes() {
+    for route in routes {
         for op in &route.docs {
             op.document(&mut doc.paths, &mut schemas);
         }
@@ -42,8 +41,4 @@ pub fn document() -> utoipa::openapi::OpenApi {
         .schemas
         .extend(schemas);
     doc
-}
-
-pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
-    Json(document())
 }

@@ -4,8 +4,9 @@
 //! Routes are registered only through [`api_routes`], so each one passes the auth guard
 //! and the OpenAPI test can check the document against this table.
 
+use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{Method, Uri};
+use axum::http::{header, Method, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::routing;
 use axum::{Extension, Router};
@@ -43,8 +44,12 @@ pub fn api_routes() -> Vec<Route> {
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
+    let routes = api_routes();
+    // The document is the same for the process's life: built once, served as bytes.
+    let openapi =
+        Bytes::from(serde_json::to_vec(&crate::openapi::document(&routes)).unwrap_or_default());
     let mut app = Router::new();
-    for route in api_routes() {
+    for route in routes {
         let guard_state = Guard {
             state: state.clone(),
             access: route.access,
@@ -68,7 +73,12 @@ pub fn router(state: AppState) -> Router {
     }
     app.route(
         &format!("{API_PREFIX}/openapi.json"),
-        routing::get(crate::openapi::serve),
+        routing::get(move || async move {
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                openapi.clone(),
+            )
+        }),
     )
     .merge(crate::console::router())
     .route("/healthz", routing::get(crate::health::healthz))

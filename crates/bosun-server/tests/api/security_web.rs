@@ -456,7 +456,10 @@ async fn webhook_body_over_the_cap_is_refused_before_it_is_read() {
 
 #[test]
 fn openapi_declares_query_parameters_in_the_query() {
-    let doc = serde_json::to_value(bosun_server::openapi::document()).unwrap();
+    let doc = serde_json::to_value(bosun_server::openapi::document(
+        &bosun_server::routes::api_routes(),
+    ))
+    .unwrap();
     let fencing = doc["paths"]["/api/v1/runner/runs/{run}/plan"]["put"]["parameters"]
         .as_array()
         .unwrap()
