@@ -471,7 +471,7 @@ pub async fn abandon(
             "run {id} is leased by a runner of another pool"
         )));
     }
-    if !crate::duties::settle_silent_run(&state, &run).await? {
+    if !crate::service::runners::settle_silent_run(&state, &run).await? {
         return Err(fenced().into());
     }
     tracing::warn!(run = %id, fencing = q.fencing, "a restarted runner handed back a lease its earlier process held");

@@ -92,8 +92,8 @@ impl RunningServer {
             // The default public URL names the bound address: with port 0, the real port.
             config.public_url = format!("{scheme}://{local_addr}");
         }
-        let vcs = Arc::new(crate::vcs::Vcs::new(&config)?);
-        let replica = crate::duties::replica_id(&config)?;
+        let vcs = Arc::new(crate::vcs::shared::Vcs::new(&config)?);
+        let replica = crate::duties::leases::replica_id(&config)?;
         let hosted_runner_token =
             crate::runners::hosted_pool_token(store.as_ref(), &replica).await?;
         let state = AppState {
@@ -112,10 +112,10 @@ impl RunningServer {
         };
         // Before anything is served: runs of the previous process's embedded runners
         // are settled, not left `running` with nothing executing them.
-        crate::duties::reconcile_on_start(&state).await?;
+        crate::duties::sweep::reconcile_on_start(&state).await?;
         // Every background duty of the server, each run by `duties::spawn`.
         let background = [
-            crate::duties::stale_sweep(&state),
+            crate::duties::sweep::stale_sweep(&state),
             crate::vcs::source::revoke_duty(),
             crate::vcs::poller::poll_duty(&state),
             crate::identity::rotation_duty(&state),
@@ -126,7 +126,9 @@ impl RunningServer {
             .into_iter()
             .map(|duty| crate::duties::spawn(&state, duty))
             .collect();
-        duties.push(tokio::spawn(crate::duties::lease_keeper(state.clone())));
+        duties.push(tokio::spawn(crate::duties::leases::lease_keeper(
+            state.clone(),
+        )));
         duties.push(tokio::spawn(forward_signals(state.clone())));
         if let Some(tls) = &tls {
             duties.push(tokio::spawn(crate::tls::watch(

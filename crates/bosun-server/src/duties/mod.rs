@@ -2,12 +2,12 @@
 //! the store signals that wake it early, and a pass — run by one loop ([`run`]) that
 //! handles the cadence, the duty's cluster-wide lease (`leases`), shutdown, failures
 //! (logged, tried again next time) and the name-keyed record of each duty's last pass
-//! ([`DutyStatus`], shown in `/metrics` and `/readyz`). The server's start lists its
+//! ([`status::DutyStatus`], shown in `/metrics` and `/readyz`). The server's start lists its
 //! duties in one place (`server.rs`); each duty's pass lives with its capability.
 
-mod leases;
+pub mod leases;
 pub mod status;
-mod sweep;
+pub mod sweep;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +15,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use crate::app::AppState;
-
-pub use leases::{holds_duty, lease_keeper, replica_id};
-pub use status::DutyStatus;
-pub use sweep::reconcile_on_start;
-pub(crate) use sweep::{settle_silent_run, stale_sweep};
+use leases::holds_duty;
+use status::DutyStatus;
 
 /// Why a pass failed: logged, and the duty passes again at its next time.
 pub type PassError = Box<dyn std::error::Error + Send + Sync>;
@@ -66,7 +63,7 @@ impl Duty {
     }
 }
 
-/// Lists `duty` in this process's [`DutyStatus`] (with no pass yet) and runs it until
+/// Lists `duty` in this process's [`status::DutyStatus`] (with no pass yet) and runs it until
 /// shutdown on a task of its own.
 pub fn spawn(state: &AppState, duty: Duty) -> tokio::task::JoinHandle<()> {
     state.duties.register(duty.name);

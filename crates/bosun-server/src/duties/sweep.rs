@@ -8,6 +8,7 @@ use chrono::Utc;
 
 use super::Duty;
 use crate::app::AppState;
+use crate::service::runners::settle_silent_run;
 
 /// The sweep duty: force-fails executing runs with no heartbeat for `stale_after`,
 /// requeues leased runs whose runner never started them, and interrupts runs past their
@@ -94,36 +95,6 @@ pub async fn sweep_once(
         }
     }
     Ok(settled)
-}
-
-/// Settles a leased stack run nothing executes any more: force-failed, or requeued when
-/// its runner never started the phase (nothing ran: safe to hand to another). `false`
-/// when the runner reported meanwhile.
-pub(crate) async fn settle_silent_run(
-    state: &AppState,
-    run: &bosun_store::RunRecord,
-) -> Result<bool, bosun_store::StoreError> {
-    let event = if run.started {
-        Event::Stale
-    } else {
-        Event::Requeue
-    };
-    let input = RunEventInput {
-        event,
-        fencing: Some(run.fencing),
-        update: RunUpdate::default(),
-        audit: None,
-    };
-    match state.store.run_event(&run.id, &input).await {
-        Ok(out) => {
-            tracing::warn!(run = %run.id, state = %out.run.state, "silent run settled");
-            Ok(true)
-        }
-        // The runner reported meanwhile: nothing to settle.
-        Err(bosun_store::StoreError::Fenced { .. })
-        | Err(bosun_store::StoreError::InvalidTransition(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// Whether a runner was one of this replica's embedded runners: runners of the org-less

@@ -10,12 +10,11 @@
 //! the pass read, so two servers sharing a store never both fire it.
 
 pub mod clock;
-pub use clock::{Clock, ScheduleConfig};
 pub mod rule;
-pub use rule::{fire_due, Armed, Cron, Decision, Due, Fire};
 
 use crate::app::AppState;
 use crate::error::ApiError;
+use rule::fire_due;
 
 /// The scheduler duty: a pass every `schedules.interval`.
 pub(crate) fn schedule_duty(state: &AppState) -> crate::duties::Duty {

@@ -155,7 +155,7 @@ pub async fn fire_due<C: Cron>(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::schedules::Clock;
+    use crate::schedules::clock::Clock;
 
     fn utc(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)

@@ -1,8 +1,11 @@
 //! Runners as an org sees them: each with its status (online, busy, dark, drained) —
-//! the work behind the API's list and the console's runners page, and the status rule
-//! `/metrics` counts by.
+//! the work behind the API's list and the console's runners page, the status rule
+//! `/metrics` counts by, and how a run whose runner fell silent is settled (by the stale
+//! sweep, the start-up reconciliation and a restarted runner handing its lease back).
 
+use bosun_core::run::Event;
 use bosun_store::RunnerRecord;
+use bosun_store::{RunEventInput, RunUpdate};
 use chrono::Utc;
 
 use crate::app::AppState;
@@ -57,4 +60,34 @@ pub async fn list(state: &AppState, org: &str) -> Result<Vec<bosun_api::RunnerVi
             }
         })
         .collect())
+}
+
+/// Settles a leased stack run nothing executes any more: force-failed, or requeued when
+/// its runner never started the phase (nothing ran: safe to hand to another). `false`
+/// when the runner reported meanwhile.
+pub(crate) async fn settle_silent_run(
+    state: &AppState,
+    run: &bosun_store::RunRecord,
+) -> Result<bool, bosun_store::StoreError> {
+    let event = if run.started {
+        Event::Stale
+    } else {
+        Event::Requeue
+    };
+    let input = RunEventInput {
+        event,
+        fencing: Some(run.fencing),
+        update: RunUpdate::default(),
+        audit: None,
+    };
+    match state.store.run_event(&run.id, &input).await {
+        Ok(out) => {
+            tracing::warn!(run = %run.id, state = %out.run.state, "silent run settled");
+            Ok(true)
+        }
+        // The runner reported meanwhile: nothing to settle.
+        Err(bosun_store::StoreError::Fenced { .. })
+        | Err(bosun_store::StoreError::InvalidTransition(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }

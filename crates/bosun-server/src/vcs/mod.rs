@@ -34,8 +34,6 @@ use crate::extract::{ApiPath, ApiQuery};
 use crate::paging::PageQuery;
 use crate::route::{endpoint, Endpoint, Route};
 
-pub use shared::{Counters, Vcs};
-
 /// Served by [`list_triggers`].
 pub const LIST_TRIGGERS: Endpoint = endpoint!(Access::Org(Role::Viewer), list_triggers);
 

@@ -26,7 +26,8 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 
 use super::mirror::Range;
-use super::{decide, record, Change, ChangedFiles, Counters};
+use super::shared::Counters;
+use super::{decide, record, Change, ChangedFiles};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::read_body;

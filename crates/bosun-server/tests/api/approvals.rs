@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use bosun_core::Role;
-use bosun_server::schedules::Clock;
+use bosun_server::schedules::clock::Clock;
 use chrono::{DateTime, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bosun_core::Role;
-use bosun_server::schedules::Clock;
+use bosun_server::schedules::clock::Clock;
 use chrono::{DateTime, Utc};
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{redirect, StatusCode};
