@@ -12,6 +12,7 @@
 mod approvals;
 mod audit;
 mod drift;
+mod page;
 mod plans;
 mod run;
 mod runners;
@@ -21,9 +22,9 @@ mod stacks;
 mod state;
 
 use axum::extract::Path;
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, SET_COOKIE};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bosun_core::authz::{authorize, Access};
@@ -31,7 +32,8 @@ use bosun_core::authz::{authorize, Access};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::route::Endpoint;
-pub use session::{Flash, Session};
+pub use page::{refusal, render, urlencode, Flash, PageError};
+pub use session::Session;
 
 /// The console's routes, merged into the server's router.
 pub fn router() -> Router<AppState> {
@@ -115,78 +117,6 @@ impl Layout {
     }
 }
 
-/// Why a page was not shown: not logged in (→ the login page), or the API's own error.
-#[derive(Debug)]
-pub enum PageError {
-    Login {
-        next: String,
-        reason: Option<String>,
-    },
-    Api(ApiError),
-}
-
-impl From<ApiError> for PageError {
-    fn from(e: ApiError) -> Self {
-        PageError::Api(e)
-    }
-}
-
-impl From<bosun_store::StoreError> for PageError {
-    fn from(e: bosun_store::StoreError) -> Self {
-        PageError::Api(e.into())
-    }
-}
-
-#[derive(askama::Template)]
-#[template(path = "console/error.html")]
-struct ErrorPage {
-    status: u16,
-    reason: String,
-    code: String,
-    message: String,
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        match self {
-            PageError::Login { next, reason } => {
-                let mut to = format!("/login?next={}", urlencode(&next));
-                if let Some(r) = reason {
-                    to.push_str(&format!("&reason={}", urlencode(&r)));
-                }
-                Redirect::to(&to).into_response()
-            }
-            PageError::Api(e) => {
-                let status = e.status();
-                if status.is_server_error() {
-                    tracing::error!(error = %e, "console page failed");
-                }
-                let body = e.body().error;
-                let page = ErrorPage {
-                    status: status.as_u16(),
-                    reason: status.canonical_reason().unwrap_or("Error").to_string(),
-                    code: body.code.to_string(),
-                    message: body.message,
-                };
-                match askama::Template::render(&page) {
-                    Ok(html) => (status, Html(html)).into_response(),
-                    Err(_) => (status, page.message).into_response(),
-                }
-            }
-        }
-    }
-}
-
-/// Why an action was refused, in the API's own words (for a form's one-time message).
-pub fn refusal(e: PageError) -> String {
-    match e {
-        PageError::Api(e) => e.body().error.message,
-        PageError::Login { reason, .. } => {
-            reason.unwrap_or_else(|| "your session is over; log in again".into())
-        }
-    }
-}
-
 /// The query of a console log stream: the page's last chunk, so the stream goes on from
 /// there. Stack runs and plan runs both hand it to their API stream as a `LogsQuery`.
 #[derive(serde::Deserialize)]
@@ -201,37 +131,6 @@ impl StreamQuery {
             limit: None,
         })
     }
-}
-
-/// Percent-encodes a query value.
-pub fn urlencode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-/// Renders a page; a page shown after a form clears that form's one-time message.
-pub fn render<T: askama::Template>(
-    flash_shown: Option<&Flash>,
-    page: &T,
-) -> Result<Response, PageError> {
-    let html = page
-        .render()
-        .map_err(|e| ApiError::Internal(format!("cannot render a console page: {e}")))?;
-    let mut resp = Html(html).into_response();
-    let headers = resp.headers_mut();
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if flash_shown.is_some() {
-        headers.append(SET_COOKIE, session::clear_flash());
-    }
-    Ok(resp)
 }
 
 /// `GET /`: the first org's stacks, or the login page.

@@ -26,7 +26,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::{render, PageError};
+use super::page::{render, Flash, PageError};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::web_headers::secure_cookies;
@@ -43,13 +43,6 @@ pub struct Session {
     pub csrf: String,
     /// A message left by the action that redirected here (shown once).
     pub flash: Option<Flash>,
-}
-
-/// A one-time message after a form: what happened, or why it was refused.
-#[derive(Debug, Clone)]
-pub struct Flash {
-    pub ok: bool,
-    pub text: String,
 }
 
 impl Session {
@@ -280,11 +273,6 @@ pub fn redirect_with_flash(to: &str, ok: bool, text: &str) -> Response {
         resp.headers_mut().append(SET_COOKIE, v);
     }
     resp
-}
-
-/// The header that clears the one-time message once a page has shown it.
-pub(super) fn clear_flash() -> HeaderValue {
-    HeaderValue::from_static("bosun_flash=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")
 }
 
 #[derive(Deserialize)]
