@@ -61,6 +61,19 @@ pub fn seq_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
         .transpose()
 }
 
+/// Refuses a `cursor` that is not an item of this list (`known`: the store found it
+/// there), naming `cursor` and the list (`of`, e.g. `stack "web"`).
+pub fn require_known_cursor(cursor: &str, known: bool, of: &str) -> Result<(), ApiError> {
+    if known {
+        return Ok(());
+    }
+    Err(ValidationError::new(
+        "cursor",
+        format!("no run {cursor:?} of {of}: pass the previous page's next_cursor"),
+    )
+    .into())
+}
+
 /// The page of `items` fetched with `limit`: a full page's `next_cursor` is its last
 /// item's cursor; a shorter one is the last page.
 pub fn page<T>(items: Vec<T>, limit: u32, cursor: impl Fn(&T) -> String) -> bosun_api::Page<T> {

@@ -22,7 +22,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::logs::LogsQuery;
-use crate::paging::{page, PageQuery};
+use crate::paging::{page, require_known_cursor, PageQuery};
 
 /// A new plan-run id: time-ordered like stack runs, `prun-` so the two never collide.
 pub fn new_plan_run_id() -> String {
@@ -278,20 +278,9 @@ pub async fn list(
 ) -> Result<Page<PlanRunView>, ApiError> {
     let limit = q.limit()?;
     if let Some(cursor) = &q.cursor {
-        let known = state
-            .store
-            .get_plan_run(cursor)
-            .await?
-            .is_some_and(|r| r.org == org && r.plan == plan);
-        if !known {
-            return Err(ValidationError::new(
-                "cursor",
-                format!(
-                    "no run {cursor:?} of plan {plan:?}: pass the id of the last run of the previous page"
-                ),
-            )
-            .into());
-        }
+        let found = state.store.get_plan_run(cursor).await?;
+        let known = found.is_some_and(|r| r.org == org && r.plan == plan);
+        require_known_cursor(cursor, known, &format!("plan {plan:?}"))?;
     }
     let runs = state
         .store

@@ -17,7 +17,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::logs::LogsQuery;
-use crate::paging::{page, PageQuery};
+use crate::paging::{page, require_known_cursor, PageQuery};
 
 /// A new run id: time-ordered, so ids sort by creation.
 pub fn new_run_id() -> String {
@@ -169,20 +169,9 @@ pub async fn list(
 ) -> Result<Page<Run>, ApiError> {
     let limit = q.limit()?;
     if let Some(cursor) = &q.cursor {
-        let known = state
-            .store
-            .get_run(cursor)
-            .await?
-            .is_some_and(|r| r.org == org && r.stack == stack);
-        if !known {
-            return Err(ValidationError::new(
-                "cursor",
-                format!(
-                    "no run {cursor:?} of stack {stack:?}: pass the previous page's next_cursor"
-                ),
-            )
-            .into());
-        }
+        let found = state.store.get_run(cursor).await?;
+        let known = found.is_some_and(|r| r.org == org && r.stack == stack);
+        require_known_cursor(cursor, known, &format!("stack {stack:?}"))?;
     }
     let runs = state
         .store
