@@ -314,7 +314,7 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         "counter",
         "Failed notification delivery attempts this server process made, by target kind.",
     );
-    for kind in crate::notify::KINDS {
+    for kind in crate::service::notify::KINDS {
         out.sample(
             "bosun_notification_failures_total",
             &[("kind", kind)],

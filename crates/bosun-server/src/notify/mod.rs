@@ -5,8 +5,8 @@
 //! are written in the same transaction as their cause, fanned out there to one delivery
 //! per matching target (`bosun_store::NotificationRule`). `deliver.rs` is the duty that
 //! sends due deliveries, retries with backoff, records every attempt and prunes settled
-//! history older than the retention; `api.rs` manages
-//! targets, shows the delivery log and sends test events.
+//! history older than the retention; `api.rs` serves the API over targets, the delivery
+//! log and test events, whose work is `crate::service::notify`.
 
 pub mod api;
 pub mod counters;
@@ -18,9 +18,6 @@ use bosun_core::Role;
 use crate::route::{route, Route};
 
 pub use counters::Counters;
-
-/// The target kinds.
-pub const KINDS: [&str; 2] = ["webhook", "slack"];
 
 pub fn routes() -> Vec<Route> {
     vec![

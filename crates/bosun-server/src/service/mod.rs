@@ -4,6 +4,7 @@
 
 pub mod approvals;
 pub mod drift;
+pub mod notify;
 pub mod outputs;
 pub mod plan_runs;
 pub mod plan_schedules;
@@ -13,3 +14,12 @@ pub mod runs;
 pub mod stacks;
 pub mod state;
 pub mod triggers;
+
+use bosun_core::ValidationError;
+
+use crate::error::ApiError;
+
+/// A request's `field` refused with `message` (400 `validation_failed`).
+pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+    ValidationError::new(field, message).into()
+}
