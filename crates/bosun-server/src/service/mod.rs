@@ -4,6 +4,7 @@
 
 pub mod approvals;
 pub mod drift;
+pub mod hosts;
 pub mod notify;
 pub mod outputs;
 pub mod plan_runs;
@@ -15,11 +16,23 @@ pub mod stacks;
 pub mod state;
 pub mod triggers;
 
+use std::collections::BTreeMap;
+
+use bosun_core::plan_resources as rules;
 use bosun_core::ValidationError;
+use serde_json::Value;
 
 use crate::error::ApiError;
 
 /// A request's `field` refused with `message` (400 `validation_failed`).
 pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
     ValidationError::new(field, message).into()
+}
+
+/// A request's `vars` object as stored: absent or `null` is none.
+pub(crate) fn vars_of(field: &str, v: Option<&Value>) -> Result<BTreeMap<String, Value>, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(v) => Ok(rules::vars(field, v)?),
+    }
 }

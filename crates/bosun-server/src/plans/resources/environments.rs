@@ -16,6 +16,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 
 use super::*;
+use crate::service::vars_of;
 
 fn environment_wire(e: EnvironmentRecord, hosts: &[HostRecord]) -> EnvironmentInfo {
     EnvironmentInfo {

@@ -14,7 +14,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 
-use super::*;
+use crate::service::hosts::check_host;
 use crate::service::plans::{parse_error, parse_off_workers, PARSE_BUDGET};
 
 /// Import an inventory file (org admin) — the YAML `bosun plan exec --inventory` reads:

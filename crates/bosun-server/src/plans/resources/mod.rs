@@ -7,15 +7,12 @@
 //! `warnings`. Its `secret://` references resolve in the org's own secrets when a run is
 //! leased (`super::secrets`), so an upload reveals nothing about other orgs.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bosun_core::authz::Access;
-use bosun_core::plan_resources as rules;
 use bosun_core::{Role, ValidationError};
 use bosun_plans::model::{self as engine, Inventory};
 use bosun_store::{EnvironmentRecord, HostRecord};
-use serde_json::Value;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -113,11 +110,4 @@ pub async fn org_inventory(state: &AppState, org: &str) -> Result<Inventory, Api
     let hosts = state.store.list_hosts(org).await?;
     let environments = state.store.list_environments(org).await?;
     Ok(inventory(&hosts, &environments))
-}
-
-fn vars_of(field: &str, v: Option<&Value>) -> Result<BTreeMap<String, Value>, ApiError> {
-    match v {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(v) => Ok(rules::vars(field, v)?),
-    }
 }
