@@ -4,6 +4,7 @@
 
 pub mod approvals;
 pub mod drift;
+pub mod environments;
 pub mod hosts;
 pub mod notify;
 pub mod outputs;
@@ -29,7 +30,8 @@ pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> A
     ValidationError::new(field, message).into()
 }
 
-/// A request's `vars` object as stored: absent or `null` is none.
+/// A request's `vars`, checked by `bosun_core::plan_resources::vars`: absent or `null`
+/// is none.
 pub(crate) fn vars_of(field: &str, v: Option<&Value>) -> Result<BTreeMap<String, Value>, ApiError> {
     match v {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
