@@ -1,25 +1,25 @@
 //! Plan files: parsed off the async workers within a budget, checked and linted against
-//! the org's hosts and environments, summarised (targets, inputs, steps, schedule) and
-//! shown — the work behind the API's plan handlers, the inventory import and the
-//! console's plan pages.
+//! the org's hosts and environments (read as the engine's inventory), summarised
+//! (targets, inputs, steps, schedule), stored, listed, shown and deleted — the work
+//! behind the API's plan handlers, the inventory import and the console's plan pages.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bosun_api::{
-    ErrorCode, PlanFileSchedule, PlanFileSummary, PlanFinding, PlanInfo, PlanSource,
-    PlanStepSummary,
+    ErrorCode, PlanFileSchedule, PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer,
+    PlanListItem, PlanSource, PlanStepSummary,
 };
 use bosun_core::cron::Schedule;
 use bosun_core::plan_resources as rules;
 use bosun_plans::model::{self as engine, Inventory, ModelError, Plan};
-use bosun_store::PlanRecord;
-use serde_json::Value;
+use bosun_store::{EnvironmentRecord, HostRecord, NewPlan, PlanRecord};
+use serde_json::{json, Value};
 
 use crate::app::AppState;
+use crate::auth::Caller;
 use crate::error::ApiError;
-
-use crate::plans::resources::{invalid, org_inventory};
+use crate::service::invalid;
 
 /// A stored plan of `org`: its summary against the org's hosts as they are now, and lint
 /// findings as warnings.
@@ -58,6 +58,91 @@ pub async fn show(state: &AppState, org: &str, name: &str) -> Result<PlanInfo, A
         summary(&plan, &inventory, schedule),
         warnings,
     ))
+}
+
+/// The org's plans, by name.
+pub async fn list(state: &AppState, org: &str) -> Result<Vec<PlanListItem>, ApiError> {
+    let plans = state.store.list_plans(org).await?;
+    Ok(plans
+        .into_iter()
+        .map(|p| PlanListItem {
+            name: p.name,
+            version: p.version,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+            updated_by: p.updated_by,
+        })
+        .collect())
+}
+
+/// Stores a plan file under its `name` for `caller`: version 1 when new (`created` is
+/// true), the next version when it exists. A file that does not parse is refused; lint
+/// findings against the org's hosts and environments come back as `warnings`.
+pub async fn upload(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    body: PlanSource,
+) -> Result<PlanInfo, ApiError> {
+    let checked = check_plan(state, org, &body).await?;
+    let name = checked.plan.name.clone();
+    let audit = caller.audit(
+        Some(org),
+        "plan.save",
+        format!("plan:{name}"),
+        json!({"warnings": checked.warnings.len()}),
+    );
+    let saved = state
+        .store
+        .save_plan(
+            &NewPlan {
+                org: org.to_string(),
+                name,
+                source: body.source,
+                schedule: checked.summary.schedule.as_ref().map(|s| {
+                    bosun_store::PlanFileSchedule {
+                        cron: s.cron.clone(),
+                        timezone: s.timezone.clone(),
+                        inputs: s.inputs.clone(),
+                    }
+                }),
+            },
+            &audit,
+        )
+        .await?;
+    let created = saved.version == 1;
+    let mut info = plan_wire(saved, checked.summary, checked.warnings);
+    info.created = Some(created);
+    Ok(info)
+}
+
+/// A plan file checked and linted against the org's hosts and environments, not stored.
+pub async fn lint(
+    state: &AppState,
+    org: &str,
+    body: &PlanSource,
+) -> Result<PlanLintAnswer, ApiError> {
+    let checked = check_plan(state, org, body).await?;
+    Ok(PlanLintAnswer {
+        name: checked.plan.name,
+        summary: checked.summary,
+        warnings: checked.warnings,
+    })
+}
+
+/// Deletes a plan for `caller`. Runs already started keep the plan file they run.
+pub async fn delete(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let audit = caller.audit(Some(org), "plan.delete", format!("plan:{name}"), json!({}));
+    if state.store.delete_plan(org, name, &audit).await? {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound(format!("plan {name:?} in org {org:?}")))
+    }
 }
 
 /// A plan may not be called this: `POST /orgs/{org}/plans/lint` owns the path.
@@ -249,6 +334,55 @@ pub(crate) fn plan_wire(
         updated_at: p.updated_at,
         updated_by: p.updated_by,
     }
+}
+
+// ---- The org's hosts as the engine's inventory ----
+
+/// The org's hosts and environments as the engine's inventory (paths as stored: a `~`
+/// is the runner's home, not expanded here).
+pub fn inventory(hosts: &[HostRecord], environments: &[EnvironmentRecord]) -> Inventory {
+    Inventory {
+        environments: environments
+            .iter()
+            .map(|e| {
+                (
+                    e.id.clone(),
+                    engine::Environment {
+                        vars: e.vars.clone(),
+                        requires_approval: e.requires_approval,
+                        protected: e.protected,
+                    },
+                )
+            })
+            .collect(),
+        hosts: hosts
+            .iter()
+            .map(|h| engine::Host {
+                name: h.name.clone(),
+                address: h.address.clone(),
+                port: h.port,
+                user: h.user.clone(),
+                connection: if h.connection == "local" {
+                    engine::ConnectionKind::Local
+                } else {
+                    engine::ConnectionKind::Ssh
+                },
+                labels: h.labels.clone(),
+                vars: h.vars.clone(),
+                environment: h.environment.clone(),
+                identity_file: h.identity_file.as_ref().map(PathBuf::from),
+                known_hosts: h.known_hosts.as_ref().map(PathBuf::from),
+                host_key: h.host_key.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The org's current inventory, read from the store.
+pub async fn org_inventory(state: &AppState, org: &str) -> Result<Inventory, ApiError> {
+    let hosts = state.store.list_hosts(org).await?;
+    let environments = state.store.list_environments(org).await?;
+    Ok(inventory(&hosts, &environments))
 }
 
 #[cfg(test)]

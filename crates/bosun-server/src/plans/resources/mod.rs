@@ -7,15 +7,9 @@
 //! `warnings`. Its `secret://` references resolve in the org's own secrets when a run is
 //! leased (`super::secrets`), so an upload reveals nothing about other orgs.
 
-use std::path::PathBuf;
-
 use bosun_core::authz::Access;
-use bosun_core::{Role, ValidationError};
-use bosun_plans::model::{self as engine, Inventory};
-use bosun_store::{EnvironmentRecord, HostRecord};
+use bosun_core::Role;
 
-use crate::app::AppState;
-use crate::error::ApiError;
 use crate::route::{endpoint, route, Endpoint, Route};
 
 mod environments;
@@ -57,57 +51,4 @@ pub fn routes() -> Vec<Route> {
         route!(admin, delete_plan),
         route!(admin, import_inventory),
     ]
-}
-
-pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
-    ValidationError::new(field, message).into()
-}
-
-// ---- The org's hosts as the engine's inventory ----
-
-/// The org's hosts and environments as the engine's inventory (paths as stored: a `~`
-/// is the runner's home, not expanded here).
-pub fn inventory(hosts: &[HostRecord], environments: &[EnvironmentRecord]) -> Inventory {
-    Inventory {
-        environments: environments
-            .iter()
-            .map(|e| {
-                (
-                    e.id.clone(),
-                    engine::Environment {
-                        vars: e.vars.clone(),
-                        requires_approval: e.requires_approval,
-                        protected: e.protected,
-                    },
-                )
-            })
-            .collect(),
-        hosts: hosts
-            .iter()
-            .map(|h| engine::Host {
-                name: h.name.clone(),
-                address: h.address.clone(),
-                port: h.port,
-                user: h.user.clone(),
-                connection: if h.connection == "local" {
-                    engine::ConnectionKind::Local
-                } else {
-                    engine::ConnectionKind::Ssh
-                },
-                labels: h.labels.clone(),
-                vars: h.vars.clone(),
-                environment: h.environment.clone(),
-                identity_file: h.identity_file.as_ref().map(PathBuf::from),
-                known_hosts: h.known_hosts.as_ref().map(PathBuf::from),
-                host_key: h.host_key.clone(),
-            })
-            .collect(),
-    }
-}
-
-/// The org's current inventory, read from the store.
-pub async fn org_inventory(state: &AppState, org: &str) -> Result<Inventory, ApiError> {
-    let hosts = state.store.list_hosts(org).await?;
-    let environments = state.store.list_environments(org).await?;
-    Ok(inventory(&hosts, &environments))
 }

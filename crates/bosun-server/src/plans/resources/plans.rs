@@ -6,14 +6,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{PlanInfo, PlanLintAnswer, PlanListItem, PlanSource};
-use bosun_store::NewPlan;
-use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::service::plans::{self as service, *};
+use crate::service::plans as service;
 
 /// The org's plans, by name.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plans", tag = "plans",
@@ -23,19 +21,7 @@ pub async fn list_plans(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
 ) -> Result<Json<Vec<PlanListItem>>, ApiError> {
-    let plans = state.store.list_plans(&org).await?;
-    Ok(Json(
-        plans
-            .into_iter()
-            .map(|p| PlanListItem {
-                name: p.name,
-                version: p.version,
-                created_at: p.created_at,
-                updated_at: p.updated_at,
-                updated_by: p.updated_by,
-            })
-            .collect(),
-    ))
+    Ok(Json(service::list(&state, &org).await?))
 }
 
 /// Store a plan file under its `name` (org admin): version 1 when new, the next version
@@ -53,36 +39,8 @@ pub async fn upload_plan(
     ApiPath(org): ApiPath<String>,
     ApiJson(body): ApiJson<PlanSource>,
 ) -> Result<(StatusCode, Json<PlanInfo>), ApiError> {
-    let checked = check_plan(&state, &org, &body).await?;
-    let name = checked.plan.name.clone();
-    let audit = caller.audit(
-        Some(&org),
-        "plan.save",
-        format!("plan:{name}"),
-        json!({"warnings": checked.warnings.len()}),
-    );
-    let saved = state
-        .store
-        .save_plan(
-            &NewPlan {
-                org: org.clone(),
-                name,
-                source: body.source,
-                schedule: checked.summary.schedule.as_ref().map(|s| {
-                    bosun_store::PlanFileSchedule {
-                        cron: s.cron.clone(),
-                        timezone: s.timezone.clone(),
-                        inputs: s.inputs.clone(),
-                    }
-                }),
-            },
-            &audit,
-        )
-        .await?;
-    let created = saved.version == 1;
-    let mut info = plan_wire(saved, checked.summary, checked.warnings);
-    info.created = Some(created);
-    let status = if created {
+    let info = service::upload(&state, &caller, &org, body).await?;
+    let status = if info.created == Some(true) {
         StatusCode::CREATED
     } else {
         StatusCode::OK
@@ -100,12 +58,7 @@ pub async fn lint_plan(
     ApiPath(org): ApiPath<String>,
     ApiJson(body): ApiJson<PlanSource>,
 ) -> Result<Json<PlanLintAnswer>, ApiError> {
-    let checked = check_plan(&state, &org, &body).await?;
-    Ok(Json(PlanLintAnswer {
-        name: checked.plan.name,
-        summary: checked.summary,
-        warnings: checked.warnings,
-    }))
+    Ok(Json(service::lint(&state, &org, &body).await?))
 }
 
 /// One plan: its source as uploaded, version, parsed summary (with the hosts it targets
@@ -129,10 +82,6 @@ pub async fn delete_plan(
     caller: Caller,
     ApiPath((org, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let audit = caller.audit(Some(&org), "plan.delete", format!("plan:{name}"), json!({}));
-    if state.store.delete_plan(&org, &name, &audit).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!("plan {name:?} in org {org:?}")))
-    }
+    service::delete(&state, &caller, &org, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
