@@ -17,15 +17,13 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{ErrorCode, PlanScheduleSet, PlanScheduleView};
+use bosun_api::{PlanScheduleSet, PlanScheduleView};
 use bosun_core::authz::Access;
 use bosun_core::cron::Schedule;
 use bosun_core::plan_run::PlanTrigger;
-use bosun_core::{Role, ValidationError};
-use bosun_store::{
-    NewPlanRun, PlanScheduleFire, PlanScheduleFired, PlanScheduleInput, PlanScheduleRecord,
-};
-use serde_json::{json, Value};
+use bosun_core::Role;
+use bosun_store::{NewPlanRun, PlanScheduleFire, PlanScheduleFired, PlanScheduleRecord};
+use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -33,7 +31,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 use crate::route::{route, Route};
 use crate::schedules::rule::{Armed, Cron, Due, Fire};
-use crate::service::plan_schedules::{self as service, to_wire};
+use crate::service::plan_schedules as service;
 
 /// Who requests scheduled runs.
 pub const REQUESTER: &str = "schedule";
@@ -68,60 +66,9 @@ pub async fn set(
     ApiPath((org, plan)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<PlanScheduleSet>,
 ) -> Result<Json<PlanScheduleView>, ApiError> {
-    let timezone = body.timezone.as_deref().unwrap_or("UTC");
-    let schedule = Schedule::parse(&body.cron, timezone).map_err(|e| {
-        // The cron module names its field `schedule`; here it is `cron`.
-        if e.field == "schedule" {
-            ValidationError::new("cron", e.message)
-        } else {
-            e
-        }
-    })?;
-    let stored = state
-        .store
-        .get_plan(&org, &plan)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("plan {plan:?}")))?;
-    let parsed = bosun_plans::model::parse_plan(
-        std::path::Path::new(&format!("{plan}.yaml")),
-        &stored.source,
-    )
-    .map_err(|e| ApiError::Conflict {
-        code: ErrorCode::InvalidPlan,
-        message: format!("the stored plan {plan:?} no longer parses: {e}"),
-    })?;
-    if let Some(unknown) = body.inputs.keys().find(|k| !parsed.inputs.contains_key(*k)) {
-        let declared: Vec<&str> = parsed.inputs.keys().map(String::as_str).collect();
-        return Err(ValidationError::new(
-            format!("inputs.{unknown}"),
-            format!(
-                "the plan {plan:?} has no input {unknown:?} (it declares: {})",
-                if declared.is_empty() {
-                    "none".to_string()
-                } else {
-                    declared.join(", ")
-                }
-            ),
-        )
-        .into());
-    }
-    let input = PlanScheduleInput {
-        org: org.clone(),
-        plan: plan.clone(),
-        cron: schedule.expression().to_string(),
-        timezone: schedule.timezone().name().to_string(),
-        inputs: body.inputs,
-        updated_by: caller.0.actor(),
-    };
-    let audit = caller.audit(
-        Some(&org),
-        "plan.schedule.set",
-        format!("plan:{plan}"),
-        json!({"cron": input.cron, "timezone": input.timezone,
-            "inputs": input.inputs.keys().collect::<Vec<_>>()}),
-    );
-    let record = state.store.put_plan_schedule(&input, &audit).await?;
-    Ok(Json(to_wire(record)))
+    Ok(Json(
+        service::set(&state, &caller, &org, &plan, body).await?,
+    ))
 }
 
 /// Remove a plan's schedule (operator+); runs it created stay.
@@ -133,21 +80,8 @@ pub async fn clear(
     caller: Caller,
     ApiPath((org, plan)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let audit = caller.audit(
-        Some(&org),
-        "plan.schedule.delete",
-        format!("plan:{plan}"),
-        json!({}),
-    );
-    if state
-        .store
-        .delete_plan_schedule(&org, &plan, &audit)
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!("a schedule of plan {plan:?}")))
-    }
+    service::clear(&state, &caller, &org, &plan).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// A plan's schedule, fired by the scheduler: a due fire creates a plan run with the
