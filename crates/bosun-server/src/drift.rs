@@ -57,36 +57,8 @@ pub async fn start_check(
     caller: Caller,
     ApiPath((org, stack)): ApiPath<(String, String)>,
 ) -> Result<(StatusCode, Json<Run>), ApiError> {
-    let spec = state
-        .store
-        .get_stack(&org, &stack)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
-        .spec;
-    let run = NewRun {
-        id: crate::service::runs::new_run_id(),
-        org: org.clone(),
-        stack,
-        kind: RunKind::Drift,
-        trigger: Trigger::Manual,
-        triggered_by: caller.0.actor(),
-        commit: None,
-        branch: spec.branch,
-        retry_of: None,
-        pull_request: None,
-    };
-    let audit = caller.audit(
-        Some(&org),
-        "run.create",
-        format!("run:{}", run.id),
-        json!({"stack": run.stack, "kind": "drift", "trigger": "manual"}),
-    );
-    let record = state.store.start_drift_check(&run, &audit).await?;
-    state.wake_dispatch();
-    Ok((
-        StatusCode::CREATED,
-        Json(crate::service::runs::to_wire(&state, record).await?),
-    ))
+    let run = crate::service::runs::start_drift_check(&state, &caller, &org, &stack).await?;
+    Ok((StatusCode::CREATED, Json(run)))
 }
 
 /// A stack's drift checks, fired by the scheduler: a due fire starts a drift run at the

@@ -1,7 +1,7 @@
-//! Stack runs: triggering one, listing, showing (with phase timings), the operator's
-//! confirm, discard, cancel and retry, and reading the log — the work behind the API's
-//! handlers and the console's run pages; and the run id, queueing and wire form every
-//! other capability that starts runs uses.
+//! Stack runs: triggering one (or a manual drift check), listing, showing (with phase
+//! timings), the operator's confirm, discard, cancel and retry, and reading the log — the
+//! work behind the API's handlers and the console's run pages; and the run id, queueing
+//! and wire form every other capability that starts runs uses.
 
 use bosun_api::{
     ConsumedOutput, ErrorCode, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
@@ -157,6 +157,44 @@ pub async fn trigger(
         pull_request: None,
     };
     let record = enqueue(state, run, caller).await?;
+    to_wire(state, record).await
+}
+
+/// Starts a drift check of a stack now for `caller`: a drift run with trigger `manual`
+/// at the branch head, refused (409 `has_open_runs`) while a drift run of the stack is
+/// open.
+pub async fn start_drift_check(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    stack: &str,
+) -> Result<Run, ApiError> {
+    let spec = state
+        .store
+        .get_stack(org, stack)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
+        .spec;
+    let run = NewRun {
+        id: new_run_id(),
+        org: org.to_string(),
+        stack: stack.to_string(),
+        kind: RunKind::Drift,
+        trigger: Trigger::Manual,
+        triggered_by: caller.0.actor(),
+        commit: None,
+        branch: spec.branch,
+        retry_of: None,
+        pull_request: None,
+    };
+    let audit = caller.audit(
+        Some(org),
+        "run.create",
+        format!("run:{}", run.id),
+        json!({"stack": run.stack, "kind": "drift", "trigger": "manual"}),
+    );
+    let record = state.store.start_drift_check(&run, &audit).await?;
+    state.wake_dispatch();
     to_wire(state, record).await
 }
 
