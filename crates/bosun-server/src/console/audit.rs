@@ -112,14 +112,14 @@ async fn list(
         "Audit log",
         crate::tenancy::LIST_AUDIT,
     )?;
-    let query = crate::tenancy::AuditQuery {
+    let query = crate::service::tenancy::AuditQuery {
         cursor: q.before.map(|c| c.to_string()),
         limit: Some(PAGE),
         actor: Some(q.actor.clone()),
         action: Some(q.action.clone()),
         target: Some(q.target.clone()),
     };
-    let events = crate::tenancy::audit_page(&state, Some(&org), &query).await?;
+    let events = crate::service::tenancy::audit_page(&state, Some(&org), &query).await?;
     let older = events
         .next_cursor
         .as_deref()

@@ -16,6 +16,7 @@ pub mod runners;
 pub mod runs;
 pub mod stacks;
 pub mod state;
+pub mod tenancy;
 pub mod triggers;
 
 use std::collections::BTreeMap;
