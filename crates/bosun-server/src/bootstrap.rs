@@ -11,8 +11,8 @@ use bosun_core::token::TokenKind;
 use bosun_store::{Bootstrap, Store};
 
 use crate::config::ServerConfig;
+use crate::service::tokens::{new_token, TokenOwner};
 use crate::start_error::StartError;
-use crate::tokens::{new_token, TokenOwner};
 
 pub const DEFAULT_ORG: &str = "default";
 pub const ADMIN_USER: &str = "admin";

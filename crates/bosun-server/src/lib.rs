@@ -35,7 +35,7 @@ mod runs;
 pub mod schedules;
 pub mod secrets;
 mod server;
-mod service;
+pub mod service;
 mod stacks;
 mod start_error;
 mod state;

@@ -33,7 +33,7 @@ use crate::extract::{read_body, ApiJson, ApiPath, ApiQuery};
 pub use crate::fencing::{FencingQuery, NextSeq};
 use crate::route::{endpoint, route, BodyLimitKind, Endpoint, Route};
 use crate::secrets::mask::LogKind;
-use crate::tokens::{mint_run_token, new_token, TokenOwner};
+use crate::service::tokens::{mint_run_token, new_token, TokenOwner};
 
 /// Served by [`list`].
 pub const LIST: Endpoint = endpoint!(Access::Org(Role::Viewer), list);

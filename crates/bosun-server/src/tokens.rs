@@ -6,19 +6,14 @@ use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{PersonalTokenCreate, PoolTokenCreate, Token, TokenCreated};
 use bosun_core::authz::Access;
-use bosun_core::stack::RunnerPool;
-use bosun_core::token::{format_token, hash_token, TokenKind};
-use bosun_core::{Role, ValidationError};
-use bosun_store::{NewToken, TokenFilter, TokenRecord};
-use chrono::{DateTime, Duration, Utc};
-use rand::RngCore;
-use serde_json::json;
+use bosun_core::Role;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 use crate::route::{route, Route};
+use crate::service::tokens as service;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -31,136 +26,6 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// Who a new token belongs to.
-pub enum TokenOwner {
-    User(String),
-    /// `org: None`: the server's own hosted pool (its embedded runners).
-    Pool {
-        org: Option<String>,
-        pool: String,
-    },
-    Run {
-        org: String,
-        run: String,
-        stack: String,
-        /// Upstream stacks whose state the run may read (`terraform_remote_state`).
-        read_stacks: Vec<String>,
-    },
-}
-
-/// Makes a fresh token: the secret to show once, and the record to store (hash only).
-pub fn new_token(
-    kind: TokenKind,
-    owner: TokenOwner,
-    description: String,
-    expires_at: Option<DateTime<Utc>>,
-) -> (String, NewToken) {
-    let mut random = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut random);
-    let secret = format_token(kind, &random);
-    let mut id = [0u8; 8];
-    rand::thread_rng().fill_bytes(&mut id);
-    let mut token = NewToken {
-        id: format!("tok_{}", hex::encode(id)),
-        kind,
-        secret_hash: hash_token(&secret),
-        description,
-        user: None,
-        org: None,
-        pool: None,
-        run: None,
-        stack: None,
-        read_stacks: Vec::new(),
-        expires_at,
-    };
-    match owner {
-        TokenOwner::User(u) => token.user = Some(u),
-        TokenOwner::Pool { org, pool } => {
-            token.org = org;
-            token.pool = Some(pool);
-        }
-        TokenOwner::Run {
-            org,
-            run,
-            stack,
-            read_stacks,
-        } => {
-            token.org = Some(org);
-            token.run = Some(run);
-            token.stack = Some(stack);
-            token.read_stacks = read_stacks;
-        }
-    }
-    (secret, token)
-}
-
-/// Mints the token a Run authenticates with, scoped to its stack (and read access to the
-/// state of `read_stacks`, its granted upstreams). Runs revoke it with
-/// [`bosun_store::Store::revoke_token`](bosun_store::TokenStore::revoke_token) the moment they end.
-pub async fn mint_run_token(
-    state: &AppState,
-    org: &str,
-    run: &str,
-    stack: &str,
-    ttl: Duration,
-    read_stacks: &[String],
-) -> Result<(String, TokenRecord), ApiError> {
-    let (secret, token) = new_token(
-        TokenKind::Run,
-        TokenOwner::Run {
-            org: org.into(),
-            run: run.into(),
-            stack: stack.into(),
-            read_stacks: read_stacks.to_vec(),
-        },
-        format!("run {run}"),
-        Some(Utc::now() + ttl),
-    );
-    let record = state.store.create_token(&token, None).await?;
-    Ok((secret, record))
-}
-
-const MAX_LIFETIME_SECS: u64 = 10 * 365 * 24 * 3600;
-
-fn expiry(expires_in_seconds: Option<u64>) -> Result<Option<DateTime<Utc>>, ApiError> {
-    match expires_in_seconds {
-        None => Ok(None),
-        Some(s) if (60..=MAX_LIFETIME_SECS).contains(&s) => {
-            Ok(Some(Utc::now() + Duration::seconds(s as i64)))
-        }
-        Some(_) => Err(ValidationError::new(
-            "expires_in_seconds",
-            format!("must be between 60 and {MAX_LIFETIME_SECS} seconds"),
-        )
-        .into()),
-    }
-}
-
-fn check_description(d: &str) -> Result<String, ApiError> {
-    if d.chars().count() > 200 || d.chars().any(char::is_control) {
-        return Err(ValidationError::new(
-            "description",
-            "must be at most 200 characters with no control characters",
-        )
-        .into());
-    }
-    Ok(d.trim().to_string())
-}
-
-pub fn to_wire(t: TokenRecord) -> Token {
-    Token {
-        id: t.id,
-        kind: t.kind.as_str().to_string(),
-        description: t.description,
-        user: t.user,
-        org: t.org,
-        pool: t.pool,
-        created_at: t.created_at,
-        expires_at: t.expires_at,
-        revoked_at: t.revoked_at,
-    }
-}
-
 /// Create a personal token (for yourself; server admins may name another user).
 #[utoipa::path(post, path = "/api/v1/tokens", tag = "tokens",
     request_body = PersonalTokenCreate,
@@ -170,53 +35,8 @@ pub async fn create_personal(
     caller: Caller,
     ApiJson(body): ApiJson<PersonalTokenCreate>,
 ) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
-    let me = caller.user()?.to_string();
-    let user = body.user.clone().unwrap_or_else(|| me.clone());
-    if user != me && !caller.is_server_admin() {
-        return Err(ApiError::Forbidden(
-            "only a server administrator can create tokens for another user".into(),
-        ));
-    }
-    if state.store.get_user(&user).await?.is_none() {
-        return Err(ApiError::NotFound(format!("user {user:?}")));
-    }
-    issue(
-        &state,
-        &caller,
-        None,
-        TokenKind::Personal,
-        TokenOwner::User(user.clone()),
-        (&body.description, body.expires_in_seconds),
-        json!({"kind": "personal", "user": user}),
-    )
-    .await
-}
-
-/// Mints, stores (with its audit record) and returns a token requested through the API.
-async fn issue(
-    state: &AppState,
-    caller: &Caller,
-    org: Option<&str>,
-    kind: TokenKind,
-    owner: TokenOwner,
-    (description, expires_in_seconds): (&str, Option<u64>),
-    detail: serde_json::Value,
-) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
-    let (secret, token) = new_token(
-        kind,
-        owner,
-        check_description(description)?,
-        expiry(expires_in_seconds)?,
-    );
-    let audit = caller.audit(org, "token.create", format!("token:{}", token.id), detail);
-    let record = state.store.create_token(&token, Some(&audit)).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(TokenCreated {
-            token: to_wire(record),
-            secret,
-        }),
-    ))
+    let created = service::create_personal(&state, &caller, body).await?;
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// List your personal tokens (never their secrets).
@@ -226,11 +46,7 @@ pub async fn list_personal(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<Vec<Token>>, ApiError> {
-    let tokens = state
-        .store
-        .list_tokens(&TokenFilter::User(caller.user()?.to_string()))
-        .await?;
-    Ok(Json(tokens.into_iter().map(to_wire).collect()))
+    Ok(Json(service::list_personal(&state, &caller).await?))
 }
 
 /// Revoke one of your personal tokens (server admins: anyone's).
@@ -242,21 +58,7 @@ pub async fn revoke_personal(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    let me = caller.user()?;
-    let record = state
-        .store
-        .get_token(&id)
-        .await?
-        .filter(|t| t.kind == TokenKind::Personal)
-        .filter(|t| caller.is_server_admin() || t.user.as_deref() == Some(me))
-        .ok_or_else(|| ApiError::NotFound(format!("token {id:?}")))?;
-    let audit = caller.audit(
-        None,
-        "token.revoke",
-        format!("token:{}", record.id),
-        json!({}),
-    );
-    state.store.revoke_token(&record.id, Some(&audit)).await?;
+    service::revoke_personal(&state, &caller, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -271,30 +73,8 @@ pub async fn create_pool(
     ApiPath(org): ApiPath<String>,
     ApiJson(body): ApiJson<PoolTokenCreate>,
 ) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
-    let pool =
-        match RunnerPool::parse(&body.pool).map_err(|e| ValidationError::new("pool", e.message))? {
-            RunnerPool::Hosted => {
-                return Err(ValidationError::new(
-                    "pool",
-                    "\"hosted\" is the server's own pool; name a self-hosted pool",
-                )
-                .into())
-            }
-            RunnerPool::Named(p) => p.to_string(),
-        };
-    issue(
-        &state,
-        &caller,
-        Some(&org),
-        TokenKind::Pool,
-        TokenOwner::Pool {
-            org: Some(org.clone()),
-            pool: pool.clone(),
-        },
-        (&body.description, body.expires_in_seconds),
-        json!({"kind": "pool", "pool": pool}),
-    )
-    .await
+    let created = service::create_pool(&state, &caller, &org, body).await?;
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// List the org's runner-pool tokens.
@@ -305,14 +85,7 @@ pub async fn list_pool(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
 ) -> Result<Json<Vec<Token>>, ApiError> {
-    let tokens = state
-        .store
-        .list_tokens(&TokenFilter::Org {
-            org,
-            kind: TokenKind::Pool,
-        })
-        .await?;
-    Ok(Json(tokens.into_iter().map(to_wire).collect()))
+    Ok(Json(service::list_pool(&state, &org).await?))
 }
 
 /// Revoke a runner-pool token.
@@ -324,18 +97,6 @@ pub async fn revoke_pool(
     caller: Caller,
     ApiPath((org, id)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let record = state
-        .store
-        .get_token(&id)
-        .await?
-        .filter(|t| t.kind == TokenKind::Pool && t.org.as_deref() == Some(org.as_str()))
-        .ok_or_else(|| ApiError::NotFound(format!("pool token {id:?}")))?;
-    let audit = caller.audit(
-        Some(&org),
-        "token.revoke",
-        format!("token:{}", record.id),
-        json!({}),
-    );
-    state.store.revoke_token(&record.id, Some(&audit)).await?;
+    service::revoke_pool(&state, &caller, &org, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

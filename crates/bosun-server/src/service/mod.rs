@@ -17,6 +17,7 @@ pub mod runs;
 pub mod stacks;
 pub mod state;
 pub mod tenancy;
+pub mod tokens;
 pub mod triggers;
 
 use std::collections::BTreeMap;

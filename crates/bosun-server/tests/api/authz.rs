@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use bosun_core::Role;
 use bosun_server::routes::api_routes;
-use bosun_server::tokens::mint_run_token;
+use bosun_server::service::tokens::mint_run_token;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 

@@ -1,7 +1,7 @@
 //! The outputs API over state written through the `http` backend: each version's outputs
 //! compared with the previous one's, and no sensitive value anywhere in a response.
 
-use bosun_server::tokens::mint_run_token;
+use bosun_server::service::tokens::mint_run_token;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 

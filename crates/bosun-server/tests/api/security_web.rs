@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bosun_core::Role;
 use bosun_server::config::Secret;
-use bosun_server::tokens::mint_run_token;
+use bosun_server::service::tokens::mint_run_token;
 use reqwest::header::{
     HeaderMap, CONTENT_SECURITY_POLICY, COOKIE, HOST, LOCATION, ORIGIN, REFERRER_POLICY,
     SET_COOKIE, STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,

@@ -3,7 +3,7 @@
 
 use base64::Engine as _;
 use bosun_core::Role;
-use bosun_server::tokens::mint_run_token;
+use bosun_server::service::tokens::mint_run_token;
 use md5::{Digest, Md5};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

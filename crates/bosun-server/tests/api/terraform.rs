@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bosun_core::Role;
-use bosun_server::tokens::mint_run_token;
+use bosun_server::service::tokens::mint_run_token;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};

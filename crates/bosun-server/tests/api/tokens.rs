@@ -2,7 +2,7 @@
 //! revocable.
 
 use bosun_core::token::hash_token;
-use bosun_server::tokens::mint_run_token;
+use bosun_server::service::tokens::mint_run_token;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -95,9 +95,9 @@ async fn personal_token_lifecycle() {
 #[tokio::test]
 async fn expired_tokens_are_refused() {
     let t = TestServer::start().await;
-    let (secret, mut token) = bosun_server::tokens::new_token(
+    let (secret, mut token) = bosun_server::service::tokens::new_token(
         bosun_core::token::TokenKind::Personal,
-        bosun_server::tokens::TokenOwner::User("admin".into()),
+        bosun_server::service::tokens::TokenOwner::User("admin".into()),
         "old".into(),
         Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
     );
