@@ -12,31 +12,26 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::Json;
-use base64::Engine as _;
 use bosun_api::{IdToken, SigningKeys};
 use bosun_core::authz::Access;
 use bosun_core::run::Phase;
-use bosun_store::{Audit, IdRequestToken, RunRecord, SigningKeyRecord};
-use chrono::{DateTime, Utc};
+use bosun_store::{IdRequestToken, RunRecord, SigningKeyRecord};
+use chrono::Utc;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use rand::RngCore;
-use rsa::pkcs1::EncodeRsaPrivateKey;
-use rsa::traits::PublicKeyParts;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiQuery;
 use crate::route::{route, Route};
+use crate::service::identity as service;
 
 /// Where executing phases ask for identity tokens (outside `/api/v1`: its bearer is a
 /// request token, not an API token).
 pub const TOKEN_PATH: &str = "/oidc/token";
-/// Extra time a retired key stays published beyond the token lifetime (clock skew).
-const PUBLISH_SLACK: Duration = Duration::from_secs(300);
 
 pub fn routes() -> Vec<Route> {
     vec![route!(Access::ServerAdmin, rotate)]
@@ -64,49 +59,6 @@ pub fn subject(org: &str, stack: &str, phase: Phase) -> String {
     format!("org:{org}:stack:{stack}:run_phase:{phase}")
 }
 
-/// A new RSA signing key: its record (private half sealed) and the key for signing.
-fn generate(state: &AppState, rsa_key: &rsa::RsaPrivateKey) -> Result<SigningKeyRecord, ApiError> {
-    let public = rsa_key.to_public_key();
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let n = public.n().to_bytes_be();
-    let e = public.e().to_bytes_be();
-    let kid = hex::encode(&Sha256::digest(&n)[..12]);
-    let der = rsa_key
-        .to_pkcs1_der()
-        .map_err(|e| ApiError::Internal(format!("encoding a signing key: {e}")))?;
-    let sealed = state
-        .secrets_key
-        .seal(der.as_bytes())
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(SigningKeyRecord {
-        kid: kid.clone(),
-        private_key: sealed,
-        public_jwk: json!({"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
-            "n": b64.encode(n), "e": b64.encode(e)}),
-        created_at: Utc::now(),
-        retired_at: None,
-    })
-}
-
-async fn new_key(state: &AppState, action: &str, actor: &str) -> Result<String, ApiError> {
-    let rsa_key =
-        tokio::task::spawn_blocking(|| rsa::RsaPrivateKey::new(&mut rand::rngs::OsRng, 2048))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-            .map_err(|e| ApiError::Internal(format!("generating a signing key: {e}")))?;
-    let record = generate(state, &rsa_key)?;
-    let audit = Audit {
-        org: None,
-        actor: actor.into(),
-        token_id: None,
-        action: action.into(),
-        target: format!("signing-key:{}", record.kid),
-        detail: json!({"kid": record.kid}),
-    };
-    state.store.add_signing_key(&record, &audit).await?;
-    Ok(record.kid)
-}
-
 /// The active signing key, made on first use.
 async fn active_key(state: &AppState) -> Result<(String, EncodingKey), ApiError> {
     let find = |keys: Vec<SigningKeyRecord>| keys.into_iter().find(|k| k.retired_at.is_none());
@@ -115,7 +67,7 @@ async fn active_key(state: &AppState) -> Result<(String, EncodingKey), ApiError>
         let _one = state.issuer.keygen.lock().await;
         key = find(state.store.signing_keys().await?);
         if key.is_none() {
-            new_key(state, "oidc.key.create", "system").await?;
+            service::new_key(state, "oidc.key.create", "system").await?;
             key = find(state.store.signing_keys().await?);
         }
     }
@@ -125,24 +77,6 @@ async fn active_key(state: &AppState) -> Result<(String, EncodingKey), ApiError>
         .open(&key.private_key)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok((key.kid, EncodingKey::from_rsa_der(&der)))
-}
-
-/// Keys to publish: the active one and those retired recently enough that a token they
-/// signed may still be valid.
-async fn published(state: &AppState) -> Result<Vec<SigningKeyRecord>, ApiError> {
-    let keep = keep_since(state);
-    Ok(state
-        .store
-        .signing_keys()
-        .await?
-        .into_iter()
-        .filter(|k| k.retired_at.is_none_or(|r| r > keep))
-        .collect())
-}
-
-fn keep_since(state: &AppState) -> DateTime<Utc> {
-    let window = state.config.oidc.token_ttl + PUBLISH_SLACK;
-    Utc::now() - chrono::Duration::from_std(window).unwrap_or(chrono::Duration::hours(1))
 }
 
 /// `/.well-known/openid-configuration`.
@@ -162,10 +96,10 @@ pub async fn discovery(State(state): State<AppState>) -> Json<Value> {
 
 /// `/.well-known/jwks.json`.
 pub async fn jwks(State(state): State<AppState>) -> Result<(HeaderMap, Json<Value>), ApiError> {
-    let mut keys = published(&state).await?;
+    let mut keys = service::published(&state).await?;
     if keys.is_empty() {
         active_key(&state).await?;
-        keys = published(&state).await?;
+        keys = service::published(&state).await?;
     }
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -296,16 +230,7 @@ pub async fn rotate(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<SigningKeys>, ApiError> {
-    let _one = state.issuer.keygen.lock().await;
-    let kid = new_key(&state, "oidc.key.rotate", &caller.0.actor()).await?;
-    Ok(Json(SigningKeys {
-        active: kid,
-        published: published(&state)
-            .await?
-            .into_iter()
-            .map(|k| k.kid)
-            .collect(),
-    }))
+    Ok(Json(service::rotate(&state, &caller).await?))
 }
 
 /// Rotates the key when it is older than `rotate_every`, and forgets keys no token can
@@ -335,10 +260,13 @@ async fn rotation_pass(state: &AppState, every: Duration) -> Result<(), ApiError
             let age = (Utc::now() - a.created_at).to_std().unwrap_or_default();
             if age >= every {
                 let _one = state.issuer.keygen.lock().await;
-                new_key(state, "oidc.key.rotate", "system").await?;
+                service::new_key(state, "oidc.key.rotate", "system").await?;
             }
         }
     }
-    state.store.prune_signing_keys(keep_since(state)).await?;
+    state
+        .store
+        .prune_signing_keys(service::keep_since(state))
+        .await?;
     Ok(())
 }

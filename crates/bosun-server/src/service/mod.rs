@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod drift;
 pub mod environments;
 pub mod hosts;
+pub mod identity;
 pub mod inventory;
 pub mod notify;
 pub mod outputs;
