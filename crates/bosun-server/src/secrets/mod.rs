@@ -13,9 +13,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use bosun_api::{SecretInfo, SecretPut};
 use bosun_core::authz::Access;
-use bosun_core::stack::check_secret_ref;
-use bosun_core::{Role, ValidationError};
-use bosun_store::{Audit, SecretMeta, Store};
+use bosun_core::Role;
+use bosun_store::{Audit, Store};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -25,10 +24,8 @@ use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::route::{route, Route};
+use crate::service::secrets as service;
 use seal::{KeySource, SealError, SecretsKey};
-
-/// The largest secret value accepted.
-pub const MAX_VALUE: usize = 64 * 1024;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -123,24 +120,6 @@ pub async fn open_key(config: &ServerConfig, store: &dyn Store) -> Result<Secret
     Ok(key)
 }
 
-fn check_name(namespace: &str, key: &str) -> Result<String, ApiError> {
-    let reference = format!("secret://{namespace}/{key}");
-    check_secret_ref(&reference)
-        .map_err(|m| ApiError::Validation(ValidationError::new("reference", m)))?;
-    Ok(reference)
-}
-
-fn to_wire(m: SecretMeta) -> SecretInfo {
-    SecretInfo {
-        reference: format!("secret://{}/{}", m.namespace, m.key),
-        namespace: m.namespace,
-        key: m.key,
-        created_at: m.created_at,
-        updated_at: m.updated_at,
-        updated_by: m.updated_by,
-    }
-}
-
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
@@ -158,11 +137,9 @@ pub async fn list(
     ApiPath(org): ApiPath<String>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<SecretInfo>>, ApiError> {
-    let items = state
-        .store
-        .list_secrets(&org, q.namespace.as_deref())
-        .await?;
-    Ok(Json(items.into_iter().map(to_wire).collect()))
+    Ok(Json(
+        service::list(&state, &org, q.namespace.as_deref()).await?,
+    ))
 }
 
 /// Set a secret (org admin). The value is sealed before it is stored and never shown
@@ -178,25 +155,9 @@ pub async fn put(
     ApiPath((org, namespace, key)): ApiPath<(String, String, String)>,
     ApiJson(body): ApiJson<SecretPut>,
 ) -> Result<Json<SecretInfo>, ApiError> {
-    let reference = check_name(&namespace, &key)?;
-    if body.value.is_empty() {
-        return Err(ValidationError::new("value", "must not be empty").into());
-    }
-    if body.value.len() > MAX_VALUE {
-        return Err(
-            ValidationError::new("value", format!("must be at most {MAX_VALUE} bytes")).into(),
-        );
-    }
-    let sealed = state
-        .secrets_key
-        .seal(body.value.as_bytes())
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let audit = caller.audit(Some(&org), "secret.set", reference, json!({}));
-    let meta = state
-        .store
-        .put_secret(&org, &namespace, &key, &sealed, &audit)
-        .await?;
-    Ok(Json(to_wire(meta)))
+    Ok(Json(
+        service::put(&state, &caller, &org, &namespace, &key, body).await?,
+    ))
 }
 
 /// Delete a secret (org admin).
@@ -208,17 +169,8 @@ pub async fn delete(
     caller: Caller,
     ApiPath((org, namespace, key)): ApiPath<(String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let reference = check_name(&namespace, &key)?;
-    let audit = caller.audit(Some(&org), "secret.delete", reference.clone(), json!({}));
-    if state
-        .store
-        .delete_secret(&org, &namespace, &key, &audit)
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!("{reference} in org {org:?}")))
-    }
+    service::delete(&state, &caller, &org, &namespace, &key).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Splits `secret://ns/key`; `None` for a plain value.

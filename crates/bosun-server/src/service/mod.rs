@@ -15,6 +15,7 @@ pub mod plan_schedules;
 pub mod plans;
 pub mod runners;
 pub mod runs;
+pub mod secrets;
 pub mod stacks;
 pub mod state;
 pub mod tenancy;
