@@ -1,15 +1,13 @@
 //! Stacks: create, list, show, update and delete, converting between the wire types and
-//! the validated [`StackSpec`].
+//! the validated [`StackSpec`](bosun_core::stack::StackSpec).
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{ErrorCode, Page, Stack, StackCreate, StackPatch};
+use bosun_api::{Page, Stack, StackCreate, StackPatch};
 use bosun_core::authz::Access;
-use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_core::Role;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -17,7 +15,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::paging::PageQuery;
 use crate::route::{endpoint, route, Endpoint, Route};
-use crate::service::stacks::{self as service, load, to_wire_with_connection};
+use crate::service::stacks as service;
 
 /// Served by [`list`].
 pub const LIST: Endpoint = endpoint!(Access::Org(Role::Viewer), list);
@@ -33,97 +31,6 @@ pub fn routes() -> Vec<Route> {
         route!(Access::Org(Role::Admin), update),
         route!(Access::Org(Role::Admin), delete),
     ]
-}
-
-fn dependency_in(d: bosun_api::Dependency) -> DependencyInput {
-    DependencyInput {
-        stack: d.stack,
-        outputs: d.outputs,
-        trigger_always: d.trigger_always,
-    }
-}
-
-fn drift_in(d: bosun_api::DriftDetection) -> DriftInput {
-    DriftInput {
-        schedule: d.schedule,
-        reconcile: d.reconcile,
-        timezone: d.timezone,
-    }
-}
-
-fn aws_in(a: bosun_api::AwsIntegration) -> bosun_core::stack::AwsInput {
-    bosun_core::stack::AwsInput {
-        plan_role_arn: a.plan_role_arn,
-        apply_role_arn: a.apply_role_arn,
-        audience: a.audience,
-    }
-}
-
-fn input_from_create(c: StackCreate) -> StackInput {
-    StackInput {
-        id: c.id,
-        name: c.name,
-        repository: c.repository,
-        branch: c.branch,
-        path: c.path,
-        watch_paths: c.watch_paths,
-        engine: c.engine,
-        engine_binary: c.engine_binary,
-        engine_version: c.engine_version,
-        tier: c.tier,
-        autodeploy: c.autodeploy,
-        environment: c.environment,
-        variables: c.variables,
-        depends_on: c.depends_on.into_iter().map(dependency_in).collect(),
-        drift_detection: c.drift_detection.map(drift_in),
-        runner_pool: c.runner_pool,
-        aws: c.aws.map(aws_in),
-    }
-}
-
-/// Lays a patch over a stored stack's input; returns the names of the fields it sets.
-fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str>, ApiError> {
-    let mut changed = Vec::new();
-    if let Some(id) = p.id {
-        if id != input.id {
-            return Err(ApiError::BadRequest {
-                code: ErrorCode::ImmutableField,
-                message: format!(
-                    "id is immutable (stack {:?} cannot become {id:?}); change `name` to rename it",
-                    input.id
-                ),
-            });
-        }
-    }
-    macro_rules! set {
-        ($field:ident, $value:expr) => {
-            if let Some(v) = $value {
-                input.$field = v;
-                changed.push(stringify!($field));
-            }
-        };
-    }
-    set!(name, p.name.map(Some));
-    set!(repository, p.repository);
-    set!(branch, p.branch.map(Some));
-    set!(path, p.path.map(Some));
-    set!(watch_paths, p.watch_paths);
-    set!(engine, p.engine.map(Some));
-    set!(engine_binary, p.engine_binary);
-    set!(engine_version, p.engine_version);
-    set!(tier, p.tier.map(Some));
-    set!(autodeploy, p.autodeploy);
-    set!(environment, p.environment);
-    set!(variables, p.variables);
-    set!(
-        depends_on,
-        p.depends_on
-            .map(|d| d.into_iter().map(dependency_in).collect())
-    );
-    set!(drift_detection, p.drift_detection.map(|d| d.map(drift_in)));
-    set!(runner_pool, p.runner_pool.map(Some));
-    set!(aws, p.aws.map(|a| a.map(aws_in)));
-    Ok(changed)
 }
 
 /// List the org's stacks, ordered by id.
@@ -149,18 +56,8 @@ pub async fn create(
     ApiPath(org): ApiPath<String>,
     ApiJson(body): ApiJson<StackCreate>,
 ) -> Result<(StatusCode, Json<Stack>), ApiError> {
-    let spec = StackSpec::from_input(input_from_create(body))?;
-    let audit = caller.audit(
-        Some(&org),
-        "stack.create",
-        format!("stack:{}", spec.id),
-        json!({"name": spec.name, "repository": spec.repository.to_string()}),
-    );
-    let record = state.store.create_stack(&org, &spec, &audit).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(to_wire_with_connection(&state, record).await?),
-    ))
+    let stack = service::create(&state, &caller, &org, body).await?;
+    Ok((StatusCode::CREATED, Json(stack)))
 }
 
 /// Show one stack.
@@ -185,18 +82,9 @@ pub async fn update(
     ApiPath((org, id)): ApiPath<(String, String)>,
     ApiJson(patch): ApiJson<StackPatch>,
 ) -> Result<Json<Stack>, ApiError> {
-    let current = load(&state, &org, &id).await?;
-    let mut input = current.spec.to_input();
-    let changed = apply_patch(&mut input, patch)?;
-    let spec = StackSpec::from_input(input)?;
-    let audit = caller.audit(
-        Some(&org),
-        "stack.update",
-        format!("stack:{id}"),
-        json!({"fields": changed}),
-    );
-    let record = state.store.update_stack(&org, &spec, &audit).await?;
-    Ok(Json(to_wire_with_connection(&state, record).await?))
+    Ok(Json(
+        service::update(&state, &caller, &org, &id, patch).await?,
+    ))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -219,15 +107,6 @@ pub async fn delete(
     ApiPath((org, id)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let audit = caller.audit(
-        Some(&org),
-        "stack.delete",
-        format!("stack:{id}"),
-        json!({"delete_state": q.delete_state}),
-    );
-    state
-        .store
-        .delete_stack(&org, &id, q.delete_state, &audit)
-        .await?;
+    service::delete(&state, &caller, &org, &id, q.delete_state).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,11 +1,15 @@
-//! Stacks as people read them: a page of the org's stacks and one stack, each with how
-//! its repository is reached and its drift status — the work behind the API's handlers
-//! and the console's stack pages, and the wire form the stack writes answer with.
+//! Stacks: created (validated into a [`StackSpec`]), changed (a patch laid over the
+//! stored input and validated again) and deleted, and as people read them: a page of the
+//! org's stacks and one stack, each with how its repository is reached and its drift
+//! status — the work behind the API's handlers and the console's stack pages.
 
-use bosun_api::{Page, Stack};
+use bosun_api::{ErrorCode, Page, Stack, StackCreate, StackPatch};
+use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_store::StackRecord;
+use serde_json::json;
 
 use crate::app::AppState;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::paging::{next_cursor, PageQuery};
 
@@ -52,6 +56,70 @@ pub async fn list(state: &AppState, org: &str, q: &PageQuery) -> Result<Page<Sta
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Stack, ApiError> {
     let record = load(state, org, id).await?;
     to_wire_with_connection(state, record).await
+}
+
+/// Creates a stack of the org from the body, validated into a [`StackSpec`].
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    body: StackCreate,
+) -> Result<Stack, ApiError> {
+    let spec = StackSpec::from_input(input_from_create(body))?;
+    let audit = caller.audit(
+        Some(org),
+        "stack.create",
+        format!("stack:{}", spec.id),
+        json!({"name": spec.name, "repository": spec.repository.to_string()}),
+    );
+    let record = state.store.create_stack(org, &spec, &audit).await?;
+    to_wire_with_connection(state, record).await
+}
+
+/// Changes a stack's fields: the patch laid over its stored input, validated again. The
+/// id never changes; `name` renames it.
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+    patch: StackPatch,
+) -> Result<Stack, ApiError> {
+    let current = load(state, org, id).await?;
+    let mut input = current.spec.to_input();
+    let changed = apply_patch(&mut input, patch)?;
+    let spec = StackSpec::from_input(input)?;
+    let audit = caller.audit(
+        Some(org),
+        "stack.update",
+        format!("stack:{id}"),
+        json!({"fields": changed}),
+    );
+    let record = state.store.update_stack(org, &spec, &audit).await?;
+    to_wire_with_connection(state, record).await
+}
+
+/// Deletes a stack (with its state versions when `delete_state`). The store refuses
+/// while other stacks depend on it or runs of it are open, and — without
+/// `delete_state` — while it has state versions.
+pub async fn delete(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+    delete_state: bool,
+) -> Result<(), ApiError> {
+    let audit = caller.audit(
+        Some(org),
+        "stack.delete",
+        format!("stack:{id}"),
+        json!({"delete_state": delete_state}),
+    );
+    state
+        .store
+        .delete_stack(org, id, delete_state, &audit)
+        .await?;
+    Ok(())
 }
 
 /// Loads a stack of the org (a stack of another org is "not found").
@@ -176,4 +244,95 @@ pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack 
         created_at: r.created_at,
         updated_at: r.updated_at,
     }
+}
+
+fn dependency_in(d: bosun_api::Dependency) -> DependencyInput {
+    DependencyInput {
+        stack: d.stack,
+        outputs: d.outputs,
+        trigger_always: d.trigger_always,
+    }
+}
+
+fn drift_in(d: bosun_api::DriftDetection) -> DriftInput {
+    DriftInput {
+        schedule: d.schedule,
+        reconcile: d.reconcile,
+        timezone: d.timezone,
+    }
+}
+
+fn aws_in(a: bosun_api::AwsIntegration) -> bosun_core::stack::AwsInput {
+    bosun_core::stack::AwsInput {
+        plan_role_arn: a.plan_role_arn,
+        apply_role_arn: a.apply_role_arn,
+        audience: a.audience,
+    }
+}
+
+fn input_from_create(c: StackCreate) -> StackInput {
+    StackInput {
+        id: c.id,
+        name: c.name,
+        repository: c.repository,
+        branch: c.branch,
+        path: c.path,
+        watch_paths: c.watch_paths,
+        engine: c.engine,
+        engine_binary: c.engine_binary,
+        engine_version: c.engine_version,
+        tier: c.tier,
+        autodeploy: c.autodeploy,
+        environment: c.environment,
+        variables: c.variables,
+        depends_on: c.depends_on.into_iter().map(dependency_in).collect(),
+        drift_detection: c.drift_detection.map(drift_in),
+        runner_pool: c.runner_pool,
+        aws: c.aws.map(aws_in),
+    }
+}
+
+/// Lays a patch over a stored stack's input; returns the names of the fields it sets.
+fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str>, ApiError> {
+    let mut changed = Vec::new();
+    if let Some(id) = p.id {
+        if id != input.id {
+            return Err(ApiError::BadRequest {
+                code: ErrorCode::ImmutableField,
+                message: format!(
+                    "id is immutable (stack {:?} cannot become {id:?}); change `name` to rename it",
+                    input.id
+                ),
+            });
+        }
+    }
+    macro_rules! set {
+        ($field:ident, $value:expr) => {
+            if let Some(v) = $value {
+                input.$field = v;
+                changed.push(stringify!($field));
+            }
+        };
+    }
+    set!(name, p.name.map(Some));
+    set!(repository, p.repository);
+    set!(branch, p.branch.map(Some));
+    set!(path, p.path.map(Some));
+    set!(watch_paths, p.watch_paths);
+    set!(engine, p.engine.map(Some));
+    set!(engine_binary, p.engine_binary);
+    set!(engine_version, p.engine_version);
+    set!(tier, p.tier.map(Some));
+    set!(autodeploy, p.autodeploy);
+    set!(environment, p.environment);
+    set!(variables, p.variables);
+    set!(
+        depends_on,
+        p.depends_on
+            .map(|d| d.into_iter().map(dependency_in).collect())
+    );
+    set!(drift_detection, p.drift_detection.map(|d| d.map(drift_in)));
+    set!(runner_pool, p.runner_pool.map(Some));
+    set!(aws, p.aws.map(|a| a.map(aws_in)));
+    Ok(changed)
 }
