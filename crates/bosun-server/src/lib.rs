@@ -1,10 +1,12 @@
 //! Bosun's HTTP server: the API under `/api/v1`, health probes, authorization, error
 //! mapping and the OpenAPI document, over a [`bosun_store::Store`].
 //!
-//! Each capability is a module that owns its routes, its service logic and its store
-//! calls (`stacks`, `tenancy`, `tokens`); the cross-cutting pieces every route passes
-//! through are `auth` (who is calling, may they), `error` (the one mapping to HTTP) and
-//! `extract` (request bodies and queries with errors in our format).
+//! Each capability is a module that owns its routes and their handlers (`stacks`,
+//! `tenancy`, `tokens`, …); the handlers only adapt HTTP to the capability's work and
+//! rules in `service::<domain>`, which the console's pages and the background duties
+//! call too. The cross-cutting pieces every route passes through are `auth` (who is
+//! calling, may they), `error` (the one mapping to HTTP) and `extract` (request bodies
+//! and queries with errors in our format).
 
 mod app;
 mod approvals;
@@ -41,7 +43,7 @@ mod start_error;
 mod state;
 mod tenancy;
 pub mod tls;
-pub mod tokens;
+mod tokens;
 pub mod vcs;
 mod web_headers;
 

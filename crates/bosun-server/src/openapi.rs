@@ -1,5 +1,6 @@
-//! The OpenAPI document, generated from the route table: each route's handler
-//! annotation (`#[utoipa::path]`) and the wire types it names.
+//! The OpenAPI document, generated from the routes it is given (the router gives
+//! `api_routes`, once at start): each route's handler annotation (`#[utoipa::path]`) and
+//! the wire types it names.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};

@@ -1,5 +1,6 @@
-//! Stacks: create, list, show, update and delete, converting between the wire types and
-//! the validated [`StackSpec`](bosun_core::stack::StackSpec).
+//! Stacks over the API: created, listed, shown, changed and deleted; the work (the wire
+//! types to and from the validated [`StackSpec`](bosun_core::stack::StackSpec)) is
+//! `service::stacks`.
 
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,4 +1,5 @@
-//! Tenancy: orgs, users, org membership and roles, "who am I", and the audit log.
+//! Tenancy over the API: orgs, users, org membership and roles, "who am I", and the audit
+//! log; the work is `service::tenancy`.
 
 use axum::extract::State;
 use axum::http::StatusCode;

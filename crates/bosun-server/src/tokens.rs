@@ -1,5 +1,5 @@
-//! Tokens: minting (secret shown once, hash stored), listing and revoking personal,
-//! runner-pool and run tokens.
+//! Tokens over the API: personal and runner-pool tokens created (the secret shown once),
+//! listed and revoked; the work is `service::tokens`.
 
 use axum::extract::State;
 use axum::http::StatusCode;

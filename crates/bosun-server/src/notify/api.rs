@@ -1,5 +1,5 @@
 //! The notification API: targets (org admins manage, members read), each target's
-//! delivery log, and test events.
+//! delivery log, and test events; the work is `service::notify`.
 
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,5 +1,5 @@
 //! The built-in secret store: values sealed at rest (`seal`), set and listed through the
-//! API (values are never returned), and resolved for runs from
+//! API (values are never returned; the work is `service::secrets`), and resolved for runs from
 //! `secret://<namespace>/<key>` references. Namespaces are per org: a reference always
 //! resolves among the referencing org's own secrets, two orgs may each have a namespace
 //! `aws`, and nothing one org stores is observable by another. `mask` masks the values a
