@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::service::{invalid, vars_of};
+use crate::service::{deleted, invalid, vars_of};
 
 fn environment_wire(e: EnvironmentRecord, hosts: &[HostRecord]) -> EnvironmentInfo {
     EnvironmentInfo {
@@ -137,13 +137,8 @@ pub async fn delete(
         format!("environment:{id}"),
         json!({}),
     );
-    if state.store.delete_environment(org, id, &audit).await? {
-        Ok(())
-    } else {
-        Err(ApiError::NotFound(format!(
-            "environment {id:?} in org {org:?}"
-        )))
-    }
+    let done = state.store.delete_environment(org, id, &audit).await?;
+    deleted(done, "environment", id, org)
 }
 
 /// Grants `user` approval on an environment for `caller`: refused unless `user` is a

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::service::{invalid, vars_of};
+use crate::service::{deleted, invalid, vars_of};
 
 fn host_wire(h: HostRecord) -> HostInfo {
     HostInfo {
@@ -179,9 +179,6 @@ pub async fn delete(
     name: &str,
 ) -> Result<(), ApiError> {
     let audit = caller.audit(Some(org), "host.delete", format!("host:{name}"), json!({}));
-    if state.store.delete_host(org, name, &audit).await? {
-        Ok(())
-    } else {
-        Err(ApiError::NotFound(format!("host {name:?} in org {org:?}")))
-    }
+    let done = state.store.delete_host(org, name, &audit).await?;
+    deleted(done, "host", name, org)
 }

@@ -30,6 +30,18 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
+/// `Ok` when the store deleted the org's `kind` named `name`; 404 naming it when there
+/// was none.
+pub(crate) fn deleted(done: bool, kind: &str, name: &str, org: &str) -> Result<(), ApiError> {
+    if done {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound(format!(
+            "{kind} {name:?} in org {org:?}"
+        )))
+    }
+}
+
 /// A request's `field` refused with `message` (400 `validation_failed`).
 pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
     ValidationError::new(field, message).into()

@@ -20,7 +20,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::paging::{page, PageQuery};
-use crate::service::invalid;
+use crate::service::{deleted, invalid};
 
 /// The target kinds.
 pub const KINDS: [&str; 2] = ["webhook", "slack"];
@@ -295,17 +295,11 @@ pub async fn delete(
         format!("notification_target:{id}"),
         json!({}),
     );
-    if state
+    let done = state
         .store
         .delete_notification_target(org, id, &audit)
-        .await?
-    {
-        Ok(())
-    } else {
-        Err(ApiError::NotFound(format!(
-            "notification target {id:?} in org {org:?}"
-        )))
-    }
+        .await?;
+    deleted(done, "notification target", id, org)
 }
 
 /// A page of a target's delivery log, newest first.

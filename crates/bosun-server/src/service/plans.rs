@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::service::invalid;
+use crate::service::{deleted, invalid};
 
 /// A stored plan of `org`: its summary against the org's hosts as they are now, and lint
 /// findings as warnings.
@@ -138,11 +138,8 @@ pub async fn delete(
     name: &str,
 ) -> Result<(), ApiError> {
     let audit = caller.audit(Some(org), "plan.delete", format!("plan:{name}"), json!({}));
-    if state.store.delete_plan(org, name, &audit).await? {
-        Ok(())
-    } else {
-        Err(ApiError::NotFound(format!("plan {name:?} in org {org:?}")))
-    }
+    let done = state.store.delete_plan(org, name, &audit).await?;
+    deleted(done, "plan", name, org)
 }
 
 /// A plan may not be called this: `POST /orgs/{org}/plans/lint` owns the path.

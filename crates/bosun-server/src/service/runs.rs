@@ -138,26 +138,39 @@ pub async fn trigger(
             );
         }
     }
+    let run = manual_run(state, caller, org, stack, kind, body.commit).await?;
+    let record = enqueue(state, run, caller).await?;
+    to_wire(state, record).await
+}
+
+/// A run of the org's stack started by `caller` by hand, on the stack's branch (at
+/// `commit`, or its head).
+async fn manual_run(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    stack: &str,
+    kind: RunKind,
+    commit: Option<String>,
+) -> Result<NewRun, ApiError> {
     let spec = state
         .store
         .get_stack(org, stack)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
         .spec;
-    let run = NewRun {
+    Ok(NewRun {
         id: new_run_id(),
         org: org.to_string(),
         stack: stack.to_string(),
         kind,
         trigger: Trigger::Manual,
         triggered_by: caller.0.actor(),
-        commit: body.commit,
+        commit,
         branch: spec.branch,
         retry_of: None,
         pull_request: None,
-    };
-    let record = enqueue(state, run, caller).await?;
-    to_wire(state, record).await
+    })
 }
 
 /// Starts a drift check of a stack now for `caller`: a drift run with trigger `manual`
@@ -169,24 +182,7 @@ pub async fn start_drift_check(
     org: &str,
     stack: &str,
 ) -> Result<Run, ApiError> {
-    let spec = state
-        .store
-        .get_stack(org, stack)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("stack {stack:?} in org {org:?}")))?
-        .spec;
-    let run = NewRun {
-        id: new_run_id(),
-        org: org.to_string(),
-        stack: stack.to_string(),
-        kind: RunKind::Drift,
-        trigger: Trigger::Manual,
-        triggered_by: caller.0.actor(),
-        commit: None,
-        branch: spec.branch,
-        retry_of: None,
-        pull_request: None,
-    };
+    let run = manual_run(state, caller, org, stack, RunKind::Drift, None).await?;
     let audit = caller.audit(
         Some(org),
         "run.create",
