@@ -240,6 +240,10 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
     let scheme = if tls.is_some() { "https" } else { "http" };
     // Tests and scripts read this line to find the port when listening on port 0.
     eprintln!("bosun: listening on {scheme}://{}", server.local_addr);
+    eprintln!(
+        "bosun: console at {}/ (log in with a personal token)",
+        server.state().config.public_url.trim_end_matches('/')
+    );
     if let Some(addr) = server.metrics_addr {
         eprintln!("bosun: metrics on http://{addr}/metrics");
     }

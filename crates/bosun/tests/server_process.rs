@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::{http, ServerProcess, BIN};
+use support::{http, KillOnDrop, ServerProcess, BIN};
 
 /// Reads one response with a Content-Length from a kept-alive connection.
 fn read_response(reader: &mut BufReader<TcpStream>) -> (u16, String) {
@@ -222,30 +222,56 @@ fn config_file_env_and_flags() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "server",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .env("BOSUN_DATA_DIR", &env_dir)
-        .env("BOSUN_LISTEN", "127.0.0.1:2")
-        .env_remove("BOSUN_BOOTSTRAP_TOKEN")
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    // Killed on drop, so a failing assertion leaves no server behind.
+    let mut child = KillOnDrop(
+        Command::new(BIN)
+            .args([
+                "server",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env("BOSUN_DATA_DIR", &env_dir)
+            .env("BOSUN_LISTEN", "127.0.0.1:2")
+            .env_remove("BOSUN_BOOTSTRAP_TOKEN")
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Its stderr, line by line, read on a thread so a missing line fails in 30 s
+    // instead of blocking the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.0.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next_line = || {
+        rx.recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the server printed nothing more in 30 s")
+    };
     let addr = loop {
-        let line = lines.next().expect("server exited early").unwrap();
-        if let Some(a) = line.strip_prefix("bosun: listening on http://") {
+        if let Some(a) = next_line().strip_prefix("bosun: listening on http://") {
             break a.parse::<SocketAddr>().unwrap();
         }
     };
-    let _ = child.kill();
-    let _ = child.wait();
+    // Then it names the console, at the address actually bound.
+    let console = loop {
+        let line = next_line();
+        if line.starts_with("bosun: console at") {
+            break line;
+        }
+    };
+    assert_eq!(
+        console,
+        format!("bosun: console at http://{addr}/ (log in with a personal token)")
+    );
+    child.kill();
     assert_ne!(addr.port(), 1);
     assert_ne!(addr.port(), 2);
     assert!(env_dir.join("bosun.db").exists());
