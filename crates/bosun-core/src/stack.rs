@@ -539,6 +539,8 @@ impl fmt::Display for RepoPath {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
+    /// Whichever the runner has: `tofu` on its PATH, else `terraform` (the default).
+    Auto,
     Tofu,
     Terraform,
 }
@@ -546,6 +548,7 @@ pub enum EngineKind {
 impl EngineKind {
     pub fn as_str(self) -> &'static str {
         match self {
+            EngineKind::Auto => "auto",
             EngineKind::Tofu => "tofu",
             EngineKind::Terraform => "terraform",
         }
@@ -566,13 +569,14 @@ impl Engine {
         binary: Option<String>,
         version: Option<String>,
     ) -> Result<Self, ValidationError> {
-        let kind = match kind.unwrap_or("tofu") {
+        let kind = match kind.unwrap_or("auto") {
+            "auto" => EngineKind::Auto,
             "tofu" | "opentofu" => EngineKind::Tofu,
             "terraform" => EngineKind::Terraform,
             other => {
                 return Err(ValidationError::new(
                     "engine",
-                    format!("unknown engine {other:?}; expected tofu or terraform"),
+                    format!("unknown engine {other:?}; expected auto, tofu or terraform"),
                 ))
             }
         };
@@ -895,7 +899,7 @@ mod tests {
         assert_eq!(s.name, "networking");
         assert_eq!(s.branch, "main");
         assert!(s.path.is_root());
-        assert_eq!(s.engine.kind, EngineKind::Tofu);
+        assert_eq!(s.engine.kind, EngineKind::Auto);
         assert_eq!(s.tier, Tier::Small);
         assert_eq!(s.runner_pool, RunnerPool::Hosted);
         assert_eq!(StackSpec::from_input(s.to_input()).unwrap(), s);

@@ -250,7 +250,7 @@ async fn run_engine(
     ws: &Workspace,
     kind: PhaseKind,
     commit: String,
-    engine: &Path,
+    engine: &ResolvedEngine,
     module: &Path,
     integration_env: &[(String, String)],
 ) -> Result<RunnerEvent, Halt> {
@@ -273,9 +273,18 @@ async fn run_engine(
         env.retain(|(k, _)| k != "SSL_CERT_FILE");
         env.push(("SSL_CERT_FILE".to_string(), ca.display().to_string()));
     }
+    if lease.engine == "auto" {
+        ctx.log
+            .line(format!(
+                "bosun: engine auto: {} ({})",
+                engine.name,
+                engine.program.display()
+            ))
+            .await;
+    }
     let engine = Engine {
-        name: &lease.engine,
-        program: engine,
+        name: &engine.name,
+        program: &engine.program,
         module,
         env: &env,
         // Long enough for the engine's own state retries, and no shorter than a cancel's.
@@ -320,34 +329,80 @@ async fn report_started(ctx: &PhaseContext<'_>, commit: String) -> Result<(), Ha
     .map_err(|e| client_halt("the server refused the start of the phase", e))
 }
 
-/// The engine binary: the lease's `engine_binary`, else `tofu`/`terraform` on PATH.
-fn resolve_engine(lease: &Lease) -> Result<PathBuf, Halt> {
-    if !matches!(lease.engine.as_str(), "tofu" | "terraform") {
+/// The engine a phase runs: its name as the log shows it, and its binary.
+struct ResolvedEngine {
+    name: String,
+    program: PathBuf,
+}
+
+/// The engine binary: the lease's `engine_binary`, else `tofu`/`terraform` on PATH. An
+/// `auto` engine is `tofu` when the runner has it, else `terraform`.
+fn resolve_engine(lease: &Lease) -> Result<ResolvedEngine, Halt> {
+    resolve_engine_on(lease, &inherited_path())
+}
+
+/// [`resolve_engine`] with `path` as the PATH searched.
+fn resolve_engine_on(lease: &Lease, path: &std::ffi::OsStr) -> Result<ResolvedEngine, Halt> {
+    if !matches!(lease.engine.as_str(), "auto" | "tofu" | "terraform") {
         return Err(Halt::Failed(format!(
-            "unknown engine {:?} (expected tofu or terraform)",
+            "unknown engine {:?} (expected auto, tofu or terraform)",
             lease.engine
         )));
     }
-    let path = inherited_path();
-    match lease
+    let binary = lease
         .engine_binary
         .as_deref()
         .map(str::trim)
-        .filter(|b| !b.is_empty())
-    {
-        Some(binary) => find_program(binary, &path)
+        .filter(|b| !b.is_empty());
+    if let Some(binary) = binary {
+        let program = find_program(binary, path)
             .filter(|p| p.is_file())
             .ok_or_else(|| {
                 Halt::Failed(format!(
                     "the engine binary {binary:?} was not found on this runner"
                 ))
-            }),
-        None => find_program(&lease.engine, &path).ok_or_else(|| {
-            Halt::Failed(format!(
-                "the engine `{}` is not installed on this runner (not found on PATH)",
-                lease.engine
-            ))
-        }),
+            })?;
+        let name = match lease.engine.as_str() {
+            "auto" => engine_named_by(&program),
+            named => named.to_string(),
+        };
+        return Ok(ResolvedEngine { name, program });
+    }
+    let candidates = match lease.engine.as_str() {
+        "auto" => vec!["tofu", "terraform"],
+        named => vec![named],
+    };
+    candidates
+        .iter()
+        .find_map(|name| {
+            find_program(name, path).map(|program| ResolvedEngine {
+                name: name.to_string(),
+                program,
+            })
+        })
+        .ok_or_else(|| {
+            Halt::Failed(match lease.engine.as_str() {
+                "auto" => "neither tofu nor terraform is installed on this runner (not found \
+                           on PATH); install one, or set the stack's engine_binary"
+                    .to_string(),
+                named => format!(
+                    "the engine `{named}` is not installed on this runner (not found on PATH)"
+                ),
+            })
+        })
+}
+
+/// The engine a binary is, by its file name (`terraform`, `terraform-1.5`, …), for an
+/// `auto` stack pointed at a binary: `tofu` unless the name says terraform.
+fn engine_named_by(program: &std::path::Path) -> String {
+    let file = program
+        .file_name()
+        .map(|f| f.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if file.starts_with("terraform") {
+        "terraform".to_string()
+    } else {
+        "tofu".to_string()
     }
 }
 
@@ -636,6 +691,78 @@ async fn apply(ctx: &PhaseContext<'_>, engine: &Engine<'_>) -> Result<RunnerEven
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A folder holding an executable file for each of `names`, as a PATH.
+    fn bin_dir(names: &[&str]) -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        for name in names {
+            let file = dir.path().join(name);
+            std::fs::write(&file, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        dir
+    }
+
+    fn engine_of(
+        engine: &str,
+        binary: Option<&str>,
+        on_path: &[&str],
+    ) -> Result<(String, PathBuf), String> {
+        let dir = bin_dir(on_path);
+        let mut lease = crate::test_support::plain_lease("file:///nowhere");
+        lease.engine = engine.to_string();
+        lease.engine_binary = binary.map(|b| b.replace("DIR", &dir.path().display().to_string()));
+        match resolve_engine_on(&lease, dir.path().as_os_str()) {
+            Ok(e) => Ok((
+                e.name,
+                e.program
+                    .strip_prefix(dir.path())
+                    .unwrap_or(&e.program)
+                    .to_path_buf(),
+            )),
+            Err(Halt::Failed(reason)) => Err(reason),
+            Err(_) => Err("not a failure".into()),
+        }
+    }
+
+    #[test]
+    fn an_auto_engine_is_tofu_when_the_runner_has_it_else_terraform() {
+        let ok = |name: &str| Ok((name.to_string(), PathBuf::from(name)));
+        assert_eq!(engine_of("auto", None, &["tofu", "terraform"]), ok("tofu"));
+        assert_eq!(engine_of("auto", None, &["terraform"]), ok("terraform"));
+        assert_eq!(engine_of("auto", None, &["tofu"]), ok("tofu"));
+        let none = engine_of("auto", None, &[]).unwrap_err();
+        assert!(
+            none.starts_with("neither tofu nor terraform is installed"),
+            "{none}"
+        );
+        // A named engine is that engine, or a refusal naming it.
+        assert_eq!(engine_of("tofu", None, &["tofu", "terraform"]), ok("tofu"));
+        assert_eq!(
+            engine_of("terraform", None, &["tofu", "terraform"]),
+            ok("terraform")
+        );
+        let missing = engine_of("tofu", None, &["terraform"]).unwrap_err();
+        assert!(
+            missing.contains("the engine `tofu` is not installed"),
+            "{missing}"
+        );
+        // With a binary, an auto engine is named by its file name.
+        assert_eq!(
+            engine_of("auto", Some("DIR/terraform-1.5"), &["terraform-1.5"]),
+            ok("terraform-1.5").map(|(_, p)| ("terraform".to_string(), p))
+        );
+        assert_eq!(
+            engine_of("auto", Some("DIR/bin-tofu"), &["bin-tofu"]),
+            ok("bin-tofu").map(|(_, p)| ("tofu".to_string(), p))
+        );
+        let unknown = engine_of("pulumi", None, &["tofu"]).unwrap_err();
+        assert!(
+            unknown.contains("expected auto, tofu or terraform"),
+            "{unknown}"
+        );
+    }
 
     #[test]
     fn urls_lose_their_credentials_in_the_log() {

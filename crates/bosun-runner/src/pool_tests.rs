@@ -136,6 +136,29 @@ async fn proposed_plans_do_not_take_the_state_lock() {
     );
 }
 
+/// A stack whose engine is `auto` (the default) runs the engine the runner has, and the
+/// run's log says which and where.
+#[tokio::test]
+async fn an_auto_engine_runs_and_its_log_names_the_engine_chosen() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# fake\n")]);
+    let mut lease = h.lease("run-auto");
+    lease.engine = "auto".into();
+    let binary = lease
+        .engine_binary
+        .clone()
+        .expect("the harness names its engine binary");
+    h.server.push(lease);
+    h.wait_events("run-auto", &["started", "planned"]).await;
+    let log = h.log("run-auto");
+    assert!(
+        log.contains(&format!("bosun: engine auto: tofu ({binary})\n")),
+        "{log}"
+    );
+    assert!(log.contains("$ tofu init"), "{log}");
+    h.finish().await;
+}
+
 #[tokio::test]
 async fn plan_then_apply_with_a_minimal_environment() {
     let h = Harness::start(Duration::from_secs(5)).await;

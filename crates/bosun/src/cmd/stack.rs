@@ -98,7 +98,8 @@ pub struct StackFields {
     /// replaces the list).
     #[arg(long = "watch-path", value_name = "PATH")]
     watch_paths: Vec<String>,
-    /// tofu or terraform [create default: tofu].
+    /// auto, tofu or terraform [create default: auto: tofu where the runner has it, else
+    /// terraform].
     #[arg(long)]
     engine: Option<String>,
     /// The engine binary: an absolute path or a command on PATH.
