@@ -636,3 +636,67 @@ steps:
 fn json_str(s: &str) -> Value {
     Value::String(s.into())
 }
+
+/// The example plan that ships in `examples/plans` runs as its comments say: a dry run
+/// changes nothing, a run writes the config (with the environment's port), and a second
+/// run changes nothing more.
+#[test]
+fn the_shipped_example_plan_runs_as_documented() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let plan = root.join("examples/plans/hello.yaml");
+    let inventory = root.join("examples/plans/inventory.yaml");
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("hello");
+    let input = format!("dir={}", dir.display());
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "plan".into(),
+            "exec".into(),
+            plan.display().to_string(),
+            "-i".into(),
+            inventory.display().to_string(),
+            "--input".into(),
+            input.clone(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |extra: &[&'static str]| {
+        let a = args(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        bosun(work.path(), &a)
+    };
+
+    let dry = run(&["--dry-run"]);
+    assert!(dry.status.success(), "{}", describe(&dry));
+    assert!(!dir.exists(), "a dry run created {}", dir.display());
+
+    let real = run(&[]);
+    assert!(real.status.success(), "{}", describe(&real));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("app.conf")).unwrap(),
+        "port=8081\nrelease=1.0\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("hosts")).unwrap(),
+        "127.0.0.1 app.internal\n"
+    );
+
+    let again = run(&["--json"]);
+    assert!(again.status.success(), "{}", describe(&again));
+    let report: Value = serde_json::from_slice(&again.stdout).unwrap();
+    let steps = report["steps"].as_array().cloned().unwrap_or_default();
+    assert_eq!(steps.len(), 4, "{report}");
+    let mut changed = Vec::new();
+    for step in &steps {
+        let result = &step["results"][0];
+        assert_eq!(result["host"], "localhost", "{step}");
+        if step["module"] == "command" {
+            // The last step shows the config it wrote.
+            assert_eq!(result["stdout"], "port=8081\nrelease=1.0\n", "{step}");
+        } else if result["status"] != "ok" {
+            changed.push(step.clone());
+        }
+    }
+    assert!(changed.is_empty(), "a second run changed {changed:?}");
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 pub use bounds::{check_limits, InputLimit, Limits, Shape};
 pub use parse::{
-    lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport,
+    lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport, MODULES,
 };
 
 /// A variable value: YAML scalars, lists and maps, as JSON values.

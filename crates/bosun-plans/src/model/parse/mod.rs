@@ -52,6 +52,7 @@ use super::bounds::{check_limits, Limits};
 use super::{Inventory, Location, ModelError, Plan};
 use index::Index;
 pub use lint::{lint, LintFinding, LintReport};
+pub use plan::MODULES;
 use raw::{yaml_error, RawInventory, RawPlan};
 
 /// Parses a plan file's text; `file` names it in errors (and resolves `src:` paths).

@@ -12,7 +12,7 @@ use crate::model::{
 };
 
 /// The module names, as written in plan files.
-const MODULES: [&str; 7] = [
+pub const MODULES: [&str; 7] = [
     "command",
     "shell",
     "script",
