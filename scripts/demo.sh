@@ -2,8 +2,20 @@
 # The Quickstart's main job on the embedded default: build bosun, start `bosun server`
 # with its SQLite store and embedded runners in ./.bosun, create a stack from the example
 # repository that ships with Bosun, run it (plan, confirm, apply with the real engine),
-# and show the run, its state version and outputs. Stops the server at the end.
+# and show the run, its state version and outputs. Then the server keeps running, with
+# the console's address and the login token printed, until Ctrl-C.
+#
+#   scripts/demo.sh          # ... and leave the server and console running
+#   scripts/demo.sh --stop   # ... and stop the server at the end
 set -euo pipefail
+STOP=
+for arg in "$@"; do
+  case $arg in
+    --stop) STOP=1 ;;
+    -h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "demo.sh: unknown argument $arg (expected --stop)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
@@ -99,6 +111,13 @@ log "bosun state versions hello"
 "$BOSUN" state versions hello
 log "bosun state show hello --outputs"
 "$BOSUN" state show hello --outputs
-log "open them: $BOSUN_URL/api/v1/orgs/default/runs/$RUN and $BOSUN_URL/api/v1/orgs/default/stacks/hello/state/versions"
 [ "$STATE" = finished ] || { echo "the run ended $STATE" >&2; exit 1; }
-log "done; stopping the server (SIGTERM, graceful)"
+if [ -n "$STOP" ]; then
+  log "done; stopping the server (SIGTERM, graceful)"
+  exit 0
+fi
+log "the console: $BOSUN_URL/orgs/default/runs/$RUN"
+log "log in with the admin token: $BOSUN_TOKEN"
+log "the CLI: export BOSUN_URL=$BOSUN_URL BOSUN_TOKEN=\$(cat $DATA_DIR/admin-token)"
+log "the server keeps running; Ctrl-C stops it"
+wait "$SERVER_PID" || true
