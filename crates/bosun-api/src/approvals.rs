@@ -23,6 +23,19 @@ pub struct PendingApprovalView {
     pub since: DateTime<Utc>,
 }
 
+/// What a run waiting for an approval waits for, shown on the run itself (`Run.approval`,
+/// `PlanRunView.approval`): the same wait the approvals inbox lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalWait {
+    /// The gated environments whose approval the run waits for.
+    pub environments: Vec<String>,
+    pub requested_by: String,
+    /// Waiting since.
+    pub since: DateTime<Utc>,
+    /// Who may approve or reject it, in words (the approval rule's own).
+    pub approvers: String,
+}
+
 /// The body of `POST /orgs/{org}/approvals/{subject}/approve|reject` (`{}` for none).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -67,6 +67,10 @@ pub struct Run {
     pub branch: String,
     /// A queued run blocked by someone else's state lock: the holder.
     pub blocked_by: Option<TfLockInfo>,
+    /// An unconfirmed run whose stack's environment requires approval: it waits for an
+    /// approver (approve or reject it through the approvals API), not for a confirm.
+    #[serde(default)]
+    pub approval: Option<crate::ApprovalWait>,
     pub plan: Option<PlanSummary>,
     /// The state versions this run wrote, flagged when late.
     pub late_write: bool,

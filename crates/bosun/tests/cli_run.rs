@@ -523,6 +523,64 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     assert!(err.contains("limit"), "{err}");
 }
 
+/// A run of a stack whose environment requires approval waits for an approver, and the
+/// CLI says so — where, who asked, who may decide and the commands — instead of pointing
+/// at a confirm the server refuses.
+#[test]
+fn a_gated_runs_wait_names_the_approval_it_waits_for() {
+    let env = start();
+    ok(&env, &["env", "create", "prod", "--requires-approval"]);
+    ok(
+        &env,
+        &[
+            "stack",
+            "create",
+            "gated",
+            "--repository",
+            "file:///srv/git/infra",
+            "--runner-pool",
+            "edge",
+            "--environment",
+            "prod",
+        ],
+    );
+    let runner = Runner::register(&env);
+    let waiting = spawn(&env, &["run", "trigger", "gated", "--wait"]);
+    let l = runner.lease();
+    runner.started(&l);
+    runner.planned(&l, 1);
+    let out = finish(waiting);
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l == "state: unconfirmed (waiting for approval in prod)"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        stderr.contains(&format!(
+            "`bosun approvals approve {0}` or `bosun approvals reject {0}`",
+            l.run
+        )),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        stderr.contains("requested by user:admin"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!stderr.contains("bosun run confirm"), "{}", describe(&out));
+    let shown = ok(&env, &["run", "show", &l.run]);
+    assert!(
+        shown.contains("waiting for approval in prod (requested by user:admin); who may decide: an operator or admin of org default, other than user:admin"),
+        "{shown}"
+    );
+}
+
 #[test]
 fn trigger_wait_and_live_log_follow() {
     let env = start();

@@ -85,6 +85,44 @@ fn run_link(
     }
 }
 
+/// The approval rule's answer for the person looking at `layout` on a run waiting for
+/// `waits_for` (environment ids) requested by `requested_by`: `None` when they may
+/// approve, else the refusal in the API's words. `environments` are the org's.
+pub(super) fn rule_refusal(
+    state: &AppState,
+    layout: &Layout,
+    environments: &[bosun_store::EnvironmentRecord],
+    waits_for: &[String],
+    requested_by: &str,
+) -> Option<String> {
+    let principal = layout.caller().0;
+    let actor = principal.actor();
+    let approver = Approver {
+        user: principal.user().unwrap_or_default(),
+        actor: &actor,
+        role: principal.role_in(&layout.org),
+    };
+    // A gated environment deleted since the run started protects nothing.
+    let gated: Vec<GatedEnvironment<'_>> = environments
+        .iter()
+        .filter(|e| waits_for.contains(&e.id))
+        .map(|e| GatedEnvironment {
+            id: &e.id,
+            protected: e.protected,
+            grants: &e.grants,
+        })
+        .collect();
+    decide(
+        approver,
+        Decision::Approve,
+        requested_by,
+        &gated,
+        state.config.allow_self_approval,
+    )
+    .err()
+    .map(|r| ApiError::from(r).body().error.message)
+}
+
 async fn inbox(
     State(state): State<AppState>,
     session: Session,
@@ -106,39 +144,20 @@ async fn inbox(
     } else {
         Vec::new()
     };
-    let principal = layout.caller().0;
-    let actor = principal.actor();
-    let approver = Approver {
-        user: principal.user().unwrap_or_default(),
-        actor: &actor,
-        role: principal.role_in(&org),
-    };
     let rows = pending
         .into_iter()
         .map(|p| {
-            let refusal = if can_decide {
-                // A gated environment deleted since the run started protects nothing.
-                let gated: Vec<GatedEnvironment<'_>> = environments
-                    .iter()
-                    .filter(|e| p.environments.contains(&e.id))
-                    .map(|e| GatedEnvironment {
-                        id: &e.id,
-                        protected: e.protected,
-                        grants: &e.grants,
-                    })
-                    .collect();
-                decide(
-                    approver,
-                    Decision::Approve,
-                    &p.requested_by,
-                    &gated,
-                    state.config.allow_self_approval,
-                )
-                .err()
-                .map(|r| ApiError::from(r).body().error.message)
-            } else {
-                None
-            };
+            let refusal = can_decide
+                .then(|| {
+                    rule_refusal(
+                        &state,
+                        &layout,
+                        &environments,
+                        &p.environments,
+                        &p.requested_by,
+                    )
+                })
+                .flatten();
             let (href, what) = run_link(
                 &org,
                 &p.kind,
@@ -197,6 +216,10 @@ pub struct DecideForm {
     csrf: String,
     #[serde(default)]
     comment: String,
+    /// The page the form was on, to return to: `run` (a stack run's page), `plan-run`,
+    /// or anything else for the inbox.
+    #[serde(default)]
+    from: String,
 }
 
 async fn approve(
@@ -234,7 +257,19 @@ async fn decide_form(
         "Approvals",
         crate::approvals::LIST,
     )?;
-    let back = format!("/orgs/{}/approvals", super::urlencode(&org));
+    let back = match form.from.as_str() {
+        "run" => format!(
+            "/orgs/{}/runs/{}",
+            super::urlencode(&org),
+            super::urlencode(&subject)
+        ),
+        "plan-run" => format!(
+            "/orgs/{}/plan-runs/{}",
+            super::urlencode(&org),
+            super::urlencode(&subject)
+        ),
+        _ => format!("/orgs/{}/approvals", super::urlencode(&org)),
+    };
     let (route, verb) = match decision {
         Decision::Approve => (crate::approvals::APPROVE, "approved"),
         Decision::Reject => (crate::approvals::REJECT, "rejected"),

@@ -99,12 +99,27 @@ struct RunPage {
     written: Vec<WrittenVersion>,
     late_write: bool,
     blocked_by: Option<String>,
+    /// What the run waits for when it waits for an approver, and this user's part.
+    approval: Option<ApprovalBanner>,
     consumed: Vec<ConsumedRow>,
     /// The buttons shown: (action, label, class).
     actions: Vec<(&'static str, &'static str, &'static str)>,
     log: String,
     log_after: Option<i64>,
     log_more: bool,
+}
+
+/// A run waiting for an approval, as its page shows it.
+struct ApprovalBanner {
+    environments: String,
+    requested_by: String,
+    since: String,
+    approvers: String,
+    /// This user may approve or reject it here.
+    can_decide: bool,
+    /// Why this user may not approve it (the approval rule's words), when the API would
+    /// let them try.
+    refusal: Option<String>,
 }
 
 fn change_class(action: &str) -> &'static str {
@@ -161,12 +176,39 @@ async fn show(
     let run_state: RunState = r.state.parse().map_err(crate::error::ApiError::from)?;
     let ended = run_state.is_terminal();
 
+    // A run waiting for an approver is approved or rejected, not confirmed.
+    let approval = match &r.approval {
+        None => None,
+        Some(a) => {
+            let may_try = layout.can(crate::approvals::APPROVE);
+            let refusal = if may_try {
+                let environments = state.store.list_environments(&org).await?;
+                super::approvals::rule_refusal(
+                    &state,
+                    &layout,
+                    &environments,
+                    &a.environments,
+                    &a.requested_by,
+                )
+            } else {
+                None
+            };
+            Some(ApprovalBanner {
+                environments: a.environments.join(", "),
+                requested_by: a.requested_by.clone(),
+                since: age(a.since),
+                approvers: a.approvers.clone(),
+                can_decide: may_try && refusal.is_none(),
+                refusal,
+            })
+        }
+    };
     let mut actions = Vec::new();
     let allowed = [
         (
             ("confirm", "Confirm and apply", "primary"),
             crate::runs::CONFIRM,
-            run_state == RunState::Unconfirmed,
+            run_state == RunState::Unconfirmed && approval.is_none(),
         ),
         (
             ("discard", "Discard the plan", ""),
@@ -321,6 +363,7 @@ async fn show(
             plan,
             written,
             late_write: r.late_write,
+            approval,
             actions,
             log,
             log_after,

@@ -146,6 +146,15 @@ async fn show(
     let mut layout = Layout::new(session, &org, "stacks", &stack, crate::stacks::SHOW)?;
     let _key = || ApiPath((org.clone(), stack.clone()));
     let s = crate::service::stacks::show(&state, &org, &stack).await?;
+    // A stack in an environment that requires approval never applies without an approver.
+    let gated = match &s.environment {
+        Some(env) => state
+            .store
+            .get_environment(&org, env)
+            .await?
+            .is_some_and(|e| e.requires_approval),
+        None => false,
+    };
     layout.title = s.name.clone();
 
     let mut facts = vec![
@@ -182,10 +191,14 @@ async fn show(
         },
         Fact {
             name: "Autodeploy",
-            value: if s.autodeploy {
-                "yes: pushes apply without confirmation".into()
-            } else {
-                "no: plans wait for confirmation".into()
+            value: match (s.autodeploy, gated) {
+                (_, true) => format!(
+                    "{}: environment {} requires approval, so every plan waits for an approver",
+                    if s.autodeploy { "yes, but" } else { "no" },
+                    s.environment.as_deref().unwrap_or_default()
+                ),
+                (true, false) => "yes: pushes apply without confirmation".into(),
+                (false, false) => "no: plans wait for confirmation".into(),
             },
         },
         Fact {

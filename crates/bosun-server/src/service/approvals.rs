@@ -3,7 +3,9 @@
 //! audited in the same store transaction. The work behind the API's handlers and the
 //! console's inbox, and the refusal of a plain confirm of a gated stack run.
 
-use bosun_api::{ApprovalDecide, ApprovalDecisionView, ErrorCode, PendingApprovalView};
+use bosun_api::{
+    ApprovalDecide, ApprovalDecisionView, ApprovalWait, ErrorCode, PendingApprovalView,
+};
 use bosun_core::approval::{self, Approver, Decision, GatedEnvironment, SubjectKind};
 use bosun_store::{ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, PendingApproval};
 use serde_json::json;
@@ -70,6 +72,59 @@ pub async fn decisions(
         .into_iter()
         .map(|r| decision_to_wire(r, None))
         .collect())
+}
+
+/// What the run `subject` of `org` waits for, when it waits for an approval: its gated
+/// environments, who asked, since when, and who may decide. `None` for a run that does
+/// not wait for one.
+pub async fn wait_of(
+    state: &AppState,
+    org: &str,
+    subject: &str,
+) -> Result<Option<ApprovalWait>, ApiError> {
+    let pending = match state.store.pending_approval(org, subject).await {
+        Ok(p) => p,
+        Err(bosun_store::StoreError::NotAwaitingApproval { .. })
+        | Err(bosun_store::StoreError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut granted: Option<Vec<String>> = None;
+    let mut protected = Vec::new();
+    for id in &pending.environments {
+        if let Some(e) = state.store.get_environment(org, id).await? {
+            if e.protected {
+                protected.push(e.id.clone());
+                granted = Some(match granted {
+                    None => e.grants.clone(),
+                    Some(g) => g.into_iter().filter(|u| e.grants.contains(u)).collect(),
+                });
+            }
+        }
+    }
+    let not_self = if state.config.allow_self_approval {
+        String::new()
+    } else {
+        format!(", other than {}", pending.requested_by)
+    };
+    let approvers = match granted {
+        None => format!("an operator or admin of org {org}{not_self}"),
+        Some(users) if users.is_empty() => format!(
+            "nobody yet: no user is granted approval on {} (an org admin grants it with \
+             `bosun env grant`)",
+            protected.join(" and ")
+        ),
+        Some(users) => format!(
+            "an operator or admin granted approval on {}{not_self}: {}",
+            protected.join(" and "),
+            users.join(", ")
+        ),
+    };
+    Ok(Some(ApprovalWait {
+        environments: pending.environments,
+        requested_by: pending.requested_by,
+        since: pending.since,
+        approvers,
+    }))
 }
 
 /// `caller` approves or rejects the run `subject` waits with.

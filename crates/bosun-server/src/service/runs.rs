@@ -6,7 +6,7 @@
 use bosun_api::{
     ConsumedOutput, ErrorCode, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
 };
-use bosun_core::run::{Event, RunKind, Trigger};
+use bosun_core::run::{Event, RunKind, RunState, Trigger};
 use bosun_core::ValidationError;
 use bosun_store::{NewRun, RunEventInput, RunRecord, RunUpdate};
 use chrono::Utc;
@@ -59,6 +59,11 @@ pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRec
 
 pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
     let (drift, reconciles) = crate::service::drift::run_fields(state, &r).await?;
+    let approval = if r.state == RunState::Unconfirmed {
+        crate::service::approvals::wait_of(state, &r.org, &r.id).await?
+    } else {
+        None
+    };
     let phases = state
         .store
         .run_phases(&r.id)
@@ -80,6 +85,7 @@ pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
         blocked_by: r
             .blocked_by
             .and_then(|v| serde_json::from_value::<TfLockInfo>(v).ok()),
+        approval,
         id: r.id,
         org: r.org,
         stack: r.stack,

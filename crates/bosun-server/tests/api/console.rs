@@ -442,8 +442,11 @@ fn run_id_of(html: &str) -> String {
     html[at..at + html[at..].find('<').unwrap()].to_string()
 }
 
+/// A run waiting for an approver says so on its page — where, who asked, who may decide —
+/// offers no confirm, and is approved there by someone the approval rule lets approve;
+/// the person who asked sees why they cannot, and a viewer sees no form.
 #[tokio::test]
-async fn a_gated_runs_confirm_refusal_shows_the_approval_message() {
+async fn a_gated_run_is_approved_from_its_own_page_by_whoever_may_approve() {
     let t = TestServer::start().await;
     let r = t
         .post(
@@ -461,6 +464,36 @@ async fn a_gated_runs_confirm_refusal_shows_the_approval_message() {
     assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
     let id = unconfirmed_run(&t).await;
     let op = t.user_token("olivia", Some(Role::Operator)).await;
+    let viewer = t.user_token("vera", Some(Role::Viewer)).await;
+    let run_page = format!("/orgs/default/runs/{id}");
+
+    // The API names the wait on the run itself.
+    let shown = t.get(&format!("/api/v1/orgs/default/runs/{id}"), &op).await;
+    assert_eq!(shown.body["approval"]["environments"], json!(["prod"]));
+    assert_eq!(shown.body["approval"]["requested_by"], "user:admin");
+    let approvers = shown.body["approval"]["approvers"].as_str().unwrap_or("");
+    assert!(
+        approvers.contains("operator or admin of org default, other than user:admin"),
+        "{approvers}"
+    );
+
+    // The one who asked: the wait, no confirm, and why they may not approve.
+    let mut admin = Browser::login(&t, &t.admin).await;
+    let html = admin.page(&run_page).await;
+    assert!(html.contains(r#"id="run-approval""#), "{html}");
+    assert!(!html.contains("Confirm and apply"), "{html}");
+    assert!(!html.contains(r#"id="run-approve""#), "{html}");
+    assert!(
+        text_of(&html, "run-approval-refusal").contains("approve"),
+        "{html}"
+    );
+    // A viewer: the wait, and no form.
+    let mut v = Browser::login(&t, &viewer).await;
+    let html = v.page(&run_page).await;
+    assert!(html.contains(r#"id="run-approval""#), "{html}");
+    assert!(!html.contains(r#"id="run-approve""#), "{html}");
+
+    // A confirm posted anyway is refused with the API's words.
     let api = t
         .post(
             &format!("/api/v1/orgs/default/runs/{id}/confirm"),
@@ -470,7 +503,6 @@ async fn a_gated_runs_confirm_refusal_shows_the_approval_message() {
         .await;
     assert_eq!(api.code(), "approval_required");
     let mut o = Browser::login(&t, &op).await;
-    let run_page = format!("/orgs/default/runs/{id}");
     let html = o
         .submit(
             &run_page,
@@ -480,6 +512,23 @@ async fn a_gated_runs_confirm_refusal_shows_the_approval_message() {
         .await;
     assert_eq!(flash(&html), Some((false, api.message().to_string())));
     assert_eq!(text_of(&html, "run-state"), "unconfirmed");
+
+    // An operator approves it from the run page and lands back on it.
+    assert!(html.contains(r#"id="run-approve""#), "{html}");
+    let html = o
+        .submit(
+            &run_page,
+            &format!("/orgs/default/approvals/{id}/approve"),
+            &[("from", "run"), ("comment", "looks right")],
+        )
+        .await;
+    assert_eq!(run_id_of(&html), id, "back on the run's page");
+    let (ok, text) = flash(&html).expect("a message");
+    assert!(ok && text.starts_with(&format!("approved {id}")), "{text}");
+    assert_ne!(text_of(&html, "run-state"), "unconfirmed");
+    assert!(!html.contains(r#"id="run-approval""#), "{html}");
+    let shown = t.get(&format!("/api/v1/orgs/default/runs/{id}"), &op).await;
+    assert_eq!(shown.body["approval"], Value::Null);
 }
 
 fn lock_info(id: &str, who: &str) -> Value {

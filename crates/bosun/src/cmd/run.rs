@@ -143,7 +143,24 @@ fn state_line(run: &Run) -> String {
     if let Some(b) = &run.blocked_by {
         line.push_str(&format!(" (blocked: {})", blocked_text(b)));
     }
+    if let Some(a) = &run.approval {
+        line.push_str(&format!(
+            " (waiting for approval in {})",
+            a.environments.join(", ")
+        ));
+    }
     line
+}
+
+/// What a run waiting for an approval waits for, and the commands that decide it.
+fn approval_text(id: &str, a: &bosun_api::ApprovalWait) -> String {
+    format!(
+        "waiting for approval in {} (requested by {}); who may decide: {} — \
+         `bosun approvals approve {id}` or `bosun approvals reject {id}`",
+        a.environments.join(", "),
+        a.requested_by,
+        a.approvers
+    )
 }
 
 fn seconds(s: Option<f64>) -> String {
@@ -152,6 +169,7 @@ fn seconds(s: Option<f64>) -> String {
 
 pub fn run_text(r: Run) -> String {
     let mut f = Fields::new();
+    let approval = r.approval.as_ref().map(|a| approval_text(&r.id, a));
     f.add("id", r.id)
         .add("stack", r.stack)
         .add("kind", r.kind)
@@ -199,6 +217,9 @@ pub fn run_text(r: Run) -> String {
     }
     if let Some(b) = &r.blocked_by {
         f.add("blocked by", blocked_text(b));
+    }
+    if let Some(a) = approval {
+        f.add("approval", a);
     }
     f.add("runner", or_dash(r.runner))
         .add("late write", late_write_text(r.late_write));
@@ -306,6 +327,8 @@ async fn wait(ctx: &Ctx, first: Run) -> anyhow::Result<()> {
     }
     if ctx.json {
         emit_json(&serde_json::to_value(&run)?)?;
+    } else if let Some(a) = run.approval.as_ref().filter(|_| run.state == "unconfirmed") {
+        eprintln!("({})", approval_text(&id, a));
     } else if run.state == "unconfirmed" {
         eprintln!("(apply the plan with `bosun run confirm {id}`, or `bosun run discard {id}`)");
     }
@@ -681,6 +704,7 @@ mod tests {
             commit: Some("0123456789abcdef".into()),
             branch: "main".into(),
             pull_request: None,
+            approval: None,
             blocked_by: Some(TfLockInfo {
                 id: "lock-1".into(),
                 operation: "OperationTypeApply".into(),
