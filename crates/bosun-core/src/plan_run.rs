@@ -218,12 +218,29 @@ pub fn overlap<'a>(active: impl IntoIterator<Item = &'a [String]>, new: &[String
     found.into_iter().collect()
 }
 
-/// The refusal of the concurrency guard.
-pub fn guard_message(hosts: &[String]) -> String {
-    format!(
+/// The refusal of the concurrency guard: the overlapping hosts, then each run holding
+/// them (`(id, state)`) with the command that shows it.
+pub fn guard_message(hosts: &[String], runs: &[(String, String)]) -> String {
+    let mut message = format!(
         "Already has a run in progress on the same targets: {}",
         hosts.join(", ")
-    )
+    );
+    for (i, (id, state)) in runs.iter().enumerate() {
+        let waits = if state == "paused" {
+            ", waiting for approval"
+        } else {
+            ""
+        };
+        message.push_str(if i == 0 {
+            " — held by run "
+        } else {
+            "; run "
+        });
+        message.push_str(&format!(
+            "{id} ({state}{waits}: `bosun plan-run show {id}`)"
+        ));
+    }
+    message
 }
 
 /// The gate rule: the environments among `environments` (those of the target hosts)
@@ -403,8 +420,20 @@ mod tests {
         assert!(overlap([a.as_slice()], &["x".to_string()]).is_empty());
         assert!(overlap(std::iter::empty(), &new).is_empty());
         assert_eq!(
-            guard_message(&["web-1".into(), "web-2".into()]),
+            guard_message(&["web-1".into(), "web-2".into()], &[]),
             "Already has a run in progress on the same targets: web-1, web-2"
+        );
+        assert_eq!(
+            guard_message(
+                &["web-1".into()],
+                &[
+                    ("prun-a".into(), "paused".into()),
+                    ("prun-b".into(), "running".into())
+                ]
+            ),
+            "Already has a run in progress on the same targets: web-1 — held by run prun-a \
+             (paused, waiting for approval: `bosun plan-run show prun-a`); run prun-b \
+             (running: `bosun plan-run show prun-b`)"
         );
     }
 

@@ -62,9 +62,13 @@ pub enum StoreError {
     },
     #[error("environment {0:?} does not exist in this org")]
     UnknownEnvironment(String),
-    /// The plan-run concurrency guard: the overlapping hosts, sorted.
-    #[error("{}", bosun_core::plan_run::guard_message(.hosts))]
-    RunInProgress { hosts: Vec<String> },
+    /// The plan-run concurrency guard: the overlapping hosts, sorted, and the runs
+    /// holding them (`(id, state)`, oldest first).
+    #[error("{}", bosun_core::plan_run::guard_message(.hosts, .held_by))]
+    RunInProgress {
+        hosts: Vec<String>,
+        held_by: Vec<(String, String)>,
+    },
     #[error("{0}")]
     InvalidPlanTransition(#[from] bosun_core::plan_run::InvalidPlanTransition),
     /// A change through the API to a schedule the plan's file sets.

@@ -509,7 +509,7 @@ async fn two_replicas_racing_plan_runs_on_one_host_start_one() {
         for r in racers {
             match r.await.unwrap() {
                 Ok(_) => created += 1,
-                Err(StoreError::RunInProgress { hosts }) => {
+                Err(StoreError::RunInProgress { hosts, .. }) => {
                     assert_eq!(hosts, [format!("host-{round}")])
                 }
                 Err(e) => panic!("round {round}: {e}"),

@@ -1,6 +1,7 @@
 //! Approvals and secrets in plans end to end: the real `bosun server` with its embedded
 //! runner, two real sshd hosts on loopback in a `requires_approval` environment, a
-//! secret set with the CLI and used by a plan's steps. Runs start `paused`, wait in the
+//! secret set with the CLI and used by a plan's steps. Dry runs change nothing and do not
+//! wait; real runs start `paused`, wait in the
 //! inbox (`bosun approvals list`), and run once approved (`bosun approvals approve`);
 //! the secret reaches the hosts in the real run, and never appears in the run's log,
 //! its per-host results, `plan-run show`, or the dry run's report (`secret://[redacted]`).
@@ -110,34 +111,47 @@ steps:
     std::fs::write(&file, &plan).unwrap();
     ok(&server, &admin, &["plan", "apply", file.to_str().unwrap()]);
 
-    // A dry run is gated too; approved, its report shows the reference redacted.
+    // A dry run changes no host: it does not wait for an approval, and its report shows
+    // the reference redacted.
     let dry = json_of(
         &server,
         &admin,
         &["plan-run", "start", "deploy", "--dry-run"],
     );
-    assert_eq!(dry["state"], "paused", "{dry:#}");
+    assert_ne!(dry["state"], "paused", "{dry:#}");
+    assert_eq!(dry["gated_environments"], json!([]), "{dry:#}");
     let dry_id = dry["id"].as_str().unwrap().to_string();
-    let inbox = ok(&server, &admin, &["approvals", "list"]);
-    assert!(inbox.contains(&dry_id) && inbox.contains("prod"), "{inbox}");
-    let out = ok(&server, &admin, &["approvals", "approve", &dry_id]);
-    assert!(out.contains("approved"), "{out}");
     let shown = wait_state(&server, &admin, &dry_id, "succeeded");
     let text = shown.to_string();
     assert!(text.contains("secret://[redacted]"), "{shown:#}");
     assert!(!text.contains(SECRET), "{shown:#}");
     assert!(!work.join("h0.conf").exists());
+    let inbox = ok(&server, &admin, &["approvals", "list"]);
+    assert!(!inbox.contains(&dry_id), "{inbox}");
 
     // The real run: paused, then approved, then the hosts get the value.
-    let real = json_of(&server, &admin, &["plan-run", "start", "deploy"]);
-    assert_eq!(real["state"], "paused", "{real:#}");
-    let id = real["id"].as_str().unwrap().to_string();
+    let real = bosun(&server, &admin, &["plan-run", "start", "deploy"]);
+    assert!(real.status.success(), "{real:?}");
+    let id = String::from_utf8_lossy(&real.stdout).trim().to_string();
+    // It says it is paused, for what, and how to decide it.
+    let said = String::from_utf8_lossy(&real.stderr);
+    assert!(
+        said.contains(&format!(
+            "paused: waiting for approval in prod; `bosun approvals approve {id}`"
+        )),
+        "{said}"
+    );
+    let inbox = ok(&server, &admin, &["approvals", "list"]);
+    assert!(inbox.contains(&id) && inbox.contains("prod"), "{inbox}");
     // A second start while it waits is refused by the guard.
     let again = bosun(&server, &admin, &["plan-run", "start", "deploy"]);
     assert!(!again.status.success());
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(
-        err.contains("Already has a run in progress on the same targets: h0, h1"),
+        err.contains(&format!(
+            "Already has a run in progress on the same targets: h0, h1 — held by run {id} \
+             (paused, waiting for approval: `bosun plan-run show {id}`)"
+        )),
         "{err}"
     );
     json_of(

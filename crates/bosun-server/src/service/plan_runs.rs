@@ -204,8 +204,9 @@ pub async fn resolve(
 }
 
 /// Creates a run of a stored plan (queued, or paused when a target environment requires
-/// approval) and wakes waiting runners. The concurrency guard answers 409 naming the
-/// overlapping hosts.
+/// approval) and wakes waiting runners. A dry run changes no host, so it never waits for
+/// an approval. The concurrency guard answers 409 naming the overlapping hosts and the
+/// runs holding them.
 pub async fn start(
     state: &AppState,
     org: &str,
@@ -232,7 +233,11 @@ pub async fn start(
         requested_by,
         trigger,
         hosts: resolved.hosts,
-        gated_environments: resolved.gated,
+        gated_environments: if body.dry_run {
+            Vec::new()
+        } else {
+            resolved.gated
+        },
         concurrent: resolved.plan.concurrent_runs,
     };
     let created = state.store.create_plan_run(&run, &audit).await?;

@@ -74,13 +74,17 @@ async fn runs_resolve_targets_refuse_overlap_and_abort() {
     assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
     assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.body);
     assert_eq!(refused.code(), "run_in_progress");
-    assert_eq!(
-        refused.message(),
-        "Already has a run in progress on the same targets: web-1, web-2"
-    );
     assert_eq!(created.body["state"], "queued");
     assert_eq!(created.body["hosts"], json!(["web-1", "web-2"]));
     let id = created.body["id"].as_str().unwrap().to_string();
+    // The refusal names the hosts and the run holding them.
+    assert_eq!(
+        refused.message(),
+        format!(
+            "Already has a run in progress on the same targets: web-1, web-2 — held by run \
+             {id} (queued: `bosun plan-run show {id}`)"
+        )
+    );
     assert!(id.starts_with("prun-"));
 
     let shown = t
@@ -133,5 +137,11 @@ async fn runs_resolve_targets_refuse_overlap_and_abort() {
         .post("/api/v1/orgs/default/plans/db/runs", &op, json!({}))
         .await;
     assert_eq!(r.status, StatusCode::CONFLICT);
-    assert!(r.message().ends_with("db-1"), "{}", r.message());
+    assert!(
+        r.message().contains("targets: db-1 — held by run prun-")
+            && r.message()
+                .contains("(paused, waiting for approval: `bosun plan-run show prun-"),
+        "{}",
+        r.message()
+    );
 }

@@ -121,12 +121,14 @@ pub async fn plan_runs_guard_refuses_overlap_atomically(store: Arc<dyn Store>) {
         .await
         .unwrap_err();
     assert!(
-        matches!(&refused, StoreError::RunInProgress { hosts } if hosts == &["web-1", "web-2"]),
+        matches!(&refused, StoreError::RunInProgress { hosts, held_by }
+            if hosts == &["web-1", "web-2"] && held_by == &[("prun-1".to_string(), "queued".to_string())]),
         "{refused:?}"
     );
     assert_eq!(
         refused.to_string(),
-        "Already has a run in progress on the same targets: web-1, web-2"
+        "Already has a run in progress on the same targets: web-1, web-2 — held by run prun-1 \
+         (queued: `bosun plan-run show prun-1`)"
     );
     assert!(store.get_plan_run("prun-2").await.unwrap().is_none());
     // Disjoint hosts, another plan, or a plan allowing overlap: created.
@@ -178,7 +180,7 @@ pub async fn plan_runs_guard_refuses_overlap_atomically(store: Arc<dyn Store>) {
     for t in tasks {
         match t.await.unwrap() {
             Ok(_) => created += 1,
-            Err(StoreError::RunInProgress { hosts }) => assert_eq!(hosts, ["race-host"]),
+            Err(StoreError::RunInProgress { hosts, .. }) => assert_eq!(hosts, ["race-host"]),
             Err(e) => panic!("{e:?}"),
         }
     }

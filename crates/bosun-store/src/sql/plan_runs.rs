@@ -136,21 +136,29 @@ pub(super) fn create(
     audit: &Audit,
 ) -> Result<PlanRunRecord> {
     if !run.concurrent {
-        let active: Vec<String> = {
+        let active: Vec<(String, String, String)> = {
             let mut stmt = tx.prepare_cached(
-                "SELECT hosts FROM plan_runs WHERE org_id = ?1 AND plan = ?2
-                 AND state IN ('queued', 'paused', 'running')",
+                "SELECT id, state, hosts FROM plan_runs WHERE org_id = ?1 AND plan = ?2
+                 AND state IN ('queued', 'paused', 'running') ORDER BY created_at, id",
             )?;
-            let rows = stmt.query_map(params![run.org, run.plan], |r| r.get(0))?;
+            let rows = stmt.query_map(params![run.org, run.plan], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
             rows.collect::<db::Result<_>>()?
         };
-        let active: Vec<Vec<String>> = active
-            .iter()
-            .map(|t| serde_json::from_str(t).map_err(|e| corrupt("plan run hosts", e)))
-            .collect::<Result<_>>()?;
-        let hosts = overlap(active.iter().map(Vec::as_slice), &run.hosts);
+        let mut held_by = Vec::new();
+        let mut held = Vec::new();
+        for (id, state, hosts) in active {
+            let hosts: Vec<String> =
+                serde_json::from_str(&hosts).map_err(|e| corrupt("plan run hosts", e))?;
+            if !overlap([hosts.as_slice()], &run.hosts).is_empty() {
+                held_by.push((id, state));
+                held.push(hosts);
+            }
+        }
+        let hosts = overlap(held.iter().map(Vec::as_slice), &run.hosts);
         if !hosts.is_empty() {
-            return Err(StoreError::RunInProgress { hosts });
+            return Err(StoreError::RunInProgress { hosts, held_by });
         }
     }
     let start = initial(!run.gated_environments.is_empty());

@@ -212,6 +212,16 @@ fn ended_badly(run: &PlanRunView) -> anyhow::Result<()> {
 }
 
 /// `bosun plan-run start`, also usable as `bosun plan run`.
+/// What a paused plan run waits for, and the commands that decide it.
+fn paused_text(run: &PlanRunView) -> String {
+    format!(
+        "paused: waiting for approval in {}; `bosun approvals approve {id}` or \
+         `bosun approvals reject {id}` (`bosun approvals list` shows the inbox)",
+        run.gated_environments.join(", "),
+        id = run.id
+    )
+}
+
 pub async fn start(
     ctx: &Ctx,
     plan: &str,
@@ -231,6 +241,9 @@ pub async fn start(
         .post(&["orgs", &ctx.org, "plans", plan, "runs"], &body)
         .await?;
     let run: PlanRunView = decode(value.clone())?;
+    if !ctx.json && run.state == "paused" {
+        eprintln!("({})", paused_text(&run));
+    }
     if !wait {
         if ctx.json {
             return emit_json(&value);
