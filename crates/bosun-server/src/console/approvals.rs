@@ -44,6 +44,8 @@ struct PendingRow {
     can_decide: bool,
     /// The approval rule's answer for this user: `None` when they may approve.
     refusal: Option<String>,
+    /// The rule's answer for a rejection: `None` when they may reject.
+    reject_refusal: Option<String>,
 }
 
 struct DecisionRow {
@@ -85,12 +87,13 @@ fn run_link(
     }
 }
 
-/// The approval rule's answer for the person looking at `layout` on a run waiting for
-/// `waits_for` (environment ids) requested by `requested_by`: `None` when they may
-/// approve, else the refusal in the API's words. `environments` are the org's.
+/// The approval rule's answer for the person looking at `layout` taking `decision` on a
+/// run waiting for `waits_for` (environment ids) requested by `requested_by`: `None`
+/// when they may, else the refusal in the API's words. `environments` are the org's.
 pub(super) fn rule_refusal(
     state: &AppState,
     layout: &Layout,
+    decision: Decision,
     environments: &[bosun_store::EnvironmentRecord],
     waits_for: &[String],
     requested_by: &str,
@@ -114,7 +117,7 @@ pub(super) fn rule_refusal(
         .collect();
     decide(
         approver,
-        Decision::Approve,
+        decision,
         requested_by,
         &gated,
         state.config.allow_self_approval,
@@ -147,17 +150,22 @@ async fn inbox(
     let rows = pending
         .into_iter()
         .map(|p| {
-            let refusal = can_decide
-                .then(|| {
-                    rule_refusal(
-                        &state,
-                        &layout,
-                        &environments,
-                        &p.environments,
-                        &p.requested_by,
-                    )
-                })
-                .flatten();
+            let answer = |decision| {
+                can_decide
+                    .then(|| {
+                        rule_refusal(
+                            &state,
+                            &layout,
+                            decision,
+                            &environments,
+                            &p.environments,
+                            &p.requested_by,
+                        )
+                    })
+                    .flatten()
+            };
+            let refusal = answer(Decision::Approve);
+            let reject_refusal = answer(Decision::Reject);
             let (href, what) = run_link(
                 &org,
                 &p.kind,
@@ -174,6 +182,7 @@ async fn inbox(
                 since: When::of(p.since),
                 can_decide,
                 refusal,
+                reject_refusal,
                 subject: p.subject,
             }
         })

@@ -186,6 +186,7 @@ async fn show(
                 super::approvals::rule_refusal(
                     &state,
                     &layout,
+                    bosun_core::approval::Decision::Approve,
                     &environments,
                     &a.environments,
                     &a.requested_by,
