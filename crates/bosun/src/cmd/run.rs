@@ -107,12 +107,20 @@ fn blocked_text(l: &TfLockInfo) -> String {
 
 /// `+1 ~2 -0`, or that the plan changes nothing.
 fn plan_text(p: &PlanSummary) -> String {
-    let counts = format!("+{} ~{} -{}", p.add, p.change, p.destroy);
-    if p.has_changes {
-        counts
-    } else {
-        format!("{counts} (no changes)")
+    let mut text = format!("+{} ~{} -{}", p.add, p.change, p.destroy);
+    let outputs = p
+        .output_changes
+        .values()
+        .filter(|action| action.as_str() != "no-op")
+        .count();
+    if outputs > 0 {
+        let s = if outputs == 1 { "" } else { "s" };
+        text.push_str(&format!(", {outputs} output{s} to change"));
     }
+    if !p.has_changes {
+        text.push_str(" (no changes)");
+    }
+    text
 }
 
 fn late_write_text(late: bool) -> &'static str {
@@ -746,7 +754,7 @@ mod tests {
         assert!(text.contains(
             "blocked by:       alice@laptop holds the state lock (lock-1, OperationTypeApply)"
         ));
-        assert!(text.contains("plan:             +1 ~2 -0\n"));
+        assert!(text.contains("plan:             +1 ~2 -0, 1 output to change\n"));
         assert!(text.contains("create null_resource.a"));
         assert!(text.contains("update url"));
         assert!(text.contains("late write:       YES"));
@@ -756,5 +764,30 @@ mod tests {
         assert!(state_line(&sample()).starts_with("queued (blocked: alice@laptop holds"));
         let table = runs_table("web", vec![sample()]);
         assert!(table.contains("run-1  tracked  manual   queued  01234567  2026-01-02T03:04:05Z"));
+    }
+
+    /// A plan that changes only outputs does not read as "nothing to apply".
+    #[test]
+    fn a_plan_changing_only_outputs_says_so() {
+        let only_outputs = PlanSummary {
+            has_changes: true,
+            add: 0,
+            change: 0,
+            destroy: 0,
+            resource_changes: Vec::new(),
+            output_changes: [
+                ("url".to_string(), "update".to_string()),
+                ("id".to_string(), "create".to_string()),
+                ("same".to_string(), "no-op".to_string()),
+            ]
+            .into(),
+        };
+        assert_eq!(plan_text(&only_outputs), "+0 ~0 -0, 2 outputs to change");
+        let nothing = PlanSummary {
+            has_changes: false,
+            output_changes: Default::default(),
+            ..only_outputs
+        };
+        assert_eq!(plan_text(&nothing), "+0 ~0 -0 (no changes)");
     }
 }
