@@ -74,7 +74,16 @@ pub struct Run {
     pub plan: Option<PlanSummary>,
     /// The state versions this run wrote, flagged when late.
     pub late_write: bool,
+    /// The runner holding or last holding the run (its id).
     pub runner: Option<String>,
+    /// That runner's name, as it registered.
+    #[serde(default)]
+    pub runner_name: Option<String>,
+    /// Who acted on this run by hand — confirmed, discarded, cancelled, approved or
+    /// rejected it — oldest first, with the comment they gave. Filled on one run
+    /// (`GET …/runs/{run}`), empty in lists. (A retry is a new run: `retry_of`.)
+    #[serde(default)]
+    pub decisions: Vec<RunDecision>,
     pub retry_of: Option<String>,
     /// The pull request a proposed run plans.
     pub pull_request: Option<i64>,
@@ -112,4 +121,17 @@ pub struct ConsumedOutput {
 pub struct LogChunk {
     pub seq: i64,
     pub text: String,
+}
+
+/// One person's action on a run (`Run.decisions`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunDecision {
+    /// `confirm`, `discard`, `cancel`, `approve` or `reject`.
+    pub action: String,
+    /// Who: `user:alice`, or a token's actor.
+    pub by: String,
+    pub at: DateTime<Utc>,
+    /// The approver's comment, when they gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }

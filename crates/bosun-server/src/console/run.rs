@@ -92,6 +92,8 @@ struct RunPage {
     reconciles: Option<String>,
     drift: Option<String>,
     runner: String,
+    /// Who acted on the run by hand, oldest first ("approve by user:bob, …: “comment”").
+    decisions: Vec<String>,
     created: String,
     created_age: String,
     phases: Vec<PhaseRow>,
@@ -357,7 +359,22 @@ async fn show(
             retry_of: r.retry_of.clone(),
             upstream_run: r.upstream_run.clone(),
             reconciles: r.reconciles.clone(),
-            runner: r.runner.clone().unwrap_or_default(),
+            runner: match (&r.runner_name, &r.runner) {
+                (Some(name), Some(id)) => format!("{name} ({id})"),
+                (_, id) => id.clone().unwrap_or_default(),
+            },
+            decisions: r
+                .decisions
+                .iter()
+                .map(|d| {
+                    let comment = d
+                        .comment
+                        .as_deref()
+                        .map(|c| format!(": “{c}”"))
+                        .unwrap_or_default();
+                    format!("{} by {}, {}{comment}", d.action, d.by, time_text(d.at))
+                })
+                .collect(),
             created: time_text(r.created_at),
             created_age: age(r.created_at),
             phases,

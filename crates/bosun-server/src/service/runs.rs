@@ -97,6 +97,11 @@ pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
         commit: r.commit,
         branch: r.branch,
         late_write: r.late_write,
+        runner_name: match &r.runner_id {
+            Some(id) => state.store.get_runner(id).await?.map(|x| x.name),
+            None => None,
+        },
+        decisions: Vec::new(),
         runner: r.runner_id,
         retry_of: r.retry_of,
         pull_request: r.pull_request,
@@ -227,7 +232,49 @@ pub async fn list(
 /// One run of the org.
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Run, ApiError> {
     let run = load(state, org, id).await?;
-    to_wire(state, run).await
+    let mut wire = to_wire(state, run).await?;
+    wire.decisions = decisions_of(state, org, id).await?;
+    Ok(wire)
+}
+
+/// The audit actions that are a person's decision on a run, with the word shown for each.
+const DECISIONS: [(&str, &str); 5] = [
+    ("run.confirm", "confirm"),
+    ("run.discard", "discard"),
+    ("run.cancel", "cancel"),
+    ("approval.approve", "approve"),
+    ("approval.reject", "reject"),
+];
+
+/// Who acted on run `id` by hand, oldest first, read from the org's audit log (the one
+/// record of it) — at most the newest 100 records about the run.
+async fn decisions_of(
+    state: &AppState,
+    org: &str,
+    id: &str,
+) -> Result<Vec<bosun_api::RunDecision>, ApiError> {
+    let filter = bosun_store::AuditFilter {
+        target: Some(format!("run:{id}")),
+        ..Default::default()
+    };
+    let records = state
+        .store
+        .search_audit(Some(org), &filter, None, 100)
+        .await?;
+    let mut out: Vec<bosun_api::RunDecision> = records
+        .into_iter()
+        .filter_map(|r| {
+            let (_, word) = DECISIONS.iter().find(|(a, _)| *a == r.entry.action)?;
+            Some(bosun_api::RunDecision {
+                action: word.to_string(),
+                by: r.entry.actor,
+                at: r.at,
+                comment: r.entry.detail["comment"].as_str().map(str::to_string),
+            })
+        })
+        .collect();
+    out.reverse();
+    Ok(out)
 }
 
 /// An operator's event on a run (`action` is the audit action).

@@ -527,8 +527,18 @@ async fn a_gated_run_is_approved_from_its_own_page_by_whoever_may_approve() {
     assert!(ok && text.starts_with(&format!("approved {id}")), "{text}");
     assert_ne!(text_of(&html, "run-state"), "unconfirmed");
     assert!(!html.contains(r#"id="run-approval""#), "{html}");
+    // The run keeps who approved it and what they said, and names its runner.
+    let decided = text_of(&html, "run-decisions");
+    assert!(
+        decided.starts_with("approve by user:olivia, ") && decided.ends_with(": “looks right”"),
+        "{decided}"
+    );
     let shown = t.get(&format!("/api/v1/orgs/default/runs/{id}"), &op).await;
     assert_eq!(shown.body["approval"], Value::Null);
+    assert_eq!(shown.body["decisions"][0]["action"], "approve");
+    assert_eq!(shown.body["decisions"][0]["by"], "user:olivia");
+    assert_eq!(shown.body["decisions"][0]["comment"], "looks right");
+    assert_eq!(shown.body["runner_name"], "r1");
 }
 
 fn lock_info(id: &str, who: &str) -> Value {

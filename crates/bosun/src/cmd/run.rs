@@ -229,7 +229,28 @@ pub fn run_text(r: Run) -> String {
     if let Some(a) = approval {
         f.add("approval", a);
     }
-    f.add("runner", or_dash(r.runner))
+    if !r.decisions.is_empty() {
+        f.lines(
+            "decided by",
+            r.decisions
+                .iter()
+                .map(|d| {
+                    let comment = d
+                        .comment
+                        .as_deref()
+                        .map(|c| format!(": {c}"))
+                        .unwrap_or_default();
+                    format!("{} by {} at {}{comment}", d.action, d.by, d.at.to_rfc3339())
+                })
+                .collect(),
+        );
+    }
+    let runner = match (r.runner_name, r.runner) {
+        (Some(name), Some(id)) => format!("{name} ({id})"),
+        (None, id) => or_dash(id),
+        (Some(name), None) => name,
+    };
+    f.add("runner", runner)
         .add("late write", late_write_text(r.late_write));
     match &r.plan {
         Some(p) => {
@@ -713,6 +734,8 @@ mod tests {
             branch: "main".into(),
             pull_request: None,
             approval: None,
+            runner_name: None,
+            decisions: Vec::new(),
             blocked_by: Some(TfLockInfo {
                 id: "lock-1".into(),
                 operation: "OperationTypeApply".into(),
