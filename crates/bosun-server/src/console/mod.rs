@@ -21,7 +21,7 @@ mod stack;
 mod stacks;
 mod state;
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -134,18 +134,47 @@ impl StreamQuery {
 }
 
 /// `GET /`: the first org's stacks, or the login page.
-async fn home(session: Result<Session, PageError>) -> Response {
-    match session {
-        Ok(s) => match s.orgs().first() {
-            Some(org) => Redirect::to(&format!("/orgs/{}/stacks", urlencode(org))).into_response(),
-            None => PageError::Api(ApiError::Forbidden(format!(
-                "{} is not a member of any org; an admin adds members with `bosun org member add`",
-                s.user()
-            )))
-            .into_response(),
-        },
-        Err(e) => e.into_response(),
+/// `GET /`: the stacks of the first of the user's orgs that has stacks (else plans, else
+/// the first org), or the login page.
+async fn home(State(state): State<AppState>, session: Result<Session, PageError>) -> Response {
+    let s = match session {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let orgs = s.orgs();
+    let Some(first) = orgs.first() else {
+        return PageError::Api(ApiError::Forbidden(format!(
+            "{} is not a member of any org; an admin adds members with `bosun org member add`",
+            s.user()
+        )))
+        .into_response();
+    };
+    match first_with_content(&state, &orgs).await {
+        Ok(Some((org, page))) => {
+            Redirect::to(&format!("/orgs/{}/{page}", urlencode(&org))).into_response()
+        }
+        Ok(None) => Redirect::to(&format!("/orgs/{}/stacks", urlencode(first))).into_response(),
+        Err(e) => PageError::Api(e).into_response(),
     }
+}
+
+/// The first of `orgs` with a stack (its stacks page), else the first with a plan (its
+/// plans page).
+async fn first_with_content(
+    state: &AppState,
+    orgs: &[String],
+) -> Result<Option<(String, &'static str)>, ApiError> {
+    for org in orgs {
+        if !state.store.list_stacks(org, None, 1).await?.is_empty() {
+            return Ok(Some((org.clone(), "stacks")));
+        }
+    }
+    for org in orgs {
+        if !state.store.list_plans(org).await?.is_empty() {
+            return Ok(Some((org.clone(), "plans")));
+        }
+    }
+    Ok(None)
 }
 
 const CSS: &str = include_str!("../../static/console.css");

@@ -282,6 +282,62 @@ async fn console_pages_without_a_session_redirect_to_login() {
     assert_eq!(runs.body["items"], json!([]));
 }
 
+/// After login a person lands in the first of their orgs that has something in it — not
+/// in an empty org that sorts first — and in their only org when none has content.
+#[tokio::test]
+async fn home_lands_in_the_first_org_with_stacks_then_plans() {
+    let t = TestServer::start().await;
+    let member = |org: &'static str, user: &'static str| {
+        let t = &t;
+        async move {
+            let r = t
+                .call(
+                    Method::PUT,
+                    &format!("/api/v1/orgs/{org}/members/{user}"),
+                    Some(&t.admin),
+                    Some(json!({"role": "viewer"})),
+                )
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        }
+    };
+    for org in ["aaa-empty", "bbb-plans"] {
+        let r = t.post("/api/v1/orgs", &t.admin, json!({"id": org})).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let dana = t.user_token("dana", Some(Role::Viewer)).await;
+    member("aaa-empty", "dana").await;
+    member("bbb-plans", "dana").await;
+    let home = |token: String| {
+        let t = &t;
+        async move {
+            let mut b = Browser::login(t, &token).await;
+            b.send(Method::GET, "/", None)
+                .await
+                .location
+                .unwrap_or_default()
+        }
+    };
+    // No org has content yet: the first org.
+    assert_eq!(home(dana.clone()).await, "/orgs/aaa-empty/stacks");
+    // A plan in bbb-plans: its plans page.
+    let r = t
+        .post(
+            "/api/v1/orgs/bbb-plans/plans",
+            &t.admin,
+            json!({"source": "name: app\ntargets: {hosts: [h]}\nsteps:\n  - command: [true]\n"}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    assert_eq!(home(dana.clone()).await, "/orgs/bbb-plans/plans");
+    // A stack in default: stacks come first.
+    let r = t
+        .create_stack(json!({"id": "net", "repository": "file:///srv/git/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(home(dana).await, "/orgs/default/stacks");
+}
+
 #[tokio::test]
 async fn run_page_shows_the_run_and_its_buttons_by_role_and_actions_go_through_the_api() {
     let t = setup().await;
