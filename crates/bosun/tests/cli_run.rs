@@ -326,7 +326,7 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     for want in [
         "state:            unconfirmed\n",
         "commit:           abcdef0\n",
-        "plan:             +1 ~0 -0\n",
+        "plan:             +1 ~0 -0, 1 output to change\n",
         "resource changes: create null_resource.a\n",
         "output changes:   create url\n",
     ] {
@@ -462,15 +462,25 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["RUN", "KIND", "TRIGGER", "STATE", "COMMIT", "CREATED"]
+        ["RUN", "KIND", "TRIGGER", "STATE", "PLAN", "DURATION", "COMMIT", "CREATED"]
     );
     let got = rows(&table);
     let ids: Vec<&str> = got.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(ids, [&r4, &r3, &r2, &r1], "{table}");
-    assert_eq!(got[0][1..5], ["proposed", "manual", "canceled", "01234567"]);
-    assert_eq!(got[1][1..5], ["tracked", "manual", "discarded", "abcdef0"]);
-    assert_eq!(got[2][1..5], ["tracked", "retry", "canceled", "abcdef0"]);
-    assert_eq!(got[3][1..5], ["tracked", "manual", "finished", "abcdef0"]);
+    let cells = |r: &Vec<String>| [r[1].clone(), r[2].clone(), r[3].clone(), r[6].clone()];
+    assert_eq!(
+        cells(&got[0]),
+        ["proposed", "manual", "canceled", "01234567"]
+    );
+    assert_eq!(
+        cells(&got[1]),
+        ["tracked", "manual", "discarded", "abcdef0"]
+    );
+    assert_eq!(cells(&got[2]), ["tracked", "retry", "canceled", "abcdef0"]);
+    assert_eq!(cells(&got[3]), ["tracked", "manual", "finished", "abcdef0"]);
+    // The finished run shows its plan and how long it took.
+    assert!(got[3][4].starts_with('+'), "{table}");
+    assert!(got[3][5].ends_with('s'), "{table}");
     let out = bosun(
         &env.server,
         &env.admin,
@@ -604,7 +614,11 @@ fn trigger_wait_and_live_log_follow() {
     let rest: Vec<&str> = lines.collect();
     assert_eq!(rest.first(), Some(&"state: queued"), "{}", describe(&out));
     assert!(rest.contains(&"state: unconfirmed"), "{}", describe(&out));
-    assert!(rest.contains(&"plan: +1 ~0 -0"), "{}", describe(&out));
+    assert!(
+        rest.contains(&"plan: +1 ~0 -0, 1 output to change"),
+        "{}",
+        describe(&out)
+    );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(&format!("bosun run confirm {}", l.run)),
         "{}",

@@ -293,18 +293,38 @@ fn runs_table(stack: &str, runs: Vec<Run>) -> String {
     if runs.is_empty() {
         return format!("Stack {stack} has no runs yet.\n");
     }
-    let mut t = Table::new(&["RUN", "KIND", "TRIGGER", "STATE", "COMMIT", "CREATED"]);
+    let mut t = Table::new(&[
+        "RUN", "KIND", "TRIGGER", "STATE", "PLAN", "DURATION", "COMMIT", "CREATED",
+    ]);
     for r in runs {
+        let plan = r.plan.as_ref().map(plan_text).unwrap_or_else(|| "-".into());
+        let duration = run_duration(&r);
         t.row(vec![
             r.id,
             r.kind,
             r.trigger,
             r.state,
+            plan,
+            duration,
             short_commit(&r.commit),
             timestamp(&r.created_at),
         ]);
     }
     t.render()
+}
+
+/// How long an ended run took, from its creation to its end ("1m 5s"); `-` while it
+/// has not ended.
+fn run_duration(r: &Run) -> String {
+    if !is_end(&r.state) {
+        return "-".into();
+    }
+    let secs = (r.updated_at - r.created_at).num_seconds().max(0);
+    match (secs / 3600, secs / 60 % 60, secs % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m {s}s"),
+        (h, m, _) => format!("{h}h {m}m"),
+    }
 }
 
 /// `bosun stack runs`: a stack's runs, newest first.
@@ -786,7 +806,14 @@ mod tests {
         ));
         assert!(state_line(&sample()).starts_with("queued (blocked: alice@laptop holds"));
         let table = runs_table("web", vec![sample()]);
-        assert!(table.contains("run-1  tracked  manual   queued  01234567  2026-01-02T03:04:05Z"));
+        assert!(
+            table.contains("run-1  tracked  manual   queued  +1 ~2 -0, 1 output to change  -         01234567  2026-01-02T03:04:05Z"),
+            "{table}"
+        );
+        let mut ended = sample();
+        ended.state = "finished".into();
+        ended.updated_at = ended.created_at + chrono::Duration::seconds(65);
+        assert!(runs_table("web", vec![ended]).contains(" 1m 5s "));
     }
 
     /// A plan that changes only outputs does not read as "nothing to apply".
