@@ -591,6 +591,50 @@ fn a_gated_runs_wait_names_the_approval_it_waits_for() {
     );
 }
 
+/// `--wait` behind nothing that moves says how long the run has been where it is, and
+/// `--timeout` stops waiting, saying where the run is; the run goes on.
+#[test]
+fn wait_says_how_long_and_gives_up_at_its_timeout() {
+    let env = start();
+    create_stack(&env, "slow");
+    // No runner leases it: the run stays queued.
+    let out = bosun(
+        &env.server,
+        &env.admin,
+        &["run", "trigger", "slow", "--wait", "--timeout", "2s"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let id = stdout.lines().next().unwrap_or_default().to_string();
+    assert!(stdout.contains("state: queued\n"), "{}", describe(&out));
+    assert!(
+        stderr.contains("(still queued after 1s)"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        stderr.contains(&format!(
+            "stopped waiting after 2s: run {id} is still queued (it goes on; `bosun run show {id}` shows it)"
+        )),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(state_of(&env, &id), "queued");
+    // --timeout means nothing without --wait: refused.
+    let usage = bosun(
+        &env.server,
+        &env.admin,
+        &["run", "trigger", "slow", "--timeout", "2s"],
+    );
+    assert_eq!(usage.status.code(), Some(2), "{}", describe(&usage));
+    assert!(
+        String::from_utf8_lossy(&usage.stderr).contains("--wait"),
+        "{}",
+        describe(&usage)
+    );
+}
+
 #[test]
 fn trigger_wait_and_live_log_follow() {
     let env = start();

@@ -28,6 +28,10 @@ pub enum RunCommand {
         /// discarded.
         #[arg(long)]
         wait: bool,
+        /// With --wait: stop waiting after this long (`90s`, `10m`) and exit 1 saying
+        /// where the run is; the run itself goes on.
+        #[arg(long, value_name = "DURATION", requires = "wait", value_parser = humantime::parse_duration)]
+        timeout: Option<Duration>,
     },
     /// Show a run: its state and why, what blocks it, its plan summary and phases.
     Show { run: String },
@@ -320,6 +324,15 @@ fn run_duration(r: &Run) -> String {
         return "-".into();
     }
     let secs = (r.updated_at - r.created_at).num_seconds().max(0);
+    seconds_text(secs as u64)
+}
+
+fn elapsed_text(d: Duration) -> String {
+    seconds_text(d.as_secs())
+}
+
+/// "42s", "1m 5s", "2h 3m": a whole number of seconds for people.
+fn seconds_text(secs: u64) -> String {
     match (secs / 3600, secs / 60 % 60, secs % 60) {
         (0, 0, s) => format!("{s}s"),
         (0, m, s) => format!("{m}m {s}s"),
@@ -351,18 +364,43 @@ fn ended_badly(run: &str, state: &str, reason: Option<&str>) -> anyhow::Error {
 /// How often `--wait` looks at the run.
 const POLL: Duration = Duration::from_millis(500);
 
-/// Follows a run until it waits for confirmation or ends, printing each state change.
-async fn wait(ctx: &Ctx, first: Run) -> anyhow::Result<()> {
+/// How often `--wait` says a run is still where it was (at most half the `--timeout`).
+const STILL_EVERY: Duration = Duration::from_secs(30);
+
+/// Follows a run until it waits for confirmation or ends (or `timeout` passes), printing
+/// each state change, and every half minute how long it has been in the same one.
+async fn wait(ctx: &Ctx, first: Run, timeout: Option<Duration>) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     let id = first.id.clone();
     let mut run = first;
     let mut shown: Option<String> = None;
     let mut plan_shown = false;
+    let started = std::time::Instant::now();
+    let still_every = timeout.map_or(STILL_EVERY, |t| STILL_EVERY.min(t / 2));
+    let mut since = started;
+    let mut still_said = started;
     loop {
         let line = state_line(&run);
         if !ctx.json && shown.as_ref() != Some(&line) {
             emit(&format!("state: {line}\n"))?;
             shown = Some(line);
+            since = std::time::Instant::now();
+            still_said = since;
+        } else if !ctx.json && still_said.elapsed() >= still_every {
+            eprintln!(
+                "(still {} after {})",
+                state_line(&run),
+                elapsed_text(since.elapsed())
+            );
+            still_said = std::time::Instant::now();
+        }
+        if let Some(limit) = timeout.filter(|t| started.elapsed() >= *t) {
+            anyhow::bail!(
+                "stopped waiting after {}: run {id} is still {} (it goes on; \
+                 `bosun run show {id}` shows it)",
+                elapsed_text(limit),
+                state_line(&run)
+            );
         }
         if let (false, Some(p)) = (ctx.json || plan_shown, &run.plan) {
             emit(&format!("plan: {}\n", plan_text(p)))?;
@@ -393,7 +431,8 @@ async fn trigger(
     stack: &str,
     proposed: bool,
     commit: Option<String>,
-    follow: bool,
+    // `Some` to follow the run, with how long at most.
+    follow: Option<Option<Duration>>,
 ) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     let body = RunCreate {
@@ -404,14 +443,14 @@ async fn trigger(
         .client
         .post(&["orgs", org, "stacks", stack, "runs"], &body)
         .await?;
-    if !follow {
+    let Some(timeout) = follow else {
         return ctx.show(value, |r: Run| format!("{}\n", r.id));
-    }
+    };
     let run: Run = decode(value)?;
     if !ctx.json {
         emit(&format!("{}\n", run.id))?;
     }
-    wait(ctx, run).await
+    wait(ctx, run, timeout).await
 }
 
 /// Prints the whole log: pages of chunks until an empty one.
@@ -650,7 +689,8 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
             proposed,
             commit,
             wait,
-        } => trigger(ctx, &stack, proposed, commit, wait).await,
+            timeout,
+        } => trigger(ctx, &stack, proposed, commit, wait.then_some(timeout)).await,
         RunCommand::Show { run } if is_plan_run(&run) => {
             super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Show { run }).await
         }
