@@ -879,7 +879,7 @@ fn an_ignored_tag_push_shows_its_reason_on_the_stack_page() {
 }
 
 #[test]
-fn a_gated_dry_run_is_approved_and_its_page_shows_hosts_and_the_report() {
+fn a_gated_plans_dry_run_runs_at_once_and_its_real_run_is_approved_from_the_inbox() {
     let Some(bins) = browser_or_skip() else {
         return;
     };
@@ -919,19 +919,13 @@ fn a_gated_dry_run_is_approved_and_its_page_shows_hosts_and_the_report() {
     let file = dir.path().join("deploy.yaml");
     std::fs::write(&file, plan).unwrap();
     ok(&env, &["plan", "apply", file.to_str().unwrap()]);
+    // A dry run changes no host: it does not wait for an approval.
     let dry = ok_json(&env, &["plan-run", "start", "deploy", "--dry-run"]);
-    assert_eq!(dry["state"], "paused", "{dry:#}");
+    assert_ne!(dry["state"], "paused", "{dry:#}");
     let id = dry["id"].as_str().unwrap().to_string();
 
     let b = Browser::open(&bins, &env.server, "plan-run");
     b.login(&env.admin);
-    b.visit("/orgs/default/approvals", "approvals");
-    let row = format!("tr[data-subject=\"{id}\"]");
-    assert_eq!(b.count(&row), 1, "the dry run waits:\n{}", b.html());
-    b.click_and_wait(&format!("{row} form.approve [type=submit]"));
-    b.shot("approved");
-    assert!(b.flash("ok").is_some(), "{}", b.html());
-
     let page = format!("/orgs/default/plan-runs/{id}");
     b.visit(&page, "paused-or-running");
     b.wait("the dry run to succeed", || {
@@ -964,4 +958,31 @@ fn a_gated_dry_run_is_approved_and_its_page_shows_hosts_and_the_report() {
     assert_eq!(b.count("#unresolved"), 1, "{}", b.html());
     // A dry run changes nothing.
     assert!(!work.join("h0.conf").exists());
+
+    // The real run waits for an approver, and runs once approved from the inbox.
+    let real = ok_json(&env, &["plan-run", "start", "deploy"]);
+    assert_eq!(real["state"], "paused", "{real:#}");
+    let real_id = real["id"].as_str().unwrap().to_string();
+    b.visit("/orgs/default/approvals", "approvals");
+    let row = format!("tr[data-subject=\"{real_id}\"]");
+    assert_eq!(b.count(&row), 1, "the real run waits:\n{}", b.html());
+    b.click_and_wait(&format!("{row} form.approve [type=submit]"));
+    b.shot("approved");
+    assert!(b.flash("ok").is_some(), "{}", b.html());
+    let page = format!("/orgs/default/plan-runs/{real_id}");
+    b.visit(&page, "real-run");
+    b.wait("the approved run to succeed", || {
+        let s = b.text("#run-state").unwrap_or_default();
+        if s.trim() == "succeeded" {
+            return Some(());
+        }
+        assert!(
+            !matches!(s.trim(), "failed" | "aborted"),
+            "the run ended {s}:\n{}",
+            b.html()
+        );
+        b.visit(&page, "real-run");
+        None
+    });
+    assert!(work.join("h0.conf").exists());
 }
