@@ -542,11 +542,16 @@ fn log_in_with_a_token_and_see_the_stacks() {
     }
 
     // On a phone every section fits the screen's width: nothing scrolls the page
-    // sideways (wide tables scroll inside their own box).
+    // sideways (wide tables scroll inside their own box) — also a stack with a run, and
+    // the run's page with its plan and log.
+    let run = trigger(&env, "web");
+    wait_run_state(&env, &run, "unconfirmed");
+    let run_page = format!("runs/{run}");
     b.rt.block_on(b.c().set_window_size(390, 844)).unwrap();
     for section in [
         "stacks",
         "stacks/web",
+        run_page.as_str(),
         "runners",
         "approvals",
         "plans",
@@ -561,10 +566,15 @@ fn log_in_with_a_token_and_see_the_stacks() {
             b.js("return document.documentElement.scrollWidth;", vec![]),
             b.js("return window.innerWidth;", vec![]),
         );
-        assert!(
-            page.as_i64().unwrap() <= screen.as_i64().unwrap(),
-            "{section} is {page} px wide on a {screen} px screen"
-        );
+        if page.as_i64().unwrap() > screen.as_i64().unwrap() {
+            let wide = b.js(
+                "return [...document.querySelectorAll('body *')]\
+                 .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)\
+                 .map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 20).join(' ');",
+                vec![],
+            );
+            panic!("{section} is {page} px wide on a {screen} px screen; too wide: {wide}");
+        }
     }
 }
 
@@ -753,6 +763,17 @@ fn a_gated_stack_run_is_approved_from_the_inbox() {
     );
     assert_eq!(b.count(&format!("{row} form.approve")), 1);
     assert_eq!(b.count(&format!("{row} form.reject")), 1);
+    // On a phone the decision is on the screen, not scrolled away to the right.
+    b.rt.block_on(b.c().set_window_size(390, 844)).unwrap();
+    b.visit("/orgs/default/approvals", "approvals-phone");
+    let fits = b.js(
+        "return [...document.querySelectorAll(arguments[0])]\
+         .every(e => e.getBoundingClientRect().right <= window.innerWidth);",
+        vec![json!(format!("{row} button"))],
+    );
+    assert_eq!(fits, json!(true), "Approve and Reject fit a 390 px screen");
+    b.rt.block_on(b.c().set_window_size(1280, 1600)).unwrap();
+    b.visit("/orgs/default/approvals", "approvals");
     b.fill(
         &format!("{row} form.approve [name=comment]"),
         "looks right from the browser",
