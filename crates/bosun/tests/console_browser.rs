@@ -576,6 +576,17 @@ fn log_in_with_a_token_and_see_the_stacks() {
             panic!("{section} is {page} px wide on a {screen} px screen; too wide: {wide}");
         }
     }
+    // On a laptop the audit log's details wrap inside their column.
+    b.rt.block_on(b.c().set_window_size(1280, 900)).unwrap();
+    b.visit("/orgs/default/audit", "audit-laptop");
+    let (page, screen) = (
+        b.js("return document.documentElement.scrollWidth;", vec![]),
+        b.js("return window.innerWidth;", vec![]),
+    );
+    assert!(
+        page.as_i64().unwrap() <= screen.as_i64().unwrap(),
+        "the audit log is {page} px wide on a {screen} px screen"
+    );
 }
 
 #[test]
