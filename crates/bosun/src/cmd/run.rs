@@ -33,6 +33,16 @@ pub enum RunCommand {
         #[arg(long, value_name = "DURATION", requires = "wait", value_parser = humantime::parse_duration)]
         timeout: Option<Duration>,
     },
+    /// Follow a run like `trigger --wait`: print its state changes until it waits for
+    /// confirmation or an approver, or ends; exit non-zero when it ends badly.
+    Wait {
+        /// The run's id.
+        run: String,
+        /// Stop waiting after this long (`90s`, `10m`) and exit 1 saying where the run
+        /// is; the run itself goes on.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        timeout: Option<Duration>,
+    },
     /// Show a run: its state and why, what blocks it, its plan summary and phases.
     Show { run: String },
     /// Print a run's log.
@@ -691,6 +701,10 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
             wait,
             timeout,
         } => trigger(ctx, &stack, proposed, commit, wait.then_some(timeout)).await,
+        RunCommand::Wait { run, timeout } => {
+            let first: Run = decode(ctx.client.get(&["orgs", org, "runs", &run], &[]).await?)?;
+            wait(ctx, first, timeout).await
+        }
         RunCommand::Show { run } if is_plan_run(&run) => {
             super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Show { run }).await
         }
