@@ -1,6 +1,6 @@
 //! The `ssh` connection and the host check against a real OpenSSH server
 //! (`bosun_testkit::sshd`): quoting, stdin, exit codes, stderr byte-exact around the
-//! process-group marker, timeouts that leave nothing running, cancelled commands (the
+//! process-group marker, output watched while the command runs, timeouts that leave nothing running, cancelled commands (the
 //! `run` future dropped) stopped on the host with their children for a root login, a
 //! non-root login and under a real sudo, concurrent commands on one connection, host-key verification (unknown,
 //! changed, hashed, pinned), authentication (identity file, key types, agent, default
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use bosun_plans::connection::check::{check, Stage, StageStatus, SUDO_PASSWORD_WARNING};
 use bosun_plans::connection::ssh::{SshConnection, TIMEOUT_GRACE};
 use bosun_plans::connection::{
-    open, CommandSpec, ConnError, ConnectOptions, Connection, Output, RunRequest,
+    open, CommandSpec, ConnError, ConnectOptions, Connection, Output, RunRequest, Stream,
 };
 use bosun_plans::model::{ConnectionKind, Host};
 use bosun_testkit::sshd::{
@@ -780,6 +780,56 @@ async fn stderr_is_byte_exact_around_the_process_group_marker() {
     request.timeout = Some(Duration::from_secs(10));
     let out = run_ok(&conn, &request).await;
     assert_eq!((out.exit_code, text(&out.stderr)), (Some(3), "e\n".into()));
+}
+
+/// A watched command's output arrives while it runs: the command prints, then waits for
+/// a file the test creates only once it has seen that output (an output handed over
+/// only at the end would never come; the command gives up after 60 s, the test after
+/// 20 s). The watcher sees every byte once, stderr without the process group marker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_command_is_seen_while_it_runs() {
+    let Some((dir, sshd)) = sshd() else { return };
+    let conn = connect(&sshd, &host_for(&sshd)).await;
+    let go = dir.path().join("go");
+    let mut request = shell(&format!(
+        "echo first; echo oops >&2; i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo second",
+        go.display()
+    ));
+    request.timeout = Some(Duration::from_secs(90));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let tap = move |stream: Stream, bytes: &[u8]| {
+        let _ = tx.send((stream, bytes.to_vec()));
+    };
+    let mut seen: Vec<(Stream, Vec<u8>)> = Vec::new();
+    let of = |seen: &[(Stream, Vec<u8>)], stream: Stream| -> Vec<u8> {
+        seen.iter()
+            .filter(|(s, _)| *s == stream)
+            .flat_map(|(_, b)| b.clone())
+            .collect()
+    };
+    let watch = async {
+        while of(&seen, Stream::Stdout) != b"first\n" || of(&seen, Stream::Stderr) != b"oops\n" {
+            let got = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+                .await
+                .expect("the output is seen while the command waits")
+                .unwrap();
+            seen.push(got);
+        }
+        std::fs::write(&go, "").unwrap();
+    };
+    let (out, ()) = tokio::join!(conn.run_live(&request, &tap), watch);
+    let out = out.unwrap();
+    assert_eq!(
+        (out.exit_code, text(&out.stdout)),
+        (Some(0), "first\nsecond\n".into())
+    );
+    assert_eq!(text(&out.stderr), "oops\n");
+    drop(tap);
+    while let Some(got) = rx.recv().await {
+        seen.push(got);
+    }
+    assert_eq!(of(&seen, Stream::Stdout), out.stdout);
+    assert_eq!(of(&seen, Stream::Stderr), out.stderr);
 }
 
 // ---- host keys -------------------------------------------------------------------------

@@ -5,17 +5,25 @@
 //! says so). Every command runs in its own process group with stdin closed or fed only
 //! the request's bytes, and a timeout kills the whole group. Output goes to anonymous
 //! temporary files rather than pipes, so a background process the command leaves behind
-//! (a daemon it started) cannot hold the run open by keeping a pipe alive.
+//! (a daemon it started) cannot hold the run open by keeping a pipe alive; a watched
+//! command's files are read as they grow (every [`LIVE_POLL`]).
 
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use super::{CommandSpec, ConnError, Connection, Output, RunRequest};
+use super::{CommandSpec, ConnError, Connection, Output, OutputTap, RunRequest, Stream};
+
+/// How often a watched command's output files are read for what it printed since.
+const LIVE_POLL: Duration = Duration::from_millis(100);
+/// The most of one stream read per look; more waits for the next look.
+const LIVE_READ: usize = 64 * 1024;
 
 /// Runs commands on this machine.
 #[derive(Debug, Clone)]
@@ -111,9 +119,86 @@ fn read_all(mut file: std::fs::File) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// A watched command's output files, read as they grow; each stream's bytes go to the
+/// tap once, in order.
+struct Tail<'a> {
+    tap: &'a OutputTap<'a>,
+    files: [(Stream, std::fs::File, usize); 2],
+    buf: Vec<u8>,
+}
+
+impl<'a> Tail<'a> {
+    fn new(
+        tap: &'a OutputTap<'a>,
+        stdout: &std::fs::File,
+        stderr: &std::fs::File,
+    ) -> Result<Self, ConnError> {
+        let clone = |f: &std::fs::File| {
+            f.try_clone()
+                .map_err(|e| io_error("cannot share an output file", e))
+        };
+        Ok(Tail {
+            tap,
+            files: [
+                (Stream::Stdout, clone(stdout)?, 0),
+                (Stream::Stderr, clone(stderr)?, 0),
+            ],
+            buf: vec![0; LIVE_READ],
+        })
+    }
+
+    /// Hands over what each file gained since the last look (at most [`LIVE_READ`]
+    /// each). A short positional read of a file just written, so it does not leave the
+    /// task; a failed read only delays the bytes to the end ([`Tail::rest`]).
+    fn look(&mut self) {
+        let buf = &mut self.buf;
+        for (stream, file, offset) in &mut self.files {
+            if let Ok(n) = file.read_at(buf, *offset as u64) {
+                if n > 0 {
+                    (self.tap)(*stream, &buf[..n]);
+                    *offset += n;
+                }
+            }
+        }
+    }
+
+    /// Hands over what the last look had not, from the whole output.
+    fn rest(&self, stdout: &[u8], stderr: &[u8]) {
+        for (stream, _, offset) in &self.files {
+            let all = match stream {
+                Stream::Stdout => stdout,
+                Stream::Stderr => stderr,
+            };
+            if let Some(new) = all.get(*offset..).filter(|b| !b.is_empty()) {
+                (self.tap)(*stream, new);
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Connection for LocalConnection {
     async fn run(&self, request: &RunRequest) -> Result<Output, ConnError> {
+        self.execute(request, None).await
+    }
+
+    async fn run_live(
+        &self,
+        request: &RunRequest,
+        live: &OutputTap<'_>,
+    ) -> Result<Output, ConnError> {
+        self.execute(request, Some(live)).await
+    }
+
+    async fn close(&self) {}
+}
+
+impl LocalConnection {
+    async fn execute(
+        &self,
+        request: &RunRequest,
+        live: Option<&OutputTap<'_>>,
+    ) -> Result<Output, ConnError> {
         let (program, args) = self.argv(request)?;
         let stdout_file =
             tempfile::tempfile().map_err(|e| io_error("cannot create an output file", e))?;
@@ -161,9 +246,29 @@ impl Connection for LocalConnection {
             _ => None,
         };
 
-        let waited = match request.timeout {
-            Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
-            None => Some(child.wait().await),
+        let mut tail = match live {
+            Some(tap) => Some(Tail::new(tap, &stdout_file, &stderr_file)?),
+            None => None,
+        };
+        let wait = async {
+            match request.timeout {
+                Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
+                None => Some(child.wait().await),
+            }
+        };
+        let waited = match &mut tail {
+            None => wait.await,
+            Some(tail) => {
+                tokio::pin!(wait);
+                let mut looks = tokio::time::interval(LIVE_POLL);
+                looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        waited = &mut wait => break waited,
+                        _ = looks.tick() => tail.look(),
+                    }
+                }
+            }
         };
         let (exit_code, timed_out) = match waited {
             Some(status) => {
@@ -189,6 +294,9 @@ impl Connection for LocalConnection {
         .await
         .map_err(|e| ConnError::Other(format!("reading the command's output: {e}")))?
         .map_err(|e| io_error("reading the command's output", e))?;
+        if let Some(tail) = &tail {
+            tail.rest(&stdout, &stderr);
+        }
         let sudo_password_required = request.sudo && sudo_wants_password(exit_code, &stderr);
         Ok(Output {
             exit_code,
@@ -198,8 +306,6 @@ impl Connection for LocalConnection {
             sudo_password_required,
         })
     }
-
-    async fn close(&self) {}
 }
 
 #[cfg(test)]
@@ -291,6 +397,57 @@ mod tests {
         assert_eq!(out.exit_code, Some(0));
         assert_eq!(out.stdout, b"started\n");
         assert!(started.elapsed() < Duration::from_secs(4));
+    }
+
+    #[tokio::test]
+    async fn a_watched_command_is_seen_while_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let go = dir.path().join("go");
+        // The command goes on only once the test has seen its first line.
+        let mut r = req(CommandSpec::Shell(format!(
+            "echo first; echo oops >&2; while [ ! -e '{}' ]; do sleep 0.02; done; echo second",
+            go.display()
+        )));
+        r.timeout = Some(Duration::from_secs(60));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let tap = move |stream: Stream, bytes: &[u8]| {
+            let _ = tx.send((stream, bytes.to_vec()));
+        };
+        let conn = LocalConnection::new();
+        let mut seen: Vec<(Stream, Vec<u8>)> = Vec::new();
+        let watch = async {
+            let printed = |seen: &[(Stream, Vec<u8>)], stream| {
+                seen.iter()
+                    .filter(|(s, _)| *s == stream)
+                    .flat_map(|(_, b)| b.clone())
+                    .collect::<Vec<u8>>()
+            };
+            while printed(&seen, Stream::Stdout) != b"first\n" {
+                let got = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+                    .await
+                    .expect("the first line is seen while the command waits")
+                    .unwrap();
+                seen.push(got);
+            }
+            std::fs::write(&go, "").unwrap();
+        };
+        let (out, ()) = tokio::join!(conn.run_live(&r, &tap), watch);
+        let out = out.unwrap();
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stdout, b"first\nsecond\n");
+        drop(tap);
+        while let Some(got) = rx.recv().await {
+            seen.push(got);
+        }
+        // Every byte once, in order, per stream.
+        let all = |stream| {
+            seen.iter()
+                .filter(|(s, _)| *s == stream)
+                .flat_map(|(_, b)| b.clone())
+                .collect::<Vec<u8>>()
+        };
+        assert_eq!(all(Stream::Stdout), out.stdout);
+        assert_eq!(all(Stream::Stderr), b"oops\n");
     }
 
     #[tokio::test]

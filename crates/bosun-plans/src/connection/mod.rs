@@ -1,6 +1,8 @@
 //! How the engine reaches a host: one connection per host, reused across steps. Every
 //! command runs with stdin closed (or fed only the bytes the engine sends), and `sudo`
-//! is non-interactive: a sudo that wants a password fails fast, saying so.
+//! is non-interactive: a sudo that wants a password fails fast, saying so. A command's
+//! output can be watched as it is printed ([`Connection::run_live`]); the [`Output`] still
+//! holds all of it.
 //!
 //! - `local`: processes on this machine.
 //! - `ssh`: an SSH client that verifies host keys (known_hosts or a pinned key) and
@@ -86,10 +88,33 @@ impl Default for ConnectOptions {
     }
 }
 
+/// Which of a command's outputs some bytes came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Sees a command's output while it runs: every byte of each stream once, in order, as
+/// soon as the connection has it. Called on the connection's task: it must not block.
+pub type OutputTap<'a> = dyn Fn(Stream, &[u8]) + Send + Sync + 'a;
+
 /// An open connection to one host.
 #[async_trait]
 pub trait Connection: Send + Sync {
     async fn run(&self, request: &RunRequest) -> Result<Output, ConnError>;
+    /// [`Connection::run`], handing `live` the output as it arrives. A connection that
+    /// cannot watch a command hands it over when the command has ended.
+    async fn run_live(
+        &self,
+        request: &RunRequest,
+        live: &OutputTap<'_>,
+    ) -> Result<Output, ConnError> {
+        let output = self.run(request).await?;
+        live(Stream::Stdout, &output.stdout);
+        live(Stream::Stderr, &output.stderr);
+        Ok(output)
+    }
     /// Closes the connection (best effort).
     async fn close(&self);
 }

@@ -82,7 +82,7 @@ use russh::client::{self, Handle};
 use russh::ChannelOpenFailure;
 use tokio::sync::Semaphore;
 
-use super::{ConnError, ConnectOptions, Connection, Output, RunRequest};
+use super::{ConnError, ConnectOptions, Connection, Output, OutputTap, RunRequest};
 use crate::model::Host;
 pub use command::{command_line, shell_quote};
 pub(crate) use connect::{authenticate, handshake, resolve, tcp_connect};
@@ -210,6 +210,32 @@ async fn open_channel(
 #[async_trait]
 impl Connection for SshConnection {
     async fn run(&self, request: &RunRequest) -> Result<Output, ConnError> {
+        self.execute(request, None).await
+    }
+
+    async fn run_live(
+        &self,
+        request: &RunRequest,
+        live: &OutputTap<'_>,
+    ) -> Result<Output, ConnError> {
+        self.execute(request, Some(live)).await
+    }
+
+    async fn close(&self) {
+        let _ = self
+            .handle
+            .disconnect(russh::Disconnect::ByApplication, "", "en")
+            .await;
+    }
+}
+
+impl SshConnection {
+    /// Runs one command on its own channel; `live` sees its output as it arrives.
+    async fn execute(
+        &self,
+        request: &RunRequest,
+        live: Option<&OutputTap<'_>>,
+    ) -> Result<Output, ConnError> {
         let line = command_line(request)?;
         let permit = Arc::clone(&self.channels)
             .acquire_owned()
@@ -251,7 +277,7 @@ impl Connection for SshConnection {
         let work = async {
             // Feeding stops when the command is done (it may never read all of stdin).
             tokio::pin!(feed);
-            let collecting = collect(rx, got);
+            let collecting = collect(rx, got, live);
             tokio::pin!(collecting);
             let mut fed = false;
             loop {
@@ -279,7 +305,10 @@ impl Connection for SshConnection {
             stop(&self.handle, &tx, rx, &mut running.got, request.sudo).await;
         }
         running.armed = false;
-        let got = std::mem::take(&mut running.got);
+        let mut got = std::mem::take(&mut running.got);
+        if let Some(live) = live {
+            got.show(live, true);
+        }
         // `timeout` exits 124 when it had to stop the command.
         let stopped_by_timeout = request
             .timeout
@@ -316,12 +345,5 @@ impl Connection for SshConnection {
             timed_out: false,
             sudo_password_required,
         })
-    }
-
-    async fn close(&self) {
-        let _ = self
-            .handle
-            .disconnect(russh::Disconnect::ByApplication, "", "en")
-            .await;
     }
 }

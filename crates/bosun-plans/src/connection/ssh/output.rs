@@ -1,9 +1,10 @@
 //! Reading a command's channel: its stdout, its stderr without the process group
-//! marker, and how it ended.
+//! marker, and how it ended — handed to a watcher as it arrives, when there is one.
 
 use russh::ChannelMsg;
 
 use super::{LINGER_AFTER_EXIT, PGID_MARKER};
+use crate::connection::{OutputTap, Stream};
 
 /// What a channel said.
 #[derive(Debug, Default)]
@@ -22,6 +23,8 @@ pub(super) struct Collected {
     pub(super) pgid: Option<u32>,
     /// How far stderr has been searched for the marker.
     scanned: usize,
+    /// How much of stdout and of stderr a watcher has been handed.
+    shown: [usize; 2],
 }
 
 impl Collected {
@@ -91,6 +94,26 @@ impl Collected {
     fn exited(&self) -> bool {
         self.exit_code.is_some() || self.signal.is_some()
     }
+
+    /// Hands `live` what it has not seen yet. Until the marker has been cut out, stderr
+    /// is handed over only up to where it could start (`scanned`); `all` (the channel has
+    /// ended) hands over the rest whatever it is.
+    pub(super) fn show(&mut self, live: &OutputTap<'_>, all: bool) {
+        let err_ready = if all || self.pgid.is_some() {
+            self.stderr.len()
+        } else {
+            self.scanned.min(self.stderr.len())
+        };
+        for (i, stream, bytes, ready) in [
+            (0, Stream::Stdout, &self.stdout, self.stdout.len()),
+            (1, Stream::Stderr, &self.stderr, err_ready),
+        ] {
+            if let Some(new) = bytes.get(self.shown[i]..ready).filter(|b| !b.is_empty()) {
+                live(stream, new);
+                self.shown[i] = ready;
+            }
+        }
+    }
 }
 
 /// Where `needle` first occurs in `haystack`.
@@ -99,8 +122,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Reads a channel until the server closes it, or until it has been silent for
-/// [`LINGER_AFTER_EXIT`] after the exit status.
-pub(super) async fn collect(rx: &mut russh::ChannelReadHalf, got: &mut Collected) {
+/// [`LINGER_AFTER_EXIT`] after the exit status; `live` sees the output as it comes.
+pub(super) async fn collect(
+    rx: &mut russh::ChannelReadHalf,
+    got: &mut Collected,
+    live: Option<&OutputTap<'_>>,
+) {
     loop {
         let msg = if got.exited() {
             match tokio::time::timeout(LINGER_AFTER_EXIT, rx.wait()).await {
@@ -110,7 +137,11 @@ pub(super) async fn collect(rx: &mut russh::ChannelReadHalf, got: &mut Collected
         } else {
             rx.wait().await
         };
-        if got.take(msg) {
+        let ended = got.take(msg);
+        if let Some(live) = live {
+            got.show(live, false);
+        }
+        if ended {
             return;
         }
     }
@@ -151,5 +182,46 @@ mod tests {
         // No marker (yet): nothing is cut.
         assert_eq!(pushed(&[b"bosun-pgid:12"]), (None, "bosun-pgid:12".into()));
         assert_eq!(pushed(&[b""]), (None, String::new()));
+    }
+
+    /// A watcher sees stderr without the marker, however the chunks fall, every byte
+    /// once; what could still be the marker waits until it is known not to be.
+    #[test]
+    fn a_watcher_never_sees_the_marker() {
+        let all = b"motd\nbosun-pgid:4242\nerr one\nerr two\n";
+        for at in 0..all.len() {
+            let (a, b) = all.split_at(at);
+            let seen = std::sync::Mutex::new(Vec::new());
+            let live = |stream: Stream, bytes: &[u8]| {
+                assert_eq!(stream, Stream::Stderr);
+                seen.lock().unwrap().extend_from_slice(bytes);
+            };
+            let mut got = Collected::default();
+            got.push_stderr(a);
+            got.show(&live, false);
+            let early = seen.lock().unwrap().clone();
+            assert!(
+                b"motd\nerr one\nerr two\n".starts_with(&early),
+                "split at {at}: {:?}",
+                String::from_utf8_lossy(&early)
+            );
+            got.push_stderr(b);
+            got.show(&live, false);
+            got.show(&live, true);
+            assert_eq!(
+                String::from_utf8_lossy(&seen.lock().unwrap()),
+                "motd\nerr one\nerr two\n",
+                "split at {at}"
+            );
+        }
+        // No marker at all: the end hands everything over.
+        let seen = std::sync::Mutex::new(Vec::new());
+        let live = |_: Stream, bytes: &[u8]| seen.lock().unwrap().extend_from_slice(bytes);
+        let mut got = Collected::default();
+        got.push_stderr(b"bosun-pg");
+        got.show(&live, false);
+        assert!(seen.lock().unwrap().is_empty());
+        got.show(&live, true);
+        assert_eq!(&seen.lock().unwrap()[..], b"bosun-pg");
     }
 }
