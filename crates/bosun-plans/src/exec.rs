@@ -5,6 +5,9 @@
 //!   fails that step with the connection's error (and every later step it reaches).
 //! - Step *k* runs on every target host before step *k+1* starts. Per host, `when:` is
 //!   decided first ([`condition::decide`]): false skips, malformed runs and warns.
+//! - **Live output**: what a `command`, `shell` or `script` step prints is reported line
+//!   by line while it runs ([`Event::Output`], cut into lines and bounded by [`live`]),
+//!   masked as the report is; the host's result still holds all of it.
 //! - **A run halts at its first failed step**: hosts already running that step finish it,
 //!   hosts that had not started it do not, every later step is skipped on every host,
 //!   and the run is `failed`. `continue_on_error: true` makes a step's failure tolerable
@@ -21,15 +24,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 use serde::Serialize;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::condition::{self, Decision};
-use crate::connection::{self, ConnectOptions, Connection};
+use crate::connection::{self, ConnectOptions, Connection, OutputTap, Stream};
+use crate::live::{self, OutputLine};
 use crate::model::{Host, Inventory, Plan, Step, Value};
 use crate::modules::{
     self, redact_secrets, Change, ModuleError, Outcome, Overlay, Prediction, Remote,
@@ -291,6 +296,9 @@ pub enum Event {
         step: usize,
         name: String,
     },
+    /// A line a raw command printed on a host, while it runs (before the host finishes
+    /// the step; lines of hosts working at once interleave).
+    Output(OutputLine),
     /// A host finished a step (in the order hosts finish).
     HostFinished {
         step: usize,
@@ -377,6 +385,9 @@ pub async fn run(
     });
 
     let forks = options.forks.max(1);
+    // Live output of the hosts at work, to `progress` from this task (bounded per step
+    // and host by `live::Lines`).
+    let (live_tx, mut live_rx) = mpsc::unbounded_channel::<OutputLine>();
     for (index, step) in plan.steps.iter().enumerate() {
         let number = index + 1;
         let mut step_report = StepReport {
@@ -417,6 +428,7 @@ pub async fn run(
                 index,
                 options: &options,
                 halting: &halting,
+                live: &live_tx,
             };
             let ctx = &ctx;
             // Collected first: a lazy `map` kept inside the stream would make this future
@@ -428,7 +440,22 @@ pub async fn run(
                 .map(|(i, h)| async move { (i, run_host_step(ctx, h).await) })
                 .collect();
             let mut running = stream::iter(work).buffer_unordered(forks);
-            while let Some((i, (result, unresolved))) = running.next().await {
+            loop {
+                // A host's lines are sent before its result is: they are reported first.
+                let next = tokio::select! {
+                    biased;
+                    Some(line) = live_rx.recv() => {
+                        progress(Event::Output(line));
+                        continue;
+                    }
+                    next = running.next() => next,
+                };
+                while let Ok(line) = live_rx.try_recv() {
+                    progress(Event::Output(line));
+                }
+                let Some((i, (result, unresolved))) = next else {
+                    break;
+                };
                 if result.halts() {
                     halting.store(true, Ordering::SeqCst);
                 }
@@ -530,6 +557,7 @@ struct StepCtx<'a> {
     index: usize,
     options: &'a RunOptions,
     halting: &'a AtomicBool,
+    live: &'a mpsc::UnboundedSender<OutputLine>,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -617,10 +645,30 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
             }
         },
     };
+    // What a raw command prints goes out line by line, masked, as it comes.
+    let lines = Mutex::new(live::Lines::new(live::LIVE_BYTES));
+    let send = |found: Vec<(live::LineKind, String)>| {
+        for (kind, text) in found {
+            let _ = ctx.live.send(OutputLine {
+                step: ctx.index + 1,
+                host: name.to_string(),
+                kind,
+                text: clean(ctx.options, &text),
+            });
+        }
+    };
+    let tap = |stream: Stream, bytes: &[u8]| {
+        let found = lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(stream, bytes);
+        send(found);
+    };
     let remote = Remote {
         conn: conn.as_ref(),
         sudo: step.sudo,
         deadline: step.timeout.map(|t| Instant::now() + t),
+        live: (!ctx.options.dry_run).then_some(&tap as &OutputTap<'_>),
     };
     let work = async {
         if ctx.options.dry_run {
@@ -636,7 +684,27 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
         },
         None => work.await,
     };
+    let rest = lines
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .finish();
+    send(rest);
     (finish(ctx, name, started, warnings, outcome), unresolved)
+}
+
+/// `text` as the run reports it: `secret://` references redacted, the secret values the
+/// run substituted masked, and the caller's masker applied.
+fn clean(options: &RunOptions, text: &str) -> String {
+    let mut s = redact_secrets(text);
+    for value in options.secrets.values().filter(|v| !v.is_empty()) {
+        if s.contains(value.as_str()) {
+            s = s.replace(value.as_str(), "***");
+        }
+    }
+    match &options.masker {
+        Some(mask) => mask(&s),
+        None => s,
+    }
 }
 
 /// The host's result from a module's outcome, texts redacted and masked.
@@ -704,18 +772,7 @@ fn finish(
         }
     };
     result.duration_ms = millis(started.elapsed());
-    let clean = |s: &str| {
-        let mut s = redact_secrets(s);
-        for value in ctx.options.secrets.values().filter(|v| !v.is_empty()) {
-            if s.contains(value.as_str()) {
-                s = s.replace(value.as_str(), "***");
-            }
-        }
-        match &ctx.options.masker {
-            Some(mask) => mask(&s),
-            None => s,
-        }
-    };
+    let clean = |s: &str| clean(ctx.options, s);
     result.stdout = clean(&result.stdout);
     result.stderr = clean(&result.stderr);
     result.message = clean(&result.message);

@@ -13,11 +13,13 @@
 //!   non-interactive sudo) and the staged host check.
 //! - [`modules`] and [`exec`]: the modules, the executor (step by step across hosts,
 //!   bounded parallelism, halting, timeouts) and the dry run.
+//! - [`live`]: raw commands' output as they print it, in lines, bounded per step and host.
 
 pub mod condition;
 pub mod connection;
 pub mod exec;
 pub mod lineinfile;
+pub mod live;
 pub mod model;
 pub mod modules;
 mod pyre;

@@ -1538,6 +1538,7 @@ async fn file_steps_take_one_remote_command_each() {
         conn: &conn,
         sudo: false,
         deadline: None,
+        live: None,
     };
     let copy = |path: String, content: &str, m: Option<&str>| RenderedModule::Copy {
         path,
@@ -1608,4 +1609,116 @@ async fn file_steps_take_one_remote_command_each() {
             "{what} (dry run)"
         );
     }
+}
+
+/// What a raw command prints reaches `progress` while the command runs: each host's
+/// command prints a line, then waits for a file the progress callback creates only
+/// when it has seen that host's line — a run that reported output only at the end of the
+/// step would never finish it (the command gives up after 60 s; the test after 30 s).
+/// The lines come before their host's result, masked, and past the live budget one note
+/// says the rest is not shown (the result keeps all of it). File steps and dry runs
+/// show nothing.
+#[tokio::test]
+async fn raw_commands_output_is_reported_while_they_run() {
+    use bosun_plans::live::{LineKind, LIVE_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let inv = inventory(vec![local("a"), local("b")]);
+    let big = LIVE_BYTES / 100 + 50;
+    let p = plan(
+        &inv,
+        vec![
+            shell(
+                "talk",
+                &format!(
+                    "echo 'ready {{{{ host.name }}}} pw=hunter2'; echo warm >&2; i=0; \
+                     while [ ! -e {dir_s}/{{{{ host.name }}}}.go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
+                     printf 'done {{{{ host.name }}}}'"
+                ),
+            ),
+            step("file", copy(&format!("{dir_s}/{{{{ host.name }}}}.conf"), "secret-ish\n", None)),
+            shell(
+                "flood",
+                &format!("for i in $(seq {big}); do printf '%099d\\n' $i; done"),
+            ),
+        ],
+    );
+    let options = RunOptions {
+        masker: Some(std::sync::Arc::new(|s: &str| s.replace("hunter2", "***"))),
+        ..opts(false)
+    };
+    let go = dir.path().to_path_buf();
+    let mut events = Vec::new();
+    let report = tokio::time::timeout(
+        Duration::from_secs(30),
+        exec::run(&p, &inv, options, |e| {
+            if let Event::Output(line) = &e {
+                if line.text.starts_with("ready ") {
+                    std::fs::write(go.join(format!("{}.go", line.host)), "").unwrap();
+                }
+            }
+            events.push(e);
+        }),
+    )
+    .await
+    .expect("the first lines were reported while the commands waited for them")
+    .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+
+    for h in ["a", "b"] {
+        let mine: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Output(l) if l.host == h && l.step == 1 => Some(l.display()),
+                Event::HostFinished {
+                    step: 1, result, ..
+                } if result.host == h => Some("FINISHED".into()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            mine,
+            [
+                format!("[{h}] ready {h} pw=***"),
+                format!("[{h} stderr] warm"),
+                format!("[{h}] done {h}"),
+                "FINISHED".to_string()
+            ],
+            "{events:#?}"
+        );
+        // The flood: whole lines within the budget, then one note; the result has it all.
+        let flood: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Output(l) if l.host == h && l.step == 3 => Some(l),
+                _ => None,
+            })
+            .collect();
+        let (note, lines) = flood.split_last().unwrap();
+        assert_eq!(note.kind, LineKind::Cut, "{note:?}");
+        assert!(lines
+            .iter()
+            .all(|l| l.text.len() == 99 && l.kind == LineKind::Stdout));
+        assert_eq!(lines.len(), LIVE_BYTES / 100);
+        assert_eq!(report.result(3, h).unwrap().stdout.len(), big * 100);
+        assert_eq!(
+            report.result(1, h).unwrap().stdout,
+            format!("ready {h} pw=***\ndone {h}")
+        );
+    }
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::Output(l) if l.step == 2)),
+        "a file step shows nothing live"
+    );
+
+    let mut events = Vec::new();
+    exec::run(&p, &inv, opts(true), |e| events.push(e))
+        .await
+        .unwrap();
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Output(_))),
+        "a dry run runs no command"
+    );
 }

@@ -1,6 +1,8 @@
 //! Executing a leased plan run with the host-plan engine (`bosun_plans::exec::run`): the
 //! plan and inventory parsed from the lease, progress streamed as log lines (a step
-//! starting, each host finishing it with its status), per-host results sent after each
+//! starting, what its raw commands print as they print it — `[host] line`, bounded per
+//! step and host by the engine — and each host finishing it with its status), per-host
+//! results sent after each
 //! step (so a run interrupted later keeps what it did), heartbeats on their own task, and
 //! an abort honoured at once — the run's future is dropped, and the SSH connection stops
 //! each remote command still running (its process group is signalled over a second
@@ -369,6 +371,7 @@ async fn forward(
                 flush = true;
                 log.line(format!("step {step}: {name}")).await;
             }
+            Event::Output(line) => log.line(line.display()).await,
             Event::HostFinished {
                 step,
                 step_name,

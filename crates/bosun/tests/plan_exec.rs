@@ -1,5 +1,6 @@
 //! `bosun plan exec`, `bosun plan lint` and `bosun host check` end to end: the real
-//! binary on YAML plan and inventory files, with `connection: local` hosts working in a
+//! binary on YAML plan and inventory files (`exec`'s output read as it is printed where
+//! that matters), with `connection: local` hosts working in a
 //! temporary folder. No server: these commands must not need BOSUN_URL or BOSUN_TOKEN.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -176,6 +177,94 @@ steps:
     let work = dir.path().join("work");
     assert!(work.join("a.1").exists() && work.join("b.1").exists());
     assert!(!work.join("a.3").exists() && !work.join("b.3").exists());
+}
+
+/// What a step's command prints is on the terminal while the step runs, each line
+/// prefixed by its host: every host's command prints a line, then waits for a file the
+/// test creates only once `bosun plan exec` has printed that host's line (a run that
+/// printed output only at the end of the step would never end it; the commands give up
+/// after 60 s, the test after 30 s). A host's lines come before its result.
+#[test]
+fn exec_prints_what_commands_print_while_they_run() {
+    use std::io::BufRead as _;
+    use std::time::{Duration, Instant};
+    let dir = setup();
+    write_plan(
+        dir.path(),
+        "talk.yaml",
+        r#"name: talk
+targets: { hosts: [a, b] }
+steps:
+  - name: talk
+    shell: 'echo "ready {{ host.name }}"; echo "warming {{ host.name }}" >&2; i=0; while [ ! -e WORK/{{ host.name }}.go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo "done {{ host.name }}"'
+"#,
+    );
+    let mut child = Command::new(BIN)
+        .args(["plan", "exec", "talk.yaml", "-i", "inventory.yaml"])
+        .current_dir(dir.path())
+        .env("BOSUN_URL", "http://127.0.0.1:9")
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let work = dir.path().join("work");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen: Vec<String> = Vec::new();
+    for h in ["a", "b"] {
+        let want = format!("[{h}] ready {h}");
+        while !seen.contains(&want) {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "{want:?} was not printed while the step waited:\n{}",
+                        seen.join("\n")
+                    );
+                }
+            }
+        }
+        std::fs::write(work.join(format!("{h}.go")), "").unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => seen.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the run did not end:\n{}", seen.join("\n"));
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    let out = seen.join("\n");
+    assert!(status.success(), "{out}");
+    for h in ["a", "b"] {
+        assert!(out.contains(&format!("[{h} stderr] warming {h}")), "{out}");
+        let done = out.find(&format!("[{h}] done {h}")).expect(&out);
+        let finished = out.find(&format!("[1/1 talk] {h}: changed")).expect(&out);
+        assert!(
+            done < finished,
+            "a host's lines come before its result:\n{out}"
+        );
+    }
 }
 
 #[test]

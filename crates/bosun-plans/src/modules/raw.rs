@@ -1,7 +1,7 @@
 //! `command` (an argv, no shell), `shell` (`sh -c`) and `script` (a local file uploaded
 //! to a private temporary path, run with its arguments, removed). Raw commands are not
 //! idempotent: a run that exits 0 counts as changed, and a dry run cannot know what
-//! they would change.
+//! they would change. What they print is watched as they print it ([`Remote::live`]).
 
 use super::{shell_words, ModuleError, Outcome, Remote, RenderedModule};
 use crate::connection::{CommandSpec, Output};
@@ -38,11 +38,15 @@ pub(super) async fn apply(
             if argv.is_empty() {
                 return Err(ModuleError::Invalid("command: empty argv".into()));
             }
-            let output = remote.run(CommandSpec::Argv(argv.clone()), None).await?;
+            let output = remote
+                .run_watched(CommandSpec::Argv(argv.clone()), None)
+                .await?;
             finish(shell_words(argv), output)
         }
         RenderedModule::Shell { cmd } => {
-            let output = remote.run(CommandSpec::Shell(cmd.clone()), None).await?;
+            let output = remote
+                .run_watched(CommandSpec::Shell(cmd.clone()), None)
+                .await?;
             finish(cmd.clone(), output)
         }
         RenderedModule::Script { src, args } => {

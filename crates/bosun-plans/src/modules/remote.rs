@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::mode::ModeSpec;
 use super::ModuleError;
-use crate::connection::{CommandSpec, Connection, Output, RunRequest};
+use crate::connection::{CommandSpec, Connection, Output, OutputTap, RunRequest};
 
 /// Owner and group of a path, by name and by id.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -133,12 +133,16 @@ impl OwnerSpec {
     }
 }
 
-/// Where commands of one step go, and until when they may run.
+/// Where commands of one step go, until when they may run, and who watches the output
+/// of the step's own command.
 pub struct Remote<'a> {
     pub conn: &'a dyn Connection,
     pub sudo: bool,
     /// The step's deadline (its `timeout`).
     pub deadline: Option<Instant>,
+    /// Sees what the step's raw command prints while it runs ([`Remote::run_watched`],
+    /// [`Remote::run_script`]); the probes and writes of file steps are never shown.
+    pub live: Option<&'a OutputTap<'a>>,
 }
 
 /// What `$1` is: `absent` (`absent noparent` when `$3`, the folder above it, is not a
@@ -296,13 +300,34 @@ impl Remote<'_> {
         command: CommandSpec,
         stdin: Option<Vec<u8>>,
     ) -> Result<Output, ModuleError> {
+        self.execute(command, stdin, None).await
+    }
+
+    /// [`Remote::run`], with the output shown to [`Remote::live`] as it is printed.
+    pub async fn run_watched(
+        &self,
+        command: CommandSpec,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Output, ModuleError> {
+        self.execute(command, stdin, self.live).await
+    }
+
+    async fn execute(
+        &self,
+        command: CommandSpec,
+        stdin: Option<Vec<u8>>,
+        live: Option<&OutputTap<'_>>,
+    ) -> Result<Output, ModuleError> {
         let request = RunRequest {
             command,
             sudo: self.sudo,
             stdin,
             timeout: self.remaining()?,
         };
-        let output = self.conn.run(&request).await?;
+        let output = match live {
+            Some(live) => self.conn.run_live(&request, live).await?,
+            None => self.conn.run(&request).await?,
+        };
         if output.timed_out {
             return Err(ModuleError::TimedOut {
                 output: Some(output),
@@ -490,12 +515,13 @@ impl Remote<'_> {
         }
     }
 
-    /// Uploads `script` and runs it with `args`; the output is returned whatever the exit
-    /// code (125 with `bosun: cannot upload the script` on stderr: the upload failed).
+    /// Uploads `script` and runs it with `args`, its output shown to [`Remote::live`];
+    /// the output is returned whatever the exit code (125 with `bosun: cannot upload the
+    /// script` on stderr: the upload failed).
     pub async fn run_script(&self, script: &[u8], args: &[String]) -> Result<Output, ModuleError> {
         let mut argv = vec!["sh".to_string(), "-c".into(), SCRIPT.into(), "sh".into()];
         argv.extend(args.iter().cloned());
-        self.run(CommandSpec::Argv(argv), Some(script.to_vec()))
+        self.run_watched(CommandSpec::Argv(argv), Some(script.to_vec()))
             .await
     }
 }

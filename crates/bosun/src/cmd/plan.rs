@@ -26,7 +26,8 @@ use crate::output::{self, timestamp, Fields, Table};
 #[derive(Subcommand)]
 pub enum PlanCommand {
     /// Run a plan file on its hosts directly, with no server (local development):
-    /// live progress per host, a summary, and a non-zero exit when the run failed.
+    /// live progress per host (with what raw commands print, `[host] line`), a summary,
+    /// and a non-zero exit when the run failed.
     Exec(ExecArgs),
     /// Check a plan file: structure, malformed conditions, unresolvable references —
     /// against `--inventory`, or the server's hosts when a token is configured.
@@ -189,6 +190,7 @@ async fn exec_cmd(args: ExecArgs, json: bool) -> anyhow::Result<ExitCode> {
                 ))
             }
             Event::StepStarted { .. } | Event::Finished { .. } => None,
+            Event::Output(line) => Some(line.display()),
             Event::HostFinished {
                 step,
                 step_name,
