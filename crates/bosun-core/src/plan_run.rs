@@ -7,7 +7,8 @@
 //! a started run whose runner went silent is `interrupted`, keeping the per-host
 //! progress already reported. An abort settles the record at once; when a runner holds
 //! the run, the lease is kept until the runner acknowledges (or goes silent) so its
-//! heartbeat can be told to stop.
+//! heartbeat can be told to stop. Beside a run, people read the end of each step's
+//! output ([`output_tail`]).
 
 use std::collections::BTreeSet;
 
@@ -261,6 +262,51 @@ pub fn gated_environments<'a>(
 pub const STALE_REASON: &str =
     "the runner stopped reporting; the per-host progress it reported is kept";
 
+/// The end of a step's output, as people read it beside the run: its last lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputTail<'a> {
+    /// The last lines shown (the first may be the end of a longer line), without the
+    /// output's final newline.
+    pub text: &'a str,
+    /// Lines before `text`, whole or in part, that are not shown.
+    pub cut_lines: usize,
+}
+
+/// At most `max_lines` lines and `max_bytes` bytes of the end of `output`; a last line
+/// longer than `max_bytes` is shown by its end.
+pub fn output_tail(output: &str, max_lines: usize, max_bytes: usize) -> OutputTail<'_> {
+    let text = output.strip_suffix('\n').unwrap_or(output);
+    let mut start = text.len();
+    // Where the line looked at ends (its newline excluded).
+    let mut end = text.len();
+    let mut shown = 0;
+    while shown < max_lines {
+        let from = text[..end].rfind('\n').map_or(0, |at| at + 1);
+        if text.len() - from > max_bytes {
+            if shown == 0 {
+                // One line longer than the room: its end, from a character boundary.
+                start = text.len() - max_bytes.min(text.len());
+                while !text.is_char_boundary(start) {
+                    start += 1;
+                }
+            }
+            break;
+        }
+        start = from;
+        shown += 1;
+        if from == 0 {
+            break;
+        }
+        end = from - 1;
+    }
+    let before = &text[..start];
+    let partial = !before.is_empty() && !before.ends_with('\n');
+    OutputTail {
+        text: &text[start..],
+        cut_lines: before.matches('\n').count() + usize::from(partial),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,5 +493,45 @@ mod tests {
             "schedule".parse::<PlanTrigger>().unwrap(),
             PlanTrigger::Schedule
         );
+    }
+
+    #[test]
+    fn the_tail_of_an_output() {
+        let t = |o, l, b| {
+            let t = output_tail(o, l, b);
+            (t.text, t.cut_lines)
+        };
+        assert_eq!(t("", 3, 100), ("", 0));
+        assert_eq!(t("a\nb\nc\n", 3, 100), ("a\nb\nc", 0));
+        assert_eq!(t("a\nb\nc\nd", 2, 100), ("c\nd", 2));
+        // The byte bound: whole lines only, unless the last line alone is too long.
+        assert_eq!(t("aaaa\nbb\ncc\n", 5, 6), ("bb\ncc", 1));
+        assert_eq!(t("aaaa\nbbbbbbbb\n", 5, 3), ("bbb", 2));
+        assert_eq!(t("x\né€é\n", 5, 4), ("é", 2));
+        assert_eq!(t("a\n\n\n", 2, 100), ("\n", 1));
+        assert_eq!(t("a\nb", 0, 100), ("", 2));
+    }
+
+    proptest::proptest! {
+        /// The tail is the end of the output (less its last newline), within the bounds,
+        /// and what it leaves out is counted in lines.
+        #[test]
+        fn a_tail_is_the_end_within_bounds(
+            output in "[ab\n]{0,60}",
+            lines in 0usize..8,
+            bytes in 0usize..30,
+        ) {
+            let t = output_tail(&output, lines, bytes);
+            let text = output.strip_suffix('\n').unwrap_or(&output);
+            proptest::prop_assert!(text.ends_with(t.text));
+            proptest::prop_assert!(t.text.len() <= bytes || t.text.is_empty());
+            proptest::prop_assert!(t.text.is_empty() || t.text.split('\n').count() <= lines);
+            let before = &text[..text.len() - t.text.len()];
+            let whole = before.is_empty() || before.ends_with('\n');
+            proptest::prop_assert_eq!(
+                t.cut_lines,
+                before.matches('\n').count() + usize::from(!whole)
+            );
+        }
     }
 }

@@ -2,8 +2,9 @@
 //! `bosun runner` process), three real sshd hosts on loopback (`SshdFleet`: their own host
 //! keys checked against a known_hosts file, one client identity file), the hosts and the
 //! plan stored through the API, runs started, followed, shown and aborted with the CLI.
-//! A run over three hosts with per-host results and its file edits on every host; a
-//! failing step halting the run; a dry run's report changing nothing; an abort killing
+//! A run over three hosts with per-host results and its file edits on every host; what
+//! a step prints followed live with `start --wait` while the step still runs (masked),
+//! then shown per host by `plan-run show`; a failing step halting the run; a dry run's report changing nothing; an abort killing
 //! the remote commands; and restarts: the server killed mid-run while its separate runner
 //! goes on (the run completes), the server and the runner both killed (the run is
 //! `interrupted` with its progress), and the server killed with its embedded runner (the
@@ -453,6 +454,178 @@ steps:
         .map(|r| r["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [again.as_str(), id.as_str()], "newest first");
+}
+
+/// Reads a child's stdout line by line on a thread, so a test can wait for a line with a
+/// deadline while the child goes on.
+struct Lines {
+    child: KillOnDrop,
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn spawn(mut command: Command) -> Lines {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            child: KillOnDrop(child),
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads until a line equal to `want` arrives; `false` at the deadline or at the
+    /// end of the output.
+    fn wait_for(&mut self, want: &str, deadline: Instant) -> bool {
+        while !self.seen.iter().any(|l| l == want) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Reads to the end of the output (within `timeout`); the child's exit status.
+    fn finish(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "the output did not end within {timeout:?}:\n{}",
+                        self.text()
+                    )
+                }
+            }
+        }
+        self.child.0.wait().unwrap()
+    }
+
+    fn text(&self) -> String {
+        let mut text = self.seen.join("\n");
+        text.push('\n');
+        text
+    }
+}
+
+/// What a step prints reaches the run's log while the step runs, each line prefixed by
+/// its host: every host's command prints a line (with a secret the server resolved),
+/// then waits for a file the test creates only once `plan-run start --wait` has printed
+/// that host's line — a log that carried the output only when the step ends would never
+/// show it (the hosts' commands give up after 60 s, the test after 60 s). The secret is
+/// masked in the live lines and in the results; afterwards `plan-run show` prints each
+/// host's output.
+#[test]
+fn a_steps_output_is_followed_live_and_shown_per_host_afterwards() {
+    let Some(w) = World::new(&["--local-runners", "1"]) else {
+        return;
+    };
+    w.ok(&["secret", "set", "app/token", "--value", "hunter2-live"]);
+    w.upload_plan(
+        r#"name: talk
+targets: { labels: [fleet] }
+vars:
+  token: secret://app/token
+steps:
+  - name: talk
+    shell: 'echo "ready {{ host.name }} token={{ vars.token }}"; echo "warming {{ host.name }}" >&2; i=0; while [ ! -e W/{{ host.name }}.go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo "done {{ host.name }}"'
+"#,
+    );
+    let mut command = Command::new(BIN);
+    command
+        .args(["plan-run", "start", "talk", "--wait"])
+        .env("BOSUN_URL", w.server.url())
+        .env("BOSUN_TOKEN", &w.admin)
+        .env_remove("BOSUN_ORG");
+    let mut follow = Lines::spawn(command);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for h in HOSTS {
+        let seen = follow.wait_for(&format!("[{h}] ready {h} token=***"), deadline);
+        if !seen {
+            for h in HOSTS {
+                std::fs::write(w.work().join(format!("{h}.go")), "").unwrap();
+            }
+            panic!(
+                "{h}'s first line was not followed while its step waited:\n{}\n{}",
+                follow.text(),
+                w.diagnostics()
+            );
+        }
+        // The step is still running on that host: it cannot end before the file exists.
+        std::fs::write(w.work().join(format!("{h}.go")), "").unwrap();
+    }
+    let status = follow.finish(RUN_WAIT);
+    let out = follow.text();
+    assert!(status.success(), "{out}\n{}", w.diagnostics());
+    for h in HOSTS {
+        assert!(
+            out.contains(&format!("[{h} stderr] warming {h}\n")),
+            "{out}"
+        );
+        let done = out.find(&format!("[{h}] done {h}\n")).expect(&out);
+        let finished = out.find(&format!("  {h} changed: ran: ")).expect(&out);
+        assert!(
+            done < finished,
+            "a host's lines come before its result:\n{out}"
+        );
+        // After the log, the run as it ended, with each host's output.
+        assert!(
+            out.contains(&format!(
+                "--- step 1 talk on {h}: stdout (changed, exit code 0)\n  ready {h} token=***\n  done {h}\n"
+            )),
+            "{out}"
+        );
+    }
+    assert!(!out.contains("hunter2-live"), "{out}");
+
+    let id = out.split_whitespace().next().unwrap().to_string();
+    let shown = w.ok(&["plan-run", "show", &id]);
+    for h in HOSTS {
+        assert!(
+            shown.contains(&format!(
+                "--- step 1 talk on {h}: stdout (changed, exit code 0)\n  ready {h} token=***\n  done {h}\n"
+            )),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(&format!(
+                "--- step 1 talk on {h}: stderr (changed, exit code 0)\n  warming {h}\n"
+            )),
+            "{shown}"
+        );
+    }
+    assert!(!shown.contains("hunter2-live"), "{shown}");
+    // `--json` is the server's view, unchanged: the whole output of each stream.
+    let run = w.show(&id);
+    assert_eq!(
+        result(&run, 1, "h1")["stdout"],
+        "ready h1 token=***\ndone h1\n",
+        "{run:#}"
+    );
+    let log = w.ok(&["plan-run", "logs", &id]);
+    assert!(log.contains("[h2] done h2\n"), "{log}");
+    assert!(!log.contains("hunter2-live"), "{log}");
 }
 
 /// A step failing on one host halts the run: every host finishes that step, every later

@@ -1,11 +1,13 @@
 //! `bosun plan-run`: runs of plans stored on the server — start one (or a dry run) and
-//! optionally wait for it, list a plan's runs, show one with its per-host summary (and a
-//! dry run's unresolved references at the bottom), print or follow its log, abort it.
+//! optionally wait for it, list a plan's runs, show one with its per-host summary, each
+//! host's step output (its last lines) and a dry run's unresolved references at the
+//! bottom, print or follow its log, abort it.
 
 use std::collections::BTreeMap;
 
 use anyhow::bail;
-use bosun_api::{LogChunk, PlanRunCreate, PlanRunView};
+use bosun_api::{LogChunk, PlanHostResult, PlanRunCreate, PlanRunView};
+use bosun_core::plan_run::output_tail;
 use clap::Subcommand;
 use serde_json::{json, Value};
 
@@ -39,7 +41,8 @@ pub enum PlanRunCommand {
         #[arg(long)]
         cursor: Option<String>,
     },
-    /// A run: state and why, per-host summary and results, a dry run's unresolved
+    /// A run: state and why, per-host summary and results, what each step printed on
+    /// each host (its last lines; `--json` has all of it), a dry run's unresolved
     /// references.
     Show { run: String },
     /// Print a run's log.
@@ -81,6 +84,47 @@ fn summary_table(run: &PlanRunView) -> String {
         table.row(row);
     }
     table.render()
+}
+
+/// How much of each stream of a step's output `show` prints: its last lines.
+const TAIL_LINES: usize = 20;
+const TAIL_BYTES: usize = 4096;
+
+/// What each step printed on each host, in step then host order: the end of its stdout
+/// and stderr, and how many lines before it are left out.
+fn outputs(results: &[PlanHostResult]) -> String {
+    let mut printed: Vec<&PlanHostResult> = results
+        .iter()
+        .filter(|r| !r.stdout.is_empty() || !r.stderr.is_empty())
+        .collect();
+    printed.sort_by_key(|r| r.step);
+    let mut out = String::new();
+    for r in printed {
+        let exit = match r.exit_code {
+            Some(code) => format!(", exit code {code}"),
+            None => String::new(),
+        };
+        for (stream, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+            if text.is_empty() {
+                continue;
+            }
+            let tail = output_tail(text, TAIL_LINES, TAIL_BYTES);
+            out.push_str(&format!(
+                "\n--- step {} {} on {}: {stream} ({}{exit})\n",
+                r.step, r.step_name, r.host, r.status
+            ));
+            if tail.cut_lines > 0 {
+                out.push_str(&format!(
+                    "  … {} earlier line(s) not shown (--json has the whole output)\n",
+                    tail.cut_lines
+                ));
+            }
+            for line in tail.text.split('\n') {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+    }
+    out
 }
 
 fn render(run: &PlanRunView) -> String {
@@ -136,6 +180,7 @@ fn render(run: &PlanRunView) -> String {
                 r.diff.as_deref().unwrap_or_default()
             ));
         }
+        out.push_str(&outputs(&run.results));
     }
     if run.dry_run {
         let unresolved = run
@@ -321,5 +366,46 @@ pub async fn run(ctx: &Ctx, cmd: PlanRunCommand) -> anyhow::Result<()> {
                 format!("Aborted plan run {} ({}).\n", r.id, r.state)
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(step: i64, host: &str, stdout: &str, stderr: &str) -> PlanHostResult {
+        PlanHostResult {
+            step,
+            step_name: format!("s{step}"),
+            module: "shell".into(),
+            host: host.into(),
+            status: "changed".into(),
+            ignored: false,
+            changed: Some(true),
+            exit_code: Some(0),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            duration_ms: 1,
+            message: "ran: x".into(),
+            diff: None,
+        }
+    }
+
+    #[test]
+    fn each_steps_output_is_shown_by_its_last_lines() {
+        let long: String = (1..=25).map(|i| format!("line {i}\n")).collect();
+        let text = outputs(&[
+            result(2, "h1", "", "warning\n"),
+            result(1, "h0", &long, ""),
+            result(1, "h1", "", ""),
+        ]);
+        let mut want = String::from(
+            "\n--- step 1 s1 on h0: stdout (changed, exit code 0)\n  … 5 earlier line(s) not shown (--json has the whole output)\n",
+        );
+        for i in 6..=25 {
+            want.push_str(&format!("  line {i}\n"));
+        }
+        want.push_str("\n--- step 2 s2 on h1: stderr (changed, exit code 0)\n  warning\n");
+        assert_eq!(text, want);
     }
 }
