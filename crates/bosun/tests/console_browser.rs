@@ -1018,3 +1018,118 @@ fn a_gated_plans_dry_run_runs_at_once_and_its_real_run_is_approved_from_the_inbo
     });
     assert!(work.join("h0.conf").exists());
 }
+
+/// A real run's page shows what each step printed on each host: the failed step's output
+/// unfolded, the others a click away, printed text shown as text, and on a phone a long
+/// unbroken line wraps inside its block — nothing scrolls the page sideways.
+#[test]
+fn a_plan_runs_page_shows_each_hosts_output_and_fits_a_phone() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    if !bosun_testkit::sshd::require_sshd() {
+        return;
+    }
+    let fleet = bosun_testkit::sshd::SshdFleet::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&dir.path().join("data"), &[], &[]);
+    let env = Env {
+        admin: server.admin_token(),
+        server,
+    };
+    let h = &fleet.hosts()[0];
+    let inv = format!(
+        "hosts:\n  h0: {{ address: \"{}\", port: {}, user: \"{}\", identity_file: \"{}\", known_hosts: \"{}\", labels: [fleet] }}\n",
+        h.address(),
+        h.port(),
+        h.user(),
+        fleet.client_key_path().display(),
+        fleet.known_hosts_path().display()
+    );
+    let (status, body) = http(
+        env.server.addr,
+        "POST",
+        "/api/v1/orgs/default/inventory",
+        &env.admin,
+        Some(&json!({ "source": inv }).to_string()),
+    );
+    assert_eq!(status, 200, "inventory import: {body}");
+    let long = "x".repeat(600);
+    let plan = format!(
+        "name: talk\ntargets:\n  labels: [fleet]\nsteps:\n  - name: greet\n    shell: 'echo \"<b>hello</b> from {{{{ host.name }}}}\"; echo {long}'\n  - name: break\n    shell: 'echo broken >&2; exit 2'\n"
+    );
+    let file = dir.path().join("talk.yaml");
+    std::fs::write(&file, plan).unwrap();
+    ok(&env, &["plan", "apply", file.to_str().unwrap()]);
+    let id = ok(&env, &["plan-run", "start", "talk"]).trim().to_string();
+
+    let b = Browser::open(&bins, &env.server, "plan-run-output");
+    b.login(&env.admin);
+    b.rt.block_on(b.c().set_window_size(390, 844)).unwrap();
+    let page = format!("/orgs/default/plan-runs/{id}");
+    b.visit(&page, "running");
+    b.wait("the run to fail at its second step", || {
+        let s = b.text("#run-state").unwrap_or_default();
+        if s.trim() == "failed" {
+            return Some(());
+        }
+        assert!(
+            !matches!(s.trim(), "succeeded" | "aborted" | "interrupted"),
+            "the run ended {s}:\n{}",
+            b.html()
+        );
+        b.visit(&page, "plan-run-output");
+        None
+    });
+    let host = "#output article.output[data-host=\"h0\"]";
+    assert_eq!(
+        b.count(&format!("{host} details[data-step=\"2\"][open]")),
+        1,
+        "the failed step is unfolded:\n{}",
+        b.html()
+    );
+    let broken = b
+        .text(&format!("{host} details[data-step=\"2\"] pre.output"))
+        .unwrap();
+    assert_eq!(broken, "broken");
+    assert_eq!(
+        b.count(&format!("{host} details[data-step=\"1\"][open]")),
+        0,
+        "{}",
+        b.html()
+    );
+    b.rt.block_on(async {
+        b.c()
+            .find(Locator::Css(&format!(
+                "{host} details[data-step=\"1\"] summary"
+            )))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    });
+    b.js(
+        "document.querySelector('#output').scrollIntoView(); return null;",
+        vec![],
+    );
+    b.shot("output-unfolded");
+    let greet = b
+        .text(&format!("{host} details[data-step=\"1\"] pre.output"))
+        .unwrap();
+    assert_eq!(greet, format!("<b>hello</b> from h0\n{long}"));
+    assert_eq!(b.count("#output b"), 0, "printed markup stays text");
+    let shown = b.js(
+        "var p = document.querySelector(arguments[0]); return p.offsetHeight > 0 && p.scrollWidth <= p.clientWidth;",
+        vec![json!(format!("{host} details[data-step=\"1\"] pre.output"))],
+    );
+    assert_eq!(shown, json!(true), "the long line wraps inside its block");
+    let (width, screen) = (
+        b.js("return document.documentElement.scrollWidth;", vec![]),
+        b.js("return window.innerWidth;", vec![]),
+    );
+    assert!(
+        width.as_i64().unwrap() <= screen.as_i64().unwrap(),
+        "the run's page is {width} px wide on a {screen} px screen"
+    );
+}

@@ -1,9 +1,9 @@
 //! The plans pages: the org's plans (version, targets, schedule, last run), one plan
 //! (its source, schedule, recent runs, the Run and Dry run buttons with a field per
 //! input, filled with its default), the org's recent
-//! plan runs, and a plan run (who started it, per-host results, the live log, the dry
-//! run's report and its unresolved references). Runs are started and aborted only
-//! through the API's handlers.
+//! plan runs, and a plan run (who started it, per-host results, what each step printed
+//! on each host, the live log, the dry run's report and its unresolved references). Runs
+//! are started and aborted only through the API's handlers.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bosun_api::{PlanHostResult, PlanRunCreate, PlanRunView};
-use bosun_core::plan_run::PlanRunState;
+use bosun_core::plan_run::{output_tail, PlanRunState};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -440,6 +440,56 @@ struct StepLine {
     message: String,
 }
 
+/// How much of each stream of a step's output the page shows: its last lines.
+const TAIL_LINES: usize = 200;
+const TAIL_BYTES: usize = 16 * 1024;
+
+/// The end of one stream of a step's output.
+struct StreamTail {
+    /// `stdout` or `stderr`.
+    name: &'static str,
+    text: String,
+    /// Lines before `text` not shown.
+    cut_lines: usize,
+}
+
+/// What a step printed on a host.
+struct StepOutput {
+    step: i64,
+    name: String,
+    status: String,
+    exit_code: Option<i32>,
+    /// Shown unfolded: the step failed there.
+    open: bool,
+    streams: Vec<StreamTail>,
+}
+
+impl StepOutput {
+    /// `None` when the step printed nothing.
+    fn of(r: &PlanHostResult) -> Option<StepOutput> {
+        let streams: Vec<StreamTail> = [("stdout", &r.stdout), ("stderr", &r.stderr)]
+            .into_iter()
+            .filter(|(_, text)| !text.is_empty())
+            .map(|(name, text)| {
+                let tail = output_tail(text, TAIL_LINES, TAIL_BYTES);
+                StreamTail {
+                    name,
+                    text: tail.text.to_string(),
+                    cut_lines: tail.cut_lines,
+                }
+            })
+            .collect();
+        (!streams.is_empty()).then(|| StepOutput {
+            step: r.step,
+            name: r.step_name.clone(),
+            status: r.status.replace('_', " "),
+            exit_code: r.exit_code,
+            open: matches!(r.status.as_str(), "failed" | "timed_out") && !r.ignored,
+            streams,
+        })
+    }
+}
+
 struct HostRow {
     host: String,
     /// `failed`, `changed`, `ok` or `pending` (no step reported yet).
@@ -449,6 +499,8 @@ struct HostRow {
     failed: usize,
     other: usize,
     steps: Vec<StepLine>,
+    /// The steps that printed something, in step order.
+    outputs: Vec<StepOutput>,
 }
 
 /// One line of a diff with its colour class (`add`, `del` or none).
@@ -491,6 +543,8 @@ struct PlanRunPage {
     created: When,
     ended: Option<When>,
     hosts: Vec<HostRow>,
+    /// Some step printed something on some host.
+    has_output: bool,
     predictions: Vec<Prediction>,
     /// `None`: no report yet (the runner sends it when the run ends).
     unresolved: Option<Vec<UnresolvedRef>>,
@@ -519,6 +573,7 @@ fn host_rows(hosts: &[String], results: &[PlanHostResult]) -> Vec<HostRow> {
                 failed: 0,
                 other: 0,
                 steps: Vec::new(),
+                outputs: Vec::new(),
             };
             let mut mine: Vec<&PlanHostResult> =
                 results.iter().filter(|r| r.host == host).collect();
@@ -530,6 +585,7 @@ fn host_rows(hosts: &[String], results: &[PlanHostResult]) -> Vec<HostRow> {
                     "failed" | "timed_out" if !r.ignored => row.failed += 1,
                     _ => row.other += 1,
                 }
+                row.outputs.extend(StepOutput::of(r));
                 row.steps.push(StepLine {
                     step: r.step,
                     name: r.step_name.clone(),
@@ -639,9 +695,11 @@ async fn run_page(
     } else {
         Vec::new()
     };
+    let hosts = host_rows(&view.hosts, &view.results);
     let page = PlanRunPage {
         can_abort: !terminal && layout.can(crate::plans::runs::ABORT),
-        hosts: host_rows(&view.hosts, &view.results),
+        has_output: hosts.iter().any(|h| !h.outputs.is_empty()),
+        hosts,
         log: chunks.iter().map(|c| c.text.as_str()).collect(),
         log_after: chunks.last().map(|c| c.seq),
         live: !terminal,
@@ -767,6 +825,48 @@ mod tests {
         // Steps in order, whatever order they were reported in.
         assert_eq!(rows[1].steps[0].step, 1);
         assert!(rows[0].steps[1].ignored);
+        assert!(rows.iter().all(|r| r.outputs.is_empty()));
+    }
+
+    #[test]
+    fn a_steps_output_is_shown_by_the_end_of_each_stream() {
+        let long: String = (1..=TAIL_LINES + 3).map(|i| format!("{i}\n")).collect();
+        let mut printed = result("web-1", 2, "failed", false);
+        printed.stdout = long;
+        printed.stderr = "boom\n".into();
+        let mut tolerated = result("web-1", 1, "timed_out", true);
+        tolerated.stderr = "slow".into();
+        let rows = host_rows(&["web-1".to_string()], &[printed, tolerated]);
+        let outputs: Vec<_> = rows[0]
+            .outputs
+            .iter()
+            .map(|o| {
+                let streams: Vec<_> = o
+                    .streams
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.name,
+                            s.text.lines().next().unwrap_or_default(),
+                            s.cut_lines,
+                        )
+                    })
+                    .collect();
+                (o.step, o.status.as_str(), o.open, streams)
+            })
+            .collect();
+        assert_eq!(
+            outputs,
+            [
+                (1, "timed out", false, vec![("stderr", "slow", 0)]),
+                (
+                    2,
+                    "failed",
+                    true,
+                    vec![("stdout", "4", 3), ("stderr", "boom", 0)]
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! tokens through the login form: runners (busy with a plan run, stale when silent),
 //! the approvals inbox (the approval rule's answer per user, an approval through the
 //! form, a viewer's refused attempt with the API's own refusal, a forged form), plans and
-//! a dry run's page (per-host results, the log, diffs, unresolved references), the drift
+//! a dry run's page (per-host results, the log, diffs, unresolved references), a real
+//! run's page (what each step printed on each host, escaped, by its end), the drift
 //! dashboard (stale first, highlighted) and the audit log. Each page's HTML is also
 //! snapshotted with ids and times redacted.
 
@@ -611,6 +612,116 @@ async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_thro
             || unescape(&refused.html).contains(api.message()),
         "{}",
         refused.html
+    );
+}
+
+/// A real run's page shows what each step printed on each host: the end of each stream
+/// (the lines left out counted), escaped, in a `<details>` per step — unfolded where the
+/// step failed — in a section the page refreshes when the run ends. While nothing has
+/// been reported it says where the output appears.
+#[tokio::test]
+async fn a_plan_runs_page_shows_what_each_step_printed_on_each_host() {
+    let t = TestServer::start().await;
+    seed(&t).await;
+    let alice = t.user_token("alice", Some(Role::Operator)).await;
+    let vic = t.user_token("vic", Some(Role::Viewer)).await;
+    let mut as_vic = Browser::login(&t, &vic).await;
+    let r = t
+        .post("/api/v1/orgs/default/plans/site/runs", &alice, json!({}))
+        .await;
+    assert_eq!(r.body["state"], "queued", "{:?}", r.body);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let runner = runner_post(&t, "register", json!({"name": "r1", "version": "1.2.3"})).await
+        ["runner_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lease = runner_post(
+        &t,
+        "lease",
+        json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
+    )
+    .await;
+    assert_eq!(lease["plan_run"]["run_id"], id.as_str(), "{lease}");
+    let fencing = lease["plan_run"]["fencing"].clone();
+    runner_post(
+        &t,
+        &format!("plan-runs/{id}/report"),
+        json!({"fencing": fencing, "event": "started"}),
+    )
+    .await;
+    let page = format!("/orgs/default/plan-runs/{id}");
+    let running = as_vic.page(&page).await;
+    assert!(
+        running.contains("<section aria-labelledby=\"output-h\" id=\"output\" data-refresh>"),
+        "{running}"
+    );
+    assert!(
+        running.contains("What each step prints appears here once a host has finished it"),
+        "{running}"
+    );
+
+    let mut stdout: String = (1..=250).map(|i| format!("line {i}\n")).collect();
+    stdout.push_str("<script>alert('out')</script>\n");
+    let result = |step: i64, name: &str, status: &str, exit: i32, out: &str, err: &str| {
+        json!({"step": step, "step_name": name, "module": "command", "host": "edge-1",
+            "status": status, "changed": status == "changed", "exit_code": exit,
+            "stdout": out, "stderr": err, "duration_ms": 3, "message": "ran: x"})
+    };
+    runner_post(
+        &t,
+        &format!("plan-runs/{id}/results"),
+        json!({"fencing": fencing, "results": [
+            result(1, "motd", "changed", 0, &stdout, "careful: a & b\n"),
+            result(2, "restart", "failed", 3, "", "boom\n"),
+        ]}),
+    )
+    .await;
+    runner_post(
+        &t,
+        &format!("plan-runs/{id}/report"),
+        json!({"fencing": fencing, "event": "finished", "ok": false,
+            "reason": "step 2 (\"restart\") failed on edge-1", "report": {
+            "plan": "site", "dry_run": false, "status": "failed", "hosts": ["edge-1"],
+            "steps": [], "halted": null, "warnings": [], "unresolved": [], "duration_ms": 9}}),
+    )
+    .await;
+    let html = as_vic.page(&page).await;
+    let at = html
+        .find("<article class=\"output\" data-host=\"edge-1\">")
+        .expect(&html);
+    let output = &html[at..at + html[at..].find("</article>").unwrap()];
+    assert!(output.contains("<h3>edge-1</h3>"), "{output}");
+    // Step 1 folded, its stdout's last 200 lines (the 51 before them counted), escaped.
+    assert!(
+        output.contains("<details data-step=\"1\">\n<summary>step 1 motd: <span class=\"state state-changed\">changed</span> · exit code 0</summary>"),
+        "{output}"
+    );
+    assert!(
+        output.contains("<p class=\"stream\">stdout <small>… 51 earlier line(s) not shown; the API's plan run has the whole output</small></p>\n<pre class=\"output\" data-stream=\"stdout\">line 52\nline 53\n"),
+        "{output}"
+    );
+    assert!(
+        output.contains("line 250\n&#60;script&#62;alert(&#39;out&#39;)&#60;/script&#62;</pre>"),
+        "{output}"
+    );
+    assert!(!html.contains("<script>alert"), "{html}");
+    assert!(
+        output.contains("<pre class=\"output\" data-stream=\"stderr\">careful: a &#38; b</pre>"),
+        "{output}"
+    );
+    // The failed step unfolded.
+    assert!(
+        output.contains("<details data-step=\"2\" open>"),
+        "{output}"
+    );
+    assert!(
+        output.contains("<pre class=\"output\" data-stream=\"stderr\">boom</pre>"),
+        "{output}"
+    );
+    assert!(
+        !html.contains("What each step prints appears here"),
+        "{html}"
     );
 }
 
