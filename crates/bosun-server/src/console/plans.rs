@@ -553,6 +553,17 @@ struct PlanRunPage {
     log_after: Option<i64>,
     live: bool,
     can_abort: bool,
+    /// A paused run: may this user approve and reject it here, or why not.
+    approval: Option<PlanRunApproval>,
+}
+
+/// A paused plan run, as its page offers the decision.
+struct PlanRunApproval {
+    /// This user may approve it (and reject it) here.
+    can_decide: bool,
+    /// Why this user may not approve it (the approval rule's words), when the API would
+    /// let them try.
+    refusal: Option<String>,
 }
 
 fn host_rows(hosts: &[String], results: &[PlanHostResult]) -> Vec<HostRow> {
@@ -696,7 +707,30 @@ async fn run_page(
         Vec::new()
     };
     let hosts = host_rows(&view.hosts, &view.results);
+    let approval = if view.state == "paused" {
+        let may_try = layout.can(crate::approvals::APPROVE);
+        let refusal = if may_try {
+            let environments = state.store.list_environments(&org).await?;
+            super::approvals::rule_refusal(
+                &state,
+                &layout,
+                bosun_core::approval::Decision::Approve,
+                &environments,
+                &view.gated_environments,
+                &view.requested_by,
+            )
+        } else {
+            None
+        };
+        Some(PlanRunApproval {
+            can_decide: may_try && refusal.is_none(),
+            refusal,
+        })
+    } else {
+        None
+    };
     let page = PlanRunPage {
+        approval,
         can_abort: !terminal && layout.can(crate::plans::runs::ABORT),
         has_output: hosts.iter().any(|h| !h.outputs.is_empty()),
         hosts,

@@ -949,3 +949,54 @@ async fn the_run_and_state_pages_show_a_recovered_version() {
         "{page}"
     );
 }
+
+/// A paused plan run is approved from its own page by someone the approval rule lets
+/// decide; the person who started it reads why they may not, beside no button.
+#[tokio::test]
+async fn a_paused_plan_run_is_approved_from_its_own_page() {
+    let t = TestServer::start().await;
+    t.seed_environment("prod", true, false).await;
+    t.seed_host("web-1", "web", Some("prod")).await;
+    t.seed_plan(
+        "app-config",
+        "name: app-config\ntargets:\n  labels: [web]\nsteps:\n  - command: [\"true\"]\n",
+    )
+    .await;
+    let alice = t.user_token("alice", Some(Role::Operator)).await;
+    let bob = t.user_token("bob", Some(Role::Operator)).await;
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/app-config/runs",
+            &alice,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.body["state"], "paused", "{:?}", r.body);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let page = format!("/orgs/default/plan-runs/{id}");
+
+    let mut a = Browser::login(&t, &alice).await;
+    let html = a.page(&page).await;
+    assert!(html.contains(r#"id="run-approval""#), "{html}");
+    assert!(!html.contains(r#"id="run-approve""#), "{html}");
+    assert!(
+        text_of(&html, "run-approval-refusal").contains("approve"),
+        "{html}"
+    );
+
+    let mut b = Browser::login(&t, &bob).await;
+    let html = b.page(&page).await;
+    assert!(html.contains(r#"id="run-approve""#), "{html}");
+    let html = b
+        .submit(
+            &page,
+            &format!("/orgs/default/approvals/{id}/approve"),
+            &[("from", "plan-run"), ("comment", "")],
+        )
+        .await;
+    assert!(html.contains(&format!("<h1>Plan run {id}</h1>")), "{html}");
+    let (ok, text) = flash(&html).expect("a message");
+    assert!(ok && text.starts_with(&format!("approved {id}")), "{text}");
+    assert_eq!(text_of(&html, "run-state"), "queued");
+    assert!(!html.contains(r#"id="run-approval""#), "{html}");
+}
