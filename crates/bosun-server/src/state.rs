@@ -40,6 +40,10 @@ use crate::service::state::{self as service, require_stack, version_wire};
 pub const LIST_VERSIONS: Endpoint =
     endpoint!(Access::State(StateAccess::Op(StateOp::Read)), list_versions);
 
+/// Served by [`show_version`].
+pub const SHOW_VERSION: Endpoint =
+    endpoint!(Access::State(StateAccess::Op(StateOp::Read)), show_version);
+
 /// Served by [`show_lock`].
 pub const SHOW_LOCK: Endpoint = endpoint!(Access::State(StateAccess::Op(StateOp::Read)), show_lock);
 
@@ -50,7 +54,6 @@ pub const FORCE_UNLOCK: Endpoint = endpoint!(
 );
 
 pub fn routes() -> Vec<Route> {
-    let read = Access::State(StateAccess::Op(StateOp::Read));
     vec![
         Route::any_of(
             &["GET", "POST", "LOCK", "UNLOCK"],
@@ -61,7 +64,7 @@ pub fn routes() -> Vec<Route> {
         .also_documents(documents!(backend_write))
         .with_body_limit(BodyLimitKind::State),
         LIST_VERSIONS.route(),
-        route!(read, show_version),
+        SHOW_VERSION.route(),
         SHOW_LOCK.route(),
         FORCE_UNLOCK.route(),
         route!(Access::Runner, put_recovered).with_body_limit(BodyLimitKind::State),
@@ -351,18 +354,9 @@ pub async fn show_version(
     State(state): State<AppState>,
     ApiPath((org, stack, version)): ApiPath<(String, String, i64)>,
 ) -> Result<Json<StateVersionDetail>, ApiError> {
-    require_stack(&state, &org, &stack).await?;
-    let (meta, body) = state
-        .store
-        .state_version(&org, &stack, Some(version))
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("state version {version} of stack {stack:?}")))?;
-    let doc = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::Internal(format!("stored state is not JSON: {e}")))?;
-    Ok(Json(StateVersionDetail {
-        meta: version_wire(meta),
-        state: doc,
-    }))
+    Ok(Json(
+        service::show_version(&state, &org, &stack, version).await?,
+    ))
 }
 
 /// The stack's state lock: holder, operation, age, and whether the holder is a person,

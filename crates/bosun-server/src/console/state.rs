@@ -1,9 +1,10 @@
 //! The state page of a stack: its versions (who wrote each, forced or late) and its lock
 //! (who holds it, for what, since when, whether that holder is alive), with a force-unlock
-//! that asks for the exact lock ID.
+//! that asks for the exact lock ID; and a page per version: its document, what changed
+//! from the version before, and a download of the file.
 
 use axum::extract::{Form, Path, Query, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
@@ -20,6 +21,151 @@ pub fn router() -> Router<AppState> {
             "/orgs/{org}/stacks/{stack}/state/force-unlock",
             post(force_unlock),
         )
+        .route(
+            "/orgs/{org}/stacks/{stack}/state/versions/{version}",
+            get(version_page),
+        )
+        .route(
+            "/orgs/{org}/stacks/{stack}/state/versions/{version}/download",
+            get(download),
+        )
+}
+
+/// The most lines of a version's document, or of its diff, a page shows.
+const MAX_LINES: usize = 5000;
+
+#[derive(askama::Template)]
+#[template(path = "console/state_version.html")]
+struct VersionPage {
+    layout: Layout,
+    stack: String,
+    version: i64,
+    serial: u64,
+    writer: String,
+    at: String,
+    /// The version before it, when there is one.
+    previous: Option<i64>,
+    /// Its diff from the previous version's document: (class, line).
+    diff: Vec<(&'static str, String)>,
+    /// The document, pretty-printed.
+    document: String,
+    cut: bool,
+}
+
+/// The document as the page shows it: pretty-printed, sensitive outputs' values hidden
+/// (the download has them, like `terraform state pull`).
+fn pretty(doc: &serde_json::Value) -> String {
+    let mut shown = doc.clone();
+    if let Some(outputs) = shown["outputs"].as_object_mut() {
+        for output in outputs.values_mut() {
+            if output["sensitive"] == serde_json::Value::Bool(true) {
+                output["value"] = serde_json::Value::String("(sensitive)".into());
+            }
+        }
+    }
+    serde_json::to_string_pretty(&shown).unwrap_or_default()
+}
+
+/// The lines that differ between `before` and `after`, with a little context, each
+/// with its class (`add`, `del`, or `` for context and `@@` separators).
+fn line_diff(before: &str, after: &str) -> Vec<(&'static str, String)> {
+    let diff = similar::TextDiff::from_lines(before, after);
+    let mut out = Vec::new();
+    for group in diff.grouped_ops(3) {
+        out.push(("hunk", "@@".to_string()));
+        for op in group {
+            for change in diff.iter_changes(&op) {
+                let (class, sign) = match change.tag() {
+                    similar::ChangeTag::Delete => ("del", '-'),
+                    similar::ChangeTag::Insert => ("add", '+'),
+                    similar::ChangeTag::Equal => ("", ' '),
+                };
+                out.push((
+                    class,
+                    format!("{sign}{}", change.value().trim_end_matches('\n')),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `GET …/state/versions/{version}`: one version — who wrote it, its document, and what
+/// changed from the version before.
+async fn version_page(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, stack, version)): Path<(String, String, i64)>,
+) -> Result<Response, PageError> {
+    let layout = Layout::new(
+        session,
+        &org,
+        "stacks",
+        format!("{stack}: state version {version}"),
+        crate::state::SHOW_VERSION,
+    )?;
+    let this = service::show_version(&state, &org, &stack, version).await?;
+    let previous = if version > 1 {
+        match service::show_version(&state, &org, &stack, version - 1).await {
+            Ok(p) => Some(p),
+            Err(crate::error::ApiError::NotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        None
+    };
+    let document = pretty(&this.state);
+    let mut diff = match &previous {
+        Some(p) => line_diff(&pretty(&p.state), &document),
+        None => Vec::new(),
+    };
+    let mut lines: Vec<&str> = document.lines().collect();
+    let cut = lines.len() > MAX_LINES || diff.len() > MAX_LINES;
+    lines.truncate(MAX_LINES);
+    diff.truncate(MAX_LINES);
+    let m = this.meta;
+    let flash = layout.flash.clone();
+    render(
+        flash.as_ref(),
+        &VersionPage {
+            layout,
+            stack,
+            version,
+            serial: m.serial,
+            writer: format!("{} {}", m.writer.kind, m.writer.id),
+            at: m.created_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            previous: previous.map(|p| p.meta.version),
+            diff,
+            document: lines.join("\n"),
+            cut,
+        },
+    )
+}
+
+/// `GET …/state/versions/{version}/download`: the version's document as a file.
+async fn download(
+    State(state): State<AppState>,
+    session: Session,
+    Path((org, stack, version)): Path<(String, String, i64)>,
+) -> Result<Response, PageError> {
+    Layout::new(session, &org, "stacks", "", crate::state::SHOW_VERSION)?;
+    let this = service::show_version(&state, &org, &stack, version).await?;
+    let body = serde_json::to_vec_pretty(&this.state).unwrap_or_default();
+    let name = format!("{stack}-v{version}.tfstate");
+    Ok((
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_string(),
+            ),
+            (
+                axum::http::header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response())
 }
 
 /// Versions per page.

@@ -174,3 +174,24 @@ pub(crate) fn version_wire(m: StateVersionMeta) -> StateVersion {
             .collect(),
     }
 }
+
+/// One state version of the org's stack with its document.
+pub async fn show_version(
+    state: &AppState,
+    org: &str,
+    stack: &str,
+    version: i64,
+) -> Result<bosun_api::StateVersionDetail, ApiError> {
+    require_stack(state, org, stack).await?;
+    let (meta, body) = state
+        .store
+        .state_version(org, stack, Some(version))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("state version {version} of stack {stack:?}")))?;
+    let doc = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::Internal(format!("stored state is not JSON: {e}")))?;
+    Ok(bosun_api::StateVersionDetail {
+        meta: version_wire(meta),
+        state: doc,
+    })
+}

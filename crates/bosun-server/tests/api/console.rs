@@ -1000,3 +1000,58 @@ async fn a_paused_plan_run_is_approved_from_its_own_page() {
     assert_eq!(text_of(&html, "run-state"), "queued");
     assert!(!html.contains(r#"id="run-approval""#), "{html}");
 }
+
+/// A state version has a page of its own: who wrote it, what changed from the version
+/// before (sensitive outputs hidden), the document, and a download of the file.
+#[tokio::test]
+async fn a_state_version_is_shown_diffed_and_downloaded() {
+    let t = setup().await;
+    write_state(&t, &t.admin, 1, None).await;
+    write_state(&t, &t.admin, 2, None).await;
+    let mut b = Browser::login(&t, &t.admin).await;
+    // The state page links each version to its page.
+    let list = b.page("/orgs/default/stacks/net/state").await;
+    assert!(
+        list.contains(r#"href="/orgs/default/stacks/net/state/versions/2""#),
+        "{list}"
+    );
+    let page = b.page("/orgs/default/stacks/net/state/versions/2").await;
+    assert_eq!(text_of(&page, "version-serial"), "2");
+    let diff = unescape(&page[page.find(r#"id="diff""#).expect("a diff")..]);
+    assert!(
+        diff.contains(r#"<span class="del">-  "serial": 1,</span>"#),
+        "{diff}"
+    );
+    assert!(
+        diff.contains(r#"<span class="add">+  "serial": 2,</span>"#),
+        "{diff}"
+    );
+    assert!(page.contains("(sensitive)"), "{page}");
+    assert!(
+        !page.contains("hunter2"),
+        "the page hides sensitive outputs"
+    );
+    // The first version has no diff.
+    let first = b.page("/orgs/default/stacks/net/state/versions/1").await;
+    assert!(first.contains("The first version"), "{first}");
+    // The download is the whole file.
+    let file = b
+        .send(
+            Method::GET,
+            "/orgs/default/stacks/net/state/versions/2/download",
+            None,
+        )
+        .await;
+    assert_eq!(file.status, StatusCode::OK);
+    let doc: Value = serde_json::from_str(&file.body).unwrap();
+    assert_eq!(doc, state_doc(2));
+    // No such version: not found.
+    let missing = b
+        .send(
+            Method::GET,
+            "/orgs/default/stacks/net/state/versions/9",
+            None,
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
