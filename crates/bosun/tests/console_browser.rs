@@ -1133,3 +1133,83 @@ fn a_plan_runs_page_shows_each_hosts_output_and_fits_a_phone() {
         "the run's page is {width} px wide on a {screen} px screen"
     );
 }
+
+/// The first hour, in the browser at a laptop's and a phone's width: log in and land in
+/// the org with the stacks; a gated stack's run waits for an approval and is approved
+/// from its own page, where the plan summary shows; a second change makes a second state
+/// version, and its page shows what changed. No page scrolls sideways.
+#[test]
+fn the_first_hour_in_the_console() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    let Some(fx) = Fixture::new() else { return };
+    // One admin does everything here: self-approval is allowed on this server.
+    let env = start(&fx, &["--local-runners", "1", "--allow-self-approval"]);
+    ok(&env, &["env", "create", "prod", "--requires-approval"]);
+    create_stack(&env, &fx, "app", &fx.tf, &["--environment", "prod"]);
+    let b = Browser::open(&bins, &env.server, "first-hour");
+    b.login(&env.admin);
+    assert_eq!(
+        b.path(),
+        "/orgs/default/stacks",
+        "landed where the stacks are"
+    );
+
+    let fits = |page: &str| {
+        let (w, screen) = (
+            b.js("return document.documentElement.scrollWidth;", vec![]),
+            b.js("return window.innerWidth;", vec![]),
+        );
+        assert!(
+            w.as_i64().unwrap() <= screen.as_i64().unwrap(),
+            "{page} is {w} px wide on a {screen} px screen"
+        );
+    };
+    let mut approve_from_its_page = |run: &str, shot: &str| {
+        wait_run_state(&env, run, "unconfirmed");
+        let page = format!("/orgs/default/runs/{run}");
+        b.visit(&page, shot);
+        assert_eq!(b.count("#run-approval"), 1, "{}", b.html());
+        assert_eq!(b.count("#plan-summary"), 1, "the plan summary shows");
+        assert!(
+            !b.html().contains("Confirm and apply"),
+            "no confirm offered"
+        );
+        for (w, h, name) in [(390, 844, "phone"), (1280, 1600, "laptop")] {
+            b.rt.block_on(b.c().set_window_size(w, h)).unwrap();
+            b.visit(&page, &format!("{shot}-{name}"));
+            fits(&page);
+        }
+        b.fill("#run-approve [name=comment]", "first hour");
+        b.click_and_wait("#run-approve button.primary");
+        assert!(b.flash("ok").is_some(), "{}", b.html());
+        wait_run_state(&env, run, "finished");
+    };
+
+    let first = trigger(&env, "app");
+    approve_from_its_page(&first, "run-1");
+    ok(
+        &env,
+        &["stack", "update", "app", "--var", "TF_VAR_replicas=4"],
+    );
+    let second = trigger(&env, "app");
+    approve_from_its_page(&second, "run-2");
+    // The run keeps who approved it.
+    b.visit(&format!("/orgs/default/runs/{second}"), "run-2-finished");
+    let decided = b.text("#run-decisions").unwrap_or_default();
+    assert!(decided.contains("approve by user:admin"), "{decided}");
+
+    // The second version's page shows what changed.
+    let page = "/orgs/default/stacks/app/state/versions/2";
+    for (w, h, name) in [(390, 844, "phone"), (1280, 1600, "laptop")] {
+        b.rt.block_on(b.c().set_window_size(w, h)).unwrap();
+        b.visit(page, &format!("state-version-{name}"));
+        fits(page);
+    }
+    let diff = b.text("#diff").unwrap_or_default();
+    assert!(
+        diff.contains("hello-3") && diff.contains("hello-4"),
+        "the diff shows the output's change: {diff}"
+    );
+}
