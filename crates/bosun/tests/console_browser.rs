@@ -1166,7 +1166,7 @@ fn the_first_hour_in_the_console() {
             "{page} is {w} px wide on a {screen} px screen"
         );
     };
-    let mut approve_from_its_page = |run: &str, shot: &str| {
+    let approve_from_its_page = |run: &str, shot: &str| {
         wait_run_state(&env, run, "unconfirmed");
         let page = format!("/orgs/default/runs/{run}");
         b.visit(&page, shot);
