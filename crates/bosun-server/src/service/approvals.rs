@@ -67,7 +67,7 @@ pub async fn decisions(
     limit: Option<u32>,
 ) -> Result<Vec<ApprovalDecisionView>, ApiError> {
     let limit = crate::paging::page_limit(limit)?;
-    let records = state.store.approval_decisions(org, limit).await?;
+    let records = state.store.approval_decisions(org, None, limit).await?;
     Ok(records
         .into_iter()
         .map(|r| decision_to_wire(r, None))

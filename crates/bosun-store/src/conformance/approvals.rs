@@ -328,7 +328,7 @@ pub async fn approvals_decided_once_in_one_transaction(store: Arc<dyn Store>) {
         decisions_before
     );
     assert!(store
-        .approval_decisions("other", 10)
+        .approval_decisions("other", None, 10)
         .await
         .unwrap()
         .is_empty());
@@ -512,7 +512,7 @@ pub async fn approvals_decided_once_in_one_transaction(store: Arc<dyn Store>) {
     assert_eq!(trail.len(), 1, "{trail:?}");
 
     // The decisions, newest first, the org's own, limited.
-    let all = store.approval_decisions("acme", 10).await.unwrap();
+    let all = store.approval_decisions("acme", None, 10).await.unwrap();
     let mut subjects: Vec<&str> = all.iter().map(|d| d.subject.as_str()).collect();
     assert!(
         all.windows(2).all(|w| w[0].decided_at >= w[1].decided_at),
@@ -525,7 +525,35 @@ pub async fn approvals_decided_once_in_one_transaction(store: Arc<dyn Store>) {
         subjects,
         ["prun-1", "prun-2", "prun-race", "run-a", "run-b"]
     );
-    assert_eq!(store.approval_decisions("acme", 2).await.unwrap(), all[..2]);
+    assert_eq!(
+        store.approval_decisions("acme", None, 2).await.unwrap(),
+        all[..2]
+    );
+    // Page by page, each continuing after the last decision of the one before, the pages
+    // are the whole list in the same order (decisions made in the same millisecond too).
+    let mut paged = Vec::new();
+    let mut before: Option<String> = None;
+    for _ in 0..=all.len() {
+        let page = store
+            .approval_decisions("acme", before.as_deref(), 2)
+            .await
+            .unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        before = Some(last.subject.clone());
+        paged.extend(page);
+    }
+    assert_eq!(paged, all);
+    // A cursor that is no decision of the org is refused, never read as the first page.
+    for (org, cursor) in [("acme", "prun-nosuch"), ("other", "prun-1")] {
+        assert!(
+            matches!(
+                store.approval_decisions(org, Some(cursor), 2).await,
+                Err(StoreError::NotFound(_))
+            ),
+            "{org} {cursor}"
+        );
+    }
     assert!(store.pending_approvals("acme").await.unwrap().is_empty());
 }
 

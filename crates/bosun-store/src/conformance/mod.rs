@@ -120,6 +120,7 @@ macro_rules! conformance_suite {
             plan_hosts_roundtrip_every_field,
             plan_inventory_import_is_one_transaction,
             plan_files_versioned_and_org_scoped,
+            plan_hosts_and_plans_page_by_name,
             plan_runs_guard_refuses_overlap_atomically,
             plan_runs_listed_newest_first_page_by_page,
             plan_runs_lease_fence_results_and_settle,

@@ -449,3 +449,75 @@ pub async fn plan_files_versioned_and_org_scoped(store: Arc<dyn Store>) {
     // Recreated after a delete: version 1 again.
     assert_eq!(store.save_plan(&v1, &a).await.unwrap().version, 1);
 }
+
+pub async fn plan_hosts_and_plans_page_by_name(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = audit(Some("acme"), "host.create", "host");
+    for (org, name) in [
+        ("acme", "web-3"),
+        ("acme", "db-1"),
+        ("other", "db-2"),
+        ("acme", "web-1"),
+        ("acme", "cache-1"),
+    ] {
+        let host = NewHost {
+            org: org.into(),
+            name: name.into(),
+            address: format!("{name}.internal"),
+            port: 22,
+            user: None,
+            connection: "ssh".into(),
+            labels: vec![],
+            vars: BTreeMap::new(),
+            environment: None,
+            identity_file: None,
+            host_key: None,
+            known_hosts: None,
+        };
+        store.create_host(&host, &a).await.unwrap();
+        let plan = NewPlan {
+            org: org.into(),
+            name: format!("p-{name}"),
+            source: format!("name: p-{name}\nsteps: []\n"),
+            schedule: None,
+        };
+        store.save_plan(&plan, &a).await.unwrap();
+    }
+    let hosts = |v: Vec<HostRecord>| v.into_iter().map(|h| h.name).collect::<Vec<_>>();
+    let plans = |v: Vec<PlanRecord>| v.into_iter().map(|p| p.name).collect::<Vec<_>>();
+    let pages = [
+        (None, vec!["cache-1", "db-1"]),
+        (Some("db-1"), vec!["web-1", "web-3"]),
+        (Some("web-3"), vec![]),
+        // A cursor needs not be a host: the page starts after it in name order.
+        (Some("d"), vec!["db-1", "web-1"]),
+    ];
+    for (after, want) in pages {
+        let got = hosts(store.list_hosts_page("acme", after, 2).await.unwrap());
+        assert_eq!(got, want, "hosts after {after:?}");
+        let after_plan = after.map(|a| format!("p-{a}"));
+        let got = plans(
+            store
+                .list_plans_page("acme", after_plan.as_deref(), 2)
+                .await
+                .unwrap(),
+        );
+        let want: Vec<String> = want.iter().map(|n| format!("p-{n}")).collect();
+        assert_eq!(got, want, "plans after {after_plan:?}");
+    }
+    // Every page together is the whole list, in the order list_hosts gives it.
+    assert_eq!(
+        hosts(store.list_hosts_page("acme", None, 1000).await.unwrap()),
+        hosts(store.list_hosts("acme").await.unwrap())
+    );
+    assert_eq!(
+        hosts(store.list_hosts_page("other", None, 10).await.unwrap()),
+        ["db-2"]
+    );
+    assert!(store
+        .list_plans_page("ghost", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}

@@ -217,14 +217,31 @@ fn decision(conn: &Connection, org: &str, subject: &str) -> Result<Option<Approv
     .pop())
 }
 
-pub(super) fn decisions(conn: &Connection, org: &str, limit: u32) -> Result<Vec<ApprovalRecord>> {
+pub(super) fn decisions(
+    conn: &Connection,
+    org: &str,
+    before: Option<&str>,
+    limit: u32,
+) -> Result<Vec<ApprovalRecord>> {
+    let before_at: Option<i64> = match before {
+        Some(subject) => Some(
+            conn.prepare_cached(
+                "SELECT decided_at FROM approvals WHERE org_id = ?1 AND subject_id = ?2",
+            )?
+            .query_row(params![org, subject], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("decision on run {subject:?}")))?,
+        ),
+        None => None,
+    };
     query_decoded(
         conn,
         &format!(
             "SELECT {DECISION_COLUMNS} FROM approvals WHERE org_id = ?1
-             ORDER BY decided_at DESC, subject_id DESC LIMIT ?2"
+             AND (?2 IS NULL OR decided_at < ?2 OR (decided_at = ?2 AND subject_id < ?3))
+             ORDER BY decided_at DESC, subject_id DESC LIMIT ?4"
         ),
-        params![org, limit],
+        params![org, before_at, before, limit],
         decision_row,
         decision_record,
     )

@@ -399,6 +399,24 @@ pub(super) fn list_hosts(c: &Connection, org: &str) -> Result<Vec<HostRecord>> {
     )
 }
 
+pub(super) fn list_hosts_page(
+    c: &Connection,
+    org: &str,
+    after: &str,
+    limit: u32,
+) -> Result<Vec<HostRecord>> {
+    query_decoded(
+        c,
+        &format!(
+            "SELECT {HOST_COLUMNS} FROM hosts WHERE org_id = ?1 AND name > ?2
+             ORDER BY name LIMIT ?3"
+        ),
+        params![org, after, limit],
+        host_row,
+        host_record,
+    )
+}
+
 pub(super) fn delete_host(
     tx: &Transaction<'_>,
     org: &str,
@@ -484,6 +502,24 @@ pub(super) fn list_plans(c: &Connection, org: &str) -> Result<Vec<PlanRecord>> {
         c,
         &format!("SELECT {PLAN_COLUMNS} FROM plans WHERE org_id = ?1 ORDER BY name"),
         params![org],
+        plan_row,
+        plan_record,
+    )
+}
+
+pub(super) fn list_plans_page(
+    c: &Connection,
+    org: &str,
+    after: &str,
+    limit: u32,
+) -> Result<Vec<PlanRecord>> {
+    query_decoded(
+        c,
+        &format!(
+            "SELECT {PLAN_COLUMNS} FROM plans WHERE org_id = ?1 AND name > ?2
+             ORDER BY name LIMIT ?3"
+        ),
+        params![org, after, limit],
         plan_row,
         plan_record,
     )

@@ -896,6 +896,17 @@ impl PlanResourceStore for db::Store {
             .await
     }
 
+    async fn list_hosts_page(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<HostRecord>> {
+        let (org, after) = (org.to_string(), after.unwrap_or("").to_string());
+        self.read(move |c| plan_resources::list_hosts_page(c, &org, &after, limit))
+            .await
+    }
+
     async fn delete_host(&self, org: &str, name: &str, audit: &Audit) -> Result<bool> {
         let (org, name, audit) = (org.to_string(), name.to_string(), audit.clone());
         self.write(move |tx| plan_resources::delete_host(tx, &org, &name, &audit))
@@ -927,6 +938,17 @@ impl PlanResourceStore for db::Store {
     async fn list_plans(&self, org: &str) -> Result<Vec<PlanRecord>> {
         let org = org.to_string();
         self.read(move |c| plan_resources::list_plans(c, &org))
+            .await
+    }
+
+    async fn list_plans_page(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PlanRecord>> {
+        let (org, after) = (org.to_string(), after.unwrap_or("").to_string());
+        self.read(move |c| plan_resources::list_plans_page(c, &org, &after, limit))
             .await
     }
 
@@ -1056,9 +1078,14 @@ impl ApprovalStore for db::Store {
         self.write(move |tx| approvals::decide(tx, &input)).await
     }
 
-    async fn approval_decisions(&self, org: &str, limit: u32) -> Result<Vec<ApprovalRecord>> {
-        let org = org.to_string();
-        self.read(move |c| approvals::decisions(c, &org, limit))
+    async fn approval_decisions(
+        &self,
+        org: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ApprovalRecord>> {
+        let (org, before) = (org.to_string(), before.map(str::to_string));
+        self.read(move |c| approvals::decisions(c, &org, before.as_deref(), limit))
             .await
     }
 

@@ -24,8 +24,15 @@ pub trait ApprovalStore: Send + Sync {
         &self,
         input: &ApprovalDecisionInput,
     ) -> Result<(ApprovalRecord, ApprovalOutcome)>;
-    /// Recorded decisions, newest first.
-    async fn approval_decisions(&self, org: &str, limit: u32) -> Result<Vec<ApprovalRecord>>;
+    /// Recorded decisions, newest first: at most `limit`, those decided before the
+    /// decision on run `before` (the previous page's last). `NotFound` when `before` is
+    /// no decision of the org, so a bad cursor is never taken for the first page.
+    async fn approval_decisions(
+        &self,
+        org: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ApprovalRecord>>;
     /// Sets a plan's schedule (`NotFound` for an unknown plan).
     async fn put_plan_schedule(
         &self,

@@ -53,8 +53,16 @@ pub trait PlanResourceStore: Send + Sync {
     /// Replaces a host's definition (same name); `NotFound` if absent.
     async fn update_host(&self, host: &NewHost, audit: &Audit) -> Result<HostRecord>;
     async fn get_host(&self, org: &str, name: &str) -> Result<Option<HostRecord>>;
-    /// The org's hosts, ordered by name.
+    /// The org's hosts, ordered by name: all of them (resolving a plan's targets).
     async fn list_hosts(&self, org: &str) -> Result<Vec<HostRecord>>;
+    /// One page of the org's hosts: ordered by name, strictly after `after`, at most
+    /// `limit` (a fleet of thousands is listed a page at a time).
+    async fn list_hosts_page(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<HostRecord>>;
     /// False when there was none.
     async fn delete_host(&self, org: &str, name: &str, audit: &Audit) -> Result<bool>;
     /// Creates or replaces every environment, then every host, of an inventory in one
@@ -67,8 +75,16 @@ pub trait PlanResourceStore: Send + Sync {
     /// Stores a plan file: version 1 when new, the next version when the name exists.
     async fn save_plan(&self, plan: &NewPlan, audit: &Audit) -> Result<PlanRecord>;
     async fn get_plan(&self, org: &str, name: &str) -> Result<Option<PlanRecord>>;
-    /// The org's plans, ordered by name.
+    /// The org's plans, ordered by name: all of them.
     async fn list_plans(&self, org: &str) -> Result<Vec<PlanRecord>>;
+    /// One page of the org's plans: ordered by name, strictly after `after`, at most
+    /// `limit`.
+    async fn list_plans_page(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PlanRecord>>;
     /// False when there was none.
     async fn delete_plan(&self, org: &str, name: &str, audit: &Audit) -> Result<bool>;
 }
