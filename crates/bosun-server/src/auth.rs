@@ -11,7 +11,7 @@ use axum::http::{header::AUTHORIZATION, HeaderMap};
 use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine as _;
-use bosun_core::authz::{authorize, Access, Principal, PrincipalKind};
+use bosun_core::authz::{authorize, Access, Denial, Principal, PrincipalKind};
 use bosun_core::state::authorize_state;
 use bosun_core::token::{hash_token, TokenKind};
 use bosun_store::{Audit, Store};
@@ -56,9 +56,33 @@ pub async fn guard(
         return Ok(next.run(req).await);
     }
     let principal = authenticate(g.state.store.as_ref(), req.headers()).await?;
-    authorize(&principal, g.access, org.as_deref())?;
+    if let Err(denial) = authorize(&principal, g.access, org.as_deref()) {
+        return Err(refusal(g.state.store.as_ref(), &principal, denial).await);
+    }
     req.extensions_mut().insert(principal);
     Ok(next.run(req).await)
+}
+
+/// The error for a refused call. "Not a member" of an org that does not exist is, for a
+/// server admin (who may know every org), that the org is not found; anyone else gets
+/// the same refusal for an org that exists and one that does not, so they cannot learn
+/// which orgs there are.
+async fn refusal(store: &dyn Store, who: &Principal, denial: Denial) -> ApiError {
+    let server_admin = matches!(
+        who.kind,
+        PrincipalKind::User {
+            server_admin: true,
+            ..
+        }
+    );
+    if let (true, Denial::NotMember { org }) = (server_admin, &denial) {
+        match store.get_org(org).await {
+            Ok(None) => return ApiError::NotFound(format!("org {org:?}")),
+            Ok(Some(_)) => {}
+            Err(e) => return e.into(),
+        }
+    }
+    denial.into()
 }
 
 /// Reads the token from `Authorization: Bearer <token>`, or from HTTP basic auth with

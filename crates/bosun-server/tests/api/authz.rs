@@ -812,6 +812,59 @@ async fn refusals_say_why() {
     assert_eq!(r.status, StatusCode::NOT_FOUND);
 }
 
+/// A server admin may know every org, so "not a member" of an org that does not exist is
+/// "org not found" to them; anyone else is refused alike for an org that exists and one
+/// that does not, and so learns nothing of which orgs there are.
+#[tokio::test]
+async fn an_unknown_org_is_not_found_only_for_a_server_admin() {
+    let t = TestServer::start().await;
+    let bob = t.user_token("bob", Some(Role::Admin)).await;
+    // Org bravo exists, with bob its only admin: the server admin is no member of it.
+    let r = t
+        .post("/api/v1/orgs", &t.admin, json!({"id": "bravo"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = t
+        .call(
+            reqwest::Method::PUT,
+            "/api/v1/orgs/bravo/members/bob",
+            Some(&t.admin),
+            Some(json!({"role": "admin"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = t
+        .call(
+            reqwest::Method::DELETE,
+            "/api/v1/orgs/bravo/members/admin",
+            Some(&bob),
+            None,
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+
+    let r = t.get("/api/v1/orgs/nosuch/stacks", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    assert_eq!(r.code(), "not_found");
+    assert_eq!(r.message(), "org \"nosuch\" not found");
+    let r = t.get("/api/v1/orgs/bravo/stacks", &t.admin).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    assert_eq!(r.message(), "you are not a member of org \"bravo\"");
+
+    // A member of another org: the same refusal whether the org exists or not.
+    let viewer = t.user_token("vic", Some(Role::Viewer)).await;
+    for org in ["bravo", "nosuch"] {
+        let r = t.get(&format!("/api/v1/orgs/{org}/stacks"), &viewer).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{org}: {}", r.body);
+        assert_eq!(r.code(), "forbidden");
+        assert_eq!(
+            r.message(),
+            format!("you are not a member of org \"{org}\""),
+            "{org}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn basic_auth_with_token_as_password() {
     let t = TestServer::start().await;
