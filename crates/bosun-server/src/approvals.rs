@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use bosun_api::{ApprovalDecide, ApprovalDecisionView, PendingApprovalView};
+use bosun_api::{ApprovalDecide, ApprovalDecisionView, Page, PendingApprovalView};
 use bosun_core::approval::Decision;
 use bosun_core::authz::Access;
 use bosun_core::Role;
@@ -12,6 +12,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::route::{endpoint, route, Endpoint, Route};
 use crate::service::approvals as service;
 
@@ -35,34 +36,33 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// Runs waiting for an approval, oldest first.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/approvals", tag = "approvals",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<PendingApprovalView>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<PendingApprovalView>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<PendingApprovalView>>, ApiError> {
-    Ok(Json(service::pending(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<PendingApprovalView>>, ApiError> {
+    Ok(Json(service::pending_page(&state, &org, &q).await?))
 }
 
-#[derive(serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionsQuery {
-    /// Page size, 1–1000 (default 100).
-    pub limit: Option<u32>,
-}
-
-/// Recorded decisions, newest first.
+/// Recorded decisions, newest first, a page at a time.
+///
+/// Paged: `next_cursor` is the run of the page's last decision while the page is full; a
+/// cursor that is no decision of the org is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/approvals/decisions", tag = "approvals",
-    params(("org" = String, Path), DecisionsQuery),
-    responses((status = 200, body = Vec<ApprovalDecisionView>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<ApprovalDecisionView>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn decisions(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-    ApiQuery(q): ApiQuery<DecisionsQuery>,
-) -> Result<Json<Vec<ApprovalDecisionView>>, ApiError> {
-    Ok(Json(service::decisions(&state, &org, q.limit).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<ApprovalDecisionView>>, ApiError> {
+    Ok(Json(service::decisions(&state, &org, &q).await?))
 }
 
 /// Approve a waiting run: a plan run is queued for a runner, a stack run's plan is

@@ -1,5 +1,6 @@
 //! Paging of list endpoints: one query (`cursor`, `limit`) and one answer (`Page<T>`:
-//! `items` and `next_cursor`) for every paged list.
+//! `items` and `next_cursor`) for every list — those the store pages, and the small ones
+//! answered whole as a single page ([`PageQuery::whole`], [`whole`]).
 
 use bosun_core::ValidationError;
 
@@ -38,6 +39,25 @@ impl PageQuery {
         page_limit(self.limit)
     }
 
+    /// For a small list the store keeps unpaged and the API answers whole, as one page
+    /// with no `next_cursor`: `limit` is checked like any list's (it does not shorten
+    /// the page), and a `cursor` is refused, since no page follows that one could
+    /// continue.
+    pub fn whole(&self) -> Result<(), ApiError> {
+        self.limit()?;
+        match &self.cursor {
+            None => Ok(()),
+            Some(c) => Err(ValidationError::new(
+                "cursor",
+                format!(
+                    "this list is answered whole, as one page with no next_cursor, so \
+                     {c:?} cannot continue it: leave cursor out"
+                ),
+            )
+            .into()),
+        }
+    }
+
     /// The cursor of a list paged by a sequence number (versions, deliveries, audit).
     pub fn seq(&self) -> Result<Option<i64>, ApiError> {
         seq_cursor(self.cursor.as_deref())
@@ -72,6 +92,14 @@ pub fn require_known_cursor(cursor: &str, known: bool, of: &str) -> Result<(), A
         format!("no run {cursor:?} of {of}: pass the previous page's next_cursor"),
     )
     .into())
+}
+
+/// The one page of a list answered whole (see [`PageQuery::whole`]).
+pub fn whole<T>(items: Vec<T>) -> bosun_api::Page<T> {
+    bosun_api::Page {
+        items,
+        next_cursor: None,
+    }
 }
 
 /// The page of `items` fetched with `limit`: a full page's `next_cursor` is its last

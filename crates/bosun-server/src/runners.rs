@@ -596,13 +596,19 @@ pub async fn report(
 }
 
 /// The runners serving this org, with their state.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/runners", tag = "runners",
-    params(("org" = String, Path)), responses((status = 200, body = Vec<bosun_api::RunnerView>)))]
+    params(("org" = String, Path), crate::paging::PageQuery),
+    responses((status = 200, body = bosun_api::Page<bosun_api::RunnerView>),
+        (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<bosun_api::RunnerView>>, ApiError> {
-    Ok(Json(crate::service::runners::list(&state, &org).await?))
+    ApiQuery(q): ApiQuery<crate::paging::PageQuery>,
+) -> Result<Json<bosun_api::Page<bosun_api::RunnerView>>, ApiError> {
+    Ok(Json(crate::service::runners::page(&state, &org, &q).await?))
 }
 
 /// Stop giving a runner new work; it finishes what it holds.

@@ -12,6 +12,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::route::{endpoint, route, Endpoint, Route};
 use crate::service::tenancy::{self as service, AuditQuery};
 
@@ -41,13 +42,18 @@ pub async fn whoami(caller: Caller) -> Result<Json<Whoami>, ApiError> {
 }
 
 /// The orgs the caller belongs to.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs", tag = "tenancy",
-    responses((status = 200, body = Vec<Org>)))]
+    params(PageQuery),
+    responses((status = 200, body = Page<Org>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list_orgs(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Org>>, ApiError> {
-    Ok(Json(service::list_orgs(&state, &caller).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<Org>>, ApiError> {
+    Ok(Json(service::list_orgs(&state, &caller, &q).await?))
 }
 
 /// Create an org; the creator becomes its first admin.
@@ -88,14 +94,18 @@ pub async fn create_user(
 }
 
 /// The org's members and their roles.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/members", tag = "tenancy",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<Member>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<Member>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list_members(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<Member>>, ApiError> {
-    Ok(Json(service::list_members(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<Member>>, ApiError> {
+    Ok(Json(service::list_members(&state, &org, &q).await?))
 }
 
 /// Add a member or change their role.

@@ -4,14 +4,15 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{PersonalTokenCreate, PoolTokenCreate, Token, TokenCreated};
+use bosun_api::{Page, PersonalTokenCreate, PoolTokenCreate, Token, TokenCreated};
 use bosun_core::authz::Access;
 use bosun_core::Role;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::route::{route, Route};
 use crate::service::tokens as service;
 
@@ -40,13 +41,18 @@ pub async fn create_personal(
 }
 
 /// List your personal tokens (never their secrets).
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/tokens", tag = "tokens",
-    responses((status = 200, body = Vec<Token>)))]
+    params(PageQuery),
+    responses((status = 200, body = Page<Token>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list_personal(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Token>>, ApiError> {
-    Ok(Json(service::list_personal(&state, &caller).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<Token>>, ApiError> {
+    Ok(Json(service::list_personal(&state, &caller, &q).await?))
 }
 
 /// Revoke one of your personal tokens (server admins: anyone's).
@@ -78,14 +84,18 @@ pub async fn create_pool(
 }
 
 /// List the org's runner-pool tokens.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/pool-tokens", tag = "tokens",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<Token>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<Token>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list_pool(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<Token>>, ApiError> {
-    Ok(Json(service::list_pool(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<Token>>, ApiError> {
+    Ok(Json(service::list_pool(&state, &org, &q).await?))
 }
 
 /// Revoke a runner-pool token.

@@ -139,7 +139,11 @@ async fn inbox(
         crate::approvals::LIST,
     )?;
     let pending = approvals::pending(&state, &org).await?;
-    let decisions = approvals::decisions(&state, &org, Some(RECENT_DECISIONS)).await?;
+    let recent = crate::paging::PageQuery {
+        cursor: None,
+        limit: Some(RECENT_DECISIONS),
+    };
+    let decisions = approvals::decisions(&state, &org, &recent).await?.items;
     let can_decide = layout.can(crate::approvals::APPROVE);
     // The org's environments, read once, for the approval rule's answer on each row.
     let environments = if can_decide && !pending.is_empty() {

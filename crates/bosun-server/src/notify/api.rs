@@ -17,14 +17,18 @@ use crate::paging::PageQuery;
 use crate::service::notify as service;
 
 /// The org's notification targets (never their secrets).
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/notifications/targets", tag = "notifications",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<NotificationTargetInfo>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<NotificationTargetInfo>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<NotificationTargetInfo>>, ApiError> {
-    Ok(Json(service::list(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<NotificationTargetInfo>>, ApiError> {
+    Ok(Json(service::list(&state, &org, &q).await?))
 }
 
 /// Add a notification target (org admin). A webhook's secret is sealed at rest and never

@@ -11,7 +11,7 @@ pub mod seal;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{SecretInfo, SecretPut};
+use bosun_api::{Page, SecretInfo, SecretPut};
 use bosun_core::authz::Access;
 use bosun_core::Role;
 use bosun_store::{Audit, Store};
@@ -23,6 +23,7 @@ use crate::auth::Caller;
 use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::route::{route, Route};
 use crate::service::secrets as service;
 use seal::{KeySource, SealError, SecretsKey};
@@ -126,19 +127,30 @@ pub async fn open_key(config: &ServerConfig, store: &dyn Store) -> Result<Secret
 pub struct ListQuery {
     /// Only this namespace.
     pub namespace: Option<String>,
+    /// Refused: this list is answered whole, as one page (see the description).
+    pub cursor: Option<String>,
+    /// Page size, 1–1000 (default 100): checked, but the one page holds every secret.
+    pub limit: Option<u32>,
 }
 
 /// The org's secrets (names only, never values), by namespace then key.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/secrets", tag = "secrets",
     params(("org" = String, Path), ListQuery),
-    responses((status = 200, body = Vec<SecretInfo>)))]
+    responses((status = 200, body = Page<SecretInfo>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Vec<SecretInfo>>, ApiError> {
+) -> Result<Json<Page<SecretInfo>>, ApiError> {
+    let page = PageQuery {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
     Ok(Json(
-        service::list(&state, &org, q.namespace.as_deref()).await?,
+        service::list(&state, &org, q.namespace.as_deref(), &page).await?,
     ))
 }
 

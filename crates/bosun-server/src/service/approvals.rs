@@ -4,15 +4,18 @@
 //! console's inbox, and the refusal of a plain confirm of a gated stack run.
 
 use bosun_api::{
-    ApprovalDecide, ApprovalDecisionView, ApprovalWait, ErrorCode, PendingApprovalView,
+    ApprovalDecide, ApprovalDecisionView, ApprovalWait, ErrorCode, Page, PendingApprovalView,
 };
 use bosun_core::approval::{self, Approver, Decision, GatedEnvironment, SubjectKind};
-use bosun_store::{ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, PendingApproval};
+use bosun_store::{
+    ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, PendingApproval, StoreError,
+};
 use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::paging::{page, require_known_cursor, whole, PageQuery};
 
 /// Comments are kept short: they land in the run's reason and the audit record.
 const MAX_COMMENT: usize = 2000;
@@ -60,18 +63,45 @@ pub async fn pending(state: &AppState, org: &str) -> Result<Vec<PendingApprovalV
     Ok(pending.into_iter().map(pending_to_wire).collect())
 }
 
-/// The newest `limit` (1–1000, default 100) recorded decisions of `org`.
+/// The runs of `org` waiting for an approval as the API lists them: a list as long as
+/// the runs waiting, answered whole as one page.
+pub async fn pending_page(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<Page<PendingApprovalView>, ApiError> {
+    q.whole()?;
+    Ok(whole(pending(state, org).await?))
+}
+
+/// A page of the recorded decisions of `org`, newest first; the cursor is the last
+/// decision's run.
 pub async fn decisions(
     state: &AppState,
     org: &str,
-    limit: Option<u32>,
-) -> Result<Vec<ApprovalDecisionView>, ApiError> {
-    let limit = crate::paging::page_limit(limit)?;
-    let records = state.store.approval_decisions(org, None, limit).await?;
-    Ok(records
-        .into_iter()
-        .map(|r| decision_to_wire(r, None))
-        .collect())
+    q: &PageQuery,
+) -> Result<Page<ApprovalDecisionView>, ApiError> {
+    let limit = q.limit()?;
+    let records = match state
+        .store
+        .approval_decisions(org, q.cursor.as_deref(), limit)
+        .await
+    {
+        Err(StoreError::NotFound(_)) => {
+            let cursor = q.cursor.as_deref().unwrap_or_default();
+            require_known_cursor(cursor, false, &format!("org {org:?}'s decisions"))?;
+            Vec::new()
+        }
+        other => other?,
+    };
+    Ok(page(
+        records
+            .into_iter()
+            .map(|r| decision_to_wire(r, None))
+            .collect(),
+        limit,
+        |d| d.subject.clone(),
+    ))
 }
 
 /// What the run `subject` of `org` waits for, when it waits for an approval: its gated

@@ -2,7 +2,7 @@
 //! created, changed and deleted, and a grant given only to a member who may approve —
 //! the work behind the API's environment handlers.
 
-use bosun_api::{EnvironmentCreate, EnvironmentInfo, EnvironmentPatch};
+use bosun_api::{EnvironmentCreate, EnvironmentInfo, EnvironmentPatch, Page};
 use bosun_core::plan_resources as rules;
 use bosun_core::Role;
 use bosun_store::{EnvironmentRecord, HostRecord, NewEnvironment};
@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::paging::{whole, PageQuery};
 use crate::service::{deleted, invalid, vars_of};
 
 fn environment_wire(e: EnvironmentRecord, hosts: &[HostRecord]) -> EnvironmentInfo {
@@ -51,14 +52,21 @@ async fn load_environment(
         .ok_or_else(|| ApiError::NotFound(format!("environment {id:?} in org {org:?}")))
 }
 
-/// The org's environments, by id, each with its grants and hosts.
-pub async fn list(state: &AppState, org: &str) -> Result<Vec<EnvironmentInfo>, ApiError> {
+/// The org's environments, by id, each with its grants and hosts: a small list,
+/// answered whole as one page.
+pub async fn list(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<Page<EnvironmentInfo>, ApiError> {
+    q.whole()?;
     let envs = state.store.list_environments(org).await?;
     let hosts = state.store.list_hosts(org).await?;
-    Ok(envs
-        .into_iter()
-        .map(|e| environment_wire(e, &hosts))
-        .collect())
+    Ok(whole(
+        envs.into_iter()
+            .map(|e| environment_wire(e, &hosts))
+            .collect(),
+    ))
 }
 
 /// Adds an environment for `caller`, its id and variables checked.

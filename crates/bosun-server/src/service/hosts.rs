@@ -2,7 +2,7 @@
 //! shown, created, changed and deleted; the work behind the API's host handlers, and the
 //! host check the inventory import applies to every host of a file.
 
-use bosun_api::{HostCreate, HostInfo, HostPatch};
+use bosun_api::{HostCreate, HostInfo, HostPatch, Page};
 use bosun_core::plan_resources as rules;
 use bosun_store::{HostRecord, NewHost};
 use serde_json::{json, Value};
@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::paging::{page, PageQuery};
 use crate::service::{deleted, invalid, vars_of};
 
 fn host_wire(h: HostRecord) -> HostInfo {
@@ -81,10 +82,18 @@ fn host_detail(h: &NewHost) -> Value {
     })
 }
 
-/// The org's hosts, by name.
-pub async fn list(state: &AppState, org: &str) -> Result<Vec<HostInfo>, ApiError> {
-    let hosts = state.store.list_hosts(org).await?;
-    Ok(hosts.into_iter().map(host_wire).collect())
+/// A page of the org's hosts, by name; the cursor is the last host's name.
+pub async fn list(state: &AppState, org: &str, q: &PageQuery) -> Result<Page<HostInfo>, ApiError> {
+    let limit = q.limit()?;
+    let hosts = state
+        .store
+        .list_hosts_page(org, q.cursor.as_deref(), limit)
+        .await?;
+    Ok(page(
+        hosts.into_iter().map(host_wire).collect(),
+        limit,
+        |h| h.name.clone(),
+    ))
 }
 
 /// Adds a host for `caller`: port 22, connection `ssh` and the name as its address

@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::paging::{page, PageQuery};
+use crate::paging::{page, whole, PageQuery};
 use crate::service::{deleted, invalid};
 
 /// The target kinds.
@@ -182,10 +182,16 @@ async fn load(state: &AppState, org: &str, id: &str) -> Result<NotificationTarge
         .ok_or_else(|| ApiError::NotFound(format!("notification target {id:?} in org {org:?}")))
 }
 
-/// The org's notification targets (never their secrets).
-pub async fn list(state: &AppState, org: &str) -> Result<Vec<NotificationTargetInfo>, ApiError> {
+/// The org's notification targets (never their secrets): a small list, answered whole
+/// as one page.
+pub async fn list(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<Page<NotificationTargetInfo>, ApiError> {
+    q.whole()?;
     let targets = state.store.list_notification_targets(org).await?;
-    Ok(targets.into_iter().map(to_wire).collect())
+    Ok(whole(targets.into_iter().map(to_wire).collect()))
 }
 
 /// Adds a notification target for `caller`: its id, kind, URL, secret and rules checked,

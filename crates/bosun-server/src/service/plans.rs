@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bosun_api::{
-    ErrorCode, PlanFileSchedule, PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer,
+    ErrorCode, Page, PlanFileSchedule, PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer,
     PlanListItem, PlanSource, PlanStepSummary,
 };
 use bosun_core::cron::Schedule;
@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::paging::{page, PageQuery};
 use crate::service::{deleted, invalid};
 
 /// A stored plan of `org`: its summary against the org's hosts as they are now, and lint
@@ -60,10 +61,18 @@ pub async fn show(state: &AppState, org: &str, name: &str) -> Result<PlanInfo, A
     ))
 }
 
-/// The org's plans, by name.
-pub async fn list(state: &AppState, org: &str) -> Result<Vec<PlanListItem>, ApiError> {
-    let plans = state.store.list_plans(org).await?;
-    Ok(plans
+/// A page of the org's plans, by name; the cursor is the last plan's name.
+pub async fn list(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<Page<PlanListItem>, ApiError> {
+    let limit = q.limit()?;
+    let plans = state
+        .store
+        .list_plans_page(org, q.cursor.as_deref(), limit)
+        .await?;
+    let items = plans
         .into_iter()
         .map(|p| PlanListItem {
             name: p.name,
@@ -72,7 +81,8 @@ pub async fn list(state: &AppState, org: &str) -> Result<Vec<PlanListItem>, ApiE
             updated_at: p.updated_at,
             updated_by: p.updated_by,
         })
-        .collect())
+        .collect();
+    Ok(page(items, limit, |p| p.name.clone()))
 }
 
 /// Stores a plan file under its `name` for `caller`: version 1 when new (`created` is

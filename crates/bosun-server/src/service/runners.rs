@@ -10,6 +10,7 @@ use chrono::Utc;
 
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::paging::{whole, PageQuery};
 
 /// Every status [`runner_status`] gives.
 pub(crate) const RUNNER_STATUSES: [&str; 4] = ["online", "busy", "dark", "drained"];
@@ -38,6 +39,17 @@ pub(crate) fn runner_status(
     } else {
         "online"
     }
+}
+
+/// The runners serving `org` as the API lists them: a small list, answered whole as one
+/// page.
+pub async fn page(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<bosun_api::Page<bosun_api::RunnerView>, ApiError> {
+    q.whole()?;
+    Ok(whole(list(state, org).await?))
 }
 
 /// The runners serving `org`, with their status.

@@ -2,7 +2,7 @@
 //! references, values sealed before they are stored and never shown again, listed by
 //! name only and deleted — the work behind the API's secret handlers.
 
-use bosun_api::{SecretInfo, SecretPut};
+use bosun_api::{Page, SecretInfo, SecretPut};
 use bosun_core::stack::check_secret_ref;
 use bosun_core::ValidationError;
 use bosun_store::SecretMeta;
@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::paging::{whole, PageQuery};
 
 /// The largest secret value accepted.
 pub const MAX_VALUE: usize = 64 * 1024;
@@ -39,9 +40,11 @@ pub async fn list(
     state: &AppState,
     org: &str,
     namespace: Option<&str>,
-) -> Result<Vec<SecretInfo>, ApiError> {
+    q: &PageQuery,
+) -> Result<Page<SecretInfo>, ApiError> {
+    q.whole()?;
     let items = state.store.list_secrets(org, namespace).await?;
-    Ok(items.into_iter().map(to_wire).collect())
+    Ok(whole(items.into_iter().map(to_wire).collect()))
 }
 
 /// Sets a secret of the org: the value is sealed before it is stored and never shown

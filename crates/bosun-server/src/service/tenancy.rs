@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::paging::{whole, PageQuery};
 
 fn org_wire(o: bosun_store::OrgRecord) -> Org {
     Org {
@@ -49,7 +50,12 @@ pub fn whoami(caller: &Caller) -> Result<Whoami, ApiError> {
 }
 
 /// The orgs the caller belongs to.
-pub async fn list_orgs(state: &AppState, caller: &Caller) -> Result<Vec<Org>, ApiError> {
+pub async fn list_orgs(
+    state: &AppState,
+    caller: &Caller,
+    q: &PageQuery,
+) -> Result<Page<Org>, ApiError> {
+    q.whole()?;
     let roles = state.store.roles_of(caller.user()?).await?;
     let mut orgs = Vec::with_capacity(roles.len());
     for org in roles.keys() {
@@ -57,7 +63,7 @@ pub async fn list_orgs(state: &AppState, caller: &Caller) -> Result<Vec<Org>, Ap
             orgs.push(org_wire(o));
         }
     }
-    Ok(orgs)
+    Ok(whole(orgs))
 }
 
 /// Creates an org; the creator becomes its first admin.
@@ -134,15 +140,22 @@ pub async fn create_user(
 }
 
 /// The org's members and their roles.
-pub async fn list_members(state: &AppState, org: &str) -> Result<Vec<Member>, ApiError> {
+pub async fn list_members(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<Page<Member>, ApiError> {
+    q.whole()?;
     let members = state.store.list_members(org).await?;
-    Ok(members
-        .into_iter()
-        .map(|(user, role)| Member {
-            user,
-            role: role.to_string(),
-        })
-        .collect())
+    Ok(whole(
+        members
+            .into_iter()
+            .map(|(user, role)| Member {
+                user,
+                role: role.to_string(),
+            })
+            .collect(),
+    ))
 }
 
 async fn refuse_losing_last_admin(state: &AppState, org: &str, user: &str) -> Result<(), ApiError> {

@@ -2,7 +2,7 @@
 //! runner-pool and run tokens — the work behind the API's token handlers and the runs
 //! that mint their own.
 
-use bosun_api::{PersonalTokenCreate, PoolTokenCreate, Token, TokenCreated};
+use bosun_api::{Page, PersonalTokenCreate, PoolTokenCreate, Token, TokenCreated};
 use bosun_core::stack::RunnerPool;
 use bosun_core::token::{format_token, hash_token, TokenKind};
 use bosun_core::ValidationError;
@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::paging::{whole, PageQuery};
 
 /// Who a new token belongs to.
 pub enum TokenOwner {
@@ -198,12 +199,17 @@ async fn issue(
 }
 
 /// The caller's personal tokens (never their secrets).
-pub async fn list_personal(state: &AppState, caller: &Caller) -> Result<Vec<Token>, ApiError> {
+pub async fn list_personal(
+    state: &AppState,
+    caller: &Caller,
+    q: &PageQuery,
+) -> Result<Page<Token>, ApiError> {
+    q.whole()?;
     let tokens = state
         .store
         .list_tokens(&TokenFilter::User(caller.user()?.to_string()))
         .await?;
-    Ok(tokens.into_iter().map(to_wire).collect())
+    Ok(whole(tokens.into_iter().map(to_wire).collect()))
 }
 
 /// Revokes one of the caller's personal tokens (a server admin: anyone's).
@@ -260,7 +266,12 @@ pub async fn create_pool(
 }
 
 /// The org's runner-pool tokens.
-pub async fn list_pool(state: &AppState, org: &str) -> Result<Vec<Token>, ApiError> {
+pub async fn list_pool(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<Page<Token>, ApiError> {
+    q.whole()?;
     let tokens = state
         .store
         .list_tokens(&TokenFilter::Org {
@@ -268,7 +279,7 @@ pub async fn list_pool(state: &AppState, org: &str) -> Result<Vec<Token>, ApiErr
             kind: TokenKind::Pool,
         })
         .await?;
-    Ok(tokens.into_iter().map(to_wire).collect())
+    Ok(whole(tokens.into_iter().map(to_wire).collect()))
 }
 
 /// Revokes a runner-pool token of the org (another org's is "not found").

@@ -55,7 +55,7 @@ async fn decide(t: &TestServer, token: &str, subject: &str, verb: &str, body: Va
 async fn inbox(t: &TestServer, token: &str) -> Vec<Value> {
     let r = t.get("/api/v1/orgs/default/approvals", token).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    r.body.as_array().unwrap().clone()
+    r.body["items"].as_array().unwrap().clone()
 }
 
 async fn audit_actions(t: &TestServer) -> Vec<(String, String, String)> {
@@ -197,8 +197,7 @@ async fn approvals_follow_roles_grants_and_the_self_approval_rule() {
     let r = t
         .get("/api/v1/orgs/default/approvals/decisions", &vic)
         .await;
-    let decided: Vec<(String, String)> = r
-        .body
+    let decided: Vec<(String, String)> = r.body["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -564,8 +564,8 @@ async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_thro
     let decisions = t
         .get("/api/v1/orgs/default/approvals/decisions", &carol)
         .await;
-    assert_eq!(decisions.body[0]["decided_by"], "user:carol");
-    assert_eq!(decisions.body[0]["comment"], "ship it");
+    assert_eq!(decisions.body["items"][0]["decided_by"], "user:carol");
+    assert_eq!(decisions.body["items"][0]["comment"], "ship it");
 
     // Carol aborts the queued run through the run page's form.
     let page = as_carol

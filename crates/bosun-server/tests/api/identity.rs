@@ -116,7 +116,7 @@ async fn secrets_are_set_listed_without_values_and_kept_inside_their_org() {
     // Operators list names; they may not set.
     let list = t.get("/api/v1/orgs/default/secrets", &operator).await;
     assert_eq!(list.status, StatusCode::OK);
-    assert_eq!(list.body[0]["key"], "password");
+    assert_eq!(list.body["items"][0]["key"], "password");
     assert!(!list.body.to_string().contains("hunter2"));
     let r = put_secret(&t, &operator, "default", "db/other", "x").await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);

@@ -12,6 +12,7 @@ mod duties;
 mod faults_disk;
 mod harness;
 mod identity;
+mod lists;
 mod metrics;
 mod notify;
 mod openapi;

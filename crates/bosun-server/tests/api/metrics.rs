@@ -486,7 +486,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
     }
     let listed = t.get("/api/v1/orgs/default/runners", &t.admin).await.body;
     let status_of = |id: &str| {
-        listed
+        listed["items"]
             .as_array()
             .unwrap()
             .iter()

@@ -607,7 +607,7 @@ async fn targets_are_managed_tested_and_refused_with_reasons() {
     let viewer = t.user_token("vera", Some(bosun_core::Role::Viewer)).await;
     let r = t.get(TARGETS, &viewer).await;
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.body.as_array().unwrap().len(), 1);
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
     assert!(!r.body.to_string().contains("rotated-secret") && !r.body.to_string().contains(SECRET));
     assert_eq!(deliveries(&t, "ops").await.len(), 2);
     let r = t

@@ -157,8 +157,7 @@ async fn hosts_roundtrip_defaults_patch_and_refusals() {
     assert_eq!(r.status, StatusCode::NOT_FOUND);
 
     let r = t.get("/api/v1/orgs/default/hosts", &t.admin).await;
-    let names: Vec<&str> = r
-        .body
+    let names: Vec<&str> = r.body["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -294,7 +293,7 @@ async fn environments_grants_and_refused_delete() {
     let r = delete(&t, "/api/v1/orgs/default/environments/prod", &t.admin).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
     let r = t.get("/api/v1/orgs/default/environments", &t.admin).await;
-    assert_eq!(r.body, json!([]));
+    assert_eq!(r.body, json!({"items": [], "next_cursor": null}));
 }
 
 const PLAN: &str = r#"name: app-config
@@ -472,8 +471,8 @@ async fn plans_upload_versions_lint_show_and_delete() {
     assert!(r.body.get("created").is_none());
 
     let r = t.get("/api/v1/orgs/default/plans", &viewer).await;
-    assert_eq!(r.body.as_array().unwrap().len(), 1);
-    assert_eq!(r.body[0]["version"], 2);
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["items"][0]["version"], 2);
     let r = delete(&t, "/api/v1/orgs/default/plans/app-config", &t.admin).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     let r = delete(&t, "/api/v1/orgs/default/plans/app-config", &t.admin).await;

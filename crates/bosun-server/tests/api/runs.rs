@@ -586,8 +586,7 @@ async fn a_lease_never_started_is_requeued_for_another_runner() {
         .await;
     assert_eq!(r.code(), "fenced");
     let runners = t.get("/api/v1/orgs/default/runners", &t.admin).await;
-    let statuses: Vec<&str> = runners
-        .body
+    let statuses: Vec<&str> = runners.body["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -154,8 +154,13 @@ async fn two_orgs_each_have_a_namespace_aws_and_see_only_their_own() {
             .get(&format!("/api/v1/orgs/{org}/secrets"), &t.admin)
             .await;
         assert_eq!(list.status, StatusCode::OK);
-        assert_eq!(list.body.as_array().unwrap().len(), 1, "{}", list.body);
-        assert_eq!(list.body[0]["reference"], "secret://aws/key");
+        assert_eq!(
+            list.body["items"].as_array().unwrap().len(),
+            1,
+            "{}",
+            list.body
+        );
+        assert_eq!(list.body["items"][0]["reference"], "secret://aws/key");
         assert!(!list.body.to_string().contains(value));
         create_stack(&t, org, "net", json!({"TF_VAR_key": "secret://aws/key"})).await;
         trigger(&t, org, "net").await;
@@ -182,7 +187,7 @@ async fn two_orgs_each_have_a_namespace_aws_and_see_only_their_own() {
         .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
     let list = t.get("/api/v1/orgs/default/secrets", &t.admin).await;
-    assert_eq!(list.body[0]["reference"], "secret://aws/key");
+    assert_eq!(list.body["items"][0]["reference"], "secret://aws/key");
 }
 
 #[tokio::test]
@@ -256,9 +261,9 @@ async fn a_namespace_another_org_emptied_is_free_for_any_org() {
     let r = put_secret(&t, "beta", "ci/token", "beta-ci").await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     let list = t.get("/api/v1/orgs/beta/secrets", &t.admin).await;
-    assert_eq!(list.body[0]["reference"], "secret://ci/token");
+    assert_eq!(list.body["items"][0]["reference"], "secret://ci/token");
     let list = t.get("/api/v1/orgs/default/secrets", &t.admin).await;
-    assert_eq!(list.body, json!([]));
+    assert_eq!(list.body["items"], json!([]));
     // And the first org may use the name again, beside beta's.
     let r = put_secret(&t, "default", "ci/token", "default-ci-2").await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);

@@ -33,8 +33,7 @@ async fn bootstrap_admin_and_orgs() {
         (StatusCode::CONFLICT, "already_exists")
     );
     let orgs = t.get("/api/v1/orgs", &t.admin).await;
-    let ids: Vec<&str> = orgs
-        .body
+    let ids: Vec<&str> = orgs.body["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -62,7 +61,10 @@ async fn members_and_the_last_admin() {
     let members = t.get("/api/v1/orgs/default/members", &bob).await;
     assert_eq!(
         members.body,
-        json!([{"user": "admin", "role": "admin"}, {"user": "bob", "role": "viewer"}])
+        json!({
+            "items": [{"user": "admin", "role": "admin"}, {"user": "bob", "role": "viewer"}],
+            "next_cursor": null
+        })
     );
 
     // Demoting or removing the only admin would orphan the org.

@@ -131,7 +131,7 @@ async fn pool_tokens_and_run_tokens() {
     assert_eq!(r.body["token"]["pool"], "edge");
     let id = r.body["token"]["id"].as_str().unwrap().to_string();
     let list = t.get("/api/v1/orgs/default/pool-tokens", &t.admin).await;
-    assert_eq!(list.body.as_array().unwrap().len(), 1);
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 1);
     // Pool tokens are not personal tokens: the personal endpoint does not revoke them.
     let r = t
         .call(
@@ -152,7 +152,7 @@ async fn pool_tokens_and_run_tokens() {
         .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     let list = t.get("/api/v1/orgs/default/pool-tokens", &t.admin).await;
-    assert!(list.body[0]["revoked_at"].is_string());
+    assert!(list.body["items"][0]["revoked_at"].is_string());
 
     // Run tokens: scoped to their run and stack, revocable the moment the run ends.
     let state = t.server.state();

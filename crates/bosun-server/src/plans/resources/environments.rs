@@ -4,23 +4,28 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{EnvironmentCreate, EnvironmentInfo, EnvironmentPatch};
+use bosun_api::{EnvironmentCreate, EnvironmentInfo, EnvironmentPatch, Page};
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::service::environments as service;
 
 /// The org's environments, by id, each with its grants and hosts.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
+/// (1–1000) but does not shorten the page, and a `cursor` is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/environments", tag = "plans",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<EnvironmentInfo>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<EnvironmentInfo>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list_environments(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<EnvironmentInfo>>, ApiError> {
-    Ok(Json(service::list(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<EnvironmentInfo>>, ApiError> {
+    Ok(Json(service::list(&state, &org, &q).await?))
 }
 
 /// Add an environment (org admin).

@@ -4,23 +4,27 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{HostCreate, HostInfo, HostPatch};
+use bosun_api::{HostCreate, HostInfo, HostPatch, Page};
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::service::hosts as service;
 
-/// The org's hosts, by name.
+/// The org's hosts, by name, a page at a time.
+///
+/// Paged by name: `next_cursor` is the last host's name while the page is full.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/hosts", tag = "plans",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<HostInfo>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<HostInfo>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list_hosts(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<HostInfo>>, ApiError> {
-    Ok(Json(service::list(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<HostInfo>>, ApiError> {
+    Ok(Json(service::list(&state, &org, &q).await?))
 }
 
 /// Add a host (org admin).

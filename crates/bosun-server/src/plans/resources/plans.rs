@@ -5,23 +5,27 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{PlanInfo, PlanLintAnswer, PlanListItem, PlanSource};
+use bosun_api::{Page, PlanInfo, PlanLintAnswer, PlanListItem, PlanSource};
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::service::plans as service;
 
-/// The org's plans, by name.
+/// The org's plans, by name, a page at a time.
+///
+/// Paged by name: `next_cursor` is the last plan's name while the page is full.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plans", tag = "plans",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<PlanListItem>)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = Page<PlanListItem>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list_plans(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<PlanListItem>>, ApiError> {
-    Ok(Json(service::list(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<Page<PlanListItem>>, ApiError> {
+    Ok(Json(service::list(&state, &org, &q).await?))
 }
 
 /// Store a plan file under its `name` (org admin): version 1 when new, the next version
