@@ -629,7 +629,7 @@ fn pool_tokens_create_list_revoke() {
     assert_eq!(created["token"]["org"], "default");
 
     let listed = ok_json(&env, &env.admin, &["token", "list", "--pool"]);
-    let ids: Vec<&str> = listed
+    let ids: Vec<&str> = listed["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -650,7 +650,7 @@ fn pool_tokens_create_list_revoke() {
 
     ok(&env, &env.admin, &["token", "revoke", "--pool", &id]);
     let listed = ok_json(&env, &env.admin, &["token", "list", "--pool"]);
-    assert!(listed[0]["revoked_at"].is_string(), "{listed}");
+    assert!(listed["items"][0]["revoked_at"].is_string(), "{listed}");
 }
 
 #[test]
@@ -836,5 +836,65 @@ fn audit_lists_stack_create() {
             .lines()
             .any(|l| l.contains("user.create") && l.contains("user:carol")),
         "{server_log}"
+    );
+}
+
+#[test]
+fn every_list_prints_items_and_next_cursor() {
+    let env = start();
+    for name in ["c-1", "a-1", "b-1"] {
+        ok(&env, &env.admin, &["host", "add", name]);
+    }
+    let names = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{page}"))
+            .iter()
+            .map(|h| h["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Hosts page by name: one page, the cursor to continue, or every page.
+    let first = ok_json(&env, &env.admin, &["host", "list", "--limit", "2"]);
+    assert_eq!(names(&first), ["a-1", "b-1"]);
+    assert_eq!(first["next_cursor"], "b-1");
+    let rest = ok_json(
+        &env,
+        &env.admin,
+        &["host", "list", "--limit", "2", "--cursor", "b-1"],
+    );
+    assert_eq!(names(&rest), ["c-1"]);
+    assert_eq!(rest["next_cursor"], Value::Null);
+    let all = ok_json(&env, &env.admin, &["host", "list", "--limit", "2", "--all"]);
+    assert_eq!(names(&all), ["a-1", "b-1", "c-1"]);
+    assert_eq!(all["next_cursor"], Value::Null);
+    let out = bosun(&env.server, &env.admin, &["host", "list", "--limit", "2"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let hint = String::from_utf8_lossy(&out.stderr);
+    assert!(hint.contains("--cursor b-1"), "{hint}");
+
+    // The lists the server answers whole print the same shape.
+    for list in [
+        &["org", "list"][..],
+        &["org", "members"],
+        &["env", "list"],
+        &["plan", "list"],
+        &["secret", "list"],
+        &["token", "list"],
+        &["token", "list", "--pool"],
+        &["runners", "list"],
+        &["approvals", "list"],
+        &["approvals", "decisions"],
+        &["notify", "target", "list"],
+        &["stack", "list"],
+    ] {
+        let page = ok_json(&env, &env.admin, list);
+        assert!(page["items"].is_array(), "{list:?}: {page}");
+        assert_eq!(page["next_cursor"], Value::Null, "{list:?}: {page}");
+        assert_eq!(page.as_object().unwrap().len(), 2, "{list:?}: {page}");
+    }
+    let members = ok_json(&env, &env.admin, &["org", "members"]);
+    assert_eq!(
+        members["items"],
+        json!([{"user": "admin", "role": "admin"}])
     );
 }

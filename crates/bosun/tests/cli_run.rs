@@ -737,7 +737,7 @@ fn runners_list_and_drain() {
     let env = start();
     let runner = Runner::register(&env);
     let listed = ok_json(&env, &["runners", "list"]);
-    let me = listed
+    let me = listed["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -755,7 +755,7 @@ fn runners_list_and_drain() {
     );
     ok(&env, &["runners", "drain", &runner.id]);
     let listed = ok_json(&env, &["runners", "list"]);
-    let me = listed
+    let me = listed["items"]
         .as_array()
         .unwrap()
         .iter()

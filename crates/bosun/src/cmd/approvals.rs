@@ -29,12 +29,8 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         comment: Option<String>,
     },
-    /// Recorded decisions, newest first.
-    Decisions {
-        /// At most this many (default 100).
-        #[arg(long)]
-        limit: Option<u32>,
-    },
+    /// Recorded decisions, newest first, a page at a time.
+    Decisions(super::PageArgs),
 }
 
 fn what(kind: &str, plan: &Option<String>, stack: &Option<String>) -> String {
@@ -49,52 +45,61 @@ pub async fn run(ctx: &Ctx, command: ApprovalsCommand) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     match command {
         ApprovalsCommand::List => {
-            let reply = ctx.client.get(&["orgs", org, "approvals"], &[]).await?;
-            ctx.show(reply, |items: Vec<PendingApprovalView>| {
-                if items.is_empty() {
-                    return format!("Nothing waits for an approval in org {org}.\n");
-                }
-                let mut t = Table::new(&["RUN", "FOR", "ENVIRONMENTS", "REQUESTED BY", "SINCE"]);
-                for i in items {
-                    t.row(vec![
-                        i.subject.clone(),
-                        what(&i.kind, &i.plan, &i.stack),
-                        i.environments.join(", "),
-                        i.requested_by,
-                        timestamp(&i.since),
-                    ]);
-                }
-                t.render()
-            })
+            let path = ["orgs", org, "approvals"];
+            super::list_all(
+                ctx,
+                &path,
+                &[],
+                "runs",
+                |items: Vec<PendingApprovalView>| {
+                    if items.is_empty() {
+                        return format!("Nothing waits for an approval in org {org}.\n");
+                    }
+                    let mut t =
+                        Table::new(&["RUN", "FOR", "ENVIRONMENTS", "REQUESTED BY", "SINCE"]);
+                    for i in items {
+                        t.row(vec![
+                            i.subject.clone(),
+                            what(&i.kind, &i.plan, &i.stack),
+                            i.environments.join(", "),
+                            i.requested_by,
+                            timestamp(&i.since),
+                        ]);
+                    }
+                    t.render()
+                },
+            )
+            .await
         }
         ApprovalsCommand::Approve { run, comment } => decide(ctx, "approve", &run, comment).await,
         ApprovalsCommand::Reject { run, comment } => decide(ctx, "reject", &run, comment).await,
-        ApprovalsCommand::Decisions { limit } => {
-            let query: Vec<(&str, String)> = limit
-                .map(|l| ("limit", l.to_string()))
-                .into_iter()
-                .collect();
-            let reply = ctx
-                .client
-                .get(&["orgs", org, "approvals", "decisions"], &query)
-                .await?;
-            ctx.show(reply, |items: Vec<ApprovalDecisionView>| {
-                if items.is_empty() {
-                    return format!("No decisions in org {org}.\n");
-                }
-                let mut t = Table::new(&["RUN", "FOR", "DECISION", "BY", "AT", "COMMENT"]);
-                for d in items {
-                    t.row(vec![
-                        d.subject.clone(),
-                        what(&d.kind, &d.plan, &d.stack),
-                        d.decision,
-                        d.decided_by,
-                        timestamp(&d.decided_at),
-                        d.comment.unwrap_or_default(),
-                    ]);
-                }
-                t.render()
-            })
+        ApprovalsCommand::Decisions(paging) => {
+            let path = ["orgs", org, "approvals", "decisions"];
+            super::list_pages(
+                ctx,
+                &path,
+                &[],
+                paging,
+                "decisions",
+                |items: Vec<ApprovalDecisionView>| {
+                    if items.is_empty() {
+                        return format!("No decisions in org {org}.\n");
+                    }
+                    let mut t = Table::new(&["RUN", "FOR", "DECISION", "BY", "AT", "COMMENT"]);
+                    for d in items {
+                        t.row(vec![
+                            d.subject.clone(),
+                            what(&d.kind, &d.plan, &d.stack),
+                            d.decision,
+                            d.decided_by,
+                            timestamp(&d.decided_at),
+                            d.comment.unwrap_or_default(),
+                        ]);
+                    }
+                    t.render()
+                },
+            )
+            .await
         }
     }
 }

@@ -105,27 +105,34 @@ pub async fn run(ctx: &Ctx, command: EnvCommand) -> anyhow::Result<()> {
             })
         }
         EnvCommand::List => {
-            let reply = ctx.client.get(&["orgs", org, "environments"], &[]).await?;
-            ctx.show(reply, |items: Vec<EnvironmentInfo>| {
-                if items.is_empty() {
-                    return format!("No environments in org {org}.\n");
-                }
-                let mut t = Table::new(&["ID", "APPROVAL", "PROTECTED", "HOSTS", "GRANTS"]);
-                for e in items {
-                    t.row(vec![
-                        e.id,
-                        yes_no(e.requires_approval).into(),
-                        yes_no(e.protected).into(),
-                        e.hosts.len().to_string(),
-                        if e.grants.is_empty() {
-                            "-".into()
-                        } else {
-                            e.grants.join(",")
-                        },
-                    ]);
-                }
-                t.render()
-            })
+            let path = ["orgs", org, "environments"];
+            super::list_all(
+                ctx,
+                &path,
+                &[],
+                "environments",
+                |items: Vec<EnvironmentInfo>| {
+                    if items.is_empty() {
+                        return format!("No environments in org {org}.\n");
+                    }
+                    let mut t = Table::new(&["ID", "APPROVAL", "PROTECTED", "HOSTS", "GRANTS"]);
+                    for e in items {
+                        t.row(vec![
+                            e.id,
+                            yes_no(e.requires_approval).into(),
+                            yes_no(e.protected).into(),
+                            e.hosts.len().to_string(),
+                            if e.grants.is_empty() {
+                                "-".into()
+                            } else {
+                                e.grants.join(",")
+                            },
+                        ]);
+                    }
+                    t.render()
+                },
+            )
+            .await
         }
         EnvCommand::Show { id } => {
             let reply = ctx

@@ -25,8 +25,8 @@ use crate::output::{self, timestamp, Fields, Table};
 pub enum HostCommand {
     /// Add a host to the org (org admins).
     Add(AddArgs),
-    /// The org's hosts.
-    List,
+    /// The org's hosts, by name, a page at a time.
+    List(super::PageArgs),
     /// One host.
     Show { name: String },
     /// Change a host (org admins); only what is given changes.
@@ -377,9 +377,12 @@ pub async fn run(
                 format!("added host {}\n{}", h.name, host_text(h.clone()))
             })?;
         }
-        HostCommand::List => {
-            let reply = ctx.client.get(&["orgs", org, "hosts"], &[]).await?;
-            ctx.show(reply, |hosts: Vec<HostInfo>| host_table(org, hosts))?;
+        HostCommand::List(paging) => {
+            let path = ["orgs", org, "hosts"];
+            super::list_pages(&ctx, &path, &[], paging, "hosts", |hosts: Vec<HostInfo>| {
+                host_table(org, hosts)
+            })
+            .await?;
         }
         HostCommand::Show { name } => {
             let reply = ctx.client.get(&["orgs", org, "hosts", &name], &[]).await?;

@@ -66,6 +66,47 @@ pub fn decode<T: DeserializeOwned>(value: Value) -> anyhow::Result<T> {
     )
 }
 
+/// The paging flags of a list the server pages (hosts, plans, decisions, …).
+#[derive(clap::Args)]
+pub struct PageArgs {
+    /// Items per page (1–1000; the server defaults to 100).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue from here: the cursor a previous page printed on stderr.
+    #[arg(long, conflicts_with = "all")]
+    pub cursor: Option<String>,
+    /// Fetch every page, not just the first.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Fetches and prints one page (or, with `--all`, every page) of the list at `path`.
+pub async fn list_pages<T: DeserializeOwned>(
+    ctx: &Ctx,
+    path: &[&str],
+    filters: &[(&str, String)],
+    paging: PageArgs,
+    noun: &str,
+    human: impl FnOnce(Vec<T>) -> String,
+) -> anyhow::Result<()> {
+    let PageArgs { limit, cursor, all } = paging;
+    let pages = fetch_filtered_pages(ctx, path, filters, limit, cursor, all).await?;
+    show_pages(ctx, pages, noun, human)
+}
+
+/// Fetches and prints every item of the list at `path`: for the lists the server answers
+/// whole, in one page, the pager reads that one page the same way as any other.
+pub async fn list_all<T: DeserializeOwned>(
+    ctx: &Ctx,
+    path: &[&str],
+    filters: &[(&str, String)],
+    noun: &str,
+    human: impl FnOnce(Vec<T>) -> String,
+) -> anyhow::Result<()> {
+    let pages = fetch_filtered_pages(ctx, path, filters, None, None, true).await?;
+    show_pages(ctx, pages, noun, human)
+}
+
 /// Fetches a paged list at `path`: one page from `cursor`, or every page with `all`.
 /// Returns the items and the cursor of the next page when there is one left unfetched.
 pub async fn fetch_pages(

@@ -217,25 +217,29 @@ pub async fn run(ctx: &Ctx, command: NotifyCommand) -> anyhow::Result<()> {
             })
         }
         NotifyCommand::Target(TargetCommand::List) => {
-            let reply = ctx
-                .client
-                .get(&["orgs", org, "notifications", "targets"], &[])
-                .await?;
-            ctx.show(reply, |items: Vec<NotificationTargetInfo>| {
-                if items.is_empty() {
-                    return format!("No notification targets in org {org}.\n");
-                }
-                let mut t = Table::new(&["ID", "KIND", "URL", "ENABLED", "RULES"]);
-                for i in items {
-                    let rules = if i.default_rules {
-                        "defaults".to_string()
-                    } else {
-                        i.rules.len().to_string()
-                    };
-                    t.row(vec![i.id, i.kind, i.url, yes_no(i.enabled).into(), rules]);
-                }
-                t.render()
-            })
+            let path = ["orgs", org, "notifications", "targets"];
+            super::list_all(
+                ctx,
+                &path,
+                &[],
+                "targets",
+                |items: Vec<NotificationTargetInfo>| {
+                    if items.is_empty() {
+                        return format!("No notification targets in org {org}.\n");
+                    }
+                    let mut t = Table::new(&["ID", "KIND", "URL", "ENABLED", "RULES"]);
+                    for i in items {
+                        let rules = if i.default_rules {
+                            "defaults".to_string()
+                        } else {
+                            i.rules.len().to_string()
+                        };
+                        t.row(vec![i.id, i.kind, i.url, yes_no(i.enabled).into(), rules]);
+                    }
+                    t.render()
+                },
+            )
+            .await
         }
         NotifyCommand::Target(TargetCommand::Show { id }) => {
             let reply = ctx

@@ -45,14 +45,14 @@ pub async fn run(ctx: &Ctx, cmd: OrgCommand) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     match cmd {
         OrgCommand::List => {
-            let value = ctx.client.get(&["orgs"], &[]).await?;
-            ctx.show(value, |orgs: Vec<Org>| {
+            super::list_all(ctx, &["orgs"], &[], "orgs", |orgs: Vec<Org>| {
                 let mut t = Table::new(&["ID", "NAME", "CREATED"]);
                 for o in orgs {
                     t.row(vec![o.id, o.name, timestamp(&o.created_at)]);
                 }
                 t.render()
             })
+            .await
         }
         OrgCommand::Create { id, name } => {
             let value = ctx.client.post(&["orgs"], &OrgCreate { id, name }).await?;
@@ -64,14 +64,15 @@ pub async fn run(ctx: &Ctx, cmd: OrgCommand) -> anyhow::Result<()> {
             ctx.show(value, org_fields)
         }
         OrgCommand::Members => {
-            let value = ctx.client.get(&["orgs", org, "members"], &[]).await?;
-            ctx.show(value, |members: Vec<Member>| {
+            let path = ["orgs", org, "members"];
+            super::list_all(ctx, &path, &[], "members", |members: Vec<Member>| {
                 let mut t = Table::new(&["USER", "ROLE"]);
                 for m in members {
                     t.row(vec![m.user, m.role]);
                 }
                 t.render()
             })
+            .await
         }
         OrgCommand::SetMember { user, role } => {
             let value = ctx

@@ -38,8 +38,8 @@ pub enum PlanCommand {
         /// The plan file (YAML).
         file: PathBuf,
     },
-    /// The org's stored plans.
-    List,
+    /// The org's stored plans, by name, a page at a time.
+    List(super::PageArgs),
     /// A stored plan: version, targets (and the hosts they match now), inputs, steps,
     /// and its schedule when one is set (cron, zone, next run, last outcome).
     Show {
@@ -692,23 +692,31 @@ async fn stored(ctx: &Ctx, command: PlanCommand) -> anyhow::Result<()> {
                 format!("{verb}\n{}", plan_text(&p, None))
             })
         }
-        PlanCommand::List => {
-            let reply = ctx.client.get(&["orgs", org, "plans"], &[]).await?;
-            ctx.show(reply, |plans: Vec<PlanListItem>| {
-                if plans.is_empty() {
-                    return format!("No plans in org {org}.\n");
-                }
-                let mut t = Table::new(&["NAME", "VERSION", "UPDATED", "BY"]);
-                for p in plans {
-                    t.row(vec![
-                        p.name,
-                        p.version.to_string(),
-                        timestamp(&p.updated_at),
-                        p.updated_by,
-                    ]);
-                }
-                t.render()
-            })
+        PlanCommand::List(paging) => {
+            let path = ["orgs", org, "plans"];
+            super::list_pages(
+                ctx,
+                &path,
+                &[],
+                paging,
+                "plans",
+                |plans: Vec<PlanListItem>| {
+                    if plans.is_empty() {
+                        return format!("No plans in org {org}.\n");
+                    }
+                    let mut t = Table::new(&["NAME", "VERSION", "UPDATED", "BY"]);
+                    for p in plans {
+                        t.row(vec![
+                            p.name,
+                            p.version.to_string(),
+                            timestamp(&p.updated_at),
+                            p.updated_by,
+                        ]);
+                    }
+                    t.render()
+                },
+            )
+            .await
         }
         PlanCommand::Show { name, source } => {
             let reply = ctx.client.get(&["orgs", org, "plans", &name], &[]).await?;

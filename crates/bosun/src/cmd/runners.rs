@@ -20,8 +20,8 @@ pub enum RunnersCommand {
 pub async fn run(ctx: &Ctx, command: RunnersCommand) -> anyhow::Result<()> {
     match command {
         RunnersCommand::List => {
-            let value = ctx.client.get(&["orgs", &ctx.org, "runners"], &[]).await?;
-            ctx.show(value, |runners: Vec<RunnerView>| {
+            let path = ["orgs", ctx.org.as_str(), "runners"];
+            super::list_all(ctx, &path, &[], "runners", |runners: Vec<RunnerView>| {
                 let mut t =
                     Table::new(&["RUNNER", "NAME", "POOL", "STATUS", "LAST SEEN", "VERSION"]);
                 for r in runners {
@@ -36,6 +36,7 @@ pub async fn run(ctx: &Ctx, command: RunnersCommand) -> anyhow::Result<()> {
                 }
                 t.render()
             })
+            .await
         }
         RunnersCommand::Drain { runner } => {
             ctx.client

@@ -73,8 +73,8 @@ pub async fn run(ctx: &Ctx, command: SecretCommand) -> anyhow::Result<()> {
         SecretCommand::List { namespace } => {
             let query: Vec<(&str, String)> =
                 namespace.map(|n| ("namespace", n)).into_iter().collect();
-            let reply = ctx.client.get(&["orgs", org, "secrets"], &query).await?;
-            ctx.show(reply, |items: Vec<SecretInfo>| {
+            let path = ["orgs", org, "secrets"];
+            super::list_all(ctx, &path, &query, "secrets", |items: Vec<SecretInfo>| {
                 if items.is_empty() {
                     return format!("No secrets in org {org}.\n");
                 }
@@ -84,6 +84,7 @@ pub async fn run(ctx: &Ctx, command: SecretCommand) -> anyhow::Result<()> {
                 }
                 t.render()
             })
+            .await
         }
         SecretCommand::Delete { name } => {
             let (ns, key) = split(&name)?;

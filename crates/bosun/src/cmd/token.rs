@@ -120,12 +120,12 @@ pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> anyhow::Result<()> {
             ctx.show(value, created_text)
         }
         TokenCommand::List { pool } => {
-            let value = if pool {
-                ctx.client.get(&["orgs", org, "pool-tokens"], &[]).await?
+            let path: &[&str] = if pool {
+                &["orgs", org, "pool-tokens"]
             } else {
-                ctx.client.get(&["tokens"], &[]).await?
+                &["tokens"]
             };
-            ctx.show(value, |tokens: Vec<Token>| {
+            super::list_all(ctx, path, &[], "tokens", |tokens: Vec<Token>| {
                 let mut t = Table::new(&[
                     "ID",
                     "KIND",
@@ -148,6 +148,7 @@ pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> anyhow::Result<()> {
                 }
                 t.render()
             })
+            .await
         }
         TokenCommand::Revoke { id, pool } => {
             if pool {
