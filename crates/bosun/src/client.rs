@@ -26,6 +26,9 @@ pub struct ApiFailure {
     pub code: ErrorCode,
     pub message: String,
     pub field: Option<String>,
+    /// The error body as the server sent it, when it is a Bosun error body (`--json`
+    /// prints it as it came).
+    pub body: Option<Value>,
 }
 
 impl fmt::Display for ApiFailure {
@@ -315,6 +318,7 @@ fn failure(status: StatusCode, bytes: &[u8]) -> ApiFailure {
             code: body.error.code,
             message: body.error.message,
             field: body.error.field,
+            body: serde_json::from_slice(bytes).ok(),
         },
         Err(_) => {
             let text = String::from_utf8_lossy(bytes);
@@ -327,6 +331,7 @@ fn failure(status: StatusCode, bytes: &[u8]) -> ApiFailure {
                     format!("the server answered {status}: {snippet}")
                 },
                 field: None,
+                body: None,
             }
         }
     }

@@ -8,10 +8,11 @@ mod server_cmd;
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::client::{Client, ClientConfig};
+use crate::client::{ApiFailure, Client, ClientConfig};
 use crate::cmd::Ctx;
 
 #[derive(Parser)]
@@ -45,7 +46,8 @@ struct GlobalArgs {
     /// The org that org-scoped commands act in.
     #[arg(long, global = true, env = "BOSUN_ORG", default_value = "default")]
     org: String,
-    /// Print the server's JSON instead of human-readable output.
+    /// Print the server's JSON instead of human-readable output (and an error as a JSON
+    /// object on stderr).
     #[arg(long, global = true)]
     json: bool,
     /// PEM file of the CA (or certificates) to trust for an https:// server, besides the
@@ -155,12 +157,67 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
     }
 }
 
+/// Whether `--json` is among the arguments (before any `--`): for the errors met before
+/// the arguments are parsed.
+fn json_requested() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// The error code of an error this client met itself (no answer from the server, bad
+/// arguments, a file it could not read): never one the server sends.
+const CLIENT_ERROR: &str = "client_error";
+
+/// Prints a failure on stderr: with `--json`, one JSON object — the server's own error
+/// body when it sent one, else `{"error": {"code": "client_error", "message": …}}` —
+/// and otherwise `error: <message>`.
+fn report(e: &anyhow::Error, json: bool) {
+    if !json {
+        eprintln!("error: {e:#}");
+        return;
+    }
+    let body = e
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<ApiFailure>())
+        .and_then(|failure| failure.body.clone())
+        .unwrap_or_else(|| client_error(&format!("{e:#}")));
+    eprintln!("{body}");
+}
+
+fn client_error(message: &str) -> serde_json::Value {
+    serde_json::json!({"error": {"code": CLIENT_ERROR, "message": message}})
+}
+
+/// Exits for an argument error: clap's own output (help and version included), or under
+/// `--json` a client error object, with clap's exit code either way.
+fn argument_error(e: clap::Error) -> ! {
+    let shows_help = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if shows_help || !json_requested() {
+        e.exit()
+    }
+    let rendered = e.render().to_string();
+    let message = rendered.trim().trim_start_matches("error: ");
+    eprintln!("{}", client_error(message));
+    std::process::exit(e.exit_code())
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(e) => argument_error(e),
+    };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => e.exit(),
+        Err(e) => argument_error(e),
     };
+    let json = cli.global.json;
     // `bosun runner` takes its pool token from `--token` only when it was typed: the
     // global flag's environment variable (BOSUN_TOKEN) holds a personal token.
     let token_flag = (matches.value_source("token") == Some(ValueSource::CommandLine))
@@ -182,14 +239,8 @@ fn main() -> ExitCode {
             Command::Runner(args) => runner_cmd::run(args, token_flag, cli.global.ca_file).await,
             // `exec`, `host check --inventory` and an offline `lint` need no server: the
             // client context is only built for, and its absence only fatal to, the rest.
-            Command::Plan(command) => {
-                let json = cli.global.json;
-                cmd::plan::run(command, json, client_ctx(cli.global)).await
-            }
-            Command::Host(command) => {
-                let json = cli.global.json;
-                cmd::host::run(command, json, client_ctx(cli.global)).await
-            }
+            Command::Plan(command) => cmd::plan::run(command, json, client_ctx(cli.global)).await,
+            Command::Host(command) => cmd::host::run(command, json, client_ctx(cli.global)).await,
             Command::Client(command) => run_client(cli.global, command)
                 .await
                 .map(|()| ExitCode::SUCCESS),
@@ -198,7 +249,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            report(&e, json);
             ExitCode::FAILURE
         }
     }

@@ -839,6 +839,102 @@ fn audit_lists_stack_create() {
     );
 }
 
+/// Runs a command with `--json` that must fail with exit code `code`: stdout stays empty
+/// and stderr is exactly one JSON object, returned.
+fn json_error(env: &Env, token: &str, args: &[&str], code: i32) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let out = bosun(&env.server, token, &args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "bosun {args:?}\n{}",
+        describe(&out)
+    );
+    assert!(out.stdout.is_empty(), "bosun {args:?}\n{}", describe(&out));
+    serde_json::from_slice(&out.stderr).unwrap_or_else(|e| {
+        panic!(
+            "bosun {args:?}: stderr is not one JSON object ({e})\n{}",
+            describe(&out)
+        )
+    })
+}
+
+#[test]
+fn errors_under_json_are_one_json_object_on_stderr() {
+    let env = start();
+    // The server's error body, as the server sent it.
+    let err = json_error(&env, &env.admin, &["stack", "show", "nosuch"], 1);
+    let (status, body) = support::http(
+        env.server.addr,
+        "GET",
+        "/api/v1/orgs/default/stacks/nosuch",
+        &env.admin,
+        None,
+    );
+    assert_eq!(status, 404);
+    assert_eq!(err, serde_json::from_str::<Value>(&body).unwrap());
+    assert_eq!(err["error"]["code"], "not_found");
+    // With the field at fault.
+    let err = json_error(&env, &env.admin, &["host", "list", "--limit", "0"], 1);
+    assert_eq!(
+        (&err["error"]["code"], &err["error"]["field"]),
+        (&json!("validation_failed"), &json!("limit")),
+        "{err}"
+    );
+    // An error of the client itself: client_error, same exit code as without --json.
+    let out = Command::new(support::BIN)
+        .args(["stack", "list", "--json"])
+        .env("BOSUN_URL", env.server.url())
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "client_error", "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("BOSUN_TOKEN"),
+        "{err}"
+    );
+    assert_eq!(err["error"].as_object().unwrap().len(), 2, "{err}");
+    // A usage error keeps clap's exit code (2).
+    let err = json_error(&env, &env.admin, &["stack", "show"], 2);
+    assert_eq!(err["error"]["code"], "client_error", "{err}");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("<ID>"),
+        "{err}"
+    );
+    // Without --json, errors stay text.
+    let text = fails(&env, &env.admin, &["stack", "show", "nosuch"]);
+    assert!(
+        text.starts_with("error: ") && text.contains("code: not_found"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unknown_org_is_named_as_such_to_a_server_admin_only() {
+    let env = start();
+    let err = fails(&env, &env.admin, &["--org", "nosuch", "stack", "list"]);
+    assert!(
+        err.contains("org \"nosuch\" not found") && err.contains("code: not_found"),
+        "{err}"
+    );
+    let err = json_error(&env, &env.admin, &["--org", "nosuch", "stack", "list"], 1);
+    assert_eq!(err["error"]["code"], "not_found", "{err}");
+    // A member of another org learns nothing about which orgs exist.
+    let viewer = member_with_token(&env, "vic", "viewer");
+    let err = fails(&env, &viewer, &["--org", "nosuch", "stack", "list"]);
+    assert!(
+        err.contains("you are not a member of org \"nosuch\""),
+        "{err}"
+    );
+}
+
 #[test]
 fn every_list_prints_items_and_next_cursor() {
     let env = start();
