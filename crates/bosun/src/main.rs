@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Arg, ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::client::{ApiFailure, Client, ClientConfig};
 use crate::cmd::Ctx;
@@ -28,11 +28,12 @@ struct Cli {
     command: Command,
 }
 
-/// How client commands reach the server. `bosun server` ignores these.
+/// How client commands reach the server. `bosun server` ignores these (and `bosun
+/// runner` all but `--token` and `--ca-file`): see [`hide_ignored_client_options`].
 #[derive(Args)]
 #[command(next_help_heading = "Client options")]
 struct GlobalArgs {
-    /// The Bosun server's URL.
+    /// The Bosun server's URL; optional: without it, BOSUN_URL, else the default.
     #[arg(
         long,
         global = true,
@@ -40,7 +41,8 @@ struct GlobalArgs {
         default_value = "http://127.0.0.1:8080"
     )]
     url: String,
-    /// API token (a personal token; see `bosun token create`).
+    /// API token (a personal token; see `bosun token create`); optional on the command
+    /// line: without it, BOSUN_TOKEN.
     #[arg(long, global = true, env = "BOSUN_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The org that org-scoped commands act in.
@@ -51,7 +53,8 @@ struct GlobalArgs {
     #[arg(long, global = true)]
     json: bool,
     /// PEM file of the CA (or certificates) to trust for an https:// server, besides the
-    /// built-in public roots (client commands and `bosun runner`).
+    /// built-in public roots (client commands, `bosun runner`, and the runners `bosun
+    /// server` embeds).
     #[arg(long, global = true, env = "BOSUN_CA_FILE")]
     ca_file: Option<std::path::PathBuf>,
 }
@@ -157,6 +160,48 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
     }
 }
 
+/// The global client options a command ignores, per command: still accepted there (a
+/// script may pass them to every command) but not listed in its help. A subcommand's own
+/// argument of the same id stops clap from copying the global one into it; its value, if
+/// given, still reaches the global.
+const IGNORED_CLIENT_OPTIONS: &[(&str, &[&str])] = &[
+    ("server", &["url", "token", "org", "json"]),
+    // The runner takes its server from `--server`, and `--token` is its pool token.
+    ("runner", &["url", "org", "json"]),
+];
+
+fn hide_ignored_client_options(mut cli: clap::Command) -> clap::Command {
+    for (command, ids) in IGNORED_CLIENT_OPTIONS {
+        cli = cli.mut_subcommand(*command, |mut sub| {
+            for id in *ids {
+                let arg = Arg::new(*id).long(*id).hide(true);
+                sub = sub.arg(if *id == "json" {
+                    arg.action(ArgAction::SetTrue)
+                        .value_parser(clap::value_parser!(bool))
+                } else {
+                    arg.action(ArgAction::Set)
+                        .value_parser(clap::value_parser!(String))
+                });
+            }
+            sub
+        });
+    }
+    // The runner's `--token` is the global one (a personal token's) under its own words.
+    cli.mut_subcommand("runner", |sub| {
+        sub.arg(
+            Arg::new("token")
+                .long("token")
+                .value_name("TOKEN")
+                .action(ArgAction::Set)
+                .value_parser(clap::value_parser!(String))
+                .help(
+                    "The runner-pool token (`bosun token create --pool`); optional on the \
+                     command line: without it, BOSUN_RUNNER_TOKEN (never BOSUN_TOKEN)",
+                ),
+        )
+    })
+}
+
 /// Whether `--json` is among the arguments (before any `--`): for the errors met before
 /// the arguments are parsed.
 fn json_requested() -> bool {
@@ -209,7 +254,7 @@ fn argument_error(e: clap::Error) -> ! {
 }
 
 fn main() -> ExitCode {
-    let matches = match Cli::command().try_get_matches() {
+    let matches = match hide_ignored_client_options(Cli::command()).try_get_matches() {
         Ok(matches) => matches,
         Err(e) => argument_error(e),
     };

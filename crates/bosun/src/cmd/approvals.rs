@@ -24,6 +24,7 @@ pub enum ApprovalsCommand {
     },
     /// Reject a waiting run: a plan run ends `rejected`, a stack run is discarded.
     Reject {
+        /// The run id (`prun-…` or a stack run's id).
         run: String,
         /// Kept with the decision and in the run's reason.
         #[arg(long)]

@@ -31,9 +31,13 @@ pub enum EnvCommand {
     /// The org's environments.
     List,
     /// One environment: variables, flags, grants and hosts.
-    Show { id: String },
+    Show {
+        /// The environment's id (e.g. `prod`).
+        id: String,
+    },
     /// Change an environment (org admins); only what is given changes.
     Update {
+        /// The environment's id.
         id: String,
         /// Set a variable, NAME=VALUE (repeatable; kept variables stay).
         #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
@@ -47,11 +51,24 @@ pub enum EnvCommand {
         protected: Option<bool>,
     },
     /// Delete an environment (org admins); refused while hosts are in it.
-    Delete { id: String },
+    Delete {
+        /// The environment's id.
+        id: String,
+    },
     /// Let a member (operator or above) approve runs on a protected environment.
-    Grant { id: String, user: String },
+    Grant {
+        /// The environment's id.
+        id: String,
+        /// The member given the grant (a user id).
+        user: String,
+    },
     /// Take a member's grant away.
-    Revoke { id: String, user: String },
+    Revoke {
+        /// The environment's id.
+        id: String,
+        /// The member whose grant is taken away (a user id).
+        user: String,
+    },
 }
 
 /// `NAME=VALUE`, the value as JSON when it parses, else a string.

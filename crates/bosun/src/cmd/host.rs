@@ -28,11 +28,17 @@ pub enum HostCommand {
     /// The org's hosts, by name, a page at a time.
     List(super::PageArgs),
     /// One host.
-    Show { name: String },
+    Show {
+        /// The host's name.
+        name: String,
+    },
     /// Change a host (org admins); only what is given changes.
     Update(UpdateArgs),
     /// Delete a host (org admins).
-    Delete { name: String },
+    Delete {
+        /// The host's name.
+        name: String,
+    },
     /// Import an inventory file (the one `bosun plan exec --inventory` reads): its
     /// environments and hosts are created, or replaced when they exist, all at once.
     Import {
@@ -91,6 +97,7 @@ pub struct AddArgs {
 
 #[derive(Args)]
 pub struct UpdateArgs {
+    /// The host's name.
     name: String,
     #[arg(long)]
     address: Option<String>,

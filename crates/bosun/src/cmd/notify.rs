@@ -20,6 +20,7 @@ pub enum NotifyCommand {
     Target(TargetCommand),
     /// A target's delivery log, newest first: event, attempts, last status or error.
     Deliveries {
+        /// The notification target's id.
         target: String,
         /// At most this many (default 100).
         #[arg(long)]
@@ -62,11 +63,18 @@ pub enum TargetCommand {
     /// List the org's targets.
     List,
     /// Show a target and its rules.
-    Show { id: String },
+    Show {
+        /// The notification target's id.
+        id: String,
+    },
     /// Delete a target and its delivery log (org admins).
-    Delete { id: String },
+    Delete {
+        /// The notification target's id.
+        id: String,
+    },
     /// Send a test event to a target (org admins) and wait for the first attempt.
     Test {
+        /// The notification target's id.
         id: String,
         /// Return at once instead of waiting for the outcome.
         #[arg(long)]

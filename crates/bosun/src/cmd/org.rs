@@ -19,18 +19,25 @@ pub enum OrgCommand {
         name: Option<String>,
     },
     /// Show an org [default: --org].
-    Show { id: Option<String> },
+    Show {
+        /// The org's id [default: --org].
+        id: Option<String>,
+    },
     /// List the members of --org and their roles.
     Members,
     /// Add a user to --org, or change their role.
     SetMember {
+        /// The user's id.
         user: String,
         /// viewer, operator or admin.
         #[arg(long)]
         role: String,
     },
     /// Remove a user from --org.
-    RemoveMember { user: String },
+    RemoveMember {
+        /// The user's id.
+        user: String,
+    },
 }
 
 fn org_fields(o: Org) -> String {

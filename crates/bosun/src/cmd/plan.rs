@@ -43,13 +43,17 @@ pub enum PlanCommand {
     /// A stored plan: version, targets (and the hosts they match now), inputs, steps,
     /// and its schedule when one is set (cron, zone, next run, last outcome).
     Show {
+        /// The stored plan's name.
         name: String,
         /// Print the plan file as stored instead.
         #[arg(long)]
         source: bool,
     },
     /// Delete a stored plan (org admins).
-    Delete { name: String },
+    Delete {
+        /// The stored plan's name.
+        name: String,
+    },
     /// A stored plan's cron schedule: set, clear, or show (next run, last outcome).
     Schedule(super::plan_schedule::ScheduleArgs),
     /// Run a stored plan on its target hosts (a runner executes it); prints the run id.
@@ -60,6 +64,7 @@ pub enum PlanCommand {
     DryRun(RunArgs),
     /// A stored plan's runs, newest first.
     Runs {
+        /// The stored plan's name.
         name: String,
         /// Show at most this many runs (1–1000; the server defaults to 100).
         #[arg(long)]

@@ -18,6 +18,7 @@ use crate::output::{emit, emit_json, opt_timestamp, timestamp, Fields, Table};
 pub enum PlanRunCommand {
     /// Run a stored plan on its target hosts (a runner executes it); prints the run id.
     Start {
+        /// The stored plan's name.
         plan: String,
         /// Predict instead of acting: what would change per host and step, with diffs,
         /// and every unresolved reference.
@@ -33,6 +34,7 @@ pub enum PlanRunCommand {
     },
     /// A plan's runs, newest first.
     List {
+        /// The stored plan's name.
         plan: String,
         /// Show at most this many runs (1–1000; the server defaults to 100).
         #[arg(long)]
@@ -44,16 +46,23 @@ pub enum PlanRunCommand {
     /// A run: state and why, per-host summary and results, what each step printed on
     /// each host (its last lines; `--json` has all of it), a dry run's unresolved
     /// references.
-    Show { run: String },
+    Show {
+        /// The plan run's id (`prun-…`).
+        run: String,
+    },
     /// Print a run's log.
     Logs {
+        /// The plan run's id (`prun-…`).
         run: String,
         /// Keep printing until the run ends; exit non-zero unless it succeeded.
         #[arg(long)]
         follow: bool,
     },
     /// Abort a run: settled at once; a runner executing it stops.
-    Abort { run: String },
+    Abort {
+        /// The plan run's id (`prun-…`).
+        run: String,
+    },
 }
 
 /// The per-host totals over a run's results.

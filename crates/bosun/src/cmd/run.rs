@@ -16,6 +16,7 @@ use crate::output::{emit, emit_json, timestamp, Fields, Table};
 pub enum RunCommand {
     /// Start a run of a stack: tracked (plan, then apply once confirmed) unless --proposed.
     Trigger {
+        /// The stack's id.
         stack: String,
         /// A proposed run: plan only, never applied.
         #[arg(long)]
@@ -44,9 +45,13 @@ pub enum RunCommand {
         timeout: Option<Duration>,
     },
     /// Show a run: its state and why, what blocks it, its plan summary and phases.
-    Show { run: String },
+    Show {
+        /// The run's id.
+        run: String,
+    },
     /// Print a run's log.
     Logs {
+        /// The run's id.
         run: String,
         /// Keep printing as the run writes, until it ends; exit non-zero when it ends
         /// failed, canceled, interrupted, force-failed or discarded.
@@ -54,16 +59,31 @@ pub enum RunCommand {
         follow: bool,
     },
     /// Apply an unconfirmed run's plan.
-    Confirm { run: String },
+    Confirm {
+        /// The run's id.
+        run: String,
+    },
     /// Throw away an unconfirmed run's plan; the run ends discarded.
-    Discard { run: String },
+    Discard {
+        /// The run's id.
+        run: String,
+    },
     /// Cancel a run: a waiting run ends at once; an executing run's runner stops the
     /// engine first.
-    Cancel { run: String },
+    Cancel {
+        /// The run's id.
+        run: String,
+    },
     /// Start a new run over the same commit as an ended run; prints the new run's id.
-    Retry { run: String },
+    Retry {
+        /// The ended run's id.
+        run: String,
+    },
     /// Abort a plan run (`prun-…`): settled at once; a runner executing it stops.
-    Abort { run: String },
+    Abort {
+        /// The plan run's id (`prun-…`).
+        run: String,
+    },
 }
 
 /// End states that are not a success: `--wait` and `logs --follow` exit non-zero on them.

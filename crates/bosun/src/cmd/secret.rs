@@ -32,7 +32,10 @@ pub enum SecretCommand {
         namespace: Option<String>,
     },
     /// Delete a secret (org admins).
-    Delete { name: String },
+    Delete {
+        /// The secret, as `NAMESPACE/KEY` (or `secret://NAMESPACE/KEY`).
+        name: String,
+    },
 }
 
 fn split(name: &str) -> anyhow::Result<(&str, &str)> {

@@ -30,11 +30,15 @@ pub enum StackCommand {
         all: bool,
     },
     /// Show one stack.
-    Show { id: String },
+    Show {
+        /// The stack's id.
+        id: String,
+    },
     /// Change the given fields of a stack; everything not named stays as it is.
     Update(Box<UpdateArgs>),
     /// Delete a stack (refused while other stacks depend on it or runs of it are open).
     Delete {
+        /// The stack's id.
         id: String,
         /// Also delete its state versions: without this, a stack with state is kept.
         #[arg(long)]
@@ -42,6 +46,7 @@ pub enum StackCommand {
     },
     /// List a stack's runs, newest first.
     Runs {
+        /// The stack's id.
         stack: String,
         /// Runs per page (1–1000; the server defaults to 100).
         #[arg(long)]
@@ -56,6 +61,7 @@ pub enum StackCommand {
     /// The stack's trigger history: each push, pull request or poll of its repository,
     /// whether it started a run, and why or why not.
     Triggers {
+        /// The stack's id.
         stack: String,
         /// Entries per page (1–1000; the server defaults to 100).
         #[arg(long)]
@@ -69,10 +75,14 @@ pub enum StackCommand {
     },
     /// Check the stack for drift now: a drift run (plan only) whose result is `no_drift`,
     /// `drift_detected` or `failed`. Refused while a drift run of the stack is open.
-    DriftCheck { stack: String },
+    DriftCheck {
+        /// The stack's id.
+        stack: String,
+    },
     /// The stack's outputs (sensitive values masked) and how each changed since the
     /// state version before.
     Outputs {
+        /// The stack's id.
         stack: String,
         /// Show the outputs of this state version, compared with the one before it,
         /// instead of the current version's.
@@ -169,6 +179,7 @@ pub struct CreateArgs {
 
 #[derive(Args)]
 pub struct UpdateArgs {
+    /// The stack's id.
     id: String,
     /// Git repository URL.
     #[arg(long)]

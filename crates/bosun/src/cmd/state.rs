@@ -17,6 +17,7 @@ use crate::output::{emit, emit_json, timestamp, Fields, Table};
 pub enum StateCommand {
     /// List a stack's state versions, newest first.
     Versions {
+        /// The stack's id.
         stack: String,
         /// Versions per page (1–1000; the server defaults to 100).
         #[arg(long)]
@@ -30,6 +31,7 @@ pub enum StateCommand {
     },
     /// Print a state document: the current one, or version N with --version.
     Show {
+        /// The stack's id.
         stack: String,
         /// Show this version instead of the current one (with --json: the version's
         /// metadata and document).
@@ -40,10 +42,18 @@ pub enum StateCommand {
         outputs: bool,
     },
     /// Show who holds the stack's state lock, if anyone.
-    Lock { stack: String },
+    Lock {
+        /// The stack's id.
+        stack: String,
+    },
     /// Release the stack's state lock, whoever holds it. The ID must match the held
     /// lock's (see `bosun state lock`).
-    ForceUnlock { stack: String, lock_id: String },
+    ForceUnlock {
+        /// The stack's id.
+        stack: String,
+        /// The held lock's ID (see `bosun state lock STACK`).
+        lock_id: String,
+    },
 }
 
 fn writer(w: &StateWriter) -> String {

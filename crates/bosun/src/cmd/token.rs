@@ -33,6 +33,7 @@ pub enum TokenCommand {
     },
     /// Revoke a token by id; with --pool, a runner-pool token of --org.
     Revoke {
+        /// The token's id (see `bosun token list`).
         id: String,
         #[arg(long)]
         pool: bool,
