@@ -73,7 +73,10 @@ pub async fn trigger(
     Ok((StatusCode::CREATED, Json(run)))
 }
 
-/// A stack's runs, newest first.
+/// A stack's runs, newest first, a page at a time.
+///
+/// Paged: `next_cursor` is the page's last run's id while the page is full; a cursor that
+/// is no run of the stack is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/runs", tag = "runs",
     params(("org" = String, Path), ("stack" = String, Path), PageQuery),
     responses((status = 200, body = Page<Run>)))]

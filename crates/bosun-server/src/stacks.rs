@@ -34,7 +34,9 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// List the org's stacks, ordered by id.
+/// List the org's stacks, ordered by id, a page at a time.
+///
+/// Paged by id: `next_cursor` is the page's last stack's id while the page is full.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks", tag = "stacks",
     params(("org" = String, Path), PageQuery),
     responses((status = 200, body = Page<Stack>), (status = "4XX", body = bosun_api::ErrorBody)))]

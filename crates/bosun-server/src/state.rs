@@ -332,7 +332,9 @@ async fn unlock(
 #[allow(dead_code)] // Documents the POST that `backend` serves.
 fn backend_write() {}
 
-/// A stack's state versions, newest first.
+/// A stack's state versions, newest first, a page at a time.
+///
+/// Paged: `next_cursor` is the page's last version number while the page is full.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/state/versions", tag = "state",
     params(("org" = String, Path), ("stack" = String, Path), PageQuery),
     responses((status = 200, body = Page<StateVersion>)))]

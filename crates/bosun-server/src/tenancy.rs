@@ -139,6 +139,8 @@ pub async fn delete_member(
 
 /// The org's audit log, newest first; `actor`, `action` (itself or the actions under
 /// it) and `target` narrow it.
+///
+/// Paged: `next_cursor` is the page's last event's `seq` while the page is full.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/audit", tag = "tenancy",
     params(("org" = String, Path), AuditQuery),
     responses((status = 200, body = Page<AuditEvent>)))]
@@ -152,6 +154,8 @@ pub async fn list_audit(
 
 /// The whole server's audit log, newest first: every org's records and server-level
 /// ones (users, personal tokens).
+///
+/// Paged: `next_cursor` is the page's last event's `seq` while the page is full.
 #[utoipa::path(get, path = "/api/v1/audit", tag = "tenancy",
     params(AuditQuery),
     responses((status = 200, body = Page<AuditEvent>)))]

@@ -89,6 +89,8 @@ pub async fn delete(
 
 /// A target's delivery log, newest first: the event, attempts, the last status code or
 /// error, the next attempt, and when it was delivered.
+///
+/// Paged: `next_cursor` is the page's last delivery's id while the page is full.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/notifications/targets/{id}/deliveries", tag = "notifications",
     params(("org" = String, Path), ("id" = String, Path), PageQuery),
     responses((status = 200, body = Page<NotificationDeliveryInfo>), (status = 404, body = bosun_api::ErrorBody)))]

@@ -81,7 +81,10 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(run)))
 }
 
-/// A plan's runs, newest first; `cursor` (the last run's id) pages back.
+/// A plan's runs, newest first, a page at a time.
+///
+/// Paged: `next_cursor` is the page's last run's id while the page is full; a cursor that
+/// is no run of the plan is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plans/{plan}/runs", tag = "plan-runs",
     params(("org" = String, Path), ("plan" = String, Path), PageQuery),
     responses((status = 200, body = Page<PlanRunView>)))]

@@ -187,6 +187,8 @@ pub async fn resolve_binding(
 
 /// The stack's trigger history: every delivery (webhook or poll) that concerned its
 /// repository, newest first, with whether it started a run and why or why not.
+///
+/// Paged: `next_cursor` is opaque; pass it back as `cursor`.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/stacks/{stack}/triggers", tag = "stacks",
     params(("org" = String, Path), ("stack" = String, Path), PageQuery),
     responses((status = 200, body = Page<TriggerEntry>), (status = 404, body = bosun_api::ErrorBody)))]

@@ -101,7 +101,7 @@ fn no_list_answers_a_bare_array() {
 }
 
 #[test]
-fn every_page_takes_cursor_and_limit() {
+fn every_list_takes_cursor_and_limit_and_says_how_it_pages() {
     let doc = serde_json::to_value(document(&api_routes())).unwrap();
     let mut pages = 0;
     let mut missing = Vec::new();
@@ -110,6 +110,17 @@ fn every_page_takes_cursor_and_limit() {
             continue;
         }
         pages += 1;
+        let said = format!(
+            "{} {}",
+            op["summary"].as_str().unwrap_or_default(),
+            op["description"].as_str().unwrap_or_default()
+        );
+        if !said.contains("Paged") && !said.contains("Answered whole") {
+            missing.push(format!(
+                "{} {path}: the description says neither \"Paged\" nor \"Answered whole\"",
+                method.to_uppercase()
+            ));
+        }
         let params = query_params(&op);
         for wanted in ["cursor", "limit"] {
             if !params.iter().any(|p| p == wanted) {
