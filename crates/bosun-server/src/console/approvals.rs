@@ -126,6 +126,31 @@ pub(super) fn rule_refusal(
     .map(|r| ApiError::from(r).body().error.message)
 }
 
+/// What the person looking at `layout` may do about a run waiting for `waits_for`
+/// (environment ids) requested by `requested_by`, as its own page offers it: whether they
+/// may approve (and reject) it there, and otherwise why not, in the approval rule's words
+/// (`None` when the API would not let them try at all).
+pub(super) async fn page_decision(
+    state: &AppState,
+    layout: &Layout,
+    waits_for: &[String],
+    requested_by: &str,
+) -> Result<(bool, Option<String>), PageError> {
+    if !layout.can(crate::approvals::APPROVE) {
+        return Ok((false, None));
+    }
+    let environments = state.store.list_environments(&layout.org).await?;
+    let refusal = rule_refusal(
+        state,
+        layout,
+        Decision::Approve,
+        &environments,
+        waits_for,
+        requested_by,
+    );
+    Ok((refusal.is_none(), refusal))
+}
+
 async fn inbox(
     State(state): State<AppState>,
     session: Session,

@@ -708,22 +708,15 @@ async fn run_page(
     };
     let hosts = host_rows(&view.hosts, &view.results);
     let approval = if view.state == "paused" {
-        let may_try = layout.can(crate::approvals::APPROVE);
-        let refusal = if may_try {
-            let environments = state.store.list_environments(&org).await?;
-            super::approvals::rule_refusal(
-                &state,
-                &layout,
-                bosun_core::approval::Decision::Approve,
-                &environments,
-                &view.gated_environments,
-                &view.requested_by,
-            )
-        } else {
-            None
-        };
+        let (can_decide, refusal) = super::approvals::page_decision(
+            &state,
+            &layout,
+            &view.gated_environments,
+            &view.requested_by,
+        )
+        .await?;
         Some(PlanRunApproval {
-            can_decide: may_try && refusal.is_none(),
+            can_decide,
             refusal,
         })
     } else {

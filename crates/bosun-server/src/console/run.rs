@@ -182,26 +182,15 @@ async fn show(
     let approval = match &r.approval {
         None => None,
         Some(a) => {
-            let may_try = layout.can(crate::approvals::APPROVE);
-            let refusal = if may_try {
-                let environments = state.store.list_environments(&org).await?;
-                super::approvals::rule_refusal(
-                    &state,
-                    &layout,
-                    bosun_core::approval::Decision::Approve,
-                    &environments,
-                    &a.environments,
-                    &a.requested_by,
-                )
-            } else {
-                None
-            };
+            let (can_decide, refusal) =
+                super::approvals::page_decision(&state, &layout, &a.environments, &a.requested_by)
+                    .await?;
             Some(ApprovalBanner {
                 environments: a.environments.join(", "),
                 requested_by: a.requested_by.clone(),
                 since: age(a.since),
                 approvers: a.approvers.clone(),
-                can_decide: may_try && refusal.is_none(),
+                can_decide,
                 refusal,
             })
         }

@@ -220,10 +220,16 @@ pub async fn held_runs_do_not_block_their_stack(store: Arc<dyn Store>) {
         .create_run(&new_run("a1", "app", RunKind::Tracked), None)
         .await
         .unwrap();
-    let first = store.lease_run(&r).await.unwrap().unwrap();
-    assert_eq!(first.id, "n1");
-    let second = store.lease_run(&r).await.unwrap().unwrap();
-    assert_eq!(second.id, "a1");
+    // Both are leased; which first depends only on their creation times, which may be
+    // the same millisecond.
+    let leased = [
+        store.lease_run(&r).await.unwrap().unwrap(),
+        store.lease_run(&r).await.unwrap().unwrap(),
+    ];
+    let mut ids: Vec<&str> = leased.iter().map(|l| l.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["a1", "n1"]);
+    let first = leased.iter().find(|l| l.id == "n1").unwrap().clone();
     // …and once released, the older dependency run still waits for the running one.
     store
         .run_event("n1", &ev(Event::PhaseStarted, first.fencing))
