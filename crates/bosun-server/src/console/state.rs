@@ -69,7 +69,11 @@ fn pretty(doc: &serde_json::Value) -> String {
 /// The lines that differ between `before` and `after`, with a little context, each
 /// with its class (`add`, `del`, or `` for context and `@@` separators).
 fn line_diff(before: &str, after: &str) -> Vec<(&'static str, String)> {
-    let diff = similar::TextDiff::from_lines(before, after);
+    // Bounded in time: two large, very different documents get a coarser diff, not a
+    // page that never answers.
+    let diff = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_millis(500))
+        .diff_lines(before, after);
     let mut out = Vec::new();
     for group in diff.grouped_ops(3) {
         out.push(("hunk", "@@".to_string()));
