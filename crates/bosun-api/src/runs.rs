@@ -76,7 +76,8 @@ pub struct Run {
     pub late_write: bool,
     /// The runner holding or last holding the run (its id).
     pub runner: Option<String>,
-    /// That runner's name, as it registered.
+    /// That runner's name, as it registered. Filled on one run (`GET …/runs/{run}`),
+    /// absent in lists.
     #[serde(default)]
     pub runner_name: Option<String>,
     /// Who acted on this run by hand — confirmed, discarded, cancelled, approved or

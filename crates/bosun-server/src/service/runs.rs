@@ -97,10 +97,7 @@ pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
         commit: r.commit,
         branch: r.branch,
         late_write: r.late_write,
-        runner_name: match &r.runner_id {
-            Some(id) => state.store.get_runner(id).await?.map(|x| x.name),
-            None => None,
-        },
+        runner_name: None,
         decisions: Vec::new(),
         runner: r.runner_id,
         retry_of: r.retry_of,
@@ -234,6 +231,9 @@ pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Run, ApiError
     let run = load(state, org, id).await?;
     let mut wire = to_wire(state, run).await?;
     wire.decisions = decisions_of(state, org, id).await?;
+    if let Some(runner) = &wire.runner {
+        wire.runner_name = state.store.get_runner(runner).await?.map(|x| x.name);
+    }
     Ok(wire)
 }
 
