@@ -67,6 +67,13 @@ pub struct Run {
     pub branch: String,
     /// A queued run blocked by someone else's state lock: the holder.
     pub blocked_by: Option<TfLockInfo>,
+    /// Since when `blocked_by` holds the run back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_since: Option<DateTime<Utc>>,
+    /// Every state lock the run waited behind before it could start a phase, oldest
+    /// first (the latest 20): who held it, from when, until when. Kept after the wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lock_waits: Vec<LockWait>,
     /// An unconfirmed run whose stack's environment requires approval: it waits for an
     /// approver (approve or reject it through the approvals API), not for a confirm.
     #[serde(default)]
@@ -117,11 +124,43 @@ pub struct ConsumedOutput {
     pub sensitive: bool,
 }
 
+/// A state lock a run waited behind (`Run.lock_waits`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LockWait {
+    /// The lock's holder, as the engines' lock info has it.
+    pub holder: TfLockInfo,
+    /// When the run found the lock held.
+    pub from: DateTime<Utc>,
+    /// When the wait ended: the lock was released, another took it, or the run ended.
+    pub until: DateTime<Utc>,
+}
+
 /// A chunk of a run's log. Chunks are numbered from 0 without gaps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LogChunk {
     pub seq: i64,
     pub text: String,
+    /// When the server received the chunk (a runner sends its lines within 200 ms).
+    /// Set by the server: a runner's value is ignored. Absent on chunks stored before
+    /// Bosun recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<DateTime<Utc>>,
+    /// The stack-run phase that wrote the chunk: `plan` or `apply` (absent for plan runs).
+    /// Set by the server, like `at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+impl LogChunk {
+    /// A chunk as a runner sends it: the server stamps the rest.
+    pub fn new(seq: i64, text: impl Into<String>) -> Self {
+        LogChunk {
+            seq,
+            text: text.into(),
+            at: None,
+            phase: None,
+        }
+    }
 }
 
 /// One person's action on a run (`Run.decisions`).

@@ -83,10 +83,7 @@ impl LogBatcher {
             return;
         }
         let text = std::mem::take(&mut self.open);
-        self.sealed.push_back(LogChunk {
-            seq: self.next_seq,
-            text,
-        });
+        self.sealed.push_back(LogChunk::new(self.next_seq, text));
         self.next_seq += 1;
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use bosun_api::LogChunk;
+use bosun_store::LogRecord;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -22,11 +23,18 @@ pub struct LogsQuery {
 }
 
 /// A page of log chunks (stack or plan run) as the API answers it.
-pub fn log_page(chunks: Vec<(i64, String)>) -> Vec<LogChunk> {
-    chunks
-        .into_iter()
-        .map(|(seq, text)| LogChunk { seq, text })
-        .collect()
+pub fn log_page(chunks: Vec<LogRecord>) -> Vec<LogChunk> {
+    chunks.into_iter().map(log_chunk).collect()
+}
+
+/// One stored chunk as the API (and the stream) shows it.
+fn log_chunk(c: LogRecord) -> LogChunk {
+    LogChunk {
+        seq: c.seq,
+        text: c.text,
+        at: c.at,
+        phase: c.phase.map(|p| p.to_string()),
+    }
 }
 
 /// Where a run whose log is streamed stands.
@@ -55,7 +63,7 @@ where
     P: Fn(AppState) -> PF + Send + 'static,
     PF: std::future::Future<Output = Result<RunProgress, bosun_store::StoreError>> + Send,
     R: Fn(AppState, Option<i64>) -> RF + Send + 'static,
-    RF: std::future::Future<Output = Result<Vec<(i64, String)>, bosun_store::StoreError>> + Send,
+    RF: std::future::Future<Output = Result<Vec<LogRecord>, bosun_store::StoreError>> + Send,
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
     tokio::spawn(async move {
@@ -72,9 +80,11 @@ where
                 return;
             };
             let drained = chunks.is_empty();
-            for (seq, text) in chunks {
-                after = Some(seq);
-                let data = json!({"seq": seq, "text": text}).to_string();
+            for chunk in chunks {
+                after = Some(chunk.seq);
+                let Ok(data) = serde_json::to_string(&log_chunk(chunk)) else {
+                    return;
+                };
                 if tx
                     .send(SseEvent::default().event("chunk").data(data))
                     .await

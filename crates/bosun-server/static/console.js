@@ -23,7 +23,7 @@
     es.addEventListener("chunk", function (ev) {
       var c = JSON.parse(ev.data);
       var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-      pre.appendChild(document.createTextNode(c.text));
+      appendChunk(pre, c);
       pre.setAttribute("data-after", String(c.seq));
       if (atBottom) { pre.scrollTop = pre.scrollHeight; }
     });
@@ -34,6 +34,33 @@
       refresh();
     });
     es.onerror = function () { if (status) { status.textContent = "reconnecting…"; } };
+  }
+
+  // One chunk ({seq, text, at, phase}) added to a log as the page renders it: a divider
+  // where the phase changes, and each line that starts here led by its time (UTC).
+  function appendChunk(pre, c) {
+    if (c.phase && pre.getAttribute("data-phase") !== c.phase) {
+      var d = document.createElement("span");
+      d.className = "log-phase";
+      d.setAttribute("role", "separator");
+      d.textContent = c.phase;
+      pre.appendChild(d);
+      pre.setAttribute("data-phase", c.phase);
+    }
+    var mid = pre.getAttribute("data-mid") === "1";
+    var lines = c.text.match(/[^\n]*\n|[^\n]+$/g) || [];
+    lines.forEach(function (line) {
+      if (!mid && c.at) {
+        var t = document.createElement("time");
+        t.className = "log-t";
+        t.setAttribute("datetime", c.at);
+        t.textContent = c.at.substr(11, 8);
+        pre.appendChild(t);
+      }
+      pre.appendChild(document.createTextNode(line));
+      mid = line.charAt(line.length - 1) !== "\n";
+    });
+    pre.setAttribute("data-mid", mid ? "1" : "0");
   }
 
   // Replaces every [data-refresh] element with the same element from a fresh copy of

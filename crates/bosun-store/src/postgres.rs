@@ -133,6 +133,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0016_audit_filters.sql"),
     include_str!("../migrations/postgres/0017_secret_namespaces_per_org.sql"),
     include_str!("../migrations/postgres/0018_recovered_state.sql"),
+    include_str!("../migrations/postgres/0019_log_times_lock_waits.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -627,6 +627,14 @@ fn a_run_page_follows_the_live_log_and_confirms_the_run() {
         "the page was reloaded instead of following the log"
     );
     b.shot("run-live-log");
+    // Each line, live or not, starts with its time; the plan phase has its divider.
+    let times = b.count("pre#log time.log-t");
+    assert!(
+        times >= line_count(&b.text("pre#log").unwrap_or_default()),
+        "{}",
+        b.html()
+    );
+    assert_eq!(b.count("pre#log .log-phase"), 1, "{}", b.html());
 
     // Planned: the run waits for confirmation, and the page offers it.
     wait_run_state(&env, &run, "unconfirmed");
@@ -645,6 +653,15 @@ fn a_run_page_follows_the_live_log_and_confirms_the_run() {
         t.contains("console-apply-line-").then_some(())
     });
     b.shot("run-applying");
+    // The apply's lines came after a divider the script added to this page.
+    b.wait("the apply divider", || {
+        (b.count("pre#log .log-phase") == 2).then_some(())
+    });
+    let dividers = b.js(
+        "return Array.from(document.querySelectorAll('pre#log .log-phase')).map(e => e.textContent);",
+        vec![],
+    );
+    assert_eq!(dividers, json!(["plan", "apply"]));
     wait_run_state(&env, &run, "finished");
     b.wait("the page to say finished", || {
         let s = b.text("#run-state").unwrap_or_default();
@@ -1212,4 +1229,13 @@ fn the_first_hour_in_the_console() {
         diff.contains("hello-3") && diff.contains("hello-4"),
         "the diff shows the output's change: {diff}"
     );
+
+    // The console remembers the org last looked at, even an empty one.
+    ok(&env, &["org", "create", "second"]);
+    b.visit("/orgs/second/plans", "second-org");
+    b.visit("/", "home-again");
+    assert_eq!(b.path(), "/orgs/second/stacks", "back in the org last seen");
+    b.visit("/orgs/default/runners", "default-org");
+    b.visit("/", "home-default");
+    assert_eq!(b.path(), "/orgs/default/stacks");
 }

@@ -392,6 +392,37 @@ fn plan_waits_for_confirmation_then_applies_and_writes_state() {
     assert_eq!(doc["outputs"]["replicas"]["value"], 3);
     // The engine released its lock.
     assert_eq!(lock_status(&env, "web")["locked"], false);
+
+    // Every chunk of the log says when it arrived and which phase wrote it, and the
+    // printed log marks where the apply phase begins.
+    let chunks = ok_json(&env, &["run", "logs", &run]);
+    let chunks = chunks.as_array().unwrap();
+    assert!(chunks.iter().all(|c| c["at"].is_string()), "{chunks:#?}");
+    let phases: Vec<&str> = chunks.iter().filter_map(|c| c["phase"].as_str()).collect();
+    assert_eq!(phases.len(), chunks.len(), "{chunks:#?}");
+    let first_apply = phases
+        .iter()
+        .position(|p| *p == "apply")
+        .expect("apply chunks");
+    assert!(
+        phases[..first_apply].iter().all(|p| *p == "plan"),
+        "{phases:?}"
+    );
+    assert!(
+        phases[first_apply..].iter().all(|p| *p == "apply"),
+        "{phases:?}"
+    );
+    let text = ok(&env, &["run", "logs", &run]);
+    let plan_at = text.find("── plan ──\n").expect(&text);
+    let apply_at = text.find("── apply ──\n").expect(&text);
+    assert!(plan_at == 0 && plan_at < apply_at, "{text}");
+    assert!(text[apply_at..].contains("Apply complete!"), "{text}");
+    let stamped = ok(&env, &["run", "logs", &run, "--timestamps"]);
+    let line = stamped.lines().nth(1).unwrap_or_default();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(line.split(' ').next().unwrap_or_default()).is_ok(),
+        "a line starts with its time: {line:?}"
+    );
 }
 
 #[test]
@@ -660,6 +691,7 @@ fn a_laptop_lock_keeps_the_run_queued_until_unlocked() {
     assert_eq!(state(&r), "queued", "{r:#}");
     assert_eq!(r["blocked_by"]["ID"], "laptop-1", "{r:#}");
     assert_eq!(r["blocked_by"]["Operation"], "OperationTypeApply", "{r:#}");
+    assert!(r["blocked_since"].is_string(), "{r:#}");
 
     let (status, body) = http(
         env.server.addr,
@@ -672,6 +704,24 @@ fn a_laptop_lock_keeps_the_run_queued_until_unlocked() {
     let r = wait_state(&env, &run, "unconfirmed", PLAN_WAIT);
     assert!(r["blocked_by"].is_null(), "{r:#}");
     assert_eq!(r["plan"]["has_changes"], true);
+    // The wait is kept on the run, and its log begins with it.
+    let waits = r["lock_waits"].as_array().expect("lock_waits");
+    assert_eq!(waits.len(), 1, "{r:#}");
+    assert_eq!(waits[0]["holder"]["Who"], "alice@laptop", "{r:#}");
+    assert_eq!(waits[0]["holder"]["ID"], "laptop-1", "{r:#}");
+    let at = |k: &str| chrono::DateTime::parse_from_rfc3339(waits[0][k].as_str().unwrap()).unwrap();
+    assert!(at("from") <= at("until"), "{r:#}");
+    let shown = ok(&env, &["run", "show", &run]);
+    assert!(
+        shown.contains("for the state lock laptop-1 held by alice@laptop ("),
+        "{shown}"
+    );
+    let log = ok(&env, &["run", "logs", &run]);
+    assert!(
+        log.starts_with("── plan ──\nbosun: waited ")
+            && log.contains("for the state lock held by alice@laptop, until it was released"),
+        "{log}"
+    );
 }
 
 #[test]

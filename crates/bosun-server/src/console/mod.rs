@@ -12,6 +12,7 @@
 mod approvals;
 mod audit;
 mod drift;
+mod log;
 mod page;
 mod plans;
 mod run;
@@ -51,6 +52,7 @@ pub fn router() -> Router<AppState> {
         .merge(plans::router())
         .merge(drift::router())
         .merge(audit::router())
+        .layer(axum::middleware::from_fn(session::remember_org))
 }
 
 /// What every page shows around its content: who is looking, the org, the navigation.
@@ -133,15 +135,27 @@ impl StreamQuery {
     }
 }
 
-/// `GET /`: the first org's stacks, or the login page.
-/// `GET /`: the stacks of the first of the user's orgs that has stacks (else plans, else
-/// the first org), or the login page.
-async fn home(State(state): State<AppState>, session: Result<Session, PageError>) -> Response {
+/// `GET /`: the org this browser looked at last, if the user is still a member; else the
+/// first of the user's orgs that has stacks (its stacks), else plans (its plans), else
+/// the first org; or the login page.
+async fn home(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    session: Result<Session, PageError>,
+) -> Response {
     let s = match session {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
     let orgs = s.orgs();
+    if let Some(last) = session::last_org(&headers).filter(|o| orgs.iter().any(|m| m == o)) {
+        let page = match first_with_content(&state, &[last.to_string()]).await {
+            Ok(Some((_, page))) => page,
+            Ok(None) => "stacks",
+            Err(e) => return PageError::Api(e).into_response(),
+        };
+        return Redirect::to(&format!("/orgs/{last}/{page}")).into_response();
+    }
     let Some(first) = orgs.first() else {
         return PageError::Api(ApiError::Forbidden(format!(
             "{} is not a member of any org; an admin adds members with `bosun org member add`",

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::audit::When;
+use super::log::{page_log, PageLog};
 use super::session::{redirect_with_flash, CsrfOnly};
 use super::{render, urlencode, Layout, PageError, Session, StreamQuery};
 use crate::app::AppState;
@@ -549,7 +550,7 @@ struct PlanRunPage {
     /// `None`: no report yet (the runner sends it when the run ends).
     unresolved: Option<Vec<UnresolvedRef>>,
     warnings: Vec<String>,
-    log: String,
+    log: PageLog,
     log_after: Option<i64>,
     live: bool,
     can_abort: bool,
@@ -727,7 +728,7 @@ async fn run_page(
         can_abort: !terminal && layout.can(crate::plans::runs::ABORT),
         has_output: hosts.iter().any(|h| !h.outputs.is_empty()),
         hosts,
-        log: chunks.iter().map(|c| c.text.as_str()).collect(),
+        log: page_log(&chunks),
         log_after: chunks.last().map(|c| c.seq),
         live: !terminal,
         predictions,

@@ -10,6 +10,7 @@ use axum::Router;
 use bosun_core::run::RunState;
 use serde::Deserialize;
 
+use super::log::{page_log, PageLog};
 use super::session::redirect_with_flash;
 use super::{age, duration_text, render, urlencode, Layout, PageError, Session, StreamQuery};
 use crate::app::AppState;
@@ -101,12 +102,14 @@ struct RunPage {
     written: Vec<WrittenVersion>,
     late_write: bool,
     blocked_by: Option<String>,
+    /// The state locks the run waited behind, as sentences.
+    lock_waits: Vec<String>,
     /// What the run waits for when it waits for an approver, and this user's part.
     approval: Option<ApprovalBanner>,
     consumed: Vec<ConsumedRow>,
     /// The buttons shown: (action, label, class).
     actions: Vec<(&'static str, &'static str, &'static str)>,
-    log: String,
+    log: PageLog,
     log_after: Option<i64>,
     log_more: bool,
 }
@@ -249,6 +252,7 @@ async fn show(
         outputs: p
             .output_changes
             .iter()
+            .filter(|(_, action)| action.as_str() != "no-op")
             .map(|(name, action)| ChangeRow {
                 address: name.clone(),
                 action: action.clone(),
@@ -297,7 +301,7 @@ async fn show(
     let log = runs::logs(&state, &org, &id, &first).await?;
     let log_more = log.len() == LOG_PAGE as usize;
     let log_after = log.last().map(|c| c.seq);
-    let log: String = log.into_iter().map(|c| c.text).collect();
+    let log = page_log(&log);
 
     let flash = layout.flash.clone();
     render(
@@ -315,8 +319,28 @@ async fn show(
                     } else {
                         format!(", since {}", b.created)
                     }
-                )
+                ) + &r
+                    .blocked_since
+                    .map(|t| format!("; the run has waited {}", age(t)))
+                    .unwrap_or_default()
             }),
+            lock_waits: r
+                .lock_waits
+                .iter()
+                .map(|w| {
+                    let why = match w.holder.info.as_str() {
+                        "" => String::new(),
+                        info => format!(" ({info:?})"),
+                    };
+                    format!(
+                        "{} for the state lock held by {}{why}, {} to {} UTC",
+                        duration_text((w.until - w.from).num_seconds()),
+                        w.holder.who,
+                        w.from.format("%Y-%m-%d %H:%M:%S"),
+                        w.until.format("%H:%M:%S"),
+                    )
+                })
+                .collect(),
             consumed: r
                 .consumed
                 .iter()

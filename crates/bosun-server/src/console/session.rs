@@ -32,6 +32,8 @@ use crate::error::ApiError;
 use crate::web_headers::secure_cookies;
 
 const COOKIE_NAME: &str = "bosun_session";
+/// The org whose page this browser showed last (not a secret: `/` goes back to it).
+const LAST_ORG_COOKIE: &str = "bosun_org";
 const FLASH_COOKIE: &str = "bosun_flash";
 /// A session lasts at most this long, whatever the token's own expiry.
 const SESSION_SECONDS: i64 = 12 * 3600;
@@ -90,6 +92,46 @@ pub(super) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
+}
+
+/// The org this browser last looked at, as `remember_org` kept it.
+pub(super) fn last_org(headers: &HeaderMap) -> Option<&str> {
+    cookie(headers, LAST_ORG_COOKIE).filter(|org| plain_org(org))
+}
+
+/// An org name that goes into a cookie and a path as it is (org names are slugs).
+fn plain_org(org: &str) -> bool {
+    !org.is_empty()
+        && org.len() <= 64
+        && org
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// Middleware: a page of an org that was shown (`GET /orgs/{org}/…` answered 200)
+/// remembers that org in a cookie, so `/` lands there next time. Refused pages and
+/// other orgs' names are never remembered, and `/` checks membership again anyway.
+pub(super) async fn remember_org(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let org = match (req.method(), req.uri().path().strip_prefix("/orgs/")) {
+        (&axum::http::Method::GET, Some(rest)) => rest
+            .split('/')
+            .next()
+            .filter(|org| plain_org(org))
+            .map(str::to_string),
+        _ => None,
+    };
+    let mut resp = next.run(req).await;
+    if let Some(org) = org.filter(|_| resp.status() == StatusCode::OK) {
+        let seen =
+            format!("{LAST_ORG_COOKIE}={org}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Strict");
+        if let Ok(v) = HeaderValue::from_str(&seen) {
+            resp.headers_mut().append(SET_COOKIE, v);
+        }
+    }
+    resp
 }
 
 fn csrf_of(cookie_value: &str) -> String {

@@ -320,10 +320,7 @@ mod tests {
     use super::*;
 
     fn chunk(seq: i64, text: &str) -> LogChunk {
-        LogChunk {
-            seq,
-            text: text.into(),
-        }
+        LogChunk::new(seq, text)
     }
 
     #[test]

@@ -4,12 +4,13 @@
 //! and wire form every other capability that starts runs uses.
 
 use bosun_api::{
-    ConsumedOutput, ErrorCode, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate, TfLockInfo,
+    ConsumedOutput, ErrorCode, LockWait, LogChunk, Page, PhaseTiming, PlanSummary, Run, RunCreate,
+    TfLockInfo,
 };
 use bosun_core::run::{Event, RunKind, RunState, Trigger};
 use bosun_core::ValidationError;
 use bosun_store::{NewRun, RunEventInput, RunRecord, RunUpdate};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use rand::RngCore;
 use serde_json::json;
 
@@ -85,6 +86,8 @@ pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
         blocked_by: r
             .blocked_by
             .and_then(|v| serde_json::from_value::<TfLockInfo>(v).ok()),
+        blocked_since: r.blocked_since,
+        lock_waits: r.lock_waits.map(lock_waits).unwrap_or_default(),
         approval,
         id: r.id,
         org: r.org,
@@ -366,6 +369,25 @@ pub async fn retry(
     };
     let record = enqueue(state, run, caller).await?;
     to_wire(state, record).await
+}
+
+/// The stored lock waits (`{"holder", "from", "until"}` in ms) as the API shows them; an
+/// entry that does not read is left out.
+fn lock_waits(stored: serde_json::Value) -> Vec<LockWait> {
+    let serde_json::Value::Array(waits) = stored else {
+        return Vec::new();
+    };
+    let at = |v: &serde_json::Value| v.as_i64().and_then(DateTime::from_timestamp_millis);
+    waits
+        .into_iter()
+        .filter_map(|w| {
+            Some(LockWait {
+                from: at(&w["from"])?,
+                until: at(&w["until"])?,
+                holder: serde_json::from_value(w["holder"].clone()).ok()?,
+            })
+        })
+        .collect()
 }
 
 /// A page of a run's log, in order: chunks after `q.after`.

@@ -171,6 +171,31 @@ fn unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
+/// The page's log as text: its lines without the time each starts with, and the phase
+/// dividers as `[phase]` lines.
+fn log_text(html: &str) -> String {
+    let start = html.find(r#"<pre id="log""#).expect("a log");
+    let body = &html[start..];
+    let body = &body[body.find('>').unwrap() + 1..body.find("</pre>").unwrap()];
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some(tag) = rest.find('<') {
+        out.push_str(&rest[..tag]);
+        rest = &rest[tag..];
+        let close = rest.find('>').unwrap();
+        let (open, after) = (&rest[..=close], &rest[close + 1..]);
+        let end = after.find("</").unwrap();
+        if open.contains("log-phase") {
+            out.push_str(&format!("[{}]\n", &after[..end]));
+        } else {
+            assert!(open.starts_with(r#"<time class="log-t""#), "{open}");
+        }
+        rest = &after[after[end..].find('>').unwrap() + end + 1..];
+    }
+    out.push_str(rest);
+    unescape(&out)
+}
+
 /// The text of the element with `id` (up to its first closing tag).
 fn text_of(html: &str, id: &str) -> String {
     let at = html
@@ -335,7 +360,37 @@ async fn home_lands_in_the_first_org_with_stacks_then_plans() {
         .create_stack(json!({"id": "net", "repository": "file:///srv/git/infra"}))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
-    assert_eq!(home(dana).await, "/orgs/default/stacks");
+    assert_eq!(home(dana.clone()).await, "/orgs/default/stacks");
+
+    // The org a browser showed last comes first, while the user is a member of it.
+    let mut b = Browser::login(&t, &dana).await;
+    b.page("/orgs/aaa-empty/runners").await;
+    assert_eq!(
+        b.cookies.get("bosun_org").map(String::as_str),
+        Some("aaa-empty")
+    );
+    let home = b.send(Method::GET, "/", None).await;
+    assert_eq!(home.location.as_deref(), Some("/orgs/aaa-empty/stacks"));
+    b.page("/orgs/bbb-plans/plan-runs").await;
+    let home = b.send(Method::GET, "/", None).await;
+    assert_eq!(home.location.as_deref(), Some("/orgs/bbb-plans/plans"));
+    // A page refused (not a member) is not remembered; a cookie naming an org the user
+    // left, or a hostile value, is passed over.
+    let refused = b.send(Method::GET, "/orgs/nosuch/stacks", None).await;
+    assert_ne!(refused.status, StatusCode::OK);
+    assert_eq!(
+        b.cookies.get("bosun_org").map(String::as_str),
+        Some("bbb-plans")
+    );
+    for cookie in ["nosuch", "..%2F..%2Fx", "a\"b", &"x".repeat(100)] {
+        b.cookies.insert("bosun_org".into(), cookie.to_string());
+        let home = b.send(Method::GET, "/", None).await;
+        assert_eq!(
+            home.location.as_deref(),
+            Some("/orgs/default/stacks"),
+            "cookie {cookie:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -368,8 +423,12 @@ async fn run_page_shows_the_run_and_its_buttons_by_role_and_actions_go_through_t
         r#"data-live-log="/orgs/default/runs/{id}/log/stream""#
     )));
     assert!(
-        unescape(&html).contains("init <ok>\nplan: 1 to add\n") && !html.contains("<ok>"),
+        log_text(&html).contains("init <ok>\nplan: 1 to add\n") && !html.contains("<ok>"),
         "the log so far, escaped: {html}"
+    );
+    assert!(
+        html.contains(r#"<time class="log-t" datetime=""#),
+        "each line has its time: {html}"
     );
     assert!(
         text_of(&html, "run-trigger").starts_with("started by hand by"),
@@ -882,6 +941,10 @@ async fn rendered_pages_snapshots() {
             "[time]",
         ),
         (r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "[time]"),
+        (
+            r#"<time class="log-t" datetime="[^"]*">[^<]*</time>"#,
+            "<time>[log-time]</time>",
+        ),
         (r"\b\d+(\.\d)?[smhd]( \d+[smhd])?( ago| so far)?\b", "[age]"),
         (r"rnr_[0-9a-f]+", "[runner]"),
     ];

@@ -195,6 +195,7 @@ fn snapshot(name: &str, html: &str) {
         (r"\brun-[0-9a-f]{11}[0-9a-z]*", "[run]"),
         (r"\brnr_[0-9a-z]+", "[runner]"),
         (r#"<time datetime="[^"]*" title="[^"]*">[^<]*</time>"#, "<time>[time]</time>"),
+        (r#"<time class="log-t" datetime="[^"]*">[^<]*</time>"#, "<time>[log-time]</time>"),
         (r#"data-seq="\d+""#, r#"data-seq="[seq]""#),
         (r#"data-after="\d+""#, r#"data-after="[seq]""#),
         (r#"<span class="age">[^<]*</span>"#, r#"<span class="age">[age]</span>"#),

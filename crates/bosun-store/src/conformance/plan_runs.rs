@@ -309,7 +309,9 @@ pub async fn plan_runs_lease_fence_results_and_settle(store: Arc<dyn Store>) {
         .read_plan_run_logs("prun-1", Some(0), 10)
         .await
         .unwrap();
-    assert_eq!(logs, [(1, "b\n".to_string()), (2, "c\n".to_string())]);
+    let texts: Vec<(i64, &str)> = logs.iter().map(|c| (c.seq, c.text.as_str())).collect();
+    assert_eq!(texts, [(1, "b\n"), (2, "c\n")]);
+    assert!(logs.iter().all(|c| c.at.is_some() && c.phase.is_none()));
 }
 
 pub async fn plan_runs_abort_stale_and_requeue(store: Arc<dyn Store>) {

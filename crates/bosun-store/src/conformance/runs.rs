@@ -160,6 +160,13 @@ pub async fn runs_serialize_tracked_and_wait_for_locks(store: Arc<dyn Store>) {
         t1.blocked_by.as_ref().map(|b| b["Who"].clone()),
         Some(json!("alice@laptop"))
     );
+    assert!(t1.blocked_since.is_some() && t1.lock_waits.is_none());
+    // Looking again does not start the wait over.
+    assert!(store.lease_run(&r).await.unwrap().is_none());
+    assert_eq!(
+        store.get_run("t1").await.unwrap().unwrap().blocked_since,
+        t1.blocked_since
+    );
     store
         .unlock_state(
             "acme",
@@ -173,6 +180,24 @@ pub async fn runs_serialize_tracked_and_wait_for_locks(store: Arc<dyn Store>) {
         .unwrap();
     // One tracked run at a time, oldest first.
     assert_eq!(store.lease_run(&r).await.unwrap().unwrap().id, "t1");
+    // The wait is kept on the run and told in its log, once the lock is gone.
+    let t1 = store.get_run("t1").await.unwrap().unwrap();
+    assert!(t1.blocked_since.is_none());
+    let waits = t1.lock_waits.expect("the lock wait is on record");
+    assert_eq!(waits.as_array().map(Vec::len), Some(1), "{waits}");
+    assert_eq!(waits[0]["holder"]["Who"], json!("alice@laptop"));
+    assert!(
+        waits[0]["from"].as_i64() <= waits[0]["until"].as_i64(),
+        "{waits}"
+    );
+    let log = store.read_logs("t1", None, 10).await.unwrap();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(
+        log[0].text.starts_with("bosun: waited ") && log[0].text.contains("held by alice@laptop"),
+        "{:?}",
+        log[0].text
+    );
+    assert_eq!(store.next_log_seq("t1").await.unwrap(), 1);
     assert!(
         store.lease_run(&r).await.unwrap().is_none(),
         "t2 waits for t1"
@@ -312,14 +337,15 @@ pub async fn run_logs_are_idempotent(store: Arc<dyn Store>) {
         .append_logs("l", run.fencing, &[(1, "B!".into()), (2, "c".into())])
         .await
         .unwrap();
-    assert_eq!(
-        store.read_logs("l", None, 10).await.unwrap(),
-        vec![
-            (0, "a".to_string()),
-            (1, "b".to_string()),
-            (2, "c".to_string())
-        ]
-    );
+    let logs = store.read_logs("l", None, 10).await.unwrap();
+    let texts: Vec<(i64, &str)> = logs.iter().map(|c| (c.seq, c.text.as_str())).collect();
+    assert_eq!(texts, [(0, "a"), (1, "b"), (2, "c")]);
+    // Each chunk says when it arrived and which phase wrote it.
+    for c in &logs {
+        let at = c.at.expect("a chunk's arrival time");
+        assert!((Utc::now() - at).num_seconds().abs() < 60, "{at}");
+        assert_eq!(c.phase, Some(bosun_core::run::Phase::Plan));
+    }
     assert_eq!(store.read_logs("l", Some(1), 10).await.unwrap().len(), 1);
     assert_eq!(store.next_log_seq("l").await.unwrap(), 3);
     assert!(matches!(

@@ -27,6 +27,11 @@ pub struct RunRecord {
     pub plan_summary: Option<serde_json::Value>,
     /// JSON lock info of whoever blocks a queued tracked run.
     pub blocked_by: Option<serde_json::Value>,
+    /// Since when `blocked_by` holds the run back.
+    pub blocked_since: Option<DateTime<Utc>>,
+    /// Every lock the run waited behind, oldest first: a JSON list of
+    /// `{"holder": lock info, "from": ms, "until": ms}` (at most [`MAX_LOCK_WAITS`]).
+    pub lock_waits: Option<serde_json::Value>,
     pub late_write: bool,
     pub runner_id: Option<String>,
     pub fencing: i64,
@@ -73,6 +78,20 @@ pub struct NewRun {
     pub retry_of: Option<String>,
     /// The pull request a proposed run plans.
     pub pull_request: Option<i64>,
+}
+
+/// The most lock waits a run keeps (the latest ones).
+pub const MAX_LOCK_WAITS: usize = 20;
+
+/// A stored chunk of a run's log (stack run or plan run): when the server received it
+/// and, for a stack run, the phase that wrote it. Both are `None` for chunks stored by a
+/// server older than schema v19.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRecord {
+    pub seq: i64,
+    pub text: String,
+    pub at: Option<DateTime<Utc>>,
+    pub phase: Option<bosun_core::run::Phase>,
 }
 
 /// One state a run passed through.

@@ -442,11 +442,14 @@ pub(super) fn append_logs(
             fencing,
         });
     }
+    // Each chunk is stamped with when it arrived.
+    let now = millis(Utc::now());
     let mut insert = tx.prepare_cached(
-        "INSERT OR IGNORE INTO plan_run_logs (run_id, seq, text) VALUES (?1, ?2, ?3)",
+        "INSERT OR IGNORE INTO plan_run_logs (run_id, seq, text, received_at)
+         VALUES (?1, ?2, ?3, ?4)",
     )?;
     for (seq, text) in chunks {
-        insert.execute(params![id, seq, text])?;
+        insert.execute(params![id, seq, text, now])?;
     }
     Ok(())
 }
@@ -456,14 +459,24 @@ pub(super) fn read_logs(
     id: &str,
     after: Option<i64>,
     limit: u32,
-) -> Result<Vec<(i64, String)>> {
+) -> Result<Vec<LogRecord>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT seq, text FROM plan_run_logs WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        "SELECT seq, text, received_at FROM plan_run_logs WHERE run_id = ?1 AND seq > ?2
+         ORDER BY seq LIMIT ?3",
     )?;
     let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
-        Ok((r.get(0)?, r.get(1)?))
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
     })?;
-    Ok(rows.collect::<db::Result<Vec<_>>>()?)
+    rows.map(|row| {
+        let (seq, text, at): (i64, String, Option<i64>) = row?;
+        Ok(LogRecord {
+            seq,
+            text,
+            at: opt_from_millis(at)?,
+            phase: None,
+        })
+    })
+    .collect()
 }
 
 pub(super) fn next_log_seq(conn: &Connection, id: &str) -> Result<i64> {

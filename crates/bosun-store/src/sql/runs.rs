@@ -10,7 +10,8 @@ pub(super) const RUN_COLUMNS: &str =
     "id, org_id, stack_id, kind, trigger, state, phase, needs_lease, leased,
     started, cancel_requested, reason, triggered_by, commit_sha, branch, retry_of, plan_summary,
     blocked_by, late_write, runner_id, fencing, last_heartbeat, phase_started_at, created_at,
-    updated_at, pull_request, delivery_id, upstream_run, held, consumed";
+    updated_at, pull_request, delivery_id, upstream_run, held, consumed, blocked_since,
+    lock_waits";
 
 /// Raw run columns in `RUN_COLUMNS` order.
 pub(super) struct RunRow {
@@ -44,6 +45,8 @@ pub(super) struct RunRow {
     upstream_run: Option<String>,
     held: bool,
     consumed: Option<String>,
+    blocked_since: Option<i64>,
+    lock_waits: Option<String>,
 }
 
 pub(super) fn run_row(r: &Row<'_>) -> db::Result<RunRow> {
@@ -78,6 +81,8 @@ pub(super) fn run_row(r: &Row<'_>) -> db::Result<RunRow> {
         upstream_run: r.get(27)?,
         held: r.get(28)?,
         consumed: r.get(29)?,
+        blocked_since: r.get(30)?,
+        lock_waits: r.get(31)?,
     })
 }
 
@@ -94,6 +99,8 @@ pub(super) fn run_record(r: RunRow) -> Result<RunRecord> {
         plan_summary: json("plan_summary", r.plan_summary)?,
         blocked_by: json("blocked_by", r.blocked_by)?,
         consumed: json("consumed", r.consumed)?,
+        lock_waits: json("lock_waits", r.lock_waits)?,
+        blocked_since: opt_from_millis(r.blocked_since)?,
         last_heartbeat: opt_from_millis(r.last_heartbeat)?,
         phase_started_at: opt_from_millis(r.phase_started_at)?,
         created_at: from_millis(r.created_at)?,
@@ -243,12 +250,19 @@ pub(super) fn apply_event(
         .or(run.plan_summary.as_ref())
         .map(|v| v.to_string());
     let cancel_requested = run.cancel_requested || next.stop_runner;
+    // A run that no longer waits for a lease stops waiting for a lock too (kept on record).
+    let lock_waits = match next.needs_lease {
+        true => None,
+        false => end_lock_wait(run, now).map(|(waits, _)| waits),
+    };
     crate::signal::emit(Signal::Run(run.id.clone()));
     tx.prepare_cached(
         "UPDATE runs SET state = ?2, phase = ?3, needs_lease = ?4, leased = ?5, started = ?6,
             cancel_requested = ?7, reason = ?8, commit_sha = ?9, plan_summary = ?10,
             runner_id = ?11, phase_started_at = ?12, updated_at = ?13,
-            blocked_by = CASE WHEN ?4 <> 0 THEN blocked_by ELSE NULL END
+            blocked_by = CASE WHEN ?4 <> 0 THEN blocked_by ELSE NULL END,
+            blocked_since = CASE WHEN ?4 <> 0 THEN blocked_since ELSE NULL END,
+            lock_waits = COALESCE(?14, lock_waits)
          WHERE id = ?1",
     )?
     .execute(params![
@@ -265,6 +279,7 @@ pub(super) fn apply_event(
         runner_id,
         phase_started,
         now,
+        lock_waits,
     ])?;
     enter_state(tx, &run.id, run.state, next.state, now)?;
     // An operator's event (confirm, discard, an approval) is audited with the change.
@@ -510,10 +525,23 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
             }
             if let Some(l) = read_lock(tx, &run.org, &run.stack)? {
                 if l.holder != Writer::Run(run.id.clone()) {
-                    let holder = lock_json(&l).to_string();
-                    if run.blocked_by.as_ref().map(|b| b.to_string()) != Some(holder.clone()) {
-                        tx.prepare_cached("UPDATE runs SET blocked_by = ?2 WHERE id = ?1")?
-                            .execute(params![run.id, holder])?;
+                    let holder = lock_json(&l);
+                    if run.blocked_by.as_ref() != Some(&holder) {
+                        // A new blocker: the wait behind the previous one (if any) ends.
+                        let now = millis(Utc::now());
+                        let waits = end_lock_wait(&run, now).map(|(waits, _)| waits);
+                        tx.prepare_cached(
+                            "UPDATE runs SET blocked_by = ?2, blocked_since = ?3,
+                                lock_waits = COALESCE(?4, lock_waits)
+                             WHERE id = ?1",
+                        )?
+                        .execute(params![
+                            run.id,
+                            holder.to_string(),
+                            now,
+                            waits
+                        ])?;
+                        crate::signal::emit(Signal::Run(run.id.clone()));
                     }
                     continue;
                 }
@@ -522,11 +550,13 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
         let autodeploy = stack_autodeploy(tx, &run.org, &run.stack)?;
         let next = transition(run.state, run.facts(autodeploy), &Event::Leased)?;
         let now = millis(Utc::now());
+        let ended_wait = end_lock_wait(&run, now);
         crate::signal::emit(Signal::Run(run.id.clone()));
         tx.prepare_cached(
             "UPDATE runs SET state = ?2, phase = ?3, needs_lease = 0, leased = 1,
                 started = 0, runner_id = ?4, fencing = fencing + 1, last_heartbeat = ?5,
-                phase_started_at = NULL, blocked_by = NULL, updated_at = ?5
+                phase_started_at = NULL, blocked_by = NULL, blocked_since = NULL,
+                lock_waits = COALESCE(?6, lock_waits), updated_at = ?5
              WHERE id = ?1",
         )?
         .execute(params![
@@ -534,14 +564,56 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
             next.state.as_str(),
             next.phase.as_str(),
             runner.id,
-            now
+            now,
+            ended_wait.as_ref().map(|(waits, _)| waits),
         ])?;
+        // The run's log says why it started late, before anything its runner writes.
+        if let Some((_, line)) = ended_wait {
+            let seq: i64 = tx
+                .prepare_cached(
+                    "SELECT COALESCE(MAX(seq), -1) + 1 FROM run_logs WHERE run_id = ?1",
+                )?
+                .query_row([&run.id], |r| r.get(0))?;
+            tx.prepare_cached(
+                "INSERT INTO run_logs (run_id, seq, text, received_at, phase)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![run.id, seq, line, now, next.phase.as_str()])?;
+        }
         enter_state(tx, &run.id, run.state, next.state, now)?;
         tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?
             .execute(params![runner.id, now])?;
         return load_run(tx, &run.id);
     }
     Ok(None)
+}
+
+/// The run's lock waits with its current wait (if it waits behind a lock) ended at `now`,
+/// as the JSON to store (the latest [`MAX_LOCK_WAITS`]), and the log line that says so.
+fn end_lock_wait(run: &RunRecord, now: i64) -> Option<(String, String)> {
+    let holder = run.blocked_by.as_ref()?;
+    let from = run.blocked_since.map(millis).unwrap_or(now);
+    let mut waits = match &run.lock_waits {
+        Some(Value::Array(waits)) => waits.clone(),
+        _ => Vec::new(),
+    };
+    waits.push(json!({"holder": holder, "from": from, "until": now}));
+    let extra = waits.len().saturating_sub(MAX_LOCK_WAITS);
+    waits.drain(..extra);
+    let who = holder["Who"]
+        .as_str()
+        .filter(|w| !w.is_empty())
+        .unwrap_or("an unnamed writer");
+    let why = match holder["Info"].as_str() {
+        Some(info) if !info.is_empty() => format!(" ({info:?})"),
+        _ => String::new(),
+    };
+    let waited = std::time::Duration::from_secs(((now - from).max(0) / 1000) as u64);
+    let line = format!(
+        "bosun: waited {} for the state lock held by {who}{why}, until it was released\n",
+        humantime::format_duration(waited)
+    );
+    Some((Value::Array(waits).to_string(), line))
 }
 
 pub(super) fn heartbeat(tx: &Transaction<'_>, id: &str, fencing: i64) -> Result<bool> {
@@ -607,10 +679,14 @@ pub(super) fn append_logs(
             fencing,
         });
     }
-    let mut insert = tx
-        .prepare_cached("INSERT OR IGNORE INTO run_logs (run_id, seq, text) VALUES (?1, ?2, ?3)")?;
+    // Each chunk is stamped with when it arrived and the phase the run is in.
+    let now = millis(Utc::now());
+    let mut insert = tx.prepare_cached(
+        "INSERT OR IGNORE INTO run_logs (run_id, seq, text, received_at, phase)
+         VALUES (?1, ?2, ?3, ?4, (SELECT phase FROM runs WHERE id = ?1))",
+    )?;
     for (seq, text) in chunks {
-        insert.execute(params![id, seq, text])?;
+        insert.execute(params![id, seq, text, now])?;
     }
     Ok(())
 }
@@ -620,14 +696,26 @@ pub(super) fn read_logs(
     id: &str,
     after: Option<i64>,
     limit: u32,
-) -> Result<Vec<(i64, String)>> {
+) -> Result<Vec<LogRecord>> {
     let mut stmt = c.prepare_cached(
-        "SELECT seq, text FROM run_logs WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        "SELECT seq, text, received_at, phase FROM run_logs WHERE run_id = ?1 AND seq > ?2
+         ORDER BY seq LIMIT ?3",
     )?;
     let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
-        Ok((r.get(0)?, r.get(1)?))
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     })?;
-    Ok(rows.collect::<db::Result<Vec<_>>>()?)
+    rows.map(|row| {
+        let (seq, text, at, phase): (i64, String, Option<i64>, Option<String>) = row?;
+        Ok(LogRecord {
+            seq,
+            text,
+            at: opt_from_millis(at)?,
+            phase: phase
+                .map(|p| p.parse().map_err(|e| corrupt("log phase", e)))
+                .transpose()?,
+        })
+    })
+    .collect()
 }
 
 pub(super) fn next_log_seq(c: &Connection, id: &str) -> Result<i64> {

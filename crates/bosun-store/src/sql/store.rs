@@ -377,12 +377,7 @@ impl RunStore for db::Store {
             .await
     }
 
-    async fn read_logs(
-        &self,
-        run: &str,
-        after: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<(i64, String)>> {
+    async fn read_logs(&self, run: &str, after: Option<i64>, limit: u32) -> Result<Vec<LogRecord>> {
         let id = run.to_string();
         self.read(move |c| runs::read_logs(c, &id, after, limit))
             .await
@@ -1045,7 +1040,7 @@ impl PlanRunStore for db::Store {
         id: &str,
         after: Option<i64>,
         limit: u32,
-    ) -> Result<Vec<(i64, String)>> {
+    ) -> Result<Vec<LogRecord>> {
         let id = id.to_string();
         self.read(move |c| plan_runs::read_logs(c, &id, after, limit))
             .await

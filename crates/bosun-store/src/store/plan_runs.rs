@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    Audit, NewPlanRun, PlanHostResultRecord, PlanRunEventInput, PlanRunRecord, Result, RunnerRecord,
+    Audit, LogRecord, NewPlanRun, PlanHostResultRecord, PlanRunEventInput, PlanRunRecord, Result,
+    RunnerRecord,
 };
 
 /// Plan runs: created behind the concurrency guard, listed, moved through their state
@@ -61,6 +62,6 @@ pub trait PlanRunStore: Send + Sync {
         id: &str,
         after: Option<i64>,
         limit: u32,
-    ) -> Result<Vec<(i64, String)>>;
+    ) -> Result<Vec<LogRecord>>;
     async fn next_plan_run_log_seq(&self, id: &str) -> Result<i64>;
 }

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    Audit, NewRun, Result, RunEventInput, RunEventResult, RunPhaseRecord, RunRecord, RunnerRecord,
+    Audit, LogRecord, NewRun, Result, RunEventInput, RunEventResult, RunPhaseRecord, RunRecord,
+    RunnerRecord,
 };
 
 /// Stack runs: created, listed, moved through the run state machine, leased and fenced,
@@ -50,12 +51,7 @@ pub trait RunStore: Send + Sync {
     async fn set_run_consumed(&self, run: &str, consumed: &serde_json::Value) -> Result<bool>;
     /// Stores log chunks; a seq already stored keeps its first text.
     async fn append_logs(&self, run: &str, fencing: i64, chunks: &[(i64, String)]) -> Result<()>;
-    async fn read_logs(
-        &self,
-        run: &str,
-        after: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<(i64, String)>>;
+    async fn read_logs(&self, run: &str, after: Option<i64>, limit: u32) -> Result<Vec<LogRecord>>;
     /// The next log seq to write (one past the highest stored).
     async fn next_log_seq(&self, run: &str) -> Result<i64>;
     /// A stack run's saved Terraform plan file.

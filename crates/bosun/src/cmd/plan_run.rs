@@ -11,6 +11,7 @@ use bosun_core::plan_run::output_tail;
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+use super::run::LogPrinter;
 use super::{decode, Ctx};
 use crate::output::{emit, emit_json, opt_timestamp, timestamp, Fields, Table};
 
@@ -57,6 +58,9 @@ pub enum PlanRunCommand {
         /// Keep printing until the run ends; exit non-zero unless it succeeded.
         #[arg(long)]
         follow: bool,
+        /// Start each line with when the server received it (UTC).
+        #[arg(long)]
+        timestamps: bool,
     },
     /// Abort a run: settled at once; a runner executing it stops.
     Abort {
@@ -222,7 +226,12 @@ async fn get_run(ctx: &Ctx, run: &str) -> anyhow::Result<(Value, PlanRunView)> {
 }
 
 /// Prints log chunks after `after`; returns the last seq printed.
-async fn print_logs(ctx: &Ctx, run: &str, mut after: Option<i64>) -> anyhow::Result<Option<i64>> {
+async fn print_logs(
+    ctx: &Ctx,
+    run: &str,
+    mut after: Option<i64>,
+    printer: &mut LogPrinter,
+) -> anyhow::Result<Option<i64>> {
     loop {
         let mut query = vec![("limit", "1000".to_string())];
         if let Some(a) = after {
@@ -238,9 +247,9 @@ async fn print_logs(ctx: &Ctx, run: &str, mut after: Option<i64>) -> anyhow::Res
         };
         for c in chunks {
             if ctx.json {
-                emit(&format!("{}\n", json!({"seq": c.seq, "text": c.text})))?;
+                emit(&format!("{}\n", serde_json::to_string(&c)?))?;
             } else {
-                emit(&c.text)?;
+                emit(&printer.render(&c))?;
             }
         }
         after = Some(last);
@@ -249,9 +258,9 @@ async fn print_logs(ctx: &Ctx, run: &str, mut after: Option<i64>) -> anyhow::Res
 
 /// Prints the log as it grows — the server's event stream, as `bosun run logs --follow`
 /// reads it — until the run has ended and its runner let go; returns the run as it ended.
-async fn follow(ctx: &Ctx, run: &str) -> anyhow::Result<PlanRunView> {
+async fn follow(ctx: &Ctx, run: &str, printer: LogPrinter) -> anyhow::Result<PlanRunView> {
     let path = ["orgs", ctx.org.as_str(), "plan-runs", run, "logs", "stream"];
-    super::run::stream_log(ctx, &path, run, true).await?;
+    super::run::stream_log(ctx, &path, run, Some(printer)).await?;
     Ok(get_run(ctx, run).await?.1)
 }
 
@@ -311,7 +320,7 @@ pub async fn start(
         ctx,
         &["orgs", &ctx.org, "plan-runs", &run.id, "logs", "stream"],
         &run.id,
-        !ctx.json,
+        (!ctx.json).then(LogPrinter::default),
     )
     .await?;
     let (value, run) = get_run(ctx, &run.id).await?;
@@ -361,9 +370,19 @@ pub async fn run(ctx: &Ctx, cmd: PlanRunCommand) -> anyhow::Result<()> {
             }
             emit(&render(&view))
         }
-        PlanRunCommand::Logs { run, follow: false } => print_logs(ctx, &run, None).await.map(drop),
-        PlanRunCommand::Logs { run, follow: true } => {
-            let view = follow(ctx, &run).await?;
+        PlanRunCommand::Logs {
+            run,
+            follow: false,
+            timestamps,
+        } => print_logs(ctx, &run, None, &mut LogPrinter::new(timestamps))
+            .await
+            .map(drop),
+        PlanRunCommand::Logs {
+            run,
+            follow: true,
+            timestamps,
+        } => {
+            let view = follow(ctx, &run, LogPrinter::new(timestamps)).await?;
             ended_badly(&view)
         }
         PlanRunCommand::Abort { run } => {

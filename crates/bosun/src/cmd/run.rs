@@ -57,6 +57,9 @@ pub enum RunCommand {
         /// failed, canceled, interrupted, force-failed or discarded.
         #[arg(long)]
         follow: bool,
+        /// Start each line with when the server received it (UTC).
+        #[arg(long)]
+        timestamps: bool,
     },
     /// Apply an unconfirmed run's plan.
     Confirm {
@@ -258,7 +261,33 @@ pub fn run_text(r: Run) -> String {
         );
     }
     if let Some(b) = &r.blocked_by {
-        f.add("blocked by", blocked_text(b));
+        let since = r
+            .blocked_since
+            .map(|t| format!(", since {}", timestamp(&t)))
+            .unwrap_or_default();
+        f.add("blocked by", format!("{}{since}", blocked_text(b)));
+    }
+    if !r.lock_waits.is_empty() {
+        f.lines(
+            "waited",
+            r.lock_waits
+                .iter()
+                .map(|w| {
+                    let waited = (w.until - w.from).to_std().unwrap_or_default();
+                    let who = match w.holder.who.as_str() {
+                        "" => "someone",
+                        who => who,
+                    };
+                    format!(
+                        "{} for the state lock {} held by {who} ({} to {})",
+                        elapsed_text(waited),
+                        w.holder.id,
+                        timestamp(&w.from),
+                        timestamp(&w.until)
+                    )
+                })
+                .collect(),
+        );
     }
     if let Some(a) = approval {
         f.add("approval", a);
@@ -484,7 +513,7 @@ async fn trigger(
 }
 
 /// Prints the whole log: pages of chunks until an empty one.
-async fn logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
+async fn logs(ctx: &Ctx, run: &str, mut printer: LogPrinter) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     let mut after: Option<i64> = None;
     let mut all: Vec<Value> = Vec::new();
@@ -505,7 +534,7 @@ async fn logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
         if ctx.json {
             all.extend(items);
         } else {
-            let text: String = chunks.into_iter().map(|c| c.text).collect();
+            let text: String = chunks.iter().map(|c| printer.render(c)).collect();
             emit(&text)?;
         }
         // A page that does not move past `after` would repeat forever.
@@ -518,6 +547,62 @@ async fn logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
         return emit_json(&Value::Array(all));
     }
     Ok(())
+}
+
+/// How a run's log is printed: a divider where the phase that wrote it changes (plan,
+/// apply) and, with `timestamps`, each line prefixed with when the server received it.
+#[derive(Default)]
+pub(crate) struct LogPrinter {
+    timestamps: bool,
+    phase: Option<String>,
+    /// The last text printed ended a line (or nothing was printed yet).
+    mid_line: bool,
+}
+
+impl LogPrinter {
+    pub(crate) fn new(timestamps: bool) -> Self {
+        LogPrinter {
+            timestamps,
+            ..LogPrinter::default()
+        }
+    }
+
+    /// The chunk as it is printed, after the chunks rendered before it.
+    pub(crate) fn render(&mut self, chunk: &LogChunk) -> String {
+        let mut out = String::new();
+        if let Some(phase) = chunk
+            .phase
+            .as_ref()
+            .filter(|p| self.phase.as_ref() != Some(*p))
+        {
+            if self.mid_line {
+                out.push('\n');
+                self.mid_line = false;
+            }
+            out.push_str(&format!("── {phase} ──\n"));
+            self.phase = Some(phase.clone());
+        }
+        if !self.timestamps {
+            out.push_str(&chunk.text);
+        } else {
+            let stamp = match chunk.at {
+                Some(at) => at.format("%Y-%m-%dT%H:%M:%SZ ").to_string(),
+                None => " ".repeat(21),
+            };
+            for line in chunk.text.split_inclusive('\n') {
+                if !self.mid_line {
+                    out.push_str(&stamp);
+                }
+                out.push_str(line);
+                self.mid_line = !line.ends_with('\n');
+            }
+            return out;
+        }
+        if let Some(last) = chunk.text.chars().last() {
+            self.mid_line = last != '\n';
+        }
+        out
+    }
 }
 
 /// One server-sent event: its `event:` name and its `data:` lines joined.
@@ -594,13 +679,13 @@ const MAX_IDLE_RECONNECTS: u32 = 3;
 
 /// Follows the log over the server-sent event stream until its `end` event; fails
 /// unless the run ended well.
-async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
+async fn follow_logs(ctx: &Ctx, run: &str, printer: LogPrinter) -> anyhow::Result<()> {
     let org = ctx.org.as_str();
     let state = stream_log(
         ctx,
         &["orgs", org, "runs", run, "logs", "stream"],
         run,
-        true,
+        Some(printer),
     )
     .await?;
     if is_failure(&state) {
@@ -619,13 +704,13 @@ async fn follow_logs(ctx: &Ctx, run: &str) -> anyhow::Result<()> {
 /// Prints a run's log from its server-sent event stream at `path` (a stack run's or a
 /// plan run's) until the `end` event, reconnecting after the last chunk seen when the
 /// stream breaks off (the client's timeout bounds each connection). Returns the run's
-/// final state. With `echo` false it only waits for the end (`--json --wait` prints one
-/// document, the run, at the end).
+/// final state. `echo` prints the chunks (as JSON lines under `--json`); without it the
+/// call only waits for the end (`--json --wait` prints one document, the run, at the end).
 pub(crate) async fn stream_log(
     ctx: &Ctx,
     path: &[&str],
     run: &str,
-    echo: bool,
+    mut echo: Option<LogPrinter>,
 ) -> anyhow::Result<String> {
     let mut after: Option<i64> = None;
     let mut idle = 0;
@@ -657,14 +742,14 @@ pub(crate) async fn stream_log(
                             continue;
                         }
                         after = Some(chunk.seq);
-                        if echo && ctx.json {
-                            emit(&format!("{}\n", ev.data))?;
-                        } else if echo {
-                            emit(&chunk.text)?;
+                        match &mut echo {
+                            Some(_) if ctx.json => emit(&format!("{}\n", ev.data))?,
+                            Some(printer) => emit(&printer.render(&chunk))?,
+                            None => {}
                         }
                     }
                     "end" => {
-                        if echo && ctx.json {
+                        if echo.is_some() && ctx.json {
                             emit(&format!("{}\n", ev.data))?;
                         }
                         end = Some(decode(serde_json::from_str(&ev.data)?)?);
@@ -728,8 +813,17 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
         RunCommand::Show { run } if is_plan_run(&run) => {
             super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Show { run }).await
         }
-        RunCommand::Logs { run, follow } if is_plan_run(&run) => {
-            super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Logs { run, follow }).await
+        RunCommand::Logs {
+            run,
+            follow,
+            timestamps,
+        } if is_plan_run(&run) => {
+            let logs = super::plan_run::PlanRunCommand::Logs {
+                run,
+                follow,
+                timestamps,
+            };
+            super::plan_run::run(ctx, logs).await
         }
         RunCommand::Abort { run } if is_plan_run(&run) => {
             super::plan_run::run(ctx, super::plan_run::PlanRunCommand::Abort { run }).await
@@ -745,11 +839,16 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
             }
             ctx.show(value, run_text)
         }
-        RunCommand::Logs { run, follow } => {
+        RunCommand::Logs {
+            run,
+            follow,
+            timestamps,
+        } => {
+            let printer = LogPrinter::new(timestamps);
             if follow {
-                follow_logs(ctx, &run).await
+                follow_logs(ctx, &run, printer).await
             } else {
-                logs(ctx, &run).await
+                logs(ctx, &run, printer).await
             }
         }
         RunCommand::Confirm { run } => act(ctx, &run, "confirm").await,
@@ -768,7 +867,7 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bosun_api::{PhaseTiming, ResourceChange};
+    use bosun_api::{LockWait, PhaseTiming, ResourceChange};
     use chrono::{TimeZone, Utc};
 
     #[test]
@@ -836,6 +935,16 @@ mod tests {
                 who: "alice@laptop".into(),
                 ..TfLockInfo::default()
             }),
+            blocked_since: Some(t),
+            lock_waits: vec![LockWait {
+                holder: TfLockInfo {
+                    id: "lock-0".into(),
+                    who: "bob@ci".into(),
+                    ..TfLockInfo::default()
+                },
+                from: t - chrono::Duration::seconds(600),
+                until: t,
+            }],
             plan: Some(PlanSummary {
                 has_changes: true,
                 add: 1,
@@ -869,8 +978,12 @@ mod tests {
     fn show_text() {
         let text = run_text(sample());
         assert!(text.contains(
-            "blocked by:       alice@laptop holds the state lock (lock-1, OperationTypeApply)"
+            "blocked by:       alice@laptop holds the state lock (lock-1, OperationTypeApply), since 2026-01-02T03:04:05Z"
         ));
+        assert!(
+            text.contains("waited:           10m 0s for the state lock lock-0 held by bob@ci (2026-01-02T02:54:05Z to 2026-01-02T03:04:05Z)"),
+            "{text}"
+        );
         assert!(text.contains("plan:             +1 ~2 -0, 1 output to change\n"));
         assert!(text.contains("create null_resource.a"));
         assert!(text.contains("update url"));
@@ -888,6 +1001,41 @@ mod tests {
         ended.state = "finished".into();
         ended.updated_at = ended.created_at + chrono::Duration::seconds(65);
         assert!(runs_table("web", vec![ended]).contains(" 1m 5s "));
+    }
+
+    /// Dividers where the phase changes; timestamps at the start of each line, not
+    /// inside a line a chunk boundary cut.
+    #[test]
+    fn log_printer_marks_phases_and_times() {
+        let at = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).single();
+        let chunk = |seq, text: &str, phase: &str| LogChunk {
+            phase: Some(phase.into()),
+            at,
+            ..LogChunk::new(seq, text)
+        };
+        let chunks = [
+            chunk(0, "a\nb", "plan"),
+            chunk(1, "c\n", "plan"),
+            chunk(2, "d\n", "apply"),
+            LogChunk::new(3, "old\n"),
+        ];
+        let mut plain = LogPrinter::new(false);
+        let text: String = chunks.iter().map(|c| plain.render(c)).collect();
+        assert_eq!(text, "── plan ──\na\nbc\n── apply ──\nd\nold\n");
+        let mut stamped = LogPrinter::new(true);
+        let text: String = chunks.iter().map(|c| stamped.render(c)).collect();
+        let t = "2026-01-02T03:04:05Z";
+        assert_eq!(
+            text,
+            format!(
+                "── plan ──\n{t} a\n{t} bc\n── apply ──\n{t} d\n{} old\n",
+                " ".repeat(20)
+            )
+        );
+        // A phase change in the middle of a line starts the divider on its own line.
+        let mut p = LogPrinter::new(false);
+        let text = p.render(&chunk(0, "x", "plan")) + &p.render(&chunk(1, "y\n", "apply"));
+        assert_eq!(text, "── plan ──\nx\n── apply ──\ny\n");
     }
 
     /// A plan that changes only outputs does not read as "nothing to apply".
