@@ -348,17 +348,26 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     assert_eq!(v["state"], "unconfirmed");
     assert_eq!(v["plan"]["add"], 1);
 
-    // Logs: the text as written; --json the chunks.
+    // Logs: the text as written, under the phase that wrote it; --json the chunks, each
+    // with when it arrived and its phase.
     assert_eq!(
         ok(&env, &["run", "logs", &r1]),
-        format!("{PREPARED}hello\nplanning...\n")
+        format!("── plan ──\n{PREPARED}hello\nplanning...\n")
     );
-    let chunks = ok_json(&env, &["run", "logs", &r1]);
+    let mut chunks = ok_json(&env, &["run", "logs", &r1]);
+    for c in chunks.as_array_mut().unwrap() {
+        let at = c.as_object_mut().unwrap().remove("at").unwrap_or_default();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(at.as_str().unwrap_or_default()).is_ok(),
+            "{at}"
+        );
+    }
     assert_eq!(
         chunks,
-        json!([{"seq": 0, "text": "bosun: integration identity: ok\n"},
-               {"seq": 1, "text": "bosun: integration variables: ok\n"},
-               {"seq": 2, "text": "hello\n"}, {"seq": 3, "text": "planning...\n"}])
+        json!([{"seq": 0, "text": "bosun: integration identity: ok\n", "phase": "plan"},
+               {"seq": 1, "text": "bosun: integration variables: ok\n", "phase": "plan"},
+               {"seq": 2, "text": "hello\n", "phase": "plan"},
+               {"seq": 3, "text": "planning...\n", "phase": "plan"}])
     );
 
     // Confirm moves it to applying; the runner applies it.
@@ -374,7 +383,7 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     // Following an ended run prints the whole log and stops at the end event.
     assert_eq!(
         ok(&env, &["run", "logs", &r1, "--follow"]),
-        format!("{PREPARED}hello\nplanning...\n{PREPARED}applied\n")
+        format!("── plan ──\n{PREPARED}hello\nplanning...\n── apply ──\n{PREPARED}applied\n")
     );
     let lines = ok(&env, &["run", "logs", &r1, "--follow", "--json"]);
     let events: Vec<Value> = lines
@@ -511,11 +520,18 @@ fn trigger_show_logs_confirm_discard_cancel_retry_and_stack_runs() {
     let shown = ok(&env, &["run", "show", &r5]);
     assert!(
         shown.contains(
-            "blocked by:   alice@laptop holds the state lock (lock-1, OperationTypeApply)\n"
+            "blocked by:   alice@laptop holds the state lock (lock-1, OperationTypeApply), since "
         ),
         "{shown}"
     );
     ok(&env, &["run", "cancel", &r5]);
+    // Canceled while it waited: the wait is kept on the run, the block is gone.
+    let v = ok_json(&env, &["run", "show", &r5]);
+    assert!(
+        v["blocked_by"].is_null() && v["blocked_since"].is_null(),
+        "{v:#}"
+    );
+    assert_eq!(v["lock_waits"][0]["holder"]["Who"], "alice@laptop", "{v:#}");
 
     // Errors carry the server's message.
     let err = fails(&env, &["run", "show", "run-nope"]);
@@ -686,7 +702,7 @@ fn trigger_wait_and_live_log_follow() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("{PREPARED}line one\nline two\n{PREPARED}applying\n")
+        format!("── plan ──\n{PREPARED}line one\nline two\n── apply ──\n{PREPARED}applying\n")
     );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(&format!("run {} ended failed: boom", l.run)),
