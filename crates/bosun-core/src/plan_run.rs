@@ -1,6 +1,8 @@
 //! Runs of a host plan: their states, the one transition function that
 //! decides every state change, the concurrency guard's overlap rule and the approval
-//! gate. The store loads a run, asks [`transition`], and writes the answer.
+//! gate, and a gated run's preview (the dry run beside it): what it predicts per host and
+//! why it ends when its run is decided. The store loads a run, asks [`transition`], and
+//! writes the answer.
 //!
 //! A leased run is `running` from the lease on; `started` says whether the runner began
 //! executing steps. A lease that never started is put back in the queue (nothing ran);
@@ -262,6 +264,140 @@ pub fn gated_environments<'a>(
 pub const STALE_REASON: &str =
     "the runner stopped reporting; the per-host progress it reported is kept";
 
+/// The reason a preview carries when its run left `paused` — approved, rejected or
+/// aborted (`event`) — while the preview was still queued or running: it is aborted so
+/// that the real run never runs beside it. `None` for an event that does not decide a
+/// paused run.
+pub fn preview_decided_reason(run: &str, event: PlanRunEvent) -> Option<String> {
+    let verb = match event {
+        PlanRunEvent::Approve => "approved",
+        PlanRunEvent::Reject => "rejected",
+        PlanRunEvent::Abort => "aborted",
+        _ => return None,
+    };
+    Some(format!(
+        "its run {run} was {verb} before this preview ended"
+    ))
+}
+
+/// What a preview (the dry run of a paused run) predicts for one host, from that host's
+/// per-step results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HostPrediction {
+    /// A step would change something on the host.
+    WouldChange,
+    /// Every step reported was checked and none would change anything.
+    NoChange,
+    /// No step would change anything, but a raw command's effect cannot be predicted.
+    CannotKnow,
+    /// A step failed on the host (a failure its step tolerates does not count).
+    Failed,
+    /// No step reported yet.
+    Pending,
+}
+
+/// One host's prediction from its results, each `(status, ignored)`: a failure decides
+/// first, then a change, then a step that cannot be predicted.
+pub fn host_prediction<'a>(results: impl IntoIterator<Item = (&'a str, bool)>) -> HostPrediction {
+    let mut seen = false;
+    let (mut changed, mut unknown) = (false, false);
+    for (status, ignored) in results {
+        seen = true;
+        match status {
+            "failed" | "timed_out" if !ignored => return HostPrediction::Failed,
+            "changed" => changed = true,
+            "unknown" => unknown = true,
+            _ => {}
+        }
+    }
+    if !seen {
+        HostPrediction::Pending
+    } else if changed {
+        HostPrediction::WouldChange
+    } else if unknown {
+        HostPrediction::CannotKnow
+    } else {
+        HostPrediction::NoChange
+    }
+}
+
+/// A preview's per-host predictions counted, as people read them beside a decision:
+/// `2 hosts would change, 1 no change`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PreviewSummary {
+    pub would_change: usize,
+    pub no_change: usize,
+    pub cannot_know: usize,
+    pub failed: usize,
+    pub pending: usize,
+}
+
+impl PreviewSummary {
+    /// The predictions of `hosts` (the preview's targets) from its results, each
+    /// `(host, status, ignored)`; a host with no result is pending.
+    pub fn of<'a>(
+        hosts: &[String],
+        results: impl IntoIterator<Item = (&'a str, &'a str, bool)> + Clone,
+    ) -> PreviewSummary {
+        let mut s = PreviewSummary::default();
+        for host in hosts {
+            let mine = results
+                .clone()
+                .into_iter()
+                .filter(|(h, _, _)| *h == host.as_str())
+                .map(|(_, status, ignored)| (status, ignored));
+            match host_prediction(mine) {
+                HostPrediction::WouldChange => s.would_change += 1,
+                HostPrediction::NoChange => s.no_change += 1,
+                HostPrediction::CannotKnow => s.cannot_know += 1,
+                HostPrediction::Failed => s.failed += 1,
+                HostPrediction::Pending => s.pending += 1,
+            }
+        }
+        s
+    }
+}
+
+/// Where a preview is, for whoever decides its run: while it goes on, that it does; once
+/// it ended, what it predicts — `running`, `2 hosts would change, 1 no change`, `failed:
+/// 1 host failed, 1 no change`.
+pub fn preview_outcome(state: PlanRunState, summary: &PreviewSummary) -> String {
+    match state {
+        PlanRunState::Queued => "queued, waiting for a runner".into(),
+        PlanRunState::Running => "running".into(),
+        PlanRunState::Succeeded => summary.to_string(),
+        other => format!("{other}: {summary}"),
+    }
+}
+
+impl std::fmt::Display for PreviewSummary {
+    /// The counts that are not zero, the first with its noun: `2 hosts would change, 1 no
+    /// change, 1 cannot know`; `no host` when there is none.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts = [
+            (self.would_change, "would change"),
+            (self.no_change, "no change"),
+            (self.cannot_know, "cannot know"),
+            (self.failed, "failed"),
+            (self.pending, "not checked yet"),
+        ];
+        let mut first = true;
+        for (n, what) in parts.into_iter().filter(|(n, _)| *n > 0) {
+            if first {
+                let noun = if n == 1 { "host" } else { "hosts" };
+                write!(f, "{n} {noun} {what}")?;
+                first = false;
+            } else {
+                write!(f, ", {n} {what}")?;
+            }
+        }
+        if first {
+            f.write_str("no host")?;
+        }
+        Ok(())
+    }
+}
+
 /// The end of a step's output, as people read it beside the run: its last lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputTail<'a> {
@@ -481,6 +617,88 @@ mod tests {
              (paused, waiting for approval: `bosun plan-run show prun-a`); run prun-b \
              (running: `bosun plan-run show prun-b`)"
         );
+    }
+
+    #[test]
+    fn a_preview_is_summed_per_host_failure_first_then_change() {
+        assert_eq!(host_prediction([]), HostPrediction::Pending);
+        assert_eq!(
+            host_prediction([("ok", false), ("skipped", false)]),
+            HostPrediction::NoChange
+        );
+        assert_eq!(
+            host_prediction([("ok", false), ("unknown", false)]),
+            HostPrediction::CannotKnow
+        );
+        assert_eq!(
+            host_prediction([("unknown", false), ("changed", false)]),
+            HostPrediction::WouldChange
+        );
+        assert_eq!(
+            host_prediction([("changed", false), ("failed", false)]),
+            HostPrediction::Failed
+        );
+        // A tolerated failure does not fail the host.
+        assert_eq!(
+            host_prediction([("timed_out", true), ("ok", false)]),
+            HostPrediction::NoChange
+        );
+        let hosts: Vec<String> = ["web-1", "web-2", "db", "cache"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let results = [
+            ("web-1", "changed", false),
+            ("web-1", "ok", false),
+            ("web-2", "changed", false),
+            ("db", "ok", false),
+            ("ghost", "changed", false),
+        ];
+        let s = PreviewSummary::of(&hosts, results);
+        assert_eq!(
+            s,
+            PreviewSummary {
+                would_change: 2,
+                no_change: 1,
+                pending: 1,
+                ..PreviewSummary::default()
+            }
+        );
+        assert_eq!(
+            s.to_string(),
+            "2 hosts would change, 1 no change, 1 not checked yet"
+        );
+        let one = PreviewSummary {
+            no_change: 1,
+            cannot_know: 2,
+            ..PreviewSummary::default()
+        };
+        assert_eq!(one.to_string(), "1 host no change, 2 cannot know");
+        assert_eq!(PreviewSummary::default().to_string(), "no host");
+        assert_eq!(preview_outcome(S::Running, &s), "running");
+        assert_eq!(
+            preview_outcome(S::Queued, &s),
+            "queued, waiting for a runner"
+        );
+        assert_eq!(
+            preview_outcome(S::Succeeded, &one),
+            "1 host no change, 2 cannot know"
+        );
+        assert_eq!(
+            preview_outcome(S::Aborted, &one),
+            "aborted: 1 host no change, 2 cannot know"
+        );
+        assert_eq!(
+            preview_decided_reason("prun-1", E::Approve).as_deref(),
+            Some("its run prun-1 was approved before this preview ended")
+        );
+        assert!(preview_decided_reason("prun-1", E::Reject)
+            .unwrap()
+            .contains("was rejected"));
+        assert!(preview_decided_reason("prun-1", E::Abort)
+            .unwrap()
+            .contains("was aborted"));
+        assert_eq!(preview_decided_reason("prun-1", E::Leased), None);
     }
 
     #[test]
