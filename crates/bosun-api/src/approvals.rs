@@ -21,6 +21,10 @@ pub struct PendingApprovalView {
     pub requested_by: String,
     /// Waiting since.
     pub since: DateTime<Utc>,
+    /// A plan run's preview: the dry run of it created with it, which shows what the run
+    /// would change (`GET …/plan-runs/{preview}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// What a run waiting for an approval waits for, shown on the run itself (`Run.approval`,

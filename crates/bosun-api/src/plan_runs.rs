@@ -69,6 +69,15 @@ pub struct PlanRunView {
     pub hosts: Vec<String>,
     /// Target environments that require approval (the run started paused).
     pub gated_environments: Vec<String>,
+    /// A run that started paused: its preview, the dry run of the same plan version,
+    /// hosts and inputs created with it and queued at once, so whoever decides sees what
+    /// the run would change. Deciding (or aborting) the run while its preview is still
+    /// queued or running aborts the preview.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    /// A preview: the paused run it was created with (and predicts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_of: Option<String>,
     pub runner_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

@@ -134,6 +134,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0017_secret_namespaces_per_org.sql"),
     include_str!("../migrations/postgres/0018_recovered_state.sql"),
     include_str!("../migrations/postgres/0019_log_times_lock_waits.sql"),
+    include_str!("../migrations/postgres/0020_plan_run_previews.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -117,6 +117,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0017_secret_namespaces_per_org.sql"),
     include_str!("../migrations/sqlite/0018_recovered_state.sql"),
     include_str!("../migrations/sqlite/0019_log_times_lock_waits.sql"),
+    include_str!("../migrations/sqlite/0020_plan_run_previews.sql"),
 ];
 
 /// The schema version this binary writes.

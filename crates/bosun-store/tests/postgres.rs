@@ -500,6 +500,7 @@ async fn two_replicas_racing_plan_runs_on_one_host_start_one() {
                 hosts: vec![format!("host-{round}")],
                 gated_environments: vec![],
                 concurrent: false,
+                preview: None,
             };
             racers.push(tokio::spawn(async move {
                 store.create_plan_run(&run, &audit).await

@@ -403,7 +403,11 @@ pub async fn runner_report(
         report,
         audit: None,
     };
-    state.store.plan_run_event(&id, &input).await?;
+    let out = state.store.plan_run_event(&id, &input).await?;
+    if out.preview_of.is_some() && !out.leased {
+        // A preview's runner let go: its approved run may be leased now.
+        state.wake_dispatch();
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

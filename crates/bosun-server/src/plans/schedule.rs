@@ -7,10 +7,11 @@
 //! When a schedule is due, the pass creates a plan run (trigger `schedule`, requested by
 //! `schedule`) in the store transaction that moves the schedule on. A plan whose targets
 //! include a `requires_approval` environment gets a **paused run at its time**, waiting
-//! in the approvals inbox. A run the concurrency guard refuses, or one that cannot be
-//! resolved (the plan no longer parses, it targets no host), is not created: the reason
-//! is the schedule's last note. Missed fire times (the server was down) give **one
-//! catch-up run** when the server is back, and the note says how many were missed.
+//! in the approvals inbox, with its preview (a dry run of it) queued at once. A run the
+//! concurrency guard refuses, or one that cannot be resolved (the plan no longer parses,
+//! it targets no host), is not created: the reason is the schedule's last note. Missed
+//! fire times (the server was down) give **one catch-up run** when the server is back,
+//! and the note says how many were missed.
 
 use std::collections::BTreeMap;
 
@@ -118,20 +119,24 @@ impl Cron for PlanScheduleRecord {
         )
         .await
         {
-            Ok(resolved) => Ok(Due::Run(NewPlanRun {
-                id: crate::service::plan_runs::new_plan_run_id(),
-                org: self.org.clone(),
-                plan: self.plan.clone(),
-                plan_version: plan.version,
-                source: plan.source,
-                inputs,
-                dry_run: false,
-                requested_by: REQUESTER.to_string(),
-                trigger: PlanTrigger::Schedule,
-                hosts: resolved.hosts,
-                gated_environments: resolved.gated,
-                concurrent: resolved.plan.concurrent_runs,
-            })),
+            Ok(resolved) => {
+                let (id, preview) = crate::service::plan_runs::new_run_ids(false, &resolved.gated);
+                Ok(Due::Run(NewPlanRun {
+                    id,
+                    preview,
+                    org: self.org.clone(),
+                    plan: self.plan.clone(),
+                    plan_version: plan.version,
+                    source: plan.source,
+                    inputs,
+                    dry_run: false,
+                    requested_by: REQUESTER.to_string(),
+                    trigger: PlanTrigger::Schedule,
+                    hosts: resolved.hosts,
+                    gated_environments: resolved.gated,
+                    concurrent: resolved.plan.concurrent_runs,
+                }))
+            }
             // Refusals of the plan or its targets are the schedule's business: recorded.
             Err(ApiError::Validation(e)) => Ok(Due::Skip(e.to_string())),
             Err(ApiError::Conflict { message, .. }) => Ok(Due::Skip(message)),
@@ -156,7 +161,7 @@ impl Cron for PlanScheduleRecord {
             PlanScheduleFired::Started(run) => {
                 tracing::info!(org = %self.org, plan = %self.plan, run = %run.id, state = %run.state,
                     "scheduled plan run created");
-                if run.needs_lease {
+                if run.needs_lease || run.preview.is_some() {
                     state.wake_dispatch();
                 }
             }

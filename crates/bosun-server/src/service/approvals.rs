@@ -37,6 +37,7 @@ fn pending_to_wire(p: PendingApproval) -> PendingApprovalView {
         environments: p.environments,
         requested_by: p.requested_by,
         since: p.since,
+        preview: p.preview,
     }
 }
 

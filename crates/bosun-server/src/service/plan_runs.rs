@@ -1,14 +1,17 @@
 //! Plan runs: creating one (the stored plan parsed with `bosun-plans`, its target hosts
-//! resolved from the org's hosts, inputs checked, the approval gate, and the concurrency
-//! guard inside the store's creating transaction), listing, showing, aborting and
-//! reading their logs, and settling runs nothing executes any more — the work behind the
-//! API's handlers, the console's pages, the scheduler and the stale sweep.
+//! resolved from the org's hosts, inputs checked, the approval gate — a paused run gets
+//! its preview, a dry run of it — and the concurrency guard inside the store's creating
+//! transaction), listing, showing, aborting and reading their logs, what a preview
+//! predicts, and settling runs nothing executes any more — the work behind the API's
+//! handlers, the console's pages, the scheduler and the stale sweep.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use bosun_api::{ErrorCode, LogChunk, Page, PlanHostResult, PlanRunCreate, PlanRunView};
-use bosun_core::plan_run::{gated_environments, PlanRunEvent, PlanRunState, PlanTrigger};
+use bosun_core::plan_run::{
+    gated_environments, PlanRunEvent, PlanRunState, PlanTrigger, PreviewSummary,
+};
 use bosun_core::ValidationError;
 use bosun_store::{
     EnvironmentRecord, HostRecord, NewPlanRun, PlanHostResultRecord, PlanRunEventInput,
@@ -67,6 +70,8 @@ pub(crate) fn to_wire(r: PlanRunRecord, results: Vec<PlanHostResultRecord>) -> P
         requested_by: r.requested_by,
         hosts: r.hosts,
         gated_environments: r.gated_environments,
+        preview: r.preview,
+        preview_of: r.preview_of,
         runner_id: r.runner_id,
         created_at: r.created_at,
         updated_at: r.updated_at,
@@ -205,8 +210,9 @@ pub async fn resolve(
 
 /// Creates a run of a stored plan (queued, or paused when a target environment requires
 /// approval) and wakes waiting runners. A dry run changes no host, so it never waits for
-/// an approval. The concurrency guard answers 409 naming the overlapping hosts and the
-/// runs holding them.
+/// an approval. A paused run is created with its preview, a dry run of it queued at once
+/// ([`new_run_ids`]). The concurrency guard answers 409 naming the overlapping hosts and
+/// the runs holding them.
 pub async fn start(
     state: &AppState,
     org: &str,
@@ -222,8 +228,9 @@ pub async fn start(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("plan {name:?}")))?;
     let resolved = resolve(state, org, name, &plan.source, &body.inputs).await?;
+    let (id, preview) = new_run_ids(body.dry_run, &resolved.gated);
     let run = NewPlanRun {
-        id: new_plan_run_id(),
+        id,
         org: org.to_string(),
         plan: name.to_string(),
         plan_version: plan.version,
@@ -239,12 +246,31 @@ pub async fn start(
             resolved.gated
         },
         concurrent: resolved.plan.concurrent_runs,
+        preview,
     };
     let created = state.store.create_plan_run(&run, &audit).await?;
-    if created.needs_lease {
+    if created.needs_lease || created.preview.is_some() {
         state.wake_dispatch();
     }
     Ok(created)
+}
+
+/// The ids of a new run and of its preview: a real run gated by `gated` environments
+/// starts paused, and the store creates a dry run of it beside it (same creation time),
+/// so whoever decides sees what it would change; `None` for a dry run or a run that is
+/// not gated. The preview's id sorts before the run's, so lists (newest first, then by
+/// id) show the run, then its preview, and a plan's last run is the run.
+pub fn new_run_ids(dry_run: bool, gated: &[String]) -> (String, Option<String>) {
+    let run = new_plan_run_id();
+    if dry_run || gated.is_empty() {
+        return (run, None);
+    }
+    let other = new_plan_run_id();
+    if other < run {
+        (run, Some(other))
+    } else {
+        (other, Some(run))
+    }
 }
 
 /// Runs a stored plan (or dry-runs it) for `caller`, audited as `plan_run.create`.
@@ -272,6 +298,23 @@ pub async fn create(
     )
     .await?;
     Ok(to_wire(run, Vec::new()))
+}
+
+/// Where a preview is, for whoever decides its run: what it predicts per host once it
+/// ended (`2 hosts would change, 1 no change`), else `running` or `queued, waiting for a
+/// runner` — `bosun_core::plan_run::preview_outcome` over its results.
+pub fn preview_outcome(preview: &PlanRunView) -> String {
+    let summary = PreviewSummary::of(
+        &preview.hosts,
+        preview
+            .results
+            .iter()
+            .map(|r| (r.host.as_str(), r.status.as_str(), r.ignored)),
+    );
+    match preview.state.parse::<PlanRunState>() {
+        Ok(state) => bosun_core::plan_run::preview_outcome(state, &summary),
+        Err(_) => preview.state.clone(),
+    }
 }
 
 /// A page of a plan's runs, newest first; the cursor is the last run's id.

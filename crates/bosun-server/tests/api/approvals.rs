@@ -376,13 +376,42 @@ async fn wait_schedule(t: &TestServer, what: &str, pred: impl Fn(&Value) -> bool
     }
 }
 
-async fn plan_runs(t: &TestServer) -> Vec<Value> {
+/// Every run of the plan, newest first, previews included.
+async fn all_plan_runs(t: &TestServer) -> Vec<Value> {
     t.get("/api/v1/orgs/default/plans/app-config/runs", &t.admin)
         .await
         .body["items"]
         .as_array()
         .unwrap()
         .clone()
+}
+
+/// The plan's runs the schedule created, newest first: previews (the dry run each paused
+/// run gets) left out.
+async fn plan_runs(t: &TestServer) -> Vec<Value> {
+    let mut runs = all_plan_runs(t).await;
+    runs.retain(|r| r["preview_of"].is_null());
+    runs
+}
+
+/// The preview of the paused run `run`: a dry run of it, queued at once.
+async fn preview_of(t: &TestServer, run: &Value) -> Value {
+    let id = run["preview"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no preview: {run}"));
+    let preview = all_plan_runs(t)
+        .await
+        .into_iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("preview {id} not listed"));
+    assert_eq!(preview["preview_of"], run["id"], "{preview}");
+    assert_eq!(preview["dry_run"], true, "{preview}");
+    assert_eq!(preview["state"], "queued", "{preview}");
+    assert_eq!(preview["gated_environments"], json!([]), "{preview}");
+    for same in ["trigger", "requested_by", "inputs", "hosts", "plan_version"] {
+        assert_eq!(preview[same], run[same], "{same}: {preview}");
+    }
+    preview
 }
 
 #[tokio::test]
@@ -450,9 +479,28 @@ async fn a_scheduled_gated_plan_creates_a_paused_run_at_its_time() {
     assert_eq!(runs[0]["trigger"], "schedule");
     assert_eq!(runs[0]["requested_by"], "schedule");
     assert_eq!(runs[0]["inputs"], json!({"release": "2.0"}));
+    // A scheduled run that waits for an approval gets its preview too.
+    let preview = preview_of(&t, &runs[0]).await;
     assert_eq!(inbox(&t, &bob).await[0]["subject"], run.as_str());
+    assert_eq!(inbox(&t, &bob).await[0]["preview"], preview["id"]);
     let r = decide(&t, &bob, &run, "approve", json!({})).await;
     assert_eq!(r.body["run_state"], "queued", "{:?}", r.body);
+    // Approved before any runner took the preview: the preview is aborted, saying why.
+    let preview = t
+        .get(
+            &format!(
+                "/api/v1/orgs/default/plan-runs/{}",
+                preview["id"].as_str().unwrap()
+            ),
+            &bob,
+        )
+        .await
+        .body;
+    assert_eq!(preview["state"], "aborted", "{preview}");
+    assert_eq!(
+        preview["reason"],
+        format!("its run {run} was approved before this preview ended")
+    );
     // Approved, it goes to a runner with the schedule's inputs.
     let runner = t
         .post(
@@ -611,6 +659,7 @@ async fn a_plan_files_schedule_is_the_plans_schedule_until_the_file_drops_it() {
     assert_eq!(runs[0]["state"], "paused");
     assert_eq!(runs[0]["trigger"], "schedule");
     assert_eq!(runs[0]["inputs"], json!({"release": "2.0"}));
+    preview_of(&t, &runs[0]).await;
 
     // The API refuses to change or clear it, saying where it is changed.
     for method in [Method::PUT, Method::DELETE] {

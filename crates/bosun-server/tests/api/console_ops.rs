@@ -288,12 +288,48 @@ async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_thro
         .as_str()
         .unwrap()
         .to_string();
-    let lease = runner_post(
+    let lease_next = || {
+        runner_post(
+            &t,
+            "lease",
+            json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
+        )
+    };
+    // First the gated run's preview, a dry run of it queued with it: it predicts a
+    // change on web-1.
+    let lease = lease_next().await;
+    let preview = t
+        .get(&format!("/api/v1/orgs/default/plan-runs/{gated}"), &alice)
+        .await
+        .body["preview"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(lease["plan_run"]["run_id"], preview.as_str(), "{lease}");
+    assert_eq!(lease["plan_run"]["dry_run"], true, "{lease}");
+    let f = lease["plan_run"]["fencing"].clone();
+    runner_post(
         &t,
-        "lease",
-        json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
+        &format!("plan-runs/{preview}/report"),
+        json!({"fencing": f, "event": "started"}),
     )
     .await;
+    runner_post(
+        &t,
+        &format!("plan-runs/{preview}/results"),
+        json!({"fencing": f, "results": [{"step": 1, "step_name": "say", "module": "file.copy",
+            "host": "web-1", "status": "changed", "changed": true, "exit_code": null,
+            "duration_ms": 2, "message": "would write /etc/app.conf",
+            "diff": "--- /etc/app.conf (before)\n+++ /etc/app.conf (after)\n-port=80\n+port=8080"}]}),
+    )
+    .await;
+    runner_post(
+        &t,
+        &format!("plan-runs/{preview}/report"),
+        json!({"fencing": f, "event": "finished", "ok": true, "report": {"unresolved": []}}),
+    )
+    .await;
+    let lease = lease_next().await;
     assert_eq!(lease["plan_run"]["run_id"], dry.as_str(), "{lease}");
     let fencing = lease["plan_run"]["fencing"].clone();
     let runners = as_vic.page("/orgs/default/runners").await;

@@ -179,6 +179,7 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
             environments: vec!["prod".into()],
             requested_by: "user:alice".into(),
             since: paused.created_at,
+            preview: None,
         }
     );
     let stack = &pending[1];

@@ -125,6 +125,8 @@ macro_rules! conformance_suite {
             plan_runs_listed_newest_first_page_by_page,
             plan_runs_lease_fence_results_and_settle,
             plan_runs_abort_stale_and_requeue,
+            plan_runs_a_paused_run_is_previewed_until_it_is_decided,
+            plan_runs_an_approved_run_waits_for_its_previews_runner_to_let_go,
             approvals_pending_from_paused_and_gated_runs,
             approvals_decided_once_in_one_transaction,
             plan_schedules_set_replace_clear,
@@ -521,6 +523,7 @@ fn plan_run(id: &str, hosts: &[&str]) -> NewPlanRun {
         hosts: hosts.iter().map(|h| h.to_string()).collect(),
         gated_environments: vec![],
         concurrent: false,
+        preview: None,
     }
 }
 

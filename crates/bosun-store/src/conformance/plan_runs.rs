@@ -408,3 +408,249 @@ pub async fn plan_runs_abort_stale_and_requeue(store: Arc<dyn Store>) {
     let actions = audit_actions(&*store, "acme").await;
     assert!(actions.iter().any(|x| x == "plan_run.abort"), "{actions:?}");
 }
+
+/// A gated run of `hosts` that names its preview `preview`.
+fn previewed_run(id: &str, preview: &str, hosts: &[&str]) -> NewPlanRun {
+    let mut run = plan_run(id, hosts);
+    run.gated_environments = vec!["prod".into()];
+    run.preview = Some(preview.into());
+    run
+}
+
+fn decision(subject: &str, decision: bosun_core::approval::Decision) -> ApprovalDecisionInput {
+    ApprovalDecisionInput {
+        org: "acme".into(),
+        subject: subject.into(),
+        decision,
+        decided_by: "user:bob".into(),
+        comment: None,
+        audit: audit(
+            Some("acme"),
+            "approval.decide",
+            &format!("plan_run:{subject}"),
+        ),
+    }
+}
+
+pub async fn plan_runs_a_paused_run_is_previewed_until_it_is_decided(store: Arc<dyn Store>) {
+    use bosun_core::approval::Decision;
+    use bosun_core::plan_run::{PlanRunEvent as E, PlanRunState as S};
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    // A gated run is created paused with its preview: a dry run of the same version,
+    // hosts and inputs, queued at once, each naming the other. The guard does not refuse
+    // the preview because of its own run.
+    let run = store
+        .create_plan_run(&previewed_run("prun-g1", "prun-p1", &["web-1", "db"]), &a)
+        .await
+        .unwrap();
+    assert_eq!((run.state, run.needs_lease), (S::Paused, false));
+    assert_eq!(run.preview.as_deref(), Some("prun-p1"));
+    assert_eq!(run.preview_of, None);
+    let preview = store.get_plan_run("prun-p1").await.unwrap().unwrap();
+    assert_eq!((preview.state, preview.needs_lease), (S::Queued, true));
+    assert!(preview.dry_run);
+    assert!(preview.gated_environments.is_empty());
+    assert_eq!(preview.preview_of.as_deref(), Some("prun-g1"));
+    assert_eq!(preview.preview, None);
+    assert_eq!(preview.created_at, run.created_at);
+    assert_eq!(
+        (
+            &preview.hosts,
+            &preview.inputs,
+            preview.plan_version,
+            &preview.source,
+            preview.trigger,
+            &preview.requested_by
+        ),
+        (
+            &run.hosts,
+            &run.inputs,
+            run.plan_version,
+            &run.source,
+            run.trigger,
+            &run.requested_by
+        )
+    );
+    // The inbox lists the run (not its preview) and names its preview.
+    let pending = store.pending_approvals("acme").await.unwrap();
+    let listed: Vec<(&str, Option<&str>)> = pending
+        .iter()
+        .map(|p| (p.subject.as_str(), p.preview.as_deref()))
+        .collect();
+    assert_eq!(listed, [("prun-g1", Some("prun-p1"))]);
+    // Other runs stay guarded, and the refusal names the run people decide, not its
+    // preview.
+    let refused = store
+        .create_plan_run(&plan_run("prun-x", &["db"]), &a)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, StoreError::RunInProgress { hosts, held_by }
+            if hosts == &["db"] && held_by == &[("prun-g1".to_string(), "paused".to_string())]),
+        "{refused:?}"
+    );
+    // Only a real run that starts paused gets a preview: a queued run or a dry run
+    // ignores the id.
+    let mut plain = plan_run("prun-q", &["cache"]);
+    plain.preview = Some("prun-q-preview".into());
+    let plain = store.create_plan_run(&plain, &a).await.unwrap();
+    assert_eq!(plain.preview, None);
+    let mut dry = previewed_run("prun-d", "prun-d-preview", &["mail"]);
+    dry.dry_run = true;
+    dry.gated_environments = Vec::new();
+    assert_eq!(store.create_plan_run(&dry, &a).await.unwrap().preview, None);
+    for id in ["prun-q-preview", "prun-d-preview"] {
+        assert!(store.get_plan_run(id).await.unwrap().is_none(), "{id}");
+    }
+
+    // Approved while its preview is still queued: the preview is aborted in the same
+    // transaction, saying why, and the real run is the one a runner leases.
+    let (_, outcome) = store
+        .decide_approval(&decision("prun-g1", Decision::Approve))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, ApprovalOutcome::PlanRun(r) if r.state == S::Queued));
+    let preview = store.get_plan_run("prun-p1").await.unwrap().unwrap();
+    assert_eq!(
+        (preview.state, preview.needs_lease, preview.leased),
+        (S::Aborted, false, false)
+    );
+    assert_eq!(
+        preview.reason.as_deref(),
+        Some("its run prun-g1 was approved before this preview ended")
+    );
+    assert!(preview.ended_at.is_some());
+    let r = runner(&*store, "r1").await;
+    let mut leased = Vec::new();
+    while let Some(l) = store.lease_plan_run(&r).await.unwrap() {
+        leased.push(l.id.clone());
+        store
+            .plan_run_event(&l.id, &plan_event(E::Started, Some(l.fencing)))
+            .await
+            .unwrap();
+        store
+            .plan_run_event(
+                &l.id,
+                &plan_event(E::Finished { ok: true }, Some(l.fencing)),
+            )
+            .await
+            .unwrap();
+    }
+    leased.sort();
+    assert_eq!(leased, ["prun-d", "prun-g1", "prun-q"]);
+
+    // Rejected while its preview is running: the preview is aborted and its runner told
+    // to stop.
+    store
+        .create_plan_run(&previewed_run("prun-g2", "prun-p2", &["web-2"]), &a)
+        .await
+        .unwrap();
+    let l = store.lease_plan_run(&r).await.unwrap().unwrap();
+    assert_eq!(l.id, "prun-p2");
+    store
+        .plan_run_event("prun-p2", &plan_event(E::Started, Some(l.fencing)))
+        .await
+        .unwrap();
+    let (_, outcome) = store
+        .decide_approval(&decision("prun-g2", Decision::Reject))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, ApprovalOutcome::PlanRun(r) if r.state == S::Rejected));
+    let preview = store.get_plan_run("prun-p2").await.unwrap().unwrap();
+    assert_eq!(
+        (preview.state, preview.leased, preview.cancel_requested),
+        (S::Aborted, true, true)
+    );
+    assert_eq!(
+        preview.reason.as_deref(),
+        Some("its run prun-g2 was rejected before this preview ended")
+    );
+    assert!(store
+        .plan_run_heartbeat("prun-p2", l.fencing)
+        .await
+        .unwrap());
+    store
+        .plan_run_event(
+            "prun-p2",
+            &plan_event(E::AbortAcknowledged, Some(l.fencing)),
+        )
+        .await
+        .unwrap();
+
+    // Aborted while its preview is queued: the same.
+    store
+        .create_plan_run(&previewed_run("prun-g3", "prun-p3", &["web-3"]), &a)
+        .await
+        .unwrap();
+    let aborted = store
+        .plan_run_event("prun-g3", &plan_event(E::Abort, None))
+        .await
+        .unwrap();
+    assert_eq!(aborted.state, S::Aborted);
+    let preview = store.get_plan_run("prun-p3").await.unwrap().unwrap();
+    assert_eq!(preview.state, S::Aborted);
+    assert_eq!(
+        preview.reason.as_deref(),
+        Some("its run prun-g3 was aborted before this preview ended")
+    );
+
+    // A preview that ended before the decision keeps its outcome.
+    store
+        .create_plan_run(&previewed_run("prun-g4", "prun-p4", &["web-4"]), &a)
+        .await
+        .unwrap();
+    let l = store.lease_plan_run(&r).await.unwrap().unwrap();
+    assert_eq!(l.id, "prun-p4");
+    store
+        .plan_run_event("prun-p4", &plan_event(E::Started, Some(l.fencing)))
+        .await
+        .unwrap();
+    let mut done = plan_event(E::Finished { ok: true }, Some(l.fencing));
+    done.report = Some(json!({"unresolved": []}));
+    store.plan_run_event("prun-p4", &done).await.unwrap();
+    store
+        .decide_approval(&decision("prun-g4", Decision::Approve))
+        .await
+        .unwrap();
+    let preview = store.get_plan_run("prun-p4").await.unwrap().unwrap();
+    assert_eq!((preview.state, preview.reason), (S::Succeeded, None));
+}
+
+pub async fn plan_runs_an_approved_run_waits_for_its_previews_runner_to_let_go(
+    store: Arc<dyn Store>,
+) {
+    use bosun_core::approval::Decision;
+    use bosun_core::plan_run::{PlanRunEvent as E, PlanRunState as S};
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    store
+        .create_plan_run(&previewed_run("prun-g", "prun-p", &["web-1"]), &a)
+        .await
+        .unwrap();
+    let r1 = runner(&*store, "r1").await;
+    let r2 = runner(&*store, "r2").await;
+    let l = store.lease_plan_run(&r1).await.unwrap().unwrap();
+    assert_eq!(l.id, "prun-p");
+    store
+        .plan_run_event("prun-p", &plan_event(E::Started, Some(l.fencing)))
+        .await
+        .unwrap();
+    store
+        .decide_approval(&decision("prun-g", Decision::Approve))
+        .await
+        .unwrap();
+    // The approved run waits while the aborted preview's runner still holds it…
+    let run = store.get_plan_run("prun-g").await.unwrap().unwrap();
+    assert_eq!((run.state, run.needs_lease), (S::Queued, true));
+    assert!(store.lease_plan_run(&r2).await.unwrap().is_none());
+    // …and is leased once that runner stopped.
+    assert!(store.plan_run_heartbeat("prun-p", l.fencing).await.unwrap());
+    store
+        .plan_run_event("prun-p", &plan_event(E::AbortAcknowledged, Some(l.fencing)))
+        .await
+        .unwrap();
+    let leased = store.lease_plan_run(&r2).await.unwrap().unwrap();
+    assert_eq!(leased.id, "prun-g");
+    assert!(!leased.dry_run);
+}

@@ -18,6 +18,8 @@ pub struct PendingApproval {
     pub requested_by: String,
     /// Waiting since (a plan run's creation, a stack run's entry into `unconfirmed`).
     pub since: DateTime<Utc>,
+    /// A plan run's preview: the dry run of it created with it.
+    pub preview: Option<String>,
 }
 
 /// A decision on a pending run, applied with the run's transition in one transaction.

@@ -1,4 +1,5 @@
-//! Plan runs: the stored run, per-host results, and the events that move it.
+//! Plan runs: the stored run (and a paused run's preview), per-host results, and the events
+//! that move it.
 
 use chrono::{DateTime, Utc};
 
@@ -24,6 +25,11 @@ pub struct NewPlanRun {
     pub gated_environments: Vec<String>,
     /// The plan says `concurrent_runs: true`: the guard lets it overlap.
     pub concurrent: bool,
+    /// The id of its preview, for a real run that starts paused (it has gated
+    /// environments): a dry run of the same plan version, hosts and inputs, created in
+    /// the same transaction (past the guard, which the run itself passed) and queued at
+    /// once, with the run's creation time. Ignored for any other run; `None`: no preview.
+    pub preview: Option<String>,
 }
 
 /// A plan run as stored.
@@ -43,6 +49,10 @@ pub struct PlanRunRecord {
     pub hosts: Vec<String>,
     pub gated_environments: Vec<String>,
     pub concurrent: bool,
+    /// A paused run's preview: the dry run created with it.
+    pub preview: Option<String>,
+    /// A preview's run: the paused run it was created with.
+    pub preview_of: Option<String>,
     pub needs_lease: bool,
     pub leased: bool,
     pub started: bool,

@@ -28,7 +28,7 @@ fn pending_plan_runs(
     subject: Option<&str>,
 ) -> Result<Vec<PendingApproval>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, plan, gated_environments, requested_by, created_at FROM plan_runs
+        "SELECT id, plan, gated_environments, requested_by, created_at, preview FROM plan_runs
          WHERE org_id = ?1 AND state = 'paused' AND (?2 IS NULL OR id = ?2)
          ORDER BY created_at, id",
     )?;
@@ -39,11 +39,12 @@ fn pending_plan_runs(
             r.get::<_, String>(2)?,
             r.get::<_, String>(3)?,
             r.get::<_, i64>(4)?,
+            r.get::<_, Option<String>>(5)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (id, plan, envs, requested_by, since) = row?;
+        let (id, plan, envs, requested_by, since, preview) = row?;
         out.push(PendingApproval {
             kind: SubjectKind::PlanRun,
             subject: id,
@@ -52,6 +53,7 @@ fn pending_plan_runs(
             environments: json_list(&envs, "plan run environments")?,
             requested_by,
             since: from_millis(since)?,
+            preview,
         });
     }
     Ok(out)
@@ -106,6 +108,7 @@ fn pending_stack_runs(
             environments: vec![env],
             requested_by: triggered_by,
             since: from_millis(since)?,
+            preview: None,
         });
     }
     Ok(out)

@@ -1,13 +1,15 @@
 //! Plan runs (one source for both backends; see `super::db`): the record and its lease
 //! fields (the same fencing scheme as stack runs), per-host results, and logs. Every state
-//! change goes through `bosun_core::plan_run::transition`. The concurrency guard reads the
-//! active runs of the plan inside the creating write transaction: on SQLite a `BEGIN
-//! IMMEDIATE` one, so two racing requests are serialized and the second sees the first; on
-//! PostgreSQL a serializable one, so of two racing requests one is rolled back and tried
-//! again, and then sees the other's run.
+//! change goes through `bosun_core::plan_run::transition`. A paused run's preview (a dry
+//! run of it) is created with it and ends when the paused run is decided or aborted, in
+//! the same transactions. The concurrency guard reads the active runs of the plan inside
+//! the creating write transaction: on SQLite a `BEGIN IMMEDIATE` one, so two racing
+//! requests are serialized and the second sees the first; on PostgreSQL a serializable
+//! one, so of two racing requests one is rolled back and tried again, and then sees the
+//! other's run.
 
 use bosun_core::plan_run::{
-    initial, overlap, transition, PlanRunEvent, PlanRunState, STALE_REASON,
+    initial, overlap, preview_decided_reason, transition, PlanRunEvent, PlanRunState, STALE_REASON,
 };
 
 use super::audit::append_audit;
@@ -15,7 +17,8 @@ use super::*;
 
 const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,
     requested_by, trigger, hosts, gated_environments, concurrent, needs_lease, leased, started,
-    cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at";
+    cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at,
+    preview, preview_of";
 
 fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
     Ok(PlanRunRecordRow {
@@ -44,6 +47,8 @@ fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
         created_at: r.get(22)?,
         updated_at: r.get(23)?,
         ended_at: r.get(24)?,
+        preview: r.get(25)?,
+        preview_of: r.get(26)?,
     })
 }
 
@@ -73,6 +78,8 @@ struct PlanRunRecordRow {
     created_at: i64,
     updated_at: i64,
     ended_at: Option<i64>,
+    preview: Option<String>,
+    preview_of: Option<String>,
 }
 
 fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
@@ -104,6 +111,8 @@ fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
         reason: r.reason,
         requested_by: r.requested_by,
         concurrent: r.concurrent,
+        preview: r.preview,
+        preview_of: r.preview_of,
         needs_lease: r.needs_lease,
         leased: r.leased,
         started: r.started,
@@ -130,44 +139,54 @@ fn json_text<T: Into<Value> + Clone>(v: &T) -> String {
     v.clone().into().to_string()
 }
 
-pub(super) fn create(
-    tx: &Transaction<'_>,
-    run: &NewPlanRun,
-    audit: &Audit,
-) -> Result<PlanRunRecord> {
-    if !run.concurrent {
-        let active: Vec<(String, String, String)> = {
-            let mut stmt = tx.prepare_cached(
-                "SELECT id, state, hosts FROM plan_runs WHERE org_id = ?1 AND plan = ?2
-                 AND state IN ('queued', 'paused', 'running') ORDER BY created_at, id",
-            )?;
-            let rows = stmt.query_map(params![run.org, run.plan], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?;
-            rows.collect::<db::Result<_>>()?
-        };
-        let mut held_by = Vec::new();
-        let mut held = Vec::new();
-        for (id, state, hosts) in active {
-            let hosts: Vec<String> =
-                serde_json::from_str(&hosts).map_err(|e| corrupt("plan run hosts", e))?;
-            if !overlap([hosts.as_slice()], &run.hosts).is_empty() {
-                held_by.push((id, state));
-                held.push(hosts);
-            }
-        }
-        let hosts = overlap(held.iter().map(Vec::as_slice), &run.hosts);
-        if !hosts.is_empty() {
-            return Err(StoreError::RunInProgress { hosts, held_by });
+/// The concurrency guard: refuses `run` while an active run of the same plan targets
+/// one of its hosts. Previews are not counted: a preview is active only while its run is
+/// paused, on the same hosts, so its run already holds them (and the refusal names the
+/// run people decide, not its dry run).
+fn guard(tx: &Transaction<'_>, run: &NewPlanRun) -> Result<()> {
+    let active: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT id, state, hosts FROM plan_runs WHERE org_id = ?1 AND plan = ?2
+             AND state IN ('queued', 'paused', 'running') AND preview_of IS NULL
+             ORDER BY created_at, id",
+        )?;
+        let rows = stmt.query_map(params![run.org, run.plan], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        rows.collect::<db::Result<_>>()?
+    };
+    let mut held_by = Vec::new();
+    let mut held = Vec::new();
+    for (id, state, hosts) in active {
+        let hosts: Vec<String> =
+            serde_json::from_str(&hosts).map_err(|e| corrupt("plan run hosts", e))?;
+        if !overlap([hosts.as_slice()], &run.hosts).is_empty() {
+            held_by.push((id, state));
+            held.push(hosts);
         }
     }
+    let hosts = overlap(held.iter().map(Vec::as_slice), &run.hosts);
+    if !hosts.is_empty() {
+        return Err(StoreError::RunInProgress { hosts, held_by });
+    }
+    Ok(())
+}
+
+/// Writes a new run's row, created at `now`: `preview` is the id of its preview,
+/// `preview_of` the run a preview was created with.
+fn insert(
+    tx: &Transaction<'_>,
+    run: &NewPlanRun,
+    now: i64,
+    preview: Option<&str>,
+    preview_of: Option<&str>,
+) -> Result<()> {
     let start = initial(!run.gated_environments.is_empty());
-    let now = millis(Utc::now());
     tx.prepare_cached(
         "INSERT INTO plan_runs (id, org_id, plan, plan_version, source, inputs, dry_run, state,
             requested_by, trigger, hosts, gated_environments, concurrent, needs_lease,
-            created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
+            created_at, updated_at, preview, preview_of)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17)",
     )?
     .execute(params![
         run.id,
@@ -184,9 +203,41 @@ pub(super) fn create(
         json_text(&run.gated_environments),
         run.concurrent,
         start.needs_lease,
-        now
+        now,
+        preview,
+        preview_of
     ])
     .map_err(|e| exists_or(e, || format!("plan run {:?}", run.id)))?;
+    Ok(())
+}
+
+/// Creates a run behind the concurrency guard; a real run that starts paused gets its
+/// preview (when `run.preview` names one) in the same transaction: a dry run of the same
+/// plan version, hosts and inputs, not gated, so queued at once, and not checked by the
+/// guard (its own run holds its hosts).
+pub(super) fn create(
+    tx: &Transaction<'_>,
+    run: &NewPlanRun,
+    audit: &Audit,
+) -> Result<PlanRunRecord> {
+    if !run.concurrent {
+        guard(tx, run)?;
+    }
+    let paused = initial(!run.gated_environments.is_empty()).state == PlanRunState::Paused;
+    let preview = run.preview.as_deref().filter(|_| paused && !run.dry_run);
+    // One creation time for a run and its preview.
+    let now = millis(Utc::now());
+    insert(tx, run, now, preview, None)?;
+    if let Some(id) = preview {
+        let dry = NewPlanRun {
+            id: id.to_string(),
+            dry_run: true,
+            gated_environments: Vec::new(),
+            preview: None,
+            ..run.clone()
+        };
+        insert(tx, &dry, now, None, Some(&run.id))?;
+    }
     append_audit(tx, audit)?;
     load(tx, &run.id)?.ok_or_else(|| StoreError::NotFound(format!("plan run {:?}", run.id)))
 }
@@ -269,14 +320,52 @@ pub(super) fn event(
     if let Some(audit) = &input.audit {
         append_audit(tx, audit)?;
     }
+    if run.state == PlanRunState::Paused && next.state != PlanRunState::Paused {
+        if let Some(preview) = &run.preview {
+            end_preview(tx, preview, id, input.event)?;
+        }
+    }
     load(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("plan run {id:?}")))
 }
+
+/// A paused run was decided (approved, rejected) or aborted: its preview, when still
+/// queued or running, is aborted in the same transaction with a reason saying so, so the
+/// real run never runs beside it (a runner executing it is told through its heartbeat,
+/// and the run is not leased until that runner lets go: see [`lease`]).
+fn end_preview(
+    tx: &Transaction<'_>,
+    preview: &str,
+    run: &str,
+    decided: PlanRunEvent,
+) -> Result<()> {
+    let Some(current) = load(tx, preview)? else {
+        return Ok(());
+    };
+    if !current.state.is_active() {
+        return Ok(());
+    }
+    let abort = PlanRunEventInput {
+        event: PlanRunEvent::Abort,
+        fencing: None,
+        reason: preview_decided_reason(run, decided),
+        report: None,
+        audit: None,
+    };
+    event(tx, preview, &abort)?;
+    Ok(())
+}
+
+/// Which runs waiting for a runner may be leased now: not a run whose preview is still
+/// held by a runner (an approval aborted it, and that runner has not stopped yet) — the
+/// real run never runs beside its preview.
+const LEASABLE: &str = "needs_lease = 1 AND NOT EXISTS (SELECT 1 FROM plan_runs held
+    WHERE held.id = plan_runs.preview AND held.leased = 1)";
 
 pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Option<PlanRunRecord>> {
     let candidates = query(
         tx,
         &format!(
-            "SELECT {COLUMNS} FROM plan_runs WHERE needs_lease = 1
+            "SELECT {COLUMNS} FROM plan_runs WHERE {LEASABLE}
              AND (?1 IS NULL OR org_id = ?1) ORDER BY created_at, id LIMIT 1{}",
             db::SKIP_LOCKED
         ),
@@ -302,7 +391,7 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
 pub(super) fn any_waiting(conn: &Connection) -> Result<bool> {
     exists(
         conn,
-        "SELECT 1 FROM plan_runs WHERE needs_lease = 1 LIMIT 1",
+        &format!("SELECT 1 FROM plan_runs WHERE {LEASABLE} LIMIT 1"),
         params![],
     )
 }
