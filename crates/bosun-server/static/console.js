@@ -77,10 +77,14 @@
     });
   }
 
-  // Parts marked data-poll="seconds" refresh on their own while the page is open.
+  // Parts marked data-poll="seconds" refresh on their own while the page is open, until
+  // a refresh brings none back (what they waited for has ended).
   function poll(el) {
     var secs = parseInt(el.getAttribute("data-poll"), 10) || 5;
-    setInterval(function () { if (!document.hidden) { refresh(); } }, secs * 1000);
+    var timer = setInterval(function () {
+      if (!document.querySelector("[data-poll]")) { clearInterval(timer); return; }
+      if (!document.hidden) { refresh(); }
+    }, secs * 1000);
   }
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -1,6 +1,7 @@
-//! The approvals inbox: every run waiting for an approver (paused plan runs, gated stack
-//! runs) with whether this user may approve it — the approval rule's own answer, from
-//! `bosun_core::approval::decide` — the approve/reject forms, and recent decisions.
+//! The approvals inbox: every run waiting for an approver (paused plan runs with a line
+//! on their preview, gated stack runs) with whether this user may approve it — the
+//! approval rule's own answer, from `bosun_core::approval::decide` — the approve/reject
+//! forms, and recent decisions.
 //! Decisions are made only through the API's handlers, so roles, grants, self-approval,
 //! the record and the audit are the API's.
 
@@ -46,6 +47,35 @@ struct PendingRow {
     refusal: Option<String>,
     /// The rule's answer for a rejection: `None` when they may reject.
     reject_refusal: Option<String>,
+    /// A plan run's preview: its id and one line on what it predicts (or that it runs).
+    preview: Option<PreviewLine>,
+}
+
+struct PreviewLine {
+    id: String,
+    /// `preview: 2 hosts would change, 1 no change`, `preview: running`.
+    line: String,
+}
+
+/// One line on a paused plan run's preview, as the inbox shows it beside the run;
+/// `None` for a preview that is gone.
+async fn preview_line(
+    state: &AppState,
+    org: &str,
+    preview: &str,
+) -> Result<Option<PreviewLine>, PageError> {
+    let view = match crate::service::plan_runs::show(state, org, preview).await {
+        Ok(v) => v,
+        Err(ApiError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(PreviewLine {
+        line: format!(
+            "preview: {}",
+            crate::service::plan_runs::preview_outcome(&view)
+        ),
+        id: view.id,
+    }))
 }
 
 struct DecisionRow {
@@ -176,6 +206,13 @@ async fn inbox(
     } else {
         Vec::new()
     };
+    // One read per paused plan run with a preview: the inbox lists the runs waiting now.
+    let mut previews = std::collections::HashMap::new();
+    for p in &pending {
+        if let Some(id) = &p.preview {
+            previews.insert(p.subject.clone(), preview_line(&state, &org, id).await?);
+        }
+    }
     let rows = pending
         .into_iter()
         .map(|p| {
@@ -212,6 +249,7 @@ async fn inbox(
                 can_decide,
                 refusal,
                 reject_refusal,
+                preview: previews.remove(&p.subject).flatten(),
                 subject: p.subject,
             }
         })

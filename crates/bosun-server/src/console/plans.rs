@@ -2,7 +2,8 @@
 //! (its source, schedule, recent runs, the Run and Dry run buttons with a field per
 //! input, filled with its default), the org's recent
 //! plan runs, and a plan run (who started it, per-host results, what each step printed
-//! on each host, the live log, the dry run's report and its unresolved references). Runs
+//! on each host, the live log, the dry run's report and its unresolved references, and
+//! for a paused run its preview's per-host results and diffs beside the decision). Runs
 //! are started and aborted only through the API's handlers.
 
 use std::collections::{BTreeMap, HashMap};
@@ -556,6 +557,10 @@ struct PlanRunPage {
     can_abort: bool,
     /// A paused run: may this user approve and reject it here, or why not.
     approval: Option<PlanRunApproval>,
+    /// A run that started paused: its preview (the dry run created with it).
+    preview: Option<String>,
+    /// A preview: the paused run it was created with.
+    preview_of: Option<String>,
 }
 
 /// A paused plan run, as its page offers the decision.
@@ -565,6 +570,39 @@ struct PlanRunApproval {
     /// Why this user may not approve it (the approval rule's words), when the API would
     /// let them try.
     refusal: Option<String>,
+    /// What its preview predicts, shown beside the decision.
+    preview: Option<PreviewCard>,
+}
+
+/// A paused run's preview in its approval card: its one line, its per-host results and
+/// its diffs, rendered as the preview's own page renders them.
+struct PreviewCard {
+    id: String,
+    state: String,
+    /// Still queued or running: the card says so and refreshes.
+    live: bool,
+    /// `2 hosts would change, 1 no change`, or where it is (`running`).
+    outcome: String,
+    reason: Option<String>,
+    hosts: Vec<HostRow>,
+    predictions: Vec<Prediction>,
+}
+
+impl PreviewCard {
+    fn of(preview: &PlanRunView) -> PreviewCard {
+        PreviewCard {
+            id: preview.id.clone(),
+            state: preview.state.clone(),
+            live: preview
+                .state
+                .parse::<PlanRunState>()
+                .is_ok_and(PlanRunState::is_active),
+            outcome: plan_runs::preview_outcome(preview),
+            reason: preview.reason.clone(),
+            hosts: host_rows(&preview.hosts, &preview.results),
+            predictions: predictions(&preview.results),
+        }
+    }
 }
 
 fn host_rows(hosts: &[String], results: &[PlanHostResult]) -> Vec<HostRow> {
@@ -618,6 +656,26 @@ fn host_rows(hosts: &[String], results: &[PlanHostResult]) -> Vec<HostRow> {
             }
             .into();
             row
+        })
+        .collect()
+}
+
+/// A dry run's predictions: every step that would change something or is not plainly
+/// `ok`, by host then step, with its diff.
+fn predictions(results: &[PlanHostResult]) -> Vec<Prediction> {
+    let mut p: Vec<&PlanHostResult> = results
+        .iter()
+        .filter(|r| r.diff.is_some() || r.status != "ok")
+        .collect();
+    p.sort_by(|a, b| (&a.host, a.step).cmp(&(&b.host, b.step)));
+    p.into_iter()
+        .map(|r| Prediction {
+            host: r.host.clone(),
+            step: r.step,
+            name: r.step_name.clone(),
+            status: r.status.replace('_', " "),
+            message: r.message.clone(),
+            diff: r.diff.as_deref().map(diff_lines).unwrap_or_default(),
         })
         .collect()
 }
@@ -688,22 +746,7 @@ async fn run_page(
         })
         .unwrap_or_default();
     let predictions = if view.dry_run {
-        let mut p: Vec<&PlanHostResult> = view
-            .results
-            .iter()
-            .filter(|r| r.diff.is_some() || r.status != "ok")
-            .collect();
-        p.sort_by(|a, b| (&a.host, a.step).cmp(&(&b.host, b.step)));
-        p.into_iter()
-            .map(|r| Prediction {
-                host: r.host.clone(),
-                step: r.step,
-                name: r.step_name.clone(),
-                status: r.status.replace('_', " "),
-                message: r.message.clone(),
-                diff: r.diff.as_deref().map(diff_lines).unwrap_or_default(),
-            })
-            .collect()
+        predictions(&view.results)
     } else {
         Vec::new()
     };
@@ -716,9 +759,18 @@ async fn run_page(
             &view.requested_by,
         )
         .await?;
+        let preview = match &view.preview {
+            Some(p) => match plan_runs::show(&state, &org, p).await {
+                Ok(preview) => Some(PreviewCard::of(&preview)),
+                Err(ApiError::NotFound(_)) => None,
+                Err(e) => return Err(e.into()),
+            },
+            None => None,
+        };
         Some(PlanRunApproval {
             can_decide,
             refusal,
+            preview,
         })
     } else {
         None
@@ -740,6 +792,8 @@ async fn run_page(
             serde_json::to_string(&view.inputs).unwrap_or_default()
         },
         gated: view.gated_environments.join(", "),
+        preview: view.preview,
+        preview_of: view.preview_of,
         created: When::of(view.created_at),
         ended: view.ended_at.map(When::of),
         id: view.id,

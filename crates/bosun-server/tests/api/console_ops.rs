@@ -501,9 +501,44 @@ async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_thro
         "the requester is told the self-approval rule: {alice_row}"
     );
     let carol_inbox = as_carol.page("/orgs/default/approvals").await;
-    assert!(row(&carol_inbox, &format!("data-subject=\"{gated}\""))
-        .contains("You may approve this run."));
+    let carol_row = row(&carol_inbox, &format!("data-subject=\"{gated}\""));
+    assert!(carol_row.contains("You may approve this run."));
+    // The preview, summed up in a line linking to it.
+    assert!(
+        carol_row.contains(&format!(
+            "<a href=\"/orgs/default/plan-runs/{preview}\">preview: 1 host would change</a>"
+        )),
+        "{carol_row}"
+    );
     snapshot("approvals_pending", &carol_inbox);
+    // The run's own page shows the preview beside the decision: each host's steps and
+    // the diff, and it refreshes no more (the preview ended).
+    let gated_page = as_carol
+        .page(&format!("/orgs/default/plan-runs/{gated}"))
+        .await;
+    let card = &gated_page[gated_page.find("id=\"run-approval\"").unwrap()..];
+    let card = &card[..card.find("</section>").unwrap()];
+    assert!(card.contains("id=\"run-approve\""), "{card}");
+    assert!(card.contains("1 host would change"), "{card}");
+    assert!(
+        card.contains("<span class=\"add\">+port=8080</span>")
+            && card.contains("<span class=\"del\">-port=80</span>"),
+        "{card}"
+    );
+    assert!(
+        row(card, "data-host=\"web-1\"").contains("would write /etc/app.conf"),
+        "{card}"
+    );
+    assert!(!card.contains("data-poll"), "{card}");
+    let preview_page = as_vic
+        .page(&format!("/orgs/default/plan-runs/{preview}"))
+        .await;
+    assert!(
+        preview_page.contains(&format!(
+            "<dd id=\"preview-of\">run <a href=\"/orgs/default/plan-runs/{gated}\">{gated}</a>"
+        )),
+        "{preview_page}"
+    );
 
     // A viewer posting anyway is refused with the API's own words; nothing changes.
     let api = t
