@@ -1,13 +1,13 @@
 //! `bosun plan-run`: runs of plans stored on the server — start one (or a dry run) and
 //! optionally wait for it, list a plan's runs, show one with its per-host summary, each
-//! host's step output (its last lines) and a dry run's unresolved references at the
-//! bottom, print or follow its log, abort it.
+//! host's step output (its last lines), a dry run's unresolved references at the bottom
+//! and a paused run's preview summary, print or follow its log, abort it.
 
 use std::collections::BTreeMap;
 
 use anyhow::bail;
 use bosun_api::{LogChunk, PlanHostResult, PlanRunCreate, PlanRunView};
-use bosun_core::plan_run::output_tail;
+use bosun_core::plan_run::{output_tail, preview_outcome, PlanRunState, PreviewSummary};
 use clap::Subcommand;
 use serde_json::{json, Value};
 
@@ -140,7 +140,23 @@ fn outputs(results: &[PlanHostResult]) -> String {
     out
 }
 
-fn render(run: &PlanRunView) -> String {
+/// What a preview predicts per host once it ended, or where it is.
+fn preview_text(preview: &PlanRunView) -> String {
+    let summary = PreviewSummary::of(
+        &preview.hosts,
+        preview
+            .results
+            .iter()
+            .map(|r| (r.host.as_str(), r.status.as_str(), r.ignored)),
+    );
+    match preview.state.parse::<PlanRunState>() {
+        Ok(state) => preview_outcome(state, &summary),
+        Err(_) => preview.state.clone(),
+    }
+}
+
+/// `run` for people; `preview` is its preview as fetched (a run that started paused).
+fn render(run: &PlanRunView, preview: Option<&PlanRunView>) -> String {
     let mut f = Fields::new();
     f.add("id", run.id.clone())
         .add(
@@ -157,6 +173,24 @@ fn render(run: &PlanRunView) -> String {
         .add("hosts", run.hosts.join(", "));
     if !run.gated_environments.is_empty() {
         f.add("gated environments", run.gated_environments.join(", "));
+    }
+    if let Some(id) = &run.preview {
+        let line = match preview {
+            Some(p) => format!("{id} — {}", preview_text(p)),
+            None => id.clone(),
+        };
+        f.add(
+            "preview",
+            format!("{line} (`bosun plan-run show {id}` shows what this run would change)"),
+        );
+    }
+    if let Some(id) = &run.preview_of {
+        f.add(
+            "preview of",
+            format!(
+                "run {id}: this dry run shows what that run would change (`bosun plan-run show {id}`)"
+            ),
+        );
     }
     if !run.inputs.is_empty() {
         f.lines(
@@ -225,6 +259,16 @@ async fn get_run(ctx: &Ctx, run: &str) -> anyhow::Result<(Value, PlanRunView)> {
     Ok((value.clone(), decode(value)?))
 }
 
+/// `run` for people, with its preview's summary when it has one (fetched; left out if
+/// it cannot be read).
+async fn render_with_preview(ctx: &Ctx, run: &PlanRunView) -> String {
+    let preview = match &run.preview {
+        Some(id) => get_run(ctx, id).await.ok().map(|(_, p)| p),
+        None => None,
+    };
+    render(run, preview.as_ref())
+}
+
 /// Prints log chunks after `after`; returns the last seq printed.
 async fn print_logs(
     ctx: &Ctx,
@@ -274,17 +318,24 @@ fn ended_badly(run: &PlanRunView) -> anyhow::Result<()> {
     }
 }
 
-/// `bosun plan-run start`, also usable as `bosun plan run`.
-/// What a paused plan run waits for, and the commands that decide it.
+/// What a paused plan run waits for, the commands that decide it, and its preview.
 fn paused_text(run: &PlanRunView) -> String {
-    format!(
+    let mut text = format!(
         "paused: waiting for approval in {}; `bosun approvals approve {id}` or \
          `bosun approvals reject {id}` (`bosun approvals list` shows the inbox)",
         run.gated_environments.join(", "),
         id = run.id
-    )
+    );
+    if let Some(preview) = &run.preview {
+        text.push_str(&format!(
+            "; its preview {preview}, a dry run started with it, shows what it would change: \
+             `bosun plan-run show {preview}`"
+        ));
+    }
+    text
 }
 
+/// `bosun plan-run start`, also usable as `bosun plan run`.
 pub async fn start(
     ctx: &Ctx,
     plan: &str,
@@ -327,7 +378,7 @@ pub async fn start(
     if ctx.json {
         emit_json(&value)?;
     } else {
-        emit(&render(&run))?;
+        emit(&render_with_preview(ctx, &run).await)?;
     }
     ended_badly(&run)
 }
@@ -368,7 +419,7 @@ pub async fn run(ctx: &Ctx, cmd: PlanRunCommand) -> anyhow::Result<()> {
             if ctx.json {
                 return emit_json(&value);
             }
-            emit(&render(&view))
+            emit(&render_with_preview(ctx, &view).await)
         }
         PlanRunCommand::Logs {
             run,
@@ -417,6 +468,63 @@ mod tests {
             message: "ran: x".into(),
             diff: None,
         }
+    }
+
+    fn view(id: &str, state: &str, dry_run: bool) -> PlanRunView {
+        PlanRunView {
+            id: id.into(),
+            org: "default".into(),
+            plan: "deploy".into(),
+            plan_version: 2,
+            state: state.into(),
+            reason: None,
+            dry_run,
+            inputs: BTreeMap::new(),
+            trigger: "manual".into(),
+            requested_by: "user:alice".into(),
+            hosts: vec!["h0".into(), "h1".into(), "h2".into()],
+            gated_environments: if dry_run { vec![] } else { vec!["prod".into()] },
+            preview: None,
+            preview_of: None,
+            runner_id: None,
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+            ended_at: None,
+            results: Vec::new(),
+            report: None,
+        }
+    }
+
+    #[test]
+    fn a_paused_run_names_its_preview_and_sums_it_up() {
+        let mut run = view("prun-r", "paused", false);
+        run.preview = Some("prun-p".into());
+        let said = paused_text(&run);
+        assert!(
+            said.starts_with("paused: waiting for approval in prod; `bosun approvals approve prun-r`")
+                && said.ends_with("its preview prun-p, a dry run started with it, shows what it would change: `bosun plan-run show prun-p`"),
+            "{said}"
+        );
+        let mut preview = view("prun-p", "succeeded", true);
+        preview.preview_of = Some("prun-r".into());
+        preview.results = vec![result(1, "h0", "", ""), result(1, "h1", "", "")];
+        preview.results[1].status = "ok".into();
+        let text = render(&run, Some(&preview));
+        assert!(
+            text.contains("prun-p — 1 host would change, 1 no change, 1 not checked yet (`bosun plan-run show prun-p` shows what this run would change)"),
+            "{text}"
+        );
+        let mut running = preview.clone();
+        running.state = "running".into();
+        assert!(render(&run, Some(&running)).contains("prun-p — running ("));
+        // Unread, the preview is still named.
+        assert!(render(&run, None).contains("prun-p (`bosun plan-run show prun-p`"));
+        let text = render(&preview, None);
+        assert!(
+            text.contains("run prun-r: this dry run shows what that run would change (`bosun plan-run show prun-r`)"),
+            "{text}"
+        );
+        assert!(!paused_text(&view("prun-x", "paused", false)).contains("preview"));
     }
 
     #[test]
