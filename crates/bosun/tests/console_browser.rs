@@ -1012,9 +1012,37 @@ fn a_gated_plans_dry_run_runs_at_once_and_its_real_run_is_approved_from_the_inbo
     let real = ok_json(&env, &["plan-run", "start", "deploy"]);
     assert_eq!(real["state"], "paused", "{real:#}");
     let real_id = real["id"].as_str().unwrap().to_string();
+    // Its page shows its preview beside the decision, the card refreshing itself while
+    // the preview runs: h0's step and the diff of the file it would write.
+    b.visit(
+        &format!("/orgs/default/plan-runs/{real_id}"),
+        "real-run-paused",
+    );
+    b.wait("the preview's outcome in the approval card", || {
+        let s = b.text("#run-preview-outcome").unwrap_or_default();
+        (s.trim() == "1 host would change").then_some(())
+    });
+    b.shot("real-run-previewed");
+    assert_eq!(
+        b.count("#run-approval table#preview-hosts tr[data-host=\"h0\"]"),
+        1,
+        "{}",
+        b.html()
+    );
+    let diff = b
+        .text("#run-approval #preview-predictions")
+        .unwrap_or_default();
+    assert!(
+        diff.contains("h0.conf (after)") && diff.contains("+port=8080"),
+        "{diff}"
+    );
     b.visit("/orgs/default/approvals", "approvals");
     let row = format!("tr[data-subject=\"{real_id}\"]");
     assert_eq!(b.count(&row), 1, "the real run waits:\n{}", b.html());
+    assert_eq!(
+        b.text(&format!("{row} .preview-line")).unwrap_or_default(),
+        "preview: 1 host would change"
+    );
     b.click_and_wait(&format!("{row} form.approve [type=submit]"));
     b.shot("approved");
     assert!(b.flash("ok").is_some(), "{}", b.html());

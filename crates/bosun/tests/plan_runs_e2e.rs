@@ -8,7 +8,10 @@
 //! the remote commands; and restarts: the server killed mid-run while its separate runner
 //! goes on (the run completes), the server and the runner both killed (the run is
 //! `interrupted` with its progress), and the server killed with its embedded runner (the
-//! run is settled before the restarted server answers anything).
+//! run is settled before the restarted server answers anything). A run gated by an
+//! environment that requires approval gets its preview, a dry run shown where people
+//! decide (CLI, the console's run page and inbox over a real session); approving before
+//! the preview ran aborts it.
 //!
 //! The sshd hosts run as the current user, so their commands are processes of ours: the
 //! long ones sleep for a duration unique to the test (`sleep 30.<marker>`), found and
@@ -1089,4 +1092,288 @@ steps:
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+// ---- previews of gated runs --------------------------------------------------------------
+
+/// Puts h0 and h1 in a `requires_approval` environment `prod` (h2 stays outside it) and
+/// stores a plan writing each host's `W/<host>.conf`, its release an input.
+fn gated_world(w: &World, plan: &str) {
+    w.ok(&["env", "create", "prod", "--requires-approval"]);
+    for h in ["h0", "h1"] {
+        w.ok(&["host", "update", h, "--environment", "prod"]);
+    }
+    w.upload_plan(&format!(
+        r#"name: {plan}
+targets: {{ labels: [fleet] }}
+inputs:
+  release: {{ default: "1.0" }}
+steps:
+  - name: config
+    file.copy:
+      path: "W/{{{{ host.name }}}}.conf"
+      content: "release={{{{ inputs.release }}}}\n"
+"#
+    ));
+}
+
+/// Starts a real run of `plan` with `release=2.0` through the CLI, which must say it
+/// waits; the run, and what the CLI said on stderr.
+fn start_gated(w: &World, plan: &str) -> (Value, String) {
+    let out = bosun(
+        &w.server,
+        &w.admin,
+        &["plan-run", "start", plan, "--input", "release=2.0"],
+    );
+    assert!(out.status.success(), "{out:?}\n{}", w.diagnostics());
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    (w.show(&id), String::from_utf8(out.stderr).unwrap())
+}
+
+/// A console session for `token`: `POST /login` as the login form sends it; the session
+/// cookie (`name=value`).
+fn console_session(w: &World, token: &str) -> String {
+    let body = format!("token={token}&next=%2F");
+    let mut s = std::net::TcpStream::connect(w.server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        s,
+        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 303"), "login: {out}");
+    out.lines()
+        .filter_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or(l.strip_prefix("Set-Cookie: "))
+        })
+        .map(|c| c.split(';').next().unwrap().to_string())
+        .find(|c| c.starts_with("bosun_session="))
+        .unwrap_or_else(|| panic!("no session cookie: {out}"))
+}
+
+/// A console page read with a session; its HTML.
+fn console_page(w: &World, cookie: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(w.server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (status, body) = support::parse_response(&out);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    body
+}
+
+/// The `<tag>` element of `html` whose id is `id`, up to its closing `</tag>` (no
+/// element of the same tag nested inside).
+fn element<'a>(html: &'a str, tag: &str, id: &str) -> &'a str {
+    let at = html
+        .find(&format!(" id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no <{tag} id={id:?}> in:\n{html}"));
+    let start = html[..at]
+        .rfind(&format!("<{tag}"))
+        .unwrap_or_else(|| panic!("id {id:?} is not on a <{tag}> in:\n{html}"));
+    let close = format!("</{tag}>");
+    let end = html[start..].find(&close).unwrap() + start + close.len();
+    &html[start..end]
+}
+
+/// A real run that waits for an approval gets its preview — a dry run of the same
+/// version, hosts and inputs, run at once by the runner — and whoever decides sees it:
+/// the CLI names it, `plan-run show` sums it up, the run's console page shows each
+/// host's result and the file step's diff in the approval card, the inbox sums it up
+/// in a line. Approving then runs the real run; the preview, already ended, keeps its
+/// outcome.
+#[test]
+fn a_gated_run_is_previewed_and_its_diff_shown_where_people_decide() {
+    let Some(w) = World::new(&["--local-runners", "1", "--allow-self-approval"]) else {
+        return;
+    };
+    gated_world(&w, "gated-config");
+    // h2 already holds what the run would write.
+    std::fs::write(w.work().join("h2.conf"), "release=2.0\n").unwrap();
+    let (run, said) = start_gated(&w, "gated-config");
+    let id = run["id"].as_str().unwrap().to_string();
+    assert_eq!(state(&run), "paused", "{run:#}");
+    assert_eq!(run["gated_environments"], json!(["prod"]), "{run:#}");
+    let preview_id = run["preview"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no preview: {run:#}"))
+        .to_string();
+    assert!(
+        said.contains(&format!("`bosun approvals approve {id}`"))
+            && said.contains(&format!("its preview {preview_id}"))
+            && said.contains(&format!("`bosun plan-run show {preview_id}`")),
+        "{said}"
+    );
+
+    // The preview: a dry run of the same hosts and inputs, not gated, and run at once.
+    let preview = w.wait_state(&preview_id, "succeeded", RUN_WAIT);
+    assert_eq!(preview["dry_run"], true, "{preview:#}");
+    assert_eq!(preview["preview_of"], id.as_str(), "{preview:#}");
+    assert_eq!(preview["hosts"], run["hosts"], "{preview:#}");
+    assert_eq!(preview["hosts"], json!(HOSTS), "{preview:#}");
+    assert_eq!(preview["inputs"], run["inputs"], "{preview:#}");
+    assert_eq!(preview["plan_version"], run["plan_version"], "{preview:#}");
+    assert_eq!(preview["gated_environments"], json!([]), "{preview:#}");
+    for h in ["h0", "h1"] {
+        let r = result(&preview, 1, h);
+        assert_eq!(r["status"], "changed", "{r:#}");
+        let diff = r["diff"].as_str().unwrap_or_default();
+        assert!(
+            diff.contains(&format!("+++ {}/{h}.conf (after)", w.work().display()))
+                && diff.contains("+release=2.0"),
+            "{r:#}"
+        );
+    }
+    assert_eq!(result(&preview, 1, "h2")["status"], "ok", "{preview:#}");
+    assert!(!w.work().join("h0.conf").exists(), "the preview wrote h0");
+    // The run still waits.
+    assert_eq!(state(&w.show(&id)), "paused");
+
+    // `plan-run show` sums the preview up; the preview says whose it is.
+    let text = w.ok(&["plan-run", "show", &id]);
+    assert!(
+        text.contains(&format!(
+            "{preview_id} — 2 hosts would change, 1 no change (`bosun plan-run show {preview_id}`"
+        )),
+        "{text}"
+    );
+    let text = w.ok(&["plan-run", "show", &preview_id]);
+    assert!(
+        text.contains(&format!(
+            "run {id}: this dry run shows what that run would change"
+        )),
+        "{text}"
+    );
+
+    // The console, as a person with a session reads it: the approval card shows the
+    // preview's per-host results and the diff; the inbox sums it up in a line.
+    let cookie = console_session(&w, &w.admin);
+    let page = console_page(&w, &cookie, &format!("/orgs/default/plan-runs/{id}"));
+    let card = element(&page, "section", "run-approval");
+    assert!(
+        card.contains("2 hosts would change, 1 no change")
+            && card.contains(&format!("href=\"/orgs/default/plan-runs/{preview_id}\"")),
+        "{card}"
+    );
+    let hosts = element(card, "table", "preview-hosts");
+    for h in HOSTS {
+        assert!(
+            hosts.contains(&format!("<tr data-host=\"{h}\">")),
+            "{hosts}"
+        );
+    }
+    assert!(
+        hosts.contains("state-changed") && hosts.contains("state-ok"),
+        "{hosts}"
+    );
+    let diffs = element(card, "div", "preview-predictions");
+    assert!(
+        diffs.contains("<span class=\"add\">+release=2.0</span>")
+            && diffs.contains("data-host=\"h0\"")
+            && diffs.contains("data-host=\"h1\""),
+        "{diffs}"
+    );
+    assert!(!card.contains("id=\"run-preview-running\""), "{card}");
+    let preview_page = console_page(
+        &w,
+        &cookie,
+        &format!("/orgs/default/plan-runs/{preview_id}"),
+    );
+    assert!(
+        element(&preview_page, "dd", "preview-of").contains(&format!("/plan-runs/{id}\"")),
+        "{preview_page}"
+    );
+    let inbox = console_page(&w, &cookie, "/orgs/default/approvals");
+    assert!(
+        inbox.contains(&format!(
+            "data-preview=\"{preview_id}\"><a href=\"/orgs/default/plan-runs/{preview_id}\">preview: 2 hosts would change, 1 no change</a>"
+        )),
+        "{inbox}"
+    );
+
+    // Approved: the real run runs and writes; the ended preview keeps its outcome.
+    w.ok(&["approvals", "approve", &id]);
+    w.wait_state(&id, "succeeded", RUN_WAIT);
+    for h in HOSTS {
+        assert_eq!(
+            read(&w.work().join(format!("{h}.conf"))).as_deref(),
+            Some("release=2.0\n")
+        );
+    }
+    let preview = w.show(&preview_id);
+    assert_eq!(state(&preview), "succeeded", "{preview:#}");
+    assert!(preview["reason"].is_null(), "{preview:#}");
+}
+
+/// Approving while the preview has not run yet (no runner serves the org) aborts the
+/// preview, saying why, so the real run never runs beside it; the runner that comes
+/// then runs the approved run alone. Until then the console says the preview is still
+/// waiting, with a link to it, and keeps the card refreshing.
+#[test]
+fn approving_before_the_preview_ran_aborts_it() {
+    let Some(mut w) = World::new(&["--local-runners", "0", "--allow-self-approval"]) else {
+        return;
+    };
+    gated_world(&w, "early");
+    let (run, _) = start_gated(&w, "early");
+    let id = run["id"].as_str().unwrap().to_string();
+    let preview_id = run["preview"].as_str().unwrap().to_string();
+    // No runner: the preview waits in the queue.
+    assert_eq!(state(&w.show(&preview_id)), "queued");
+    let cookie = console_session(&w, &w.admin);
+    let page = console_page(&w, &cookie, &format!("/orgs/default/plan-runs/{id}"));
+    let card = element(&page, "section", "run-approval");
+    assert!(card.contains("data-poll="), "the card refreshes: {card}");
+    let waiting = element(card, "p", "run-preview-running");
+    assert!(
+        waiting.contains("still queued")
+            && waiting.contains(&format!("href=\"/orgs/default/plan-runs/{preview_id}\"")),
+        "{waiting}"
+    );
+    let inbox = console_page(&w, &cookie, "/orgs/default/approvals");
+    assert!(
+        inbox.contains("preview: queued, waiting for a runner"),
+        "{inbox}"
+    );
+
+    w.ok(&["approvals", "approve", &id]);
+    let preview = w.show(&preview_id);
+    assert_eq!(state(&preview), "aborted", "{preview:#}");
+    assert_eq!(
+        preview["reason"],
+        format!("its run {id} was approved before this preview ended"),
+        "{preview:#}"
+    );
+    assert_eq!(state(&w.show(&id)), "queued");
+    let page = console_page(&w, &cookie, &format!("/orgs/default/plan-runs/{id}"));
+    assert!(
+        !page.contains("data-poll="),
+        "nothing left to refresh for: {page}"
+    );
+
+    // A runner comes: it runs the approved run, never the aborted preview.
+    w.start_runner();
+    let done = w.wait_state(&id, "succeeded", RUN_WAIT);
+    assert_eq!(done["dry_run"], false);
+    for h in HOSTS {
+        assert_eq!(
+            read(&w.work().join(format!("{h}.conf"))).as_deref(),
+            Some("release=2.0\n")
+        );
+    }
+    let preview = w.show(&preview_id);
+    assert_eq!(state(&preview), "aborted", "{preview:#}");
+    assert!(results(&preview).is_empty(), "{preview:#}");
+    assert!(preview["runner_id"].is_null(), "{preview:#}");
 }
