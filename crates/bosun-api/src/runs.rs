@@ -51,6 +51,27 @@ pub struct PlanSummary {
     pub output_changes: BTreeMap<String, String>,
 }
 
+impl PlanSummary {
+    /// `+1 ~2 -0`, with the outputs it changes (`, 1 output to change`) and `(no changes)`
+    /// when it changes nothing: the one line the CLI and the console show for a plan.
+    pub fn short_text(&self) -> String {
+        let mut text = format!("+{} ~{} -{}", self.add, self.change, self.destroy);
+        let outputs = self
+            .output_changes
+            .values()
+            .filter(|action| action.as_str() != "no-op")
+            .count();
+        if outputs > 0 {
+            let s = if outputs == 1 { "" } else { "s" };
+            text.push_str(&format!(", {outputs} output{s} to change"));
+        }
+        if !self.has_changes {
+            text.push_str(" (no changes)");
+        }
+        text
+    }
+}
+
 /// A run as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Run {

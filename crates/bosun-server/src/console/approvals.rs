@@ -49,6 +49,10 @@ struct PendingRow {
     reject_refusal: Option<String>,
     /// A plan run's preview: its id and one line on what it predicts (or that it runs).
     preview: Option<PreviewLine>,
+    /// A stack run's plan, in one line (`+1 ~0 -0, 1 output to change`).
+    plan: Option<String>,
+    /// Who may approve or reject it, in the approval rule's words.
+    approvers: Option<String>,
 }
 
 struct PreviewLine {
@@ -208,10 +212,23 @@ async fn inbox(
     };
     // One read per paused plan run with a preview: the inbox lists the runs waiting now.
     let mut previews = std::collections::HashMap::new();
+    // And per waiting stack run its plan, and per row who may decide it.
+    let mut plans = std::collections::HashMap::new();
+    let mut approvers = std::collections::HashMap::new();
     for p in &pending {
         if let Some(id) = &p.preview {
             previews.insert(p.subject.clone(), preview_line(&state, &org, id).await?);
         }
+        if p.kind == "stack_run" {
+            let plan = match crate::service::runs::show(&state, &org, &p.subject).await {
+                Ok(run) => run.plan.map(|plan| plan.short_text()),
+                Err(ApiError::NotFound(_)) => None,
+                Err(e) => return Err(e.into()),
+            };
+            plans.insert(p.subject.clone(), plan);
+        }
+        let wait = approvals::wait_of(&state, &org, &p.subject).await?;
+        approvers.insert(p.subject.clone(), wait.map(|w| w.approvers));
     }
     let rows = pending
         .into_iter()
@@ -250,6 +267,8 @@ async fn inbox(
                 refusal,
                 reject_refusal,
                 preview: previews.remove(&p.subject).flatten(),
+                plan: plans.remove(&p.subject).flatten(),
+                approvers: approvers.remove(&p.subject).flatten(),
                 subject: p.subject,
             }
         })

@@ -572,6 +572,8 @@ struct PlanRunApproval {
     refusal: Option<String>,
     /// What its preview predicts, shown beside the decision.
     preview: Option<PreviewCard>,
+    /// Who may approve or reject it, in the approval rule's words.
+    approvers: Option<String>,
 }
 
 /// A paused run's preview in its approval card: its one line, its per-host results and
@@ -767,10 +769,14 @@ async fn run_page(
             },
             None => None,
         };
+        let approvers = crate::service::approvals::wait_of(&state, &org, &view.id)
+            .await?
+            .map(|w| w.approvers);
         Some(PlanRunApproval {
             can_decide,
             refusal,
             preview,
+            approvers,
         })
     } else {
         None

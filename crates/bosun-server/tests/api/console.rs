@@ -628,6 +628,20 @@ async fn a_gated_run_is_approved_from_its_own_page_by_whoever_may_approve() {
     assert_eq!(flash(&html), Some((false, api.message().to_string())));
     assert_eq!(text_of(&html, "run-state"), "unconfirmed");
 
+    // The inbox row shows the plan and who may decide, beside the Approve form.
+    let inbox = o.page("/orgs/default/approvals").await;
+    let row = &inbox[inbox
+        .find(&format!(r#"data-subject="{id}""#))
+        .expect("the row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("plan: +1 ~1 -0"), "{row}");
+    assert!(
+        unescape(row).contains(
+            "Who may decide: an operator or admin of org default, other than user:admin."
+        ),
+        "{row}"
+    );
+
     // An operator approves it from the run page and lands back on it.
     assert!(html.contains(r#"id="run-approve""#), "{html}");
     let html = o
@@ -1050,6 +1064,11 @@ async fn a_paused_plan_run_is_approved_from_its_own_page() {
     let mut b = Browser::login(&t, &bob).await;
     let html = b.page(&page).await;
     assert!(html.contains(r#"id="run-approve""#), "{html}");
+    // Who may decide, in the approval rule's words, beside the decision.
+    assert!(
+        text_of(&html, "run-approvers").starts_with("an operator or admin of org default"),
+        "{html}"
+    );
     let html = b
         .submit(
             &page,

@@ -144,20 +144,7 @@ fn blocked_text(l: &TfLockInfo) -> String {
 
 /// `+1 ~2 -0`, or that the plan changes nothing.
 fn plan_text(p: &PlanSummary) -> String {
-    let mut text = format!("+{} ~{} -{}", p.add, p.change, p.destroy);
-    let outputs = p
-        .output_changes
-        .values()
-        .filter(|action| action.as_str() != "no-op")
-        .count();
-    if outputs > 0 {
-        let s = if outputs == 1 { "" } else { "s" };
-        text.push_str(&format!(", {outputs} output{s} to change"));
-    }
-    if !p.has_changes {
-        text.push_str(" (no changes)");
-    }
-    text
+    p.short_text()
 }
 
 fn late_write_text(late: bool) -> &'static str {
