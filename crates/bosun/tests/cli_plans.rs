@@ -350,6 +350,19 @@ fn plan_show_includes_its_schedule() {
     assert!(outcome.contains(&format!("started {run}")), "{out}");
     let pending = ok(&["approvals", "list"]);
     assert!(pending.contains(&run), "{pending}");
+    // The row names the run's preview, the dry run that shows what it would change.
+    let preview = json(&["plan-run", "show", &run])["preview"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let row = pending
+        .lines()
+        .find(|l| l.starts_with(run.as_str()))
+        .unwrap_or_default();
+    assert!(
+        preview.starts_with("prun-") && row.trim_end().ends_with(&preview),
+        "{pending}"
+    );
 
     // Cleared: gone from the plan again.
     ok(&["plan", "schedule", "nightly", "--clear"]);

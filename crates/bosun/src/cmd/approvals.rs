@@ -56,8 +56,14 @@ pub async fn run(ctx: &Ctx, command: ApprovalsCommand) -> anyhow::Result<()> {
                     if items.is_empty() {
                         return format!("Nothing waits for an approval in org {org}.\n");
                     }
-                    let mut t =
-                        Table::new(&["RUN", "FOR", "ENVIRONMENTS", "REQUESTED BY", "SINCE"]);
+                    let mut t = Table::new(&[
+                        "RUN",
+                        "FOR",
+                        "ENVIRONMENTS",
+                        "REQUESTED BY",
+                        "SINCE",
+                        "PREVIEW",
+                    ]);
                     for i in items {
                         t.row(vec![
                             i.subject.clone(),
@@ -65,6 +71,7 @@ pub async fn run(ctx: &Ctx, command: ApprovalsCommand) -> anyhow::Result<()> {
                             i.environments.join(", "),
                             i.requested_by,
                             timestamp(&i.since),
+                            i.preview.unwrap_or_else(|| "-".into()),
                         ]);
                     }
                     t.render()
