@@ -47,6 +47,13 @@ pub struct PlanHostResult {
     pub diff: Option<String>,
 }
 
+impl PlanHostResult {
+    /// `(host, status, ignored)`: what a preview's summary is made of.
+    pub fn outcome(&self) -> (&str, &str, bool) {
+        (&self.host, &self.status, self.ignored)
+    }
+}
+
 /// A plan run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PlanRunView {

@@ -370,6 +370,21 @@ pub fn preview_outcome(state: PlanRunState, summary: &PreviewSummary) -> String 
     }
 }
 
+/// A preview as its run's deciders read it, from its wire form: its state (`running`,
+/// `succeeded`, …; an unknown one is shown as it is), its target `hosts` and its results
+/// `(host, status, ignored)` — [`preview_outcome`] over [`PreviewSummary::of`].
+pub fn describe_preview<'a>(
+    state: &str,
+    hosts: &[String],
+    results: impl IntoIterator<Item = (&'a str, &'a str, bool)> + Clone,
+) -> String {
+    let summary = PreviewSummary::of(hosts, results);
+    match state.parse::<PlanRunState>() {
+        Ok(state) => preview_outcome(state, &summary),
+        Err(_) => state.to_string(),
+    }
+}
+
 impl std::fmt::Display for PreviewSummary {
     /// The counts that are not zero, the first with its noun: `2 hosts would change, 1 no
     /// change, 1 cannot know`; `no host` when there is none.

@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use bosun_api::{ErrorCode, LogChunk, Page, PlanHostResult, PlanRunCreate, PlanRunView};
-use bosun_core::plan_run::{
-    gated_environments, PlanRunEvent, PlanRunState, PlanTrigger, PreviewSummary,
-};
+use bosun_core::plan_run::{gated_environments, PlanRunEvent, PlanRunState, PlanTrigger};
 use bosun_core::ValidationError;
 use bosun_store::{
     EnvironmentRecord, HostRecord, NewPlanRun, PlanHostResultRecord, PlanRunEventInput,
@@ -302,19 +300,13 @@ pub async fn create(
 
 /// Where a preview is, for whoever decides its run: what it predicts per host once it
 /// ended (`2 hosts would change, 1 no change`), else `running` or `queued, waiting for a
-/// runner` — `bosun_core::plan_run::preview_outcome` over its results.
+/// runner` — `bosun_core::plan_run::describe_preview` over its results.
 pub fn preview_outcome(preview: &PlanRunView) -> String {
-    let summary = PreviewSummary::of(
+    bosun_core::plan_run::describe_preview(
+        &preview.state,
         &preview.hosts,
-        preview
-            .results
-            .iter()
-            .map(|r| (r.host.as_str(), r.status.as_str(), r.ignored)),
-    );
-    match preview.state.parse::<PlanRunState>() {
-        Ok(state) => bosun_core::plan_run::preview_outcome(state, &summary),
-        Err(_) => preview.state.clone(),
-    }
+        preview.results.iter().map(PlanHostResult::outcome),
+    )
 }
 
 /// A page of a plan's runs, newest first; the cursor is the last run's id.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::bail;
 use bosun_api::{LogChunk, PlanHostResult, PlanRunCreate, PlanRunView};
-use bosun_core::plan_run::{output_tail, preview_outcome, PlanRunState, PreviewSummary};
+use bosun_core::plan_run::{describe_preview, output_tail};
 use clap::Subcommand;
 use serde_json::{json, Value};
 
@@ -142,17 +142,11 @@ fn outputs(results: &[PlanHostResult]) -> String {
 
 /// What a preview predicts per host once it ended, or where it is.
 fn preview_text(preview: &PlanRunView) -> String {
-    let summary = PreviewSummary::of(
+    describe_preview(
+        &preview.state,
         &preview.hosts,
-        preview
-            .results
-            .iter()
-            .map(|r| (r.host.as_str(), r.status.as_str(), r.ignored)),
-    );
-    match preview.state.parse::<PlanRunState>() {
-        Ok(state) => preview_outcome(state, &summary),
-        Err(_) => preview.state.clone(),
-    }
+        preview.results.iter().map(PlanHostResult::outcome),
+    )
 }
 
 /// `run` for people; `preview` is its preview as fetched (a run that started paused).
