@@ -423,6 +423,42 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 mod tests {
     use rusqlite::ffi;
 
+    /// SQLite's plan for `sql` (with `params` parameters, all NULL) on the current schema:
+    /// one line per step.
+    fn query_plan(sql: &str, params: usize) -> Vec<String> {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        for m in super::MIGRATIONS {
+            c.execute_batch(m).unwrap();
+        }
+        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let nulls = vec![rusqlite::types::Null; params];
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
+    /// Drift schedules of one org or one stack (the stack page, `GET …/stacks/{id}`)
+    /// search the stacks index: a scan would read every stack of every org to return one.
+    #[test]
+    fn drift_schedules_of_an_org_or_a_stack_search_the_stacks_index() {
+        for filters in [
+            [true, true, false, false],
+            [true, false, false, false],
+            [true, false, true, true],
+        ] {
+            let plan = query_plan(&super::sql::drift::schedules_sql(filters), 4);
+            assert!(
+                plan.iter().any(|l| l.starts_with("SEARCH s USING")),
+                "{filters:?}: {plan:#?}"
+            );
+            assert!(
+                !plan.iter().any(|l| l.starts_with("SCAN s")),
+                "{filters:?} reads every stack: {plan:#?}"
+            );
+        }
+    }
+
     fn failure(code: std::ffi::c_int) -> rusqlite::Error {
         rusqlite::Error::SqliteFailure(ffi::Error::new(code), None)
     }

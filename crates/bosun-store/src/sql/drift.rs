@@ -101,7 +101,25 @@ pub(super) fn schedules_in(
     first: Option<&str>,
     last: Option<&str>,
 ) -> Result<Vec<DriftScheduleRecord>> {
-    let sql = format!(
+    let sql = schedules_sql([org, stack, first, last].map(|p| p.is_some()));
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![org, stack, first, last], schedule_row)?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(schedule_record(r?)?);
+    }
+    Ok(out)
+}
+
+/// [`schedules_in`]'s statement for the filters given (org, stack, first, last). A filter
+/// not given is `?N IS NULL`, never `(?N IS NULL OR column = ?N)`: that form hides the
+/// stacks index from the planner, which then reads every stack to return one.
+pub(crate) fn schedules_sql([org, stack, first, last]: [bool; 4]) -> String {
+    let filter = |given: bool, cond: &str, n: u8| match given {
+        true => cond.to_string(),
+        false => format!("?{n} IS NULL"),
+    };
+    format!(
         "SELECT s.org_id, s.id, s.drift_detection,
                 ds.schedule, ds.timezone, ds.since, ds.next_at, ds.last_fire_at,
                 ds.last_fire_run, ds.last_fire_note,
@@ -115,19 +133,15 @@ pub(super) fn schedules_in(
          {success}
          {any}
          WHERE s.drift_detection IS NOT NULL
-           AND (?1 IS NULL OR s.org_id = ?1) AND (?2 IS NULL OR s.id = ?2)
-           AND (?3 IS NULL OR s.id >= ?3) AND (?4 IS NULL OR s.id <= ?4)
+           AND {org} AND {stack} AND {first} AND {last}
          ORDER BY s.org_id, s.id",
         success = latest_check_join("ls", "AND c.result IN ('no_drift', 'drift_detected')"),
         any = latest_check_join("lc", ""),
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, stack, first, last], schedule_row)?;
-    let mut out = Vec::new();
-    for r in rows {
-        out.push(schedule_record(r?)?);
-    }
-    Ok(out)
+        org = filter(org, "s.org_id = ?1", 1),
+        stack = filter(stack, "s.id = ?2", 2),
+        first = filter(first, "s.id >= ?3", 3),
+        last = filter(last, "s.id <= ?4", 4),
+    )
 }
 
 /// The raw columns of [`schedules_in`]'s statement.

@@ -29,7 +29,7 @@ mod audit;
 pub(super) mod common;
 mod database;
 mod deps;
-mod drift;
+pub(super) mod drift;
 mod duties;
 mod identity;
 mod metrics;
