@@ -438,6 +438,24 @@ mod tests {
         rows.map(Result::unwrap).collect()
     }
 
+    /// A stack's runs, newest first, from the start or after a cursor: read in the
+    /// `runs_stack` index's order, never all of the org's runs sorted.
+    #[test]
+    fn a_stacks_runs_are_read_in_index_order() {
+        for cursor in [false, true] {
+            let plan = query_plan(&super::sql::runs::list_sql(true, cursor), 5);
+            assert!(
+                plan.iter().any(|l| l
+                    .starts_with("SEARCH runs USING INDEX runs_stack (org_id=? AND stack_id=?")),
+                "cursor {cursor}: {plan:#?}"
+            );
+            assert!(
+                !plan.iter().any(|l| l == "USE TEMP B-TREE FOR ORDER BY"),
+                "cursor {cursor}: all the org's runs sorted: {plan:#?}"
+            );
+        }
+    }
+
     /// Drift schedules of one org or one stack (the stack page, `GET …/stacks/{id}`)
     /// search the stacks index: a scan would read every stack of every org to return one.
     #[test]
