@@ -438,21 +438,27 @@ mod tests {
         rows.map(Result::unwrap).collect()
     }
 
-    /// A stack's runs, newest first, from the start or after a cursor: read in the
-    /// `runs_stack` index's order, never all of the org's runs sorted.
+    /// A stack's runs and a plan's runs, newest first, from the start or after a cursor:
+    /// read in their index's order, never all of the org's runs sorted.
     #[test]
-    fn a_stacks_runs_are_read_in_index_order() {
-        for cursor in [false, true] {
-            let plan = query_plan(&super::sql::runs::list_sql(true, cursor), 5);
-            assert!(
-                plan.iter().any(|l| l
-                    .starts_with("SEARCH runs USING INDEX runs_stack (org_id=? AND stack_id=?")),
-                "cursor {cursor}: {plan:#?}"
-            );
-            assert!(
-                !plan.iter().any(|l| l == "USE TEMP B-TREE FOR ORDER BY"),
-                "cursor {cursor}: all the org's runs sorted: {plan:#?}"
-            );
+    fn a_stacks_or_a_plans_runs_are_read_in_index_order() {
+        for (table, group, index) in [
+            ("runs", "stack_id", "runs_stack"),
+            ("plan_runs", "plan", "plan_runs_plan"),
+        ] {
+            for cursor in [false, true] {
+                let sql = super::sql::common::newest_first_sql("id", table, group, true, cursor);
+                let plan = query_plan(&sql, 5);
+                let search = format!("SEARCH {table} USING INDEX {index} (org_id=? AND {group}=?");
+                assert!(
+                    plan.iter().any(|l| l.starts_with(&search)),
+                    "{table}, cursor {cursor}: {plan:#?}"
+                );
+                assert!(
+                    !plan.iter().any(|l| l == "USE TEMP B-TREE FOR ORDER BY"),
+                    "{table}, cursor {cursor}: all the org's runs sorted: {plan:#?}"
+                );
+            }
         }
     }
 

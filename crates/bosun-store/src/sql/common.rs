@@ -48,6 +48,33 @@ pub(super) fn query_decoded<R, T>(
     Ok(out)
 }
 
+/// A page of runs newest first (`created_at DESC, id DESC`) from `table`, of an org
+/// (`?1`), within one `group` (`?2`: a stack's runs, a plan's) when `grouped`, after the
+/// cursor `(?3 created_at, ?4 id)` when `after`, at most `?5`. Only the filters given are
+/// conditions (`?N IS NULL` stands for the others): `(?N IS NULL OR column = ?N)` would hide
+/// the `(org_id, group, created_at)` index, and one group's page would be read and sorted
+/// from all of the org's runs.
+pub(crate) fn newest_first_sql(
+    columns: &str,
+    table: &str,
+    group: &str,
+    grouped: bool,
+    after: bool,
+) -> String {
+    let group = match grouped {
+        true => format!("{group} = ?2"),
+        false => "?2 IS NULL".into(),
+    };
+    let after = match after {
+        true => "created_at <= ?3 AND (created_at < ?3 OR id < ?4)",
+        false => "?3 IS NULL AND ?4 IS NULL",
+    };
+    format!(
+        "SELECT {columns} FROM {table} WHERE org_id = ?1 AND {group} AND {after}
+         ORDER BY created_at DESC, id DESC LIMIT ?5"
+    )
+}
+
 pub(crate) fn exists(conn: &Connection, sql: &str, args: &[&dyn db::ToSql]) -> Result<bool> {
     Ok(conn
         .prepare_cached(sql)?

@@ -37,7 +37,7 @@ mod notify;
 mod plan_resources;
 mod plan_runs;
 mod runners;
-pub(super) mod runs;
+mod runs;
 mod secrets;
 mod stacks;
 mod state;

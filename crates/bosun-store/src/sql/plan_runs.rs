@@ -266,10 +266,12 @@ pub(super) fn list(
     };
     query(
         conn,
-        &format!(
-            "SELECT {COLUMNS} FROM plan_runs WHERE org_id = ?1 AND (?2 IS NULL OR plan = ?2)
-             AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
-             ORDER BY created_at DESC, id DESC LIMIT ?5"
+        &newest_first_sql(
+            COLUMNS,
+            "plan_runs",
+            "plan",
+            plan.is_some(),
+            before_created.is_some(),
         ),
         params![org, plan, before_created, before, limit],
     )

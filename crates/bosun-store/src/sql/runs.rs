@@ -433,27 +433,14 @@ pub(super) fn list(
     };
     query_runs(
         c,
-        &list_sql(stack.is_some(), before_created.is_some()),
+        &newest_first_sql(
+            RUN_COLUMNS,
+            "runs",
+            "stack_id",
+            stack.is_some(),
+            before_created.is_some(),
+        ),
         params![org, stack, before_created, before, limit],
-    )
-}
-
-/// [`list`]'s statement, for a stack's runs or the org's, from the start or after a
-/// cursor. Only the filters given are written as conditions (`?N IS NULL` stands for the
-/// others): `(?N IS NULL OR column = ?N)` would hide the `runs_stack` index, and a stack's
-/// runs would be read and sorted from all of its org's.
-pub(crate) fn list_sql(stack: bool, cursor: bool) -> String {
-    let stack = match stack {
-        true => "stack_id = ?2",
-        false => "?2 IS NULL",
-    };
-    let cursor = match cursor {
-        true => "created_at <= ?3 AND (created_at < ?3 OR id < ?4)",
-        false => "?3 IS NULL AND ?4 IS NULL",
-    };
-    format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE org_id = ?1 AND {stack} AND {cursor}
-         ORDER BY created_at DESC, id DESC LIMIT ?5"
     )
 }
 
