@@ -220,11 +220,14 @@ async fn inbox(
             previews.insert(p.subject.clone(), preview_line(&state, &org, id).await?);
         }
         if p.kind == "stack_run" {
-            let plan = match crate::service::runs::show(&state, &org, &p.subject).await {
-                Ok(run) => run.plan.map(|plan| plan.short_text()),
-                Err(ApiError::NotFound(_)) => None,
-                Err(e) => return Err(e.into()),
-            };
+            // The stored run alone: its plan summary is all the row shows.
+            let plan = state
+                .store
+                .get_run(&p.subject)
+                .await?
+                .and_then(|run| run.plan_summary)
+                .and_then(|v| serde_json::from_value::<bosun_api::PlanSummary>(v).ok())
+                .map(|plan| plan.short_text());
             plans.insert(p.subject.clone(), plan);
         }
         let wait = approvals::wait_of(&state, &org, &p.subject).await?;
