@@ -299,9 +299,9 @@ async fn exit_codes_and_signals() {
     assert_eq!(out.exit_code, Some(1));
     let out = run_ok(&conn, &argv(&["/no/such/program"])).await;
     assert_eq!(out.exit_code, Some(127));
-    // Killed by a signal: no exit code.
+    // Killed by a signal: 128 + its number, as a shell says it.
     let out = run_ok(&conn, &shell("kill -9 $$")).await;
-    assert_eq!(out.exit_code, None);
+    assert_eq!(out.exit_code, Some(128 + 9));
     assert!(!out.timed_out);
 }
 

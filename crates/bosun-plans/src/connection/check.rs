@@ -136,7 +136,7 @@ async fn check_ssh(host: &Host, options: &ConnectOptions) -> Vec<Stage> {
         Err(e) => return report.fail("authenticate", e.to_string()),
     }
 
-    let connection = SshConnection::from_handle(host, handle);
+    let connection = SshConnection::from_handle(host, handle, limit);
     let outcome = connection.run(&sudo_probe(limit)).await;
     connection.close().await;
     match sudo_verdict(outcome, limit) {

@@ -72,15 +72,17 @@ mod connect;
 mod host_keys;
 mod local_user;
 mod output;
+mod session;
 mod stop;
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use russh::client::{self, Handle};
 use russh::ChannelOpenFailure;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{ConnError, ConnectOptions, Connection, Output, OutputTap, RunRequest};
 use crate::model::Host;
@@ -88,6 +90,7 @@ pub use command::{command_line, shell_quote};
 pub(crate) use connect::{authenticate, handshake, resolve, tcp_connect};
 use host_keys::ClientHandler;
 use output::{collect, Collected};
+use session::{Frame, Read, Session};
 pub use stop::kill_line;
 use stop::{stop, Running};
 
@@ -132,6 +135,12 @@ pub struct SshConnection {
     /// Permits for commands: one session fewer than [`MAX_CHANNELS`], so a stop always
     /// finds a free session even when every command is stuck.
     channels: Arc<Semaphore>,
+    /// Sessions between commands ([`session`]).
+    idle: Mutex<Vec<Session>>,
+    /// Whether commands go through sessions: off once the host failed a session's hello.
+    sessions: AtomicBool,
+    /// How long a new session may take to answer its hello.
+    hello_limit: Duration,
 }
 
 impl std::fmt::Debug for SshConnection {
@@ -150,16 +159,34 @@ impl SshConnection {
         let (stream, _addr) = tcp_connect(host, &addrs, options.connect_timeout).await?;
         let (mut handle, _trust) = handshake(host, stream, options.connect_timeout).await?;
         authenticate(host, &mut handle, options.connect_timeout).await?;
-        Ok(SshConnection::from_handle(host, handle))
+        Ok(SshConnection::from_handle(
+            host,
+            handle,
+            options.connect_timeout,
+        ))
     }
 
-    /// Wraps an authenticated session (the host check builds one stage by stage).
-    pub(crate) fn from_handle(host: &Host, handle: Handle<ClientHandler>) -> Self {
+    /// Wraps an authenticated session (the host check builds one stage by stage); a new
+    /// remote session must answer within `hello_limit`.
+    pub(crate) fn from_handle(
+        host: &Host,
+        handle: Handle<ClientHandler>,
+        hello_limit: Duration,
+    ) -> Self {
         SshConnection {
             host: host.name.clone(),
             handle: Arc::new(handle),
             channels: Arc::new(Semaphore::new(MAX_CHANNELS - 1)),
+            idle: Mutex::new(Vec::new()),
+            sessions: AtomicBool::new(true),
+            hello_limit,
         }
+    }
+
+    /// Whether commands still go through remote sessions (`false` once this host
+    /// failed a session's hello: each command then has a channel of its own).
+    pub fn uses_sessions(&self) -> bool {
+        self.sessions.load(Ordering::Relaxed)
     }
 
     fn lost(&self, reason: impl Into<String>) -> ConnError {
@@ -230,17 +257,167 @@ impl Connection for SshConnection {
 }
 
 impl SshConnection {
-    /// Runs one command on its own channel; `live` sees its output as it arrives.
+    /// Runs one command — in a session ([`session`]) unless this host cannot run them,
+    /// then on a channel of its own; `live` sees its output as it arrives.
     async fn execute(
         &self,
         request: &RunRequest,
         live: Option<&OutputTap<'_>>,
     ) -> Result<Output, ConnError> {
         let line = command_line(request)?;
-        let permit = Arc::clone(&self.channels)
-            .acquire_owned()
-            .await
-            .map_err(|_| self.lost("connection closed"))?;
+        let mut permit = Some(
+            Arc::clone(&self.channels)
+                .acquire_owned()
+                .await
+                .map_err(|_| self.lost("connection closed"))?,
+        );
+        // An idle session may have ended meanwhile; the command did not start on it
+        // then, and gets one more (fresh) session.
+        for _ in 0..2 {
+            if !self.sessions.load(Ordering::Relaxed) {
+                break;
+            }
+            let Some(session) = self.session().await? else {
+                break;
+            };
+            match self
+                .execute_in_session(session, request, &line, live, &mut permit)
+                .await
+            {
+                InSession::Ran(result) => return result,
+                InSession::NotStarted => {}
+            }
+        }
+        let permit = match permit {
+            Some(permit) => permit,
+            None => Arc::clone(&self.channels)
+                .acquire_owned()
+                .await
+                .map_err(|_| self.lost("connection closed"))?,
+        };
+        self.execute_on_channel(request, line, live, permit).await
+    }
+
+    /// An idle session, or a new one; `None` (and sessions off for this connection) when
+    /// the host cannot run them.
+    async fn session(&self) -> Result<Option<Session>, ConnError> {
+        if let Some(session) = self.idle_sessions().pop() {
+            return Ok(Some(session));
+        }
+        let opened = session::open(&self.handle, &self.host, self.hello_limit).await?;
+        if opened.is_none() {
+            self.sessions.store(false, Ordering::Relaxed);
+        }
+        Ok(opened)
+    }
+
+    fn idle_sessions(&self) -> std::sync::MutexGuard<'_, Vec<Session>> {
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs one command as a request on `session`, which goes back to the idle ones when
+    /// the command's answer was read whole. `permit` is taken (and held by the command
+    /// until it is done or stopped) unless the command never started.
+    async fn execute_in_session(
+        &self,
+        session: Session,
+        request: &RunRequest,
+        line: &str,
+        live: Option<&OutputTap<'_>>,
+        permit: &mut Option<OwnedSemaphorePermit>,
+    ) -> InSession {
+        let Session { rx, tx } = session;
+        let nonce = session::nonce();
+        let code = session::request_code(&nonce, line, request.stdin.as_ref().map(Vec::len));
+        let input = session::request_bytes(&code);
+        // From here on, a dropped future stops the command and ends the session.
+        let mut running = Running {
+            handle: Arc::clone(&self.handle),
+            tx: Arc::clone(&tx),
+            rx: Some(rx),
+            got: Collected::default(),
+            sudo: request.sudo,
+            armed: true,
+            permit: permit.take(),
+        };
+        let mut frame = Frame::new(nonce);
+        let feed = async {
+            // A session that has ended refuses the bytes; the reading side says how.
+            if tx.data(&input[..]).await.is_ok() {
+                if let Some(bytes) = &request.stdin {
+                    let _ = tx.data(&bytes[..]).await;
+                }
+            }
+        };
+        let Running {
+            rx: Some(rx), got, ..
+        } = &mut running
+        else {
+            return InSession::Ran(Err(self.lost("the session's channel is gone")));
+        };
+        let work = async {
+            tokio::pin!(feed);
+            let mut fed = false;
+            loop {
+                tokio::select! {
+                    () = &mut feed, if !fed => fed = true,
+                    read = frame.read(rx, got, live) => match read {
+                        Read::Done => return None,
+                        Read::More => {}
+                        Read::Ended(why) => return Some(why),
+                    },
+                }
+            }
+        };
+        let started = Instant::now();
+        let (gave_up, ended) = match request.timeout {
+            Some(limit) => match tokio::time::timeout(limit + TIMEOUT_GRACE, work).await {
+                Ok(ended) => (false, ended),
+                Err(_) => (true, None),
+            },
+            None => (false, work.await),
+        };
+        if let Some(why) = ended {
+            if !frame.started() {
+                // The session had ended before the command could start.
+                running.armed = false;
+                *permit = running.permit.take();
+                let _ = tx.close().await;
+                return InSession::NotStarted;
+            }
+            // Whatever of the command is left is stopped; the session is not reused.
+            let rx = running.rx.take();
+            stop(&self.handle, &tx, rx, &mut running.got, request.sudo).await;
+            running.armed = false;
+            return InSession::Ran(Err(
+                self.lost(format!("{why} while the command was running"))
+            ));
+        }
+        if gave_up {
+            // As on a channel of its own (see `execute_on_channel`); the session ends.
+            let rx = running.rx.take();
+            stop(&self.handle, &tx, rx, &mut running.got, request.sudo).await;
+        }
+        running.armed = false;
+        let got = std::mem::take(&mut running.got);
+        if !gave_up {
+            if let Some(rx) = running.rx.take() {
+                self.idle_sessions().push(Session { rx, tx });
+            }
+        }
+        InSession::Ran(Ok(finish(request, got, started, gave_up)))
+    }
+
+    /// Runs one command on its own channel; `live` sees its output as it arrives.
+    async fn execute_on_channel(
+        &self,
+        request: &RunRequest,
+        line: String,
+        live: Option<&OutputTap<'_>>,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<Output, ConnError> {
         let channel = open_channel(&self.handle, &self.host).await?;
         let (rx, tx) = channel.split();
         let tx = Arc::new(tx);
@@ -309,41 +486,56 @@ impl SshConnection {
         if let Some(live) = live {
             got.show(live, true);
         }
-        // `timeout` exits 124 when it had to stop the command.
-        let stopped_by_timeout = request
-            .timeout
-            .is_some_and(|limit| got.exit_code == Some(TIMEOUT_EXIT) && started.elapsed() >= limit);
-        if gave_up || stopped_by_timeout {
-            return Ok(Output {
-                exit_code: None,
-                stdout: got.stdout,
-                stderr: got.stderr,
-                timed_out: true,
-                sudo_password_required: false,
-            });
+        if !gave_up {
+            if got.refused {
+                return Err(ConnError::Other(format!(
+                    "{}: the server refused to run the command",
+                    self.host
+                )));
+            }
+            if !got.closed && got.exit_code.is_none() && got.signal.is_none() {
+                // The channel vanished without a word: the session is gone.
+                return Err(self.lost("the connection dropped while a command was running"));
+            }
+            if !got.closed {
+                // Exited, but a leftover process keeps the channel open: let it be.
+                let _ = tx.close().await;
+            }
         }
-        if got.refused {
-            return Err(ConnError::Other(format!(
-                "{}: the server refused to run the command",
-                self.host
-            )));
-        }
-        if !got.closed && got.exit_code.is_none() && got.signal.is_none() {
-            // The channel vanished without a word: the session is gone.
-            return Err(self.lost("the connection dropped while a command was running"));
-        }
-        if !got.closed {
-            // Exited, but a leftover process keeps the channel open: let it be.
-            let _ = tx.close().await;
-        }
-        let sudo_password_required =
-            request.sudo && super::local::sudo_wants_password(got.exit_code, &got.stderr);
-        Ok(Output {
-            exit_code: got.exit_code,
+        Ok(finish(request, got, started, gave_up))
+    }
+}
+
+/// How a command given to a session went.
+enum InSession {
+    Ran(Result<Output, ConnError>),
+    /// The session had ended before the command started: it may be tried elsewhere.
+    NotStarted,
+}
+
+/// A command's [`Output`] from what its channel or session said: timed out when the
+/// client gave up on it, or when the host's `timeout` stopped it (exit 124 once the
+/// limit has passed; output so far is kept).
+fn finish(request: &RunRequest, got: Collected, started: Instant, gave_up: bool) -> Output {
+    let stopped_by_timeout = request
+        .timeout
+        .is_some_and(|limit| got.exit_code == Some(TIMEOUT_EXIT) && started.elapsed() >= limit);
+    if gave_up || stopped_by_timeout {
+        return Output {
+            exit_code: None,
             stdout: got.stdout,
             stderr: got.stderr,
-            timed_out: false,
-            sudo_password_required,
-        })
+            timed_out: true,
+            sudo_password_required: false,
+        };
+    }
+    let sudo_password_required =
+        request.sudo && super::local::sudo_wants_password(got.exit_code, &got.stderr);
+    Output {
+        exit_code: got.exit_code,
+        stdout: got.stdout,
+        stderr: got.stderr,
+        timed_out: false,
+        sudo_password_required,
     }
 }

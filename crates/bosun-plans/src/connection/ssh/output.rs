@@ -30,7 +30,7 @@ pub(super) struct Collected {
 impl Collected {
     /// Appends stderr bytes; until the [`PGID_MARKER`] line has been seen, looks for it
     /// and cuts it out. Anything before it (a shell start-up file's chatter) is kept.
-    fn push_stderr(&mut self, data: &[u8]) {
+    pub(super) fn push_stderr(&mut self, data: &[u8]) {
         self.stderr.extend_from_slice(data);
         let marker = PGID_MARKER.as_bytes();
         while self.pgid.is_none() {
