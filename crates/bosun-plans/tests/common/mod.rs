@@ -1,0 +1,128 @@
+//! What the SSH connection tests share: a started sshd, an inventory host for it, a
+//! connection, requests, and process checks on the (loopback) host.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bosun_plans::connection::ssh::SshConnection;
+use bosun_plans::connection::{CommandSpec, ConnectOptions, Connection, Output, RunRequest};
+use bosun_plans::model::{ConnectionKind, Host};
+use bosun_testkit::sshd::{require_sshd, SshdHost, SshdOptions};
+use tempfile::TempDir;
+
+/// A started sshd in its own temp dir, or `None` (skip announced).
+pub fn sshd() -> Option<(TempDir, SshdHost)> {
+    sshd_with(SshdOptions::default())
+}
+
+pub fn sshd_with(options: SshdOptions) -> Option<(TempDir, SshdHost)> {
+    if !require_sshd() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let host = SshdHost::start_with(&dir.path().join("sshd"), options);
+    Some((dir, host))
+}
+
+/// An inventory host for `sshd`: its port, user, client key and known_hosts file.
+pub fn host_for(sshd: &SshdHost) -> Host {
+    Host {
+        name: "test-host".into(),
+        address: sshd.address().into(),
+        port: sshd.port(),
+        user: Some(sshd.user().into()),
+        connection: ConnectionKind::Ssh,
+        identity_file: Some(sshd.client_key_path().to_path_buf()),
+        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
+        ..Host::default()
+    }
+}
+
+pub fn options() -> ConnectOptions {
+    ConnectOptions {
+        connect_timeout: Duration::from_secs(10),
+    }
+}
+
+pub async fn connect(sshd: &SshdHost, host: &Host) -> SshConnection {
+    match SshConnection::connect(host, &options()).await {
+        Ok(c) => c,
+        Err(e) => panic!("connect failed: {e}\nsshd log:\n{}", sshd.log()),
+    }
+}
+
+pub fn argv(words: &[&str]) -> RunRequest {
+    RunRequest {
+        command: CommandSpec::Argv(words.iter().map(|w| w.to_string()).collect()),
+        sudo: false,
+        stdin: None,
+        timeout: None,
+    }
+}
+
+pub fn shell(line: &str) -> RunRequest {
+    RunRequest {
+        command: CommandSpec::Shell(line.into()),
+        sudo: false,
+        stdin: None,
+        timeout: None,
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub async fn run_ok(conn: &dyn Connection, request: &RunRequest) -> Output {
+    let out = conn.run(request).await.unwrap();
+    assert!(
+        !out.timed_out,
+        "{request:?} timed out: {}",
+        text(&out.stderr)
+    );
+    out
+}
+
+/// Writes an executable script.
+pub fn script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Whether process `pid` is gone (or a zombie about to be reaped).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+pub fn wait_gone(pid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if process_gone(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    process_gone(pid)
+}
+
+pub fn read_pid(path: &Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if let Ok(pid) = s.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
