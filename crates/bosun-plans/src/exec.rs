@@ -130,6 +130,27 @@ impl HostStatus {
     }
 }
 
+/// The most of each stream of a step's output a result keeps (the head; see
+/// [`capped_output`]).
+pub const RESULT_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// `text` cut to its first [`RESULT_OUTPUT_BYTES`] (at a character boundary), with a
+/// last line saying it was cut and how long it was: `… [truncated: N bytes in all]`.
+pub fn capped_output(text: String) -> String {
+    if text.len() <= RESULT_OUTPUT_BYTES {
+        return text;
+    }
+    let mut end = RESULT_OUTPUT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n… [truncated: {} bytes in all]",
+        &text[..end],
+        text.len()
+    )
+}
+
 /// One step's result on one host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostResult {
@@ -140,6 +161,7 @@ pub struct HostResult {
     /// Whether the host changed (dry run: would change); `None` when unknown or not run.
     pub changed: Option<bool>,
     pub exit_code: Option<i32>,
+    /// What the command printed, at most [`RESULT_OUTPUT_BYTES`] of it ([`capped_output`]).
     pub stdout: String,
     pub stderr: String,
     pub duration_ms: u64,
@@ -773,8 +795,9 @@ fn finish(
     };
     result.duration_ms = millis(started.elapsed());
     let clean = |s: &str| clean(ctx.options, s);
-    result.stdout = clean(&result.stdout);
-    result.stderr = clean(&result.stderr);
+    // Masked first, so the cut never leaves half a secret unmasked.
+    result.stdout = capped_output(clean(&result.stdout));
+    result.stderr = capped_output(clean(&result.stderr));
     result.message = clean(&result.message);
     result.warnings = result.warnings.iter().map(|w| clean(w)).collect();
     result.diff = result.diff.as_deref().map(clean);

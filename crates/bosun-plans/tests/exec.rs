@@ -1722,3 +1722,26 @@ async fn raw_commands_output_is_reported_while_they_run() {
         "a dry run runs no command"
     );
 }
+
+/// A step's result keeps the head of each stream, and says it was cut and how much there
+/// was: a runaway command cannot make a run's report (or its stored results) unbounded.
+#[tokio::test]
+async fn a_result_keeps_the_head_of_a_long_output_and_says_it_was_cut() {
+    use bosun_plans::exec::RESULT_OUTPUT_BYTES;
+    let inv = inventory(vec![local("a")]);
+    let p = plan(
+        &inv,
+        vec![shell(
+            "long",
+            "head -c 200000 /dev/zero | tr '\\000' 'o'; head -c 70000 /dev/zero | tr '\\000' 'e' >&2",
+        )],
+    );
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+    let result = report.result(1, "a").unwrap();
+    let (head, note) = result.stdout.split_at(RESULT_OUTPUT_BYTES);
+    assert!(head.bytes().all(|b| b == b'o'));
+    assert_eq!(note, "\n… [truncated: 200000 bytes in all]");
+    assert!(result.stderr.ends_with("\n… [truncated: 70000 bytes in all]"));
+    assert!(result.stderr.starts_with('e'));
+}

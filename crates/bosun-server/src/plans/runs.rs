@@ -33,9 +33,6 @@ use bosun_api::Page;
 
 /// At most this many hosts of a run work at once.
 const FORKS: u32 = 20;
-/// A plan run's results, logs and texts are capped per field (a runaway command must not
-/// fill the database).
-const MAX_OUTPUT: usize = 64 * 1024;
 
 /// Served by [`create`].
 pub const CREATE: Endpoint = endpoint!(Access::Org(Role::Operator), create);
@@ -297,21 +294,6 @@ pub async fn runner_logs(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn capped(text: String) -> String {
-    if text.len() <= MAX_OUTPUT {
-        return text;
-    }
-    let mut end = MAX_OUTPUT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(
-        "{}\n… [truncated: {} bytes in all]",
-        &text[..end],
-        text.len()
-    )
-}
-
 /// Per-host results of finished steps (so an interrupted run keeps its progress).
 #[utoipa::path(post, path = "/api/v1/runner/plan-runs/{run}/results", tag = "runners",
     params(("run" = String, Path)), request_body = PlanResultsAppend, responses((status = 204)))]
@@ -330,7 +312,7 @@ pub async fn runner_results(
             super::secrets::lease_mask_again(&state, &run)
         })
         .await?;
-    let mask = |text: String| capped(masker.redact(&text).into_owned());
+    let mask = |text: String| bosun_plans::exec::capped_output(masker.redact(&text).into_owned());
     let results: Vec<PlanHostResultRecord> = body
         .results
         .into_iter()

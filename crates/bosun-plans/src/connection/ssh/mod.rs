@@ -1,7 +1,10 @@
 //! The `ssh` connection, on [`russh`] (async, pure Rust): one TCP connection and SSH
-//! session per host, reused across steps, one channel per command — so a run over 1,000
-//! hosts is 1,000 tokio tasks, not 1,000 `ssh` processes, and concurrent `run`s on one
-//! connection share it.
+//! session per host, reused across steps, and on it one long-lived remote shell that
+//! runs every command as a framed request ([`session`]) — so a run over 1,000 hosts is
+//! 1,000 tokio tasks, not 1,000 `ssh` processes, and a host's login shell is started
+//! once per connection, not once per command. Concurrent `run`s on one connection each
+//! get a session of their own (at most [`MAX_CHANNELS`] − 1). A host that cannot run a
+//! session gets one channel per command instead.
 //!
 //! **Host keys are always verified.** A pinned `host_key` must equal the server's key;
 //! otherwise the server's key must be in `known_hosts` (the host's file, or by default
@@ -16,14 +19,15 @@
 //! the agent (`SSH_AUTH_SOCK`) if there is one, then `~/.ssh/id_ed25519`, `id_ecdsa`,
 //! `id_rsa`. The user is `user` or the local user. Nothing ever prompts.
 //!
-//! **Commands**: an argv is single-quoted word by word (POSIX: `'` becomes `'\''`) into
+//! **Commands** (in a session or on a channel of their own alike): an argv is
+//! single-quoted word by word (POSIX: `'` becomes `'\''`) into
 //! one command line, a shell command becomes `sh -c '<line>'`, `sudo` prefixes
 //! `sudo -n --` (a sudo that wants a password fails at once: exit 1 with "a password is
 //! required" or "a terminal is required" sets `sudo_password_required`). The remote shell
 //! first writes its pid to stderr (`bosun-pgid:<pid>`, [`PGID_MARKER`]; the client cuts
 //! that line out, so stderr stays byte-exact), then `exec`s the command: the command
-//! keeps that pid, which is also its process group's id, since OpenSSH starts every
-//! session's shell with `setsid`. No extra process and no extra round trip. stdin gets
+//! keeps that pid, which is also its process group's id: OpenSSH starts a channel's shell
+//! with `setsid`, and a session starts each command under `setsid`. stdin gets
 //! the request's bytes then EOF, or EOF at once, so nothing can wait on a prompt.
 //!
 //! **Stopping a command** — its `run` future dropped (a cancelled or aborted run), or a
@@ -64,8 +68,9 @@
 //!
 //! The parts: `connect.rs` (the stages of a connection, which the host check runs one
 //! by one), `host_keys.rs` (host key verification), `command.rs` (the remote command
-//! line), `output.rs` (reading a command's channel), `stop.rs` (stopping a command) and
-//! `local_user.rs` (the local user's name and home folder).
+//! line), `session.rs` (the remote shell and its framing), `output.rs` (reading a
+//! command's channel), `stop.rs` (stopping a command) and `local_user.rs` (the local
+//! user's name and home folder).
 
 mod command;
 mod connect;
