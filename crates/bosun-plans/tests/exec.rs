@@ -1742,6 +1742,8 @@ async fn a_result_keeps_the_head_of_a_long_output_and_says_it_was_cut() {
     let (head, note) = result.stdout.split_at(RESULT_OUTPUT_BYTES);
     assert!(head.bytes().all(|b| b == b'o'));
     assert_eq!(note, "\n… [truncated: 200000 bytes in all]");
-    assert!(result.stderr.ends_with("\n… [truncated: 70000 bytes in all]"));
+    assert!(result
+        .stderr
+        .ends_with("\n… [truncated: 70000 bytes in all]"));
     assert!(result.stderr.starts_with('e'));
 }

@@ -338,15 +338,7 @@ impl SshConnection {
         let code = session::request_code(&nonce, line, request.stdin.as_ref().map(Vec::len));
         let input = session::request_bytes(&code);
         // From here on, a dropped future stops the command and ends the session.
-        let mut running = Running {
-            handle: Arc::clone(&self.handle),
-            tx: Arc::clone(&tx),
-            rx: Some(rx),
-            got: Collected::default(),
-            sudo: request.sudo,
-            armed: true,
-            permit: permit.take(),
-        };
+        let mut running = Running::new(&self.handle, &tx, rx, request.sudo, permit.take());
         let mut frame = Frame::new(nonce);
         let feed = async {
             // A session that has ended refuses the bytes; the reading side says how.
@@ -427,15 +419,7 @@ impl SshConnection {
         let (rx, tx) = channel.split();
         let tx = Arc::new(tx);
         // From here on, a dropped future stops the command (see `Running`'s `Drop`).
-        let mut running = Running {
-            handle: Arc::clone(&self.handle),
-            tx: Arc::clone(&tx),
-            rx: Some(rx),
-            got: Collected::default(),
-            sudo: request.sudo,
-            armed: true,
-            permit: Some(permit),
-        };
+        let mut running = Running::new(&self.handle, &tx, rx, request.sudo, Some(permit));
         if let Err(e) = tx.exec(true, line.into_bytes()).await {
             running.armed = false;
             return Err(self.lost(format!("cannot start the command: {e}")));

@@ -24,6 +24,27 @@ pub(super) struct Running {
     pub(super) permit: Option<OwnedSemaphorePermit>,
 }
 
+impl Running {
+    /// A command just started on `tx`/`rx`, armed.
+    pub(super) fn new(
+        handle: &Arc<Handle<ClientHandler>>,
+        tx: &Arc<ChannelWriteHalf<client::Msg>>,
+        rx: russh::ChannelReadHalf,
+        sudo: bool,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Self {
+        Running {
+            handle: Arc::clone(handle),
+            tx: Arc::clone(tx),
+            rx: Some(rx),
+            got: Collected::default(),
+            sudo,
+            armed: true,
+            permit,
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if !self.armed {
