@@ -436,3 +436,69 @@ async fn a_host_without_setsid_runs_each_command_on_its_own_channel() {
     let out = run_ok(&conn, &with_stdin(argv(&["cat"]), b"abc".to_vec())).await;
     assert_eq!(text(&out.stdout), "abc");
 }
+
+/// `sudo` commands go to one session started under `sudo -n` (one sudo for the
+/// connection, not one per command) when sudo allows it; when sudo allows only some
+/// commands, each runs under `sudo -n` itself and the rule still matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sudo_commands_share_one_sudo_session_when_sudo_allows_it() {
+    use bosun_testkit::sshd::{ensure_sudo_user, require_sudo_users};
+    if !require_sshd() || !require_sudo_users() {
+        return;
+    }
+    let sudo = |words: &[&str]| RunRequest {
+        sudo: true,
+        ..argv(words)
+    };
+    let user = "bosun-test-ssh-sudo-all";
+    ensure_sudo_user(user, "ALL=(ALL) NOPASSWD: ALL");
+    let dir = tempfile::tempdir().unwrap();
+    let sshd = SshdHost::start_with(
+        &dir.path().join("sshd"),
+        SshdOptions {
+            login_user: Some(user.into()),
+            ..SshdOptions::default()
+        },
+    );
+    let conn = connect(&sshd, &host_for(&sshd)).await;
+    let parents: Vec<String> = {
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let out = run_ok(&conn, &sudo(&["sh", "-c", "echo $PPID; id -u"])).await;
+            let stdout = text(&out.stdout);
+            let (ppid, uid) = stdout.split_once('\n').unwrap();
+            assert_eq!(uid, "0\n");
+            seen.push(ppid.to_string());
+        }
+        seen
+    };
+    assert!(conn.uses_sudo_sessions());
+    assert!(parents.windows(2).all(|w| w[0] == w[1]), "{parents:?}");
+    // The login user's commands are not root's.
+    let out = run_ok(&conn, &argv(&["id", "-un"])).await;
+    assert_eq!(text(&out.stdout), format!("{user}\n"));
+    // stdin and a timeout under the sudo'd session.
+    let mut request = sudo(&["cat"]);
+    request.stdin = Some(b"as root".to_vec());
+    request.timeout = Some(Duration::from_secs(5));
+    let out = run_ok(&conn, &request).await;
+    assert_eq!(text(&out.stdout), "as root");
+
+    let user = "bosun-test-ssh-sudo-id";
+    ensure_sudo_user(user, "ALL=(ALL) NOPASSWD: /usr/bin/id");
+    let dir = tempfile::tempdir().unwrap();
+    let sshd = SshdHost::start_with(
+        &dir.path().join("sshd"),
+        SshdOptions {
+            login_user: Some(user.into()),
+            ..SshdOptions::default()
+        },
+    );
+    let conn = connect(&sshd, &host_for(&sshd)).await;
+    let out = run_ok(&conn, &sudo(&["/usr/bin/id", "-u"])).await;
+    assert_eq!(text(&out.stdout), "0\n");
+    assert!(!conn.uses_sudo_sessions());
+    assert!(conn.uses_sessions());
+    let out = run_ok(&conn, &sudo(&["sh", "-c", "true"])).await;
+    assert_eq!(out.exit_code, Some(1), "{}", text(&out.stderr));
+}

@@ -95,7 +95,7 @@ pub use command::{command_line, shell_quote};
 pub(crate) use connect::{authenticate, handshake, resolve, tcp_connect};
 use host_keys::ClientHandler;
 use output::{collect, Collected};
-use session::{Frame, Read, Session};
+use session::{Frame, Kind, Read, Session};
 pub use stop::kill_line;
 use stop::{stop, Running};
 
@@ -141,9 +141,11 @@ pub struct SshConnection {
     /// finds a free session even when every command is stuck.
     channels: Arc<Semaphore>,
     /// Sessions between commands ([`session`]).
-    idle: Mutex<Vec<Session>>,
-    /// Whether commands go through sessions: off once the host failed a session's hello.
-    sessions: AtomicBool,
+    /// Per [`Kind`].
+    idle: Mutex<[Vec<Session>; 2]>,
+    /// Per [`Kind`], whether commands go through such sessions: off once the host failed
+    /// one's hello.
+    sessions: [AtomicBool; 2],
     /// How long a new session may take to answer its hello.
     hello_limit: Duration,
 }
@@ -182,8 +184,8 @@ impl SshConnection {
             host: host.name.clone(),
             handle: Arc::new(handle),
             channels: Arc::new(Semaphore::new(MAX_CHANNELS - 1)),
-            idle: Mutex::new(Vec::new()),
-            sessions: AtomicBool::new(true),
+            idle: Mutex::new([Vec::new(), Vec::new()]),
+            sessions: [AtomicBool::new(true), AtomicBool::new(true)],
             hello_limit,
         }
     }
@@ -191,7 +193,13 @@ impl SshConnection {
     /// Whether commands still go through remote sessions (`false` once this host
     /// failed a session's hello: each command then has a channel of its own).
     pub fn uses_sessions(&self) -> bool {
-        self.sessions.load(Ordering::Relaxed)
+        self.sessions[Kind::Login as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether `sudo` commands still go through a session started under `sudo -n`
+    /// (`false` once sudo refused to start one: each then runs under `sudo -n` itself).
+    pub fn uses_sudo_sessions(&self) -> bool {
+        self.sessions[Kind::Sudo as usize].load(Ordering::Relaxed)
     }
 
     fn lost(&self, reason: impl Into<String>) -> ConnError {
@@ -276,14 +284,28 @@ impl SshConnection {
                 .await
                 .map_err(|_| self.lost("connection closed"))?,
         );
-        // An idle session may have ended meanwhile; the command did not start on it
-        // then, and gets one more (fresh) session.
-        for _ in 0..2 {
-            if !self.sessions.load(Ordering::Relaxed) {
+        // A sudo command goes to the sudo'd session, else (sudo refused to start one) to
+        // the login session under `sudo -n`. An idle session may have ended meanwhile;
+        // the command did not start on it then, and gets one more (fresh) session.
+        for _ in 0..3 {
+            let kind = if request.sudo && self.uses_sudo_sessions() {
+                Kind::Sudo
+            } else {
+                Kind::Login
+            };
+            if !self.sessions[kind as usize].load(Ordering::Relaxed) {
                 break;
             }
-            let Some(session) = self.session().await? else {
-                break;
+            let Some(session) = self.session(kind).await? else {
+                continue;
+            };
+            let line = match kind {
+                Kind::Login => line.clone(),
+                // Already root: the command line without its own `sudo -n`.
+                Kind::Sudo => command_line(&RunRequest {
+                    sudo: false,
+                    ..request.clone()
+                })?,
             };
             match self
                 .execute_in_session(session, request, &line, live, &mut permit)
@@ -303,20 +325,29 @@ impl SshConnection {
         self.execute_on_channel(request, line, live, permit).await
     }
 
-    /// An idle session, or a new one; `None` (and sessions off for this connection) when
-    /// the host cannot run them.
-    async fn session(&self) -> Result<Option<Session>, ConnError> {
-        if let Some(session) = self.idle_sessions().pop() {
+    /// An idle session of `kind`, or a new one; `None` (and such sessions off for this
+    /// connection) when the host cannot run them.
+    async fn session(&self, kind: Kind) -> Result<Option<Session>, ConnError> {
+        if let Some(session) = self.idle_sessions()[kind as usize].pop() {
             return Ok(Some(session));
         }
-        let opened = session::open(&self.handle, &self.host, self.hello_limit).await?;
+        let opened = session::open(
+            &self.handle,
+            &self.host,
+            self.hello_limit,
+            kind == Kind::Sudo,
+        )
+        .await?;
         if opened.is_none() {
-            self.sessions.store(false, Ordering::Relaxed);
+            self.sessions[kind as usize].store(false, Ordering::Relaxed);
         }
-        Ok(opened)
+        Ok(opened.map(|mut session| {
+            session.kind = kind;
+            session
+        }))
     }
 
-    fn idle_sessions(&self) -> std::sync::MutexGuard<'_, Vec<Session>> {
+    fn idle_sessions(&self) -> std::sync::MutexGuard<'_, [Vec<Session>; 2]> {
         self.idle
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -333,7 +364,7 @@ impl SshConnection {
         live: Option<&OutputTap<'_>>,
         permit: &mut Option<OwnedSemaphorePermit>,
     ) -> InSession {
-        let Session { rx, tx } = session;
+        let Session { rx, tx, kind } = session;
         let nonce = session::nonce();
         let code = session::request_code(&nonce, line, request.stdin.as_ref().map(Vec::len));
         let input = session::request_bytes(&code);
@@ -401,7 +432,7 @@ impl SshConnection {
         let got = std::mem::take(&mut running.got);
         if !gave_up {
             if let Some(rx) = running.rx.take() {
-                self.idle_sessions().push(Session { rx, tx });
+                self.idle_sessions()[kind as usize].push(Session { rx, tx, kind });
             }
         }
         InSession::Ran(Ok(finish(request, got, started, gave_up)))

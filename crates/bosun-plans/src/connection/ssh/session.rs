@@ -23,6 +23,12 @@
 //! a process an earlier command left running — is not the command's and is dropped. The
 //! nonce is new for every request, so no output can end a frame by accident.
 //!
+//! **sudo**: commands of a `sudo` step go to a second session whose loop runs under
+//! `sudo -n` ([`Kind::Sudo`]): one sudo (its PAM session, its log line) per connection
+//! instead of one per command. Where sudo will not start it — a password wanted, or
+//! sudoers allowing only some commands — each such command runs in the login session
+//! under `sudo -n` itself, so rules written for the commands still match.
+//!
 //! **Exit status**: as a shell reports it — a command killed by signal `N` exits
 //! `128 + N`.
 //!
@@ -59,22 +65,35 @@ pub const HELLO: &str = r#"a=$(head -c 3); IFS= read -r b; c=0; [ "$a$b" = abcde
 /// The bytes that follow [`HELLO`] on the session's input.
 const HELLO_INPUT: &[u8] = b"abcdef\n";
 
+/// Which user a session's commands run as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// The login user.
+    Login = 0,
+    /// Root: the loop itself runs under `sudo -n`.
+    Sudo = 1,
+}
+
 /// An open session: the channel running [`LOOP`], between requests.
 pub(super) struct Session {
     pub(super) rx: russh::ChannelReadHalf,
     pub(super) tx: Arc<ChannelWriteHalf<client::Msg>>,
+    pub(super) kind: Kind,
 }
 
-/// Opens a session and runs [`HELLO`] on it within `limit`. `Ok(None)`: this host cannot
-/// run sessions (its answer, or its silence, said so).
+/// Opens a session — under `sudo -n` when `sudo` — and runs [`HELLO`] on it within
+/// `limit`. `Ok(None)`: this host cannot run such sessions (its answer, or its silence,
+/// said so; for sudo: sudo refused, wants a password, or allows only some commands).
 pub(super) async fn open(
     handle: &Handle<ClientHandler>,
     host: &str,
     limit: Duration,
+    sudo: bool,
 ) -> Result<Option<Session>, ConnError> {
     let channel = open_channel(handle, host).await?;
     let (mut rx, tx) = channel.split();
-    let line = format!("exec sh -c {}", shell_quote(LOOP));
+    let sudo = if sudo { "sudo -n -- " } else { "" };
+    let line = format!("exec {sudo}sh -c {}", shell_quote(LOOP));
     if let Err(e) = tx.exec(true, line.into_bytes()).await {
         return Err(lost(host, format!("cannot start a remote shell: {e}")));
     }
@@ -97,6 +116,7 @@ pub(super) async fn open(
         Ok(Some(true)) => Ok(Some(Session {
             rx,
             tx: Arc::new(tx),
+            kind: Kind::Login,
         })),
         _ => {
             let _ = tx.eof().await;
