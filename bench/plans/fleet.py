@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A fleet of real sshd processes on loopback, for bench/plans.sh (standard library only).
 
-    fleet.py up DIR N        start N sshd's and supervise them until SIGTERM/SIGINT
+    fleet.py up DIR N [--shell login|shlvl]
+                             start N sshd's and supervise them until SIGTERM/SIGINT
     fleet.py cpu DIR         CPU time (clock ticks) of the sshd's so far, children included
 
 `up` creates, under DIR:
@@ -11,16 +12,23 @@
                           sshd.pid, sshd.log (sshd -e: its log on stderr)
   srv/                    parent of the hosts' working directories (srv/host-NNN, made by
                           workload.py seed)
-  fleet.json              {"user", "sshd", "sshd_version", "client_key", "known_hosts",
-                          "srv", "hosts": [{"name", "port", "pid", "dir"}]}
+  fleet.json              {"user", "user_shell", "shell", "sshd", "sshd_version",
+                          "client_key", "known_hosts", "srv",
+                          "hosts": [{"name", "port", "pid", "dir"}]}
   ready                   written last, once every sshd answers with its SSH banner
 
 Each sshd runs `/usr/sbin/sshd -D -e -f hosts/host-NNN/sshd_config` on its own
 127.0.0.1 port, as the current user, with PidFile and AuthorizedKeysFile in its own
 directory, StrictModes no, PasswordAuthentication no, MaxStartups 1000:30:2000,
-MaxSessions 100, the internal sftp server, and `SetEnv SHLVL=1` (so the login shell,
-bash, does not source the user's ~/.bashrc for every command; BENCH_HOST_BASHRC=1 keeps
-that). Each is started with PR_SET_PDEATHSIG, so
+MaxSessions 100, the internal sftp server, and LogLevel VERBOSE (so its log has one
+"Starting session: command|shell|subsystem …" line per session: workload.py counts the
+shells a tool had sshd start). The user's login shell runs every remote command, as
+sshd starts it:
+  --shell login (default)  nothing changed: bash, started by sshd for a command, sources
+                           the user's ~/.bashrc, as on a real host of this user;
+  --shell shlvl            `SetEnv SHLVL=1` in every session: bash then counts itself as
+                           nested and skips ~/.bashrc (a host whose .bashrc costs nothing).
+Each sshd is started with PR_SET_PDEATHSIG, so
 if this supervisor dies (even by SIGKILL) its sshd's get SIGTERM. While supervising, an
 sshd that exits is reported on stderr and in DIR/dead (bench/plans.sh checks that file
 before every run). On SIGTERM/SIGINT: SIGTERM to every sshd, SIGKILL after 5 s, exit.
@@ -31,6 +39,7 @@ import ctypes
 import getpass
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -97,6 +106,7 @@ def sshd_config(hdir, port, extra):
             "MaxStartups 1000:30:2000",
             "MaxSessions 100",
             "Subsystem sftp internal-sftp",
+            "LogLevel VERBOSE",
             *extra,
             "",
         ]
@@ -153,7 +163,7 @@ def tail(path, n=5):
         return "(no log)"
 
 
-def up(root, n, procs):
+def up(root, n, shell, procs):
     root = os.path.abspath(root)
     if not os.path.isabs(SSHD) or not os.access(SSHD, os.X_OK):
         fail(f"no sshd at {SSHD} (it must be an absolute path: sshd re-executes itself)")
@@ -186,13 +196,17 @@ def up(root, n, procs):
     if sshd_supports("PerSourcePenalties no", probe):
         extra.append("PerSourcePenalties no")
     # bash, run by sshd for a command, sources ~/.bashrc when it is a top-level shell
-    # (SHLVL unset). On a developer machine that file may do real work on every command
-    # (pyenv init: ~0.1 s of CPU), which a managed server's would not; SHLVL=1 in the
-    # session makes every command's shell skip it. BENCH_HOST_BASHRC=1 keeps it.
-    if os.environ.get("BENCH_HOST_BASHRC") != "1":
+    # (SHLVL unset). "login" leaves that as it is (whatever the user's .bashrc does, it
+    # does for every remote command); "shlvl" sets SHLVL=1 in every session, so every
+    # command's shell skips it.
+    if shell == "shlvl":
         if not sshd_supports("SetEnv SHLVL=1", probe):
-            fail("this sshd has no SetEnv (OpenSSH < 7.8); set BENCH_HOST_BASHRC=1")
+            fail("this sshd has no SetEnv (OpenSSH < 7.8): the shlvl variant cannot be set up")
         extra.append("SetEnv SHLVL=1")
+    try:
+        user_shell = pwd.getpwnam(user).pw_shell
+    except KeyError:
+        user_shell = "unknown"
 
     ports = {}
     pending = list(names)
@@ -231,6 +245,8 @@ def up(root, n, procs):
             kh.write(f"[127.0.0.1]:{ports[name]} {kind} {key}\n")
     fleet = {
         "user": user,
+        "user_shell": user_shell,
+        "shell": shell,
         "sshd": SSHD,
         "sshd_version": version,
         "client_key": client_key,
@@ -244,7 +260,8 @@ def up(root, n, procs):
         json.dump(fleet, f, indent=1)
     with open(os.path.join(root, "ready"), "w") as f:
         f.write("ready\n")
-    log(f"{n} sshd up on 127.0.0.1 ports {min(ports.values())}-{max(ports.values())} ({version})")
+    log(f"{n} sshd up on 127.0.0.1 ports {min(ports.values())}-{max(ports.values())} ({version}; "
+        f"shell variant {shell}, the user's shell {user_shell})")
     return dirs
 
 
@@ -295,12 +312,19 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "cpu":
         cpu(sys.argv[2])
         return
-    if len(sys.argv) != 4 or sys.argv[1] != "up":
-        fail("usage: fleet.py up DIR N | fleet.py cpu DIR")
-    root, n = sys.argv[2], int(sys.argv[3])
+    args = sys.argv[1:]
+    shell = "login"
+    if len(args) == 5 and args[3] == "--shell":
+        shell = args[4]
+        args = args[:3]
+    if len(args) != 3 or args[0] != "up":
+        fail("usage: fleet.py up DIR N [--shell login|shlvl] | fleet.py cpu DIR")
+    if shell not in ("login", "shlvl"):
+        fail(f"unknown --shell {shell!r} (login or shlvl)")
+    root, n = args[1], int(args[2])
     procs = {}
     try:
-        dirs = up(root, n, procs)
+        dirs = up(root, n, shell, procs)
         supervise(root, procs, dirs)
     finally:
         for p in procs.values():
