@@ -1,7 +1,8 @@
 # The benchmark workload for pyinfra (bench/plans.sh). Equivalent to plan.yml (Bosun) and
-# playbook.yml (Ansible). `srv` and `release` come from the generated inventory's group
-# data; every host's files live in <srv>/<host name>/. pyinfra has no argv-only command
-# operation: `uname -a` runs through server.shell.
+# playbook.yml (Ansible). `srv`, `release` and `delay` come from the generated inventory's
+# group data (`delay`: "", or "sleep S; " as the slow host's own data); every host's files
+# live in <srv>/<host name>/. pyinfra has no argv-only command operation: `uname -a` runs
+# through server.shell.
 from io import StringIO
 
 from pyinfra import host
@@ -9,6 +10,7 @@ from pyinfra.operations import files, server
 
 srv = host.data.srv
 release = host.data.release
+delay = host.data.delay
 base = f"{srv}/{host.name}"
 
 files.line(
@@ -27,5 +29,5 @@ server.shell(name="kernel", commands=["uname -a"])
 files.directory(name="release dir", path=f"{base}/releases/{release}", mode="755")
 server.shell(
     name="marker",
-    commands=[f'echo "deployed {release} on $(hostname)" > "{base}/releases/{release}/MARKER"'],
+    commands=[f'{delay}echo "deployed {release} on $(hostname)" > "{base}/releases/{release}/MARKER"'],
 )
