@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Host-plan benchmark: one workload (lineinfile, copy of templated content, a command, a
 # directory, a shell step) on N = 10, 50 and 200 hosts — real sshd processes on loopback,
-# host keys verified — with Bosun (`bosun plan exec`), Ansible (`ansible-playbook`, forks =
-# hosts, pipelining and ControlPersist on, no fact gathering) and pyinfra (`--parallel`
-# hosts), in one run: wall time of the whole command and peak memory of its whole process
-# tree (sum of RSS, sampled every 50 ms). Goal at 50+ hosts: Bosun ≤ 0.25× Ansible's
-# time and ≤ 0.5× pyinfra's.
+# host keys verified — with the floor (plain OpenSSH: one connection and one shell script
+# per host, all hosts at once), Bosun (`bosun plan exec`), pyinfra (`--parallel` hosts) and
+# Ansible (`ansible-playbook`, forks = hosts, pipelining and ControlPersist on, no fact
+# gathering), in one run: wall time of the whole command (and its ratio to the floor's),
+# peak memory of its whole process tree (sum of RSS, sampled every 50 ms), CPU, and the
+# remote shells it had sshd start per host. Every tool at every N runs on two fleets: the
+# hosts' login shell as sshd starts it (bash reads the user's ~/.bashrc for every remote
+# command) and with SHLVL=1 (bash skips it). Then a slow-host scenario: 50 hosts, one of
+# which sleeps S seconds in the last step.
 #
 # Usage: bench/plans.sh            (from anywhere; see bench/README.md)
 # Knobs (environment): BENCH_HOSTS="10 50 200" BENCH_REPEAT=2 BENCH_WARMUP=1
-#                      BENCH_TOOLS="bosun ansible pyinfra" BENCH_SAMPLE_MS=50
+#                      BENCH_TOOLS="floor bosun pyinfra ansible" BENCH_SAMPLE_MS=50
+#                      BENCH_SHELLS="login shlvl" (the fleets' shell variants; see fleet.py)
+#                      BENCH_SLOW=1 BENCH_SLOW_SECS=3 (the slow-host scenario; 0: skip it)
 #                      BENCH_TIMEOUT=1200 (seconds per run)
-#                      BENCH_HOST_BASHRC=0 (1: the hosts' bash sources ~/.bashrc for every
-#                      SSH command, as it does on this machine by default; see fleet.py)
+#                      BENCH_BOSUN_BIN=PATH (use this bosun binary; no cargo build)
 #                      BENCH_KEEP=1 (keep the work area: tool outputs, inventories, sshd logs)
 #
 # stdout: a results table, then one JSON line with the same figures.
@@ -29,11 +34,18 @@ KEEP_WHAT="tool outputs, generated inventories and configs, sshd logs"
 HOSTS=${BENCH_HOSTS:-10 50 200}
 REPEAT=${BENCH_REPEAT:-2}
 WARMUP=${BENCH_WARMUP:-1}
-TOOLS=${BENCH_TOOLS:-bosun ansible pyinfra}
+TOOLS=${BENCH_TOOLS:-floor bosun pyinfra ansible}
+SHELLS=${BENCH_SHELLS:-login shlvl}
+SLOW=${BENCH_SLOW:-1}
+SLOW_SECS=${BENCH_SLOW_SECS:-3}
 SAMPLE_MS=${BENCH_SAMPLE_MS:-50}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-1200}
+BOSUN_BIN=${BENCH_BOSUN_BIN:-}
 
-for n in $HOSTS $REPEAT $WARMUP $SAMPLE_MS $RUN_TIMEOUT; do
+if [ -n "${BENCH_HOST_BASHRC:-}" ]; then
+    die "BENCH_HOST_BASHRC is retired: every run now measures both shell variants; BENCH_SHELLS=login (~/.bashrc read) or BENCH_SHELLS=shlvl (skipped) keeps one"
+fi
+for n in $HOSTS $REPEAT $WARMUP $SAMPLE_MS $RUN_TIMEOUT $SLOW $SLOW_SECS; do
     case $n in '' | *[!0-9]*) die "not a whole number: '$n' (check the BENCH_* knobs)" ;; esac
 done
 [ -n "$HOSTS" ] || die "BENCH_HOSTS is empty"
@@ -45,10 +57,45 @@ for n in $HOSTS; do
     [ "$n" -gt "$MAX_HOSTS" ] && MAX_HOSTS=$n
     if [ -z "$MIN_HOSTS" ] || [ "$n" -lt "$MIN_HOSTS" ]; then MIN_HOSTS=$n; fi
 done
-for t in $TOOLS; do
-    case $t in bosun | ansible | pyinfra) ;; *) die "unknown tool '$t' in BENCH_TOOLS (bosun ansible pyinfra)" ;; esac
-done
+# check_words KNOB ALLOWED VALUE: every word of VALUE is one of ALLOWED, none twice.
+check_words() {
+    local knob=$1 allowed=" $2 " seen=" " w
+    [ -n "${3// /}" ] || die "$knob is empty"
+    for w in $3; do
+        case $allowed in *" $w "*) ;; *) die "unknown '$w' in $knob (one or more of: $2)" ;; esac
+        case $seen in *" $w "*) die "'$w' twice in $knob" ;; esac
+        seen="$seen$w "
+    done
+}
+check_words BENCH_TOOLS "floor bosun pyinfra ansible" "$TOOLS"
+check_words BENCH_SHELLS "login shlvl" "$SHELLS"
+read -r -a TOOL_ARR <<<"$TOOLS"
+read -r -a SHELL_ARR <<<"$SHELLS"
+TOOLS=${TOOL_ARR[*]}
+SHELLS=${SHELL_ARR[*]}
+NSHELLS=${#SHELL_ARR[@]}
 has_tool() { case " $TOOLS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# The slow-host scenario: the largest N ≤ 50 of BENCH_HOSTS, on the login-shell fleet (the
+# first variant of BENCH_SHELLS if login is not among them); its last host is the slow one.
+SLOW_HOSTS=
+SLOW_SHELL=
+if [ "$SLOW" = 1 ]; then
+    [ "$SLOW_SECS" -ge 1 ] || die "BENCH_SLOW_SECS must be at least 1"
+    for n in $HOSTS; do
+        if [ "$n" -le 50 ] && { [ -z "$SLOW_HOSTS" ] || [ "$n" -gt "$SLOW_HOSTS" ]; }; then SLOW_HOSTS=$n; fi
+    done
+    case " $SHELLS " in *" login "*) SLOW_SHELL=login ;; *) SLOW_SHELL=${SHELL_ARR[0]} ;; esac
+    if [ -z "$SLOW_HOSTS" ]; then
+        log "no N ≤ 50 in BENCH_HOSTS: the slow-host scenario is skipped"
+    elif [ "$SLOW_HOSTS" -lt 2 ]; then
+        log "the slow-host scenario needs at least 2 hosts (largest N ≤ 50 is $SLOW_HOSTS): skipped"
+        SLOW_HOSTS=
+    fi
+elif [ "$SLOW" != 0 ]; then
+    die "BENCH_SLOW must be 0 or 1"
+fi
+SLOW_HOST=
+[ -z "$SLOW_HOSTS" ] || SLOW_HOST=$(printf 'host-%03d' "$SLOW_HOSTS")
 
 # --- prerequisites ----------------------------------------------------------------------
 
@@ -161,7 +208,16 @@ HOST_PYTHON=/usr/bin/python3
 
 BOSUN_VERSION=
 if has_tool bosun; then
-    build_bosun
+    if [ -n "$BOSUN_BIN" ]; then
+        # A given binary: what it was built from is not known here (GIT_DIRTY null).
+        [ -x "$BOSUN_BIN" ] || die "BENCH_BOSUN_BIN=$BOSUN_BIN is not an executable file"
+        BIN=$(cd "$(dirname "$BOSUN_BIN")" && pwd)/$(basename "$BOSUN_BIN")
+        GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+        GIT_DIRTY=null
+        log "using the bosun binary $BIN (BENCH_BOSUN_BIN; not built here)"
+    else
+        build_bosun
+    fi
     if ! "$BIN" plan exec --help >/dev/null 2>&1; then
         "$BIN" plan exec --help >&2 || true
         die "'bosun plan exec' is not available in this build (or drop bosun from BENCH_TOOLS)"
@@ -179,8 +235,9 @@ fi
 # Per host at the peak (Ansible): the tool's worker, an ssh master and a mux client, and
 # sshd's listener, session and privilege-separation processes, each with a few pipes and
 # sockets. The tool's own process holds some per host too (pyinfra and Bosun: one socket).
+# Processes count per user: every fleet's listeners too.
 need_files=$((MAX_HOSTS * 16 + 1024))
-need_procs=$((MAX_HOSTS * 12 + 512))
+need_procs=$((MAX_HOSTS * (12 + NSHELLS) + 512))
 raise_limit() { # raise_limit FLAG NEED WHAT
     local flag=$1 need=$2 what=$3 soft hard
     soft=$(ulimit -S "$flag")
@@ -199,29 +256,36 @@ raise_limit -u "$need_procs" "processes"
 # --- work area, measurer, fleet ---------------------------------------------------------
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bosun-bench-plans.XXXXXX")
-FLEET_PID=
-FLEET="$WORK/fleet"
+# One fleet per shell variant, side by side: $WORK/fleet-<variant>, supervised by its own
+# fleet.py (pid in FLEET_PIDS[variant]).
+declare -A FLEET_PIDS=()
+fleet_dir() { printf '%s/fleet-%s' "$WORK" "$1"; }
 
+# stop_fleet VARIANT: TERM to its supervisor (which stops its sshd's), KILL after 15 s,
+# then, as a backstop, TERM to any sshd of that fleet still running.
 stop_fleet() {
-    [ -n "$FLEET_PID" ] || return 0
-    kill -TERM "$FLEET_PID" 2>/dev/null || true
-    local deadline=$((SECONDS + 15))
-    while kill -0 "$FLEET_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
-        sleep 0.1
-    done
-    kill -KILL "$FLEET_PID" 2>/dev/null || true
-    wait "$FLEET_PID" 2>/dev/null || true
-    FLEET_PID=
+    local v=$1 pid=${FLEET_PIDS[$1]:-} dir
+    dir=$(fleet_dir "$v")
+    if [ -n "$pid" ]; then
+        kill -TERM "$pid" 2>/dev/null || true
+        local deadline=$((SECONDS + 15))
+        while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    unset "FLEET_PIDS[$v]"
     # Backstop (the supervisor's sshd's also get SIGTERM from PR_SET_PDEATHSIG): any sshd of
     # this fleet still running, by the pid in its own pid file and only if its command line
-    # names this work area.
-    local f pid
-    for f in "$FLEET"/hosts/*/sshd.pid; do
+    # names this fleet's directory.
+    local f spid
+    for f in "$dir"/hosts/*/sshd.pid; do
         [ -f "$f" ] || continue
-        pid=$(<"$f")
-        case $pid in '' | *[!0-9]*) continue ;; esac
-        if grep -qF "$FLEET/" "/proc/$pid/cmdline" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
+        spid=$(<"$f")
+        case $spid in '' | *[!0-9]*) continue ;; esac
+        if grep -qF "$dir/" "/proc/$spid/cmdline" 2>/dev/null; then
+            kill -TERM "$spid" 2>/dev/null || true
         fi
     done
 }
@@ -236,7 +300,10 @@ plans_cleanup() {
         wait "$CHILD_PID" 2>/dev/null || true
         CHILD_PID=
     fi
-    stop_fleet
+    local v
+    for v in $SHELLS; do
+        stop_fleet "$v"
+    done
     (exit "$rc")
     cleanup # lib.sh: removes (or keeps) WORK and exits with rc
 }
@@ -247,21 +314,34 @@ trap 'exit 143' TERM
 log "building the measurer: rustc -O bench/plans/measure.rs"
 rustc -O --edition 2021 -o "$WORK/measure" "$HERE/plans/measure.rs" >&2 || die "rustc failed on bench/plans/measure.rs"
 
-log "starting $MAX_HOSTS sshd on 127.0.0.1 (work area $WORK)"
-BENCH_SSHD=$SSHD python3 "$HERE/plans/fleet.py" up "$FLEET" "$MAX_HOSTS" 2>"$WORK/fleet.log" &
-FLEET_PID=$!
-deadline=$((SECONDS + 120))
-while [ ! -e "$FLEET/ready" ]; do
-    if ! kill -0 "$FLEET_PID" 2>/dev/null; then
-        cat "$WORK/fleet.log" >&2
-        FLEET_PID=
-        die "the sshd fleet did not start (above: bench/plans/fleet.py's output)"
-    fi
-    [ "$SECONDS" -lt "$deadline" ] || die "the sshd fleet was not ready within 120 s"
-    sleep 0.1
+# start_fleet VARIANT: MAX_HOSTS sshd's with that shell variant; waits until they answer.
+start_fleet() {
+    local v=$1 dir pid
+    dir=$(fleet_dir "$v")
+    log "starting $MAX_HOSTS sshd on 127.0.0.1, shell variant $v ($dir)"
+    BENCH_SSHD=$SSHD python3 "$HERE/plans/fleet.py" up "$dir" "$MAX_HOSTS" --shell "$v" 2>"$dir.log" &
+    pid=$!
+    FLEET_PIDS[$v]=$pid
+    local deadline=$((SECONDS + 120))
+    while [ ! -e "$dir/ready" ]; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$dir.log" >&2
+            wait "$pid" 2>/dev/null || true
+            unset "FLEET_PIDS[$v]"
+            die "the sshd fleet ($v) did not start (above: bench/plans/fleet.py's output)"
+        fi
+        [ "$SECONDS" -lt "$deadline" ] || die "the sshd fleet ($v) was not ready within 120 s"
+        sleep 0.1
+    done
+    cat "$dir.log" >&2
+}
+# One after the other: a fleet's free ports are picked while the earlier ones listen.
+for v in $SHELLS; do
+    start_fleet "$v"
 done
-cat "$WORK/fleet.log" >&2
-SSHD_VERSION=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sshd_version"])' "$FLEET/fleet.json")
+FIRST_FLEET=$(fleet_dir "${SHELL_ARR[0]}")
+SSHD_VERSION=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sshd_version"])' "$FIRST_FLEET/fleet.json")
+USER_SHELL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["user_shell"])' "$FIRST_FLEET/fleet.json")
 CLK_TCK=$(getconf CLK_TCK)
 
 # --- one run ----------------------------------------------------------------------------
@@ -270,22 +350,32 @@ RESULTS="$WORK/results.jsonl"
 : >"$RESULTS"
 RUN_INDEX=0
 FAILED_RUNS=0
+NO_COUNTS='{"logins_min": null, "logins_max": null, "shells_min": null, "shells_max": null}'
 
-# run_one TOOL N REP KIND: prepare, seed, run under the measurer, verify; appends a line
-# to RESULTS. A failed run is recorded (and its output shown), not fatal.
+# run_one TOOL N REP KIND SHELL [SLOW_HOST]: on the fleet of shell variant SHELL, prepare,
+# seed, run under the measurer, verify; appends a line to RESULTS. With SLOW_HOST, that
+# host's step (e) sleeps SLOW_SECS first (the slow-host scenario). A failed run is
+# recorded (and its output shown), not fatal.
 run_one() {
-    local tool=$1 n=$2 rep=$3 kind=$4
+    local tool=$1 n=$2 rep=$3 kind=$4 shell=$5 slow_host=${6:-}
+    local fleet scenario=normal
+    fleet=$(fleet_dir "$shell")
+    [ -z "$slow_host" ] || scenario=slow
     RUN_INDEX=$((RUN_INDEX + 1))
-    local dir="$WORK/runs/$RUN_INDEX-$tool-$n"
-    local release="r$n-$rep-$tool"
-    [ "$kind" = warmup ] && release="warmup-$tool"
-    [ ! -s "$FLEET/dead" ] || die "an sshd of the fleet died: $(head -n 3 "$FLEET/dead")"
-    kill -0 "$FLEET_PID" 2>/dev/null || die "the fleet supervisor exited; see $WORK/fleet.log"
+    local dir="$WORK/runs/$RUN_INDEX-$tool-$n-$shell-$scenario"
+    local release="r$n-$rep-$tool-$shell-$scenario"
+    [ "$kind" = warmup ] && release="warmup-$tool-$shell"
+    [ ! -s "$fleet/dead" ] || die "an sshd of the $shell fleet died: $(head -n 3 "$fleet/dead")"
+    kill -0 "${FLEET_PIDS[$shell]}" 2>/dev/null || die "the $shell fleet's supervisor exited; see $fleet.log"
 
-    local prep=(python3 "$HERE/plans/workload.py" prepare "$tool" --fleet "$FLEET/fleet.json"
+    local prep=(python3 "$HERE/plans/workload.py" prepare "$tool" --fleet "$fleet/fleet.json"
         --hosts "$n" --release "$release" --dir "$dir")
+    [ -z "$slow_host" ] || prep+=(--slow-host "$slow_host" --slow-secs "$SLOW_SECS")
     local cmd=()
     case $tool in
+    floor)
+        cmd=(python3 "$HERE/plans/floor.py" "$dir/floor.json")
+        ;;
     bosun)
         cmd=("$BIN" plan exec "$dir/plan.yml" --inventory "$dir/inventory.yml" --forks "$n")
         ;;
@@ -298,24 +388,25 @@ run_one() {
         cmd=("$PYINFRA" inventory.py deploy.py -y --parallel "$n")
         ;;
     esac
-    "${prep[@]}" || die "workload.py prepare failed for $tool, $n hosts"
+    "${prep[@]}" || die "workload.py prepare failed for $tool, $n hosts ($shell)"
 
-    local host0 host1 busy0 total0 busy1 total1 rc=0
-    host0=$(python3 "$HERE/plans/fleet.py" cpu "$FLEET")
-    read -r busy0 total0 < <(machine_ticks)
+    local host0 host1 busy0 busy1 rc=0 _total
+    host0=$(python3 "$HERE/plans/fleet.py" cpu "$fleet")
+    read -r busy0 _total < <(machine_ticks)
     # The subshell runs in the run's directory (pyinfra reads inventory.py and deploy.py
     # from there) and execs the measurer, so CHILD_PID is the measurer itself.
+    # shellcheck disable=SC2016 # $1 and $@ are the inner shell's
     run_child bash -c 'cd "$1" && shift && exec "$@"' _ "$dir" \
         "$WORK/measure" --interval-ms "$SAMPLE_MS" --timeout-s "$RUN_TIMEOUT" \
         --out "$dir/measure.json" --log "$dir/output.log" -- "${cmd[@]}" || rc=$?
-    read -r busy1 total1 < <(machine_ticks)
-    [ "$rc" -eq 0 ] || die "the measurer failed (exit $rc) for $tool, $n hosts"
+    read -r busy1 _total < <(machine_ticks)
+    [ "$rc" -eq 0 ] || die "the measurer failed (exit $rc) for $tool, $n hosts ($shell)"
     # The hosts' sshd's reap a session when its connection closes: give them a moment
     # before reading their children's CPU time.
     sleep 1
-    host1=$(python3 "$HERE/plans/fleet.py" cpu "$FLEET")
+    host1=$(python3 "$HERE/plans/fleet.py" cpu "$fleet")
 
-    local error= logins='{"logins_min": null, "logins_max": null}'
+    local error='' counts=$NO_COUNTS
     error=$(python3 - "$dir/measure.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -326,17 +417,17 @@ elif m["exit_code"] != 0:
 PY
     )
     if [ -z "$error" ]; then
-        if ! logins=$(python3 "$HERE/plans/workload.py" verify --fleet "$FLEET/fleet.json" \
+        if ! counts=$(python3 "$HERE/plans/workload.py" verify --fleet "$fleet/fleet.json" \
             --hosts "$n" --release "$release" --dir "$dir" 2>"$dir/verify.txt"); then
             error="exit code 0 but the hosts are not as expected: $(head -n 3 "$dir/verify.txt" | tr '\n' ' ')"
-            logins='{"logins_min": null, "logins_max": null}'
+            counts=$NO_COUNTS
         fi
     fi
     local ok=true
     if [ -n "$error" ]; then
         ok=false
         FAILED_RUNS=$((FAILED_RUNS + 1))
-        log "FAILED: $tool on $n hosts ($kind $rep): $error"
+        log "FAILED: $tool on $n hosts, $shell shell, $scenario ($kind $rep): $error"
         if [ -s "$dir/verify.txt" ]; then
             cat "$dir/verify.txt" >&2
         fi
@@ -344,27 +435,28 @@ PY
         tail -n 25 "$dir/output.log" >&2 || true
         printf -- '---\n' >&2
     fi
-    python3 - "$dir/measure.json" "$tool" "$n" "$rep" "$kind" "$ok" "$error" "$logins" \
-        "$(((host1 - host0)))" "$(((busy1 - busy0)))" "$CLK_TCK" "${BUSY_BEFORE:-null}" \
+    python3 - "$dir/measure.json" "$tool" "$n" "$rep" "$kind" "$shell" "$scenario" "$ok" "$error" \
+        "$counts" "$((host1 - host0))" "$((busy1 - busy0))" "$CLK_TCK" "${BUSY_BEFORE:-null}" \
         >>"$RESULTS" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
-tool, n, rep, kind, ok, error, logins, host_ticks, busy_ticks, tck, busy_before = sys.argv[2:]
+(tool, n, rep, kind, shell, scenario, ok, error, counts, host_ticks, busy_ticks, tck,
+ busy_before) = sys.argv[2:]
 tck = int(tck)
-r = {"tool": tool, "hosts": int(n), "rep": int(rep), "kind": kind, "ok": ok == "true",
-     "error": error or None, **m, **json.loads(logins),
-     "host_cpu_s": int(host_ticks) / tck, "machine_cpu_s": int(busy_ticks) / tck,
-     "busy_before": json.loads(busy_before)}
+r = {"tool": tool, "hosts": int(n), "rep": int(rep), "kind": kind, "shell": shell,
+     "scenario": scenario, "ok": ok == "true", "error": error or None, **m,
+     **json.loads(counts), "host_cpu_s": int(host_ticks) / tck,
+     "machine_cpu_s": int(busy_ticks) / tck, "busy_before": json.loads(busy_before)}
 print(json.dumps(r))
 PY
     if [ "$ok" = true ]; then
         python3 - "$RESULTS" >&2 <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print(f"    {r['tool']:8} {r['hosts']:4} hosts, {r['kind']} {r['rep']}: {r['wall_s']:7.2f} s, "
-      f"peak {r['peak_rss_kib'] / 1024:7.1f} MiB ({r['peak_procs']} processes; PSS {r['peak_pss_kib'] / 1024:.1f}), "
-      f"tool CPU {r['tree_cpu_s']:.1f} s, host-side CPU {r['host_cpu_s']:.1f} s, "
-      f"logins/host {r['logins_max']}")
+print(f"    {r['tool']:8} {r['hosts']:4} hosts, {r['shell']:5} {r['scenario']:6} {r['kind']} {r['rep']}: "
+      f"{r['wall_s']:7.2f} s, peak {r['peak_rss_kib'] / 1024:7.1f} MiB ({r['peak_procs']} processes; "
+      f"PSS {r['peak_pss_kib'] / 1024:.1f}), tool CPU {r['tree_cpu_s']:.1f} s, host-side CPU "
+      f"{r['host_cpu_s']:.1f} s, remote shells/host {r['shells_max']}, logins/host {r['logins_max']}")
 PY
     fi
 }
@@ -372,45 +464,74 @@ PY
 # --- the runs ---------------------------------------------------------------------------
 
 if [ "$WARMUP" -ge 1 ]; then
-    # One untimed (but verified) run per tool first: page cache, Python bytecode caches.
-    log "warm-up: one untimed run per tool on $MIN_HOSTS hosts"
+    # One untimed (but verified) run per tool and fleet first: page cache, Python bytecode
+    # caches, and a check that every fleet works.
+    log "warm-up: one untimed run per tool and shell variant on $MIN_HOSTS hosts"
     BUSY_BEFORE=
-    for tool in $TOOLS; do
-        run_one "$tool" "$MIN_HOSTS" 0 warmup
+    for shell in "${SHELL_ARR[@]}"; do
+        for tool in "${TOOL_ARR[@]}"; do
+            run_one "$tool" "$MIN_HOSTS" 0 warmup "$shell"
+        done
     done
 fi
 
-read -r -a TOOL_ARR <<<"$TOOLS"
-for n in $HOSTS; do
+# check_busy WHAT: the machine's busy share over 1 s, into BUSY_BEFORE (recorded per run).
+check_busy() {
     BUSY_BEFORE=$(busy_now)
-    log "$n hosts: machine ${BUSY_BEFORE}% busy before (1 s)"
+    log "$1: machine ${BUSY_BEFORE}% busy before (1 s)"
     if [ "$BUSY_BEFORE" -gt 10 ]; then
-        log "warning: machine ${BUSY_BEFORE}% busy before the $n-host runs (other processes); figures will be noisy"
+        log "warning: machine ${BUSY_BEFORE}% busy before the $1 runs (other processes); figures will be noisy"
     fi
+}
+
+# One round: every tool on every fleet. The order is rotated per repetition (the tools,
+# and which fleet goes first) so no tool always runs right after another.
+k=${#TOOL_ARR[@]}
+m=${#SHELL_ARR[@]}
+for n in $HOSTS; do
+    check_busy "$n hosts"
     for rep in $(seq 1 "$REPEAT"); do
-        # Rotate the order per repetition so no tool always runs right after another.
-        k=${#TOOL_ARR[@]}
-        for ((i = 0; i < k; i++)); do
-            run_one "${TOOL_ARR[$(((i + rep - 1) % k))]}" "$n" "$rep" timed
+        for ((j = 0; j < m; j++)); do
+            shell=${SHELL_ARR[$(((j + rep - 1) % m))]}
+            for ((i = 0; i < k; i++)); do
+                run_one "${TOOL_ARR[$(((i + rep - 1) % k))]}" "$n" "$rep" timed "$shell"
+            done
         done
     done
 done
 
+if [ -n "$SLOW_HOSTS" ]; then
+    check_busy "slow host ($SLOW_HOSTS hosts, $SLOW_HOST sleeps $SLOW_SECS s in step (e))"
+    for rep in $(seq 1 "$REPEAT"); do
+        for ((i = 0; i < k; i++)); do
+            run_one "${TOOL_ARR[$(((i + rep - 1) % k))]}" "$SLOW_HOSTS" "$rep" timed "$SLOW_SHELL" "$SLOW_HOST"
+        done
+    done
+fi
+
 # --- report -----------------------------------------------------------------------------
 
-python3 - "$WORK/meta.json" <<PY
-import json, sys
+python3 - "$WORK/meta.json" "$BOSUN_VERSION" "$ANSIBLE_VERSION" "$PYINFRA_VERSION" "$SSHD_VERSION" \
+    "$GIT_REV" "$GIT_DIRTY" "$TOOLS" "$HOSTS" "$SHELLS" "$REPEAT" "$SAMPLE_MS" "$(nproc)" \
+    "$USER_SHELL" "$SLOW_HOSTS" "$SLOW_HOST" "$SLOW_SECS" "$SLOW_SHELL" "$BOSUN_BIN" <<'PY'
+import json, platform, sys
+(out, bosun, ansible, pyinfra, sshd, rev, dirty, tools, hosts, shells, repeat, sample_ms,
+ cores, user_shell, slow_hosts, slow_host, slow_secs, slow_shell, bosun_bin) = sys.argv[1:]
 versions = {}
-for k, v in (("bosun", "$BOSUN_VERSION"), ("ansible-core", "$ANSIBLE_VERSION"),
-             ("pyinfra", "$PYINFRA_VERSION"), ("sshd", "$SSHD_VERSION"),
-             ("python", "$(python3 -c 'import platform; print(platform.python_version())')")):
+for k, v in (("bosun", bosun), ("ansible-core", ansible), ("pyinfra", pyinfra), ("sshd", sshd),
+             ("python", platform.python_version())):
     if v:
         versions[k] = v
-json.dump({"commit": "$GIT_REV", "dirty": json.loads("$GIT_DIRTY"), "tools": "$TOOLS".split(),
-           "hosts": [int(x) for x in "$HOSTS".split()], "repeat": $REPEAT,
-           "interval_ms": $SAMPLE_MS, "cores": $(nproc), "versions": versions,
-           "host_bashrc": "${BENCH_HOST_BASHRC:-0}" == "1"},
-          open(sys.argv[1], "w"))
+slow = None
+if slow_hosts:
+    slow = {"hosts": int(slow_hosts), "host": slow_host, "secs": int(slow_secs),
+            "shell": slow_shell, "sleeping_steps": 1}
+json.dump({"commit": rev, "dirty": json.loads(dirty), "tools": tools.split(),
+           "hosts": [int(x) for x in hosts.split()], "shells": shells.split(),
+           "repeat": int(repeat), "interval_ms": int(sample_ms), "cores": int(cores),
+           "versions": versions, "user_shell": user_shell, "slow": slow,
+           "bosun_bin": bosun_bin or None},
+          open(out, "w"))
 PY
 report_rc=0
 python3 "$HERE/plans/report.py" "$RESULTS" "$WORK/meta.json" || report_rc=$?
