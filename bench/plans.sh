@@ -366,7 +366,7 @@ run_one() {
     local release="r$n-$rep-$tool-$shell-$scenario"
     [ "$kind" = warmup ] && release="warmup-$tool-$shell"
     [ ! -s "$fleet/dead" ] || die "an sshd of the $shell fleet died: $(head -n 3 "$fleet/dead")"
-    kill -0 "${FLEET_PIDS[$shell]}" 2>/dev/null || die "the $shell fleet's supervisor exited; see $fleet.log"
+    kill -0 "${FLEET_PIDS[$shell]:-0}" 2>/dev/null || die "the $shell fleet's supervisor exited; see $fleet.log"
 
     local prep=(python3 "$HERE/plans/workload.py" prepare "$tool" --fleet "$fleet/fleet.json"
         --hosts "$n" --release "$release" --dir "$dir")
