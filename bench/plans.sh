@@ -207,6 +207,7 @@ HOST_PYTHON=/usr/bin/python3
 [ -x "$HOST_PYTHON" ] || HOST_PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 
 BOSUN_VERSION=
+BOSUN_BIN_USED= # the binary's path when BENCH_BOSUN_BIN gave it (the report names it)
 if has_tool bosun; then
     if [ -n "$BOSUN_BIN" ]; then
         # A given binary: what it was built from is not known here (GIT_DIRTY null).
@@ -214,6 +215,7 @@ if has_tool bosun; then
         BIN=$(cd "$(dirname "$BOSUN_BIN")" && pwd)/$(basename "$BOSUN_BIN")
         GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
         GIT_DIRTY=null
+        BOSUN_BIN_USED=$BIN
         log "using the bosun binary $BIN (BENCH_BOSUN_BIN; not built here)"
     else
         build_bosun
@@ -513,7 +515,7 @@ fi
 
 python3 - "$WORK/meta.json" "$BOSUN_VERSION" "$ANSIBLE_VERSION" "$PYINFRA_VERSION" "$SSHD_VERSION" \
     "$GIT_REV" "$GIT_DIRTY" "$TOOLS" "$HOSTS" "$SHELLS" "$REPEAT" "$SAMPLE_MS" "$(nproc)" \
-    "$USER_SHELL" "$SLOW_HOSTS" "$SLOW_HOST" "$SLOW_SECS" "$SLOW_SHELL" "$BOSUN_BIN" <<'PY'
+    "$USER_SHELL" "$SLOW_HOSTS" "$SLOW_HOST" "$SLOW_SECS" "$SLOW_SHELL" "$BOSUN_BIN_USED" <<'PY'
 import json, platform, sys
 (out, bosun, ansible, pyinfra, sshd, rev, dirty, tools, hosts, shells, repeat, sample_ms,
  cores, user_shell, slow_hosts, slow_host, slow_secs, slow_shell, bosun_bin) = sys.argv[1:]
