@@ -101,6 +101,33 @@ async fn one_login_shell_serves_every_command_of_a_connection() {
     conn.close().await;
 }
 
+/// A login shell slower than the connect timeout (start-up files on a loaded host) still
+/// gets its session: falling back to a channel per command would pay it every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_shell_slower_than_the_connect_timeout_still_serves_every_command() {
+    let Some((dir, sshd)) = sshd_counting_logins("sleep 1.5") else {
+        return;
+    };
+    let options = bosun_plans::connection::ConnectOptions {
+        connect_timeout: Duration::from_millis(700),
+    };
+    let conn = match bosun_plans::connection::ssh::SshConnection::connect(
+        &host_for(&sshd),
+        &options,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => panic!("connect failed: {e}\nsshd log:\n{}", sshd.log()),
+    };
+    for i in 0..3 {
+        let out = run_ok(&conn, &argv(&["echo", &format!("{i}")])).await;
+        assert_eq!(text(&out.stdout), format!("{i}\n"));
+    }
+    assert!(conn.uses_sessions());
+    assert_eq!(logins(dir.path()), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_login_banner_does_not_reach_any_command_output() {
     let Some((_dir, sshd)) = sshd_counting_logins(

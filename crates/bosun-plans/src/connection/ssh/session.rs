@@ -34,8 +34,11 @@
 //!
 //! **When it cannot be used**: the loop ends at once on a host without `setsid` or
 //! `head`, and the first request ([`HELLO`]) checks that `head -c` reads no further than
-//! asked; a host that fails either (or does not answer within the connect timeout) runs each command on a channel of its own
-//! instead (the connection remembers). A session that ends while a command runs fails
+//! asked; a host that fails either, or does not finish the hello within the connect
+//! timeout of its begin mark, runs each command on a channel of its own instead (the
+//! connection remembers). The login shell before that mark may take up to
+//! [`LOGIN_WAIT`] (start-up files on a loaded host): a slow login is not a reason to
+//! give sessions up, which would pay it again for every command. A session that ends while a command runs fails
 //! that command ([`super::ConnError::Lost`], naming how it ended) and is not reused; the
 //! next command opens a new one.
 
@@ -100,31 +103,62 @@ pub(super) async fn open(
     let nonce = nonce();
     let mut input = request_bytes(&framed(&nonce, HELLO));
     input.extend_from_slice(HELLO_INPUT);
+    // The login shell may take long on a loaded host (its start-up files): that is no
+    // reason to give up on sessions, so the hello's own limit starts at its begin mark.
     let hello = async {
         tx.data(&input[..]).await.ok()?;
         let mut frame = Frame::new(nonce);
         let mut got = Collected::default();
+        let mut deadline = tokio::time::Instant::now() + LOGIN_WAIT;
+        let mut begun = false;
         loop {
-            match frame.read(&mut rx, &mut got, None).await {
-                Read::Done => return Some(got.exit_code == Some(0)),
-                Read::More => {}
-                Read::Ended(_) => return None,
+            let read = tokio::time::timeout_at(deadline, frame.read(&mut rx, &mut got, None));
+            match read.await {
+                Err(_) if !begun => return Some(Hello::NoLogin),
+                Err(_) => return None,
+                Ok(Read::Done) => return (got.exit_code == Some(0)).then_some(Hello::Ready),
+                Ok(Read::More) => {
+                    if !begun && frame.started() {
+                        begun = true;
+                        deadline = tokio::time::Instant::now() + limit;
+                    }
+                }
+                Ok(Read::Ended(_)) => return None,
             }
         }
     };
-    match tokio::time::timeout(limit, hello).await {
-        Ok(Some(true)) => Ok(Some(Session {
+    let outcome = hello.await;
+    if let Some(Hello::Ready) = outcome {
+        return Ok(Some(Session {
             rx,
             tx: Arc::new(tx),
             kind: Kind::Login,
-        })),
-        _ => {
-            let _ = tx.eof().await;
-            let _ = tx.close().await;
-            Ok(None)
-        }
+        }));
+    }
+    let _ = tx.eof().await;
+    let _ = tx.close().await;
+    match outcome {
+        Some(Hello::NoLogin) => Err(lost(
+            host,
+            format!(
+                "the login shell did not start within {} s",
+                LOGIN_WAIT.as_secs()
+            ),
+        )),
+        _ => Ok(None),
     }
 }
+
+/// How a hello went, when it did not show the host unable to run sessions.
+enum Hello {
+    Ready,
+    /// Nothing came back at all: the login shell never finished starting.
+    NoLogin,
+}
+
+/// How long a new session's login shell may take to start (its start-up files, on a
+/// loaded host) before the connection is given up on.
+pub const LOGIN_WAIT: Duration = Duration::from_secs(120);
 
 /// A fresh nonce: `bosun-` and 32 hex digits, from the process's random hash keys and a
 /// counter (it must only never occur in a command's output by chance).
