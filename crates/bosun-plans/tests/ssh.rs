@@ -342,7 +342,7 @@ async fn sequential_throughput_on_one_connection() {
     let took = started.elapsed();
     let _ = writeln!(
         std::io::stderr(),
-        "ssh throughput: {n} sequential commands on one connection in {:.2} s ({:.1} ms each: a channel, a session and a shell per command)",
+        "ssh throughput: {n} sequential commands on one connection in {:.2} s ({:.1} ms each: one request on the connection's remote session)",
         took.as_secs_f64(),
         took.as_secs_f64() * 1000.0 / f64::from(n)
     );
