@@ -20,6 +20,12 @@ pub fn shell_quote(word: &str) -> String {
 
 /// The remote command line for `request` (see the module docs).
 pub fn command_line(request: &RunRequest) -> Result<String, ConnError> {
+    command_line_as(request, request.sudo)
+}
+
+/// The remote command line for `request`, under `sudo -n` only when `sudo` (a session
+/// already running as root runs a sudo request without its own sudo).
+pub(super) fn command_line_as(request: &RunRequest, sudo: bool) -> Result<String, ConnError> {
     let program = match &request.command {
         CommandSpec::Argv(argv) => {
             if argv.is_empty() {
@@ -37,7 +43,7 @@ pub fn command_line(request: &RunRequest) -> Result<String, ConnError> {
             "a command cannot contain a NUL byte".into(),
         ));
     }
-    let program = if request.sudo {
+    let program = if sudo {
         format!("sudo -n -- {program}")
     } else {
         program

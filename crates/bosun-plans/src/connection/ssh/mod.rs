@@ -91,6 +91,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{ConnError, ConnectOptions, Connection, Output, OutputTap, RunRequest};
 use crate::model::Host;
+use command::command_line_as;
 pub use command::{command_line, shell_quote};
 pub(crate) use connect::{authenticate, handshake, resolve, tcp_connect};
 use host_keys::ClientHandler;
@@ -302,10 +303,7 @@ impl SshConnection {
             let line = match kind {
                 Kind::Login => line.clone(),
                 // Already root: the command line without its own `sudo -n`.
-                Kind::Sudo => command_line(&RunRequest {
-                    sudo: false,
-                    ..request.clone()
-                })?,
+                Kind::Sudo => command_line_as(request, false)?,
             };
             match self
                 .execute_in_session(session, request, &line, live, &mut permit)
@@ -331,20 +329,11 @@ impl SshConnection {
         if let Some(session) = self.idle_sessions()[kind as usize].pop() {
             return Ok(Some(session));
         }
-        let opened = session::open(
-            &self.handle,
-            &self.host,
-            self.hello_limit,
-            kind == Kind::Sudo,
-        )
-        .await?;
+        let opened = session::open(&self.handle, &self.host, self.hello_limit, kind).await?;
         if opened.is_none() {
             self.sessions[kind as usize].store(false, Ordering::Relaxed);
         }
-        Ok(opened.map(|mut session| {
-            session.kind = kind;
-            session
-        }))
+        Ok(opened)
     }
 
     fn idle_sessions(&self) -> std::sync::MutexGuard<'_, [Vec<Session>; 2]> {

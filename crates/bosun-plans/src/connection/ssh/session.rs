@@ -84,18 +84,22 @@ pub(super) struct Session {
     pub(super) kind: Kind,
 }
 
-/// Opens a session — under `sudo -n` when `sudo` — and runs [`HELLO`] on it within
-/// `limit`. `Ok(None)`: this host cannot run such sessions (its answer, or its silence,
-/// said so; for sudo: sudo refused, wants a password, or allows only some commands).
+/// Opens a session of `kind` (under `sudo -n` for [`Kind::Sudo`]) and runs [`HELLO`] on
+/// it within `limit`. `Ok(None)`: this host cannot run such sessions (its answer, or its
+/// silence, said so; for sudo: sudo refused, wants a password, or allows only some
+/// commands).
 pub(super) async fn open(
     handle: &Handle<ClientHandler>,
     host: &str,
     limit: Duration,
-    sudo: bool,
+    kind: Kind,
 ) -> Result<Option<Session>, ConnError> {
     let channel = open_channel(handle, host).await?;
     let (mut rx, tx) = channel.split();
-    let sudo = if sudo { "sudo -n -- " } else { "" };
+    let sudo = match kind {
+        Kind::Login => "",
+        Kind::Sudo => "sudo -n -- ",
+    };
     let line = format!("exec {sudo}sh -c {}", shell_quote(LOOP));
     if let Err(e) = tx.exec(true, line.into_bytes()).await {
         return Err(lost(host, format!("cannot start a remote shell: {e}")));
@@ -132,7 +136,7 @@ pub(super) async fn open(
         return Ok(Some(Session {
             rx,
             tx: Arc::new(tx),
-            kind: Kind::Login,
+            kind,
         }));
     }
     let _ = tx.eof().await;
@@ -183,9 +187,18 @@ pub(super) fn nonce() -> String {
 
 /// `body` between the begin and end marks of `nonce`; `body` leaves the status in `c`.
 fn framed(nonce: &str, body: &str) -> String {
-    format!(
-        "printf %s {nonce}; printf %s {nonce} >&2; {body}; printf '%s%s;' {nonce} \"$c\"; printf %s {nonce} >&2\n"
-    )
+    format!("{}; {body}; {}\n", begin_marks(nonce), end_marks(nonce))
+}
+
+/// The code that prints the begin marks: the nonce on stdout and on stderr.
+fn begin_marks(nonce: &str) -> String {
+    format!("printf %s {nonce}; printf %s {nonce} >&2")
+}
+
+/// The code that prints the end marks: the nonce and the status in `c` (then `;`) on
+/// stdout, the nonce on stderr.
+fn end_marks(nonce: &str) -> String {
+    format!("printf '%s%s;' {nonce} \"$c\"; printf %s {nonce} >&2")
 }
 
 /// The code that runs `line` (a remote command line, see `command.rs`) with `stdin_len`
@@ -196,7 +209,9 @@ pub(super) fn request_code(nonce: &str, line: &str, stdin_len: Option<usize>) ->
         None => framed(nonce, &format!("{run} </dev/null; c=$?")),
         // The group reads all the bytes whatever the command left, then reports.
         Some(n) => format!(
-            "printf %s {nonce}; printf %s {nonce} >&2; head -c {n} | {{ {run}; c=$?; cat >/dev/null; printf '%s%s;' {nonce} \"$c\"; printf %s {nonce} >&2; }}\n"
+            "{}; head -c {n} | {{ {run}; c=$?; cat >/dev/null; {}; }}\n",
+            begin_marks(nonce),
+            end_marks(nonce)
         ),
     }
 }
