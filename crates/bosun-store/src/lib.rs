@@ -11,6 +11,10 @@ mod availability;
 #[doc(hidden)]
 pub mod conformance;
 mod postgres;
+/// The statements the store runs, recorded for the query-plan guard: test builds only.
+#[cfg(feature = "testsuite")]
+#[doc(hidden)]
+pub mod query_log;
 mod records;
 pub mod signal;
 mod sqlite;

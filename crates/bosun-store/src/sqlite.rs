@@ -249,6 +249,20 @@ fn open_connection(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(64);
+    #[cfg(feature = "testsuite")]
+    if crate::query_log::recording() {
+        conn.trace_v2(
+            rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+            Some(|event| {
+                if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event {
+                    // A trigger's statements come as a comment naming it.
+                    if !sql.starts_with("--") {
+                        crate::query_log::record(sql, Vec::new());
+                    }
+                }
+            }),
+        );
+    }
     Ok(conn)
 }
 

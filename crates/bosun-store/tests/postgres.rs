@@ -6,97 +6,11 @@
 //! postgresql` and passes, unless `BOSUN_REQUIRE_TOOLS=1`, where it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use bosun_testkit::postgres::{batch as sql, server_url, ScratchDb};
+
 use bosun_store::{DatabaseStore, PostgresStore, SecretStore, Store, StoreError};
-
-/// The test server's URL, or `None` (having said so) when there is none.
-fn server_url() -> Option<String> {
-    match std::env::var("BOSUN_TEST_DATABASE_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!(
-                    "PostgreSQL is required (BOSUN_REQUIRE_TOOLS=1) but BOSUN_TEST_DATABASE_URL \
-                     is not set"
-                );
-            }
-            let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): postgresql");
-            None
-        }
-    }
-}
-
-/// `url` with its database replaced by `db`.
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let host_end = base[scheme_end..]
-        .find('/')
-        .map(|i| scheme_end + i)
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{db}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
-/// A scratch database, dropped (with any connection still open) when the case ends.
-struct ScratchDb {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl ScratchDb {
-    fn create(admin_url: &str) -> ScratchDb {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "bosun_test_{}_{}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-        );
-        let admin = admin_url.to_string();
-        let stmt = format!("CREATE DATABASE {name}");
-        // The synchronous client runs a runtime of its own: keep it off the test's.
-        std::thread::spawn(move || {
-            let mut client = postgres::Client::connect(&admin, postgres::NoTls)
-                .unwrap_or_else(|e| panic!("connecting to the test server {admin}: {e}"));
-            client.batch_execute(&stmt).unwrap();
-        })
-        .join()
-        .unwrap();
-        ScratchDb {
-            url: with_database(admin_url, &name),
-            admin_url: admin_url.to_string(),
-            name,
-        }
-    }
-}
-
-impl Drop for ScratchDb {
-    fn drop(&mut self) {
-        let admin = self.admin_url.clone();
-        let stmt = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let _ = std::thread::spawn(move || {
-            if let Ok(mut client) = postgres::Client::connect(&admin, postgres::NoTls) {
-                let _ = client.batch_execute(&stmt);
-            }
-        })
-        .join();
-    }
-}
 
 /// A fresh store on a scratch database; `None` when no test server is configured.
 async fn fresh() -> Option<(Arc<dyn Store>, ScratchDb)> {
@@ -111,21 +25,6 @@ bosun_store::conformance_suite!(fresh(), |_: &Arc<dyn Store>, db: &ScratchDb| {
     let url = db.url.clone();
     async move { Arc::new(PostgresStore::open(&url).await.unwrap()) as Arc<dyn Store> }
 });
-
-/// Runs SQL on the scratch database outside the store, answering the error text if any.
-fn sql(url: &str, statements: &str) -> Result<(), String> {
-    let (url, statements) = (url.to_string(), statements.to_string());
-    std::thread::spawn(move || {
-        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        client.batch_execute(&statements).map_err(|e| {
-            e.as_db_error()
-                .map(|d| d.message().to_string())
-                .unwrap_or_else(|| e.to_string())
-        })
-    })
-    .join()
-    .unwrap()
-}
 
 #[tokio::test]
 async fn audit_log_and_state_versions_refuse_edits_in_the_database() {

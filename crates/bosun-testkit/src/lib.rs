@@ -12,6 +12,7 @@
 //! - [`webhooks`]: `X-Hub-Signature-256` signing and GitHub's own example payloads from
 //!   the `@octokit/webhooks-examples` npm package.
 //! - [`tmpfs`]: a small filesystem of the test's own, to fill up.
+//! - [`postgres`]: the PostgreSQL test server and scratch databases on it.
 //!
 //! Everything is a plain sync API: servers run on their own thread with their own tokio
 //! runtime, so callers may be sync tests or tokio tests alike.
@@ -23,6 +24,7 @@
 pub mod git;
 pub mod github;
 pub mod keys;
+pub mod postgres;
 pub mod sshd;
 pub mod tls;
 pub mod tmpfs;

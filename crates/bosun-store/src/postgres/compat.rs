@@ -676,6 +676,11 @@ impl<'a> Connection<'a> {
             prepared.map_err(|e| prepare_error(e, &translated))
         };
         let stmt = stmt.inspect_err(|_| self.failed.set(true))?;
+        #[cfg(feature = "testsuite")]
+        crate::query_log::record(
+            &translated,
+            stmt.params().iter().map(|t| t.name().to_string()).collect(),
+        );
         self.cache.borrow_mut().insert(key, stmt.clone());
         Ok(stmt)
     }

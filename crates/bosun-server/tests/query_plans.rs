@@ -1,0 +1,557 @@
+//! The query-plan guard: a server on a seeded store is driven through every API read in
+//! the OpenAPI document, the console's pages, a run's whole runner protocol, state writes
+//! and the background duties; every distinct statement the store ran is then `EXPLAIN`ed
+//! on its own backend — SQLite's `EXPLAIN QUERY PLAN`, PostgreSQL's `EXPLAIN` of the
+//! generic plan with sequential scans disabled, so a `Seq Scan` there means no index can
+//! serve the statement — and the test fails on a full scan of a table that grows with the
+//! store (stacks, runs, their phases and logs, state versions, audit, …), naming the
+//! statement and its plan.
+//!
+//! A request whose cost grows with the size of an org shows up here as such a scan. A new
+//! API route is covered once it is in the OpenAPI document; a new console page must be
+//! added to [`CONSOLE_PAGES`].
+//!
+//! Its own test binary: the statement record is process-wide.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "api/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use std::collections::BTreeMap;
+
+use bosun_core::Role;
+use bosun_server::openapi::document;
+use bosun_server::routes::api_routes;
+use bosun_store::query_log::{self, Recorded};
+use harness::TestServer;
+use reqwest::header::{COOKIE, SET_COOKIE};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+/// Tables whose size does not grow with stacks, runs or time: one row per org, per
+/// schema version, per duty, per signing key, per GitHub binding. Scanning them is fine.
+const BOUNDED_TABLES: &[&str] = &[
+    "orgs",
+    "bosun_schema",
+    "duty_leases",
+    "oidc_signing_keys",
+    "github_bindings",
+    "vcs_tokens",
+];
+
+/// Console pages read (GET) by the guard, `{run}` standing for a finished run's id.
+const CONSOLE_PAGES: &[&str] = &[
+    "/",
+    "/orgs/default/stacks",
+    "/orgs/default/stacks?after=s10",
+    "/orgs/default/stacks/s00",
+    "/orgs/default/stacks/s00/state",
+    "/orgs/default/runs/{run}",
+    "/orgs/default/runs/{run}/log.txt",
+    "/orgs/default/drift",
+    "/orgs/default/approvals",
+    "/orgs/default/audit",
+    "/orgs/default/audit?target=stack:s01",
+    "/orgs/default/plans",
+    "/orgs/default/plans/deploy",
+    "/orgs/default/plan-runs",
+    "/orgs/default/runners",
+];
+
+/// The stacks seeded in org `default` (a few more in org `other`).
+const STACKS: usize = 40;
+
+#[tokio::test]
+async fn no_statement_scans_a_table_that_grows_with_the_store() {
+    query_log::start();
+
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_path_buf();
+    let t = started(move |c| c.data_dir = dir.clone()).await;
+    let sqlite = t.server.state().config.sqlite_path();
+    drive(&t).await;
+    t.shutdown().await;
+    let recorded = query_log::take();
+    let scans = explain_sqlite(&sqlite, &recorded);
+    let mut failures = report("SQLite", &recorded, scans);
+
+    if let Some(admin) = bosun_testkit::postgres::server_url() {
+        let db = bosun_testkit::postgres::ScratchDb::create(&admin);
+        let url = db.url.clone();
+        let t = started(move |c| c.database_url = Some(url.clone())).await;
+        drive(&t).await;
+        t.shutdown().await;
+        let recorded = query_log::take();
+        let scans = explain_postgres(&db.url, &recorded);
+        failures += &report("PostgreSQL", &recorded, scans);
+    }
+    assert!(failures.is_empty(), "{failures}");
+}
+
+/// A server on a store its schema is already in: started once to migrate it, stopped,
+/// and started again with the record emptied, so only the server's own statements are
+/// recorded, not the migrations'.
+async fn started(store: impl Fn(&mut bosun_server::ServerConfig) + Clone) -> TestServer {
+    let first = TestServer::start_with(store.clone()).await;
+    let _data = first.shutdown().await;
+    query_log::take();
+    TestServer::start_with(store).await
+}
+
+/// What the record and the scans say: an empty string when nothing scans.
+fn report(backend: &str, recorded: &[Recorded], scans: Vec<(String, Vec<String>)>) -> String {
+    // A workload that recorded little has not exercised the store at all.
+    assert!(
+        recorded.len() > 100,
+        "{backend}: only {} statements were recorded",
+        recorded.len()
+    );
+    eprintln!(
+        "{backend}: {} distinct statements explained",
+        recorded.len()
+    );
+    let mut out = String::new();
+    for (sql, plan) in scans {
+        out += &format!(
+            "\n{backend}: a full scan of a table that grows with the store:\n  {}\nplan:\n  {}\n",
+            sql.split_whitespace().collect::<Vec<_>>().join(" "),
+            plan.join("\n  ")
+        );
+    }
+    out
+}
+
+// --- the workload -----------------------------------------------------------------------
+
+/// Seeds the server and drives it: runs through the runner protocol, state writes, every
+/// API read, every console page.
+async fn drive(t: &TestServer) {
+    let admin = t.admin.clone();
+    let ok = |r: &harness::Reply, what: &str| {
+        assert!(r.status.is_success(), "{what}: {} {:?}", r.status, r.body);
+    };
+    let r = t.post("/api/v1/orgs", &admin, json!({"id": "other"})).await;
+    ok(&r, "org other");
+    for i in 0..STACKS {
+        let mut body = json!({
+            "id": format!("s{i:02}"),
+            "repository": if i % 3 == 0 { "file:///srv/git/infra" } else { "file:///srv/git/platform" },
+            "watch_paths": ["modules/network"],
+        });
+        if i % 5 == 0 {
+            body["drift_detection"] = json!({"schedule": "0 3 * * *"});
+        }
+        if i >= 30 {
+            body["depends_on"] =
+                json!([{"stack": format!("s{:02}", i - 30), "outputs": {"vpc_id": "vpc_id"}}]);
+        }
+        ok(&t.create_stack(body).await, "stack");
+    }
+    for i in 0..5 {
+        let r = t
+            .post(
+                "/api/v1/orgs/other/stacks",
+                &admin,
+                json!({"id": format!("o{i}"), "repository": "file:///srv/git/other"}),
+            )
+            .await;
+        ok(&r, "stack of org other");
+    }
+    t.seed_environment("prod", true, true).await;
+    t.seed_host("web-1", "web", Some("prod")).await;
+    let plan = "name: deploy\ntargets:\n  labels: [web]\nsteps:\n  - name: hello\n    command: [echo, hi]\n";
+    t.seed_plan("deploy", plan).await;
+
+    // State: a few versions, a lock taken and released.
+    for serial in 1..=3u64 {
+        let doc = json!({
+            "version": 4, "terraform_version": "1.8.2", "serial": serial,
+            "lineage": "7f1c0d4e-guard", "resources": [],
+            "outputs": {"vpc_id": {"value": format!("vpc-{serial}"), "type": "string"}},
+        });
+        let r = t
+            .post("/api/v1/orgs/default/stacks/s00/state", &admin, doc)
+            .await;
+        ok(&r, "state write");
+    }
+    let lock = json!({"ID": "guard-lock", "Operation": "OperationTypeApply", "Info": "",
+        "Who": "guard@test", "Version": "1.8.2", "Created": "2026-12-01T10:00:00Z", "Path": ""});
+    let lock_path = "/api/v1/orgs/default/stacks/s01/state";
+    ok(
+        &t.call(
+            Method::from_bytes(b"LOCK").unwrap(),
+            lock_path,
+            Some(&admin),
+            Some(lock.clone()),
+        )
+        .await,
+        "lock",
+    );
+
+    // Runs: a tracked run applied end to end, a proposed run planned, one left queued.
+    let runner = t.hosted_runner("guard-runner").await;
+    let finished = run_through(t, &runner, "s00", false).await;
+    run_through(t, &runner, "s02", true).await;
+    let r = t
+        .post("/api/v1/orgs/default/stacks/s03/runs", &admin, json!({}))
+        .await;
+    ok(&r, "queued run");
+    ok(
+        &t.call(
+            Method::from_bytes(b"UNLOCK").unwrap(),
+            lock_path,
+            Some(&admin),
+            Some(lock),
+        )
+        .await,
+        "unlock",
+    );
+
+    // Every API read, each list also from its second page.
+    let params = BTreeMap::from([
+        ("{org}", "default".to_string()),
+        ("{stack}", "s00".to_string()),
+        ("{run}", finished.clone()),
+        ("{version}", "1".to_string()),
+        ("{env}", "prod".to_string()),
+        ("{host}", "web-1".to_string()),
+        ("{plan}", "deploy".to_string()),
+        ("{id}", "no-such-target".to_string()),
+    ]);
+    let doc = serde_json::to_value(document(&api_routes())).unwrap();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        if item.get("get").is_none() {
+            continue;
+        }
+        let mut url = path.clone();
+        for (name, value) in &params {
+            url = url.replace(name, value);
+        }
+        assert!(
+            !url.contains('{'),
+            "{path}: a path parameter the guard has no value for (add it to `params`)"
+        );
+        let token = if url.starts_with("/api/v1/runner/") {
+            url += "?fencing=2";
+            t.server.hosted_runner_token.clone()
+        } else {
+            admin.clone()
+        };
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let (mut status, mut body) = read(t, &format!("{url}{sep}limit=2"), &token).await;
+        if status == StatusCode::BAD_REQUEST {
+            // Not a list: read it as it is.
+            (status, body) = read(t, &url, &token).await;
+        }
+        assert!(!status.is_server_error(), "GET {url}: {status} {body}");
+        if let Some(cursor) = body.get("next_cursor").and_then(Value::as_str) {
+            let page = format!("{url}{sep}limit=2&cursor={cursor}");
+            let (status, body) = read(t, &page, &token).await;
+            assert_eq!(status, StatusCode::OK, "GET {page}: {body}");
+        }
+    }
+
+    // The console, as a person with a session.
+    let person = t.user_token("guard", Some(Role::Admin)).await;
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = browser
+        .post(format!("{}/login", t.url))
+        .form(&[("token", person.as_str()), ("next", "/")])
+        .send()
+        .await
+        .unwrap();
+    let session = login
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .map(|c| c.to_str().unwrap().split(';').next().unwrap().to_string())
+        .find(|c| c.starts_with("bosun_session="))
+        .expect("a session cookie");
+    for page in CONSOLE_PAGES {
+        let path = page.replace("{run}", &finished);
+        let r = browser
+            .get(format!("{}{path}", t.url))
+            .header(COOKIE, &session)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        assert!(
+            status.is_success() || status.is_redirection(),
+            "console {path}: {status} {}",
+            r.text().await.unwrap()
+        );
+    }
+}
+
+/// GET `path` with `token`: its status and its JSON (`null` for another body: an event
+/// stream, a plan file).
+async fn read(t: &TestServer, path: &str, token: &str) -> (StatusCode, Value) {
+    let r = t
+        .client
+        .get(format!("{}{path}", t.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(Value::Null);
+    (status, body)
+}
+
+/// A run of `stack` through the runner protocol, the test acting as the runner: leased,
+/// logged, planned, and (tracked) confirmed and applied. Its id.
+async fn run_through(t: &TestServer, runner: &str, stack: &str, proposed: bool) -> String {
+    let token = t.server.hosted_runner_token.clone();
+    let body = if proposed {
+        json!({"kind": "proposed"})
+    } else {
+        json!({})
+    };
+    let r = t
+        .post(
+            &format!("/api/v1/orgs/default/stacks/{stack}/runs"),
+            &t.admin,
+            body,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let phases: &[i64] = if proposed { &[1] } else { &[1, 2] };
+    for &fencing in phases {
+        let lease = t
+            .post(
+                "/api/v1/runner/lease",
+                &token,
+                json!({"runner_id": runner, "wait_seconds": 5}),
+            )
+            .await;
+        if lease.status != StatusCode::OK {
+            let run = t.get(&format!("/api/v1/orgs/default/runs/{id}"), &t.admin).await;
+            panic!("lease: {} {:?}; run {:?}", lease.status, lease.body, run.body);
+        }
+        assert_eq!(lease.body["run_id"], id.as_str());
+        let call = |what: &str, body: Value| {
+            let path = format!("/api/v1/runner/runs/{id}/{what}");
+            let token = token.clone();
+            async move { t.post(&path, &token, body).await }
+        };
+        call("heartbeat", json!({"fencing": fencing})).await;
+        let next = t
+            .get(
+                &format!("/api/v1/runner/runs/{id}/logs/next?fencing={fencing}"),
+                &token,
+            )
+            .await;
+        let seq = next.body["next_seq"].as_i64().unwrap();
+        let chunks: Vec<Value> = (0..3)
+            .map(|i| json!({"seq": seq + i, "text": format!("line {i}\n")}))
+            .collect();
+        call("logs", json!({"fencing": fencing, "chunks": chunks})).await;
+        call(
+            "report",
+            json!({"fencing": fencing, "event": "started", "commit": "0123456789abcdef"}),
+        )
+        .await;
+        if fencing == 1 {
+            let put = t
+                .client
+                .put(format!("{}/api/v1/runner/runs/{id}/plan?fencing=1", t.url))
+                .bearer_auth(&token)
+                .body(b"PLANFILE".to_vec())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(put.status(), StatusCode::NO_CONTENT);
+            let summary = json!({"has_changes": true, "add": 1, "change": 0, "destroy": 0,
+                "resource_changes": [], "output_changes": {"vpc_id": "create"}});
+            call(
+                "report",
+                json!({"fencing": 1, "event": "planned", "summary": summary}),
+            )
+            .await;
+            if !proposed {
+                let r = t
+                    .post(
+                        &format!("/api/v1/orgs/default/runs/{id}/confirm"),
+                        &t.admin,
+                        json!({}),
+                    )
+                    .await;
+                assert_eq!(r.status, StatusCode::OK, "confirm: {:?}", r.body);
+            }
+        } else {
+            call("report", json!({"fencing": 2, "event": "applied"})).await;
+        }
+    }
+    id
+}
+
+// --- the plans --------------------------------------------------------------------------
+
+/// Tables and their names in `sql` (`FROM runs r`, `JOIN stacks AS s`, `UPDATE runs`): the
+/// names SQLite's plan lines use.
+fn table_names(sql: &str) -> BTreeMap<String, String> {
+    let words: Vec<String> = sql
+        .replace(['(', ')', ',', ';'], " ")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let keyword = |w: &str| {
+        matches!(
+            w.to_ascii_uppercase().as_str(),
+            "WHERE"
+                | "JOIN"
+                | "LEFT"
+                | "INNER"
+                | "CROSS"
+                | "ON"
+                | "SET"
+                | "ORDER"
+                | "GROUP"
+                | "LIMIT"
+                | "USING"
+                | "UNION"
+                | "VALUES"
+                | "SELECT"
+                | "AND"
+                | "OR"
+                | "RETURNING"
+                | "DEFAULT"
+                | "INDEXED"
+                | "NOT"
+                | "FOR"
+        )
+    };
+    let mut names = BTreeMap::new();
+    for (i, w) in words.iter().enumerate() {
+        let upper = w.to_ascii_uppercase();
+        if !matches!(upper.as_str(), "FROM" | "JOIN" | "UPDATE" | "INTO") {
+            continue;
+        }
+        let Some(table) = words.get(i + 1) else {
+            continue;
+        };
+        if keyword(table) {
+            continue;
+        }
+        let mut alias = words.get(i + 2).cloned();
+        if alias.as_deref().map(str::to_ascii_uppercase).as_deref() == Some("AS") {
+            alias = words.get(i + 3).cloned();
+        }
+        names.insert(table.clone(), table.clone());
+        if let Some(a) = alias.filter(|a| !keyword(a)) {
+            names.insert(a, table.clone());
+        }
+    }
+    names
+}
+
+fn grows(table: &str) -> bool {
+    !BOUNDED_TABLES.contains(&table)
+}
+
+/// SQLite: each recorded statement's plan; the statements that scan a growing table.
+fn explain_sqlite(db: &std::path::Path, recorded: &[Recorded]) -> Vec<(String, Vec<String>)> {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let mut scans = Vec::new();
+    for r in recorded {
+        let explained = format!("EXPLAIN QUERY PLAN {}", r.sql);
+        let mut stmt = match c.prepare(&explained) {
+            Ok(s) => s,
+            // Statements of the schema itself (migrations, PRAGMAs) have no plan to read.
+            Err(_) if !is_dml(&r.sql) => continue,
+            Err(e) => panic!("EXPLAIN of {}: {e}", r.sql),
+        };
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        let plan: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |row| {
+                row.get::<_, String>(3)
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let names = table_names(&r.sql);
+        let scanned = plan.iter().any(|line| {
+            let Some(rest) = line.strip_prefix("SCAN ") else {
+                return false;
+            };
+            let name = rest.split_whitespace().next().unwrap_or("");
+            names.get(name).is_some_and(|table| grows(table))
+        });
+        if scanned {
+            scans.push((r.sql.clone(), plan));
+        }
+    }
+    scans
+}
+
+/// PostgreSQL: each recorded statement's generic plan with sequential scans disabled; the
+/// statements that still scan a growing table.
+fn explain_postgres(url: &str, recorded: &[Recorded]) -> Vec<(String, Vec<String>)> {
+    let (url, recorded) = (url.to_string(), recorded.to_vec());
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(
+            "ANALYZE; SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off",
+        )
+        .unwrap();
+        let mut scans = Vec::new();
+        for r in &recorded {
+            if !is_dml(&r.sql) {
+                continue;
+            }
+            let types = if r.param_types.is_empty() {
+                String::new()
+            } else {
+                format!("({})", r.param_types.join(", "))
+            };
+            c.batch_execute(&format!("PREPARE guard{types} AS {}", r.sql))
+                .unwrap_or_else(|e| panic!("PREPARE of {}: {e}", r.sql));
+            let nulls = vec!["NULL"; r.param_types.len()].join(", ");
+            let args = if nulls.is_empty() {
+                String::new()
+            } else {
+                format!("({nulls})")
+            };
+            let plan: Vec<String> = c
+                .query(&format!("EXPLAIN EXECUTE guard{args}"), &[])
+                .unwrap_or_else(|e| panic!("EXPLAIN of {}: {e}", r.sql))
+                .iter()
+                .map(|row| row.get::<_, String>(0))
+                .collect();
+            c.batch_execute("DEALLOCATE guard").unwrap();
+            let scanned = plan.iter().any(|line| {
+                line.split("Seq Scan on ")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .is_some_and(grows)
+            });
+            if scanned {
+                scans.push((r.sql.clone(), plan));
+            }
+        }
+        scans
+    })
+    .join()
+    .unwrap()
+}
+
+/// A statement with a plan: a query or a change of rows.
+fn is_dml(sql: &str) -> bool {
+    let first = sql
+        .trim_start()
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_uppercase();
+    matches!(
+        first.as_str(),
+        "SELECT" | "WITH" | "INSERT" | "UPDATE" | "DELETE"
+    )
+}

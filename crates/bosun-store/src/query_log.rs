@@ -1,0 +1,56 @@
+//! The statements the store runs, recorded while a test asks: the query-plan guard
+//! (`crates/bosun-server/tests/query_plans.rs`) starts recording, drives a workload through
+//! a server, and `EXPLAIN`s every distinct statement it recorded. Test builds only (the
+//! `testsuite` feature): no production binary carries it.
+//!
+//! Process-wide: a test binary that records runs that one workload alone. Only
+//! connections opened after [`start`] are seen.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+static RECORDING: AtomicBool = AtomicBool::new(false);
+static STATEMENTS: Mutex<BTreeMap<String, Recorded>> = Mutex::new(BTreeMap::new());
+
+/// One distinct statement as the database received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// Its text in the backend's dialect (PostgreSQL's `$N` placeholders after
+    /// translation).
+    pub sql: String,
+    /// PostgreSQL: the types the server resolved for its parameters (`int8`, `text`, …),
+    /// so it can be prepared again for `EXPLAIN`. Empty for SQLite.
+    pub param_types: Vec<String>,
+}
+
+/// Starts recording (for connections opened from now on).
+pub fn start() {
+    RECORDING.store(true, Ordering::SeqCst);
+}
+
+/// Every distinct statement recorded so far, emptying the record; recording goes on.
+pub fn take() -> Vec<Recorded> {
+    let mut all = STATEMENTS.lock().unwrap_or_else(|p| p.into_inner());
+    std::mem::take(&mut *all).into_values().collect()
+}
+
+pub(crate) fn recording() -> bool {
+    RECORDING.load(Ordering::Relaxed)
+}
+
+pub(crate) fn record(sql: &str, param_types: Vec<String>) {
+    if !recording() {
+        return;
+    }
+    let mut all = STATEMENTS.lock().unwrap_or_else(|p| p.into_inner());
+    if !all.contains_key(sql) {
+        all.insert(
+            sql.to_string(),
+            Recorded {
+                sql: sql.to_string(),
+                param_types,
+            },
+        );
+    }
+}
