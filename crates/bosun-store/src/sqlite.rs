@@ -118,6 +118,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0018_recovered_state.sql"),
     include_str!("../migrations/sqlite/0019_log_times_lock_waits.sql"),
     include_str!("../migrations/sqlite/0020_plan_run_previews.sql"),
+    include_str!("../migrations/sqlite/0021_scan_indexes.sql"),
 ];
 
 /// The schema version this binary writes.

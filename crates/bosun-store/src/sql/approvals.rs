@@ -412,9 +412,10 @@ pub(super) fn schedules(
     query_decoded(
         conn,
         &format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM plan_schedules
-             WHERE (?1 IS NULL OR org_id = ?1) AND (?2 IS NULL OR plan = ?2)
-             ORDER BY org_id, plan"
+            "SELECT {SCHEDULE_COLUMNS} FROM plan_schedules WHERE {org} AND {plan}
+             ORDER BY org_id, plan",
+            org = filter_if(org.is_some(), "org_id = ?1", 1),
+            plan = filter_if(plan.is_some(), "plan = ?2", 2),
         ),
         params![org, plan],
         schedule_row,

@@ -75,6 +75,17 @@ pub(crate) fn newest_first_sql(
     )
 }
 
+/// A filter of a statement whose parameter `?n` may be NULL (not given): `cond` when it is
+/// given, else `?n IS NULL` (true, and the parameter still bound). Each shape is its own
+/// statement, so a given filter searches its index; `(?n IS NULL OR cond)` would make
+/// every shape scan.
+pub(crate) fn filter_if(given: bool, cond: &str, n: u8) -> String {
+    match given {
+        true => cond.to_string(),
+        false => format!("?{n} IS NULL"),
+    }
+}
+
 pub(crate) fn exists(conn: &Connection, sql: &str, args: &[&dyn db::ToSql]) -> Result<bool> {
     Ok(conn
         .prepare_cached(sql)?

@@ -115,10 +115,6 @@ pub(super) fn schedules_in(
 /// not given is `?N IS NULL`, never `(?N IS NULL OR column = ?N)`: that form hides the
 /// stacks index from the planner, which then reads every stack to return one.
 pub(crate) fn schedules_sql([org, stack, first, last]: [bool; 4]) -> String {
-    let filter = |given: bool, cond: &str, n: u8| match given {
-        true => cond.to_string(),
-        false => format!("?{n} IS NULL"),
-    };
     format!(
         "SELECT s.org_id, s.id, s.drift_detection,
                 ds.schedule, ds.timezone, ds.since, ds.next_at, ds.last_fire_at,
@@ -137,10 +133,10 @@ pub(crate) fn schedules_sql([org, stack, first, last]: [bool; 4]) -> String {
          ORDER BY s.org_id, s.id",
         success = latest_check_join("ls", "AND c.result IN ('no_drift', 'drift_detected')"),
         any = latest_check_join("lc", ""),
-        org = filter(org, "s.org_id = ?1", 1),
-        stack = filter(stack, "s.id = ?2", 2),
-        first = filter(first, "s.id >= ?3", 3),
-        last = filter(last, "s.id <= ?4", 4),
+        org = filter_if(org, "s.org_id = ?1", 1),
+        stack = filter_if(stack, "s.id = ?2", 2),
+        first = filter_if(first, "s.id >= ?3", 3),
+        last = filter_if(last, "s.id <= ?4", 4),
     )
 }
 

@@ -50,8 +50,7 @@ pub(super) fn membership_target_exists(tx: &Transaction<'_>, org: &str, user: &s
 }
 
 pub(super) fn bootstrap(tx: &Transaction<'_>, seed: &Bootstrap) -> Result<bool> {
-    let users: i64 = tx.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
-    if users > 0 {
+    if exists(tx, "SELECT 1 FROM users LIMIT 1", params![])? {
         return Ok(false);
     }
     let now = millis(Utc::now());
