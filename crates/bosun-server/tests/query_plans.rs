@@ -665,7 +665,6 @@ fn allowed(sql: &str) -> bool {
 /// A statement with a plan: a query or a change of rows.
 fn is_dml(sql: &str) -> bool {
     let first = sql
-        .trim_start()
         .split_whitespace()
         .next()
         .unwrap_or("")
