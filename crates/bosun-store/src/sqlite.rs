@@ -498,6 +498,38 @@ mod tests {
         }
     }
 
+    /// An org's audit log, filtered or not, is read newest first from the org's own
+    /// index: the whole log (every org's) read backwards from the cursor would be scanned
+    /// to fill one org's page.
+    #[test]
+    fn an_orgs_audit_records_are_searched_in_its_indexes() {
+        for (filters, index) in [
+            (
+                [true, false, false, false],
+                "audit_log_org (org_id=? AND seq<?)",
+            ),
+            (
+                [true, true, false, false],
+                "audit_log_actor (org_id=? AND actor=? AND seq<?)",
+            ),
+            (
+                [true, false, true, false],
+                "audit_log_target (org_id=? AND target=? AND seq<?)",
+            ),
+            (
+                [true, false, false, true],
+                "audit_log_org (org_id=? AND seq<?)",
+            ),
+        ] {
+            let plan = query_plan(&super::sql::audit::search_sql(filters), 7);
+            assert_eq!(
+                plan,
+                [format!("SEARCH audit_log USING INDEX {index}")],
+                "{filters:?}"
+            );
+        }
+    }
+
     fn failure(code: std::ffi::c_int) -> rusqlite::Error {
         rusqlite::Error::SqliteFailure(ffi::Error::new(code), None)
     }

@@ -19,6 +19,24 @@ pub(super) fn append_audit(tx: &Transaction<'_>, audit: &Audit) -> Result<()> {
     Ok(())
 }
 
+/// [`search`]'s statement for the filters given (org, actor, target, action). Only those
+/// are conditions, so an org's, an actor's or a target's records are read newest first
+/// from their `(org_id, …, seq)` index; an action is matched among the org's records.
+pub(crate) fn search_sql([org, actor, target, action]: [bool; 4]) -> String {
+    format!(
+        "SELECT seq, at, org_id, actor, token_id, action, target, detail FROM audit_log
+         WHERE {org} AND seq < ?2 AND {actor} AND {target} AND {action}
+         ORDER BY seq DESC LIMIT ?3",
+        org = filter_if(org, "org_id = ?1", 1),
+        actor = filter_if(actor, "actor = ?4", 4),
+        target = filter_if(target, "target = ?6", 6),
+        action = match action {
+            true => "(action = ?5 OR action LIKE ?7 ESCAPE '\\')",
+            false => "?5 IS NULL AND ?7 IS NULL",
+        },
+    )
+}
+
 /// Audit records, newest first: see [`AuditStore::search_audit`].
 pub(super) fn search(
     c: &Connection,
@@ -36,13 +54,12 @@ pub(super) fn search(
             .replace('_', "\\_");
         format!("{escaped}.%")
     });
-    let mut stmt = c.prepare_cached(
-        "SELECT seq, at, org_id, actor, token_id, action, target, detail FROM audit_log
-         WHERE (?1 IS NULL OR org_id = ?1) AND seq < ?2
-           AND (?4 IS NULL OR actor = ?4) AND (?6 IS NULL OR target = ?6)
-           AND (?5 IS NULL OR action = ?5 OR action LIKE ?7 ESCAPE '\\')
-         ORDER BY seq DESC LIMIT ?3",
-    )?;
+    let mut stmt = c.prepare_cached(&search_sql([
+        org.is_some(),
+        f.actor.is_some(),
+        f.target.is_some(),
+        f.action.is_some(),
+    ]))?;
     let args = params![
         org,
         before_seq.unwrap_or(i64::MAX),

@@ -25,7 +25,7 @@ use super::{exists_or, is_foreign_key_violation, is_unique_violation, Connection
 use crate::*;
 
 mod approvals;
-mod audit;
+pub(super) mod audit;
 pub(super) mod common;
 mod database;
 mod deps;
