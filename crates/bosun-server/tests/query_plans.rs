@@ -578,7 +578,16 @@ fn explain_sqlite(db: &std::path::Path, recorded: &[Recorded]) -> Vec<(String, V
             .map(Result::unwrap)
             .collect();
         let names = table_names(&r.sql);
+        // `(?N IS NULL OR column = ?N)` hides column's index: with nothing but a range on
+        // another left to search by, every row of that range is read and filtered.
+        let optional_filter = r.sql.contains(" IS NULL OR ");
         let scanned = plan.iter().any(|line| {
+            if let Some(rest) = line.strip_prefix("SEARCH ") {
+                let name = rest.split_whitespace().next().unwrap_or("");
+                return optional_filter
+                    && open_range(rest)
+                    && names.get(name).is_some_and(|table| grows(table));
+            }
             let Some(rest) = line.strip_prefix("SCAN ") else {
                 return false;
             };
@@ -595,6 +604,21 @@ fn explain_sqlite(db: &std::path::Path, recorded: &[Recorded]) -> Vec<(String, V
         }
     }
     scans
+}
+
+/// Whether a SQLite `SEARCH` only ranges over its index (`(seq<?)`, `(created_at>?)`):
+/// no equality narrows it, so it may read the table from one end.
+fn open_range(search: &str) -> bool {
+    let Some(terms) = search
+        .rsplit_once('(')
+        .and_then(|(_, t)| t.strip_suffix(')'))
+    else {
+        return false;
+    };
+    let equality = |t: &str| {
+        (t.contains("=?") && !t.contains("<=?") && !t.contains(">=?")) || t.contains(" IN ")
+    };
+    !terms.split(" AND ").any(equality)
 }
 
 /// PostgreSQL: each recorded statement's generic plan with sequential scans disabled; the
