@@ -158,21 +158,10 @@ pub(super) fn check_and_write_dependencies(
             return Err(StoreError::UnknownUpstream(dep.stack.to_string()));
         }
     }
+    // A cycle through this stack runs from it to an upstream and back: only what lies
+    // upstream of its dependencies is read (one indexed lookup per stack reached), never
+    // the org's whole graph. A stack without dependencies closes no cycle.
     let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    {
-        let mut stmt = tx.prepare_cached(
-            "SELECT stack_id, upstream FROM stack_dependencies WHERE org_id = ?1",
-        )?;
-        let rows = stmt.query_map([org], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?;
-        for row in rows {
-            let (from, up) = row?;
-            if from != id {
-                graph.entry(from).or_default().push(up);
-            }
-        }
-    }
     graph.insert(
         id.to_string(),
         spec.depends_on
@@ -180,6 +169,20 @@ pub(super) fn check_and_write_dependencies(
             .map(|d| d.stack.to_string())
             .collect(),
     );
+    let mut upstream_of = tx.prepare_cached(
+        "SELECT upstream FROM stack_dependencies WHERE org_id = ?1 AND stack_id = ?2",
+    )?;
+    let mut next: Vec<String> = graph[id].clone();
+    while let Some(stack) = next.pop() {
+        if graph.contains_key(&stack) {
+            continue;
+        }
+        let ups = upstream_of
+            .query_map(params![org, stack], |r| r.get::<_, String>(0))?
+            .collect::<db::Result<Vec<_>>>()?;
+        next.extend(ups.iter().cloned());
+        graph.insert(stack, ups);
+    }
     if let Some(cycle) = find_cycle(&graph) {
         return Err(StoreError::DependencyCycle(cycle));
     }
