@@ -59,16 +59,34 @@ pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRec
 }
 
 pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
+    let phases = state.store.run_phases(&r.id).await?;
+    to_wire_with(state, r, phases).await
+}
+
+/// A page of runs on the wire: their phases read in one call, not one per run.
+pub async fn page_to_wire(state: &AppState, runs: Vec<RunRecord>) -> Result<Vec<Run>, ApiError> {
+    let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+    let mut phases = state.store.run_phases_of(&ids).await?;
+    let mut items = Vec::with_capacity(runs.len());
+    for r in runs {
+        let p = phases.remove(&r.id).unwrap_or_default();
+        items.push(to_wire_with(state, r, p).await?);
+    }
+    Ok(items)
+}
+
+async fn to_wire_with(
+    state: &AppState,
+    r: RunRecord,
+    phases: Vec<bosun_store::RunPhaseRecord>,
+) -> Result<Run, ApiError> {
     let (drift, reconciles) = crate::service::drift::run_fields(state, &r).await?;
     let approval = if r.state == RunState::Unconfirmed {
         crate::service::approvals::wait_of(state, &r.org, &r.id).await?
     } else {
         None
     };
-    let phases = state
-        .store
-        .run_phases(&r.id)
-        .await?
+    let phases = phases
         .into_iter()
         .map(|p| PhaseTiming {
             state: p.state.to_string(),
@@ -222,10 +240,7 @@ pub async fn list(
         .store
         .list_runs(org, Some(stack), q.cursor.as_deref(), limit)
         .await?;
-    let mut items = Vec::with_capacity(runs.len());
-    for r in runs {
-        items.push(to_wire(state, r).await?);
-    }
+    let items = page_to_wire(state, runs).await?;
     Ok(page(items, limit, |r: &Run| r.id.clone()))
 }
 

@@ -103,6 +103,14 @@ pub async fn runs_lease_fence_and_finish(store: Arc<dyn Store>) {
         .unwrap()
         .iter()
         .all(|p| p.ended_at.is_some()));
+    // A page's phases in one read: the same phases per run; runs without any (unknown
+    // here) absent; more ids than one statement takes are read in several.
+    let mut ids: Vec<String> = (0..150).map(|i| format!("run-none-{i}")).collect();
+    ids.push("run-1".into());
+    let of = store.run_phases_of(&ids).await.unwrap();
+    assert_eq!(of.keys().collect::<Vec<_>>(), ["run-1"]);
+    assert_eq!(of["run-1"], store.run_phases("run-1").await.unwrap());
+    assert!(store.run_phases_of(&[]).await.unwrap().is_empty());
     let listed = store
         .list_runs("acme", Some("net"), None, 10)
         .await

@@ -445,27 +445,47 @@ pub(super) fn list(
 }
 
 pub(super) fn phases(c: &Connection, run: &str) -> Result<Vec<RunPhaseRecord>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT state, started_at, ended_at FROM run_phases WHERE run_id = ?1 ORDER BY rowid",
-    )?;
-    let rows = stmt.query_map([&run], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, Option<i64>>(2)?,
-        ))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (state, started, ended) = row?;
-        out.push(RunPhaseRecord {
-            state: state.parse().map_err(|e| corrupt("phase state", e))?,
-            started_at: from_millis(started)?,
-            ended_at: opt_from_millis(ended)?,
-        });
+    Ok(phases_of(c, &[run.to_string()])?
+        .remove(run)
+        .unwrap_or_default())
+}
+
+/// The phases of each of `runs` (at most [`MAX_PHASE_RUNS`], a page), in one statement.
+pub(super) fn phases_of(
+    c: &Connection,
+    runs: &[String],
+) -> Result<BTreeMap<String, Vec<RunPhaseRecord>>> {
+    let mut out: BTreeMap<String, Vec<RunPhaseRecord>> = BTreeMap::new();
+    for page in runs.chunks(MAX_PHASE_RUNS) {
+        let marks: Vec<String> = (1..=page.len()).map(|i| format!("?{i}")).collect();
+        let mut stmt = c.prepare_cached(&format!(
+            "SELECT run_id, state, started_at, ended_at FROM run_phases
+             WHERE run_id IN ({}) ORDER BY run_id, rowid",
+            marks.join(", ")
+        ))?;
+        let args: Vec<&dyn db::ToSql> = page.iter().map(|r| r as &dyn db::ToSql).collect();
+        let rows = stmt.query_map(&args[..], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (run, state, started, ended) = row?;
+            out.entry(run).or_default().push(RunPhaseRecord {
+                state: state.parse().map_err(|e| corrupt("phase state", e))?,
+                started_at: from_millis(started)?,
+                ended_at: opt_from_millis(ended)?,
+            });
+        }
     }
     Ok(out)
 }
+
+/// The most runs [`phases_of`] asks for in one statement: the largest page of runs.
+const MAX_PHASE_RUNS: usize = 100;
 
 pub(super) fn event(
     tx: &Transaction<'_>,

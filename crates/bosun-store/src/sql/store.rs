@@ -327,6 +327,14 @@ impl RunStore for db::Store {
         self.read(move |c| runs::phases(c, &run)).await
     }
 
+    async fn run_phases_of(
+        &self,
+        runs: &[String],
+    ) -> Result<BTreeMap<String, Vec<RunPhaseRecord>>> {
+        let runs = runs.to_vec();
+        self.read(move |c| runs::phases_of(c, &runs)).await
+    }
+
     async fn run_event(&self, run: &str, input: &RunEventInput) -> Result<RunEventResult> {
         let (id, input) = (run.to_string(), input.clone());
         self.write(move |tx| runs::event(tx, &id, &input)).await

@@ -27,6 +27,11 @@ pub trait RunStore: Send + Sync {
     async fn last_runs_between(&self, org: &str, first: &str, last: &str)
         -> Result<Vec<RunRecord>>;
     async fn run_phases(&self, run: &str) -> Result<Vec<RunPhaseRecord>>;
+    /// The phases of each of `runs`, in one read (a run with none is absent).
+    async fn run_phases_of(
+        &self,
+        runs: &[String],
+    ) -> Result<std::collections::BTreeMap<String, Vec<RunPhaseRecord>>>;
     /// Applies an event through [`bosun_core::run::transition`] in one transaction. A
     /// run that ends releases any state lock it still holds (returned, and recorded).
     async fn run_event(&self, run: &str, input: &RunEventInput) -> Result<RunEventResult>;
