@@ -16,8 +16,13 @@ pub struct StackOutputs {
     /// The version compared with: the one numbered just before (`null` when there is
     /// none, and every output is `added`).
     pub previous_version: Option<i64>,
+    /// The version numbered just before was deleted by retention: there is nothing to
+    /// compare with, so `changes` is empty and `changed` false. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub previous_pruned: bool,
     pub outputs: BTreeMap<String, StackOutput>,
-    /// Every output of either version, ordered by name.
+    /// Every output of either version, ordered by name (none when the previous version
+    /// was pruned).
     pub changes: Vec<StackOutputChange>,
     /// Whether anything changed at all: an output added or removed, a value, or a
     /// sensitive flag.

@@ -30,6 +30,8 @@ pub struct AppState {
     pub issuer: Arc<crate::identity::issuer::Issuer>,
     /// This process's notification delivery counters.
     pub notifications: Arc<crate::notify::counters::Counters>,
+    /// This process's retention counters.
+    pub retention: Arc<crate::retention::counters::Counters>,
     /// This replica's id: the holder of its duty leases (`duties::holds_duty`) and the
     /// owner of its embedded runners (`runners::embedded_runner_name`).
     pub replica: Arc<str>,

@@ -23,6 +23,8 @@ pub struct FileConfig {
     pub webhook_max_bytes: Option<usize>,
     /// `[notify]`: notification settings.
     pub notify: Option<NotifyFile>,
+    /// `[retention]`: what the retention duty keeps.
+    pub retention: Option<RetentionFile>,
     /// TLS on the listener: the certificate chain and its private key (PEM files).
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
@@ -46,6 +48,17 @@ pub struct NotifyFile {
     pub retention: Option<String>,
 }
 
+/// The `[retention]` table of the config file.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionFile {
+    /// State versions kept per stack however old: the newest N (at least 1).
+    pub state_keep_versions: Option<u32>,
+    /// State versions younger than this are kept, humantime (`90days`); `0s` keeps every
+    /// version forever.
+    pub state_keep_for: Option<String>,
+}
+
 /// Values from flags or the environment; `None` where neither was given.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConfigOverrides {
@@ -60,6 +73,10 @@ pub struct ConfigOverrides {
     pub webhook_max_bytes: Option<usize>,
     /// `--notify-retention` / `BOSUN_NOTIFY_RETENTION`.
     pub notify_retention: Option<std::time::Duration>,
+    /// `--state-keep-versions` / `BOSUN_STATE_KEEP_VERSIONS`.
+    pub state_keep_versions: Option<u32>,
+    /// `--state-keep-for` / `BOSUN_STATE_KEEP_FOR`.
+    pub state_keep_for: Option<std::time::Duration>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
     pub bootstrap_token: Option<String>,
     pub tls_cert_file: Option<PathBuf>,
@@ -100,6 +117,8 @@ pub struct ServerConfig {
     pub oidc: OidcConfig,
     /// Notification delivery: retries, timeouts, the old-lock threshold.
     pub notify: NotifyConfig,
+    /// What the retention duty keeps of state versions.
+    pub retention: RetentionConfig,
     /// The scheduler (drift checks): how often it looks, and the clock it reads.
     pub schedules: crate::schedules::clock::ScheduleConfig,
     /// Whether the requester of a run waiting for approval may approve it themselves
@@ -273,6 +292,33 @@ impl Default for NotifyConfig {
     }
 }
 
+/// What the retention duty keeps, and how often it looks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetentionConfig {
+    /// Per stack, the newest this many state versions are kept however old (at least 1).
+    pub state_keep_versions: u32,
+    /// State versions younger than this are kept; zero keeps every version forever.
+    pub state_keep_for: std::time::Duration,
+    /// How often the duty passes (tests shorten it).
+    pub every: std::time::Duration,
+}
+
+/// The default number of state versions kept per stack: 100.
+pub const DEFAULT_STATE_KEEP_VERSIONS: u32 = 100;
+/// The default age under which state versions are kept: 90 days.
+pub const DEFAULT_STATE_KEEP_FOR: std::time::Duration =
+    std::time::Duration::from_secs(90 * 24 * 3600);
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            state_keep_versions: DEFAULT_STATE_KEEP_VERSIONS,
+            state_keep_for: DEFAULT_STATE_KEEP_FOR,
+            every: std::time::Duration::from_secs(3600),
+        }
+    }
+}
+
 /// A GitHub App's credentials.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GithubAppConfig {
@@ -362,6 +408,7 @@ impl ServerConfig {
     pub fn merge(o: ConfigOverrides, f: FileConfig) -> Result<Self, ConfigError> {
         let listener = listener_config(&o, &f)?;
         let metrics = metrics_config(&o, &f)?;
+        let retention = retention_config(&o, &f)?;
         let listen = match o.listen.or(f.listen) {
             Some(l) => l,
             None => DEFAULT_LISTEN.parse().map_err(|e| ConfigError::Invalid {
@@ -417,17 +464,10 @@ impl ServerConfig {
                 message: e.message,
             })?;
         }
-        let file_retention = match f.notify.as_ref().and_then(|n| n.retention.as_deref()) {
-            Some(text) => {
-                Some(
-                    humantime::parse_duration(text).map_err(|e| ConfigError::Invalid {
-                        key: "notify.retention",
-                        message: format!("{text:?} is not a duration like 30days or 12h: {e}"),
-                    })?,
-                )
-            }
-            None => None,
-        };
+        let file_retention = file_duration(
+            "notify.retention",
+            f.notify.as_ref().and_then(|n| n.retention.as_deref()),
+        )?;
         let notify = NotifyConfig {
             retention: o
                 .notify_retention
@@ -462,6 +502,7 @@ impl ServerConfig {
             secrets: SecretsConfig::default(),
             oidc: OidcConfig::default(),
             notify,
+            retention,
             schedules: crate::schedules::clock::ScheduleConfig::default(),
             allow_self_approval: false,
             bootstrap_token: o.bootstrap_token,
@@ -486,8 +527,9 @@ impl ServerConfig {
     }
 }
 
-/// A duration key of the config file, humantime text; zero is refused (it would turn the
-/// protection off, which no setting should do silently).
+/// A duration key of the config file, humantime text. Whether zero may stand is the
+/// caller's to say: it turns a listener's protection off (refused), and keeps retained
+/// rows forever (allowed).
 fn file_duration(
     key: &'static str,
     text: Option<&str>,
@@ -499,6 +541,33 @@ fn file_duration(
             key,
             message: format!("{text:?} is not a duration like 10s or 2m: {e}"),
         })
+}
+
+fn retention_config(o: &ConfigOverrides, f: &FileConfig) -> Result<RetentionConfig, ConfigError> {
+    let d = RetentionConfig::default();
+    let file = f.retention.clone().unwrap_or_default();
+    let state_keep_versions = o
+        .state_keep_versions
+        .or(file.state_keep_versions)
+        .unwrap_or(d.state_keep_versions);
+    if state_keep_versions == 0 {
+        return Err(ConfigError::Invalid {
+            key: "state_keep_versions",
+            message: "must be at least 1: a stack's newest state version is always kept".into(),
+        });
+    }
+    let state_keep_for = o
+        .state_keep_for
+        .or(file_duration(
+            "retention.state_keep_for",
+            file.state_keep_for.as_deref(),
+        )?)
+        .unwrap_or(d.state_keep_for);
+    Ok(RetentionConfig {
+        state_keep_versions,
+        state_keep_for,
+        ..d
+    })
 }
 
 fn listener_config(o: &ConfigOverrides, f: &FileConfig) -> Result<ListenerConfig, ConfigError> {
@@ -680,6 +749,65 @@ mod tests {
         let e =
             FileConfig::parse(Path::new("t.toml"), "[notify]\nretension = \"1d\"\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `retension`"), "{e}");
+    }
+
+    #[test]
+    fn retention_from_flag_over_file_over_default() {
+        let d = ServerConfig::merge(ConfigOverrides::default(), FileConfig::default()).unwrap();
+        assert_eq!(d.retention, RetentionConfig::default());
+        assert_eq!(d.retention.state_keep_versions, 100);
+        assert_eq!(
+            d.retention.state_keep_for,
+            std::time::Duration::from_secs(90 * 24 * 3600)
+        );
+        let file = FileConfig::parse(
+            Path::new("t.toml"),
+            "[retention]\nstate_keep_versions = 7\nstate_keep_for = \"12h\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), file.clone()).unwrap();
+        assert_eq!(c.retention.state_keep_versions, 7);
+        assert_eq!(
+            c.retention.state_keep_for,
+            std::time::Duration::from_secs(12 * 3600)
+        );
+        let o = ConfigOverrides {
+            state_keep_versions: Some(3),
+            state_keep_for: Some(std::time::Duration::ZERO),
+            ..Default::default()
+        };
+        let c = ServerConfig::merge(o, file).unwrap();
+        assert_eq!(c.retention.state_keep_versions, 3);
+        assert_eq!(c.retention.state_keep_for, std::time::Duration::ZERO);
+        let o = ConfigOverrides {
+            state_keep_versions: Some(0),
+            ..Default::default()
+        };
+        let e = ServerConfig::merge(o, FileConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("state_keep_versions"), "{e}");
+        let zero = FileConfig::parse(
+            Path::new("t.toml"),
+            "[retention]\nstate_keep_versions = 0\n",
+        )
+        .unwrap();
+        let e = ServerConfig::merge(ConfigOverrides::default(), zero).unwrap_err();
+        assert!(e.to_string().contains("at least 1"), "{e}");
+        let bad = FileConfig::parse(
+            Path::new("t.toml"),
+            "[retention]\nstate_keep_for = \"a while\"\n",
+        )
+        .unwrap();
+        let e = ServerConfig::merge(ConfigOverrides::default(), bad).unwrap_err();
+        assert!(e.to_string().contains("retention.state_keep_for"), "{e}");
+        let e =
+            FileConfig::parse(Path::new("t.toml"), "[retention]\nstate_keep = 1\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `state_keep`"), "{e}");
+        let e = FileConfig::parse(
+            Path::new("t.toml"),
+            "[retention]\nstate_keep_versions = -1\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("t.toml"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod outputs;
 mod paging;
 mod plans;
 mod prepare;
+pub mod retention;
 pub mod route;
 pub mod routes;
 mod runners;

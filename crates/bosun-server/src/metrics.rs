@@ -338,6 +338,19 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         );
     }
 
+    let r = &state.retention;
+    out.family(
+        "bosun_state_versions_pruned_total",
+        "counter",
+        "State versions this server process deleted as past the retention (older than \
+         --state-keep-for and not among a stack's newest --state-keep-versions).",
+    );
+    out.sample(
+        "bosun_state_versions_pruned_total",
+        &[],
+        r.state_versions_pruned.load(Ordering::Relaxed),
+    );
+
     out.family(
         "bosun_duty_last_pass_timestamp_seconds",
         "gauge",

@@ -107,6 +107,7 @@ impl RunningServer {
             secrets_key,
             issuer: Arc::new(crate::identity::Issuer::default()),
             notifications: Arc::default(),
+            retention: Arc::default(),
             replica: replica.into(),
             lease_masks: Arc::default(),
         };
@@ -121,6 +122,7 @@ impl RunningServer {
             crate::identity::rotation_duty(&state),
             crate::notify::deliver::delivery_duty(&state),
             crate::schedules::schedule_duty(&state),
+            crate::retention::duty(&state),
         ];
         let mut duties: Vec<JoinHandle<()>> = background
             .into_iter()

@@ -136,6 +136,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0019_log_times_lock_waits.sql"),
     include_str!("../migrations/postgres/0020_plan_run_previews.sql"),
     include_str!("../migrations/postgres/0021_scan_indexes.sql"),
+    include_str!("../migrations/postgres/0022_state_retention.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -119,6 +119,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0019_log_times_lock_waits.sql"),
     include_str!("../migrations/sqlite/0020_plan_run_previews.sql"),
     include_str!("../migrations/sqlite/0021_scan_indexes.sql"),
+    include_str!("../migrations/sqlite/0022_state_retention.sql"),
 ];
 
 /// The schema version this binary writes.

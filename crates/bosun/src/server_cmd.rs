@@ -15,7 +15,8 @@ pub struct ServerArgs {
     /// TOML config file (keys: listen, data_dir, database_url, public_url, max_body_bytes,
     /// max_state_bytes, webhook_max_bytes, tls_cert_file, tls_key_file,
     /// header_read_timeout, idle_timeout, request_timeout, max_connections, metrics_listen,
-    /// metrics_token_file; [notify] retention).
+    /// metrics_token_file; [notify] retention; [retention] state_keep_versions,
+    /// state_keep_for).
     #[arg(long, env = "BOSUN_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -111,6 +112,16 @@ pub struct ServerArgs {
     /// pending ones are always kept (0s: forever) [default: 30days].
     #[arg(long, env = "BOSUN_NOTIFY_RETENTION", value_parser = humantime::parse_duration)]
     notify_retention: Option<std::time::Duration>,
+    /// Per stack, the newest this many state versions are kept however old (at least 1)
+    /// [default: 100].
+    #[arg(long, env = "BOSUN_STATE_KEEP_VERSIONS")]
+    state_keep_versions: Option<u32>,
+    /// State versions younger than this are kept; older ones past the newest
+    /// --state-keep-versions are deleted, except a stack's current version, late or
+    /// recovered writes and versions a run took inputs from (0s: keep every version
+    /// forever) [default: 90days].
+    #[arg(long, env = "BOSUN_STATE_KEEP_FOR", value_parser = humantime::parse_duration)]
+    state_keep_for: Option<std::time::Duration>,
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
@@ -192,6 +203,8 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
         max_state_bytes: args.max_state_bytes,
         webhook_max_bytes: args.webhook_max_bytes,
         notify_retention: args.notify_retention,
+        state_keep_versions: args.state_keep_versions,
+        state_keep_for: args.state_keep_for,
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),

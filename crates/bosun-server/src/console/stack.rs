@@ -109,7 +109,9 @@ struct StackPage {
     triggers_next: Option<String>,
     triggers_first: bool,
     outputs: Result<Vec<OutputRow>, String>,
-    outputs_version: Option<i64>,
+    /// The state version the outputs come from, and whether the one before it was
+    /// deleted by retention (so no change is shown).
+    outputs_version: Option<(i64, bool)>,
     upstreams: Vec<Edge>,
     downstreams: Vec<Edge>,
 }
@@ -340,7 +342,7 @@ async fn show(
                         .unwrap_or_default(),
                 })
                 .collect();
-            (Ok(rows), o.version)
+            (Ok(rows), o.version.map(|v| (v, o.previous_pruned)))
         }
     };
 

@@ -45,6 +45,8 @@ struct VersionPage {
     at: String,
     /// The version before it, when there is one.
     previous: Option<i64>,
+    /// The version before it was deleted by retention: nothing to diff against.
+    previous_pruned: bool,
     /// Its diff from the previous version's document: (class, line).
     diff: Vec<(&'static str, String)>,
     /// The document, pretty-printed.
@@ -109,6 +111,8 @@ async fn version_page(
         crate::state::SHOW_VERSION,
     )?;
     let this = service::show_version(&state, &org, &stack, version).await?;
+    // Versions are numbered without gaps, so a missing one before this was deleted by
+    // retention.
     let previous = if version > 1 {
         match service::show_version(&state, &org, &stack, version - 1).await {
             Ok(p) => Some(p),
@@ -118,6 +122,7 @@ async fn version_page(
     } else {
         None
     };
+    let previous_pruned = version > 1 && previous.is_none();
     let document = pretty(&this.state);
     let mut diff = match &previous {
         Some(p) => line_diff(&pretty(&p.state), &document),
@@ -139,6 +144,7 @@ async fn version_page(
             writer: format!("{} {}", m.writer.kind, m.writer.id),
             at: m.created_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
             previous: previous.map(|p| p.meta.version),
+            previous_pruned,
             diff,
             document: lines.join("\n"),
             cut,

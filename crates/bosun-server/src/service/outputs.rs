@@ -17,7 +17,8 @@ use crate::app::AppState;
 use crate::error::ApiError;
 
 /// The stack's outputs at `version` (the current one when `None`), compared with the
-/// version numbered just before it.
+/// version numbered just before it — unless retention deleted that one, which the answer
+/// says (`previous_pruned`) instead of comparing with an older one.
 pub async fn show(
     state: &AppState,
     org: &str,
@@ -38,26 +39,35 @@ pub async fn show(
                 version: None,
                 serial: None,
                 previous_version: None,
+                previous_pruned: false,
                 outputs: BTreeMap::new(),
                 changes: Vec::new(),
                 changed: false,
             }),
         };
     };
+    // The version numbered just before, or none: retention may have deleted it (a version
+    // numbered further back is no "previous" to compare with).
     let previous = state
         .store
         .list_state_versions(org, stack, Some(meta.version), 1)
         .await?
         .into_iter()
-        .next();
+        .next()
+        .filter(|p| p.version == meta.version - 1);
+    let previous_pruned = previous.is_none() && meta.version > 1;
     let empty = BTreeMap::new();
     let before = previous.as_ref().map_or(&empty, |p| &p.outputs);
-    let changes = compare(before, &meta.outputs);
+    let changes = match previous_pruned {
+        true => Vec::new(),
+        false => compare(before, &meta.outputs),
+    };
     let types = declared_types(&body);
     Ok(StackOutputs {
         version: Some(meta.version),
         serial: Some(meta.serial),
         previous_version: previous.as_ref().map(|p| p.version),
+        previous_pruned,
         changed: bosun_core::outputs::changed(&changes),
         changes: changes
             .iter()

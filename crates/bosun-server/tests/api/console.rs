@@ -18,7 +18,7 @@ use crate::harness::TestServer;
 use crate::runs::Runner;
 
 /// A browser: a cookie jar, no automatic redirects (each redirect is checked).
-struct Browser<'a> {
+pub(crate) struct Browser<'a> {
     t: &'a TestServer,
     client: reqwest::Client,
     cookies: BTreeMap<String, String>,
@@ -43,7 +43,7 @@ impl<'a> Browser<'a> {
     }
 
     /// Logs in with `token` through the login form.
-    async fn login(t: &'a TestServer, token: &str) -> Self {
+    pub(crate) async fn login(t: &'a TestServer, token: &str) -> Self {
         let mut b = Browser::new(t);
         let p = b
             .send(
@@ -92,7 +92,7 @@ impl<'a> Browser<'a> {
     }
 
     /// A page that must be shown (200).
-    async fn page(&mut self, path: &str) -> String {
+    pub(crate) async fn page(&mut self, path: &str) -> String {
         let p = self.send(Method::GET, path, None).await;
         assert_eq!(p.status, StatusCode::OK, "GET {path}: {}", p.body);
         p.body

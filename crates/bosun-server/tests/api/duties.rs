@@ -153,13 +153,14 @@ async fn lease_gauges(t: &TestServer) -> std::collections::BTreeMap<String, Stri
 }
 
 /// Every duty a replica runs with git polling on.
-const DUTIES: [&str; 6] = [
+const DUTIES: [&str; 7] = [
     "stale_sweep",
     "git_poll",
     "notify",
     "schedules",
     "oidc_key_rotation",
     "vcs_token_revoke",
+    "retention",
 ];
 
 /// Polls the replica's lease gauges until every duty reads `want` (panics at `until`).
@@ -240,13 +241,14 @@ async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
             "git_poll",
             "notify",
             "oidc_key_rotation",
+            "retention",
             "schedules",
             "stale_sweep",
             "vcs_token_revoke"
         ],
         "{ready}"
     );
-    let sweep = &ready["duties"][4];
+    let sweep = &ready["duties"][5];
     assert_eq!(sweep["lease_held"], true, "{ready}");
     // A duty that passed here held its lease to do so.
     for d in ready["duties"].as_array().unwrap() {

@@ -19,6 +19,7 @@ mod openapi;
 mod outputs;
 mod plan_runs;
 mod plans_resources;
+mod retention;
 mod runs;
 mod security_hostile;
 mod security_input;

@@ -584,6 +584,13 @@ async fn metrics_expose_every_series_in_the_text_format() {
         );
     }
 
+    // Retention: nothing old enough yet, nothing deleted.
+    let versions = family(&families, "bosun_state_versions_pruned", "counter");
+    assert_eq!(
+        versions.value("bosun_state_versions_pruned_total", &[]),
+        0.0
+    );
+
     // The duties' last passes.
     let duties = family(&families, "bosun_duty_last_pass_timestamp_seconds", "gauge");
     // Every duty the server runs is listed, the scheduler and token revocation too.
@@ -594,6 +601,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
         "oidc_key_rotation",
         "schedules",
         "vcs_token_revoke",
+        "retention",
     ] {
         let at = duties.value("bosun_duty_last_pass_timestamp_seconds", &[("duty", duty)]);
         assert!(at >= 0.0, "{duty}: {at}");
@@ -633,6 +641,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_runs",
             "bosun_state_late_writes",
             "bosun_state_lock_age_seconds",
+            "bosun_state_versions_pruned",
             "bosun_trigger_decisions",
             "bosun_webhook_deliveries",
         ]

@@ -35,6 +35,7 @@ mod metrics;
 mod notify;
 mod plan_resources;
 mod plan_runs;
+mod retention;
 mod runs;
 mod secrets;
 mod stacks;
@@ -53,6 +54,7 @@ pub use metrics::*;
 pub use notify::*;
 pub use plan_resources::*;
 pub use plan_runs::*;
+pub use retention::*;
 pub use runs::*;
 pub use secrets::*;
 pub use stacks::*;
@@ -134,7 +136,8 @@ macro_rules! conformance_suite {
             plan_schedules_fire_once_under_compare_and_set,
             duty_leases_take_renew_refuse_and_expire,
             duty_leases_racing_takers_get_one,
-            stacks_page_reads_by_id_range
+            stacks_page_reads_by_id_range,
+            state_retention_keeps_the_newest_the_young_the_head_and_what_runs_name
         );
     };
     (@peer_cases $make:expr, $peer:expr; $($case:ident),*) => {
@@ -537,5 +540,22 @@ fn plan_event(
         reason: None,
         report: None,
         audit: None,
+    }
+}
+
+/// The current time once the clock's millisecond has moved past `after`'s (rows are
+/// stamped in milliseconds, and the retention cut-off is strict).
+async fn past(after: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let now = Utc::now();
+        if now.timestamp_millis() > after.timestamp_millis() {
+            return now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clock stood still"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
 }

@@ -420,23 +420,6 @@ fn notification_default_rules_follow_the_spec() {
     ));
 }
 
-/// The current time once the clock's millisecond has moved past `after`'s (rows are
-/// stamped in milliseconds, and the retention cut-off is strict).
-async fn past(after: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let now = Utc::now();
-        if now.timestamp_millis() > after.timestamp_millis() {
-            return now;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the clock stood still"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
-}
-
 pub async fn notification_retention_prunes_settled_history_in_batches(store: Arc<dyn Store>) {
     seed_stack(&*store, "net").await;
     let a = audit(Some("acme"), "x", "y");

@@ -351,10 +351,22 @@ fn remove_held(tx: &Transaction<'_>, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Records the upstream outputs a run was given (once: later phases keep the first).
+/// Records the upstream outputs a run was given (once: later phases keep the first), and
+/// the state versions they came from in `state_version_refs`, which retention keeps.
 pub(super) fn set_consumed(tx: &Transaction<'_>, run: &str, consumed: &Value) -> Result<bool> {
     let n = tx
         .prepare_cached("UPDATE runs SET consumed = ?2 WHERE id = ?1 AND consumed IS NULL")?
         .execute(params![run, consumed.to_string()])?;
+    if n == 1 {
+        let mut insert = tx.prepare_cached(
+            "INSERT OR IGNORE INTO state_version_refs (org_id, stack_id, version, run_id)
+             SELECT org_id, ?2, ?3, id FROM runs WHERE id = ?1",
+        )?;
+        for c in consumed.as_array().into_iter().flatten() {
+            if let (Some(stack), Some(version)) = (c["stack"].as_str(), c["version"].as_i64()) {
+                insert.execute(params![run, stack, version])?;
+            }
+        }
+    }
     Ok(n == 1)
 }

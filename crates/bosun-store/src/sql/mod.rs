@@ -36,6 +36,7 @@ mod metrics;
 mod notify;
 mod plan_resources;
 mod plan_runs;
+mod retention;
 mod runners;
 mod runs;
 mod secrets;

@@ -1143,3 +1143,34 @@ impl DutyStore for db::Store {
         self.write(move |tx| duties::release(tx, &holder)).await
     }
 }
+
+#[async_trait]
+impl RetentionStore for db::Store {
+    async fn prune_state_versions(
+        &self,
+        keep: u32,
+        before: DateTime<Utc>,
+        batch: u32,
+    ) -> Result<u64> {
+        let (keep, before, batch) = (keep.max(1), millis(before), batch.max(1));
+        let stacks = self
+            .read(move |c| retention::stacks_with_old_versions(c, keep, before))
+            .await?;
+        let mut deleted = 0;
+        for (org, stack) in stacks {
+            loop {
+                let (o, s) = (org.clone(), stack.clone());
+                let n = self
+                    .write(move |tx| {
+                        retention::prune_state_versions(tx, &o, &s, keep, before, batch)
+                    })
+                    .await?;
+                deleted += n;
+                if n < u64::from(batch) {
+                    break;
+                }
+            }
+        }
+        Ok(deleted)
+    }
+}

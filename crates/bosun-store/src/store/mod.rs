@@ -11,6 +11,7 @@ mod metrics;
 mod notify;
 mod plan_resources;
 mod plan_runs;
+mod retention;
 mod runners;
 mod runs;
 mod secrets;
@@ -30,6 +31,7 @@ pub use metrics::*;
 pub use notify::*;
 pub use plan_resources::*;
 pub use plan_runs::*;
+pub use retention::*;
 pub use runners::*;
 pub use runs::*;
 pub use secrets::*;
@@ -62,6 +64,7 @@ pub trait Store:
     + PlanRunStore
     + ApprovalStore
     + DutyStore
+    + RetentionStore
     + Send
     + Sync
     + 'static
@@ -87,6 +90,7 @@ impl<T> Store for T where
         + PlanRunStore
         + ApprovalStore
         + DutyStore
+        + RetentionStore
         + Send
         + Sync
         + 'static

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context as _};
 use bosun_api::{
     AwsIntegration, Dependency, DriftDetection, OutputChangeKind, OutputSensitivityChange, Stack,
-    StackCreate, StackOutputs, StackPatch, TriggerEntry,
+    StackCreate, StackOutput, StackOutputs, StackPatch, TriggerEntry,
 };
 use clap::{Args, Subcommand};
 
@@ -711,25 +711,32 @@ fn outputs_text(stack: &str, o: StackOutputs) -> String {
         .serial
         .map(|s| format!(" (serial {s})"))
         .unwrap_or_default();
-    let against = match o.previous_version {
-        Some(p) => format!("compared with version {p}"),
-        None => "the first version".into(),
+    let against = match (o.previous_version, o.previous_pruned) {
+        (Some(p), _) => format!("compared with version {p}"),
+        (None, true) => format!(
+            "not compared: version {} was deleted by retention",
+            version - 1
+        ),
+        (None, false) => "the first version".into(),
     };
     let mut out = format!("Stack {stack}, state version {version}{serial}, {against}.\n");
+    let mut t = Table::new(&["NAME", "VALUE", "CHANGE"]);
+    if o.previous_pruned && !o.outputs.is_empty() {
+        for (name, v) in &o.outputs {
+            t.row(vec![name.clone(), output_value(v), "-".to_string()]);
+        }
+        out.push_str(&t.render());
+        return out;
+    }
     if o.changes.is_empty() {
         out.push_str("No outputs.\n");
         return out;
     }
-    let mut t = Table::new(&["NAME", "VALUE", "CHANGE"]);
     for c in o.changes {
-        let value = match o.outputs.get(&c.name) {
-            None => "-".to_string(),
-            Some(v) if v.sensitive => "(sensitive)".to_string(),
-            Some(v) => match &v.value {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            },
-        };
+        let value = o
+            .outputs
+            .get(&c.name)
+            .map_or_else(|| "-".to_string(), output_value);
         let flip = c.sensitivity.map(|s| match s {
             OutputSensitivityChange::BecameSensitive => "became sensitive",
             OutputSensitivityChange::NoLongerSensitive => "no longer sensitive",
@@ -748,6 +755,18 @@ fn outputs_text(stack: &str, o: StackOutputs) -> String {
     }
     out.push_str(&t.render());
     out
+}
+
+/// An output's value as the table shows it: strings as they are, anything else as
+/// compact JSON, sensitive ones hidden.
+fn output_value(v: &StackOutput) -> String {
+    if v.sensitive {
+        return "(sensitive)".to_string();
+    }
+    match &v.value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 fn triggers_table(stack: &str, entries: Vec<TriggerEntry>) -> String {
@@ -827,5 +846,37 @@ mod tests {
         assert!(parse(&["--file", "s.json", "--name", "x"]).is_err());
         assert!(parse(&["web"]).is_err());
         assert!(parse(&["web", "--repository", "r", "--var", "novalue"]).is_err());
+    }
+
+    #[test]
+    fn outputs_say_when_the_previous_version_was_pruned() -> anyhow::Result<()> {
+        let o: StackOutputs = serde_json::from_value(json!({
+            "version": 5, "serial": 5, "previous_version": null, "previous_pruned": true,
+            "outputs": {"vpc": {"type": "string", "sensitive": false, "value": "vpc-1"},
+                        "pw": {"type": "string", "sensitive": true, "value": null}},
+            "changes": [], "changed": false,
+        }))?;
+        let text = outputs_text("net", o);
+        assert!(
+            text.starts_with(
+                "Stack net, state version 5 (serial 5), not compared: version 4 was deleted by \
+                 retention.\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("vpc-1") && text.contains("(sensitive)"),
+            "{text}"
+        );
+        assert!(!text.contains("No outputs"), "{text}");
+        let first: StackOutputs = serde_json::from_value(json!({
+            "version": 1, "serial": 1, "previous_version": null,
+            "outputs": {}, "changes": [], "changed": false,
+        }))?;
+        assert_eq!(
+            outputs_text("net", first),
+            "Stack net, state version 1 (serial 1), the first version.\nNo outputs.\n"
+        );
+        Ok(())
     }
 }

@@ -1,0 +1,67 @@
+//! Retention: the duty that keeps a long-lived store bounded. Once an hour (on the replica
+//! holding its lease) it deletes the state versions of each stack past both the newest
+//! `--state-keep-versions` and `--state-keep-for` — never a stack's current version, a late
+//! or recovered write, nor a version a run took its inputs from — a batch per
+//! transaction, logging what went and counting it for `/metrics`. What is kept is the
+//! store's rule (`bosun_store::RetentionStore`); this module only decides when and with
+//! which settings.
+
+pub mod counters;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::app::AppState;
+use crate::duties::{Duty, PassError};
+
+/// State versions deleted per write transaction: a version's document may weigh
+/// megabytes, so fewer than the thousand rows other prunes take.
+const STATE_BATCH: u32 = 100;
+
+/// The retention duty, passing every `retention.every` (an hour).
+pub fn duty(state: &AppState) -> Duty {
+    Duty::new("retention", Some(state.config.retention.every), |state| {
+        let state = state.clone();
+        Box::pin(async move {
+            prune_state_versions(&state).await?;
+            Ok(None)
+        })
+    })
+}
+
+/// The moment `age` before now; `None` when `age` is zero (keep forever) or reaches
+/// past the clock's range.
+fn cutoff(age: Duration) -> Option<chrono::DateTime<Utc>> {
+    if age.is_zero() {
+        return None;
+    }
+    Utc::now().checked_sub_signed(chrono::Duration::from_std(age).ok()?)
+}
+
+/// Deletes the state versions retention lets go, and says how many.
+async fn prune_state_versions(state: &AppState) -> Result<(), PassError> {
+    let config = &state.config.retention;
+    let Some(before) = cutoff(config.state_keep_for) else {
+        return Ok(());
+    };
+    let pruned = state
+        .store
+        .prune_state_versions(config.state_keep_versions, before, STATE_BATCH)
+        .await?;
+    state
+        .retention
+        .state_versions_pruned
+        .fetch_add(pruned, Ordering::Relaxed);
+    if pruned > 0 {
+        tracing::info!(
+            duty = "retention",
+            versions = pruned,
+            keep_versions = config.state_keep_versions,
+            keep_for = %humantime::format_duration(config.state_keep_for),
+            "pruned state versions past the retention"
+        );
+    }
+    Ok(())
+}

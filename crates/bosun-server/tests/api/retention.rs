@@ -1,0 +1,199 @@
+//! Retention over HTTP: the duty deletes what the settings let go, the API and the
+//! console read what is kept, say what was deleted, and `/metrics` counts it.
+
+use std::time::Duration;
+
+use bosun_server::ServerConfig;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::console::Browser;
+use crate::harness::{seed_audit, TestServer};
+
+const NET: &str = "/api/v1/orgs/default/stacks/net";
+
+async fn metrics(t: &TestServer) -> String {
+    t.client
+        .get(format!("{}/metrics", t.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Polls `done` every 20 ms until it holds (deadline 20 s), saying `what` if it never does.
+async fn eventually<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn setup(tweak: impl FnOnce(&mut ServerConfig)) -> TestServer {
+    let t = TestServer::start_with(|c| {
+        c.retention.every = Duration::from_millis(50);
+        tweak(c);
+    })
+    .await;
+    for id in ["net", "app"] {
+        let r = t
+            .create_stack(json!({"id": id, "repository": "github:acme/infra"}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    t
+}
+
+fn state_doc(serial: u64) -> Value {
+    json!({"version": 4, "terraform_version": "1.0.3", "serial": serial, "lineage": "L-1",
+        "outputs": {"n": {"value": format!("v{serial}"), "type": "string"}},
+        "resources": []})
+}
+
+async fn versions(t: &TestServer) -> Vec<i64> {
+    let r = t.get(&format!("{NET}/state/versions"), &t.admin).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn old_state_versions_go_and_the_newest_the_head_and_a_runs_input_stay() {
+    let t = setup(|c| {
+        c.retention.state_keep_versions = 2;
+        c.retention.state_keep_for = Duration::from_millis(1);
+    })
+    .await;
+    // A run of app was given net's version 2 as its input (recorded before it exists).
+    let store = &t.server.state().store;
+    let run = bosun_store::NewRun {
+        id: "r-app".into(),
+        org: "default".into(),
+        stack: "app".into(),
+        kind: bosun_core::run::RunKind::Tracked,
+        trigger: bosun_core::run::Trigger::Manual,
+        triggered_by: "user:admin".into(),
+        commit: None,
+        branch: "main".into(),
+        retry_of: None,
+        pull_request: None,
+    };
+    store.create_run(&run, Some(&seed_audit())).await.unwrap();
+    let consumed = json!([{"stack": "net", "version": 2, "output": "n", "variable": "n",
+                           "sensitive": false}]);
+    assert!(store.set_run_consumed("r-app", &consumed).await.unwrap());
+    for serial in 1..=6 {
+        let r = t
+            .call(
+                Method::POST,
+                &format!("{NET}/state"),
+                Some(&t.admin),
+                Some(state_doc(serial)),
+            )
+            .await;
+        assert!(r.status.is_success(), "{:?}", r.body);
+    }
+    // Keep 2: versions 1, 3 and 4 go; 5 and the head 6 stay, and 2, the run's input.
+    let pruned = || {
+        t.server
+            .state()
+            .retention
+            .state_versions_pruned
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    eventually("pruning three versions", || async { pruned() >= 3 }).await;
+    assert_eq!(versions(&t).await, [6, 5, 2]);
+    let head = t.get(&format!("{NET}/state"), &t.admin).await;
+    assert_eq!(head.body["serial"], 6, "{:?}", head.body);
+    let r = t.get(&format!("{NET}/state/versions/3"), &t.admin).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
+    let r = t.get(&format!("{NET}/state/versions/2"), &t.admin).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["state"]["serial"], 2);
+    // Outputs of version 5 are not compared with version 2: 4 was deleted.
+    let r = t.get(&format!("{NET}/outputs?version=5"), &t.admin).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        (
+            &r.body["previous_version"],
+            &r.body["previous_pruned"],
+            &r.body["changed"]
+        ),
+        (&Value::Null, &json!(true), &json!(false)),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(r.body["changes"], json!([]));
+    assert_eq!(r.body["outputs"]["n"]["value"], "v5");
+    // The head's predecessor is kept: compared as ever, and absent `previous_pruned`.
+    let r = t.get(&format!("{NET}/outputs"), &t.admin).await;
+    assert_eq!(r.body["previous_version"], 5, "{:?}", r.body);
+    assert!(r.body.get("previous_pruned").is_none(), "{:?}", r.body);
+    // The console's version page says the predecessor went, and still shows the version.
+    let mut b = Browser::login(&t, &t.admin).await;
+    let page = b.page("/orgs/default/stacks/net/state/versions/5").await;
+    assert!(
+        page.contains("Version 4 was deleted by retention"),
+        "{page}"
+    );
+    assert!(!page.contains("The first version"), "{page}");
+    let page = b.page("/orgs/default/stacks/net/state/versions/2").await;
+    assert!(
+        page.contains("Version 1 was deleted by retention"),
+        "{page}"
+    );
+    let page = b.page("/orgs/default/stacks/net/state/versions/6").await;
+    assert!(page.contains("From <a"), "{page}");
+    // Nothing more goes on later passes; /metrics counts what went.
+    let passes = || t.server.state().duties.last_pass("retention");
+    let seen = passes();
+    eventually("another retention pass", || async { passes() != seen }).await;
+    assert_eq!(versions(&t).await, [6, 5, 2]);
+    assert_eq!(pruned(), 3);
+    let m = metrics(&t).await;
+    assert!(
+        m.lines()
+            .any(|l| l == "bosun_state_versions_pruned_total 3"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn state_keep_for_zero_keeps_every_version() {
+    let t = setup(|c| {
+        c.retention.state_keep_versions = 1;
+        c.retention.state_keep_for = Duration::ZERO;
+    })
+    .await;
+    for serial in 1..=3 {
+        let r = t
+            .call(
+                Method::POST,
+                &format!("{NET}/state"),
+                Some(&t.admin),
+                Some(state_doc(serial)),
+            )
+            .await;
+        assert!(r.status.is_success(), "{:?}", r.body);
+    }
+    let passes = || t.server.state().duties.last_pass("retention");
+    let seen = passes();
+    eventually("a retention pass", || async { passes() != seen }).await;
+    let seen = passes();
+    eventually("another retention pass", || async { passes() != seen }).await;
+    assert_eq!(versions(&t).await, [3, 2, 1]);
+}

@@ -1,0 +1,24 @@
+//! The retention part of the store contract: [`RetentionStore`], one of the traits
+//! [`Store`](crate::Store) is made of.
+
+use async_trait::async_trait;
+
+use crate::Result;
+
+/// Retention: what keeps a long-lived store bounded — old state versions deleted — each
+/// done `batch` rows per write transaction, so a large backlog never holds the write
+/// lock for long.
+#[async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// Deletes state versions created before `before` that are not among the newest
+    /// `keep` (at least 1) of their stack, oldest first. Never deleted: a stack's current
+    /// version, a late or recovered write (its run names it), a version a run consumed
+    /// upstream outputs from; and nothing of a stack while one of its runs executes (its
+    /// end compares the versions it wrote with the one before). Returns how many went.
+    async fn prune_state_versions(
+        &self,
+        keep: u32,
+        before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<u64>;
+}
