@@ -117,7 +117,7 @@ pub struct ServerConfig {
     pub oidc: OidcConfig,
     /// Notification delivery: retries, timeouts, the old-lock threshold.
     pub notify: NotifyConfig,
-    /// What the retention duty keeps of state versions.
+    /// What the retention duty keeps, and when it compresses run logs.
     pub retention: RetentionConfig,
     /// The scheduler (drift checks): how often it looks, and the clock it reads.
     pub schedules: crate::schedules::clock::ScheduleConfig,
@@ -299,6 +299,9 @@ pub struct RetentionConfig {
     pub state_keep_versions: u32,
     /// State versions younger than this are kept; zero keeps every version forever.
     pub state_keep_for: std::time::Duration,
+    /// A run's log is compressed once the run ended this long ago (late chunks of a
+    /// force-failed run's engine may still come; tests shorten it).
+    pub compress_logs_after: std::time::Duration,
     /// How often the duty passes (tests shorten it).
     pub every: std::time::Duration,
 }
@@ -314,6 +317,7 @@ impl Default for RetentionConfig {
         RetentionConfig {
             state_keep_versions: DEFAULT_STATE_KEEP_VERSIONS,
             state_keep_for: DEFAULT_STATE_KEEP_FOR,
+            compress_logs_after: std::time::Duration::from_secs(600),
             every: std::time::Duration::from_secs(3600),
         }
     }

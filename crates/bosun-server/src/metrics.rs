@@ -350,6 +350,22 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         &[],
         r.state_versions_pruned.load(Ordering::Relaxed),
     );
+    out.family(
+        "bosun_run_log_chunks_compressed_total",
+        "counter",
+        "Log chunks of ended runs this server process packed into compressed blocks, by \
+         kind of run (stack_run, plan_run).",
+    );
+    for (kind, c) in [
+        ("stack_run", &r.log_chunks_compressed_stack_runs),
+        ("plan_run", &r.log_chunks_compressed_plan_runs),
+    ] {
+        out.sample(
+            "bosun_run_log_chunks_compressed_total",
+            &[("kind", kind)],
+            c.load(Ordering::Relaxed),
+        );
+    }
 
     out.family(
         "bosun_duty_last_pass_timestamp_seconds",

@@ -10,6 +10,7 @@ mod availability;
 #[cfg(feature = "testsuite")]
 #[doc(hidden)]
 pub mod conformance;
+mod log_blocks;
 mod postgres;
 /// The statements the store runs, recorded for the query-plan guard: test builds only.
 #[cfg(feature = "testsuite")]

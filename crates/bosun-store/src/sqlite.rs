@@ -120,6 +120,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0020_plan_run_previews.sql"),
     include_str!("../migrations/sqlite/0021_scan_indexes.sql"),
     include_str!("../migrations/sqlite/0022_state_retention.sql"),
+    include_str!("../migrations/sqlite/0023_run_retention.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use bosun_store::{
-    DatabaseStore, IdentityStore, RunStore, SecretStore, SqliteStore, StackStore, Store,
-    StoreError, VcsStore,
+    DatabaseStore, IdentityStore, RetentionStore, RunStore, SecretStore, SqliteStore, StackStore,
+    StateStore, Store, StoreError, VcsStore,
 };
 
 async fn fresh() -> (Arc<dyn Store>, tempfile::TempDir) {
@@ -478,4 +478,122 @@ async fn migrates_global_secret_namespaces_to_per_org_keeping_secrets() {
     );
     assert_eq!(store.sealed_values().await.unwrap().len(), 5);
     store.close().await;
+}
+
+/// A v20 database, as the binary before retention left it: org `acme`, stack `net` with
+/// three old state versions (the third current), and run `r1`, ended long ago, that
+/// consumed version 1 and logged three chunks as rows.
+fn v20_database(path: &std::path::Path) {
+    let mut conn = rusqlite::Connection::open(path).unwrap();
+    conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+    let tx = conn.transaction().unwrap();
+    tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
+        .unwrap();
+    for (i, sql) in migrations_up_to(20).iter().enumerate() {
+        tx.execute_batch(sql).unwrap();
+        tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
+            .unwrap();
+    }
+    tx.execute_batch(
+        "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
+         INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths, engine,
+             tier, autodeploy, variables, depends_on, runner_pool, created_at, updated_at)
+         VALUES ('acme', 'net', 'net', 'r', 'main', '.', '[]', 'terraform', 'standard', 0,
+             '{}', '[]', 'hosted', 1, 1);
+         INSERT INTO state_versions (org_id, stack_id, version, serial, lineage, checksum,
+             size, writer_kind, writer_id, created_at, late_write, forced, outputs, body)
+         VALUES ('acme', 'net', 1, 1, 'l', 'c', 2, 'user', 'u', 1, 0, 0, '{}', X'7b7d'),
+                ('acme', 'net', 2, 2, 'l', 'c', 2, 'user', 'u', 1, 0, 0, '{}', X'7b7d'),
+                ('acme', 'net', 3, 3, 'l', 'c', 2, 'user', 'u', 1, 0, 0, '{}', X'7b7d');
+         INSERT INTO state_heads (org_id, stack_id, current_version) VALUES ('acme', 'net', 3);
+         INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+             triggered_by, branch, created_at, updated_at, consumed)
+         VALUES ('r1', 'acme', 'net', 'tracked', 'manual', 'failed', 'plan', 0, 'user:u',
+                 'main', 1, 1,
+                 '[{\"stack\": \"net\", \"version\": 1, \"output\": \"o\", \"variable\": \"o\", \"sensitive\": false}]'),
+                ('r2', 'acme', 'net', 'tracked', 'manual', 'failed', 'plan', 0, 'user:u',
+                 'main', 1, 1, '{\"not\": \"a list\"}');
+         INSERT INTO run_logs (run_id, seq, text) VALUES ('r1', 0, 'a'), ('r1', 1, 'b'),
+             ('r1', 2, 'c');",
+    )
+    .unwrap();
+    tx.commit().unwrap();
+}
+
+/// Schema v21 records the versions runs consumed before it (a malformed list records
+/// nothing), so retention keeps them; v22's readers keep reading the rows of old logs.
+#[tokio::test]
+async fn migrates_a_v20_database_keeping_consumed_versions_and_old_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    v20_database(&path);
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert!(store.schema_version().await.unwrap() >= 22);
+    let logs = store.read_logs("r1", None, 10).await.unwrap();
+    let texts: Vec<(i64, &str)> = logs.iter().map(|c| (c.seq, c.text.as_str())).collect();
+    assert_eq!(texts, [(0, "a"), (1, "b"), (2, "c")]);
+    assert!(logs.iter().all(|c| c.at.is_none() && c.phase.is_none()));
+    assert_eq!(
+        store
+            .prune_state_versions(1, chrono::Utc::now(), 10)
+            .await
+            .unwrap(),
+        1
+    );
+    let kept: Vec<i64> = store
+        .list_state_versions("acme", "net", None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| v.version)
+        .collect();
+    assert_eq!(kept, [3, 1]);
+    assert_eq!(
+        store
+            .compress_run_logs(chrono::Utc::now(), 10)
+            .await
+            .unwrap(),
+        (3, 0)
+    );
+    assert_eq!(store.read_logs("r1", None, 10).await.unwrap(), logs);
+    assert_eq!(store.next_log_seq("r1").await.unwrap(), 3);
+}
+
+/// A block whose row claims less than it inflates to — a bomb — is refused as corrupt,
+/// never inflated past the claim; so is a claim past what any block may hold.
+#[tokio::test]
+async fn a_log_block_inflating_past_its_stored_length_is_refused() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    v20_database(&path);
+    drop(SqliteStore::open(&path).await.unwrap());
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    z.write_all(&vec![b' '; 8 * 1024 * 1024]).unwrap();
+    let bomb = z.finish().unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO run_log_blocks (run_id, first_seq, last_seq, chunks, raw_bytes, body)
+         VALUES ('r2', 0, 0, 1, 64, ?1)",
+        [&bomb],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO run_log_blocks (run_id, first_seq, last_seq, chunks, raw_bytes, body)
+         VALUES ('r1', 10, 10, 1, 1099511627776, ?1)",
+        [&bomb],
+    )
+    .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&path).await.unwrap();
+    match store.read_logs("r2", None, 10).await {
+        Err(StoreError::Corrupt(e)) => assert!(e.contains("inflates past"), "{e}"),
+        other => panic!("read a bomb: {other:?}"),
+    }
+    // r1's rows still read; its claimed-huge block is refused when a read reaches it.
+    assert_eq!(store.read_logs("r1", None, 3).await.unwrap().len(), 3);
+    match store.read_logs("r1", Some(2), 10).await {
+        Err(StoreError::Corrupt(e)) => assert!(e.contains("more than the"), "{e}"),
+        other => panic!("read a huge block: {other:?}"),
+    }
 }

@@ -2,9 +2,13 @@
 
 use std::sync::atomic::AtomicU64;
 
-/// What the retention duty of this process deleted, for `/metrics`.
+/// What the retention duty of this process deleted or compressed, for `/metrics`.
 #[derive(Default)]
 pub struct Counters {
     /// State versions deleted as older than the retention.
     pub state_versions_pruned: AtomicU64,
+    /// Log chunks of ended runs packed into compressed blocks, of stack runs and of plan
+    /// runs.
+    pub log_chunks_compressed_stack_runs: AtomicU64,
+    pub log_chunks_compressed_plan_runs: AtomicU64,
 }

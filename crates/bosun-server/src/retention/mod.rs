@@ -1,10 +1,10 @@
 //! Retention: the duty that keeps a long-lived store bounded. Once an hour (on the replica
 //! holding its lease) it deletes the state versions of each stack past both the newest
 //! `--state-keep-versions` and `--state-keep-for` — never a stack's current version, a late
-//! or recovered write, nor a version a run took its inputs from — a batch per
-//! transaction, logging what went and counting it for `/metrics`. What is kept is the
-//! store's rule (`bosun_store::RetentionStore`); this module only decides when and with
-//! which settings.
+//! or recovered write, nor a version a run took its inputs from — and compresses the logs
+//! of runs that have ended, a batch per transaction, logging what it did and counting it
+//! for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
+//! module only decides when and with which settings.
 
 pub mod counters;
 
@@ -19,13 +19,20 @@ use crate::duties::{Duty, PassError};
 /// State versions deleted per write transaction: a version's document may weigh
 /// megabytes, so fewer than the thousand rows other prunes take.
 const STATE_BATCH: u32 = 100;
+/// Rows (log chunks, runs) per write transaction for everything else.
+const BATCH: u32 = 1000;
 
-/// The retention duty, passing every `retention.every` (an hour).
+/// The retention duty, passing every `retention.every` (an hour). Each rule runs even when
+/// one before it failed; the pass reports the first failure.
 pub fn duty(state: &AppState) -> Duty {
     Duty::new("retention", Some(state.config.retention.every), |state| {
         let state = state.clone();
         Box::pin(async move {
-            prune_state_versions(&state).await?;
+            let done = [
+                prune_state_versions(&state).await,
+                compress_logs(&state).await,
+            ];
+            done.into_iter().collect::<Result<Vec<()>, _>>()?;
             Ok(None)
         })
     })
@@ -61,6 +68,30 @@ async fn prune_state_versions(state: &AppState) -> Result<(), PassError> {
             keep_versions = config.state_keep_versions,
             keep_for = %humantime::format_duration(config.state_keep_for),
             "pruned state versions past the retention"
+        );
+    }
+    Ok(())
+}
+
+/// Compresses the logs of runs that ended `compress_logs_after` ago, and says how many
+/// chunks were packed.
+async fn compress_logs(state: &AppState) -> Result<(), PassError> {
+    let after = chrono::Duration::from_std(state.config.retention.compress_logs_after)?;
+    let ended_before = Utc::now() - after;
+    let (stack_runs, plan_runs) = state.store.compress_run_logs(ended_before, BATCH).await?;
+    let counters = &state.retention;
+    counters
+        .log_chunks_compressed_stack_runs
+        .fetch_add(stack_runs, Ordering::Relaxed);
+    counters
+        .log_chunks_compressed_plan_runs
+        .fetch_add(plan_runs, Ordering::Relaxed);
+    if stack_runs + plan_runs > 0 {
+        tracing::info!(
+            duty = "retention",
+            stack_run_chunks = stack_runs,
+            plan_run_chunks = plan_runs,
+            "compressed the logs of ended runs"
         );
     }
     Ok(())

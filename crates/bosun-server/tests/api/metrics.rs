@@ -590,6 +590,14 @@ async fn metrics_expose_every_series_in_the_text_format() {
         versions.value("bosun_state_versions_pruned_total", &[]),
         0.0
     );
+    let logs = family(&families, "bosun_run_log_chunks_compressed", "counter");
+    for kind in ["stack_run", "plan_run"] {
+        assert_eq!(
+            logs.value("bosun_run_log_chunks_compressed_total", &[("kind", kind)]),
+            0.0,
+            "{kind}"
+        );
+    }
 
     // The duties' last passes.
     let duties = family(&families, "bosun_duty_last_pass_timestamp_seconds", "gauge");
@@ -634,6 +642,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_notification_deliveries",
             "bosun_notification_failures",
             "bosun_notifications_pruned",
+            "bosun_run_log_chunks_compressed",
             "bosun_run_phase_duration_seconds",
             "bosun_run_queue_wait_seconds",
             "bosun_runner_last_seen_age_seconds",

@@ -197,3 +197,108 @@ async fn state_keep_for_zero_keeps_every_version() {
     eventually("another retention pass", || async { passes() != seen }).await;
     assert_eq!(versions(&t).await, [3, 2, 1]);
 }
+
+/// Every chunk of a run's log through the API, a page of `limit` at a time.
+async fn api_log(t: &TestServer, run: &str, limit: u32) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    loop {
+        let after = out
+            .last()
+            .map(|c| format!("&after={}", c["seq"]))
+            .unwrap_or_default();
+        let r = t
+            .get(
+                &format!("/api/v1/orgs/default/runs/{run}/logs?limit={limit}{after}"),
+                &t.admin,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        let page = r.body.as_array().unwrap().clone();
+        let more = page.len() == limit as usize;
+        out.extend(page);
+        if !more {
+            return out;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_ended_runs_log_is_compressed_and_reads_the_same_everywhere() {
+    let t = setup(|c| c.retention.compress_logs_after = Duration::ZERO).await;
+    let r = t
+        .create_stack(json!({"id": "web", "repository": "file:///srv/git/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = t
+        .post("/api/v1/orgs/default/stacks/web/runs", &t.admin, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let runner = crate::runs::Runner::register(&t, "r1").await;
+    let lease = runner.lease(5).await.expect("a lease");
+    let f = lease["fencing"].clone();
+    let next = t
+        .get(
+            &format!("/api/v1/runner/runs/{id}/logs/next?fencing={f}"),
+            &t.server.hosted_runner_token,
+        )
+        .await;
+    let first = next.body["next_seq"].as_i64().unwrap();
+    let chunks: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"seq": first + i,
+                   "text": format!("aws_instance.web[{i}]: Refreshing state... [id=i-{i:08}]\n")})
+        })
+        .collect();
+    let r = runner
+        .call(
+            &format!("{id}/logs"),
+            json!({"fencing": f, "chunks": chunks}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    let before = api_log(&t, &id, 1000).await;
+    let mut b = Browser::login(&t, &t.admin).await;
+    let text_before = b.page(&format!("/orgs/default/runs/{id}/log.txt")).await;
+    // Still running: nothing is compressed.
+    let passes = || t.server.state().duties.last_pass("retention");
+    let seen = passes();
+    eventually("a retention pass", || async { passes() != seen }).await;
+    let compressed = || {
+        t.server
+            .state()
+            .retention
+            .log_chunks_compressed_stack_runs
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert_eq!(compressed(), 0);
+    let r = runner
+        .call(
+            &format!("{id}/report"),
+            json!({"fencing": f, "event": "failed", "reason": "boom"}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    eventually("compressing the run's log", || async {
+        compressed() == before.len() as u64
+    })
+    .await;
+    // The API pages, the console's log and its text read exactly as before.
+    assert_eq!(api_log(&t, &id, 1000).await, before);
+    assert_eq!(api_log(&t, &id, 7).await, before);
+    assert_eq!(
+        b.page(&format!("/orgs/default/runs/{id}/log.txt")).await,
+        text_before
+    );
+    let page = b.page(&format!("/orgs/default/runs/{id}")).await;
+    assert!(
+        page.contains("aws_instance.web[39]: Refreshing state"),
+        "{page}"
+    );
+    let m = metrics(&t).await;
+    let line = format!(
+        "bosun_run_log_chunks_compressed_total{{kind=\"stack_run\"}} {}",
+        before.len()
+    );
+    assert!(m.lines().any(|l| l == line), "{line} not in {m}");
+}

@@ -137,7 +137,8 @@ macro_rules! conformance_suite {
             duty_leases_take_renew_refuse_and_expire,
             duty_leases_racing_takers_get_one,
             stacks_page_reads_by_id_range,
-            state_retention_keeps_the_newest_the_young_the_head_and_what_runs_name
+            state_retention_keeps_the_newest_the_young_the_head_and_what_runs_name,
+            run_logs_compressed_once_runs_end_read_the_same
         );
     };
     (@peer_cases $make:expr, $peer:expr; $($case:ident),*) => {

@@ -131,3 +131,163 @@ pub async fn state_retention_keeps_the_newest_the_young_the_head_and_what_runs_n
     assert_eq!(versions(&*store, "app").await, [3]);
     assert_eq!(versions(&*store, "net").await, [7, 6, 5, 1]);
 }
+
+/// A stack run's whole log, read a page of `limit` at a time.
+async fn whole_log(store: &dyn Store, run: &str, limit: u32) -> Vec<LogRecord> {
+    let mut out: Vec<LogRecord> = Vec::new();
+    loop {
+        let page = store
+            .read_logs(run, out.last().map(|c| c.seq), limit)
+            .await
+            .unwrap();
+        let more = page.len() == limit as usize;
+        out.extend(page);
+        if !more {
+            return out;
+        }
+    }
+}
+
+pub async fn run_logs_compressed_once_runs_end_read_the_same(store: Arc<dyn Store>) {
+    use bosun_core::plan_run::PlanRunEvent as E;
+    for stack in ["net", "web"] {
+        seed_stack(&*store, stack).await;
+    }
+    let r = runner(&*store, "runner-1").await;
+    // net's run writes 12 chunks and fails; web's run is still executing.
+    store
+        .create_run(&new_run("r-net", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let net = store.lease_run(&r).await.unwrap().expect("r-net");
+    store
+        .create_run(&new_run("r-web", "web", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let web = store.lease_run(&r).await.unwrap().expect("r-web");
+    let chunks: Vec<(i64, String)> = (0..12)
+        .map(|i| {
+            (
+                i,
+                format!("aws_instance.web[{i}]: Refreshing state... [id=i-{i:08}]\n"),
+            )
+        })
+        .collect();
+    store
+        .append_logs("r-net", net.fencing, &chunks)
+        .await
+        .unwrap();
+    store
+        .append_logs("r-web", web.fencing, &chunks[..3])
+        .await
+        .unwrap();
+    let before_end = past(Utc::now()).await;
+    store
+        .run_event("r-net", &ev(Event::PhaseFailed, net.fencing))
+        .await
+        .unwrap();
+    // A plan run with three chunks, ended.
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    store
+        .create_plan_run(&plan_run("prun-1", &["web-1"]), &a)
+        .await
+        .unwrap();
+    let pr = store.lease_plan_run(&r).await.unwrap().expect("prun-1");
+    store
+        .append_plan_run_logs("prun-1", pr.fencing, &chunks[..3])
+        .await
+        .unwrap();
+    store
+        .plan_run_event("prun-1", &plan_event(E::Started, Some(pr.fencing)))
+        .await
+        .unwrap();
+    store
+        .plan_run_event(
+            "prun-1",
+            &plan_event(E::Finished { ok: true }, Some(pr.fencing)),
+        )
+        .await
+        .unwrap();
+    let net_log = whole_log(&*store, "r-net", 1000).await;
+    let web_log = whole_log(&*store, "r-web", 1000).await;
+    let plan_log = store.read_plan_run_logs("prun-1", None, 100).await.unwrap();
+    assert_eq!(net_log.len(), 12);
+
+    // Runs that ended after the cut-off wait; nothing is packed.
+    assert_eq!(
+        store.compress_run_logs(before_end, 5).await.unwrap(),
+        (0, 0)
+    );
+    // Five chunks per transaction: net's twelve in three, the plan run's three; web's run
+    // has not ended.
+    let ended = past(Utc::now()).await;
+    assert_eq!(store.compress_run_logs(ended, 5).await.unwrap(), (12, 3));
+    assert_eq!(store.compress_run_logs(ended, 5).await.unwrap(), (0, 0));
+    // Every reader gets the same chunks: whole, page by page, from the middle.
+    assert_eq!(whole_log(&*store, "r-net", 1000).await, net_log);
+    assert_eq!(whole_log(&*store, "r-net", 4).await, net_log);
+    assert_eq!(whole_log(&*store, "r-net", 1).await, net_log);
+    assert_eq!(
+        store.read_logs("r-net", Some(6), 3).await.unwrap(),
+        net_log[7..10]
+    );
+    assert_eq!(store.read_logs("r-net", Some(11), 3).await.unwrap(), []);
+    assert_eq!(whole_log(&*store, "r-web", 1000).await, web_log);
+    assert_eq!(
+        store.read_plan_run_logs("prun-1", None, 100).await.unwrap(),
+        plan_log
+    );
+    assert_eq!(
+        store
+            .read_plan_run_logs("prun-1", Some(0), 1)
+            .await
+            .unwrap(),
+        plan_log[1..2]
+    );
+    assert_eq!(store.next_log_seq("r-net").await.unwrap(), 12);
+    assert_eq!(store.next_plan_run_log_seq("prun-1").await.unwrap(), 3);
+
+    // A late chunk after the end: a seq already packed keeps its first text, a new one
+    // is stored, and a gap stays a gap until it is filled.
+    store
+        .append_logs(
+            "r-net",
+            net.fencing,
+            &[
+                (3, "rewritten\n".into()),
+                (12, "late\n".into()),
+                (14, "later\n".into()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.next_log_seq("r-net").await.unwrap(), 15);
+    let after = whole_log(&*store, "r-net", 5).await;
+    let seqs: Vec<i64> = after.iter().map(|c| c.seq).collect();
+    assert_eq!(seqs, (0..=12).chain([14]).collect::<Vec<_>>());
+    assert_eq!(after[3], net_log[3]);
+    assert_eq!(after[12].text, "late\n");
+    // The run ended long since: its late chunks are packed at the next pass, in two
+    // blocks (the gap ends the first).
+    assert_eq!(store.compress_run_logs(ended, 5).await.unwrap(), (2, 0));
+    assert_eq!(whole_log(&*store, "r-net", 1000).await, after);
+    store
+        .append_logs(
+            "r-net",
+            net.fencing,
+            &[(13, "between\n".into()), (12, "again\n".into())],
+        )
+        .await
+        .unwrap();
+    let filled = whole_log(&*store, "r-net", 1000).await;
+    let texts: Vec<&str> = filled[11..].iter().map(|c| c.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [net_log[11].text.as_str(), "late\n", "between\n", "later\n"]
+    );
+    assert_eq!(filled[..12], net_log[..]);
+    assert_eq!(store.compress_run_logs(ended, 5).await.unwrap(), (1, 0));
+    assert_eq!(whole_log(&*store, "r-net", 2).await, filled);
+    // The open run's log is still rows: nothing of it moved.
+    assert_eq!(whole_log(&*store, "r-web", 1000).await, web_log);
+}

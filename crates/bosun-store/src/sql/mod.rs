@@ -32,6 +32,7 @@ mod deps;
 pub(super) mod drift;
 mod duties;
 mod identity;
+mod logs;
 mod metrics;
 mod notify;
 mod plan_resources;

@@ -13,6 +13,7 @@ use bosun_core::plan_run::{
 };
 
 use super::audit::append_audit;
+use super::logs::{self, LogOf};
 use super::*;
 
 const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,
@@ -534,15 +535,7 @@ pub(super) fn append_logs(
         });
     }
     // Each chunk is stamped with when it arrived.
-    let now = millis(Utc::now());
-    let mut insert = tx.prepare_cached(
-        "INSERT OR IGNORE INTO plan_run_logs (run_id, seq, text, received_at)
-         VALUES (?1, ?2, ?3, ?4)",
-    )?;
-    for (seq, text) in chunks {
-        insert.execute(params![id, seq, text, now])?;
-    }
-    Ok(())
+    logs::append(tx, LogOf::PlanRun, id, chunks, millis(Utc::now()))
 }
 
 pub(super) fn read_logs(
@@ -551,27 +544,9 @@ pub(super) fn read_logs(
     after: Option<i64>,
     limit: u32,
 ) -> Result<Vec<LogRecord>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, text, received_at FROM plan_run_logs WHERE run_id = ?1 AND seq > ?2
-         ORDER BY seq LIMIT ?3",
-    )?;
-    let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-    })?;
-    rows.map(|row| {
-        let (seq, text, at): (i64, String, Option<i64>) = row?;
-        Ok(LogRecord {
-            seq,
-            text,
-            at: opt_from_millis(at)?,
-            phase: None,
-        })
-    })
-    .collect()
+    logs::read(conn, LogOf::PlanRun, id, after, limit)
 }
 
 pub(super) fn next_log_seq(conn: &Connection, id: &str) -> Result<i64> {
-    Ok(conn
-        .prepare_cached("SELECT COALESCE(MAX(seq), -1) + 1 FROM plan_run_logs WHERE run_id = ?1")?
-        .query_row([id], |r| r.get(0))?)
+    logs::next_seq(conn, LogOf::PlanRun, id)
 }

@@ -2,6 +2,7 @@
 //! releases), leases, phases, logs and saved plans.
 
 use super::audit::append_audit;
+use super::logs::{self, LogOf};
 use super::stacks::stack_autodeploy;
 use super::state::{clear_lock, lock_json, read_lock};
 use super::*;
@@ -590,19 +591,12 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
             ended_wait.as_ref().map(|(waits, _)| waits),
         ])?;
         // The run's log says why it started late, before anything its runner writes.
-        if let Some((_, line)) = ended_wait {
-            let seq: i64 = tx
-                .prepare_cached(
-                    "SELECT COALESCE(MAX(seq), -1) + 1 FROM run_logs WHERE run_id = ?1",
-                )?
-                .query_row([&run.id], |r| r.get(0))?;
-            tx.prepare_cached(
-                "INSERT INTO run_logs (run_id, seq, text, received_at, phase)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![run.id, seq, line, now, next.phase.as_str()])?;
-        }
         enter_state(tx, &run.id, run.state, next.state, now)?;
+        if let Some((_, line)) = ended_wait {
+            // Stamped with the phase just leased (the run row holds it now).
+            let seq = logs::next_seq(tx, LogOf::StackRun, &run.id)?;
+            logs::append(tx, LogOf::StackRun, &run.id, &[(seq, line)], now)?;
+        }
         tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?
             .execute(params![runner.id, now])?;
         return load_run(tx, &run.id);
@@ -702,15 +696,7 @@ pub(super) fn append_logs(
         });
     }
     // Each chunk is stamped with when it arrived and the phase the run is in.
-    let now = millis(Utc::now());
-    let mut insert = tx.prepare_cached(
-        "INSERT OR IGNORE INTO run_logs (run_id, seq, text, received_at, phase)
-         VALUES (?1, ?2, ?3, ?4, (SELECT phase FROM runs WHERE id = ?1))",
-    )?;
-    for (seq, text) in chunks {
-        insert.execute(params![id, seq, text, now])?;
-    }
-    Ok(())
+    logs::append(tx, LogOf::StackRun, id, chunks, millis(Utc::now()))
 }
 
 pub(super) fn read_logs(
@@ -719,32 +705,11 @@ pub(super) fn read_logs(
     after: Option<i64>,
     limit: u32,
 ) -> Result<Vec<LogRecord>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT seq, text, received_at, phase FROM run_logs WHERE run_id = ?1 AND seq > ?2
-         ORDER BY seq LIMIT ?3",
-    )?;
-    let rows = stmt.query_map(params![id, after.unwrap_or(-1), limit], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    })?;
-    rows.map(|row| {
-        let (seq, text, at, phase): (i64, String, Option<i64>, Option<String>) = row?;
-        Ok(LogRecord {
-            seq,
-            text,
-            at: opt_from_millis(at)?,
-            phase: phase
-                .map(|p| p.parse().map_err(|e| corrupt("log phase", e)))
-                .transpose()?,
-        })
-    })
-    .collect()
+    logs::read(c, LogOf::StackRun, id, after, limit)
 }
 
 pub(super) fn next_log_seq(c: &Connection, id: &str) -> Result<i64> {
-    Ok(
-        c.prepare_cached("SELECT COALESCE(MAX(seq), -1) + 1 FROM run_logs WHERE run_id = ?1")?
-            .query_row([&id], |r| r.get(0))?,
-    )
+    logs::next_seq(c, LogOf::StackRun, id)
 }
 
 pub(super) fn put_plan(tx: &Transaction<'_>, id: &str, fencing: i64, body: &[u8]) -> Result<()> {

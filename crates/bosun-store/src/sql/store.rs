@@ -1173,4 +1173,39 @@ impl RetentionStore for db::Store {
         }
         Ok(deleted)
     }
+
+    async fn compress_run_logs(
+        &self,
+        ended_before: DateTime<Utc>,
+        batch: u32,
+    ) -> Result<(u64, u64)> {
+        /// Runs looked up at a time.
+        const RUNS: u32 = 100;
+        let (ended_before, batch) = (millis(ended_before), batch.max(1));
+        let mut packed = [0, 0];
+        for (i, of) in [logs::LogOf::StackRun, logs::LogOf::PlanRun]
+            .into_iter()
+            .enumerate()
+        {
+            loop {
+                let ids = self
+                    .read(move |c| logs::ended_with_rows(c, of, ended_before, RUNS))
+                    .await?;
+                for id in &ids {
+                    loop {
+                        let id = id.clone();
+                        let n = self.write(move |tx| logs::pack(tx, of, &id, batch)).await?;
+                        packed[i] += n;
+                        if n < u64::from(batch) {
+                            break;
+                        }
+                    }
+                }
+                if ids.len() < RUNS as usize {
+                    break;
+                }
+            }
+        }
+        Ok((packed[0], packed[1]))
+    }
 }

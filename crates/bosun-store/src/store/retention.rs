@@ -5,9 +5,9 @@ use async_trait::async_trait;
 
 use crate::Result;
 
-/// Retention: what keeps a long-lived store bounded — old state versions deleted — each
-/// done `batch` rows per write transaction, so a large backlog never holds the write
-/// lock for long.
+/// Retention: what keeps a long-lived store bounded — old state versions deleted, ended
+/// runs' logs compressed — each done `batch` rows per write transaction, so a large
+/// backlog never holds the write lock for long.
 #[async_trait]
 pub trait RetentionStore: Send + Sync {
     /// Deletes state versions created before `before` that are not among the newest
@@ -21,4 +21,13 @@ pub trait RetentionStore: Send + Sync {
         before: chrono::DateTime<chrono::Utc>,
         batch: u32,
     ) -> Result<u64>;
+    /// Packs the log chunks of runs (stack runs and plan runs) that ended before
+    /// `ended_before` into compressed blocks, `batch` chunks per write transaction; every
+    /// log read answers the same chunks before and after. Returns how many chunks of stack
+    /// runs and of plan runs were packed.
+    async fn compress_run_logs(
+        &self,
+        ended_before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<(u64, u64)>;
 }

@@ -1,0 +1,24 @@
+-- Bosun schema v23: run logs compressed at rest. Once a run has ended, the retention duty
+-- packs its log chunks into blocks of consecutive chunks (their JSON, zlib-compressed) and
+-- deletes the rows; readers take rows and blocks as one sequence, so chunks stored before
+-- v22 keep reading. `raw_bytes` is a block's inflated length: reading refuses a block that
+-- inflates past it. Blocks go with their run.
+CREATE TABLE run_log_blocks (
+    run_id      TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    first_seq   INTEGER NOT NULL,
+    last_seq    INTEGER NOT NULL,
+    chunks      INTEGER NOT NULL,
+    raw_bytes   INTEGER NOT NULL,
+    body        BLOB NOT NULL,
+    PRIMARY KEY (run_id, first_seq)
+);
+
+CREATE TABLE plan_run_log_blocks (
+    run_id      TEXT NOT NULL REFERENCES plan_runs(id) ON DELETE CASCADE,
+    first_seq   INTEGER NOT NULL,
+    last_seq    INTEGER NOT NULL,
+    chunks      INTEGER NOT NULL,
+    raw_bytes   INTEGER NOT NULL,
+    body        BLOB NOT NULL,
+    PRIMARY KEY (run_id, first_seq)
+);
