@@ -128,6 +128,9 @@ error_codes! {
     NotLocked => "not_locked",
     /// A force-unlock naming another lock than the one held.
     LockMismatch => "lock_mismatch",
+    // 410.
+    /// What was asked for was deleted by retention (a summarised run's log).
+    Gone => "gone",
     // 413, 415, 423.
     PayloadTooLarge => "payload_too_large",
     UnsupportedMediaType => "unsupported_media_type",

@@ -131,6 +131,12 @@ pub struct Run {
     pub phases: Vec<PhaseTiming>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Set when retention summarised the run (it ended longer ago than the server's run
+    /// retention): its log, its saved plan file, the resource and output changes of its
+    /// plan (the counts stay) and its upstream outputs were deleted; this record is kept.
+    /// Its log answers `410 gone` saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarised_at: Option<DateTime<Utc>>,
 }
 
 /// One upstream output a run was given as `TF_VAR_<variable>`.

@@ -57,6 +57,9 @@ pub struct RetentionFile {
     /// State versions younger than this are kept, humantime (`90days`); `0s` keeps every
     /// version forever.
     pub state_keep_for: Option<String>,
+    /// Runs that ended longer ago than this are summarised, humantime (`400days`); `0s`
+    /// keeps every run whole.
+    pub runs: Option<String>,
 }
 
 /// Values from flags or the environment; `None` where neither was given.
@@ -77,6 +80,8 @@ pub struct ConfigOverrides {
     pub state_keep_versions: Option<u32>,
     /// `--state-keep-for` / `BOSUN_STATE_KEEP_FOR`.
     pub state_keep_for: Option<std::time::Duration>,
+    /// `--run-retention` / `BOSUN_RUN_RETENTION`.
+    pub run_retention: Option<std::time::Duration>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
     pub bootstrap_token: Option<String>,
     pub tls_cert_file: Option<PathBuf>,
@@ -299,6 +304,9 @@ pub struct RetentionConfig {
     pub state_keep_versions: u32,
     /// State versions younger than this are kept; zero keeps every version forever.
     pub state_keep_for: std::time::Duration,
+    /// Runs that ended longer ago than this are summarised (log, saved plan and plan
+    /// detail deleted, the record kept); zero keeps every run whole.
+    pub run_retention: std::time::Duration,
     /// A run's log is compressed once the run ended this long ago (late chunks of a
     /// force-failed run's engine may still come; tests shorten it).
     pub compress_logs_after: std::time::Duration,
@@ -317,6 +325,7 @@ impl Default for RetentionConfig {
         RetentionConfig {
             state_keep_versions: DEFAULT_STATE_KEEP_VERSIONS,
             state_keep_for: DEFAULT_STATE_KEEP_FOR,
+            run_retention: std::time::Duration::ZERO,
             compress_logs_after: std::time::Duration::from_secs(600),
             every: std::time::Duration::from_secs(3600),
         }
@@ -567,9 +576,14 @@ fn retention_config(o: &ConfigOverrides, f: &FileConfig) -> Result<RetentionConf
             file.state_keep_for.as_deref(),
         )?)
         .unwrap_or(d.state_keep_for);
+    let run_retention = o
+        .run_retention
+        .or(file_duration("retention.runs", file.runs.as_deref())?)
+        .unwrap_or(d.run_retention);
     Ok(RetentionConfig {
         state_keep_versions,
         state_keep_for,
+        run_retention,
         ..d
     })
 }
@@ -803,6 +817,29 @@ mod tests {
         .unwrap();
         let e = ServerConfig::merge(ConfigOverrides::default(), bad).unwrap_err();
         assert!(e.to_string().contains("retention.state_keep_for"), "{e}");
+        assert_eq!(d.retention.run_retention, std::time::Duration::ZERO);
+        let runs =
+            FileConfig::parse(Path::new("t.toml"), "[retention]\nruns = \"400days\"\n").unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), runs.clone()).unwrap();
+        assert_eq!(
+            c.retention.run_retention,
+            std::time::Duration::from_secs(400 * 24 * 3600)
+        );
+        let o = ConfigOverrides {
+            run_retention: Some(std::time::Duration::ZERO),
+            ..Default::default()
+        };
+        assert_eq!(
+            ServerConfig::merge(o, runs)
+                .unwrap()
+                .retention
+                .run_retention,
+            std::time::Duration::ZERO
+        );
+        let bad =
+            FileConfig::parse(Path::new("t.toml"), "[retention]\nruns = \"forever\"\n").unwrap();
+        let e = ServerConfig::merge(ConfigOverrides::default(), bad).unwrap_err();
+        assert!(e.to_string().contains("retention.runs"), "{e}");
         let e =
             FileConfig::parse(Path::new("t.toml"), "[retention]\nstate_keep = 1\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `state_keep`"), "{e}");

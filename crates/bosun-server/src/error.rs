@@ -25,6 +25,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0} not found")]
     NotFound(String),
+    /// Deleted by retention: the message says what and since when.
+    #[error("{0}")]
+    Gone(String),
     /// The request conflicts with what is stored: `already_exists`, `dependency_cycle`,
     /// `has_dependents`, `last_admin`.
     #[error("{message}")]
@@ -58,6 +61,7 @@ impl ApiError {
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Gone(_) => StatusCode::GONE,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Locked(_) => StatusCode::LOCKED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -78,6 +82,7 @@ impl ApiError {
             ApiError::Locked(_) => ErrorCode::StateLocked,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::Gone(_) => ErrorCode::Gone,
             ApiError::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::RouteNotFound(_) => ErrorCode::RouteNotFound,

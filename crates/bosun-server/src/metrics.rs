@@ -366,6 +366,17 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
             c.load(Ordering::Relaxed),
         );
     }
+    out.family(
+        "bosun_runs_summarised_total",
+        "counter",
+        "Stack runs this server process summarised as ended longer ago than --run-retention \
+         (their logs and plans deleted, their records kept).",
+    );
+    out.sample(
+        "bosun_runs_summarised_total",
+        &[],
+        r.runs_summarised.load(Ordering::Relaxed),
+    );
 
     out.family(
         "bosun_duty_last_pass_timestamp_seconds",

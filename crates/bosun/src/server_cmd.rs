@@ -16,7 +16,7 @@ pub struct ServerArgs {
     /// max_state_bytes, webhook_max_bytes, tls_cert_file, tls_key_file,
     /// header_read_timeout, idle_timeout, request_timeout, max_connections, metrics_listen,
     /// metrics_token_file; [notify] retention; [retention] state_keep_versions,
-    /// state_keep_for).
+    /// state_keep_for, runs).
     #[arg(long, env = "BOSUN_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -122,6 +122,11 @@ pub struct ServerArgs {
     /// forever) [default: 90days].
     #[arg(long, env = "BOSUN_STATE_KEEP_FOR", value_parser = humantime::parse_duration)]
     state_keep_for: Option<std::time::Duration>,
+    /// Runs that ended longer ago than this are summarised: their log, saved plan file and
+    /// plan detail deleted, the record kept with its counts; never a stack's latest run or
+    /// the writer of its current state (0s: keep every run whole) [default: 0s].
+    #[arg(long, env = "BOSUN_RUN_RETENTION", value_parser = humantime::parse_duration)]
+    run_retention: Option<std::time::Duration>,
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
@@ -205,6 +210,7 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
         notify_retention: args.notify_retention,
         state_keep_versions: args.state_keep_versions,
         state_keep_for: args.state_keep_for,
+        run_retention: args.run_retention,
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),

@@ -112,6 +112,8 @@ struct RunPage {
     log: PageLog,
     log_after: Option<i64>,
     log_more: bool,
+    /// Why there is no log: retention summarised the run.
+    log_removed: Option<String>,
 }
 
 /// A run waiting for an approval, as its page shows it.
@@ -298,7 +300,11 @@ async fn show(
         after: None,
         limit: Some(LOG_PAGE),
     };
-    let log = runs::logs(&state, &org, &id, &first).await?;
+    let (log, log_removed) = match runs::logs(&state, &org, &id, &first).await {
+        Ok(log) => (log, None),
+        Err(crate::error::ApiError::Gone(why)) => (Vec::new(), Some(why)),
+        Err(e) => return Err(e.into()),
+    };
     let log_more = log.len() == LOG_PAGE as usize;
     let log_after = log.last().map(|c| c.seq);
     let log = page_log(&log);
@@ -398,6 +404,7 @@ async fn show(
             actions,
             log,
             log_after,
+            log_removed,
             log_more,
             layout,
         },

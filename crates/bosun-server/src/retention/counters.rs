@@ -11,4 +11,6 @@ pub struct Counters {
     /// runs.
     pub log_chunks_compressed_stack_runs: AtomicU64,
     pub log_chunks_compressed_plan_runs: AtomicU64,
+    /// Stack runs summarised as older than the run retention.
+    pub runs_summarised: AtomicU64,
 }

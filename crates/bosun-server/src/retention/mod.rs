@@ -1,9 +1,10 @@
 //! Retention: the duty that keeps a long-lived store bounded. Once an hour (on the replica
 //! holding its lease) it deletes the state versions of each stack past both the newest
 //! `--state-keep-versions` and `--state-keep-for` — never a stack's current version, a late
-//! or recovered write, nor a version a run took its inputs from — and compresses the logs
-//! of runs that have ended, a batch per transaction, logging what it did and counting it
-//! for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
+//! or recovered write, nor a version a run took its inputs from — compresses the logs of
+//! runs that have ended, and summarises stack runs that ended longer ago than
+//! `--run-retention` (their log and plan detail deleted, their record kept), a batch per
+//! transaction, logging what it did and counting it for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
 //! module only decides when and with which settings.
 
 pub mod counters;
@@ -19,8 +20,10 @@ use crate::duties::{Duty, PassError};
 /// State versions deleted per write transaction: a version's document may weigh
 /// megabytes, so fewer than the thousand rows other prunes take.
 const STATE_BATCH: u32 = 100;
-/// Rows (log chunks, runs) per write transaction for everything else.
+/// Log chunks per write transaction.
 const BATCH: u32 = 1000;
+/// Runs summarised per write transaction: each deletes its log, plan file and inputs.
+const RUN_BATCH: u32 = 100;
 
 /// The retention duty, passing every `retention.every` (an hour). Each rule runs even when
 /// one before it failed; the pass reports the first failure.
@@ -31,6 +34,7 @@ pub fn duty(state: &AppState) -> Duty {
             let done = [
                 prune_state_versions(&state).await,
                 compress_logs(&state).await,
+                summarise_runs(&state).await,
             ];
             done.into_iter().collect::<Result<Vec<()>, _>>()?;
             Ok(None)
@@ -92,6 +96,29 @@ async fn compress_logs(state: &AppState) -> Result<(), PassError> {
             stack_run_chunks = stack_runs,
             plan_run_chunks = plan_runs,
             "compressed the logs of ended runs"
+        );
+    }
+    Ok(())
+}
+
+/// Summarises the stack runs that ended longer ago than the run retention, and says how
+/// many.
+async fn summarise_runs(state: &AppState) -> Result<(), PassError> {
+    let retention = state.config.retention.run_retention;
+    let Some(ended_before) = cutoff(retention) else {
+        return Ok(());
+    };
+    let runs = state.store.summarise_runs(ended_before, RUN_BATCH).await?;
+    state
+        .retention
+        .runs_summarised
+        .fetch_add(runs, Ordering::Relaxed);
+    if runs > 0 {
+        tracing::info!(
+            duty = "retention",
+            runs,
+            retention = %humantime::format_duration(retention),
+            "summarised runs past the run retention: their logs and plans deleted"
         );
     }
     Ok(())

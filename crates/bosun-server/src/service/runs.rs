@@ -133,6 +133,7 @@ async fn to_wire_with(
         phases,
         created_at: r.created_at,
         updated_at: r.updated_at,
+        summarised_at: r.summarised_at,
     })
 }
 
@@ -405,6 +406,24 @@ fn lock_waits(stored: serde_json::Value) -> Vec<LockWait> {
         .collect()
 }
 
+/// The run, when its log is still there: a run retention summarised answers `Gone`,
+/// saying so in words.
+pub(crate) async fn load_with_log(
+    state: &AppState,
+    org: &str,
+    id: &str,
+) -> Result<RunRecord, ApiError> {
+    let run = load(state, org, id).await?;
+    match run.summarised_at {
+        Some(at) => Err(ApiError::Gone(format!(
+            "the log of run {id} was deleted by retention on {} (the run ended longer ago \
+             than the server's run retention); the run's record and its plan's counts are kept",
+            at.format("%Y-%m-%d %H:%M UTC")
+        ))),
+        None => Ok(run),
+    }
+}
+
 /// A page of a run's log, in order: chunks after `q.after`.
 pub async fn logs(
     state: &AppState,
@@ -412,7 +431,7 @@ pub async fn logs(
     id: &str,
     q: &LogsQuery,
 ) -> Result<Vec<LogChunk>, ApiError> {
-    load(state, org, id).await?;
+    load_with_log(state, org, id).await?;
     let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
     Ok(crate::logs::log_page(
         state.store.read_logs(id, q.after, limit).await?,

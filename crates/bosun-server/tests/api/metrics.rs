@@ -590,6 +590,8 @@ async fn metrics_expose_every_series_in_the_text_format() {
         versions.value("bosun_state_versions_pruned_total", &[]),
         0.0
     );
+    let runs = family(&families, "bosun_runs_summarised", "counter");
+    assert_eq!(runs.value("bosun_runs_summarised_total", &[]), 0.0);
     let logs = family(&families, "bosun_run_log_chunks_compressed", "counter");
     for kind in ["stack_run", "plan_run"] {
         assert_eq!(
@@ -648,6 +650,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_runner_last_seen_age_seconds",
             "bosun_runners",
             "bosun_runs",
+            "bosun_runs_summarised",
             "bosun_state_late_writes",
             "bosun_state_lock_age_seconds",
             "bosun_state_versions_pruned",

@@ -302,3 +302,145 @@ async fn an_ended_runs_log_is_compressed_and_reads_the_same_everywhere() {
     );
     assert!(m.lines().any(|l| l == line), "{line} not in {m}");
 }
+
+/// Triggers a run of `web`, leases it, logs two chunks and ends it with `end`; its id.
+async fn web_run(t: &TestServer, runner: &crate::runs::Runner<'_>, end: Value) -> String {
+    let r = t
+        .post(
+            "/api/v1/orgs/default/stacks/web/runs",
+            &t.admin,
+            json!({"kind": "proposed"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let lease = runner.lease(5).await.expect("a lease");
+    assert_eq!(lease["run_id"], json!(id));
+    let f = lease["fencing"].clone();
+    for body in [
+        json!({"fencing": f, "event": "started", "commit": "0123456789abcdef"}),
+        end,
+    ] {
+        let mut body = body;
+        body["fencing"] = f.clone();
+        if body["event"] != "started" {
+            let chunks = json!({"fencing": f, "chunks": [
+                {"seq": 100, "text": "Refreshing state...\n"}, {"seq": 101, "text": "Plan: 1 to add\n"}]});
+            let r = runner.call(&format!("{id}/logs"), chunks).await;
+            assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+        }
+        let r = runner.call(&format!("{id}/report"), body).await;
+        assert!(r.status.is_success(), "{:?}", r.body);
+    }
+    id
+}
+
+#[tokio::test]
+async fn runs_past_the_run_retention_are_summarised_and_their_log_says_so() {
+    let t = setup(|c| c.retention.run_retention = Duration::from_millis(50)).await;
+    let r = t
+        .create_stack(json!({"id": "web", "repository": "file:///srv/git/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let runner = crate::runs::Runner::register(&t, "r1").await;
+    let summary = json!({"has_changes": true, "add": 1, "change": 0, "destroy": 0,
+        "resource_changes": [{"address": "null_resource.a", "action": "create"}],
+        "output_changes": {"url": "create"}});
+    let old = web_run(&t, &runner, json!({"event": "planned", "summary": summary})).await;
+    let latest = web_run(&t, &runner, json!({"event": "failed", "reason": "boom"})).await;
+    let summarised = || {
+        t.server
+            .state()
+            .retention
+            .runs_summarised
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    eventually("summarising the old run", || async { summarised() >= 1 }).await;
+    // The old run's record stays, with its counts, and says what retention removed.
+    let run = t
+        .get(&format!("/api/v1/orgs/default/runs/{old}"), &t.admin)
+        .await;
+    assert_eq!(run.status, StatusCode::OK, "{:?}", run.body);
+    assert!(run.body["summarised_at"].is_string(), "{:?}", run.body);
+    assert_eq!(
+        (&run.body["state"], &run.body["kind"], &run.body["commit"]),
+        (
+            &json!("finished"),
+            &json!("proposed"),
+            &json!("0123456789abcdef")
+        )
+    );
+    assert_eq!(
+        run.body["plan"],
+        json!({"has_changes": true, "add": 1, "change": 0, "destroy": 0,
+               "resource_changes": [], "output_changes": {}})
+    );
+    // Its log answers in words, not with an empty page.
+    let logs = t
+        .get(&format!("/api/v1/orgs/default/runs/{old}/logs"), &t.admin)
+        .await;
+    assert_eq!(
+        (logs.status, logs.code()),
+        (StatusCode::GONE, "gone"),
+        "{:?}",
+        logs.body
+    );
+    assert!(
+        logs.message().contains("was deleted by retention"),
+        "{:?}",
+        logs.body
+    );
+    let stream = t
+        .get(
+            &format!("/api/v1/orgs/default/runs/{old}/logs/stream"),
+            &t.admin,
+        )
+        .await;
+    assert_eq!(stream.status, StatusCode::GONE, "{:?}", stream.body);
+    // The stack's latest run is left whole, however old.
+    let run = t
+        .get(&format!("/api/v1/orgs/default/runs/{latest}"), &t.admin)
+        .await;
+    assert!(run.body.get("summarised_at").is_none(), "{:?}", run.body);
+    let logs = t
+        .get(
+            &format!("/api/v1/orgs/default/runs/{latest}/logs"),
+            &t.admin,
+        )
+        .await;
+    assert_eq!(logs.status, StatusCode::OK, "{:?}", logs.body);
+    assert!(!logs.body.as_array().unwrap().is_empty());
+    // The console's run page says it too, and the plan's counts stay.
+    let mut b = Browser::login(&t, &t.admin).await;
+    let page = b.page(&format!("/orgs/default/runs/{old}")).await;
+    assert!(page.contains("id=\"log-removed\""), "{page}");
+    assert!(page.contains("was deleted by retention"), "{page}");
+    let passes = || t.server.state().duties.last_pass("retention");
+    let seen = passes();
+    eventually("another retention pass", || async { passes() != seen }).await;
+    assert_eq!(summarised(), 1);
+    let m = metrics(&t).await;
+    assert!(
+        m.lines().any(|l| l == "bosun_runs_summarised_total 1"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn run_retention_zero_keeps_every_run_whole() {
+    let t = setup(|_| {}).await;
+    let r = t
+        .create_stack(json!({"id": "web", "repository": "file:///srv/git/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let runner = crate::runs::Runner::register(&t, "r1").await;
+    let old = web_run(&t, &runner, json!({"event": "failed", "reason": "boom"})).await;
+    web_run(&t, &runner, json!({"event": "failed", "reason": "boom"})).await;
+    let passes = || t.server.state().duties.last_pass("retention");
+    let seen = passes();
+    eventually("a retention pass", || async { passes() != seen }).await;
+    let logs = t
+        .get(&format!("/api/v1/orgs/default/runs/{old}/logs"), &t.admin)
+        .await;
+    assert_eq!(logs.status, StatusCode::OK, "{:?}", logs.body);
+}

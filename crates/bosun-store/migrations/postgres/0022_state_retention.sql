@@ -1,4 +1,4 @@
--- Bosun schema (PostgreSQL) v21: state version retention. The retention duty deletes old
+-- Bosun schema (PostgreSQL) v22: state version retention. The retention duty deletes old
 -- versions of a stack, but never one a run still names: the upstream versions a
 -- dependency run was given its inputs from (`runs.consumed`) are recorded here, one row
 -- per run and version, so the prune asks for them by key instead of reading every run's
@@ -12,7 +12,7 @@ CREATE TABLE state_version_refs (
 );
 CREATE INDEX state_version_refs_run ON state_version_refs(run_id);
 
--- Every run that consumed upstream outputs before v21.
+-- Every run that consumed upstream outputs before v22.
 INSERT INTO state_version_refs (org_id, stack_id, version, run_id)
 SELECT DISTINCT r.org_id, c ->> 'stack', (c ->> 'version')::bigint, r.id
 FROM runs r,

@@ -12,7 +12,7 @@ CREATE TABLE state_version_refs (
 );
 CREATE INDEX state_version_refs_run ON state_version_refs(run_id);
 
--- Every run that consumed upstream outputs before v21.
+-- Every run that consumed upstream outputs before v22.
 INSERT OR IGNORE INTO state_version_refs (org_id, stack_id, version, run_id)
 SELECT r.org_id, json_extract(c.value, '$.stack'), json_extract(c.value, '$.version'), r.id
 FROM runs r, json_each(CASE WHEN json_valid(r.consumed) AND json_type(r.consumed) = 'array'

@@ -291,3 +291,166 @@ pub async fn run_logs_compressed_once_runs_end_read_the_same(store: Arc<dyn Stor
     // The open run's log is still rows: nothing of it moved.
     assert_eq!(whole_log(&*store, "r-web", 1000).await, web_log);
 }
+
+/// Leases `id` (nothing else waiting), writes two log chunks, and returns the lease.
+async fn leased_with_log(store: &dyn Store, r: &RunnerRecord, id: &str) -> RunRecord {
+    let leased = store.lease_run(r).await.unwrap().expect("a run to lease");
+    assert_eq!(leased.id, id);
+    store
+        .run_event(id, &ev(Event::PhaseStarted, leased.fencing))
+        .await
+        .unwrap();
+    store
+        .append_logs(
+            id,
+            leased.fencing,
+            &[(0, "init\n".into()), (1, "plan\n".into())],
+        )
+        .await
+        .unwrap();
+    leased
+}
+
+pub async fn runs_summarised_past_the_horizon_keep_their_record(store: Arc<dyn Store>) {
+    for stack in ["net", "web"] {
+        seed_stack(&*store, stack).await;
+    }
+    // web: v1 and v2 (current), by a person.
+    for serial in 1..=2 {
+        let w = state_write(
+            Writer::User("bob".into()),
+            WriterLiveness::Person,
+            None,
+            serial,
+            "L",
+        );
+        store.write_state("acme", "web", &w, None).await.unwrap();
+    }
+    let r = runner(&*store, "runner-1").await;
+    // net/r1: a proposed run given web's v1, with a log, a saved plan and a summary.
+    store
+        .create_run(&new_run("r1", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    let l1 = leased_with_log(&*store, &r, "r1").await;
+    store.put_run_plan("r1", l1.fencing, b"PLAN").await.unwrap();
+    let consumed = json!([{"stack": "web", "version": 1, "output": "name",
+                           "variable": "name", "sensitive": false}]);
+    assert!(store.set_run_consumed("r1", &consumed).await.unwrap());
+    let summary = json!({"has_changes": true, "add": 1, "change": 2, "destroy": 0,
+        "resource_changes": [{"address": "aws_instance.web", "action": "create"}],
+        "output_changes": {"ip": "create"}});
+    let planned = RunEventInput {
+        update: RunUpdate {
+            plan_summary: Some(summary),
+            ..RunUpdate::default()
+        },
+        ..ev(Event::PlanFinished { changes: true }, l1.fencing)
+    };
+    let r1 = store.run_event("r1", &planned).await.unwrap().run;
+    assert!(r1.state.is_terminal(), "{:?}", r1.state);
+    // net/r2 wrote net's current version; net/r3 is net's latest run.
+    store
+        .create_run(&new_run("r2", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    let l2 = leased_with_log(&*store, &r, "r2").await;
+    let w = state_write(
+        Writer::Run("r2".into()),
+        WriterLiveness::LiveRun,
+        None,
+        1,
+        "N",
+    );
+    assert!(
+        store
+            .write_state("acme", "net", &w, None)
+            .await
+            .unwrap()
+            .current
+    );
+    store
+        .run_event("r2", &ev(Event::PhaseFailed, l2.fencing))
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("r3", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    let l3 = leased_with_log(&*store, &r, "r3").await;
+    let before_end = past(Utc::now()).await;
+    store
+        .run_event("r3", &ev(Event::PhaseFailed, l3.fencing))
+        .await
+        .unwrap();
+    // web/w1 ended; web/w2, after it, is still queued.
+    store
+        .create_run(&new_run("w1", "web", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    let lw = leased_with_log(&*store, &r, "w1").await;
+    store
+        .run_event("w1", &ev(Event::PhaseFailed, lw.fencing))
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("w2", "web", RunKind::Tracked), None)
+        .await
+        .unwrap();
+
+    // Only r1 and w1 may go. Before the first cut-off only r1 and r2 had ended (r2 wrote
+    // net's current version); then w1, one transaction each.
+    assert_eq!(store.summarise_runs(before_end, 1).await.unwrap(), 1);
+    let cutoff = past(Utc::now()).await;
+    assert_eq!(store.summarise_runs(cutoff, 1).await.unwrap(), 1);
+    assert_eq!(store.summarise_runs(cutoff, 1).await.unwrap(), 0);
+    for (id, summarised) in [
+        ("r1", true),
+        ("r2", false),
+        ("r3", false),
+        ("w1", true),
+        ("w2", false),
+    ] {
+        let run = store.get_run(id).await.unwrap().unwrap();
+        assert_eq!(run.summarised_at.is_some(), summarised, "{id}");
+        let logs = store.read_logs(id, None, 10).await.unwrap();
+        assert_eq!(logs.is_empty(), summarised || id == "w2", "{id}: {logs:?}");
+    }
+    // r1 keeps what it was: state, kind, trigger, who, commit, timestamps, the counts.
+    let after = store.get_run("r1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            &after.state,
+            &after.kind,
+            &after.trigger,
+            &after.triggered_by,
+            &after.created_at
+        ),
+        (
+            &r1.state,
+            &r1.kind,
+            &r1.trigger,
+            &r1.triggered_by,
+            &r1.created_at
+        )
+    );
+    assert_eq!(
+        after.plan_summary,
+        Some(
+            json!({"has_changes": true, "add": 1, "change": 2, "destroy": 0,
+                    "resource_changes": [], "output_changes": {}})
+        )
+    );
+    assert_eq!(after.consumed, None);
+    assert_eq!(store.get_run_plan("r1").await.unwrap(), None);
+    assert!(!store.run_phases("r1").await.unwrap().is_empty());
+    // A late chunk finds no log to add to.
+    store
+        .append_logs("r1", l1.fencing, &[(2, "late\n".into())])
+        .await
+        .unwrap();
+    assert_eq!(store.read_logs("r1", None, 10).await.unwrap(), []);
+    // web's v1 is no run's input any more: retention may delete it now.
+    let now = past(Utc::now()).await;
+    assert_eq!(store.prune_state_versions(1, now, 10).await.unwrap(), 1);
+}

@@ -50,6 +50,9 @@ pub struct RunRecord {
     pub consumed: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When retention summarised the ended run: its log, saved plan file, the detail of
+    /// its plan summary (only the counts are kept) and its consumed outputs deleted.
+    pub summarised_at: Option<DateTime<Utc>>,
 }
 
 impl RunRecord {

@@ -40,7 +40,8 @@ impl LogOf {
 }
 
 /// Stores chunks stamped `now` (and, for a stack run, with the phase it is in); a seq
-/// already stored — as a row or in a block — keeps its first text.
+/// already stored — as a row or in a block — keeps its first text, and a summarised run
+/// takes none.
 pub(crate) fn append(
     tx: &Transaction<'_>,
     of: LogOf,
@@ -60,10 +61,19 @@ pub(crate) fn append(
         LogOf::StackRun => format!("?1, ?2, ?3, ?4, {phase}"),
         LogOf::PlanRun => "?1, ?2, ?3, ?4".to_string(),
     };
+    // A stack run summarised by retention has no log any more: nothing is added to it.
+    let kept = match of {
+        LogOf::StackRun => {
+            "AND NOT EXISTS (
+             SELECT 1 FROM runs WHERE id = ?1 AND summarised_at IS NOT NULL)"
+        }
+        LogOf::PlanRun => "",
+    };
     let mut insert = tx.prepare_cached(&format!(
         "INSERT OR IGNORE INTO {rows} ({columns})
          SELECT {values} WHERE NOT EXISTS (
-             SELECT 1 FROM {blocks} WHERE run_id = ?1 AND first_seq <= ?2 AND last_seq >= ?2)",
+             SELECT 1 FROM {blocks} WHERE run_id = ?1 AND first_seq <= ?2 AND last_seq >= ?2)
+         {kept}",
         rows = of.rows(),
         blocks = of.blocks(),
     ))?;
@@ -239,4 +249,15 @@ pub(crate) fn pack(tx: &Transaction<'_>, of: LogOf, id: &str, batch: u32) -> Res
         bytes = 0;
     }
     Ok(packed)
+}
+
+/// Deletes a run's whole log, rows and blocks; how many rows and blocks went.
+pub(crate) fn delete(tx: &Transaction<'_>, of: LogOf, id: &str) -> Result<u64> {
+    let mut n = 0;
+    for table in [of.rows(), of.blocks()] {
+        n += tx
+            .prepare_cached(&format!("DELETE FROM {table} WHERE run_id = ?1"))?
+            .execute([id])? as u64;
+    }
+    Ok(n)
 }

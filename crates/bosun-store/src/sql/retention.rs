@@ -1,6 +1,8 @@
 //! Retention: the rows the retention duty deletes to keep a long-lived store bounded —
-//! old state versions of each stack — a batch per write transaction.
+//! old state versions of each stack, the logs and plan details of old finished runs — a
+//! batch per write transaction. (Compressing ended runs' logs is `logs::pack`.)
 
+use super::logs::{self, LogOf};
 use super::*;
 
 /// The stacks with more than `keep` state versions, the oldest created before `before`:
@@ -71,4 +73,62 @@ pub(super) fn prune_state_versions(
         )?
         .execute(params![org, stack, kept_from, before, batch])?;
     Ok(n as u64)
+}
+
+/// Summarises up to `batch` stack runs that ended before `ended_before` (see
+/// [`RetentionStore::summarise_runs`]), oldest first; how many.
+pub(super) fn summarise_runs(tx: &Transaction<'_>, ended_before: i64, batch: u32) -> Result<u64> {
+    // Ended (so no approval is pending: a gated run waits unconfirmed), not the latest of
+    // its stack, not the writer of its stack's current version, holding no run that
+    // still waits for its outcome.
+    let ids: Vec<(String, Option<String>)> = tx
+        .prepare_cached(&format!(
+            "SELECT r.id, r.plan_summary FROM runs r
+             WHERE r.summarised_at IS NULL AND r.updated_at < ?1
+               AND r.state IN {TERMINAL_STATES}
+               AND EXISTS (SELECT 1 FROM runs n
+                           WHERE n.org_id = r.org_id AND n.stack_id = r.stack_id
+                             AND (n.created_at > r.created_at
+                                  OR (n.created_at = r.created_at AND n.id > r.id)))
+               AND NOT EXISTS (SELECT 1 FROM state_heads h
+                               JOIN state_versions v ON v.org_id = h.org_id
+                                    AND v.stack_id = h.stack_id
+                                    AND v.version = h.current_version
+                               WHERE h.org_id = r.org_id AND h.stack_id = r.stack_id
+                                 AND v.writer_kind = 'run' AND v.writer_id = r.id)
+               AND NOT EXISTS (SELECT 1 FROM run_holds h
+                               WHERE h.upstream_run_id = r.id AND h.outcome IS NULL)
+             ORDER BY r.updated_at, r.id LIMIT ?2"
+        ))?
+        .query_map(params![ended_before, batch], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<db::Result<_>>()?;
+    let now = millis(Utc::now());
+    for (id, summary) in &ids {
+        logs::delete(tx, LogOf::StackRun, id)?;
+        tx.prepare_cached("DELETE FROM run_plans WHERE run_id = ?1")?
+            .execute([id])?;
+        tx.prepare_cached("DELETE FROM state_version_refs WHERE run_id = ?1")?
+            .execute([id])?;
+        tx.prepare_cached(
+            "UPDATE runs SET summarised_at = ?2, plan_summary = ?3, consumed = NULL
+             WHERE id = ?1",
+        )?
+        .execute(params![id, now, summary.as_deref().map(summary_counts)])?;
+    }
+    Ok(ids.len() as u64)
+}
+
+/// A plan summary reduced to what a summarised run keeps: whether it changed anything and
+/// its counts, without the resources and outputs it named.
+fn summary_counts(summary: &str) -> String {
+    let full: Value = serde_json::from_str(summary).unwrap_or(Value::Null);
+    json!({
+        "has_changes": full["has_changes"].as_bool().unwrap_or(false),
+        "add": full["add"].as_u64().unwrap_or(0),
+        "change": full["change"].as_u64().unwrap_or(0),
+        "destroy": full["destroy"].as_u64().unwrap_or(0),
+        "resource_changes": [],
+        "output_changes": {},
+    })
+    .to_string()
 }

@@ -12,7 +12,7 @@ pub(super) const RUN_COLUMNS: &str =
     started, cancel_requested, reason, triggered_by, commit_sha, branch, retry_of, plan_summary,
     blocked_by, late_write, runner_id, fencing, last_heartbeat, phase_started_at, created_at,
     updated_at, pull_request, delivery_id, upstream_run, held, consumed, blocked_since,
-    lock_waits";
+    lock_waits, summarised_at";
 
 /// Raw run columns in `RUN_COLUMNS` order.
 pub(super) struct RunRow {
@@ -48,6 +48,7 @@ pub(super) struct RunRow {
     consumed: Option<String>,
     blocked_since: Option<i64>,
     lock_waits: Option<String>,
+    summarised_at: Option<i64>,
 }
 
 pub(super) fn run_row(r: &Row<'_>) -> db::Result<RunRow> {
@@ -84,6 +85,7 @@ pub(super) fn run_row(r: &Row<'_>) -> db::Result<RunRow> {
         consumed: r.get(29)?,
         blocked_since: r.get(30)?,
         lock_waits: r.get(31)?,
+        summarised_at: r.get(32)?,
     })
 }
 
@@ -102,6 +104,7 @@ pub(super) fn run_record(r: RunRow) -> Result<RunRecord> {
         consumed: json("consumed", r.consumed)?,
         lock_waits: json("lock_waits", r.lock_waits)?,
         blocked_since: opt_from_millis(r.blocked_since)?,
+        summarised_at: opt_from_millis(r.summarised_at)?,
         last_heartbeat: opt_from_millis(r.last_heartbeat)?,
         phase_started_at: opt_from_millis(r.phase_started_at)?,
         created_at: from_millis(r.created_at)?,

@@ -1208,4 +1208,18 @@ impl RetentionStore for db::Store {
         }
         Ok((packed[0], packed[1]))
     }
+
+    async fn summarise_runs(&self, ended_before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        let (ended_before, batch) = (millis(ended_before), batch.max(1));
+        let mut summarised = 0;
+        loop {
+            let n = self
+                .write(move |tx| retention::summarise_runs(tx, ended_before, batch))
+                .await?;
+            summarised += n;
+            if n < u64::from(batch) {
+                return Ok(summarised);
+            }
+        }
+    }
 }

@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use crate::Result;
 
 /// Retention: what keeps a long-lived store bounded — old state versions deleted, ended
-/// runs' logs compressed — each done `batch` rows per write transaction, so a large
+/// runs' logs compressed, old runs summarised — each done `batch` rows per write
+/// transaction, so a large
 /// backlog never holds the write lock for long.
 #[async_trait]
 pub trait RetentionStore: Send + Sync {
@@ -30,4 +31,16 @@ pub trait RetentionStore: Send + Sync {
         ended_before: chrono::DateTime<chrono::Utc>,
         batch: u32,
     ) -> Result<(u64, u64)>;
+    /// Summarises up to `batch` stack runs per write transaction that ended before
+    /// `ended_before`: their log (rows and blocks), saved plan file, the resource and
+    /// output changes of their plan summary (its counts stay) and the upstream outputs
+    /// they consumed are deleted, and `summarised_at` set; the run's record stays. Never
+    /// summarised: a run not ended, the latest run of its stack, the writer of its stack's
+    /// current state version, a run whose held dependents wait for its outcome. Returns
+    /// how many runs were summarised.
+    async fn summarise_runs(
+        &self,
+        ended_before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<u64>;
 }

@@ -327,6 +327,15 @@ pub fn run_text(r: Run) -> String {
     }
     f.add("created", timestamp(&r.created_at))
         .add("updated", timestamp(&r.updated_at));
+    if let Some(at) = &r.summarised_at {
+        f.add(
+            "summarised",
+            format!(
+                "{}: its log, saved plan and plan detail were deleted by retention",
+                timestamp(at)
+            ),
+        );
+    }
     let mut out = f.render();
     if !r.phases.is_empty() {
         let mut t = Table::new(&["STATE", "STARTED", "SECONDS"]);
@@ -958,6 +967,7 @@ mod tests {
             }],
             created_at: t,
             updated_at: t,
+            summarised_at: None,
         }
     }
 
@@ -987,7 +997,16 @@ mod tests {
         let mut ended = sample();
         ended.state = "finished".into();
         ended.updated_at = ended.created_at + chrono::Duration::seconds(65);
-        assert!(runs_table("web", vec![ended]).contains(" 1m 5s "));
+        assert!(runs_table("web", vec![ended.clone()]).contains(" 1m 5s "));
+        assert!(!text.contains("summarised"), "{text}");
+        ended.summarised_at = Some(ended.updated_at);
+        assert!(
+            run_text(ended).contains(
+                "summarised:       2026-01-02T03:05:10Z: its log, saved plan and plan detail \
+                 were deleted by retention"
+            ),
+            "summarised run"
+        );
     }
 
     /// Dividers where the phase changes; timestamps at the start of each line, not
