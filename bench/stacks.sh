@@ -27,21 +27,6 @@ ORG=default
 
 # --- prerequisites ----------------------------------------------------------------------
 
-ensure_wrk() {
-    command -v wrk >/dev/null 2>&1 && return 0
-    local sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    log "wrk not found; installing it with apt-get"
-    command -v apt-get >/dev/null 2>&1 || die "wrk is missing and apt-get is unavailable; install wrk"
-    # Try from the current package lists first; refresh them only if that fails.
-    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk >/dev/null 2>&1; then
-        log "apt-get install failed; running apt-get update and retrying"
-        "${sudo[@]}" apt-get update -q >/dev/null
-        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk >/dev/null
-    fi
-    command -v wrk >/dev/null 2>&1 || die "wrk still not found after apt-get install"
-}
-
 ensure_wrk
 command -v python3 >/dev/null 2>&1 || die "python3 is required (bench/seed.py and the report)"
 
