@@ -1,0 +1,366 @@
+#!/usr/bin/env bash
+# Store-size benchmark: what a request costs with 10,000 and with 100,000 stacks in org
+# `default` (10 runs with their phases and log chunks, and 5 state versions, per stack;
+# 1,000 registered runners; a few small orgs), on SQLite and on PostgreSQL. The store is
+# seeded directly by bosun-store's `seed` example (Store API templates copied in bulk SQL,
+# minutes instead of hours over HTTP), then the release server starts on it and wrk times
+# every API read and console page — under load (BENCH_CONNECTIONS connections: p50/p99 and
+# req/s) and one request at a time (p99 without queueing) — creates per second, the
+# server's memory, and the database's size on disk. The report puts the sizes side by
+# side with the cost growth from the first size to the last, next to the target 1.0×.
+#
+# Usage: bench/size.sh            (from anywhere; see bench/README.md)
+# Knobs (environment): BENCH_SIZES="10000 100000" BENCH_BACKENDS="sqlite pg"
+#                      BENCH_RUNS_PER_STACK=10 BENCH_VERSIONS_PER_STACK=5 BENCH_RUNNERS=1000
+#                      BENCH_SMALL_ORGS=3 BENCH_SMALL_ORG_STACKS=200 BENCH_TEMPLATES=100
+#                      BENCH_CONNECTIONS=32 BENCH_THREADS=2 BENCH_DURATION=10s
+#                      BENCH_LATENCY_DURATION=5s BENCH_CREATE_DURATION=30s
+#                      BENCH_DATABASE_URL=postgres://… BENCH_KEEP=1
+#
+# stdout: a results table per backend, then one JSON line with the same figures.
+# stderr: progress (the seeder's included).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
+KEEP_WORK=${BENCH_KEEP:-0}
+KEEP_WHAT="seed output, samples, server logs, wrk output"
+
+SIZES=${BENCH_SIZES:-10000 100000}
+BACKENDS=${BENCH_BACKENDS:-sqlite pg}
+RUNS_PER_STACK=${BENCH_RUNS_PER_STACK:-10}
+VERSIONS_PER_STACK=${BENCH_VERSIONS_PER_STACK:-5}
+RUNNERS=${BENCH_RUNNERS:-1000}
+SMALL_ORGS=${BENCH_SMALL_ORGS:-3}
+SMALL_ORG_STACKS=${BENCH_SMALL_ORG_STACKS:-200}
+TEMPLATES=${BENCH_TEMPLATES:-100}
+CONNS=${BENCH_CONNECTIONS:-32}
+THREADS=${BENCH_THREADS:-2}
+DURATION=${BENCH_DURATION:-10s}
+LATENCY_DURATION=${BENCH_LATENCY_DURATION:-5s}
+CREATE_DURATION=${BENCH_CREATE_DURATION:-30s}
+ORG=default
+
+for n in $SIZES $RUNS_PER_STACK $VERSIONS_PER_STACK $RUNNERS $SMALL_ORGS $SMALL_ORG_STACKS \
+    $TEMPLATES $CONNS $THREADS; do
+    case $n in '' | *[!0-9]*) die "not a whole number: '$n' (check the BENCH_* knobs)" ;; esac
+done
+for s in $SIZES; do
+    [ "$s" -ge 2 ] || die "a size must be at least 2 stacks (got $s)"
+done
+for b in $BACKENDS; do
+    case $b in sqlite | pg) ;; *) die "unknown backend '$b' (sqlite, pg)" ;; esac
+done
+[ "$RUNNERS" -ge 1 ] || die "BENCH_RUNNERS must be at least 1"
+
+ensure_wrk
+for tool in curl python3; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool is required (Debian: apt-get install $tool)"
+done
+case " $BACKENDS " in
+*" pg "*) command -v psql >/dev/null 2>&1 || die "psql is required (a fresh database per size)" ;;
+esac
+
+build_bosun
+log "building: cargo build --release -p bosun-store --example seed"
+(cd "$ROOT" && cargo build --release -p bosun-store --example seed) >&2
+SEED="$ROOT/target/release/examples/seed"
+[ -x "$SEED" ] || die "no seeder at $SEED"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bosun-bench-size.XXXXXX")
+
+# --- PostgreSQL -------------------------------------------------------------------------
+
+PG_ADMIN_URL=${BENCH_DATABASE_URL:-}
+PG_STARTED=0
+PG_VERSION=
+case " $BACKENDS " in
+*" pg "*)
+    if [ -z "$PG_ADMIN_URL" ]; then
+        # shellcheck source=scripts/postgres.sh
+        . "$ROOT/scripts/postgres.sh"
+        start_test_postgres >&2 || die "cannot start a PostgreSQL server (or set BENCH_DATABASE_URL)"
+        PG_ADMIN_URL=$BOSUN_TEST_DATABASE_URL
+        PG_STARTED=1
+    fi
+    PG_VERSION=$(psql "$PG_ADMIN_URL" -X -q -t -A -c 'SHOW server_version' 2>/dev/null) ||
+        die "cannot reach PostgreSQL at $PG_ADMIN_URL"
+    log "PostgreSQL $PG_VERSION at $PG_ADMIN_URL"
+    ;;
+esac
+DB_NAMES=()
+
+size_cleanup() {
+    local rc=$?
+    set +e
+    stop_server
+    if [ -n "$PG_ADMIN_URL" ]; then
+        local db
+        for db in "${DB_NAMES[@]}"; do
+            psql "$PG_ADMIN_URL" -X -q -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+        done
+    fi
+    if [ "$PG_STARTED" = 1 ]; then
+        stop_test_postgres
+    fi
+    (exit "$rc")
+    cleanup
+}
+trap size_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- one measurement --------------------------------------------------------------------
+
+CLK_TCK=$(getconf CLK_TCK)
+
+# wait_quiet: waits (at most 120 s) until the server uses under 5 % of a CPU for a second —
+# its first passes over the new store (the scheduler's drift and stale checks) done.
+wait_quiet() {
+    local deadline=$((SECONDS + 120)) s0 s1
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        s0=$(server_ticks)
+        sleep 1
+        s1=$(server_ticks)
+        [ $(((s1 - s0) * 100)) -lt $((CLK_TCK * 5)) ] && return 0
+    done
+    log "warning: the server was still busy after 120 s; measuring anyway"
+}
+
+# run_wrk DIR NAME CONNECTIONS DURATION TARGET [-H header]...: TARGET is a URL path, or
+# @FILE for a random path of FILE per request. Writes DIR/NAME.json (report.lua's figures
+# plus server CPU) and keeps the peak RSS in DIR/rss-peak.
+run_wrk() {
+    local dir=$1 name=$2 conns=$3 duration=$4 target=$5
+    shift 5
+    local threads=$THREADS
+    [ "$conns" -lt "$threads" ] && threads=$conns
+    local script=$HERE/report.lua url=$BASE$target args=()
+    if [ "${target#@}" != "$target" ]; then
+        script=$HERE/size/paths.lua
+        url=$BASE
+        args=(-- "${target#@}")
+    elif [ "$target" = CREATE ]; then
+        script=$HERE/size/create.lua
+        url=$BASE
+        args=(-- "$ORG")
+    fi
+    start_sampler "$dir/rss-$name"
+    local s0 s1 m0 m1
+    s0=$(server_ticks)
+    m0=$(machine_ticks)
+    run_child wrk -t"$threads" -c"$conns" -d"$duration" --latency "$@" -s "$script" "$url" "${args[@]}" \
+        >"$dir/wrk-$name.txt"
+    s1=$(server_ticks)
+    m1=$(machine_ticks)
+    stop_sampler
+    local peak
+    peak=$(<"$dir/rss-$name")
+    if [ "$peak" -gt "$(<"$dir/rss-peak")" ]; then echo "$peak" >"$dir/rss-peak"; fi
+    grep '^BENCH_RESULT ' "$dir/wrk-$name.txt" | sed 's/^BENCH_RESULT //' >"$dir/$name.raw"
+    [ -s "$dir/$name.raw" ] || {
+        cat "$dir/wrk-$name.txt" >&2
+        die "$name: wrk printed no result line"
+    }
+    python3 - "$name" "$dir/$name.raw" "$dir/$name.json" "$((s1 - s0))" \
+        "$((${m1#* } - ${m0#* }))" "$CLK_TCK" <<'PY'
+import json, os, sys
+name, raw, out, srv, total, tck = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
+r = json.load(open(raw))
+e = r["errors"]
+if r["requests"] == 0:
+    sys.exit(f"size.sh: {name}: no requests completed")
+if e["status"]:
+    sys.exit(f"size.sh: {name}: {e['status']} of {r['requests']} responses were not 2xx/3xx")
+socket = e["connect"] + e["read"] + e["write"] + e["timeout"]
+if socket:
+    print(f"size.sh: warning: {name}: {socket} socket errors/timeouts: {e}", file=sys.stderr)
+secs = r["duration_us"] / 1e6
+json.dump({
+    "p50_ms": round(r["p50_us"] / 1000, 3), "p99_ms": round(r["p99_us"] / 1000, 3),
+    "max_ms": round(r["max_us"] / 1000, 3), "rps": round(r["requests"] / secs, 1),
+    "requests": r["requests"], "avg_bytes": round(r["bytes"] / r["requests"]),
+    "server_cores": round(srv / total * os.cpu_count(), 2) if total else None,
+}, open(out, "w"))
+PY
+}
+
+# check_once PATH HEADER MARKER: one request must answer 200 with MARKER in the body (so
+# a redirect to /login, an error page or an empty list is never what gets timed).
+check_once() {
+    local path=$1 header=$2 marker=$3 code
+    code=$(curl -sS -o "$WORK/check.body" -w '%{http_code}' -H "$header" "$BASE$path") ||
+        die "GET $path failed"
+    [ "$code" = 200 ] || die "GET $path answered $code: $(head -c 300 "$WORK/check.body")"
+    grep -qF -- "$marker" "$WORK/check.body" || die "GET $path: no '$marker' in the answer"
+}
+
+# --- one size on one backend ------------------------------------------------------------
+
+scenario() {
+    local backend=$1 size=$2
+    local dir=$WORK/$backend-$size
+    mkdir -p "$dir/data"
+    local db_args=() db_url=
+    if [ "$backend" = pg ]; then
+        local dbname="bosun_bench_size_$$_${size}"
+        psql "$PG_ADMIN_URL" -X -q -c "CREATE DATABASE $dbname" >/dev/null || die "cannot create database $dbname"
+        DB_NAMES+=("$dbname")
+        db_url="${PG_ADMIN_URL%/*}/$dbname"
+        db_args=(--postgres "$db_url")
+    else
+        db_args=(--sqlite "$dir/data/bosun.db")
+    fi
+
+    log "$backend, $size stacks: seeding"
+    local t0=$SECONDS
+    run_child "$SEED" "${db_args[@]}" --token-file "$dir/data/admin-token" --stacks "$size" \
+        --runs-per-stack "$RUNS_PER_STACK" --versions-per-stack "$VERSIONS_PER_STACK" \
+        --runners "$RUNNERS" --small-orgs "$SMALL_ORGS" --small-org-stacks "$SMALL_ORG_STACKS" \
+        --templates "$TEMPLATES" --samples-file "$dir/samples" >"$dir/seed.json"
+    log "$backend, $size stacks: seeded in $((SECONDS - t0)) s"
+
+    local db_bytes
+    if [ "$backend" = pg ]; then
+        db_bytes=$(psql "$db_url" -X -q -t -A -c 'SELECT pg_database_size(current_database())')
+    else
+        db_bytes=$(($(stat -c %s "$dir/data/bosun.db") + $(stat -c %s "$dir/data/bosun.db-wal" 2>/dev/null || echo 0)))
+    fi
+
+    # Request paths from the seeder's sample of ids.
+    python3 - "$dir/samples" "$dir" "$ORG" <<'PY'
+import os, sys
+samples, out, org = sys.argv[1], sys.argv[2], sys.argv[3]
+stacks, runs, versions = [], [], []
+for line in open(samples):
+    f = line.split()
+    if f and f[0] == "stack":
+        stacks.append(f[1])
+    elif f and f[0] == "run":
+        runs.append(f[1])
+    elif f and f[0] == "version":
+        versions.append((f[1], f[2]))
+api = f"/api/v1/orgs/{org}"
+files = {
+    "api-stack": [f"{api}/stacks/{s}" for s in stacks],
+    "api-stack-runs": [f"{api}/stacks/{s}/runs" for s in stacks],
+    "api-run": [f"{api}/runs/{r}" for r in runs],
+    "api-versions": [f"{api}/stacks/{s}/state/versions" for s in stacks],
+    "api-version": [f"{api}/stacks/{s}/state/versions/{v}" for s, v in versions],
+    "page-stack": [f"/orgs/{org}/stacks/{s}" for s in stacks],
+    "page-run": [f"/orgs/{org}/runs/{r}" for r in runs],
+    "page-state": [f"/orgs/{org}/stacks/{s}/state" for s in stacks],
+}
+for name, paths in files.items():
+    if not paths:
+        sys.exit(f"size.sh: the seeder's sample has nothing for {name}")
+    with open(os.path.join(out, f"{name}.paths"), "w") as f:
+        f.write("\n".join(paths) + "\n")
+PY
+    local width middle
+    width=$(python3 -c 'import json,sys; print(max(6, len(str(max(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])) - 1))))' \
+        "$size" "$SMALL_ORG_STACKS" "$TEMPLATES")
+    middle=$(printf "stack-%0${width}d" $((size / 2 - 1)))
+
+    log "$backend, $size stacks: starting the server"
+    local flags=()
+    [ -n "$db_url" ] && flags=(--database-url "$db_url")
+    launch_server "$dir" 0 "${flags[@]}"
+    local token
+    token=$(tr -d '[:space:]' <"$TOKEN_FILE")
+    local rss_start
+    rss_start=$(rss_kib)
+    wait_quiet
+    local rss_idle
+    rss_idle=$(rss_kib)
+    echo "$rss_idle" >"$dir/rss-peak"
+
+    curl -sS -o /dev/null -c "$dir/cookies" -X POST "$BASE/login" \
+        --data-urlencode "token=$token" --data-urlencode "next=/"
+    local cookie
+    cookie=$(awk '$6 == "bosun_session" { print $6 "=" $7 }' "$dir/cookies")
+    [ -n "$cookie" ] || die "logging in gave no session cookie"
+    local auth="Authorization: Bearer $token" session="Cookie: $cookie"
+
+    # NAME, target (a path, or @file of paths), header, a text the answer must contain.
+    local api=/api/v1/orgs/$ORG tab=$'\t'
+    local endpoints="api-list${tab}$api/stacks?limit=100${tab}$auth${tab}\"next_cursor\"
+api-list-deep${tab}$api/stacks?limit=100&cursor=$middle${tab}$auth${tab}\"next_cursor\"
+api-stack${tab}@$dir/api-stack.paths${tab}$auth${tab}\"repository\"
+api-stack-runs${tab}@$dir/api-stack-runs.paths${tab}$auth${tab}\"items\"
+api-run${tab}@$dir/api-run.paths${tab}$auth${tab}\"phases\"
+api-versions${tab}@$dir/api-versions.paths${tab}$auth${tab}\"items\"
+api-version${tab}@$dir/api-version.paths${tab}$auth${tab}\"checksum\"
+api-runners${tab}$api/runners${tab}$auth${tab}\"items\"
+page-stacks${tab}/orgs/$ORG/stacks${tab}$session${tab}id=\"stacks\"
+page-stacks-deep${tab}/orgs/$ORG/stacks?after=$middle${tab}$session${tab}id=\"stacks\"
+page-stack${tab}@$dir/page-stack.paths${tab}$session${tab}id=\"runs\"
+page-run${tab}@$dir/page-run.paths${tab}$session${tab}id=\"run-state\"
+page-state${tab}@$dir/page-state.paths${tab}$session${tab}<h1
+page-drift${tab}/orgs/$ORG/drift${tab}$session${tab}<h1
+page-approvals${tab}/orgs/$ORG/approvals${tab}$session${tab}<h1
+page-runners${tab}/orgs/$ORG/runners${tab}$session${tab}<h1
+page-audit${tab}/orgs/$ORG/audit${tab}$session${tab}<h1
+healthz${tab}/healthz${tab}X-Bench: size${tab}ok"
+
+    local name target header marker first
+    while IFS=$tab read -r name target header marker; do
+        first=$target
+        [ "${target#@}" != "$target" ] && first=$(head -n 1 "${target#@}")
+        check_once "$first" "$header" "$marker"
+    done <<<"$endpoints"
+
+    local busy
+    busy=$(busy_now)
+    [ "$busy" -le 10 ] || log "warning: machine ${busy}% busy before measuring (other processes); figures will be noisy"
+    while IFS=$tab read -r name target header marker; do
+        log "$backend, $size stacks: $name (wrk -c$CONNS -d$DURATION, then -c1 -d$LATENCY_DURATION)"
+        run_wrk "$dir" "$name" "$CONNS" "$DURATION" "$target" -H "$header"
+        if [ "$LATENCY_DURATION" != 0 ]; then
+            run_wrk "$dir" "$name-1c" 1 "$LATENCY_DURATION" "$target" -H "$header"
+        fi
+    done <<<"$endpoints"
+    local rss_load
+    rss_load=$(<"$dir/rss-peak")
+
+    # Creates last: they add stacks (ids `load-…`, listed before the seeded `stack-…`).
+    log "$backend, $size stacks: creates (wrk -c$CONNS -d$CREATE_DURATION)"
+    run_wrk "$dir" create "$CONNS" "$CREATE_DURATION" CREATE -H "$auth"
+    local created
+    created=$(curl -sS -H "$auth" "$BASE$api/stacks?limit=1000" |
+        python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["items"] if s["id"].startswith("load-")))')
+    [ "$created" -gt 0 ] || die "creates: no load-… stack listed afterwards"
+    local rss_after
+    rss_after=$(rss_kib)
+    stop_server
+
+    local db_bytes_after
+    if [ "$backend" = pg ]; then
+        db_bytes_after=$(psql "$db_url" -X -q -t -A -c 'SELECT pg_database_size(current_database())')
+    else
+        db_bytes_after=$(($(stat -c %s "$dir/data/bosun.db") + $(stat -c %s "$dir/data/bosun.db-wal" 2>/dev/null || echo 0)))
+    fi
+    cat >"$dir/scenario.json" <<JSON
+{"backend": "$backend", "stacks": $size, "busy_before_pct": $busy,
+ "rss_kib": {"start": $rss_start, "idle": $rss_idle, "peak_load": $rss_load, "after_creates": $rss_after},
+ "db_bytes": {"seeded": $db_bytes, "after": $db_bytes_after}, "deep_cursor": "$middle"}
+JSON
+}
+
+NAMES=()
+for b in $BACKENDS; do
+    for s in $SIZES; do
+        scenario "$b" "$s"
+        NAMES+=("$b-$s")
+    done
+done
+
+python3 "$HERE/size/report.py" "$WORK" "${NAMES[@]}" <<JSON
+{"commit": "$GIT_REV", "dirty": $GIT_DIRTY, "postgres": "$PG_VERSION", "connections": $CONNS,
+ "threads": $THREADS, "duration": "$DURATION", "latency_duration": "$LATENCY_DURATION",
+ "create_duration": "$CREATE_DURATION", "runs_per_stack": $RUNS_PER_STACK,
+ "versions_per_stack": $VERSIONS_PER_STACK, "runners": $RUNNERS, "small_orgs": $SMALL_ORGS,
+ "small_org_stacks": $SMALL_ORG_STACKS, "templates": $TEMPLATES}
+JSON
