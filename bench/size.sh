@@ -8,6 +8,7 @@
 # req/s) and one request at a time (p99 without queueing) — creates per second, the
 # server's memory, and the database's size on disk. The report puts the sizes side by
 # side with the cost growth from the first size to the last, next to the target 1.0×.
+# Backend `pg2` is two replicas on one PostgreSQL database, the load split between them.
 #
 # Usage: bench/size.sh            (from anywhere; see bench/README.md)
 # Knobs (environment): BENCH_SIZES="10000 100000" BENCH_BACKENDS="sqlite pg"
@@ -51,7 +52,7 @@ for s in $SIZES; do
     [ "$s" -ge 2 ] || die "a size must be at least 2 stacks (got $s)"
 done
 for b in $BACKENDS; do
-    case $b in sqlite | pg) ;; *) die "unknown backend '$b' (sqlite, pg)" ;; esac
+    case $b in sqlite | pg | pg2) ;; *) die "unknown backend '$b' (sqlite, pg, pg2)" ;; esac
 done
 [ "$RUNNERS" -ge 1 ] || die "BENCH_RUNNERS must be at least 1"
 
@@ -60,7 +61,7 @@ for tool in curl python3; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is required (Debian: apt-get install $tool)"
 done
 case " $BACKENDS " in
-*" pg "*) command -v psql >/dev/null 2>&1 || die "psql is required (a fresh database per size)" ;;
+*" pg "* | *" pg2 "*) command -v psql >/dev/null 2>&1 || die "psql is required (a fresh database per size)" ;;
 esac
 
 build_bosun
@@ -77,7 +78,7 @@ PG_ADMIN_URL=${BENCH_DATABASE_URL:-}
 PG_STARTED=0
 PG_VERSION=
 case " $BACKENDS " in
-*" pg "*)
+*" pg "* | *" pg2 "*)
     if [ -z "$PG_ADMIN_URL" ]; then
         # shellcheck source=scripts/postgres.sh
         . "$ROOT/scripts/postgres.sh"
@@ -92,9 +93,33 @@ case " $BACKENDS " in
 esac
 DB_NAMES=()
 
+# The second replica of `pg2` (the first is lib.sh's SERVER_PID/BASE).
+B_PID=
+B_BASE=
+B_SAMPLER_PID=
+
+stop_replica_b() {
+    if [ -n "$B_SAMPLER_PID" ]; then
+        kill "$B_SAMPLER_PID" 2>/dev/null || true
+        wait "$B_SAMPLER_PID" 2>/dev/null || true
+        B_SAMPLER_PID=
+    fi
+    [ -n "$B_PID" ] || return 0
+    kill -TERM "$B_PID" 2>/dev/null || true
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    while kill -0 "$B_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+        sleep 0.05
+    done
+    kill -KILL "$B_PID" 2>/dev/null || true
+    wait "$B_PID" 2>/dev/null || true
+    B_PID=
+    B_BASE=
+}
+
 size_cleanup() {
     local rc=$?
     set +e
+    stop_replica_b
     stop_server
     if [ -n "$PG_ADMIN_URL" ]; then
         local db
@@ -129,46 +154,147 @@ wait_quiet() {
     log "warning: the server was still busy after 120 s; measuring anyway"
 }
 
+# Both replicas' CPU time so far, in clock ticks.
+all_ticks() {
+    local a
+    a=$(server_ticks)
+    if [ -n "$B_PID" ]; then
+        a=$((a + $(SERVER_PID=$B_PID server_ticks)))
+    fi
+    echo "$a"
+}
+
+# both_wrk OUT_A OUT_B CONNS WRK-ARGS… -- URL_A URL_B SCRIPT-ARGS…: the load split over the
+# two replicas, a wrk on each with half the connections, at the same time.
+both_wrk() {
+    local out_a=$1 out_b=$2 conns=$3
+    shift 3
+    local wrk_args=()
+    while [ "$1" != -- ]; do
+        wrk_args+=("$1")
+        shift
+    done
+    shift
+    local url_a=$1 url_b=$2
+    shift 2
+    local half=$((conns / 2)) threads=$(((THREADS + 1) / 2))
+    local b_args=("$@")
+    # create.lua's ids get another prefix on replica b, so the two never collide.
+    if [ "${b_args[1]:-}" = "$ORG" ]; then b_args+=(b); fi
+    wrk -t"$threads" -c"$half" "${wrk_args[@]}" "$url_a" "$@" >"$out_a" &
+    local a=$!
+    wrk -t"$threads" -c"$((conns - half))" "${wrk_args[@]}" "$url_b" "${b_args[@]}" >"$out_b" &
+    local b=$!
+    trap 'kill "$a" "$b" 2>/dev/null; exit 143' TERM
+    local rc=0
+    wait "$a" || rc=$?
+    wait "$b" || rc=$?
+    return "$rc"
+}
+
+# Keeps replica b's peak VmRSS (KiB) in file $1, as start_sampler does for the first.
+start_b_sampler() {
+    local out=$1
+    SERVER_PID=$B_PID rss_kib >"$out"
+    (
+        trap 'exit 0' TERM
+        peak=$(<"$out")
+        while :; do
+            v=0
+            while read -r k val _; do
+                if [ "$k" = "VmRSS:" ]; then
+                    v=$val
+                    break
+                fi
+            done <"/proc/$B_PID/status" || exit 0
+            if [ "$v" -gt "$peak" ]; then
+                peak=$v
+                echo "$peak" >"$out"
+            fi
+            sleep 0.1
+        done
+    ) &
+    B_SAMPLER_PID=$!
+}
+
 # run_wrk DIR NAME CONNECTIONS DURATION TARGET [-H header]...: TARGET is a URL path, or
-# @FILE for a random path of FILE per request. Writes DIR/NAME.json (report.lua's figures
-# plus server CPU) and keeps the peak RSS in DIR/rss-peak.
+# @FILE for a random path of FILE per request, or CREATE (new stacks). With a second
+# replica and more than one connection, half the connections go to each. Writes
+# DIR/NAME.json (report.lua's figures plus server CPU) and keeps the peak RSS (of either
+# replica) in DIR/rss-peak.
 run_wrk() {
     local dir=$1 name=$2 conns=$3 duration=$4 target=$5
     shift 5
     local threads=$THREADS
     [ "$conns" -lt "$threads" ] && threads=$conns
-    local script=$HERE/report.lua url=$BASE$target args=()
+    local script=$HERE/report.lua path=$target args=()
     if [ "${target#@}" != "$target" ]; then
         script=$HERE/size/paths.lua
-        url=$BASE
+        path=
         args=(-- "${target#@}")
     elif [ "$target" = CREATE ]; then
         script=$HERE/size/create.lua
-        url=$BASE
+        path=
         args=(-- "$ORG")
     fi
     start_sampler "$dir/rss-$name"
+    local split=0
+    if [ -n "$B_PID" ] && [ "$conns" -gt 1 ]; then
+        split=1
+        start_b_sampler "$dir/rss-$name-b"
+    fi
     local s0 s1 m0 m1
-    s0=$(server_ticks)
+    s0=$(all_ticks)
     m0=$(machine_ticks)
-    run_child wrk -t"$threads" -c"$conns" -d"$duration" --latency "$@" -s "$script" "$url" "${args[@]}" \
-        >"$dir/wrk-$name.txt"
-    s1=$(server_ticks)
+    if [ "$split" = 1 ]; then
+        run_child both_wrk "$dir/wrk-$name.txt" "$dir/wrk-$name-b.txt" "$conns" \
+            -d"$duration" --latency "$@" -s "$script" -- "$BASE$path" "$B_BASE$path" "${args[@]}"
+    else
+        run_child wrk -t"$threads" -c"$conns" -d"$duration" --latency "$@" -s "$script" "$BASE$path" \
+            "${args[@]}" >"$dir/wrk-$name.txt"
+    fi
+    s1=$(all_ticks)
     m1=$(machine_ticks)
     stop_sampler
     local peak
     peak=$(<"$dir/rss-$name")
+    local raws=("$dir/$name.raw")
+    if [ "$split" = 1 ]; then
+        kill "$B_SAMPLER_PID" 2>/dev/null || true
+        wait "$B_SAMPLER_PID" 2>/dev/null || true
+        B_SAMPLER_PID=
+        if [ "$(<"$dir/rss-$name-b")" -gt "$peak" ]; then peak=$(<"$dir/rss-$name-b"); fi
+        raws+=("$dir/$name-b.raw")
+    fi
     if [ "$peak" -gt "$(<"$dir/rss-peak")" ]; then echo "$peak" >"$dir/rss-peak"; fi
-    grep '^BENCH_RESULT ' "$dir/wrk-$name.txt" | sed 's/^BENCH_RESULT //' >"$dir/$name.raw"
-    [ -s "$dir/$name.raw" ] || {
-        cat "$dir/wrk-$name.txt" >&2
-        die "$name: wrk printed no result line"
-    }
-    python3 - "$name" "$dir/$name.raw" "$dir/$name.json" "$((s1 - s0))" \
-        "$((${m1#* } - ${m0#* }))" "$CLK_TCK" <<'PY'
+    local raw txt
+    for raw in "${raws[@]}"; do
+        txt=${raw##*/}
+        txt=$dir/wrk-${txt%.raw}.txt
+        grep '^BENCH_RESULT ' "$txt" | sed 's/^BENCH_RESULT //' >"$raw"
+        [ -s "$raw" ] || {
+            cat "$txt" >&2
+            die "$name: wrk printed no result line"
+        }
+    done
+    python3 - "$name" "$dir/$name.json" "$((s1 - s0))" "$((${m1#* } - ${m0#* }))" "${raws[@]}" <<'PY'
 import json, os, sys
-name, raw, out, srv, total, tck = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
-r = json.load(open(raw))
+name, out, srv, total, raws = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+parts = [json.load(open(p)) for p in raws]
+# Two replicas' wrk runs as one: counts add up, p50 is the requests-weighted mean of the
+# two, p99 and max the larger.
+r = parts[0]
+if len(parts) > 1:
+    n = sum(p["requests"] for p in parts)
+    r = {
+        "requests": n,
+        "duration_us": max(p["duration_us"] for p in parts),
+        "bytes": sum(p["bytes"] for p in parts),
+        "p50_us": sum(p["p50_us"] * p["requests"] for p in parts) / max(n, 1),
+        "p99_us": max(p["p99_us"] for p in parts),
+        "max_us": max(p["max_us"] for p in parts),
+        "errors": {k: sum(p["errors"][k] for p in parts) for k in parts[0]["errors"]},
+    }
 e = r["errors"]
 if r["requests"] == 0:
     sys.exit(f"size.sh: {name}: no requests completed")
@@ -183,18 +309,39 @@ json.dump({
     "max_ms": round(r["max_us"] / 1000, 3), "rps": round(r["requests"] / secs, 1),
     "requests": r["requests"], "avg_bytes": round(r["bytes"] / r["requests"]),
     "server_cores": round(srv / total * os.cpu_count(), 2) if total else None,
+    "replicas": len(parts),
 }, open(out, "w"))
 PY
 }
 
-# check_once PATH HEADER MARKER: one request must answer 200 with MARKER in the body (so
-# a redirect to /login, an error page or an empty list is never what gets timed).
+# check_once BASE PATH HEADER MARKER: one request must answer 200 with MARKER in the body
+# (so a redirect to /login, an error page or an empty list is never what gets timed).
 check_once() {
-    local path=$1 header=$2 marker=$3 code
-    code=$(curl -sS -o "$WORK/check.body" -w '%{http_code}' -H "$header" "$BASE$path") ||
+    local base=$1 path=$2 header=$3 marker=$4 code
+    code=$(curl -sS -o "$WORK/check.body" -w '%{http_code}' -H "$header" "$base$path") ||
         die "GET $path failed"
     [ "$code" = 200 ] || die "GET $path answered $code: $(head -c 300 "$WORK/check.body")"
     grep -qF -- "$marker" "$WORK/check.body" || die "GET $path: no '$marker' in the answer"
+}
+
+# start_replica_b DIR DATABASE_URL: the second replica of `pg2`, on the same database with
+# the first one's secrets key (so the console session works on both); sets B_PID, B_BASE.
+start_replica_b() {
+    local dir=$1/b url=$2
+    mkdir -p "$dir/data"
+    : >"$dir/server.log"
+    "$BIN" server --listen 127.0.0.1:0 --data-dir "$dir/data" --local-runners 0 --database-url "$url" \
+        --replica-id b --secrets-key-file "$1/data/secrets.key" >"$dir/server.out" 2>"$dir/server.log" &
+    B_PID=$!
+    local addr='' deadline=$((SECONDS + STARTUP_TIMEOUT))
+    while :; do
+        addr=$(sed -n 's|^bosun: listening on \(http://127\.0\.0\.1:[0-9][0-9]*\).*$|\1|p' "$dir/server.log" | head -n 1)
+        [ -n "$addr" ] && break
+        kill -0 "$B_PID" 2>/dev/null || die "replica b exited during startup: $(tail -n 5 "$dir/server.log")"
+        [ "$SECONDS" -lt "$deadline" ] || die "replica b not ready within ${STARTUP_TIMEOUT}s"
+        sleep 0.05
+    done
+    B_BASE=$addr
 }
 
 # --- one size on one backend ------------------------------------------------------------
@@ -203,9 +350,8 @@ scenario() {
     local backend=$1 size=$2
     local dir=$WORK/$backend-$size
     mkdir -p "$dir/data"
-    local db_args=() db_url=
-    if [ "$backend" = pg ]; then
-        local dbname="bosun_bench_size_$$_${size}"
+    local db_args=() db_url='' dbname="bosun_bench_size_$$_${size}"
+    if [ "$backend" != sqlite ]; then
         psql "$PG_ADMIN_URL" -X -q -c "CREATE DATABASE $dbname" >/dev/null || die "cannot create database $dbname"
         DB_NAMES+=("$dbname")
         db_url="${PG_ADMIN_URL%/*}/$dbname"
@@ -223,7 +369,7 @@ scenario() {
     log "$backend, $size stacks: seeded in $((SECONDS - t0)) s"
 
     local db_bytes
-    if [ "$backend" = pg ]; then
+    if [ "$backend" != sqlite ]; then
         db_bytes=$(psql "$db_url" -X -q -t -A -c 'SELECT pg_database_size(current_database())')
     else
         db_bytes=$(($(stat -c %s "$dir/data/bosun.db") + $(stat -c %s "$dir/data/bosun.db-wal" 2>/dev/null || echo 0)))
@@ -267,7 +413,12 @@ PY
     log "$backend, $size stacks: starting the server"
     local flags=()
     [ -n "$db_url" ] && flags=(--database-url "$db_url")
+    if [ "$backend" = pg2 ]; then flags+=(--replica-id a); fi
     launch_server "$dir" 0 "${flags[@]}"
+    if [ "$backend" = pg2 ]; then
+        start_replica_b "$dir" "$db_url"
+        log "$backend, $size stacks: replicas on $BASE and $B_BASE"
+    fi
     local token
     token=$(tr -d '[:space:]' <"$TOKEN_FILE")
     local rss_start
@@ -309,7 +460,8 @@ healthz${tab}/healthz${tab}X-Bench: size${tab}ok"
     while IFS=$tab read -r name target header marker; do
         first=$target
         [ "${target#@}" != "$target" ] && first=$(head -n 1 "${target#@}")
-        check_once "$first" "$header" "$marker"
+        check_once "$BASE" "$first" "$header" "$marker"
+        if [ -n "$B_BASE" ]; then check_once "$B_BASE" "$first" "$header" "$marker"; fi
     done <<<"$endpoints"
 
     local busy
@@ -334,13 +486,27 @@ healthz${tab}/healthz${tab}X-Bench: size${tab}ok"
     [ "$created" -gt 0 ] || die "creates: no load-… stack listed afterwards"
     local rss_after
     rss_after=$(rss_kib)
+    if [ -n "$B_PID" ]; then
+        local rss_b
+        rss_b=$(SERVER_PID=$B_PID rss_kib)
+        if [ "$rss_b" -gt "$rss_after" ]; then rss_after=$rss_b; fi
+    fi
+    stop_replica_b
     stop_server
 
     local db_bytes_after
-    if [ "$backend" = pg ]; then
+    if [ "$backend" != sqlite ]; then
         db_bytes_after=$(psql "$db_url" -X -q -t -A -c 'SELECT pg_database_size(current_database())')
     else
         db_bytes_after=$(($(stat -c %s "$dir/data/bosun.db") + $(stat -c %s "$dir/data/bosun.db-wal" 2>/dev/null || echo 0)))
+    fi
+    # The next size needs the disk more than this one's data does (100,000 stacks take
+    # several GiB); BENCH_KEEP=1 keeps it.
+    if [ "$KEEP_WORK" != 1 ]; then
+        rm -rf "$dir/data"
+        if [ "$backend" != sqlite ]; then
+            psql "$PG_ADMIN_URL" -X -q -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null
+        fi
     fi
     cat >"$dir/scenario.json" <<JSON
 {"backend": "$backend", "stacks": $size, "busy_before_pct": $busy,

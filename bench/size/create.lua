@@ -1,12 +1,14 @@
 -- wrk script: POST /api/v1/orgs/<org>/stacks, a new stack per request with an id no
--- other request uses (`load-<thread>-<n>`), so every create is a real insert.
--- Usage: wrk ... -s bench/size/create.lua http://HOST:PORT -- [org]
+-- other request uses (`load-<tag><thread>-<n>`), so every create is a real insert; a
+-- second wrk on another replica passes a tag of its own.
+-- Usage: wrk ... -s bench/size/create.lua http://HOST:PORT -- [org] [tag]
 -- The bearer token comes from wrk's -H "Authorization: Bearer ..." option.
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 dofile(here .. "../report.lua")
 
 local path
+local tag = ""
 local made = 0
 local threads_made = 0
 
@@ -17,6 +19,7 @@ end
 
 function init(args)
   path = "/api/v1/orgs/" .. (args[1] or "default") .. "/stacks"
+  tag = args[2] or ""
   -- wrk.format uses wrk.headers (the -H options) when given no headers of its own.
   wrk.headers["Content-Type"] = "application/json"
 end
@@ -24,7 +27,7 @@ end
 function request()
   made = made + 1
   local body = string.format(
-    '{"id":"load-%d-%07d","repository":"github:acme/infra","path":"envs/dev/load-%d"}',
-    thread_index or 0, made, made % 50)
+    '{"id":"load-%s%d-%07d","repository":"github:acme/infra","path":"envs/dev/load-%d"}',
+    tag, thread_index or 0, made, made % 50)
   return wrk.format("POST", path, nil, body)
 end

@@ -3,7 +3,7 @@
 
 Usage: report.py WORK_DIR SCENARIO... < settings.json
 Reads WORK_DIR/<scenario>/{seed.json,scenario.json,<measurement>.json,<measurement>-1c.json}
-for scenarios named `<backend>-<stacks>` (sqlite-10000, pg-100000, …).
+for scenarios named `<backend>-<stacks>` (sqlite-10000, pg-100000, pg2-10000, …).
 
 Columns per size: p50 and p99 under load (the bench's connections), p99 one request at a
 time (no queueing), and requests per second under load. `cost ×` is what a request costs
@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-LABEL = {"sqlite": "SQLite", "pg": "PostgreSQL"}
+LABEL = {"sqlite": "SQLite", "pg": "PostgreSQL", "pg2": "PostgreSQL, 2 replicas (load split between them)"}
 GROWTH_OK = 1.25
 
 # key, label, p99 limit in ms (None: no target)
