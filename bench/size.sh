@@ -43,6 +43,9 @@ DURATION=${BENCH_DURATION:-10s}
 LATENCY_DURATION=${BENCH_LATENCY_DURATION:-5s}
 CREATE_DURATION=${BENCH_CREATE_DURATION:-30s}
 ORG=default
+# A request slower than wrk's default 2 s would be dropped from the percentiles as a
+# socket timeout: a slow request must show as slow.
+WRK_TIMEOUT=30s
 
 for n in $SIZES $RUNS_PER_STACK $VERSIONS_PER_STACK $RUNNERS $SMALL_ORGS $SMALL_ORG_STACKS \
     $TEMPLATES $CONNS $THREADS; do
@@ -248,10 +251,11 @@ run_wrk() {
     m0=$(machine_ticks)
     if [ "$split" = 1 ]; then
         run_child both_wrk "$dir/wrk-$name.txt" "$dir/wrk-$name-b.txt" "$conns" \
-            -d"$duration" --latency "$@" -s "$script" -- "$BASE$path" "$B_BASE$path" "${args[@]}"
+            -d"$duration" --timeout "$WRK_TIMEOUT" --latency "$@" -s "$script" -- "$BASE$path" \
+            "$B_BASE$path" "${args[@]}"
     else
-        run_child wrk -t"$threads" -c"$conns" -d"$duration" --latency "$@" -s "$script" "$BASE$path" \
-            "${args[@]}" >"$dir/wrk-$name.txt"
+        run_child wrk -t"$threads" -c"$conns" -d"$duration" --timeout "$WRK_TIMEOUT" --latency "$@" \
+            -s "$script" "$BASE$path" "${args[@]}" >"$dir/wrk-$name.txt"
     fi
     s1=$(all_ticks)
     m1=$(machine_ticks)
