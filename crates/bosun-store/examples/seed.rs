@@ -1647,6 +1647,7 @@ impl Copier<'_> {
             "held",
             "consumed",
             "lock_waits",
+            "summarised_at",
         ];
         let from = format!(
             "tpl_runs t JOIN seed_tpl_run r ON r.id = t.id

@@ -22,3 +22,7 @@ WHERE r.consumed IS NOT NULL
   AND jsonb_typeof(c -> 'stack') = 'string'
   AND jsonb_typeof(c -> 'version') = 'number'
 ON CONFLICT DO NOTHING;
+
+-- The stacks that have written more than the versions retention keeps (their head's
+-- version number), found without counting every version of the store.
+CREATE INDEX state_heads_versions ON state_heads(current_version);

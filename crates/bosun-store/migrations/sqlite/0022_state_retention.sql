@@ -20,3 +20,7 @@ FROM runs r, json_each(CASE WHEN json_valid(r.consumed) AND json_type(r.consumed
 WHERE r.consumed IS NOT NULL
   AND json_type(c.value, '$.stack') = 'text'
   AND json_type(c.value, '$.version') = 'integer';
+
+-- The stacks that have written more than the versions retention keeps (their head's
+-- version number), found without counting every version of the store.
+CREATE INDEX state_heads_versions ON state_heads(current_version);

@@ -178,14 +178,18 @@ pub(crate) fn ended_with_rows(
     ended_before: i64,
     limit: u32,
 ) -> Result<Vec<String>> {
+    // Found from the chunk rows, which hold only logs not packed yet (runs open or ended
+    // minutes ago), never by reading every run of the store.
     let sql = match of {
         LogOf::StackRun => format!(
-            "SELECT r.id FROM runs r WHERE r.state IN {TERMINAL_STATES} AND r.updated_at < ?1
-               AND EXISTS (SELECT 1 FROM run_logs l WHERE l.run_id = r.id)
+            "SELECT r.id FROM (SELECT DISTINCT run_id FROM run_logs) l
+             JOIN runs r ON r.id = l.run_id
+             WHERE r.state IN {TERMINAL_STATES} AND r.updated_at < ?1
              ORDER BY r.updated_at, r.id LIMIT ?2"
         ),
-        LogOf::PlanRun => "SELECT r.id FROM plan_runs r WHERE r.ended_at < ?1
-               AND EXISTS (SELECT 1 FROM plan_run_logs l WHERE l.run_id = r.id)
+        LogOf::PlanRun => "SELECT r.id FROM (SELECT DISTINCT run_id FROM plan_run_logs) l
+             JOIN plan_runs r ON r.id = l.run_id
+             WHERE r.ended_at < ?1
              ORDER BY r.ended_at, r.id LIMIT ?2"
             .to_string(),
     };

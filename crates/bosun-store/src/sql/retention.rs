@@ -5,20 +5,15 @@
 use super::logs::{self, LogOf};
 use super::*;
 
-/// The stacks with more than `keep` state versions, the oldest created before `before`:
-/// the only ones a prune can find anything in.
-pub(super) fn stacks_with_old_versions(
-    c: &Connection,
-    keep: u32,
-    before: i64,
-) -> Result<Vec<(String, String)>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT org_id, stack_id FROM state_versions
-         GROUP BY org_id, stack_id
-         HAVING COUNT(*) > ?1 AND MIN(created_at) < ?2
-         ORDER BY org_id, stack_id",
-    )?;
-    let rows = stmt.query_map(params![keep, before], |r| Ok((r.get(0)?, r.get(1)?)))?;
+/// The stacks that have written more than `keep` state versions (their head's version
+/// number, versions being numbered 1, 2, 3… per stack): the only ones a prune can find
+/// anything in, found in the `state_heads_versions` index rather than by counting every
+/// version of the store. (A head moved back to an older version makes its stack a
+/// candidate later, never too early.) The age rule is applied per stack by the prune.
+pub(super) fn stacks_with_old_versions(c: &Connection, keep: u32) -> Result<Vec<(String, String)>> {
+    let mut stmt =
+        c.prepare_cached("SELECT org_id, stack_id FROM state_heads WHERE current_version > ?1")?;
+    let rows = stmt.query_map(params![keep], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let mut out = Vec::new();
     for row in rows {
         out.push(row?);

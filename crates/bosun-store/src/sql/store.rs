@@ -1154,7 +1154,7 @@ impl RetentionStore for db::Store {
     ) -> Result<u64> {
         let (keep, before, batch) = (keep.max(1), millis(before), batch.max(1));
         let stacks = self
-            .read(move |c| retention::stacks_with_old_versions(c, keep, before))
+            .read(move |c| retention::stacks_with_old_versions(c, keep))
             .await?;
         let mut deleted = 0;
         for (org, stack) in stacks {
