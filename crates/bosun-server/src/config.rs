@@ -60,6 +60,9 @@ pub struct RetentionFile {
     /// Runs that ended longer ago than this are summarised, humantime (`400days`); `0s`
     /// keeps every run whole.
     pub runs: Option<String>,
+    /// A run's log is compressed this long after the run ended, humantime (`10m`); `0s`
+    /// never compresses.
+    pub compress_logs_after: Option<String>,
 }
 
 /// Values from flags or the environment; `None` where neither was given.
@@ -82,6 +85,8 @@ pub struct ConfigOverrides {
     pub state_keep_for: Option<std::time::Duration>,
     /// `--run-retention` / `BOSUN_RUN_RETENTION`.
     pub run_retention: Option<std::time::Duration>,
+    /// `--log-compress-after` / `BOSUN_LOG_COMPRESS_AFTER`.
+    pub compress_logs_after: Option<std::time::Duration>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
     pub bootstrap_token: Option<String>,
     pub tls_cert_file: Option<PathBuf>,
@@ -308,7 +313,7 @@ pub struct RetentionConfig {
     /// detail deleted, the record kept); zero keeps every run whole.
     pub run_retention: std::time::Duration,
     /// A run's log is compressed once the run ended this long ago (late chunks of a
-    /// force-failed run's engine may still come; tests shorten it).
+    /// force-failed run's engine may still come); zero never compresses.
     pub compress_logs_after: std::time::Duration,
     /// How often the duty passes (tests shorten it).
     pub every: std::time::Duration,
@@ -580,10 +585,18 @@ fn retention_config(o: &ConfigOverrides, f: &FileConfig) -> Result<RetentionConf
         .run_retention
         .or(file_duration("retention.runs", file.runs.as_deref())?)
         .unwrap_or(d.run_retention);
+    let compress_logs_after = o
+        .compress_logs_after
+        .or(file_duration(
+            "retention.compress_logs_after",
+            file.compress_logs_after.as_deref(),
+        )?)
+        .unwrap_or(d.compress_logs_after);
     Ok(RetentionConfig {
         state_keep_versions,
         state_keep_for,
         run_retention,
+        compress_logs_after,
         ..d
     })
 }
@@ -817,6 +830,26 @@ mod tests {
         .unwrap();
         let e = ServerConfig::merge(ConfigOverrides::default(), bad).unwrap_err();
         assert!(e.to_string().contains("retention.state_keep_for"), "{e}");
+        assert_eq!(
+            d.retention.compress_logs_after,
+            std::time::Duration::from_secs(600)
+        );
+        let never = FileConfig::parse(
+            Path::new("t.toml"),
+            "[retention]\ncompress_logs_after = \"0s\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), never.clone()).unwrap();
+        assert_eq!(c.retention.compress_logs_after, std::time::Duration::ZERO);
+        let o = ConfigOverrides {
+            compress_logs_after: Some(std::time::Duration::from_secs(60)),
+            ..Default::default()
+        };
+        let c = ServerConfig::merge(o, never).unwrap();
+        assert_eq!(
+            c.retention.compress_logs_after,
+            std::time::Duration::from_secs(60)
+        );
         assert_eq!(d.retention.run_retention, std::time::Duration::ZERO);
         let runs =
             FileConfig::parse(Path::new("t.toml"), "[retention]\nruns = \"400days\"\n").unwrap();

@@ -70,15 +70,6 @@ const ALLOWED_SCANS: &[(&str, &str)] = &[
          (its cost: bench/size.sh)",
     ),
     (
-        "SELECT DISTINCT run_id FROM run_logs",
-        "the retention duty finds ended runs' logs to pack from the chunk rows, which hold \
-         only logs not packed yet: open runs and runs ended minutes ago",
-    ),
-    (
-        "SELECT DISTINCT run_id FROM plan_run_logs",
-        "the same, for plan runs",
-    ),
-    (
         "FROM plan_schedules WHERE ?1 IS NULL AND ?2 IS NULL",
         "the schedules duty's pass reads every plan schedule: one row per scheduled plan, \
          all of them its answer",

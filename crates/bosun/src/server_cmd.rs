@@ -127,6 +127,10 @@ pub struct ServerArgs {
     /// the writer of its current state (0s: keep every run whole) [default: 0s].
     #[arg(long, env = "BOSUN_RUN_RETENTION", value_parser = humantime::parse_duration)]
     run_retention: Option<std::time::Duration>,
+    /// An ended run's log is compressed at rest this long after the run ended (0s: never)
+    /// [default: 10m].
+    #[arg(long, env = "BOSUN_LOG_COMPRESS_AFTER", value_parser = humantime::parse_duration)]
+    log_compress_after: Option<std::time::Duration>,
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
@@ -211,6 +215,7 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
         state_keep_versions: args.state_keep_versions,
         state_keep_for: args.state_keep_for,
         run_retention: args.run_retention,
+        compress_logs_after: args.log_compress_after,
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),

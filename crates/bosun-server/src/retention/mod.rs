@@ -80,8 +80,9 @@ async fn prune_state_versions(state: &AppState) -> Result<(), PassError> {
 /// Compresses the logs of runs that ended `compress_logs_after` ago, and says how many
 /// chunks were packed.
 async fn compress_logs(state: &AppState) -> Result<(), PassError> {
-    let after = chrono::Duration::from_std(state.config.retention.compress_logs_after)?;
-    let ended_before = Utc::now() - after;
+    let Some(ended_before) = cutoff(state.config.retention.compress_logs_after) else {
+        return Ok(());
+    };
     let (stack_runs, plan_runs) = state.store.compress_run_logs(ended_before, BATCH).await?;
     let counters = &state.retention;
     counters

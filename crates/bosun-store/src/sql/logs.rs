@@ -171,30 +171,32 @@ pub(crate) fn next_seq(conn: &Connection, of: LogOf, id: &str) -> Result<i64> {
         .query_row([id], |r| r.get(0))?)
 }
 
-/// Runs ended before `ended_before` with chunks still stored as rows: the ones to pack.
+/// Runs ended before `ended_before` with chunks still stored as rows — the ones to pack —
+/// in id order after `after` (a cursor: each batch goes on where the last one stopped).
 pub(crate) fn ended_with_rows(
     conn: &Connection,
     of: LogOf,
     ended_before: i64,
+    after: &str,
     limit: u32,
 ) -> Result<Vec<String>> {
     // Found from the chunk rows, which hold only logs not packed yet (runs open or ended
     // minutes ago), never by reading every run of the store.
-    let sql = match of {
-        LogOf::StackRun => format!(
-            "SELECT r.id FROM (SELECT DISTINCT run_id FROM run_logs) l
-             JOIN runs r ON r.id = l.run_id
-             WHERE r.state IN {TERMINAL_STATES} AND r.updated_at < ?1
-             ORDER BY r.updated_at, r.id LIMIT ?2"
+    let (logs, runs, ended) = match of {
+        LogOf::StackRun => (
+            "run_logs",
+            "runs",
+            format!("r.state IN {TERMINAL_STATES} AND r.updated_at < ?1"),
         ),
-        LogOf::PlanRun => "SELECT r.id FROM (SELECT DISTINCT run_id FROM plan_run_logs) l
-             JOIN plan_runs r ON r.id = l.run_id
-             WHERE r.ended_at < ?1
-             ORDER BY r.ended_at, r.id LIMIT ?2"
-            .to_string(),
+        LogOf::PlanRun => ("plan_run_logs", "plan_runs", "r.ended_at < ?1".to_string()),
     };
+    let sql = format!(
+        "SELECT r.id FROM (SELECT DISTINCT run_id FROM {logs} WHERE run_id > ?2) l
+         JOIN {runs} r ON r.id = l.run_id
+         WHERE {ended} ORDER BY r.id LIMIT ?3"
+    );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![ended_before, limit], |r| r.get(0))?;
+    let rows = stmt.query_map(params![ended_before, after, limit], |r| r.get(0))?;
     let mut out = Vec::new();
     for row in rows {
         out.push(row?);

@@ -1187,10 +1187,15 @@ impl RetentionStore for db::Store {
             .into_iter()
             .enumerate()
         {
+            let mut after = String::new();
             loop {
+                let from = after.clone();
                 let ids = self
-                    .read(move |c| logs::ended_with_rows(c, of, ended_before, RUNS))
+                    .read(move |c| logs::ended_with_rows(c, of, ended_before, &from, RUNS))
                     .await?;
+                if let Some(last) = ids.last() {
+                    after = last.clone();
+                }
                 for id in &ids {
                     loop {
                         let id = id.clone();
