@@ -329,19 +329,7 @@ pub fn git(dir: &Path, args: &[&str]) {
 /// The PostgreSQL test server's URL (`BOSUN_TEST_DATABASE_URL`), or `None` after announcing
 /// the skip. With `BOSUN_REQUIRE_TOOLS=1` a missing server fails the test.
 pub fn postgres_or_skip() -> Option<String> {
-    match std::env::var("BOSUN_TEST_DATABASE_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!(
-                    "PostgreSQL is required (BOSUN_REQUIRE_TOOLS=1) but BOSUN_TEST_DATABASE_URL \
-                     is not set"
-                );
-            }
-            let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): postgresql");
-            None
-        }
-    }
+    bosun_testkit::postgres::server_url()
 }
 
 /// `psql URL -c SQL`, unaligned and tuples only (`|` between columns).
