@@ -185,11 +185,12 @@ rss_kib() {
     die "no VmRSS for pid $SERVER_PID"
 }
 
-# Starts a background loop that keeps the peak VmRSS (KiB) seen so far in file $1,
-# reading /proc every 100 ms. No forks per sample besides sleep.
+# Starts a background loop that keeps the peak VmRSS (KiB) seen so far of process $2
+# (default: the server, SERVER_PID) in file $1, reading /proc every 100 ms; the loop's pid
+# is SAMPLER_PID. No forks per sample besides sleep.
 start_sampler() {
-    local out=$1
-    rss_kib >"$out"
+    local out=$1 pid=${2:-$SERVER_PID}
+    SERVER_PID=$pid rss_kib >"$out"
     (
         trap 'exit 0' TERM
         peak=$(<"$out")
@@ -200,7 +201,7 @@ start_sampler() {
                     v=$val
                     break
                 fi
-            done <"/proc/$SERVER_PID/status" || exit 0
+            done <"/proc/$pid/status" || exit 0
             if [ "$v" -gt "$peak" ]; then
                 peak=$v
                 echo "$peak" >"$out"

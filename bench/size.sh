@@ -197,27 +197,10 @@ both_wrk() {
 
 # Keeps replica b's peak VmRSS (KiB) in file $1, as start_sampler does for the first.
 start_b_sampler() {
-    local out=$1
-    SERVER_PID=$B_PID rss_kib >"$out"
-    (
-        trap 'exit 0' TERM
-        peak=$(<"$out")
-        while :; do
-            v=0
-            while read -r k val _; do
-                if [ "$k" = "VmRSS:" ]; then
-                    v=$val
-                    break
-                fi
-            done <"/proc/$B_PID/status" || exit 0
-            if [ "$v" -gt "$peak" ]; then
-                peak=$v
-                echo "$peak" >"$out"
-            fi
-            sleep 0.1
-        done
-    ) &
-    B_SAMPLER_PID=$!
+    local first=$SAMPLER_PID
+    start_sampler "$1" "$B_PID"
+    B_SAMPLER_PID=$SAMPLER_PID
+    SAMPLER_PID=$first
 }
 
 # run_wrk DIR NAME CONNECTIONS DURATION TARGET [-H header]...: TARGET is a URL path, or
