@@ -217,3 +217,19 @@ stop_sampler() {
     wait "$SAMPLER_PID" 2>/dev/null || true
     SAMPLER_PID=
 }
+
+# The PostgreSQL server a bench uses: BENCH_DATABASE_URL's (PG_ADMIN_URL set from it by the
+# caller), else a throwaway one from scripts/postgres.sh (PG_STARTED=1: the caller stops
+# it). Sets PG_ADMIN_URL, PG_STARTED and PG_VERSION.
+open_postgres() {
+    if [ -z "$PG_ADMIN_URL" ]; then
+        # shellcheck source=scripts/postgres.sh
+        . "$ROOT/scripts/postgres.sh"
+        start_test_postgres >&2 || die "cannot start a PostgreSQL server (or set BENCH_DATABASE_URL)"
+        PG_ADMIN_URL=$BOSUN_TEST_DATABASE_URL
+        PG_STARTED=1
+    fi
+    PG_VERSION=$(psql "$PG_ADMIN_URL" -X -q -t -A -c 'SHOW server_version' 2>/dev/null) ||
+        die "cannot reach PostgreSQL at $PG_ADMIN_URL"
+    log "PostgreSQL $PG_VERSION at $PG_ADMIN_URL"
+}

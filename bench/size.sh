@@ -82,16 +82,7 @@ PG_STARTED=0
 PG_VERSION=
 case " $BACKENDS " in
 *" pg "* | *" pg2 "*)
-    if [ -z "$PG_ADMIN_URL" ]; then
-        # shellcheck source=scripts/postgres.sh
-        . "$ROOT/scripts/postgres.sh"
-        start_test_postgres >&2 || die "cannot start a PostgreSQL server (or set BENCH_DATABASE_URL)"
-        PG_ADMIN_URL=$BOSUN_TEST_DATABASE_URL
-        PG_STARTED=1
-    fi
-    PG_VERSION=$(psql "$PG_ADMIN_URL" -X -q -t -A -c 'SHOW server_version' 2>/dev/null) ||
-        die "cannot reach PostgreSQL at $PG_ADMIN_URL"
-    log "PostgreSQL $PG_VERSION at $PG_ADMIN_URL"
+    open_postgres
     ;;
 esac
 DB_NAMES=()
