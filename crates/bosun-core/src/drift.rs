@@ -125,10 +125,17 @@ pub fn staleness(
     let interval = schedule.interval_after(base)?;
     let age = now - base;
     Some(Staleness {
-        stale: age > interval * 2,
+        stale: now > base + interval * 2,
         age,
         interval,
     })
+}
+
+/// The moment checking counted from `base` (the last successful check, or `since`)
+/// turns stale under [`staleness`]: stale at any `now` after it. `None` for a schedule
+/// with no two fire times after `base` (never stale).
+pub fn stale_at(schedule: &Schedule, base: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    Some(base + schedule.interval_after(base)? * 2)
 }
 
 #[cfg(test)]
@@ -196,5 +203,8 @@ mod tests {
         // Never succeeded: measured from when checking began.
         let st = staleness(&s, None, since, utc("2024-01-01T12:30:00Z")).unwrap();
         assert!(st.stale && st.age == Duration::minutes(750));
+        // The moment it turns stale, as the store keeps it for the dashboard's index.
+        assert_eq!(stale_at(&s, ok), Some(utc("2024-01-01T18:00:00Z")));
+        assert_eq!(stale_at(&s, since), Some(utc("2024-01-01T12:00:00Z")));
     }
 }

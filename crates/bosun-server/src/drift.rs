@@ -28,8 +28,8 @@ use bosun_core::drift::{staleness, DriftResult};
 use bosun_core::run::{RunKind, Trigger};
 use bosun_core::Role;
 use bosun_store::{
-    DriftCheckRecord, DriftFire, DriftFired, DriftScheduleRecord, NewNotificationEvent, NewRun,
-    NotificationEventKind,
+    DriftCheckRecord, DriftCursor, DriftFire, DriftFired, DriftScheduleRecord,
+    NewNotificationEvent, NewRun, NotificationEventKind,
 };
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -39,7 +39,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::route::{route, Route};
-use crate::schedules::rule::{Armed, Cron, Due, Fire};
+use crate::schedules::rule::{fire_due, Armed, Cron, Due, Fire};
 use crate::service::drift::result;
 
 pub fn routes() -> Vec<Route> {
@@ -180,50 +180,120 @@ fn stale_of(rec: &DriftScheduleRecord, now: DateTime<Utc>) -> Option<bosun_core:
     )
 }
 
-/// Raises one `stale_drift_check` notification per staleness episode.
+/// Rows a scheduler pass reads from the store at a time.
+const BATCH: u32 = 500;
+
+/// Fills `stale_at` of schedules stored before the store kept it (the first passes after
+/// an upgrade; nothing after).
+pub async fn fill_stale_at(state: &AppState) -> Result<(), ApiError> {
+    while state.store.fill_drift_stale_at(BATCH).await? == BATCH as usize {}
+    Ok(())
+}
+
+/// Raises one `stale_drift_check` notification per staleness episode: for the schedules
+/// whose episode turned stale since the last pass (an index read, not every stack).
 pub async fn alert_stale(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiError> {
-    for rec in state.store.drift_schedules(None, None).await? {
-        let Some(st) = stale_of(&rec, now).filter(|s| s.stale) else {
-            continue;
-        };
-        let base = rec
-            .last_success
-            .as_ref()
-            .map(|c| c.checked_at)
-            .or(rec.state.as_ref().map(|s| s.since))
-            .unwrap_or(now);
-        let event = NewNotificationEvent {
-            kind: NotificationEventKind::StaleDriftCheck,
-            run_kind: None,
-            run_state: None,
-            payload: json!({
-                "org": rec.org,
-                "stack": rec.stack,
-                "schedule": rec.drift.schedule,
-                "timezone": rec.drift.timezone,
-                "last_success": rec.last_success.as_ref().map(check_json),
-                "age_seconds": st.age.num_seconds(),
-                "interval_seconds": st.interval.num_seconds(),
-                "message": format!(
-                    "stack {} has had no successful drift check for {}s (more than twice its {}s interval)",
-                    rec.stack, st.age.num_seconds(), st.interval.num_seconds()
-                ),
-            }),
-            dedup_key: Some(format!(
-                "stale_drift_check:{}:{}",
-                rec.stack,
-                base.timestamp_millis()
-            )),
-            only_target: None,
-        };
-        if state
-            .store
-            .add_notification_event(&rec.org, &event)
-            .await?
-            .is_some()
-        {
-            tracing::warn!(org = %rec.org, stack = %rec.stack, age_seconds = st.age.num_seconds(),
-                "drift checks are stale");
+    loop {
+        let due = state.store.drift_alerts_due(now, BATCH).await?;
+        let full = due.len() == BATCH as usize;
+        for rec in due {
+            let alert_at = rec.state.as_ref().and_then(|s| s.alert_at);
+            alert_one(state, &rec, now).await?;
+            if let Some(at) = alert_at {
+                state
+                    .store
+                    .drift_alert_raised(&rec.org, &rec.stack, at)
+                    .await?;
+            }
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+/// Raises the `stale_drift_check` notification of one stack's episode, when it is stale.
+async fn alert_one(
+    state: &AppState,
+    rec: &DriftScheduleRecord,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    let Some(st) = stale_of(rec, now).filter(|s| s.stale) else {
+        return Ok(());
+    };
+    let base = rec
+        .last_success
+        .as_ref()
+        .map(|c| c.checked_at)
+        .or(rec.state.as_ref().map(|s| s.since))
+        .unwrap_or(now);
+    let event = NewNotificationEvent {
+        kind: NotificationEventKind::StaleDriftCheck,
+        run_kind: None,
+        run_state: None,
+        payload: json!({
+            "org": rec.org,
+            "stack": rec.stack,
+            "schedule": rec.drift.schedule,
+            "timezone": rec.drift.timezone,
+            "last_success": rec.last_success.as_ref().map(check_json),
+            "age_seconds": st.age.num_seconds(),
+            "interval_seconds": st.interval.num_seconds(),
+            "message": format!(
+                "stack {} has had no successful drift check for {}s (more than twice its {}s interval)",
+                rec.stack, st.age.num_seconds(), st.interval.num_seconds()
+            ),
+        }),
+        dedup_key: Some(format!(
+            "stale_drift_check:{}:{}",
+            rec.stack,
+            base.timestamp_millis()
+        )),
+        only_target: None,
+    };
+    if state
+        .store
+        .add_notification_event(&rec.org, &event)
+        .await?
+        .is_some()
+    {
+        tracing::warn!(org = %rec.org, stack = %rec.stack, age_seconds = st.age.num_seconds(),
+            "drift checks are stale");
+    }
+    Ok(())
+}
+
+/// One scheduler pass over drift schedules at `now`: arms the stacks whose settings were
+/// saved since the last pass, then fires the due schedules — each an index read of just
+/// those rows, however many stacks are drift-checked.
+pub async fn fire_pass(state: &AppState, now: DateTime<Utc>) -> Result<(), ApiError> {
+    let tickets = state.store.drift_arming(BATCH * 4).await?;
+    if !tickets.is_empty() {
+        let mut recs = Vec::with_capacity(tickets.len());
+        for t in &tickets {
+            recs.extend(
+                state
+                    .store
+                    .drift_schedules(Some(&t.org), Some(&t.stack))
+                    .await?,
+            );
+        }
+        fire_due(state, recs, now).await?;
+        state.store.drift_armed(&tickets).await?;
+    }
+    // Each due fire moves its `next_at` past `now`; a batch that fired nothing (schedules
+    // this build cannot read) ends the pass rather than reading it again.
+    for _ in 0..64 {
+        let due = state.store.drift_schedules_due(now, BATCH).await?;
+        let full = due.len() == BATCH as usize;
+        let first = due.first().map(|r| (r.org.clone(), r.stack.clone()));
+        fire_due(state, due, now).await?;
+        if !full {
+            break;
+        }
+        let again = state.store.drift_schedules_due(now, 1).await?;
+        if again.first().map(|r| (r.org.clone(), r.stack.clone())) == first {
+            break;
         }
     }
     Ok(())
@@ -273,19 +343,45 @@ pub async fn page_status(
         .collect())
 }
 
-/// Every drift-checked stack of an org, by id, with its settings and status: one read.
-pub async fn org_entries(
+/// One page of an org's drift dashboard (stale first, the most overdue first): each
+/// stack with its settings and status, the cursor after it, and the org's stale count.
+pub async fn dashboard_page(
     state: &AppState,
     org: &str,
-) -> Result<Vec<(String, bosun_core::stack::DriftDetection, StackDriftStatus)>, ApiError> {
+    after: Option<&DriftCursor>,
+    limit: u32,
+) -> Result<DashboardPage, ApiError> {
     let now = state.config.schedules.clock.now();
-    Ok(state
+    let rows = state
         .store
-        .drift_schedules(Some(org), None)
+        .drift_dashboard(org, after, limit)
         .await?
         .into_iter()
-        .map(|r| (r.stack.clone(), r.drift.clone(), status_wire(r, now)))
-        .collect())
+        .map(|r| {
+            let cursor = DriftCursor::after(&r);
+            (
+                r.stack.clone(),
+                r.drift.clone(),
+                status_wire(r, now),
+                cursor,
+            )
+        })
+        .collect();
+    Ok(DashboardPage {
+        rows,
+        stale_count: state.store.count_stale_drift(org, now).await?,
+    })
+}
+
+/// See [`dashboard_page`].
+pub struct DashboardPage {
+    pub rows: Vec<(
+        String,
+        bosun_core::stack::DriftDetection,
+        StackDriftStatus,
+        Option<DriftCursor>,
+    )>,
+    pub stale_count: u64,
 }
 
 /// One stack's drift status (`None` without drift detection).

@@ -38,6 +38,9 @@ const BOUNDED_TABLES: &[&str] = &[
     "oidc_signing_keys",
     "github_bindings",
     "vcs_tokens",
+    // A queue: stacks whose drift settings were saved since the scheduler's last pass,
+    // which takes them off. Read from its head, a batch at a time.
+    "drift_arming",
 ];
 
 /// Statements allowed to read a whole growing table, each with the reason it is bounded.
@@ -86,6 +89,7 @@ const CONSOLE_PAGES: &[&str] = &[
     "/orgs/default/runs/{run}",
     "/orgs/default/runs/{run}/log.txt",
     "/orgs/default/drift",
+    "/orgs/default/drift?after=0:s00",
     "/orgs/default/approvals",
     "/orgs/default/audit",
     "/orgs/default/audit?target=stack:s01",
@@ -155,6 +159,15 @@ fn report(backend: &str, recorded: &[Recorded], scans: Vec<(String, Vec<String>)
         "{backend}: {} distinct statements explained",
         recorded.len()
     );
+    // `BOSUN_QUERY_PLANS_LIST=1`: every statement explained, to see what the workload reached.
+    if std::env::var_os("BOSUN_QUERY_PLANS_LIST").is_some() {
+        for r in recorded {
+            eprintln!(
+                "{backend}: {}",
+                r.sql.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+    }
     let mut out = String::new();
     for (sql, plan) in scans {
         out += &format!(

@@ -121,6 +121,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0021_scan_indexes.sql"),
     include_str!("../migrations/sqlite/0022_state_retention.sql"),
     include_str!("../migrations/sqlite/0023_run_retention.sql"),
+    include_str!("../migrations/sqlite/0024_drift_due.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -597,3 +597,88 @@ async fn a_log_block_inflating_past_its_stored_length_is_refused() {
         other => panic!("read a huge block: {other:?}"),
     }
 }
+
+/// Schema v24 keeps each drift schedule's `stale_at` for the dashboard's and the
+/// scheduler's indexes. Upgrading queues every drift-checked stack for one look by the
+/// scheduler, drops the schedule of a stack whose drift detection was turned off, and
+/// leaves `stale_at` for the scheduler to fill: computed from the latest successful check
+/// (or `since`), with its alert due.
+#[tokio::test]
+async fn migrates_a_v23_database_to_drift_schedules_read_by_index() {
+    use bosun_store::DriftStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
+            .unwrap();
+        for (i, sql) in migrations_up_to(23).iter().enumerate() {
+            tx.execute_batch(sql).unwrap();
+            tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
+                .unwrap();
+        }
+        let stack = |id: &str, drift: &str| {
+            format!(
+                "INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths,
+                     engine, tier, autodeploy, variables, depends_on, runner_pool, created_at,
+                     updated_at, drift_detection)
+                 VALUES ('acme', '{id}', '{id}', 'r', 'main', '.', '[]', 'terraform',
+                     'standard', 0, '{{}}', '[]', 'hosted', 1, 1, {drift});"
+            )
+        };
+        // `net` checks hourly since 10:00 and last succeeded at 11:00; `off` had its
+        // drift detection turned off after it was armed.
+        let h = 3_600_000i64;
+        let t0 = 1_717_236_000_000i64; // 2024-06-01T10:00:00Z
+        tx.execute_batch(&format!(
+            "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
+             {}{}
+             INSERT INTO drift_schedules (org_id, stack_id, schedule, timezone, since, next_at)
+             VALUES ('acme', 'net', '0 * * * *', 'UTC', {t0}, {}),
+                    ('acme', 'off', '0 * * * *', 'UTC', {t0}, {});
+             INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+                 triggered_by, branch, created_at, updated_at)
+             VALUES ('d1', 'acme', 'net', 'drift', 'schedule', 'finished', 'plan', 0,
+                 'system', 'main', {}, {});
+             INSERT INTO drift_checks (run_id, org_id, stack_id, result, checked_at)
+             VALUES ('d1', 'acme', 'net', 'no_drift', {});",
+            stack(
+                "net",
+                "'{\"schedule\": \"0 * * * *\", \"timezone\": \"UTC\"}'"
+            ),
+            stack("off", "NULL"),
+            t0 + 2 * h,
+            t0 + 2 * h,
+            t0 + h,
+            t0 + h,
+            t0 + h,
+        ))
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert!(store.schema_version().await.unwrap() >= 24);
+    let queued: Vec<_> = store
+        .drift_arming(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.stack)
+        .collect();
+    assert_eq!(queued, ["net"]);
+    // Not listed until its stale_at is computed; `off` is gone.
+    assert!(store
+        .drift_dashboard("acme", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.fill_drift_stale_at(10).await.unwrap(), 1);
+    assert_eq!(store.fill_drift_stale_at(10).await.unwrap(), 0);
+    let listed = store.drift_dashboard("acme", None, 10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let state = listed[0].state.clone().unwrap();
+    // The last success (11:00) plus twice the hourly interval.
+    assert_eq!(state.stale_at, Some(1_717_236_000_000 + 3 * 3_600_000));
+    assert_eq!(state.alert_at, state.stale_at);
+}

@@ -1,12 +1,12 @@
 //! The drift dashboard: every stack with drift detection — its schedule and zone, the
 //! next check, the last check (result and run), the last successful one and its age —
-//! stale stacks first and highlighted, a page at a time.
+//! stale stacks first (the most overdue first) and highlighted, a page at a time.
 
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use bosun_core::stack::DriftDetection;
+use bosun_store::DriftCursor;
 use serde::Deserialize;
 
 use super::audit::When;
@@ -23,7 +23,7 @@ const PAGE: usize = 50;
 
 #[derive(Deserialize)]
 pub struct DriftQuery {
-    /// The sort key of the last row of the previous page (see [`sort_key`]).
+    /// The last row of the previous page (`DriftCursor::encode`).
     after: Option<String>,
 }
 
@@ -54,35 +54,9 @@ struct DriftRow {
 struct DriftPage {
     layout: Layout,
     rows: Vec<DriftRow>,
-    stale_count: usize,
+    stale_count: u64,
     next: Option<String>,
     first_page: bool,
-}
-
-/// Stale stacks first, then by id: the rows' order and the pager's cursor
-/// (`0:<id>` stale, `1:<id>` not).
-fn sort_key(stale: bool, stack: &str) -> String {
-    format!("{}:{stack}", if stale { 0 } else { 1 })
-}
-
-/// The page after `after` (a sort key) of rows keyed by [`sort_key`], and the cursor of
-/// the next page when there is one.
-fn page_after<T>(
-    mut all: Vec<(String, T)>,
-    after: Option<&str>,
-    size: usize,
-) -> (Vec<(String, T)>, Option<String>) {
-    // Only the rows after the cursor, and of those only the page's are sorted.
-    all.retain(|(k, _)| after.is_none_or(|a| k.as_str() > a));
-    if all.len() > size + 1 {
-        all.select_nth_unstable_by(size, |a, b| a.0.cmp(&b.0));
-        all.truncate(size + 1);
-    }
-    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut page = all;
-    let next = (page.len() > size).then(|| page[size - 1].0.clone());
-    page.truncate(size);
-    (page, next)
 }
 
 fn check(c: bosun_api::DriftCheck) -> Check {
@@ -100,20 +74,27 @@ async fn dashboard(
     Query(q): Query<DriftQuery>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "drift", "Drift", crate::stacks::LIST)?;
-    // One read for the whole org: each drift-checked stack's settings and status.
-    let entries = crate::drift::org_entries(&state, &org).await?;
-    let stale_count = entries.iter().filter(|(_, _, s)| s.stale).count();
-    let all: Vec<(
-        String,
-        (String, DriftDetection, bosun_api::StackDriftStatus),
-    )> = entries
-        .into_iter()
-        .map(|(stack, d, s)| (sort_key(s.stale, &stack), (stack, d, s)))
-        .collect();
-    let (page, next) = page_after(all, q.after.as_deref(), PAGE);
+    let after = match q.after.as_deref() {
+        None => None,
+        Some(a) => Some(DriftCursor::decode(a).ok_or_else(|| {
+            crate::error::ApiError::Validation(bosun_core::ValidationError::new(
+                "after",
+                format!("{a:?} is not a drift dashboard cursor (use the page links)"),
+            ))
+        })?),
+    };
+    // One page from the index of when each stack turns stale: stale first, the most
+    // overdue first, then the ones turning stale soonest.
+    let mut page =
+        crate::drift::dashboard_page(&state, &org, after.as_ref(), PAGE as u32 + 1).await?;
+    let next = (page.rows.len() > PAGE)
+        .then(|| page.rows[PAGE - 1].3.as_ref().map(DriftCursor::encode))
+        .flatten();
+    page.rows.truncate(PAGE);
     let rows = page
+        .rows
         .into_iter()
-        .map(|(_, (stack, d, s))| DriftRow {
+        .map(|(stack, d, s, _)| DriftRow {
             schedule: d.schedule,
             timezone: d.timezone,
             reconcile: d.reconcile,
@@ -134,42 +115,9 @@ async fn dashboard(
         &DriftPage {
             layout,
             rows,
-            stale_count,
+            stale_count: page.stale_count,
             next,
             first_page: q.after.is_none(),
         },
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stale_stacks_come_first_and_pages_follow_on() {
-        let rows = |ids: &[(&str, bool)]| -> Vec<(String, ())> {
-            ids.iter()
-                .map(|(id, stale)| (sort_key(*stale, id), ()))
-                .collect()
-        };
-        let all = [
-            ("a", false),
-            ("b", true),
-            ("c", false),
-            ("d", true),
-            ("e", false),
-        ];
-        let (first, next) = page_after(rows(&all), None, 2);
-        let keys: Vec<_> = first.iter().map(|r| r.0.as_str()).collect();
-        assert_eq!(keys, ["0:b", "0:d"]);
-        let (second, next) = page_after(rows(&all), next.as_deref(), 2);
-        let keys: Vec<_> = second.iter().map(|r| r.0.as_str()).collect();
-        assert_eq!(keys, ["1:a", "1:c"]);
-        let (last, next) = page_after(rows(&all), next.as_deref(), 2);
-        assert_eq!(last.len(), 1);
-        assert_eq!(next, None);
-        // A stack that turned stale since keeps its place out of the later pages.
-        let (after, _) = page_after(rows(&[("a", true), ("z", false)]), Some("0:b"), 2);
-        assert_eq!(after.len(), 1);
-    }
 }

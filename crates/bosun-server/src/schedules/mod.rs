@@ -34,9 +34,10 @@ pub(crate) fn schedule_duty(state: &AppState) -> crate::duties::Duty {
 /// One pass at the clock's current time.
 pub async fn pass(state: &AppState) -> Result<(), ApiError> {
     let now = state.config.schedules.clock.now();
-    fire_due(state, state.store.drift_schedules(None, None).await?, now).await?;
+    crate::drift::fire_pass(state, now).await?;
     fire_due(state, state.store.plan_schedules(None, None).await?, now).await?;
     crate::drift::settle_ended(state).await?;
+    crate::drift::fill_stale_at(state).await?;
     crate::drift::alert_stale(state, now).await?;
     Ok(())
 }

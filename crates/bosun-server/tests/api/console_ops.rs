@@ -859,11 +859,11 @@ async fn the_drift_dashboard_lists_stale_stacks_first_and_highlighted() {
     }
     let vic = t.user_token("vic", Some(Role::Viewer)).await;
     let mut b = Browser::login(&t, &vic).await;
-    // Both are armed by the scheduler; nothing is stale yet.
+    // Both are listed once the scheduler armed them; nothing is stale yet.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let html = loop {
         let html = b.page("/orgs/default/drift").await;
-        if !html.contains("not scheduled yet") && html.contains("data-stack=\"zeta\"") {
+        if html.contains("data-stack=\"alpha\"") && html.contains("data-stack=\"zeta\"") {
             break html;
         }
         assert!(
@@ -877,8 +877,18 @@ async fn the_drift_dashboard_lists_stale_stacks_first_and_highlighted() {
         !html.contains("data-stack=\"plain\""),
         "no drift detection, no row"
     );
-    assert!(html.find("data-stack=\"alpha\"").unwrap() < html.find("data-stack=\"zeta\"").unwrap());
+    assert!(!html.contains("not scheduled yet"), "{html}");
+    // The one turning stale soonest (hourly) comes before the daily one.
+    assert!(html.find("data-stack=\"zeta\"").unwrap() < html.find("data-stack=\"alpha\"").unwrap());
     assert!(row(&html, "data-stack=\"alpha\"").contains("Europe/Berlin"));
+    // A cursor that is not one is refused with its reason.
+    let bad = b.get("/orgs/default/drift?after=zeta").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(
+        bad.html.contains("not a drift dashboard cursor"),
+        "{}",
+        bad.html
+    );
 
     // Over two hours without a successful hourly check: zeta is stale and comes first.
     clock.set(utc("2024-06-01T12:31:00Z"));
@@ -909,6 +919,63 @@ async fn the_drift_dashboard_lists_stale_stacks_first_and_highlighted() {
     );
     assert!(html.contains("1 stack(s) have had no successful drift check"));
     snapshot("drift", &html);
+}
+
+#[tokio::test]
+async fn the_drift_dashboard_pages_through_every_stack_once() {
+    let t = TestServer::start_with(|config| {
+        config.schedules.interval = Duration::from_millis(50);
+    })
+    .await;
+    const STACKS: usize = 57;
+    for i in 0..STACKS {
+        let r = t
+            .create_stack(
+                json!({"id": format!("s{i:03}"), "repository": "file:///srv/git/infra",
+                "drift_detection": {"schedule": format!("{} * * * *", i % 60)}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let vic = t.user_token("vic", Some(Role::Viewer)).await;
+    let mut b = Browser::login(&t, &vic).await;
+    let stacks = |html: &str| -> Vec<String> {
+        html.split("data-stack=\"")
+            .skip(1)
+            .map(|s| s[..s.find('"').unwrap()].to_string())
+            .collect()
+    };
+    // Every stack armed: the first page is full and links the next.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut html = loop {
+        let html = b.page("/orgs/default/drift").await;
+        if stacks(&html).len() == 50 && html.contains("rel=\"next\"") {
+            let next = html.split("drift?after=").nth(1).unwrap();
+            let next = &next[..next.find('"').unwrap()];
+            let rest = b.page(&format!("/orgs/default/drift?after={next}")).await;
+            if stacks(&rest).len() == STACKS - 50 {
+                break html;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never armed: {html}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut seen = Vec::new();
+    loop {
+        seen.extend(stacks(&html));
+        let Some(next) = html.split("drift?after=").nth(1) else {
+            break;
+        };
+        let next = next[..next.find('"').unwrap()].to_string();
+        html = b.page(&format!("/orgs/default/drift?after={next}")).await;
+    }
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!((seen.len(), unique.len()), (STACKS, STACKS), "{seen:?}");
 }
 
 #[tokio::test]

@@ -573,6 +573,10 @@ impl Copier<'_> {
             ("since", self.time("t.since")),
             ("last_fire_at", self.time("t.last_fire_at")),
             ("last_fire_run", self.rid_or_null("rf")),
+            // Computed through the store once the copies are in (`fill_drift_stale_at`):
+            // the copies' checks are stretched in time, their intervals are not.
+            ("stale_at", "NULL".into()),
+            ("alert_at", "NULL".into()),
         ];
         let from = format!(
             "tpl_drift_schedules t JOIN seed_tpl_stack ts ON ts.id = t.stack_id JOIN seed_copy k ON 1 = 1

@@ -36,6 +36,8 @@ pub(crate) fn sample_numbers(n: u64, want: u64) -> Vec<u64> {
 pub(crate) async fn verify(args: &Args, copied: &Copied) -> R<f64> {
     let started = Instant::now();
     let store = open_store(&args.backend).await?;
+    // The copies' drift schedules get their stale_at as a server computes it.
+    while store.fill_drift_stale_at(1000).await? == 1000 {}
     let width = args.width();
     let k = args.templates;
     let mut orgs = args.targets();

@@ -177,3 +177,224 @@ pub async fn drift_schedules_fire_once_settle_once(store: Arc<dyn Store>) {
         .iter()
         .any(|a| a.entry.target == "run:run-t1" && a.entry.actor == "run:run-d1"));
 }
+
+/// The scheduler's and the dashboard's index reads: saved settings queue a stack for
+/// arming (once per change), armed schedules are read when due, the dashboard pages in
+/// (`stale_at`, stack) order with the org's stale count, and each staleness episode's
+/// alert comes due once.
+pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
+    use bosun_core::drift::DriftResult;
+    let hourly = || DriftInput {
+        schedule: "0 * * * *".into(),
+        reconcile: false,
+        timezone: None,
+    };
+    let daily = || DriftInput {
+        schedule: "0 9 * * *".into(),
+        reconcile: false,
+        timezone: None,
+    };
+    let save = |id: &'static str, drift: Option<DriftInput>, create: bool| {
+        let store = store.clone();
+        async move {
+            let mut input = spec(id, &[]).to_input();
+            input.drift_detection = drift;
+            let spec = StackSpec::from_input(input).unwrap();
+            let a = audit(Some("acme"), "stack.save", id);
+            if create {
+                store.create_stack("acme", &spec, &a).await.unwrap();
+            } else {
+                store.update_stack("acme", &spec, &a).await.unwrap();
+            }
+        }
+    };
+    seed_stack(&*store, "plain").await;
+    for (id, d) in [("s-a", hourly()), ("s-b", daily()), ("s-c", hourly())] {
+        save(id, Some(d), true).await;
+    }
+    // Saved settings wait for the scheduler; a stack without drift detection does not.
+    let tickets = store.drift_arming(100).await.unwrap();
+    let queued: Vec<_> = tickets.iter().map(|t| t.stack.as_str()).collect();
+    assert_eq!(queued, ["s-a", "s-b", "s-c"]);
+    assert_eq!(store.drift_arming(2).await.unwrap().len(), 2, "bounded");
+
+    // Armed at different moments: `a` 3 h before `c`, `b` daily.
+    let t0 = chrono::DateTime::parse_from_rfc3339("2024-06-01T10:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let arm = |stack: &str, schedule: &str, since: chrono::DateTime<Utc>| DriftFire {
+        org: "acme".into(),
+        stack: stack.into(),
+        schedule: schedule.into(),
+        timezone: "UTC".into(),
+        expected_next: None,
+        next_at: since + Duration::hours(1),
+        since: Some(since),
+        run: None,
+        note: None,
+        now: since,
+    };
+    for f in [
+        arm("s-a", "0 * * * *", t0),
+        arm("s-b", "0 9 * * *", t0),
+        arm("s-c", "0 * * * *", t0 + Duration::hours(3)),
+    ] {
+        assert_eq!(
+            store.fire_drift_schedule(&f).await.unwrap(),
+            DriftFired::Armed
+        );
+    }
+    store.drift_armed(&tickets).await.unwrap();
+    assert!(store.drift_arming(100).await.unwrap().is_empty());
+    // Saving the same settings again queues nothing; new settings queue the stack, and a
+    // ticket read before that save does not take the new one off.
+    save("s-b", Some(daily()), false).await;
+    assert!(store.drift_arming(100).await.unwrap().is_empty());
+    save("s-b", Some(hourly()), false).await;
+    let requeued = store.drift_arming(100).await.unwrap();
+    assert_eq!(requeued.len(), 1);
+    store.drift_armed(&tickets).await.unwrap();
+    assert_eq!(store.drift_arming(100).await.unwrap(), requeued);
+    let half_hourly = DriftInput {
+        schedule: "*/30 * * * *".into(),
+        reconcile: false,
+        timezone: None,
+    };
+    save("s-b", Some(half_hourly), false).await;
+    store.drift_armed(&requeued).await.unwrap();
+    assert_eq!(
+        store.drift_arming(100).await.unwrap().len(),
+        1,
+        "a save after the ticket was read stays queued"
+    );
+
+    // stale_at = the base plus twice the interval.
+    let stale_at = |stack: &str| {
+        let store = store.clone();
+        let stack = stack.to_string();
+        async move {
+            store
+                .drift_schedules(Some("acme"), Some(&stack))
+                .await
+                .unwrap()[0]
+                .state
+                .clone()
+                .unwrap()
+                .stale_at
+                .unwrap()
+        }
+    };
+    let ms = |t: chrono::DateTime<Utc>| t.timestamp_millis();
+    assert_eq!(stale_at("s-a").await, ms(t0 + Duration::hours(2)));
+    assert_eq!(stale_at("s-b").await, ms(t0 + Duration::hours(48)));
+    assert_eq!(stale_at("s-c").await, ms(t0 + Duration::hours(5)));
+
+    // The dashboard: (stale_at, stack) order, page by page; only its org.
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .drift_dashboard("acme", after.as_ref(), 1)
+            .await
+            .unwrap();
+        let Some(rec) = page.first() else { break };
+        assert_eq!(page.len(), 1);
+        seen.push(rec.stack.clone());
+        after = DriftCursor::after(rec);
+    }
+    assert_eq!(seen, ["s-a", "s-c", "s-b"]);
+    assert!(store
+        .drift_dashboard("other", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        DriftCursor::decode(
+            &DriftCursor::after(&store.drift_dashboard("acme", None, 1).await.unwrap()[0])
+                .unwrap()
+                .encode()
+        ),
+        Some(DriftCursor {
+            stale_at: ms(t0 + Duration::hours(2)),
+            stack: "s-a".into()
+        })
+    );
+    let at = |h: i64| t0 + Duration::hours(h);
+    assert_eq!(
+        store.count_stale_drift("acme", at(2)).await.unwrap(),
+        0,
+        "exactly twice is not yet stale"
+    );
+    assert_eq!(store.count_stale_drift("acme", at(4)).await.unwrap(), 1);
+    assert_eq!(store.count_stale_drift("acme", at(6)).await.unwrap(), 2);
+    assert_eq!(store.count_stale_drift("other", at(6)).await.unwrap(), 0);
+
+    // Due schedules: next_at <= now, soonest first.
+    let due: Vec<_> = store
+        .drift_schedules_due(at(1), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.stack)
+        .collect();
+    assert_eq!(due, ["s-a", "s-b"]);
+    assert!(store
+        .drift_schedules_due(at(0), 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Alerts: `a`'s episode comes due once; a success starts a new episode.
+    let alerts = store.drift_alerts_due(at(4), 10).await.unwrap();
+    let names: Vec<_> = alerts.iter().map(|r| r.stack.as_str()).collect();
+    assert_eq!(names, ["s-a"]);
+    let alert_at = alerts[0].state.as_ref().unwrap().alert_at.unwrap();
+    store
+        .drift_alert_raised("acme", "s-a", alert_at)
+        .await
+        .unwrap();
+    assert!(store.drift_alerts_due(at(4), 10).await.unwrap().is_empty());
+    let r = runner(&*store, "r1").await;
+    let check = new_run("run-a1", "s-a", RunKind::Drift);
+    store
+        .start_drift_check(&check, &audit(Some("acme"), "run.create", "run:run-a1"))
+        .await
+        .unwrap();
+    run_phase(
+        &*store,
+        &r,
+        "run-a1",
+        Event::PlanFinished { changes: false },
+    )
+    .await;
+    let settled = store
+        .settle_drift_run("run-a1", DriftResult::NoDrift, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let new_stale = stale_at("s-a").await;
+    assert!(new_stale > ms(settled.checked_at), "{new_stale}");
+    let far = settled.checked_at + Duration::hours(3);
+    let again: Vec<_> = store
+        .drift_alerts_due(far, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.stack)
+        .collect();
+    assert!(again.contains(&"s-a".to_string()), "{again:?}");
+
+    // Turning drift detection off drops the schedule and its ticket.
+    save("s-b", None, false).await;
+    assert!(store.drift_arming(100).await.unwrap().is_empty());
+    let listed: Vec<_> = store
+        .drift_dashboard("acme", None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.stack)
+        .collect();
+    assert_eq!(listed, ["s-c", "s-a"]);
+    // Nothing is left to compute: every schedule got its stale_at when it was armed.
+    assert_eq!(store.fill_drift_stale_at(10).await.unwrap(), 0);
+}

@@ -118,6 +118,7 @@ macro_rules! conformance_suite {
             notification_deliveries_retry_and_settle,
             notification_retention_prunes_settled_history_in_batches,
             drift_schedules_fire_once_settle_once,
+            drift_schedules_read_by_index,
             plan_environments_grants_and_refused_delete,
             plan_hosts_roundtrip_every_field,
             plan_inventory_import_is_one_transaction,

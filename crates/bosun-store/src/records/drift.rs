@@ -19,6 +19,56 @@ pub struct DriftScheduleState {
     pub last_fire_run: Option<String>,
     /// Fire times missed (server down), or why the last fire started no run.
     pub last_fire_note: Option<String>,
+    /// When checking turns stale, in milliseconds since the epoch ([`NEVER_STALE`] for a
+    /// schedule that never does; `None` until computed): the drift dashboard's order.
+    pub stale_at: Option<i64>,
+    /// `stale_at` while the stale-check alert of that episode is still to be raised.
+    pub alert_at: Option<i64>,
+}
+
+/// [`DriftScheduleState::stale_at`] of a schedule that never turns stale.
+pub const NEVER_STALE: i64 = i64::MAX;
+
+/// Where a page of the drift dashboard starts: after this schedule in
+/// (`stale_at`, stack) order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftCursor {
+    pub stale_at: i64,
+    pub stack: String,
+}
+
+impl DriftCursor {
+    /// The cursor after `rec` (`None` for a row with no computed `stale_at`, which no
+    /// page lists).
+    pub fn after(rec: &DriftScheduleRecord) -> Option<DriftCursor> {
+        Some(DriftCursor {
+            stale_at: rec.state.as_ref()?.stale_at?,
+            stack: rec.stack.clone(),
+        })
+    }
+
+    /// `<stale_at>:<stack>`, as a page link carries it.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.stale_at, self.stack)
+    }
+
+    /// The cursor of [`DriftCursor::encode`]; `None` for anything else.
+    pub fn decode(s: &str) -> Option<DriftCursor> {
+        let (at, stack) = s.split_once(':')?;
+        Some(DriftCursor {
+            stale_at: at.parse().ok()?,
+            stack: stack.to_string(),
+        })
+    }
+}
+
+/// A stack whose drift settings were saved and that the scheduler has not armed since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftArming {
+    pub org: String,
+    pub stack: String,
+    /// Tells this ticket from a later save of the same stack.
+    pub queued_at: i64,
 }
 
 /// The settled result of an ended drift run.

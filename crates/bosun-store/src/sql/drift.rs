@@ -36,29 +36,102 @@ type ScheduleRow = (
     Option<i64>,
     Option<String>,
     Option<String>,
+    Option<i64>,
+    Option<i64>,
 );
+
+fn schedule_state_of(r: ScheduleRow) -> Result<DriftScheduleState> {
+    Ok(DriftScheduleState {
+        schedule: r.0,
+        timezone: r.1,
+        since: from_millis(r.2)?,
+        next_at: from_millis(r.3)?,
+        last_fire_at: opt_from_millis(r.4)?,
+        last_fire_run: r.5,
+        last_fire_note: r.6,
+        stale_at: r.7,
+        alert_at: r.8,
+    })
+}
 
 fn schedule_state(conn: &Connection, org: &str, stack: &str) -> Result<Option<DriftScheduleState>> {
     let row: Option<ScheduleRow> = conn
         .prepare_cached(
             "SELECT schedule, timezone, since, next_at, last_fire_at, last_fire_run,
-                    last_fire_note
+                    last_fire_note, stale_at, alert_at
              FROM drift_schedules WHERE org_id = ?1 AND stack_id = ?2",
         )?
         .query_row(params![org, stack], |r| ScheduleRow::try_from(r))
         .optional()?;
-    row.map(|r| {
-        Ok(DriftScheduleState {
-            schedule: r.0,
-            timezone: r.1,
-            since: from_millis(r.2)?,
-            next_at: from_millis(r.3)?,
-            last_fire_at: opt_from_millis(r.4)?,
-            last_fire_run: r.5,
-            last_fire_note: r.6,
-        })
-    })
-    .transpose()
+    row.map(schedule_state_of).transpose()
+}
+
+/// Recomputes when a stack's checking turns stale — from its latest successful check,
+/// or the schedule's `since` — after either changed; a new value re-arms its alert.
+fn refresh_stale_at(conn: &Connection, org: &str, stack: &str) -> Result<()> {
+    let Some(state) = schedule_state(conn, org, stack)? else {
+        return Ok(());
+    };
+    let success: Option<i64> = conn
+        .prepare_cached(
+            "SELECT checked_at FROM drift_checks
+             WHERE org_id = ?1 AND stack_id = ?2 AND result IN ('no_drift', 'drift_detected')
+             ORDER BY checked_at DESC LIMIT 1",
+        )?
+        .query_row(params![org, stack], |r| r.get(0))
+        .optional()?;
+    let base = match success {
+        Some(at) => from_millis(at)?,
+        None => state.since,
+    };
+    let stale_at = bosun_core::cron::Schedule::parse(&state.schedule, &state.timezone)
+        .ok()
+        .and_then(|s| bosun_core::drift::stale_at(&s, base))
+        .map_or(NEVER_STALE, millis);
+    if state.stale_at == Some(stale_at) {
+        return Ok(());
+    }
+    let alert_at = (stale_at != NEVER_STALE).then_some(stale_at);
+    conn.prepare_cached(
+        "UPDATE drift_schedules SET stale_at = ?3, alert_at = ?4
+         WHERE org_id = ?1 AND stack_id = ?2",
+    )?
+    .execute(params![org, stack, stale_at, alert_at])?;
+    Ok(())
+}
+
+/// Keeps a stack's drift bookkeeping in step with its saved settings: without drift
+/// detection it has no schedule; with settings other than the armed ones (or none armed
+/// yet) it waits in `drift_arming` for the scheduler's next pass.
+pub(super) fn settings_saved(
+    tx: &Transaction<'_>,
+    org: &str,
+    spec: &bosun_core::stack::StackSpec,
+    at: i64,
+) -> Result<()> {
+    let Some(d) = &spec.drift_detection else {
+        tx.prepare_cached("DELETE FROM drift_schedules WHERE org_id = ?1 AND stack_id = ?2")?
+            .execute(params![org, spec.id.as_str()])?;
+        tx.prepare_cached("DELETE FROM drift_arming WHERE org_id = ?1 AND stack_id = ?2")?
+            .execute(params![org, spec.id.as_str()])?;
+        return Ok(());
+    };
+    let armed = schedule_state(tx, org, spec.id.as_str())?;
+    let same = bosun_core::cron::Schedule::parse(&d.schedule, &d.timezone).is_ok_and(|p| {
+        armed
+            .as_ref()
+            .is_some_and(|a| a.schedule == p.expression() && a.timezone == p.timezone().name())
+    });
+    if !same {
+        tx.prepare_cached(
+            "INSERT INTO drift_arming (org_id, stack_id, queued_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (org_id, stack_id) DO UPDATE SET queued_at = CASE
+                WHEN excluded.queued_at > drift_arming.queued_at THEN excluded.queued_at
+                ELSE drift_arming.queued_at + 1 END",
+        )?
+        .execute(params![org, spec.id.as_str(), at])?;
+    }
+    Ok(())
 }
 
 /// The open drift run of a stack, if any.
@@ -79,6 +152,141 @@ pub(super) fn schedules(
     stack: Option<&str>,
 ) -> Result<Vec<DriftScheduleRecord>> {
     schedules_in(conn, org, stack, None, None)
+}
+
+fn query_schedules(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn db::ToSql],
+) -> Result<Vec<DriftScheduleRecord>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, schedule_row)?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(schedule_record(r?)?);
+    }
+    Ok(out)
+}
+
+/// Armed schedules from `drift_schedules`' own indexes, stacks joined per row.
+const BY_SCHEDULE: &str =
+    "drift_schedules ds JOIN stacks s ON s.org_id = ds.org_id AND s.id = ds.stack_id";
+
+pub(super) fn due(conn: &Connection, now: i64, limit: u32) -> Result<Vec<DriftScheduleRecord>> {
+    query_schedules(
+        conn,
+        &schedules_select(
+            BY_SCHEDULE,
+            "ds.next_at <= ?1",
+            "ds.next_at, ds.org_id, ds.stack_id LIMIT ?2",
+        ),
+        params![now, limit],
+    )
+}
+
+pub(super) fn alerts_due(
+    conn: &Connection,
+    now: i64,
+    limit: u32,
+) -> Result<Vec<DriftScheduleRecord>> {
+    query_schedules(
+        conn,
+        &schedules_select(
+            BY_SCHEDULE,
+            "ds.alert_at < ?1",
+            "ds.alert_at, ds.org_id, ds.stack_id LIMIT ?2",
+        ),
+        params![now, limit],
+    )
+}
+
+pub(super) fn dashboard(
+    conn: &Connection,
+    org: &str,
+    after: Option<&DriftCursor>,
+    limit: u32,
+) -> Result<Vec<DriftScheduleRecord>> {
+    let order = "ds.stale_at, ds.stack_id LIMIT ?4";
+    match after {
+        None => query_schedules(
+            conn,
+            &schedules_select(
+                BY_SCHEDULE,
+                "ds.org_id = ?1 AND ds.stale_at IS NOT NULL AND ?2 IS NULL AND ?3 IS NULL",
+                order,
+            ),
+            params![org, None::<i64>, None::<String>, limit],
+        ),
+        Some(c) => query_schedules(
+            conn,
+            &schedules_select(
+                BY_SCHEDULE,
+                "ds.org_id = ?1 AND (ds.stale_at, ds.stack_id) > (?2, ?3)",
+                order,
+            ),
+            params![org, c.stale_at, c.stack, limit],
+        ),
+    }
+}
+
+pub(super) fn count_stale(conn: &Connection, org: &str, now: i64) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM drift_schedules WHERE org_id = ?1 AND stale_at < ?2")?
+        .query_row(params![org, now], |r| r.get(0))?;
+    Ok(n as u64)
+}
+
+pub(super) fn alert_raised(
+    tx: &Transaction<'_>,
+    org: &str,
+    stack: &str,
+    alert_at: i64,
+) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE drift_schedules SET alert_at = NULL
+         WHERE org_id = ?1 AND stack_id = ?2 AND alert_at = ?3",
+    )?
+    .execute(params![org, stack, alert_at])?;
+    Ok(())
+}
+
+pub(super) fn arming(conn: &Connection, limit: u32) -> Result<Vec<DriftArming>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT org_id, stack_id, queued_at FROM drift_arming
+         ORDER BY org_id, stack_id LIMIT ?1",
+    )?;
+    let rows = stmt.query_map(params![limit], |r| {
+        Ok(DriftArming {
+            org: r.get(0)?,
+            stack: r.get(1)?,
+            queued_at: r.get(2)?,
+        })
+    })?;
+    Ok(rows.collect::<db::Result<Vec<_>>>()?)
+}
+
+pub(super) fn armed(tx: &Transaction<'_>, tickets: &[DriftArming]) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "DELETE FROM drift_arming WHERE org_id = ?1 AND stack_id = ?2 AND queued_at = ?3",
+    )?;
+    for t in tickets {
+        stmt.execute(params![t.org, t.stack, t.queued_at])?;
+    }
+    Ok(())
+}
+
+pub(super) fn fill_stale_at(tx: &Transaction<'_>, limit: u32) -> Result<usize> {
+    let keys: Vec<(String, String)> = tx
+        .prepare_cached(
+            "SELECT org_id, stack_id FROM drift_schedules WHERE stale_at IS NULL
+             ORDER BY org_id, stack_id LIMIT ?1",
+        )?
+        .query_map(params![limit], |r| <(String, String)>::try_from(r))?
+        .collect::<db::Result<_>>()?;
+    for (org, stack) in &keys {
+        refresh_stale_at(tx, org, stack)?;
+    }
+    Ok(keys.len())
 }
 
 /// The latest check of the stack `s` in one `drift_checks` row, by run id (`filter`
@@ -102,41 +310,46 @@ pub(super) fn schedules_in(
     last: Option<&str>,
 ) -> Result<Vec<DriftScheduleRecord>> {
     let sql = schedules_sql([org, stack, first, last].map(|p| p.is_some()));
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, stack, first, last], schedule_row)?;
-    let mut out = Vec::new();
-    for r in rows {
-        out.push(schedule_record(r?)?);
-    }
-    Ok(out)
+    query_schedules(conn, &sql, params![org, stack, first, last])
 }
 
 /// [`schedules_in`]'s statement for the filters given (org, stack, first, last). A filter
 /// not given is `?N IS NULL`, never `(?N IS NULL OR column = ?N)`: that form hides the
 /// stacks index from the planner, which then reads every stack to return one.
 pub(crate) fn schedules_sql([org, stack, first, last]: [bool; 4]) -> String {
+    schedules_select(
+        "stacks s LEFT JOIN drift_schedules ds ON ds.org_id = s.org_id AND ds.stack_id = s.id",
+        &format!(
+            "{} AND {} AND {} AND {}",
+            filter_if(org, "s.org_id = ?1", 1),
+            filter_if(stack, "s.id = ?2", 2),
+            filter_if(first, "s.id >= ?3", 3),
+            filter_if(last, "s.id <= ?4", 4),
+        ),
+        "s.org_id, s.id",
+    )
+}
+
+/// The drift-checked stacks `from` reads (aliases `s` for stacks and `ds` for their
+/// schedules) that `filter` keeps, in `order`, each with its bookkeeping, latest checks
+/// and open drift run: the columns [`schedule_row`] reads.
+fn schedules_select(from: &str, filter: &str, order: &str) -> String {
     format!(
         "SELECT s.org_id, s.id, s.drift_detection,
                 ds.schedule, ds.timezone, ds.since, ds.next_at, ds.last_fire_at,
-                ds.last_fire_run, ds.last_fire_note,
+                ds.last_fire_run, ds.last_fire_note, ds.stale_at, ds.alert_at,
                 ls.run_id, ls.result, ls.checked_at, ls.reconcile_run,
                 lc.run_id, lc.result, lc.checked_at, lc.reconcile_run,
                 (SELECT r.id FROM runs r WHERE r.org_id = s.org_id AND r.stack_id = s.id
                    AND r.kind = 'drift' AND r.state NOT IN {TERMINAL_STATES}
                  ORDER BY r.created_at LIMIT 1)
-         FROM stacks s
-         LEFT JOIN drift_schedules ds ON ds.org_id = s.org_id AND ds.stack_id = s.id
+         FROM {from}
          {success}
          {any}
-         WHERE s.drift_detection IS NOT NULL
-           AND {org} AND {stack} AND {first} AND {last}
-         ORDER BY s.org_id, s.id",
+         WHERE s.drift_detection IS NOT NULL AND {filter}
+         ORDER BY {order}",
         success = latest_check_join("ls", "AND c.result IN ('no_drift', 'drift_detected')"),
         any = latest_check_join("lc", ""),
-        org = filter_if(org, "s.org_id = ?1", 1),
-        stack = filter_if(stack, "s.id = ?2", 2),
-        first = filter_if(first, "s.id >= ?3", 3),
-        last = filter_if(last, "s.id <= ?4", 4),
     )
 }
 
@@ -162,6 +375,8 @@ fn schedule_row(r: &Row<'_>) -> db::Result<ScheduleJoinRow> {
             r.get(7)?,
             r.get(8)?,
             r.get(9)?,
+            r.get(10)?,
+            r.get(11)?,
         )),
         None => None,
     };
@@ -181,9 +396,9 @@ fn schedule_row(r: &Row<'_>) -> db::Result<ScheduleJoinRow> {
     Ok(ScheduleJoinRow {
         drift: r.get(2)?,
         state,
-        last_success: check(10)?,
-        last_check: check(14)?,
-        open_run: r.get(18)?,
+        last_success: check(12)?,
+        last_check: check(16)?,
+        open_run: r.get(20)?,
         org,
         stack,
     })
@@ -204,20 +419,7 @@ fn schedule_record(r: ScheduleJoinRow) -> Result<DriftScheduleRecord> {
         reconcile: d["reconcile"].as_bool().unwrap_or(false),
         timezone: parsed.timezone().name().to_string(),
     };
-    let state = r
-        .state
-        .map(|s| {
-            Ok::<_, StoreError>(DriftScheduleState {
-                schedule: s.0,
-                timezone: s.1,
-                since: from_millis(s.2)?,
-                next_at: from_millis(s.3)?,
-                last_fire_at: opt_from_millis(s.4)?,
-                last_fire_run: s.5,
-                last_fire_note: s.6,
-            })
-        })
-        .transpose()?;
+    let state = r.state.map(schedule_state_of).transpose()?;
     Ok(DriftScheduleRecord {
         org: r.org,
         stack: r.stack,
@@ -268,6 +470,7 @@ pub(super) fn fire(tx: &Transaction<'_>, f: &DriftFire) -> Result<DriftFired> {
             since,
             millis(f.next_at)
         ])?;
+        refresh_stale_at(tx, &f.org, &f.stack)?;
         return Ok(DriftFired::Armed);
     };
     let (outcome, started, note) = match open_drift_run(tx, &f.org, &f.stack)? {
@@ -368,6 +571,7 @@ pub(super) fn settle(
         millis(ended.updated_at),
         reconcile_run
     ])?;
+    refresh_stale_at(tx, &ended.org, &ended.stack)?;
     Ok(Some(DriftCheckRecord {
         run: run.to_string(),
         org: ended.org,

@@ -339,6 +339,7 @@ pub(super) fn create(
         }
     })?;
     check_and_write_dependencies(tx, org, spec)?;
+    super::drift::settings_saved(tx, org, spec, now)?;
     append_audit(tx, audit)?;
     Ok(StackRecord {
         org: org.to_string(),
@@ -403,6 +404,7 @@ pub(super) fn update(
     check_and_write_dependencies(tx, org, spec)?;
     let now = millis(Utc::now()).max(created);
     write_stack_row(tx, org, spec, created, now)?;
+    super::drift::settings_saved(tx, org, spec, now)?;
     append_audit(tx, audit)?;
     Ok(StackRecord {
         org: org.to_string(),

@@ -770,6 +770,62 @@ impl DriftStore for db::Store {
             .await
     }
 
+    async fn drift_schedules_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<DriftScheduleRecord>> {
+        self.read(move |c| drift::due(c, millis(now), limit)).await
+    }
+
+    async fn drift_arming(&self, limit: u32) -> Result<Vec<DriftArming>> {
+        self.read(move |c| drift::arming(c, limit)).await
+    }
+
+    async fn drift_armed(&self, tickets: &[DriftArming]) -> Result<()> {
+        if tickets.is_empty() {
+            return Ok(());
+        }
+        let tickets = tickets.to_vec();
+        self.write(move |tx| drift::armed(tx, &tickets)).await
+    }
+
+    async fn drift_dashboard(
+        &self,
+        org: &str,
+        after: Option<&DriftCursor>,
+        limit: u32,
+    ) -> Result<Vec<DriftScheduleRecord>> {
+        let (org, after) = (org.to_string(), after.cloned());
+        self.read(move |c| drift::dashboard(c, &org, after.as_ref(), limit))
+            .await
+    }
+
+    async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>) -> Result<u64> {
+        let org = org.to_string();
+        self.read(move |c| drift::count_stale(c, &org, millis(now)))
+            .await
+    }
+
+    async fn drift_alerts_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<DriftScheduleRecord>> {
+        self.read(move |c| drift::alerts_due(c, millis(now), limit))
+            .await
+    }
+
+    async fn drift_alert_raised(&self, org: &str, stack: &str, alert_at: i64) -> Result<()> {
+        let (org, stack) = (org.to_string(), stack.to_string());
+        self.write(move |tx| drift::alert_raised(tx, &org, &stack, alert_at))
+            .await
+    }
+
+    async fn fill_drift_stale_at(&self, limit: u32) -> Result<usize> {
+        self.write(move |tx| drift::fill_stale_at(tx, limit)).await
+    }
+
     async fn fire_drift_schedule(&self, fire: &DriftFire) -> Result<DriftFired> {
         let fire = fire.clone();
         self.write(move |tx| drift::fire(tx, &fire)).await

@@ -3,8 +3,11 @@
 
 use async_trait::async_trait;
 
+use chrono::{DateTime, Utc};
+
 use crate::{
-    Audit, DriftCheckRecord, DriftFire, DriftFired, DriftScheduleRecord, NewRun, Result, RunRecord,
+    Audit, DriftArming, DriftCheckRecord, DriftCursor, DriftFire, DriftFired, DriftScheduleRecord,
+    NewRun, Result, RunRecord,
 };
 
 /// Drift detection: schedules, their fires, operators' checks, and settled results.
@@ -28,6 +31,40 @@ pub trait DriftStore: Send + Sync {
         first: &str,
         last: &str,
     ) -> Result<Vec<DriftScheduleRecord>>;
+    /// Armed schedules due at `now` (`next_at <= now`), soonest first, at most `limit`.
+    async fn drift_schedules_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<DriftScheduleRecord>>;
+    /// Stacks whose drift settings were saved since the scheduler last armed them,
+    /// at most `limit`.
+    async fn drift_arming(&self, limit: u32) -> Result<Vec<DriftArming>>;
+    /// Takes the tickets a pass looked at off the arming queue (a ticket replaced by a
+    /// later save of its stack stays).
+    async fn drift_armed(&self, tickets: &[DriftArming]) -> Result<()>;
+    /// One page of an org's drift dashboard: its armed schedules in (`stale_at`, stack)
+    /// order — stale first, the most overdue first — after `after`, at most `limit`.
+    async fn drift_dashboard(
+        &self,
+        org: &str,
+        after: Option<&DriftCursor>,
+        limit: u32,
+    ) -> Result<Vec<DriftScheduleRecord>>;
+    /// How many of an org's drift-checked stacks are stale at `now`.
+    async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>) -> Result<u64>;
+    /// Schedules whose stale-check alert is due at `now` and not raised yet, at most
+    /// `limit`.
+    async fn drift_alerts_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<DriftScheduleRecord>>;
+    /// Records that the alert of the episode turning stale at `alert_at` was raised.
+    async fn drift_alert_raised(&self, org: &str, stack: &str, alert_at: i64) -> Result<()>;
+    /// Computes `stale_at` for up to `limit` schedules stored before it was kept;
+    /// returns how many it filled.
+    async fn fill_drift_stale_at(&self, limit: u32) -> Result<usize>;
     /// Applies a scheduler decision in one transaction: arms the schedule, or fires it —
     /// starting the drift run (with a `run.create` audit by `system`), or, while a drift
     /// run of the stack is open, recording the skip instead. `Raced` when the stored
