@@ -28,8 +28,8 @@ use bosun_core::drift::{staleness, DriftResult};
 use bosun_core::run::{RunKind, Trigger};
 use bosun_core::Role;
 use bosun_store::{
-    DriftCheckRecord, DriftCursor, DriftFire, DriftFired, DriftScheduleRecord,
-    NewNotificationEvent, NewRun, NotificationEventKind,
+    DriftCheckRecord, DriftFire, DriftFired, DriftScheduleRecord, KeyCursor, NewNotificationEvent,
+    NewRun, NotificationEventKind,
 };
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -348,7 +348,7 @@ pub async fn page_status(
 pub async fn dashboard_page(
     state: &AppState,
     org: &str,
-    after: Option<&DriftCursor>,
+    after: Option<&KeyCursor>,
     limit: u32,
 ) -> Result<DashboardPage, ApiError> {
     let now = state.config.schedules.clock.now();
@@ -358,7 +358,7 @@ pub async fn dashboard_page(
         .await?
         .into_iter()
         .map(|r| {
-            let cursor = DriftCursor::after(&r);
+            let cursor = r.cursor();
             (
                 r.stack.clone(),
                 r.drift.clone(),
@@ -379,7 +379,7 @@ pub struct DashboardPage {
         String,
         bosun_core::stack::DriftDetection,
         StackDriftStatus,
-        Option<DriftCursor>,
+        Option<KeyCursor>,
     )>,
     pub stale_count: u64,
 }

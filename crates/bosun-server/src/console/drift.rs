@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use bosun_store::DriftCursor;
+use bosun_store::KeyCursor;
 use serde::Deserialize;
 
 use super::audit::When;
@@ -23,7 +23,7 @@ const PAGE: usize = 50;
 
 #[derive(Deserialize)]
 pub struct DriftQuery {
-    /// The last row of the previous page (`DriftCursor::encode`).
+    /// The last row of the previous page (`KeyCursor::encode`).
     after: Option<String>,
 }
 
@@ -76,7 +76,7 @@ async fn dashboard(
     let layout = Layout::new(session, &org, "drift", "Drift", crate::stacks::LIST)?;
     let after = match q.after.as_deref() {
         None => None,
-        Some(a) => Some(DriftCursor::decode(a).ok_or_else(|| {
+        Some(a) => Some(KeyCursor::decode(a).ok_or_else(|| {
             crate::error::ApiError::Validation(bosun_core::ValidationError::new(
                 "after",
                 format!("{a:?} is not a drift dashboard cursor (use the page links)"),
@@ -88,7 +88,7 @@ async fn dashboard(
     let mut page =
         crate::drift::dashboard_page(&state, &org, after.as_ref(), PAGE as u32 + 1).await?;
     let next = (page.rows.len() > PAGE)
-        .then(|| page.rows[PAGE - 1].3.as_ref().map(DriftCursor::encode))
+        .then(|| page.rows[PAGE - 1].3.as_ref().map(KeyCursor::encode))
         .flatten();
     page.rows.truncate(PAGE);
     let rows = page

@@ -300,7 +300,7 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
         let Some(rec) = page.first() else { break };
         assert_eq!(page.len(), 1);
         seen.push(rec.stack.clone());
-        after = DriftCursor::after(rec);
+        after = rec.cursor();
     }
     assert_eq!(seen, ["s-a", "s-c", "s-b"]);
     assert!(store
@@ -309,14 +309,10 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
         .unwrap()
         .is_empty());
     assert_eq!(
-        DriftCursor::decode(
-            &DriftCursor::after(&store.drift_dashboard("acme", None, 1).await.unwrap()[0])
-                .unwrap()
-                .encode()
-        ),
-        Some(DriftCursor {
-            stale_at: ms(t0 + Duration::hours(2)),
-            stack: "s-a".into()
+        store.drift_dashboard("acme", None, 1).await.unwrap()[0].cursor(),
+        Some(KeyCursor {
+            key: ms(t0 + Duration::hours(2)),
+            id: "s-a".into()
         })
     );
     let at = |h: i64| t0 + Duration::hours(h);

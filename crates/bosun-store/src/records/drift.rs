@@ -29,35 +29,13 @@ pub struct DriftScheduleState {
 /// [`DriftScheduleState::stale_at`] of a schedule that never turns stale.
 pub const NEVER_STALE: i64 = i64::MAX;
 
-/// Where a page of the drift dashboard starts: after this schedule in
-/// (`stale_at`, stack) order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DriftCursor {
-    pub stale_at: i64,
-    pub stack: String,
-}
-
-impl DriftCursor {
-    /// The cursor after `rec` (`None` for a row with no computed `stale_at`, which no
-    /// page lists).
-    pub fn after(rec: &DriftScheduleRecord) -> Option<DriftCursor> {
-        Some(DriftCursor {
-            stale_at: rec.state.as_ref()?.stale_at?,
-            stack: rec.stack.clone(),
-        })
-    }
-
-    /// `<stale_at>:<stack>`, as a page link carries it.
-    pub fn encode(&self) -> String {
-        format!("{}:{}", self.stale_at, self.stack)
-    }
-
-    /// The cursor of [`DriftCursor::encode`]; `None` for anything else.
-    pub fn decode(s: &str) -> Option<DriftCursor> {
-        let (at, stack) = s.split_once(':')?;
-        Some(DriftCursor {
-            stale_at: at.parse().ok()?,
-            stack: stack.to_string(),
+impl DriftScheduleRecord {
+    /// The drift dashboard's position after this row, in (`stale_at`, stack) order
+    /// (`None` before its `stale_at` is computed: no page lists it).
+    pub fn cursor(&self) -> Option<crate::KeyCursor> {
+        Some(crate::KeyCursor {
+            key: self.state.as_ref()?.stale_at?,
+            id: self.stack.clone(),
         })
     }
 }

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod audit;
+mod cursor;
 mod drift;
 mod identity;
 mod metrics;
@@ -19,6 +20,7 @@ mod vcs;
 
 pub use approvals::*;
 pub use audit::*;
+pub use cursor::*;
 pub use drift::*;
 pub use identity::*;
 pub use metrics::*;

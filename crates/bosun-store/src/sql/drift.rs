@@ -203,7 +203,7 @@ pub(super) fn alerts_due(
 pub(super) fn dashboard(
     conn: &Connection,
     org: &str,
-    after: Option<&DriftCursor>,
+    after: Option<&KeyCursor>,
     limit: u32,
 ) -> Result<Vec<DriftScheduleRecord>> {
     let order = "ds.stale_at, ds.stack_id LIMIT ?4";
@@ -224,7 +224,7 @@ pub(super) fn dashboard(
                 "ds.org_id = ?1 AND (ds.stale_at, ds.stack_id) > (?2, ?3)",
                 order,
             ),
-            params![org, c.stale_at, c.stack, limit],
+            params![org, c.key, c.id, limit],
         ),
     }
 }

@@ -793,7 +793,7 @@ impl DriftStore for db::Store {
     async fn drift_dashboard(
         &self,
         org: &str,
-        after: Option<&DriftCursor>,
+        after: Option<&KeyCursor>,
         limit: u32,
     ) -> Result<Vec<DriftScheduleRecord>> {
         let (org, after) = (org.to_string(), after.cloned());

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    Audit, DriftArming, DriftCheckRecord, DriftCursor, DriftFire, DriftFired, DriftScheduleRecord,
+    Audit, DriftArming, DriftCheckRecord, DriftFire, DriftFired, DriftScheduleRecord, KeyCursor,
     NewRun, Result, RunRecord,
 };
 
@@ -48,7 +48,7 @@ pub trait DriftStore: Send + Sync {
     async fn drift_dashboard(
         &self,
         org: &str,
-        after: Option<&DriftCursor>,
+        after: Option<&KeyCursor>,
         limit: u32,
     ) -> Result<Vec<DriftScheduleRecord>>;
     /// How many of an org's drift-checked stacks are stale at `now`.
