@@ -35,10 +35,11 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// Runs waiting for an approval, oldest first.
+/// Runs waiting for an approval, oldest first (by creation, then run id), a page at a
+/// time.
 ///
-/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
-/// (1–1000) but does not shorten the page, and a `cursor` is refused.
+/// Paged: `next_cursor` (`<created ms>:<run>`) continues after the page's last run while
+/// the page is full; a cursor that is not one is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/approvals", tag = "approvals",
     params(("org" = String, Path), PageQuery),
     responses((status = 200, body = Page<PendingApprovalView>), (status = "4XX", body = bosun_api::ErrorBody)))]

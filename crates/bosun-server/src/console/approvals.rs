@@ -5,7 +5,7 @@
 //! Decisions are made only through the API's handlers, so roles, grants, self-approval,
 //! the record and the audit are the API's.
 
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, Path, Query, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -99,6 +99,18 @@ struct ApprovalsPage {
     layout: Layout,
     pending: Vec<PendingRow>,
     decisions: Vec<DecisionRow>,
+    /// The cursor of the next page of waiting runs, while this one is full.
+    next: Option<String>,
+    first_page: bool,
+}
+
+/// Waiting runs per inbox page.
+const PAGE: u32 = 50;
+
+#[derive(Deserialize)]
+pub struct InboxQuery {
+    /// The previous page's last waiting run (`KeyCursor::encode`).
+    after: Option<String>,
 }
 
 fn run_link(
@@ -189,6 +201,7 @@ async fn inbox(
     State(state): State<AppState>,
     session: Session,
     Path(org): Path<String>,
+    Query(q): Query<InboxQuery>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(
         session,
@@ -197,7 +210,16 @@ async fn inbox(
         "Approvals",
         crate::approvals::LIST,
     )?;
-    let pending = approvals::pending(&state, &org).await?;
+    let waiting = approvals::pending_page(
+        &state,
+        &org,
+        &crate::paging::PageQuery {
+            cursor: q.after.clone(),
+            limit: Some(PAGE),
+        },
+    )
+    .await?;
+    let (pending, next) = (waiting.items, waiting.next_cursor);
     let recent = crate::paging::PageQuery {
         cursor: None,
         limit: Some(RECENT_DECISIONS),
@@ -305,6 +327,8 @@ async fn inbox(
             layout,
             pending: rows,
             decisions,
+            next,
+            first_page: q.after.is_none(),
         },
     )
 }

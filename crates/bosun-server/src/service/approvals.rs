@@ -7,15 +7,16 @@ use bosun_api::{
     ApprovalDecide, ApprovalDecisionView, ApprovalWait, ErrorCode, Page, PendingApprovalView,
 };
 use bosun_core::approval::{self, Approver, Decision, GatedEnvironment, SubjectKind};
+use bosun_core::ValidationError;
 use bosun_store::{
-    ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, PendingApproval, StoreError,
+    ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, KeyCursor, PendingApproval, StoreError,
 };
 use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::paging::{page, require_known_cursor, whole, PageQuery};
+use crate::paging::{next_cursor, page, require_known_cursor, PageQuery};
 
 /// Comments are kept short: they land in the run's reason and the audit record.
 const MAX_COMMENT: usize = 2000;
@@ -58,21 +59,32 @@ fn decision_to_wire(r: ApprovalRecord, run_state: Option<String>) -> ApprovalDec
     }
 }
 
-/// Runs waiting for an approval in `org`, oldest first.
-pub async fn pending(state: &AppState, org: &str) -> Result<Vec<PendingApprovalView>, ApiError> {
-    let pending = state.store.pending_approvals(org).await?;
-    Ok(pending.into_iter().map(pending_to_wire).collect())
-}
-
-/// The runs of `org` waiting for an approval as the API lists them: a list as long as
-/// the runs waiting, answered whole as one page.
+/// A page of the runs waiting for an approval in `org`, oldest first (by creation, then
+/// id), after `q.cursor` (the previous page's `next_cursor`, `<created ms>:<run>`).
 pub async fn pending_page(
     state: &AppState,
     org: &str,
     q: &PageQuery,
 ) -> Result<Page<PendingApprovalView>, ApiError> {
-    q.whole()?;
-    Ok(whole(pending(state, org).await?))
+    let limit = q.limit()?;
+    let after = match q.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(KeyCursor::decode(c).ok_or_else(|| {
+            ValidationError::new(
+                "cursor",
+                format!("{c:?} is not a cursor of the approvals inbox: pass the previous page's next_cursor"),
+            )
+        })?),
+    };
+    let records = state
+        .store
+        .pending_approvals(org, after.as_ref(), limit)
+        .await?;
+    let next_cursor = next_cursor(&records, limit, |p| p.cursor().encode());
+    Ok(Page {
+        items: records.into_iter().map(pending_to_wire).collect(),
+        next_cursor,
+    })
 }
 
 /// A page of the recorded decisions of `org`, newest first; the cursor is the last

@@ -236,6 +236,63 @@ async fn approvals_follow_roles_grants_and_the_self_approval_rule() {
     );
 }
 
+/// The inbox pages like any list: oldest first, a full page names the next, every waiting
+/// run listed once; a cursor that is not one is refused, naming the field.
+#[tokio::test]
+async fn the_inbox_pages_oldest_first_through_every_waiting_run() {
+    let t = TestServer::start().await;
+    t.seed_environment("prod", true, false).await;
+    let alice = t.user_token("alice", Some(Role::Operator)).await;
+    let mut started = Vec::new();
+    for i in 0..5 {
+        t.seed_host(&format!("web-{i}"), &format!("web{i}"), Some("prod"))
+            .await;
+        let plan = PLAN
+            .replace("app-config", &format!("app-{i}"))
+            .replace("[web]", &format!("[web{i}]"));
+        t.seed_plan(&format!("app-{i}"), &plan).await;
+        let r = t
+            .post(
+                &format!("/api/v1/orgs/default/plans/app-{i}/runs"),
+                &alice,
+                json!({}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        assert_eq!(r.body["state"], "paused");
+        started.push(r.body["id"].as_str().unwrap().to_string());
+    }
+    let mut listed = Vec::new();
+    let mut path = "/api/v1/orgs/default/approvals?limit=2".to_string();
+    let mut pages = 0;
+    loop {
+        let r = t.get(&path, &alice).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.body);
+        pages += 1;
+        let items = r.body["items"].as_array().unwrap();
+        listed.extend(
+            items
+                .iter()
+                .map(|i| i["subject"].as_str().unwrap().to_string()),
+        );
+        match r.body["next_cursor"].as_str() {
+            Some(c) => {
+                assert_eq!(items.len(), 2, "only a full page names the next");
+                path = format!("/api/v1/orgs/default/approvals?limit=2&cursor={c}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(listed, started, "oldest first, each once");
+    assert_eq!(pages, 3);
+    let r = t
+        .get("/api/v1/orgs/default/approvals?cursor=prun-x", &alice)
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.body["error"]["field"], "cursor");
+    assert!(r.message().contains("next_cursor"), "{}", r.body);
+}
+
 #[tokio::test]
 async fn self_approval_when_the_server_allows_it() {
     let t = TestServer::start_with(|c| c.allow_self_approval = true).await;

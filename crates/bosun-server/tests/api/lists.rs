@@ -226,7 +226,6 @@ async fn small_lists_answer_one_whole_page() {
         "/api/v1/orgs/default/environments",
         "/api/v1/orgs/default/secrets",
         "/api/v1/orgs/default/runners",
-        "/api/v1/orgs/default/approvals",
         "/api/v1/orgs/default/notifications/targets",
         "/api/v1/orgs/default/pool-tokens",
         "/api/v1/tokens",

@@ -159,7 +159,7 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
         .await
         .unwrap();
 
-    let pending = store.pending_approvals("acme").await.unwrap();
+    let pending = store.pending_approvals("acme", None, 100).await.unwrap();
     let subjects: Vec<(K, &str)> = pending
         .iter()
         .map(|p| (p.kind, p.subject.as_str()))
@@ -179,9 +179,23 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
             environments: vec!["prod".into()],
             requested_by: "user:alice".into(),
             since: paused.created_at,
+            created_at: paused.created_at.timestamp_millis(),
             preview: None,
         }
     );
+    // Page by page: one at a time, from each one's cursor, the same runs in the same order.
+    let mut paged = Vec::new();
+    let mut after = None;
+    while let Some(p) = store
+        .pending_approvals("acme", after.as_ref(), 1)
+        .await
+        .unwrap()
+        .pop()
+    {
+        after = Some(p.cursor());
+        paged.push(p);
+    }
+    assert_eq!(paged, pending);
     let stack = &pending[1];
     assert_eq!(
         (
@@ -210,7 +224,7 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
         store.pending_approval("acme", "run-g1").await.unwrap(),
         pending[1]
     );
-    let theirs = store.pending_approvals("other").await.unwrap();
+    let theirs = store.pending_approvals("other", None, 100).await.unwrap();
     assert_eq!(
         theirs
             .iter()
@@ -267,7 +281,7 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
         .await
         .unwrap();
     let now: Vec<String> = store
-        .pending_approvals("acme")
+        .pending_approvals("acme", None, 100)
         .await
         .unwrap()
         .into_iter()
@@ -279,7 +293,10 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
         .update_environment(&prod, &a("environment.update", "prod"))
         .await
         .unwrap();
-    assert_eq!(store.pending_approvals("acme").await.unwrap(), pending);
+    assert_eq!(
+        store.pending_approvals("acme", None, 100).await.unwrap(),
+        pending
+    );
 }
 
 pub async fn approvals_decided_once_in_one_transaction(store: Arc<dyn Store>) {
@@ -555,7 +572,11 @@ pub async fn approvals_decided_once_in_one_transaction(store: Arc<dyn Store>) {
             "{org} {cursor}"
         );
     }
-    assert!(store.pending_approvals("acme").await.unwrap().is_empty());
+    assert!(store
+        .pending_approvals("acme", None, 100)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 fn schedule_input(plan: &str, cron: &str) -> PlanScheduleInput {
@@ -1153,7 +1174,7 @@ pub async fn plan_schedules_fire_once_under_compare_and_set(store: Arc<dyn Store
         panic!("a gated run is created paused")
     };
     assert_eq!(run.state, S::Paused);
-    let inbox = store.pending_approvals("acme").await.unwrap();
+    let inbox = store.pending_approvals("acme", None, 100).await.unwrap();
     assert_eq!(
         inbox
             .iter()

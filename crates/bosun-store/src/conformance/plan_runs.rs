@@ -473,7 +473,7 @@ pub async fn plan_runs_a_paused_run_is_previewed_until_it_is_decided(store: Arc<
         )
     );
     // The inbox lists the run (not its preview) and names its preview.
-    let pending = store.pending_approvals("acme").await.unwrap();
+    let pending = store.pending_approvals("acme", None, 100).await.unwrap();
     let listed: Vec<(&str, Option<&str>)> = pending
         .iter()
         .map(|p| (p.subject.as_str(), p.preview.as_deref()))

@@ -18,6 +18,8 @@ pub struct PendingApproval {
     pub requested_by: String,
     /// Waiting since (a plan run's creation, a stack run's entry into `unconfirmed`).
     pub since: DateTime<Utc>,
+    /// The run's creation, in milliseconds since the epoch: the inbox's order.
+    pub created_at: i64,
     /// A plan run's preview: the dry run of it created with it.
     pub preview: Option<String>,
 }
@@ -123,4 +125,14 @@ pub enum PlanScheduleFired {
     },
     /// Another pass moved the schedule first: nothing written.
     Raced,
+}
+
+impl PendingApproval {
+    /// The inbox's position after this run, in (creation, id) order.
+    pub fn cursor(&self) -> crate::KeyCursor {
+        crate::KeyCursor {
+            key: self.created_at,
+            id: self.subject.clone(),
+        }
+    }
 }

@@ -21,18 +21,58 @@ fn json_list(raw: &str, what: &str) -> Result<Vec<String>> {
     serde_json::from_str(raw).map_err(|e| corrupt(what, e))
 }
 
-/// The paused plan runs of `org` (all when `subject` is `None`).
-fn pending_plan_runs(
-    conn: &Connection,
-    org: &str,
-    subject: Option<&str>,
-) -> Result<Vec<PendingApproval>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, plan, gated_environments, requested_by, created_at, preview FROM plan_runs
-         WHERE org_id = ?1 AND state = 'paused' AND (?2 IS NULL OR id = ?2)
-         ORDER BY created_at, id",
-    )?;
-    let rows = stmt.query_map(params![org, subject], |r| {
+/// Which waiting runs a read picks: one run, or a page in (creation, id) order.
+#[derive(Clone, Copy)]
+enum Pick<'a> {
+    One(&'a str),
+    Page {
+        after: Option<&'a KeyCursor>,
+        limit: u32,
+    },
+}
+
+impl Pick<'_> {
+    /// The statement's tail after `base` (its `WHERE` so far) over the table aliased `x`,
+    /// and its arguments after the org (`?1`): each pick its own statement, so each reads
+    /// the waiting runs' partial index from its place.
+    fn tail(&self, base: &str) -> String {
+        let order = "ORDER BY x.created_at, x.id";
+        match self {
+            Pick::One(_) => format!("{base} AND x.id = ?2 {order}"),
+            Pick::Page { after: None, .. } => format!("{base} {order} LIMIT ?2"),
+            Pick::Page { after: Some(_), .. } => {
+                format!("{base} AND (x.created_at, x.id) > (?2, ?3) {order} LIMIT ?4")
+            }
+        }
+    }
+
+    fn query<T>(
+        &self,
+        conn: &Connection,
+        sql: &str,
+        org: &str,
+        row: impl FnMut(&Row<'_>) -> db::Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows = match *self {
+            Pick::One(id) => stmt.query_map(params![org, id], row)?,
+            Pick::Page { after: None, limit } => stmt.query_map(params![org, limit], row)?,
+            Pick::Page {
+                after: Some(c),
+                limit,
+            } => stmt.query_map(params![org, c.key, c.id, limit], row)?,
+        };
+        Ok(rows.collect::<db::Result<Vec<T>>>()?)
+    }
+}
+
+/// The paused plan runs of `org` that `pick` picks.
+fn pending_plan_runs(conn: &Connection, org: &str, pick: Pick<'_>) -> Result<Vec<PendingApproval>> {
+    let sql = pick.tail(
+        "SELECT x.id, x.plan, x.gated_environments, x.requested_by, x.created_at, x.preview
+         FROM plan_runs x WHERE x.org_id = ?1 AND x.state = 'paused'",
+    );
+    let rows = pick.query(conn, &sql, org, |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
@@ -43,8 +83,7 @@ fn pending_plan_runs(
         ))
     })?;
     let mut out = Vec::new();
-    for row in rows {
-        let (id, plan, envs, requested_by, since, preview) = row?;
+    for (id, plan, envs, requested_by, created, preview) in rows {
         out.push(PendingApproval {
             kind: SubjectKind::PlanRun,
             subject: id,
@@ -52,7 +91,8 @@ fn pending_plan_runs(
             target: plan,
             environments: json_list(&envs, "plan run environments")?,
             requested_by,
-            since: from_millis(since)?,
+            since: from_millis(created)?,
+            created_at: created,
             preview,
         });
     }
@@ -71,35 +111,35 @@ fn stack_gate(conn: &Connection, org: &str, stack: &str) -> Result<Option<String
         .optional()?)
 }
 
-/// The gated stack runs of `org` waiting in `unconfirmed`.
+/// The gated stack runs of `org` waiting in `unconfirmed` that `pick` picks.
 fn pending_stack_runs(
     conn: &Connection,
     org: &str,
-    subject: Option<&str>,
+    pick: Pick<'_>,
 ) -> Result<Vec<PendingApproval>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT r.id, r.stack_id, e.id, r.triggered_by,
+    let sql = pick.tail(
+        "SELECT x.id, x.stack_id, e.id, x.triggered_by,
                 COALESCE((SELECT MAX(p.started_at) FROM run_phases p
-                          WHERE p.run_id = r.id AND p.state = 'unconfirmed'), r.updated_at)
-         FROM runs r
-         JOIN stacks s ON s.org_id = r.org_id AND s.id = r.stack_id
+                          WHERE p.run_id = x.id AND p.state = 'unconfirmed'), x.updated_at),
+                x.created_at
+         FROM runs x
+         JOIN stacks s ON s.org_id = x.org_id AND s.id = x.stack_id
          JOIN environments e ON e.org_id = s.org_id AND e.id = s.environment
-         WHERE r.org_id = ?1 AND r.state = 'unconfirmed' AND r.kind = 'tracked'
-           AND e.requires_approval = 1 AND (?2 IS NULL OR r.id = ?2)
-         ORDER BY r.created_at, r.id",
-    )?;
-    let rows = stmt.query_map(params![org, subject], |r| {
+         WHERE x.org_id = ?1 AND x.state = 'unconfirmed' AND x.kind = 'tracked'
+           AND e.requires_approval = 1",
+    );
+    let rows = pick.query(conn, &sql, org, |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
             r.get::<_, String>(2)?,
             r.get::<_, String>(3)?,
             r.get::<_, i64>(4)?,
+            r.get::<_, i64>(5)?,
         ))
     })?;
     let mut out = Vec::new();
-    for row in rows {
-        let (id, stack, env, triggered_by, since) = row?;
+    for (id, stack, env, triggered_by, since, created) in rows {
         out.push(PendingApproval {
             kind: SubjectKind::StackRun,
             subject: id,
@@ -108,30 +148,40 @@ fn pending_stack_runs(
             environments: vec![env],
             requested_by: triggered_by,
             since: from_millis(since)?,
+            created_at: created,
             preview: None,
         });
     }
     Ok(out)
 }
 
-pub(super) fn pending(conn: &Connection, org: &str) -> Result<Vec<PendingApproval>> {
-    let mut all = pending_plan_runs(conn, org, None)?;
-    all.extend(pending_stack_runs(conn, org, None)?);
+/// A page of the runs of `org` waiting for approval in (creation, id) order: the page of
+/// each kind read from its index, merged.
+pub(super) fn pending(
+    conn: &Connection,
+    org: &str,
+    after: Option<&KeyCursor>,
+    limit: u32,
+) -> Result<Vec<PendingApproval>> {
+    let pick = Pick::Page { after, limit };
+    let mut all = pending_plan_runs(conn, org, pick)?;
+    all.extend(pending_stack_runs(conn, org, pick)?);
     all.sort_by(|a, b| {
-        a.since
-            .cmp(&b.since)
+        a.created_at
+            .cmp(&b.created_at)
             .then_with(|| a.subject.cmp(&b.subject))
     });
+    all.truncate(limit as usize);
     Ok(all)
 }
 
 /// One run of `org` waiting for approval; `NotFound` for a run the org does not have,
 /// `NotAwaitingApproval` (saying why) for one that does not wait.
 pub(super) fn pending_one(conn: &Connection, org: &str, subject: &str) -> Result<PendingApproval> {
-    if let Some(p) = pending_plan_runs(conn, org, Some(subject))?.pop() {
+    if let Some(p) = pending_plan_runs(conn, org, Pick::One(subject))?.pop() {
         return Ok(p);
     }
-    if let Some(p) = pending_stack_runs(conn, org, Some(subject))?.pop() {
+    if let Some(p) = pending_stack_runs(conn, org, Pick::One(subject))?.pop() {
         return Ok(p);
     }
     if let Some(run) = super::plan_runs::load(conn, subject)?.filter(|r| r.org == org) {

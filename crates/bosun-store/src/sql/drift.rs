@@ -175,11 +175,7 @@ const BY_SCHEDULE: &str =
 pub(super) fn due(conn: &Connection, now: i64, limit: u32) -> Result<Vec<DriftScheduleRecord>> {
     query_schedules(
         conn,
-        &schedules_select(
-            BY_SCHEDULE,
-            "ds.next_at <= ?1",
-            "ds.next_at, ds.org_id, ds.stack_id LIMIT ?2",
-        ),
+        &schedules_select(BY_SCHEDULE, "ds.next_at <= ?1", "ds.next_at LIMIT ?2"),
         params![now, limit],
     )
 }
@@ -191,11 +187,7 @@ pub(super) fn alerts_due(
 ) -> Result<Vec<DriftScheduleRecord>> {
     query_schedules(
         conn,
-        &schedules_select(
-            BY_SCHEDULE,
-            "ds.alert_at < ?1",
-            "ds.alert_at, ds.org_id, ds.stack_id LIMIT ?2",
-        ),
+        &schedules_select(BY_SCHEDULE, "ds.alert_at < ?1", "ds.alert_at LIMIT ?2"),
         params![now, limit],
     )
 }

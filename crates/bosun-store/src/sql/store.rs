@@ -1118,9 +1118,15 @@ impl PlanRunStore for db::Store {
 
 #[async_trait]
 impl ApprovalStore for db::Store {
-    async fn pending_approvals(&self, org: &str) -> Result<Vec<PendingApproval>> {
-        let org = org.to_string();
-        self.read(move |c| approvals::pending(c, &org)).await
+    async fn pending_approvals(
+        &self,
+        org: &str,
+        after: Option<&KeyCursor>,
+        limit: u32,
+    ) -> Result<Vec<PendingApproval>> {
+        let (org, after) = (org.to_string(), after.cloned());
+        self.read(move |c| approvals::pending(c, &org, after.as_ref(), limit))
+            .await
     }
 
     async fn pending_approval(&self, org: &str, subject: &str) -> Result<PendingApproval> {

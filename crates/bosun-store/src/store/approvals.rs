@@ -4,16 +4,22 @@
 use async_trait::async_trait;
 
 use crate::{
-    ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, Audit, PendingApproval,
+    ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, Audit, KeyCursor, PendingApproval,
     PlanScheduleFire, PlanScheduleFired, PlanScheduleInput, PlanScheduleRecord, Result,
 };
 
 /// The approvals inbox and plan schedules.
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {
-    /// Runs of `org` waiting for an approval, oldest first: paused plan runs, and tracked
-    /// stack runs in `unconfirmed` whose stack's environment requires approval.
-    async fn pending_approvals(&self, org: &str) -> Result<Vec<PendingApproval>>;
+    /// Runs of `org` waiting for an approval, oldest first (by creation, then id): paused
+    /// plan runs, and tracked stack runs in `unconfirmed` whose stack's environment
+    /// requires approval — at most `limit`, those after `after`.
+    async fn pending_approvals(
+        &self,
+        org: &str,
+        after: Option<&KeyCursor>,
+        limit: u32,
+    ) -> Result<Vec<PendingApproval>>;
     /// One waiting run; `NotFound` for a run the org does not have, `NotAwaitingApproval`
     /// (saying why) for one that does not wait.
     async fn pending_approval(&self, org: &str, subject: &str) -> Result<PendingApproval>;
