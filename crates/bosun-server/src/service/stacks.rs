@@ -196,7 +196,11 @@ pub async fn connection(
 /// The wire form of a stack, with its connection looked up.
 pub async fn to_wire_with_connection(state: &AppState, r: StackRecord) -> Result<Stack, ApiError> {
     let c = connection(state, &r.spec).await?;
-    let drift = crate::drift::stack_status(state, &r.org, r.spec.id.as_str()).await?;
+    // A stack without drift detection has no drift status: nothing to read.
+    let drift = match r.spec.drift_detection {
+        Some(_) => crate::drift::stack_status(state, &r.org, r.spec.id.as_str()).await?,
+        None => None,
+    };
     Ok(Stack {
         drift_status: drift,
         ..to_wire(r, c)

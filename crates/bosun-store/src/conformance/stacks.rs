@@ -55,8 +55,17 @@ pub async fn stacks_roundtrip_every_field(store: Arc<dyn Store>) {
     assert_eq!(got.created_at, created.created_at);
     assert_eq!(got.org, "acme");
     assert!(store.get_stack("acme", "missing").await.unwrap().is_none());
-    let dup = store.create_stack("acme", &want, &a).await;
+    let mut other = want.clone();
+    other.name = "another".into();
+    other.drift_detection = None;
+    let dup = store.create_stack("acme", &other, &a).await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
+    let kept = store.get_stack("acme", "app").await.unwrap().unwrap();
+    assert_eq!(
+        (kept.spec, kept.created_at),
+        (want.clone(), created.created_at),
+        "a taken id changes nothing"
+    );
     let no_org = store.create_stack("ghost-org", &spec("x1", &[]), &a).await;
     assert!(matches!(no_org, Err(StoreError::NotFound(_))), "{no_org:?}");
 }

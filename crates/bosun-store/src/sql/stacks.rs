@@ -143,10 +143,13 @@ pub(super) fn stack_record(r: StackRow) -> Result<StackRecord> {
 
 /// Checks upstreams exist and that the org's graph with `spec`'s edges stays acyclic,
 /// then writes the edge table. Runs inside the caller's write transaction.
+/// Checks a stack's dependencies (each upstream exists, no cycle) and writes them;
+/// `fresh` for a stack created in this transaction, which has none to replace.
 pub(super) fn check_and_write_dependencies(
     tx: &Transaction<'_>,
     org: &str,
     spec: &StackSpec,
+    fresh: bool,
 ) -> Result<()> {
     let id = spec.id.as_str();
     for dep in &spec.depends_on {
@@ -186,8 +189,10 @@ pub(super) fn check_and_write_dependencies(
     if let Some(cycle) = find_cycle(&graph) {
         return Err(StoreError::DependencyCycle(cycle));
     }
-    tx.prepare_cached("DELETE FROM stack_dependencies WHERE org_id = ?1 AND stack_id = ?2")?
-        .execute(params![org, id])?;
+    if !fresh {
+        tx.prepare_cached("DELETE FROM stack_dependencies WHERE org_id = ?1 AND stack_id = ?2")?
+            .execute(params![org, id])?;
+    }
     let mut insert = tx.prepare_cached(
         "INSERT INTO stack_dependencies (org_id, stack_id, upstream) VALUES (?1, ?2, ?3)",
     )?;
@@ -242,19 +247,27 @@ pub(super) fn stack_columns(spec: &StackSpec) -> StackColumns {
     }
 }
 
-/// Inserts a stack's row, or replaces every column but `created_at` of an existing one.
+/// Inserts a stack's row (`fresh`: a unique violation when the id is taken), or replaces
+/// every column but `created_at` of an existing one.
 pub(super) fn write_stack_row(
     tx: &Transaction<'_>,
     org: &str,
     spec: &StackSpec,
     created_at: i64,
     updated_at: i64,
+    fresh: bool,
 ) -> db::Result<usize> {
     let c = stack_columns(spec);
-    tx.prepare_cached(&format!(
+    let insert = format!(
         "INSERT INTO stacks ({STACK_COLUMNS}, repo_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?20, ?21)
+                 ?18, ?19, ?20, ?21)"
+    );
+    let sql = if fresh {
+        insert
+    } else {
+        format!(
+            "{insert}
          ON CONFLICT (org_id, id) DO UPDATE SET
             name = excluded.name, repository = excluded.repository, branch = excluded.branch,
             repo_key = excluded.repo_key,
@@ -265,8 +278,9 @@ pub(super) fn write_stack_row(
             depends_on = excluded.depends_on, drift_detection = excluded.drift_detection,
             runner_pool = excluded.runner_pool, aws = excluded.aws,
             updated_at = excluded.updated_at"
-    ))?
-    .execute(params![
+        )
+    };
+    tx.prepare_cached(&sql)?.execute(params![
         org,
         spec.id.as_str(),
         spec.name,
@@ -320,26 +334,22 @@ pub(super) fn create(
     spec: &StackSpec,
     audit: &Audit,
 ) -> Result<StackRecord> {
-    if exists(
-        tx,
-        "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
-        params![org, spec.id.as_str()],
-    )? {
-        return Err(StoreError::AlreadyExists(format!(
-            "stack {:?}",
-            spec.id.as_str()
-        )));
-    }
+    // The insert itself tells a taken id (no read first: one statement, and no predicate
+    // lock on the org's ids for concurrent creates to conflict on).
     let now = millis(Utc::now());
-    write_stack_row(tx, org, spec, now, now).map_err(|e| {
-        if is_foreign_key_violation(&e) {
+    write_stack_row(tx, org, spec, now, now, true).map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::AlreadyExists(format!("stack {:?}", spec.id.as_str()))
+        } else if is_foreign_key_violation(&e) {
             StoreError::NotFound(format!("org {org:?}"))
         } else {
             e.into()
         }
     })?;
-    check_and_write_dependencies(tx, org, spec)?;
-    super::drift::settings_saved(tx, org, spec, now)?;
+    check_and_write_dependencies(tx, org, spec, true)?;
+    if spec.drift_detection.is_some() {
+        super::drift::settings_saved(tx, org, spec, now)?;
+    }
     append_audit(tx, audit)?;
     Ok(StackRecord {
         org: org.to_string(),
@@ -401,9 +411,9 @@ pub(super) fn update(
             spec.id.as_str()
         )));
     };
-    check_and_write_dependencies(tx, org, spec)?;
+    check_and_write_dependencies(tx, org, spec, false)?;
     let now = millis(Utc::now()).max(created);
-    write_stack_row(tx, org, spec, created, now)?;
+    write_stack_row(tx, org, spec, created, now, false)?;
     super::drift::settings_saved(tx, org, spec, now)?;
     append_audit(tx, audit)?;
     Ok(StackRecord {
