@@ -426,6 +426,8 @@ api-run${tab}@$dir/api-run.paths${tab}$auth${tab}\"phases\"
 api-versions${tab}@$dir/api-versions.paths${tab}$auth${tab}\"items\"
 api-version${tab}@$dir/api-version.paths${tab}$auth${tab}\"checksum\"
 api-runners${tab}$api/runners${tab}$auth${tab}\"items\"
+api-approvals${tab}$api/approvals?limit=100${tab}$auth${tab}\"items\"
+metrics${tab}/metrics${tab}X-Bench: size${tab}bosun_runs
 page-stacks${tab}/orgs/$ORG/stacks${tab}$session${tab}id=\"stacks\"
 page-stacks-deep${tab}/orgs/$ORG/stacks?after=$middle${tab}$session${tab}id=\"stacks\"
 page-stack${tab}@$dir/page-stack.paths${tab}$session${tab}id=\"runs\"

@@ -30,6 +30,8 @@ READS = [
     ("api-versions", "GET …/stacks/{id}/state/versions", 50),
     ("api-version", "GET …/state/versions/{n}", 5),
     ("api-runners", "GET …/runners", 50),
+    ("api-approvals", "GET …/approvals?limit=100", 50),
+    ("metrics", "GET /metrics", 50),
     ("page-stacks", "page /orgs/default/stacks", 50),
     ("page-stacks-deep", "page …/stacks?after= (middle)", 50),
     ("page-stack", "page …/stacks/{id}", 50),

@@ -7,6 +7,10 @@
 //! window (24 hours for SQLite) so a scrape's cost does not grow with history: those
 //! histograms slide with the window — read their buckets as they are, not with `rate()`.
 //!
+//! Run and trigger-decision counts come from deltas the store's triggers write with each
+//! change; the `metric_counts` duty folds them every minute, so a scrape reads a few rows
+//! whatever the number of runs.
+//!
 //! The notification counters belong to this process too (each replica's delivery duty
 //! counts its own attempts; Prometheus sums them).
 //!
@@ -28,6 +32,22 @@ use chrono::{DateTime, Utc};
 
 use crate::app::AppState;
 use crate::error::ApiError;
+
+/// How often the count deltas are folded.
+const FOLD_EVERY: Duration = Duration::from_secs(60);
+
+/// The `metric_counts` duty: folds the run and trigger-decision count deltas into one row
+/// per metric, a pass a minute.
+pub(crate) fn fold_duty() -> crate::duties::Duty {
+    crate::duties::Duty::new("metric_counts", Some(FOLD_EVERY), |state| {
+        let state = state.clone();
+        Box::pin(async move {
+            let folded = state.store.fold_metric_counts().await?;
+            tracing::debug!(folded, "metric count deltas folded");
+            Ok(None)
+        })
+    })
+}
 use crate::service::runners::{dark_after, runner_status, RUNNER_STATUSES};
 
 /// The content type of the text exposition format.

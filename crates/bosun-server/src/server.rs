@@ -123,6 +123,7 @@ impl RunningServer {
             crate::notify::deliver::delivery_duty(&state),
             crate::schedules::schedule_duty(&state),
             crate::retention::duty(&state),
+            crate::metrics::fold_duty(),
         ];
         let mut duties: Vec<JoinHandle<()>> = background
             .into_iter()

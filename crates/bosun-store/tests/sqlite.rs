@@ -602,9 +602,9 @@ async fn a_log_block_inflating_past_its_stored_length_is_refused() {
 /// scheduler's indexes. Upgrading queues every drift-checked stack for one look by the
 /// scheduler, drops the schedule of a stack whose drift detection was turned off, and
 /// leaves `stale_at` for the scheduler to fill: computed from the latest successful check
-/// (or `since`), with its alert due.
+/// (or `since`), with its alert due. v26 counts the runs already stored.
 #[tokio::test]
-async fn migrates_a_v23_database_to_drift_schedules_read_by_index() {
+async fn migrates_a_v23_database_to_drift_schedules_read_by_index_and_counted_runs() {
     use bosun_store::DriftStore;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bosun.db");
@@ -681,4 +681,10 @@ async fn migrates_a_v23_database_to_drift_schedules_read_by_index() {
     // The last success (11:00) plus twice the hourly interval.
     assert_eq!(state.stale_at, Some(1_717_236_000_000 + 3 * 3_600_000));
     assert_eq!(state.alert_at, state.stale_at);
+    // v26 counts the runs stored before it for /metrics.
+    let m = bosun_store::MetricsStore::metrics(&store).await.unwrap();
+    assert_eq!(
+        m.runs.into_iter().collect::<Vec<_>>(),
+        [(("drift".to_string(), "finished".to_string()), 1)]
+    );
 }

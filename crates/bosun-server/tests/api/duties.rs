@@ -153,7 +153,7 @@ async fn lease_gauges(t: &TestServer) -> std::collections::BTreeMap<String, Stri
 }
 
 /// Every duty a replica runs with git polling on.
-const DUTIES: [&str; 7] = [
+const DUTIES: [&str; 8] = [
     "stale_sweep",
     "git_poll",
     "notify",
@@ -161,6 +161,7 @@ const DUTIES: [&str; 7] = [
     "oidc_key_rotation",
     "vcs_token_revoke",
     "retention",
+    "metric_counts",
 ];
 
 /// Polls the replica's lease gauges until every duty reads `want` (panics at `until`).
@@ -239,6 +240,7 @@ async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
         names,
         [
             "git_poll",
+            "metric_counts",
             "notify",
             "oidc_key_rotation",
             "retention",
@@ -248,7 +250,7 @@ async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
         ],
         "{ready}"
     );
-    let sweep = &ready["duties"][5];
+    let sweep = &ready["duties"][6];
     assert_eq!(sweep["lease_held"], true, "{ready}");
     // A duty that passed here held its lease to do so.
     for d in ready["duties"].as_array().unwrap() {

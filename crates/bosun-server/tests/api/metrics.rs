@@ -612,6 +612,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
         "schedules",
         "vcs_token_revoke",
         "retention",
+        "metric_counts",
     ] {
         let at = duties.value("bosun_duty_last_pass_timestamp_seconds", &[("duty", duty)]);
         assert!(at >= 0.0, "{duty}: {at}");

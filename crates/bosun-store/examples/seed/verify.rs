@@ -38,6 +38,9 @@ pub(crate) async fn verify(args: &Args, copied: &Copied) -> R<f64> {
     let store = open_store(&args.backend).await?;
     // The copies' drift schedules get their stale_at as a server computes it.
     while store.fill_drift_stale_at(1000).await? == 1000 {}
+    // The copies' run and decision counts (one delta each, from the store's triggers)
+    // folded, as the server's metric-counts duty does.
+    store.fold_metric_counts().await?;
     let width = args.width();
     let k = args.templates;
     let mut orgs = args.targets();

@@ -193,4 +193,27 @@ pub async fn metrics_count_and_time_from_the_store(store: Arc<dyn Store>) {
         }
     );
     assert_eq!(m.runs.get(&kind_state("tracked", "queued")), Some(&1));
+
+    // Folding the count deltas changes no figure; changes after a fold count on top.
+    assert!(store.fold_metric_counts().await.unwrap() > 0);
+    let folded = store.metrics().await.unwrap();
+    assert_eq!(
+        (&folded.runs, &folded.trigger_decisions),
+        (&m.runs, &m.trigger_decisions)
+    );
+    let before = store.fold_metric_counts().await.unwrap();
+    assert!(
+        before <= m.runs.len() + 3,
+        "one row per metric after a fold, {before} rows"
+    );
+    store
+        .cancel_run("r-push", &audit(Some("acme"), "run.cancel", "run:r-push"))
+        .await
+        .unwrap();
+    let after = store.metrics().await.unwrap();
+    assert_eq!(after.runs.get(&kind_state("tracked", "queued")), None);
+    assert_eq!(
+        after.runs.get(&kind_state("tracked", "canceled")),
+        Some(&(m.runs.get(&kind_state("tracked", "canceled")).unwrap_or(&0) + 1))
+    );
 }

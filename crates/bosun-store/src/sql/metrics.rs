@@ -10,8 +10,9 @@ pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
     // Every figure from the same snapshot.
     db::snapshot(c, |tx| {
         let since = millis(Utc::now()) - METRICS_WINDOW.as_millis() as i64;
+        let counts = counts(tx)?;
         let metrics = StoreMetrics {
-            runs: metrics_runs(tx)?,
+            runs: metrics_runs(&counts),
             late_writes: metrics_late_writes(tx)?,
             window: METRICS_WINDOW,
             queue_waits_ms: metrics_queue_waits(tx, since)?,
@@ -19,7 +20,7 @@ pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
             runners: metrics_runners(tx)?,
             busy_runners: runners::busy(tx)?,
             locks: metrics_locks(tx)?,
-            trigger_decisions: metrics_trigger_decisions(tx)?,
+            trigger_decisions: metrics_trigger_decisions(&counts),
         };
         Ok(metrics)
     })
@@ -32,11 +33,51 @@ const METRICS_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// `needs_lease IN (0, 1)` names every run and lets the database seek on `created_at`.
 const METRICS_WINDOW_RUNS: &str = "r.needs_lease IN (0, 1) AND r.created_at >= ?1";
 
-fn metrics_runs(c: &Connection) -> Result<BTreeMap<(String, String), i64>> {
-    let mut stmt =
-        c.prepare_cached("SELECT kind, state, COUNT(*) FROM runs GROUP BY kind, state")?;
-    let rows = stmt.query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?;
+/// The counts the store's triggers keep in `metric_counts` (migration 0026), by metric:
+/// a few rows per metric, folded by [`fold_counts`].
+fn counts(c: &Connection) -> Result<BTreeMap<String, i64>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT metric, CAST(SUM(n) AS BIGINT) FROM metric_counts GROUP BY metric",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<db::Result<_>>()?)
+}
+
+/// Runs by kind and state (those with any).
+fn metrics_runs(counts: &BTreeMap<String, i64>) -> BTreeMap<(String, String), i64> {
+    counts
+        .iter()
+        .filter(|(_, n)| **n != 0)
+        .filter_map(|(metric, n)| {
+            let (kind, state) = metric.strip_prefix("runs:")?.split_once(':')?;
+            Some(((kind.to_string(), state.to_string()), *n))
+        })
+        .collect()
+}
+
+/// Folds the deltas present now into one row per metric (a metric at zero keeps none).
+/// A delta a concurrent transaction commits later is not in this transaction's snapshot:
+/// it is neither deleted nor counted here, and the next fold takes it.
+pub(super) fn fold_counts(tx: &Transaction<'_>) -> Result<usize> {
+    let last: Option<i64> = tx
+        .prepare_cached("SELECT MAX(id) FROM metric_counts")?
+        .query_row([], |r| r.get(0))?;
+    let Some(last) = last else { return Ok(0) };
+    let sums: Vec<(String, i64)> = tx
+        .prepare_cached(
+            "SELECT metric, CAST(SUM(n) AS BIGINT) FROM metric_counts WHERE id <= ?1
+             GROUP BY metric",
+        )?
+        .query_map(params![last], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<db::Result<_>>()?;
+    let folded = tx
+        .prepare_cached("DELETE FROM metric_counts WHERE id <= ?1")?
+        .execute(params![last])?;
+    let mut insert = tx.prepare_cached("INSERT INTO metric_counts (metric, n) VALUES (?1, ?2)")?;
+    for (metric, n) in sums.iter().filter(|(_, n)| *n != 0) {
+        insert.execute(params![metric, n])?;
+    }
+    Ok(folded)
 }
 
 fn metrics_late_writes(c: &Connection) -> Result<i64> {
@@ -111,21 +152,17 @@ fn metrics_locks(c: &Connection) -> Result<Vec<HeldLock>> {
 }
 
 /// A decision on a repeated delivery is `duplicate`; otherwise it started a run or not.
-fn metrics_trigger_decisions(c: &Connection) -> Result<DecisionCounts> {
-    Ok(c.prepare_cached(
-        "SELECT
-            COALESCE(SUM(CASE WHEN d.duplicate_of IS NULL AND t.run_id IS NOT NULL
-                THEN 1 ELSE 0 END), 0),
-            COALESCE(SUM(CASE WHEN d.duplicate_of IS NULL AND t.run_id IS NULL
-                THEN 1 ELSE 0 END), 0),
-            COALESCE(SUM(CASE WHEN d.duplicate_of IS NOT NULL THEN 1 ELSE 0 END), 0)
-         FROM trigger_decisions t JOIN deliveries d ON d.id = t.delivery_id",
-    )?
-    .query_row([], |r| {
-        Ok(DecisionCounts {
-            triggered: r.get(0)?,
-            ignored: r.get(1)?,
-            duplicate: r.get(2)?,
-        })
-    })?)
+/// Counted when made: a stack deleted later does not take its decisions back.
+fn metrics_trigger_decisions(counts: &BTreeMap<String, i64>) -> DecisionCounts {
+    let of = |outcome: &str| {
+        counts
+            .get(&format!("decisions:{outcome}"))
+            .copied()
+            .unwrap_or(0)
+    };
+    DecisionCounts {
+        triggered: of("triggered"),
+        ignored: of("ignored"),
+        duplicate: of("duplicate"),
+    }
 }

@@ -608,6 +608,10 @@ impl MetricsStore for db::Store {
     async fn metrics(&self) -> Result<StoreMetrics> {
         self.read(metrics::read).await
     }
+
+    async fn fold_metric_counts(&self) -> Result<usize> {
+        self.write(metrics::fold_counts).await
+    }
 }
 
 #[async_trait]

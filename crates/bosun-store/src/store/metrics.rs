@@ -10,4 +10,7 @@ use crate::{Result, StoreMetrics};
 pub trait MetricsStore: Send + Sync {
     /// Everything `/metrics` reads from the store, in one read transaction.
     async fn metrics(&self) -> Result<StoreMetrics>;
+    /// Folds the run and trigger-decision count deltas the store's triggers wrote into one
+    /// row per metric; returns how many rows it folded.
+    async fn fold_metric_counts(&self) -> Result<usize>;
 }
