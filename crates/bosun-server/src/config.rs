@@ -63,6 +63,9 @@ pub struct RetentionFile {
     /// A run's log is compressed this long after the run ended, humantime (`10m`); `0s`
     /// never compresses.
     pub compress_logs_after: Option<String>,
+    /// VCS deliveries received longer ago than this are deleted with their trigger
+    /// decisions, humantime (`90days`); `0s` keeps them forever.
+    pub deliveries: Option<String>,
 }
 
 /// Values from flags or the environment; `None` where neither was given.
@@ -87,6 +90,8 @@ pub struct ConfigOverrides {
     pub run_retention: Option<std::time::Duration>,
     /// `--log-compress-after` / `BOSUN_LOG_COMPRESS_AFTER`.
     pub compress_logs_after: Option<std::time::Duration>,
+    /// `--delivery-retention` / `BOSUN_DELIVERY_RETENTION`.
+    pub delivery_retention: Option<std::time::Duration>,
     /// `BOSUN_BOOTSTRAP_TOKEN`: the first admin's token on an empty store.
     pub bootstrap_token: Option<String>,
     pub tls_cert_file: Option<PathBuf>,
@@ -315,12 +320,19 @@ pub struct RetentionConfig {
     /// A run's log is compressed once the run ended this long ago (late chunks of a
     /// force-failed run's engine may still come); zero never compresses.
     pub compress_logs_after: std::time::Duration,
+    /// VCS deliveries (webhooks, polls) received longer ago than this are deleted with
+    /// their trigger decisions; zero keeps them forever.
+    pub delivery_retention: std::time::Duration,
     /// How often the duty passes (tests shorten it).
     pub every: std::time::Duration,
 }
 
 /// The default number of state versions kept per stack: 100.
 pub const DEFAULT_STATE_KEEP_VERSIONS: u32 = 100;
+/// The default age under which VCS deliveries and their trigger decisions are kept: 90
+/// days (a provider redelivers a webhook within days).
+pub const DEFAULT_DELIVERY_RETENTION: std::time::Duration =
+    std::time::Duration::from_secs(90 * 24 * 3600);
 /// The default age under which state versions are kept: 90 days.
 pub const DEFAULT_STATE_KEEP_FOR: std::time::Duration =
     std::time::Duration::from_secs(90 * 24 * 3600);
@@ -332,6 +344,7 @@ impl Default for RetentionConfig {
             state_keep_for: DEFAULT_STATE_KEEP_FOR,
             run_retention: std::time::Duration::ZERO,
             compress_logs_after: std::time::Duration::from_secs(600),
+            delivery_retention: DEFAULT_DELIVERY_RETENTION,
             every: std::time::Duration::from_secs(3600),
         }
     }
@@ -592,11 +605,19 @@ fn retention_config(o: &ConfigOverrides, f: &FileConfig) -> Result<RetentionConf
             file.compress_logs_after.as_deref(),
         )?)
         .unwrap_or(d.compress_logs_after);
+    let delivery_retention = o
+        .delivery_retention
+        .or(file_duration(
+            "retention.deliveries",
+            file.deliveries.as_deref(),
+        )?)
+        .unwrap_or(d.delivery_retention);
     Ok(RetentionConfig {
         state_keep_versions,
         state_keep_for,
         run_retention,
         compress_logs_after,
+        delivery_retention,
         ..d
     })
 }
@@ -850,6 +871,27 @@ mod tests {
             c.retention.compress_logs_after,
             std::time::Duration::from_secs(60)
         );
+        assert_eq!(
+            d.retention.delivery_retention,
+            std::time::Duration::from_secs(90 * 24 * 3600)
+        );
+        let keep =
+            FileConfig::parse(Path::new("t.toml"), "[retention]\ndeliveries = \"0s\"\n").unwrap();
+        let c = ServerConfig::merge(ConfigOverrides::default(), keep.clone()).unwrap();
+        assert_eq!(c.retention.delivery_retention, std::time::Duration::ZERO);
+        let o = ConfigOverrides {
+            delivery_retention: Some(std::time::Duration::from_secs(3600)),
+            ..Default::default()
+        };
+        let c = ServerConfig::merge(o, keep).unwrap();
+        assert_eq!(
+            c.retention.delivery_retention,
+            std::time::Duration::from_secs(3600)
+        );
+        let bad =
+            FileConfig::parse(Path::new("t.toml"), "[retention]\ndeliveries = \"soon\"\n").unwrap();
+        let e = ServerConfig::merge(ConfigOverrides::default(), bad).unwrap_err();
+        assert!(e.to_string().contains("retention.deliveries"), "{e}");
         assert_eq!(d.retention.run_retention, std::time::Duration::ZERO);
         let runs =
             FileConfig::parse(Path::new("t.toml"), "[retention]\nruns = \"400days\"\n").unwrap();

@@ -397,6 +397,17 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         &[],
         r.runs_summarised.load(Ordering::Relaxed),
     );
+    out.family(
+        "bosun_vcs_deliveries_pruned_total",
+        "counter",
+        "Webhook and poll deliveries (with their trigger decisions) this server process \
+         deleted as received longer ago than --delivery-retention.",
+    );
+    out.sample(
+        "bosun_vcs_deliveries_pruned_total",
+        &[],
+        r.deliveries_pruned.load(Ordering::Relaxed),
+    );
 
     out.family(
         "bosun_duty_last_pass_timestamp_seconds",

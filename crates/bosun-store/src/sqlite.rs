@@ -124,6 +124,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0024_drift_due.sql"),
     include_str!("../migrations/sqlite/0025_approval_inbox.sql"),
     include_str!("../migrations/sqlite/0026_metric_counts.sql"),
+    include_str!("../migrations/sqlite/0027_delivery_retention.sql"),
 ];
 
 /// The schema version this binary writes.

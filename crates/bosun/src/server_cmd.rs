@@ -131,6 +131,11 @@ pub struct ServerArgs {
     /// [default: 10m].
     #[arg(long, env = "BOSUN_LOG_COMPRESS_AFTER", value_parser = humantime::parse_duration)]
     log_compress_after: Option<std::time::Duration>,
+    /// VCS deliveries (webhooks, polls) received longer ago than this are deleted with
+    /// their trigger decisions; a redelivery goes with the delivery it repeats (0s: keep
+    /// them forever) [default: 90days].
+    #[arg(long, env = "BOSUN_DELIVERY_RETENTION", value_parser = humantime::parse_duration)]
+    delivery_retention: Option<std::time::Duration>,
     /// How often stacks on plain git remotes are polled for new commits (0s: never).
     #[arg(long, env = "BOSUN_GIT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     git_poll_interval: std::time::Duration,
@@ -216,6 +221,7 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
         state_keep_for: args.state_keep_for,
         run_retention: args.run_retention,
         compress_logs_after: args.log_compress_after,
+        delivery_retention: args.delivery_retention,
         bootstrap_token: std::env::var("BOSUN_BOOTSTRAP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),

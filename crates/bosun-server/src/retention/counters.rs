@@ -13,4 +13,6 @@ pub struct Counters {
     pub log_chunks_compressed_plan_runs: AtomicU64,
     /// Stack runs summarised as older than the run retention.
     pub runs_summarised: AtomicU64,
+    /// VCS deliveries (webhooks, polls) deleted with their trigger decisions.
+    pub deliveries_pruned: AtomicU64,
 }

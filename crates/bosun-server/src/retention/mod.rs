@@ -3,8 +3,9 @@
 //! `--state-keep-versions` and `--state-keep-for` — never a stack's current version, a late
 //! or recovered write, nor a version a run took its inputs from — compresses the logs of
 //! runs that have ended, and summarises stack runs that ended longer ago than
-//! `--run-retention` (their log and plan detail deleted, their record kept), a batch per
-//! transaction, logging what it did and counting it for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
+//! `--run-retention` (their log and plan detail deleted, their record kept), and deletes
+//! the VCS deliveries received longer ago than `--delivery-retention` with their trigger
+//! decisions, a batch per transaction, logging what it did and counting it for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
 //! module only decides when and with which settings.
 
 pub mod counters;
@@ -35,6 +36,7 @@ pub fn duty(state: &AppState) -> Duty {
                 prune_state_versions(&state).await,
                 compress_logs(&state).await,
                 summarise_runs(&state).await,
+                prune_deliveries(&state).await,
             ];
             done.into_iter().collect::<Result<Vec<()>, _>>()?;
             Ok(None)
@@ -97,6 +99,29 @@ async fn compress_logs(state: &AppState) -> Result<(), PassError> {
             stack_run_chunks = stack_runs,
             plan_run_chunks = plan_runs,
             "compressed the logs of ended runs"
+        );
+    }
+    Ok(())
+}
+
+/// Deletes the VCS deliveries received longer ago than the delivery retention (with their
+/// trigger decisions), and says how many.
+async fn prune_deliveries(state: &AppState) -> Result<(), PassError> {
+    let retention = state.config.retention.delivery_retention;
+    let Some(before) = cutoff(retention) else {
+        return Ok(());
+    };
+    let pruned = state.store.prune_deliveries(before, BATCH).await?;
+    state
+        .retention
+        .deliveries_pruned
+        .fetch_add(pruned, Ordering::Relaxed);
+    if pruned > 0 {
+        tracing::info!(
+            duty = "retention",
+            deliveries = pruned,
+            retention = %humantime::format_duration(retention),
+            "deleted VCS deliveries and their trigger decisions past the delivery retention"
         );
     }
     Ok(())

@@ -592,6 +592,11 @@ async fn metrics_expose_every_series_in_the_text_format() {
     );
     let runs = family(&families, "bosun_runs_summarised", "counter");
     assert_eq!(runs.value("bosun_runs_summarised_total", &[]), 0.0);
+    let deliveries = family(&families, "bosun_vcs_deliveries_pruned", "counter");
+    assert_eq!(
+        deliveries.value("bosun_vcs_deliveries_pruned_total", &[]),
+        0.0
+    );
     let logs = family(&families, "bosun_run_log_chunks_compressed", "counter");
     for kind in ["stack_run", "plan_run"] {
         assert_eq!(
@@ -656,6 +661,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_state_lock_age_seconds",
             "bosun_state_versions_pruned",
             "bosun_trigger_decisions",
+            "bosun_vcs_deliveries_pruned",
             "bosun_webhook_deliveries",
         ]
     );

@@ -444,3 +444,51 @@ async fn run_retention_zero_keeps_every_run_whole() {
         .await;
     assert_eq!(logs.status, StatusCode::OK, "{:?}", logs.body);
 }
+
+/// Deliveries older than the delivery retention go with their trigger decisions: the
+/// stack's trigger history no longer lists them, `/metrics` counts them as pruned, and the
+/// decision counts stay.
+#[tokio::test]
+async fn vcs_deliveries_past_the_delivery_retention_go_with_their_decisions() {
+    let t = setup(|c| c.retention.delivery_retention = Duration::from_millis(50)).await;
+    let store = &t.server.state().store;
+    let delivery = bosun_store::NewDelivery {
+        source: bosun_store::DeliverySource::Github,
+        guid: "guid-old".into(),
+        event: "push".into(),
+        action: None,
+        repository: Some("github:acme/infra".into()),
+        git_ref: Some("refs/heads/main".into()),
+        before: Some("b".repeat(40)),
+        after: Some("a".repeat(40)),
+        pull_request: None,
+        summary: "push to main".into(),
+        decisions: vec![bosun_store::TriggerDecision {
+            org: "default".into(),
+            stack: "net".into(),
+            run_id: None,
+            reason: "no watched path changed".into(),
+        }],
+        runs: vec![],
+        cancel: None,
+    };
+    store.record_delivery(&delivery).await.unwrap();
+    let triggers = format!("{NET}/triggers");
+    let listed = t.get(&triggers, &t.admin).await;
+    assert_eq!(listed.status, StatusCode::OK, "{:?}", listed.body);
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+    eventually("the delivery's pruning", || async {
+        metrics(&t)
+            .await
+            .contains("bosun_vcs_deliveries_pruned_total 1\n")
+    })
+    .await;
+    let listed = t.get(&triggers, &t.admin).await;
+    assert_eq!(listed.body["items"], json!([]), "{:?}", listed.body);
+    assert!(
+        metrics(&t)
+            .await
+            .contains("bosun_trigger_decisions_total{decision=\"ignored\"} 1\n"),
+        "decisions made stay counted"
+    );
+}

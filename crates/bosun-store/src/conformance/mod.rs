@@ -140,7 +140,8 @@ macro_rules! conformance_suite {
             stacks_page_reads_by_id_range,
             state_retention_keeps_the_newest_the_young_the_head_and_what_runs_name,
             run_logs_compressed_once_runs_end_read_the_same,
-            runs_summarised_past_the_horizon_keep_their_record
+            runs_summarised_past_the_horizon_keep_their_record,
+            vcs_deliveries_pruned_past_the_horizon_with_their_decisions
         );
     };
     (@peer_cases $make:expr, $peer:expr; $($case:ident),*) => {

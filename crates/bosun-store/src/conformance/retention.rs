@@ -454,3 +454,72 @@ pub async fn runs_summarised_past_the_horizon_keep_their_record(store: Arc<dyn S
     let now = past(Utc::now()).await;
     assert_eq!(store.prune_state_versions(1, now, 10).await.unwrap(), 1);
 }
+
+/// VCS deliveries received before the horizon go, oldest first and a batch at a time,
+/// with their trigger decisions and the redeliveries that repeat them; younger ones stay,
+/// and so do the runs they started and the trigger-decision counts.
+pub async fn vcs_deliveries_pruned_past_the_horizon_with_their_decisions(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    seed_stack(&*store, "app").await;
+    let mut first = delivery("guid-1", "push");
+    first.runs = vec![pr_run("r-push", "net", RunKind::Tracked, None)];
+    first.decisions = vec![
+        decision("net", Some("r-push"), "main.tf changed"),
+        decision("app", None, "no watched path changed"),
+    ];
+    recorded(store.record_delivery(&first).await.unwrap());
+    let mut second = delivery("guid-2", "push");
+    second.decisions = vec![decision("net", None, "no watched path changed")];
+    recorded(store.record_delivery(&second).await.unwrap());
+    let old = store
+        .find_delivery(DeliverySource::Github, "guid-2")
+        .await
+        .unwrap()
+        .unwrap()
+        .received_at;
+    // The redelivery of the first comes later; a new delivery after the horizon.
+    while Utc::now().timestamp_millis() <= old.timestamp_millis() {
+        tokio::task::yield_now().await;
+    }
+    assert!(matches!(
+        store.record_delivery(&first).await.unwrap(),
+        DeliveryOutcome::Duplicate { .. }
+    ));
+    let mut young = delivery("guid-3", "push");
+    young.decisions = vec![decision("net", None, "no watched path changed")];
+    recorded(store.record_delivery(&young).await.unwrap());
+    let counted = store.metrics().await.unwrap().trigger_decisions;
+
+    let horizon = old + chrono::Duration::milliseconds(1);
+    // Batches of one: the store goes on until a batch is short.
+    assert_eq!(store.prune_deliveries(horizon, 1).await.unwrap(), 3);
+    assert_eq!(store.prune_deliveries(horizon, 1).await.unwrap(), 0);
+    for guid in ["guid-1", "guid-2"] {
+        assert_eq!(
+            store
+                .find_delivery(DeliverySource::Github, guid)
+                .await
+                .unwrap(),
+            None,
+            "{guid}"
+        );
+    }
+    let left: Vec<String> = store
+        .list_triggers("acme", "net", None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.delivery.guid)
+        .collect();
+    assert_eq!(left, ["guid-3"]);
+    assert!(store
+        .list_triggers("acme", "app", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        store.get_run("r-push").await.unwrap().is_some(),
+        "runs stay"
+    );
+    assert_eq!(store.metrics().await.unwrap().trigger_decisions, counted);
+}

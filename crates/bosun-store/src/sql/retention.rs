@@ -5,15 +5,31 @@
 use super::logs::{self, LogOf};
 use super::*;
 
-/// The stacks that have written more than `keep` state versions (their head's version
-/// number, versions being numbered 1, 2, 3… per stack): the only ones a prune can find
-/// anything in, found in the `state_heads_versions` index rather than by counting every
-/// version of the store. (A head moved back to an older version makes its stack a
-/// candidate later, never too early.) The age rule is applied per stack by the prune.
-pub(super) fn stacks_with_old_versions(c: &Connection, keep: u32) -> Result<Vec<(String, String)>> {
-    let mut stmt =
-        c.prepare_cached("SELECT org_id, stack_id FROM state_heads WHERE current_version > ?1")?;
-    let rows = stmt.query_map(params![keep], |r| Ok((r.get(0)?, r.get(1)?)))?;
+/// The stacks a prune can delete something of: those that have written more than `keep`
+/// state versions (their head's version number, versions being numbered 1, 2, 3… per
+/// stack, found in the `state_heads_versions` index rather than by counting every version
+/// of the store) and still hold a version older than `before`, past the newest `keep`, and
+/// not kept for a reason of its own (a late or recovered write, a run's input). A stack
+/// pruned before is found again only once it has something new to let go, so a pass does
+/// not open a write transaction per stack that has nothing. (Versions deleted from the
+/// middle make this a superset: the prune itself applies the exact rule.)
+pub(super) fn stacks_with_old_versions(
+    c: &Connection,
+    keep: u32,
+    before: i64,
+) -> Result<Vec<(String, String)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT h.org_id, h.stack_id FROM state_heads h
+         WHERE h.current_version > ?1
+           AND EXISTS (SELECT 1 FROM state_versions v
+                       WHERE v.org_id = h.org_id AND v.stack_id = h.stack_id
+                         AND v.version <= h.current_version - ?1 AND v.created_at < ?2
+                         AND v.late_write = 0 AND v.recovery_reason IS NULL
+                         AND NOT EXISTS (SELECT 1 FROM state_version_refs r
+                                         WHERE r.org_id = v.org_id AND r.stack_id = v.stack_id
+                                           AND r.version = v.version))",
+    )?;
+    let rows = stmt.query_map(params![keep, before], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let mut out = Vec::new();
     for row in rows {
         out.push(row?);
@@ -126,4 +142,30 @@ fn summary_counts(summary: &str) -> String {
         "output_changes": {},
     })
     .to_string()
+}
+
+/// Deletes up to `batch` VCS deliveries received before `before` (see
+/// [`RetentionStore::prune_deliveries`]), oldest first: how many deliveries went (their
+/// redeliveries counted), and whether the batch was full.
+pub(super) fn prune_deliveries(
+    tx: &Transaction<'_>,
+    before: i64,
+    batch: u32,
+) -> Result<(u64, bool)> {
+    let ids: Vec<i64> = tx
+        .prepare_cached(
+            "SELECT id FROM deliveries WHERE received_at < ?1 ORDER BY received_at, id LIMIT ?2",
+        )?
+        .query_map(params![before, batch], |r| r.get(0))?
+        .collect::<db::Result<_>>()?;
+    let mut deleted = 0;
+    // A redelivery names the delivery it repeats: it goes first, then the delivery; their
+    // trigger decisions go with them (`ON DELETE CASCADE`).
+    let mut repeats = tx.prepare_cached("DELETE FROM deliveries WHERE duplicate_of = ?1")?;
+    let mut delivery = tx.prepare_cached("DELETE FROM deliveries WHERE id = ?1")?;
+    for id in &ids {
+        deleted += repeats.execute(params![id])?;
+        deleted += delivery.execute(params![id])?;
+    }
+    Ok((deleted as u64, ids.len() == batch as usize))
 }

@@ -1220,7 +1220,7 @@ impl RetentionStore for db::Store {
     ) -> Result<u64> {
         let (keep, before, batch) = (keep.max(1), millis(before), batch.max(1));
         let stacks = self
-            .read(move |c| retention::stacks_with_old_versions(c, keep))
+            .read(move |c| retention::stacks_with_old_versions(c, keep, before))
             .await?;
         let mut deleted = 0;
         for (org, stack) in stacks {
@@ -1290,6 +1290,20 @@ impl RetentionStore for db::Store {
             summarised += n;
             if n < u64::from(batch) {
                 return Ok(summarised);
+            }
+        }
+    }
+
+    async fn prune_deliveries(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        let (before, batch) = (millis(before), batch.max(1));
+        let mut pruned = 0;
+        loop {
+            let (n, full) = self
+                .write(move |tx| retention::prune_deliveries(tx, before, batch))
+                .await?;
+            pruned += n;
+            if !full {
+                return Ok(pruned);
             }
         }
     }

@@ -43,4 +43,12 @@ pub trait RetentionStore: Send + Sync {
         ended_before: chrono::DateTime<chrono::Utc>,
         batch: u32,
     ) -> Result<u64>;
+    /// Deletes the VCS deliveries received before `before`, oldest first, `batch` per
+    /// write transaction, with their trigger decisions and the redeliveries that repeat
+    /// them (however young). Runs they started stay. Returns how many deliveries went.
+    async fn prune_deliveries(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<u64>;
 }
