@@ -97,6 +97,12 @@ pub struct PlanRunView {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub report: Option<serde_json::Value>,
+    /// Set when retention summarised the run (it ended longer ago than the server's run
+    /// retention): its log and what each step printed on each host (stdout, stderr, diff)
+    /// were deleted; this record, each result's status and message, and the report are
+    /// kept. Its log answers `410 gone` saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarised_at: Option<DateTime<Utc>>,
 }
 
 /// A leased plan run: everything a runner needs to execute it.

@@ -389,14 +389,20 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
     out.family(
         "bosun_runs_summarised_total",
         "counter",
-        "Stack runs this server process summarised as ended longer ago than --run-retention \
-         (their logs and plans deleted, their records kept).",
+        "Runs this server process summarised as ended longer ago than --run-retention \
+         (their logs, and a stack run's plan or a plan run's step output, deleted; their \
+         records kept), by kind of run (stack_run, plan_run).",
     );
-    out.sample(
-        "bosun_runs_summarised_total",
-        &[],
-        r.runs_summarised.load(Ordering::Relaxed),
-    );
+    for (kind, c) in [
+        ("stack_run", &r.runs_summarised),
+        ("plan_run", &r.plan_runs_summarised),
+    ] {
+        out.sample(
+            "bosun_runs_summarised_total",
+            &[("kind", kind)],
+            c.load(Ordering::Relaxed),
+        );
+    }
     out.family(
         "bosun_vcs_deliveries_pruned_total",
         "counter",

@@ -141,6 +141,8 @@ async fn started(store: impl Fn(&mut bosun_server::ServerConfig) + Clone) -> Tes
         c.vcs.webhook_secret = Some(bosun_server::config::Secret(WEBHOOK_SECRET.into()));
         // Cloning for changed files fails at once: the push's own commit list is used.
         c.vcs.web_url = "http://127.0.0.1:9".into();
+        // Every retention rule on, so the duty's statements are explained too.
+        c.retention.run_retention = std::time::Duration::from_secs(30 * 24 * 3600);
     };
     let first = TestServer::start_with(config.clone()).await;
     let _data = first.shutdown().await;

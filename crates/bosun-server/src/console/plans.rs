@@ -553,6 +553,8 @@ struct PlanRunPage {
     warnings: Vec<String>,
     log: PageLog,
     log_after: Option<i64>,
+    /// Why the log is not shown: retention deleted it.
+    log_removed: Option<String>,
     live: bool,
     can_abort: bool,
     /// A paused run: may this user approve and reject it here, or why not.
@@ -714,7 +716,11 @@ async fn run_page(
         after: None,
         limit: Some(1000),
     };
-    let chunks = plan_runs::logs(&state, &org, &id, &whole).await?;
+    let (chunks, log_removed) = match plan_runs::logs(&state, &org, &id, &whole).await {
+        Ok(chunks) => (chunks, None),
+        Err(ApiError::Gone(why)) => (Vec::new(), Some(why)),
+        Err(e) => return Err(e.into()),
+    };
     let terminal = view
         .state
         .parse::<PlanRunState>()
@@ -788,6 +794,7 @@ async fn run_page(
         hosts,
         log: page_log(&chunks),
         log_after: chunks.last().map(|c| c.seq),
+        log_removed,
         live: !terminal,
         predictions,
         unresolved,

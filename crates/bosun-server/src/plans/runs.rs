@@ -118,7 +118,7 @@ pub async fn abort(
     Ok(Json(service::abort(&state, &caller, &org, &id).await?))
 }
 
-/// A page of the run's log, in order.
+/// A page of the run's log, in order; `410 gone` once retention summarised the run.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/plan-runs/{run}/logs", tag = "plan-runs",
     params(("org" = String, Path), ("run" = String, Path), LogsQuery),
     responses((status = 200, body = Vec<LogChunk>)))]
@@ -141,7 +141,7 @@ pub async fn logs_stream(
     ApiPath((org, id)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    service::load(&state, &org, &id).await?;
+    service::load_with_log(&state, &org, &id).await?;
     let read_id = id.clone();
     Ok(log_stream(
         state,

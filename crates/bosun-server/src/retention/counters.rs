@@ -11,8 +11,10 @@ pub struct Counters {
     /// runs.
     pub log_chunks_compressed_stack_runs: AtomicU64,
     pub log_chunks_compressed_plan_runs: AtomicU64,
-    /// Stack runs summarised as older than the run retention.
+    /// Runs summarised as ended longer ago than the run retention, stack runs and plan
+    /// runs.
     pub runs_summarised: AtomicU64,
+    pub plan_runs_summarised: AtomicU64,
     /// VCS deliveries (webhooks, polls) deleted with their trigger decisions.
     pub deliveries_pruned: AtomicU64,
 }

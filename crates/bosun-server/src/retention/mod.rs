@@ -2,8 +2,9 @@
 //! holding its lease) it deletes the state versions of each stack past both the newest
 //! `--state-keep-versions` and `--state-keep-for` — never a stack's current version, a late
 //! or recovered write, nor a version a run took its inputs from — compresses the logs of
-//! runs that have ended, and summarises stack runs that ended longer ago than
-//! `--run-retention` (their log and plan detail deleted, their record kept), and deletes
+//! runs that have ended, and summarises stack runs and plan runs that ended longer ago than
+//! `--run-retention` (their log, and a stack run's plan detail or a plan run's step output,
+//! deleted, their record kept), and deletes
 //! the VCS deliveries received longer ago than `--delivery-retention` with their trigger
 //! decisions, a batch per transaction, logging what it did and counting it for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
 //! module only decides when and with which settings.
@@ -36,6 +37,7 @@ pub fn duty(state: &AppState) -> Duty {
                 prune_state_versions(&state).await,
                 compress_logs(&state).await,
                 summarise_runs(&state).await,
+                summarise_plan_runs(&state).await,
                 prune_deliveries(&state).await,
             ];
             done.into_iter().collect::<Result<Vec<()>, _>>()?;
@@ -122,6 +124,32 @@ async fn prune_deliveries(state: &AppState) -> Result<(), PassError> {
             deliveries = pruned,
             retention = %humantime::format_duration(retention),
             "deleted VCS deliveries and their trigger decisions past the delivery retention"
+        );
+    }
+    Ok(())
+}
+
+/// Summarises the plan runs that ended longer ago than the run retention, and says how
+/// many.
+async fn summarise_plan_runs(state: &AppState) -> Result<(), PassError> {
+    let retention = state.config.retention.run_retention;
+    let Some(ended_before) = cutoff(retention) else {
+        return Ok(());
+    };
+    let runs = state
+        .store
+        .summarise_plan_runs(ended_before, RUN_BATCH)
+        .await?;
+    state
+        .retention
+        .plan_runs_summarised
+        .fetch_add(runs, Ordering::Relaxed);
+    if runs > 0 {
+        tracing::info!(
+            duty = "retention",
+            plan_runs = runs,
+            retention = %humantime::format_duration(retention),
+            "summarised plan runs past the run retention: their logs and step output deleted"
         );
     }
     Ok(())

@@ -75,6 +75,7 @@ pub(crate) fn to_wire(r: PlanRunRecord, results: Vec<PlanHostResultRecord>) -> P
         updated_at: r.updated_at,
         ended_at: r.ended_at,
         report: r.report,
+        summarised_at: r.summarised_at,
     }
 }
 
@@ -85,6 +86,25 @@ pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<PlanRu
         .await?
         .filter(|r| r.org == org)
         .ok_or_else(|| ApiError::NotFound(format!("plan run {id:?}")))
+}
+
+/// The run, when its log is still there: a run retention summarised answers `Gone`,
+/// saying so in words.
+pub(crate) async fn load_with_log(
+    state: &AppState,
+    org: &str,
+    id: &str,
+) -> Result<PlanRunRecord, ApiError> {
+    let run = load(state, org, id).await?;
+    match run.summarised_at {
+        Some(at) => Err(ApiError::Gone(format!(
+            "the log of plan run {id} was deleted by retention on {} (the run ended longer \
+             ago than the server's run retention); the run's record, each host's status and \
+             its report are kept",
+            at.format("%Y-%m-%d %H:%M UTC")
+        ))),
+        None => Ok(run),
+    }
 }
 
 /// The inventory document (JSON, which is YAML) of `hosts` and their environments, for
@@ -370,7 +390,7 @@ pub async fn logs(
     id: &str,
     q: &LogsQuery,
 ) -> Result<Vec<LogChunk>, ApiError> {
-    load(state, org, id).await?;
+    load_with_log(state, org, id).await?;
     let limit = crate::paging::page_limit(q.limit.or(Some(1000)))?;
     Ok(crate::logs::log_page(
         state.store.read_plan_run_logs(id, q.after, limit).await?,

@@ -591,7 +591,13 @@ async fn metrics_expose_every_series_in_the_text_format() {
         0.0
     );
     let runs = family(&families, "bosun_runs_summarised", "counter");
-    assert_eq!(runs.value("bosun_runs_summarised_total", &[]), 0.0);
+    for kind in ["stack_run", "plan_run"] {
+        assert_eq!(
+            runs.value("bosun_runs_summarised_total", &[("kind", kind)]),
+            0.0,
+            "{kind}"
+        );
+    }
     let deliveries = family(&families, "bosun_vcs_deliveries_pruned", "counter");
     assert_eq!(
         deliveries.value("bosun_vcs_deliveries_pruned_total", &[]),

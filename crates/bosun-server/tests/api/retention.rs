@@ -421,7 +421,8 @@ async fn runs_past_the_run_retention_are_summarised_and_their_log_says_so() {
     assert_eq!(summarised(), 1);
     let m = metrics(&t).await;
     assert!(
-        m.lines().any(|l| l == "bosun_runs_summarised_total 1"),
+        m.lines()
+            .any(|l| l == r#"bosun_runs_summarised_total{kind="stack_run"} 1"#),
         "{m}"
     );
 }
@@ -490,5 +491,170 @@ async fn vcs_deliveries_past_the_delivery_retention_go_with_their_decisions() {
             .await
             .contains("bosun_trigger_decisions_total{decision=\"ignored\"} 1\n"),
         "decisions made stay counted"
+    );
+}
+
+/// Creates a run of the plan `app-config` on `web-1`, leases it as the runner `runner`, and
+/// reports it through: started, a result with output and a diff, two log chunks, finished
+/// with a report; its id.
+async fn plan_run(t: &TestServer, runner_id: &str) -> String {
+    let runner = |path: String, body: Value| {
+        let t = &t;
+        async move {
+            let r = t
+                .post(
+                    &format!("/api/v1/runner/{path}"),
+                    &t.server.hosted_runner_token,
+                    body,
+                )
+                .await;
+            assert!(r.status.is_success(), "{path}: {:?}", r.body);
+            r.body
+        }
+    };
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/app-config/runs",
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let lease = runner(
+        "lease".into(),
+        json!({"runner_id": runner_id, "wait_seconds": 5, "plan_runs": true}),
+    )
+    .await;
+    assert_eq!(lease["plan_run"]["run_id"], json!(id), "{lease}");
+    let f = lease["plan_run"]["fencing"].clone();
+    for (path, body) in [
+        ("report", json!({"event": "started"})),
+        (
+            "results",
+            json!({"results": [{"step": 1, "step_name": "say", "module": "file.copy",
+                "host": "web-1", "status": "changed", "changed": true, "exit_code": 0,
+                "stdout": "wrote /etc/app.conf", "stderr": "mode widened",
+                "duration_ms": 2, "message": "content changed",
+                "diff": "-port=80\n+port=8080\n"}]}),
+        ),
+        (
+            "logs",
+            json!({"chunks": [{"seq": 0, "text": "[web-1] say\n"}, {"seq": 1, "text": "done\n"}]}),
+        ),
+        (
+            "report",
+            json!({"event": "finished", "ok": true,
+                   "report": {"unresolved": [], "summary": [{"host": "web-1", "changed": 1}]}}),
+        ),
+    ] {
+        let mut body = body;
+        body["fencing"] = f.clone();
+        runner(format!("plan-runs/{id}/{path}"), body).await;
+    }
+    id
+}
+
+#[tokio::test]
+async fn plan_runs_past_the_run_retention_are_summarised_and_their_log_says_so() {
+    let t = setup(|c| c.retention.run_retention = Duration::from_millis(50)).await;
+    t.seed_host("web-1", "web", None).await;
+    t.seed_plan(
+        "app-config",
+        "name: app-config\ntargets:\n  labels: [web]\nsteps:\n  - name: say\n    command: [\"echo\", \"hi\"]\n",
+    )
+    .await;
+    let runner = t.hosted_runner("r1").await;
+    let old = plan_run(&t, &runner).await;
+    let latest = plan_run(&t, &runner).await;
+    let summarised = || {
+        t.server
+            .state()
+            .retention
+            .plan_runs_summarised
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    eventually("summarising the old plan run", || async {
+        summarised() >= 1
+    })
+    .await;
+    // The old run's record stays, with each host's status and its report, without what
+    // the step printed.
+    let run = t
+        .get(&format!("/api/v1/orgs/default/plan-runs/{old}"), &t.admin)
+        .await;
+    assert_eq!(run.status, StatusCode::OK, "{:?}", run.body);
+    assert!(run.body["summarised_at"].is_string(), "{:?}", run.body);
+    assert_eq!(run.body["state"], "succeeded");
+    let result = &run.body["results"][0];
+    assert_eq!(
+        (
+            &result["status"],
+            &result["message"],
+            &result["stdout"],
+            &result["stderr"],
+            &result["diff"]
+        ),
+        (
+            &json!("changed"),
+            &json!("content changed"),
+            &json!(""),
+            &json!(""),
+            &Value::Null
+        ),
+        "{result}"
+    );
+    assert_eq!(run.body["report"]["summary"][0]["changed"], 1);
+    // Its log answers in words, the page and the stream alike.
+    for path in ["logs", "logs/stream"] {
+        let logs = t
+            .get(
+                &format!("/api/v1/orgs/default/plan-runs/{old}/{path}"),
+                &t.admin,
+            )
+            .await;
+        assert_eq!(
+            (logs.status, logs.code()),
+            (StatusCode::GONE, "gone"),
+            "{path}: {:?}",
+            logs.body
+        );
+        assert!(
+            logs.message().contains("was deleted by retention"),
+            "{:?}",
+            logs.body
+        );
+    }
+    // The plan's latest run is left whole, however old.
+    let run = t
+        .get(
+            &format!("/api/v1/orgs/default/plan-runs/{latest}"),
+            &t.admin,
+        )
+        .await;
+    assert!(run.body.get("summarised_at").is_none(), "{:?}", run.body);
+    assert_eq!(run.body["results"][0]["stdout"], "wrote /etc/app.conf");
+    let logs = t
+        .get(
+            &format!("/api/v1/orgs/default/plan-runs/{latest}/logs"),
+            &t.admin,
+        )
+        .await;
+    assert_eq!(logs.status, StatusCode::OK, "{:?}", logs.body);
+    assert_eq!(logs.body.as_array().unwrap().len(), 2);
+    // The console's run page says it too.
+    let mut b = Browser::login(&t, &t.admin).await;
+    let page = b.page(&format!("/orgs/default/plan-runs/{old}")).await;
+    assert!(page.contains("id=\"log-removed\""), "{page}");
+    assert!(page.contains("was deleted by retention"), "{page}");
+    let passes = || t.server.state().duties.last_pass("retention");
+    let seen = passes();
+    eventually("another retention pass", || async { passes() != seen }).await;
+    assert_eq!(summarised(), 1);
+    let m = metrics(&t).await;
+    assert!(
+        m.lines()
+            .any(|l| l == r#"bosun_runs_summarised_total{kind="plan_run"} 1"#),
+        "{m}"
     );
 }

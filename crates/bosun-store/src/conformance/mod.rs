@@ -141,6 +141,7 @@ macro_rules! conformance_suite {
             state_retention_keeps_the_newest_the_young_the_head_and_what_runs_name,
             run_logs_compressed_once_runs_end_read_the_same,
             runs_summarised_past_the_horizon_keep_their_record,
+            plan_runs_summarised_past_the_horizon_keep_their_record,
             vcs_deliveries_pruned_past_the_horizon_with_their_decisions
         );
     };

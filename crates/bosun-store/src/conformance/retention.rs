@@ -523,3 +523,164 @@ pub async fn vcs_deliveries_pruned_past_the_horizon_with_their_decisions(store: 
     );
     assert_eq!(store.metrics().await.unwrap().trigger_decisions, counted);
 }
+
+/// Leases the next plan run (it must be `id`), stores one result on `host` with output and
+/// a diff, two log chunks, and ends it `ok`, with a report; the lease's fencing.
+async fn plan_run_through(store: &dyn Store, r: &RunnerRecord, id: &str, host: &str) -> i64 {
+    use bosun_core::plan_run::PlanRunEvent as E;
+    let leased = store.lease_plan_run(r).await.unwrap().expect("a plan run");
+    assert_eq!(leased.id, id);
+    let f = leased.fencing;
+    store
+        .plan_run_event(id, &plan_event(E::Started, Some(f)))
+        .await
+        .unwrap();
+    let result = PlanHostResultRecord {
+        step: 1,
+        step_name: "render config".into(),
+        module: "file.copy".into(),
+        host: host.into(),
+        status: "changed".into(),
+        ignored: false,
+        changed: Some(true),
+        exit_code: Some(0),
+        stdout: format!("wrote /etc/app.conf on {host}"),
+        stderr: "warning: mode widened".into(),
+        duration_ms: 31,
+        message: "content changed".into(),
+        diff: Some("-port = 80\n+port = 8080\n".into()),
+    };
+    store.put_plan_run_results(id, f, &[result]).await.unwrap();
+    store
+        .append_plan_run_logs(
+            id,
+            f,
+            &[(0, format!("[{host}] step 1\n")), (1, "done\n".into())],
+        )
+        .await
+        .unwrap();
+    let report = json!({"status": "succeeded", "summary": [{"host": host, "changed": 1}]});
+    let finished = PlanRunEventInput {
+        report: Some(report),
+        ..plan_event(E::Finished { ok: true }, Some(f))
+    };
+    store.plan_run_event(id, &finished).await.unwrap();
+    f
+}
+
+/// Plan runs that ended before the horizon are summarised: their log goes and what each
+/// step printed is blanked; the record, statuses and report stay. The latest run of a plan
+/// and the preview of a run still waiting for its decision are kept.
+pub async fn plan_runs_summarised_past_the_horizon_keep_their_record(store: Arc<dyn Store>) {
+    use bosun_core::plan_run::{PlanRunEvent as E, PlanRunState as S};
+    seed_org(&*store, "acme").await;
+    let r = runner(&*store, "runner-1").await;
+    let a = audit(Some("acme"), "plan_run.create", "plan:app-config");
+    store
+        .create_plan_run(&plan_run("prun-1", &["web-1"]), &a)
+        .await
+        .unwrap();
+    let f1 = plan_run_through(&*store, &r, "prun-1", "web-1").await;
+    let ended_1 = store.get_plan_run("prun-1").await.unwrap().unwrap();
+    let results_1 = store.plan_run_results("prun-1").await.unwrap();
+    // A gated run waits paused; its preview ran.
+    let mut gated = plan_run("prun-g1", &["db"]);
+    gated.gated_environments = vec!["prod".into()];
+    gated.preview = Some("prun-p1".into());
+    store.create_plan_run(&gated, &a).await.unwrap();
+    plan_run_through(&*store, &r, "prun-p1", "db").await;
+    // The plan's latest run, ended.
+    store
+        .create_plan_run(&plan_run("prun-2", &["cache"]), &a)
+        .await
+        .unwrap();
+    plan_run_through(&*store, &r, "prun-2", "cache").await;
+
+    // A cut-off before prun-1 ended summarises nothing.
+    let before = ended_1.ended_at.unwrap() - chrono::Duration::milliseconds(1);
+    assert_eq!(store.summarise_plan_runs(before, 1).await.unwrap(), 0);
+    // Past all of them: only prun-1 goes — prun-p1 previews a paused run, prun-2 is the
+    // plan's latest, prun-g1 has not ended.
+    let cutoff = past(Utc::now()).await;
+    assert_eq!(store.summarise_plan_runs(cutoff, 1).await.unwrap(), 1);
+    assert_eq!(store.summarise_plan_runs(cutoff, 1).await.unwrap(), 0);
+    let after = store.get_plan_run("prun-1").await.unwrap().unwrap();
+    assert!(after.summarised_at.is_some());
+    assert_eq!(
+        (
+            after.state,
+            &after.reason,
+            &after.report,
+            &after.hosts,
+            &after.inputs,
+            after.created_at,
+            after.ended_at
+        ),
+        (
+            ended_1.state,
+            &ended_1.reason,
+            &ended_1.report,
+            &ended_1.hosts,
+            &ended_1.inputs,
+            ended_1.created_at,
+            ended_1.ended_at
+        )
+    );
+    assert_eq!(after.state, S::Succeeded);
+    assert_eq!(
+        store.read_plan_run_logs("prun-1", None, 10).await.unwrap(),
+        []
+    );
+    // Each result keeps what it was, without what the step printed.
+    let kept = store.plan_run_results("prun-1").await.unwrap();
+    let blanked: Vec<PlanHostResultRecord> = results_1
+        .into_iter()
+        .map(|r| PlanHostResultRecord {
+            stdout: String::new(),
+            stderr: String::new(),
+            diff: None,
+            ..r
+        })
+        .collect();
+    assert_eq!(kept, blanked);
+    assert_eq!(kept[0].status, "changed");
+    // A late chunk finds no log to add to.
+    store
+        .append_plan_run_logs("prun-1", f1, &[(2, "late\n".into())])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.read_plan_run_logs("prun-1", None, 10).await.unwrap(),
+        []
+    );
+    for id in ["prun-p1", "prun-2"] {
+        let run = store.get_plan_run(id).await.unwrap().unwrap();
+        assert_eq!(run.summarised_at, None, "{id}");
+        assert_eq!(
+            store.read_plan_run_logs(id, None, 10).await.unwrap().len(),
+            2,
+            "{id}"
+        );
+        assert!(!store.plan_run_results(id).await.unwrap()[0]
+            .stdout
+            .is_empty());
+    }
+
+    // Once the gated run is decided (aborted here), it and its preview may go.
+    let aborted = store
+        .plan_run_event("prun-g1", &plan_event(E::Abort, None))
+        .await
+        .unwrap();
+    assert_eq!(aborted.state, S::Aborted);
+    let cutoff = past(Utc::now()).await;
+    assert_eq!(store.summarise_plan_runs(cutoff, 1).await.unwrap(), 2);
+    for (id, summarised) in [
+        ("prun-1", true),
+        ("prun-g1", true),
+        ("prun-p1", true),
+        ("prun-2", false),
+    ] {
+        let run = store.get_plan_run(id).await.unwrap().unwrap();
+        assert_eq!(run.summarised_at.is_some(), summarised, "{id}");
+    }
+}

@@ -66,6 +66,9 @@ pub struct PlanRunRecord {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
+    /// When retention summarised the ended run: its log deleted and what each step
+    /// printed (stdout, stderr, diff) blanked; statuses and report kept.
+    pub summarised_at: Option<DateTime<Utc>>,
 }
 
 impl PlanRunRecord {

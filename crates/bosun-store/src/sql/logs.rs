@@ -30,6 +30,14 @@ impl LogOf {
         }
     }
 
+    /// The table of the runs themselves.
+    fn runs(self) -> &'static str {
+        match self {
+            LogOf::StackRun => "runs",
+            LogOf::PlanRun => "plan_runs",
+        }
+    }
+
     /// The phase column of a chunk row (plan runs have none).
     fn phase(self) -> &'static str {
         match self {
@@ -61,14 +69,11 @@ pub(crate) fn append(
         LogOf::StackRun => format!("?1, ?2, ?3, ?4, {phase}"),
         LogOf::PlanRun => "?1, ?2, ?3, ?4".to_string(),
     };
-    // A stack run summarised by retention has no log any more: nothing is added to it.
-    let kept = match of {
-        LogOf::StackRun => {
-            "AND NOT EXISTS (
-             SELECT 1 FROM runs WHERE id = ?1 AND summarised_at IS NOT NULL)"
-        }
-        LogOf::PlanRun => "",
-    };
+    // A run summarised by retention has no log any more: nothing is added to it.
+    let kept = format!(
+        "AND NOT EXISTS (SELECT 1 FROM {runs} WHERE id = ?1 AND summarised_at IS NOT NULL)",
+        runs = of.runs()
+    );
     let mut insert = tx.prepare_cached(&format!(
         "INSERT OR IGNORE INTO {rows} ({columns})
          SELECT {values} WHERE NOT EXISTS (
@@ -182,14 +187,11 @@ pub(crate) fn ended_with_rows(
 ) -> Result<Vec<String>> {
     // Found from the chunk rows, which hold only logs not packed yet (runs open or ended
     // minutes ago), never by reading every run of the store.
-    let (logs, runs, ended) = match of {
-        LogOf::StackRun => (
-            "run_logs",
-            "runs",
-            format!("r.state IN {TERMINAL_STATES} AND r.updated_at < ?1"),
-        ),
-        LogOf::PlanRun => ("plan_run_logs", "plan_runs", "r.ended_at < ?1".to_string()),
+    let ended = match of {
+        LogOf::StackRun => format!("r.state IN {TERMINAL_STATES} AND r.updated_at < ?1"),
+        LogOf::PlanRun => "r.ended_at < ?1".to_string(),
     };
+    let (logs, runs) = (of.rows(), of.runs());
     let sql = format!(
         "SELECT r.id FROM (SELECT DISTINCT run_id FROM {logs} WHERE run_id > ?2) l
          JOIN {runs} r ON r.id = l.run_id

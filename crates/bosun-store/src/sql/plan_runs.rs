@@ -19,7 +19,7 @@ use super::*;
 const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,
     requested_by, trigger, hosts, gated_environments, concurrent, needs_lease, leased, started,
     cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at,
-    preview, preview_of";
+    preview, preview_of, summarised_at";
 
 fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
     Ok(PlanRunRecordRow {
@@ -50,6 +50,7 @@ fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
         ended_at: r.get(24)?,
         preview: r.get(25)?,
         preview_of: r.get(26)?,
+        summarised_at: r.get(27)?,
     })
 }
 
@@ -81,6 +82,7 @@ struct PlanRunRecordRow {
     ended_at: Option<i64>,
     preview: Option<String>,
     preview_of: Option<String>,
+    summarised_at: Option<i64>,
 }
 
 fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
@@ -103,6 +105,7 @@ fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
         created_at: from_millis(r.created_at)?,
         updated_at: from_millis(r.updated_at)?,
         ended_at: opt_from_millis(r.ended_at)?,
+        summarised_at: opt_from_millis(r.summarised_at)?,
         id: r.id,
         org: r.org,
         plan: r.plan,

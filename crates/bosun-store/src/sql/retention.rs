@@ -129,6 +129,43 @@ pub(super) fn summarise_runs(tx: &Transaction<'_>, ended_before: i64, batch: u32
     Ok(ids.len() as u64)
 }
 
+/// Summarises up to `batch` plan runs that ended before `ended_before` (see
+/// [`RetentionStore::summarise_plan_runs`]), oldest first; how many.
+pub(super) fn summarise_plan_runs(
+    tx: &Transaction<'_>,
+    ended_before: i64,
+    batch: u32,
+) -> Result<u64> {
+    // Ended, not the latest run of its plan, not the preview of a run still waiting for
+    // its decision.
+    let ids: Vec<String> = tx
+        .prepare_cached(
+            "SELECT r.id FROM plan_runs r
+             WHERE r.summarised_at IS NULL AND r.ended_at < ?1
+               AND EXISTS (SELECT 1 FROM plan_runs n
+                           WHERE n.org_id = r.org_id AND n.plan = r.plan
+                             AND (n.created_at > r.created_at
+                                  OR (n.created_at = r.created_at AND n.id > r.id)))
+               AND NOT EXISTS (SELECT 1 FROM plan_runs p
+                               WHERE p.id = r.preview_of AND p.ended_at IS NULL)
+             ORDER BY r.ended_at, r.id LIMIT ?2",
+        )?
+        .query_map(params![ended_before, batch], |r| r.get(0))?
+        .collect::<db::Result<_>>()?;
+    let now = millis(Utc::now());
+    for id in &ids {
+        logs::delete(tx, LogOf::PlanRun, id)?;
+        tx.prepare_cached(
+            "UPDATE plan_run_results SET stdout = '', stderr = '', diff = NULL
+             WHERE run_id = ?1",
+        )?
+        .execute([id])?;
+        tx.prepare_cached("UPDATE plan_runs SET summarised_at = ?2 WHERE id = ?1")?
+            .execute(params![id, now])?;
+    }
+    Ok(ids.len() as u64)
+}
+
 /// A plan summary reduced to what a summarised run keeps: whether it changed anything and
 /// its counts, without the resources and outputs it named.
 fn summary_counts(summary: &str) -> String {

@@ -1282,29 +1282,44 @@ impl RetentionStore for db::Store {
 
     async fn summarise_runs(&self, ended_before: DateTime<Utc>, batch: u32) -> Result<u64> {
         let (ended_before, batch) = (millis(ended_before), batch.max(1));
-        let mut summarised = 0;
-        loop {
-            let n = self
-                .write(move |tx| retention::summarise_runs(tx, ended_before, batch))
-                .await?;
-            summarised += n;
-            if n < u64::from(batch) {
-                return Ok(summarised);
-            }
-        }
+        in_batches(self, move |tx| {
+            let n = retention::summarise_runs(tx, ended_before, batch)?;
+            Ok((n, n == u64::from(batch)))
+        })
+        .await
+    }
+
+    async fn summarise_plan_runs(&self, ended_before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        let (ended_before, batch) = (millis(ended_before), batch.max(1));
+        in_batches(self, move |tx| {
+            let n = retention::summarise_plan_runs(tx, ended_before, batch)?;
+            Ok((n, n == u64::from(batch)))
+        })
+        .await
     }
 
     async fn prune_deliveries(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
         let (before, batch) = (millis(before), batch.max(1));
-        let mut pruned = 0;
-        loop {
-            let (n, full) = self
-                .write(move |tx| retention::prune_deliveries(tx, before, batch))
-                .await?;
-            pruned += n;
-            if !full {
-                return Ok(pruned);
-            }
+        in_batches(self, move |tx| {
+            retention::prune_deliveries(tx, before, batch)
+        })
+        .await
+    }
+}
+
+/// Runs `step` in one write transaction after another while it answers a full batch:
+/// `(how many it did, whether the batch was full)`; the sum of what all of them did.
+async fn in_batches<F>(store: &db::Store, step: F) -> Result<u64>
+where
+    F: Fn(&Transaction<'_>) -> Result<(u64, bool)> + Clone + Send + 'static,
+{
+    let mut done = 0;
+    loop {
+        let step = step.clone();
+        let (n, full) = store.write(move |tx| step(tx)).await?;
+        done += n;
+        if !full {
+            return Ok(done);
         }
     }
 }

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use crate::Result;
 
 /// Retention: what keeps a long-lived store bounded — old state versions deleted, ended
-/// runs' logs compressed, old runs summarised — each done `batch` rows per write
+/// runs' logs compressed, old stack and plan runs summarised — each done `batch` rows per write
 /// transaction, so a large
 /// backlog never holds the write lock for long.
 #[async_trait]
@@ -39,6 +39,17 @@ pub trait RetentionStore: Send + Sync {
     /// current state version, a run whose held dependents wait for its outcome. Returns
     /// how many runs were summarised.
     async fn summarise_runs(
+        &self,
+        ended_before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<u64>;
+    /// Summarises up to `batch` plan runs per write transaction that ended before
+    /// `ended_before`: their log (rows and blocks) is deleted and what each step printed
+    /// on each host (stdout, stderr, diff) blanked, and `summarised_at` set; the record,
+    /// each result's status, exit code, message and duration, and the run's report stay.
+    /// Never summarised: a run not ended, the latest run of its plan, the preview of a
+    /// run still waiting for its decision. Returns how many runs were summarised.
+    async fn summarise_plan_runs(
         &self,
         ended_before: chrono::DateTime<chrono::Utc>,
         batch: u32,

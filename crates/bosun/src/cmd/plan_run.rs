@@ -194,6 +194,15 @@ fn render(run: &PlanRunView, preview: Option<&PlanRunView>) -> String {
     }
     f.add("created", timestamp(&run.created_at))
         .add("ended", opt_timestamp(&run.ended_at));
+    if let Some(at) = &run.summarised_at {
+        f.add(
+            "summarised",
+            format!(
+                "{}: its log and what each step printed were deleted by retention",
+                timestamp(at)
+            ),
+        );
+    }
     let mut out = f.render();
     out.push('\n');
     out.push_str(&summary_table(run));
@@ -486,7 +495,27 @@ mod tests {
             ended_at: None,
             results: Vec::new(),
             report: None,
+            summarised_at: None,
         }
+    }
+
+    #[test]
+    fn a_summarised_run_says_what_retention_deleted() {
+        let mut run = view("prun-old", "succeeded", false);
+        assert!(!render(&run, None).contains("summarised"));
+        run.summarised_at = Some(
+            chrono::DateTime::parse_from_rfc3339("2026-01-02T03:05:10Z")
+                .unwrap()
+                .with_timezone(&chrono::Utc),
+        );
+        let text = render(&run, None);
+        assert!(
+            text.contains(
+                "\nsummarised:         2026-01-02T03:05:10Z: its log and what each step \
+                 printed were deleted by retention\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
