@@ -8,6 +8,7 @@
 # req/s) and one request at a time (p99 without queueing) — creates per second, the
 # server's memory, and the database's size on disk. The report puts the sizes side by
 # side with the cost growth from the first size to the last, next to the target 1.0×.
+# Dispatch: a run created on the seeded store → the waiting runner's lease answering it.
 # Backend `pg2` is two replicas on one PostgreSQL database, the load split between them.
 #
 # Usage: bench/size.sh            (from anywhere; see bench/README.md)
@@ -15,7 +16,7 @@
 #                      BENCH_RUNS_PER_STACK=10 BENCH_VERSIONS_PER_STACK=5 BENCH_RUNNERS=1000
 #                      BENCH_SMALL_ORGS=3 BENCH_SMALL_ORG_STACKS=200 BENCH_TEMPLATES=100
 #                      BENCH_CONNECTIONS=32 BENCH_THREADS=2 BENCH_DURATION=10s
-#                      BENCH_LATENCY_DURATION=5s BENCH_CREATE_DURATION=30s
+#                      BENCH_LATENCY_DURATION=5s BENCH_CREATE_DURATION=30s BENCH_DISPATCH_RUNS=100
 #                      BENCH_DATABASE_URL=postgres://… BENCH_KEEP=1
 #
 # stdout: a results table per backend, then one JSON line with the same figures.
@@ -42,13 +43,14 @@ THREADS=${BENCH_THREADS:-2}
 DURATION=${BENCH_DURATION:-10s}
 LATENCY_DURATION=${BENCH_LATENCY_DURATION:-5s}
 CREATE_DURATION=${BENCH_CREATE_DURATION:-30s}
+DISPATCH_RUNS=${BENCH_DISPATCH_RUNS:-100}
 ORG=default
 # A request slower than wrk's default 2 s would be dropped from the percentiles as a
 # socket timeout: a slow request must show as slow.
 WRK_TIMEOUT=30s
 
 for n in $SIZES $RUNS_PER_STACK $VERSIONS_PER_STACK $RUNNERS $SMALL_ORGS $SMALL_ORG_STACKS \
-    $TEMPLATES $CONNS $THREADS; do
+    $TEMPLATES $CONNS $THREADS $DISPATCH_RUNS; do
     case $n in '' | *[!0-9]*) die "not a whole number: '$n' (check the BENCH_* knobs)" ;; esac
 done
 for s in $SIZES; do
@@ -459,6 +461,15 @@ healthz${tab}/healthz${tab}X-Bench: size${tab}ok"
     done <<<"$endpoints"
     local rss_load
     rss_load=$(<"$dir/rss-peak")
+
+    # Dispatch: a runner of a pool of its own waits in its long poll; each run of its probe
+    # stack is created (with two replicas, alternately on each) and timed until the lease
+    # answers with it.
+    log "$backend, $size stacks: dispatch ($DISPATCH_RUNS runs one at a time)"
+    local creates=(--create-url "$BASE")
+    if [ -n "$B_BASE" ]; then creates+=(--create-url "$B_BASE"); fi
+    run_child python3 "$HERE/size/dispatch.py" --url "$BASE" "${creates[@]}" --token-file "$TOKEN_FILE" \
+        --org "$ORG" --runs "$DISPATCH_RUNS" >"$dir/dispatch.json"
 
     # Creates last: they add stacks (ids `load-…`, listed before the seeded `stack-…`).
     log "$backend, $size stacks: creates (wrk -c$CONNS -d$CREATE_DURATION)"

@@ -78,6 +78,7 @@ def main():
                 "one": maybe(os.path.join(d, f"{key}-1c.json")),
             }
         sc["creates"] = load(os.path.join(d, "create.json"))
+        sc["dispatch"] = load(os.path.join(d, "dispatch.json"))
         data[name] = sc
 
     backends = []
@@ -157,6 +158,11 @@ def main():
                                             for v, s in zip(cr, scen)],
                "≥1,000/s", round(cr[0] / cr[-1], 2) if cr[-1] else None,
                "ok" if cr[-1] >= 1000 else f"MISS: {cr[-1]:,.0f}/s")
+        dp = [s["dispatch"]["dispatch_ms"] for s in scen]
+        simple("dispatch: run created → leased (ms)",
+               [f"p50 {d['p50']:.1f}, p99 {d['p99']:.1f}" for d in dp],
+               "p99<100 ms", round(dp[-1]["p50"] / dp[0]["p50"], 2) if dp[0]["p50"] else None,
+               "ok" if dp[-1]["p99"] < 100 else f"MISS: p99 {dp[-1]['p99']:.1f} ms")
         for k, label in [("idle", "server RSS idle (MiB)"), ("peak_load", "server RSS peak under load"),
                          ("after_creates", "server RSS after creates")]:
             vals = [mib(s["rss_kib"][k]) for s in scen]
@@ -174,7 +180,8 @@ def main():
         out_backends[b] = {
             "reads": rows,
             "scenarios": {str(s["stacks"]): {k: s[k] for k in ("busy_before_pct", "rss_kib", "db_bytes",
-                                                                "deep_cursor", "creates", "seed")}
+                                                                "deep_cursor", "creates", "dispatch",
+                                                                "seed")}
                           for s in scen},
         }
     print()
