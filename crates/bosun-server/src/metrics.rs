@@ -3,9 +3,10 @@
 //! Everything about runs, runners, locks and trigger decisions is read from the store on
 //! each scrape, so it survives restarts and every replica answers the same; only the
 //! webhook delivery counter (refused deliveries are stored nowhere) and the duties' last
-//! passes belong to this process. Timings come from runs created within the store's
-//! window (24 hours for SQLite) so a scrape's cost does not grow with history: those
-//! histograms slide with the window — read their buckets as they are, not with `rate()`.
+//! passes belong to this process. Timings come from the newest runs created within the
+//! store's window (24 hours; at most 1,000 runs) so a scrape's cost grows neither with
+//! history nor with the store's pace: those histograms slide with the window — read their
+//! buckets as they are, not with `rate()`.
 //!
 //! Run and trigger-decision counts come from deltas the store's triggers write with each
 //! change; the `metric_counts` duty folds them every minute, so a scrape reads a few rows
@@ -164,9 +165,10 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         "bosun_run_queue_wait_seconds",
         "histogram",
         &format!(
-            "Seconds from a run's creation to its first lease by a runner, for the runs \
-             created in the last {window} that were leased (a sliding window read from the \
-             store on each scrape)."
+            "Seconds from a run's creation to its first lease by a runner, for the newest \
+             {newest} runs created in the last {window} that were leased (a sliding window \
+             read from the store on each scrape).",
+            newest = m.window_runs
         ),
     );
     out.histogram(
@@ -181,8 +183,9 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         "histogram",
         &format!(
             "Seconds runs spent in a state before leaving it, by state (applying includes \
-             the wait for the apply lease), for the runs created in the last {window} (a \
-             sliding window read from the store on each scrape)."
+             the wait for the apply lease), for the newest {newest} runs created in the \
+             last {window} (a sliding window read from the store on each scrape).",
+            newest = m.window_runs
         ),
     );
     let mut phases = m.phase_durations_ms.clone();

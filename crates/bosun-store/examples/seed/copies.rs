@@ -650,7 +650,6 @@ impl TemplateCounts {
 pub(crate) struct Copied {
     pub(crate) rows: u64,
     pub(crate) seconds: f64,
-    pub(crate) analyze_seconds: f64,
     pub(crate) counts: TemplateCounts,
 }
 
@@ -875,24 +874,30 @@ pub(crate) fn copy_all(args: &Args, tpl: &Templates) -> R<Copied> {
         log(format!("check: {table}: {found} rows, as expected"));
     }
 
-    let analyze_started = Instant::now();
-    match b.d {
-        // As autovacuum would have by the time a store grew this large: statistics and
-        // the visibility map (index-only scans) up to date.
-        Dialect::Postgres => b.batch("VACUUM (ANALYZE)")?,
-        // The server never analyzes SQLite; fold the WAL in as its close does.
-        Dialect::Sqlite => b.batch("PRAGMA wal_checkpoint(TRUNCATE)")?,
-    }
-    let analyze_seconds = analyze_started.elapsed().as_secs_f64();
-    if b.d == Dialect::Postgres {
-        log(format!("VACUUM (ANALYZE) in {analyze_seconds:.1}s"));
-    }
     Ok(Copied {
         rows: total,
         seconds,
-        analyze_seconds,
         counts,
     })
+}
+
+/// Brings the copied store to rest as a long-running server's would be: on PostgreSQL
+/// `VACUUM (ANALYZE)`, as autovacuum would have run by the time a store grew this large
+/// (statistics and the visibility map up to date — after [`settle`], so the statistics
+/// see the columns the store computes); on SQLite the WAL folded in, as the server's close
+/// does (the server never analyzes SQLite). Returns the seconds it took.
+pub(crate) fn analyze(args: &Args) -> R<f64> {
+    let mut b = Bulk::open(&args.backend)?;
+    let started = Instant::now();
+    match b.d {
+        Dialect::Postgres => b.batch("VACUUM (ANALYZE)")?,
+        Dialect::Sqlite => b.batch("PRAGMA wal_checkpoint(TRUNCATE)")?,
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if b.d == Dialect::Postgres {
+        log(format!("VACUUM (ANALYZE) in {seconds:.1}s"));
+    }
+    Ok(seconds)
 }
 
 pub(crate) fn insert_values(b: &mut Bulk, table: &str, values: &[String]) -> R<()> {

@@ -33,14 +33,20 @@ pub(crate) fn sample_numbers(n: u64, want: u64) -> Vec<u64> {
     out
 }
 
+/// What the store computes of the copies, computed through it: the drift schedules'
+/// stale_at as a server computes it, and the run and decision counts (one delta each, from
+/// the store's triggers) folded as the server's metric-counts duty does.
+pub(crate) async fn settle(args: &Args) -> R<()> {
+    let store = open_store(&args.backend).await?;
+    while store.fill_drift_stale_at(1000).await? == 1000 {}
+    store.fold_metric_counts().await?;
+    store.close().await;
+    Ok(())
+}
+
 pub(crate) async fn verify(args: &Args, copied: &Copied) -> R<f64> {
     let started = Instant::now();
     let store = open_store(&args.backend).await?;
-    // The copies' drift schedules get their stale_at as a server computes it.
-    while store.fill_drift_stale_at(1000).await? == 1000 {}
-    // The copies' run and decision counts (one delta each, from the store's triggers)
-    // folded, as the server's metric-counts duty does.
-    store.fold_metric_counts().await?;
     let width = args.width();
     let k = args.templates;
     let mut orgs = args.targets();

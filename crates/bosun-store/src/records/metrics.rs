@@ -5,8 +5,9 @@ use chrono::{DateTime, Utc};
 use crate::RunnerRecord;
 
 /// What `/metrics` reads from the store, in one read snapshot. Counts cover everything
-/// stored; timings only the runs created within `window` of the read, so a scrape's cost
-/// does not grow with history.
+/// stored; timings only the newest runs created within `window` of the read — at most
+/// `window_runs` of them, and as many still waiting for a lease — so a scrape's cost grows
+/// neither with history nor with how busy the store is.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StoreMetrics {
     /// (run kind, run state) → number of runs, every run stored.
@@ -15,6 +16,8 @@ pub struct StoreMetrics {
     pub late_writes: i64,
     /// How far back the timings reach: runs created at most this long before the read.
     pub window: std::time::Duration,
+    /// At most this many of the window's newest runs are timed.
+    pub window_runs: u32,
     /// For each run of the window leased at least once: milliseconds from its creation to
     /// its first lease (entering `preparing`).
     pub queue_waits_ms: Vec<i64>,

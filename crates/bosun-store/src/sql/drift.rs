@@ -198,13 +198,25 @@ pub(super) fn dashboard(
     after: Option<&KeyCursor>,
     limit: u32,
 ) -> Result<Vec<DriftScheduleRecord>> {
-    let order = "ds.stale_at, ds.stack_id LIMIT ?4";
+    // The page's schedules are chosen first, in the index's order, and only they are
+    // joined to their checks and open runs: a planner that misjudges how many rows the
+    // joins yield cannot decide to join every drift-checked stack of the org and sort.
+    let page = |filter: &str| {
+        format!(
+            "(SELECT d.* FROM drift_schedules d
+                  JOIN stacks t ON t.org_id = d.org_id AND t.id = d.stack_id
+              WHERE t.drift_detection IS NOT NULL AND {filter}
+              ORDER BY d.stale_at, d.stack_id LIMIT ?4) ds
+             JOIN stacks s ON s.org_id = ds.org_id AND s.id = ds.stack_id"
+        )
+    };
+    let order = "ds.stale_at, ds.stack_id";
     match after {
         None => query_schedules(
             conn,
             &schedules_select(
-                BY_SCHEDULE,
-                "ds.org_id = ?1 AND ds.stale_at IS NOT NULL AND ?2 IS NULL AND ?3 IS NULL",
+                &page("d.org_id = ?1 AND d.stale_at IS NOT NULL AND ?2 IS NULL AND ?3 IS NULL"),
+                "1 = 1",
                 order,
             ),
             params![org, None::<i64>, None::<String>, limit],
@@ -212,8 +224,8 @@ pub(super) fn dashboard(
         Some(c) => query_schedules(
             conn,
             &schedules_select(
-                BY_SCHEDULE,
-                "ds.org_id = ?1 AND (ds.stale_at, ds.stack_id) > (?2, ?3)",
+                &page("d.org_id = ?1 AND (d.stale_at, d.stack_id) > (?2, ?3)"),
+                "1 = 1",
                 order,
             ),
             params![org, c.key, c.id, limit],

@@ -15,6 +15,7 @@ pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
             runs: metrics_runs(&counts),
             late_writes: metrics_late_writes(tx)?,
             window: METRICS_WINDOW,
+            window_runs: METRICS_WINDOW_RUNS,
             queue_waits_ms: metrics_queue_waits(tx, since)?,
             phase_durations_ms: metrics_phase_durations(tx, since)?,
             runners: metrics_runners(tx)?,
@@ -29,9 +30,20 @@ pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
 /// How far back `/metrics` timings reach (runs created within it).
 const METRICS_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// The window's runs, found through the `runs_dispatch (needs_lease, created_at)` index:
-/// `needs_lease IN (0, 1)` names every run and lets the database seek on `created_at`.
-const METRICS_WINDOW_RUNS: &str = "r.needs_lease IN (0, 1) AND r.created_at >= ?1";
+/// At most this many of the window's newest runs are timed (and as many of those still
+/// waiting for a lease): a scrape reads a bounded number of runs and phases however busy
+/// the store is.
+const METRICS_WINDOW_RUNS: u32 = 1000;
+
+/// The window's newest runs, at most [`METRICS_WINDOW_RUNS`] of each `needs_lease` value,
+/// each read backwards along the `runs_dispatch (needs_lease, created_at)` index from the
+/// newest (`?1`: the window's start, `?2`: the limit).
+const WINDOW_RUNS: &str = "(SELECT id, created_at FROM (
+        SELECT id, created_at FROM runs WHERE needs_lease = 0 AND created_at >= ?1
+        ORDER BY created_at DESC LIMIT ?2) newest_leased
+    UNION ALL SELECT id, created_at FROM (
+        SELECT id, created_at FROM runs WHERE needs_lease = 1 AND created_at >= ?1
+        ORDER BY created_at DESC LIMIT ?2) newest_waiting) r";
 
 /// The counts the store's triggers keep in `metric_counts` (migration 0026), by metric:
 /// a few rows per metric, folded by [`fold_counts`].
@@ -85,26 +97,27 @@ fn metrics_late_writes(c: &Connection) -> Result<i64> {
     Ok(stmt.query_row([], |r| r.get(0))?)
 }
 
-/// Creation to first lease (the first `preparing` stint), of the window's leased runs.
+/// Creation to first lease (the first `preparing` stint), of the window's newest leased
+/// runs.
 fn metrics_queue_waits(c: &Connection, since: i64) -> Result<Vec<i64>> {
     let mut stmt = c.prepare_cached(&format!(
         "SELECT {GREATEST}(0, MIN(p.started_at) - r.created_at)
-         FROM runs r JOIN run_phases p ON p.run_id = r.id
-         WHERE {METRICS_WINDOW_RUNS} AND p.state = 'preparing'
-         GROUP BY r.id"
+         FROM {WINDOW_RUNS} JOIN run_phases p ON p.run_id = r.id
+         WHERE p.state = 'preparing'
+         GROUP BY r.id, r.created_at"
     ))?;
-    let rows = stmt.query_map([since], |r| r.get(0))?;
+    let rows = stmt.query_map(params![since, METRICS_WINDOW_RUNS], |r| r.get(0))?;
     Ok(rows.collect::<db::Result<_>>()?)
 }
 
-/// Every ended stint of the window's runs, by the state it was in.
+/// Every ended stint of the window's newest runs, by the state it was in.
 fn metrics_phase_durations(c: &Connection, since: i64) -> Result<BTreeMap<String, Vec<i64>>> {
     let mut stmt = c.prepare_cached(&format!(
         "SELECT p.state, {GREATEST}(0, p.ended_at - p.started_at)
-         FROM runs r JOIN run_phases p ON p.run_id = r.id
-         WHERE {METRICS_WINDOW_RUNS} AND p.ended_at IS NOT NULL"
+         FROM {WINDOW_RUNS} JOIN run_phases p ON p.run_id = r.id
+         WHERE p.ended_at IS NOT NULL"
     ))?;
-    let rows = stmt.query_map([since], |r| {
+    let rows = stmt.query_map(params![since, METRICS_WINDOW_RUNS], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
     })?;
     let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
