@@ -406,14 +406,13 @@ pub async fn check_ages(state: &AppState) -> Result<Vec<(String, String, f64)>, 
     let now = state.config.schedules.clock.now();
     Ok(state
         .store
-        .drift_schedules(None, None)
+        .drift_check_bases()
         .await?
         .into_iter()
-        .filter_map(|r| {
-            let since = r.state.as_ref()?.since;
-            let base = r.last_success.as_ref().map_or(since, |c| c.checked_at);
+        .map(|b| {
+            let base = b.last_success_at.unwrap_or(b.since);
             let age = (now - base).num_milliseconds().max(0) as f64 / 1000.0;
-            Some((r.org, r.stack, age))
+            (b.org, b.stack, age)
         })
         .collect())
 }

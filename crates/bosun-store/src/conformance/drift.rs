@@ -163,6 +163,19 @@ pub async fn drift_schedules_fire_once_settle_once(store: Arc<dyn Store>) {
         .unwrap()
         .unwrap();
     let s = store.drift_schedules(None, None).await.unwrap().remove(0);
+    // What a check age is measured from: the armed schedule and the latest success, not
+    // the failed check after it.
+    let bases = store.drift_check_bases().await.unwrap();
+    assert_eq!(
+        bases,
+        [DriftCheckBase {
+            org: s.org.clone(),
+            stack: s.stack.clone(),
+            since: s.state.as_ref().unwrap().since,
+            last_success_at: s.last_success.as_ref().map(|c| c.checked_at),
+        }]
+    );
+    assert!(bases[0].last_success_at.is_some());
     assert_eq!(s.last_success.map(|c| c.run).as_deref(), Some("run-d1"));
     assert_eq!(
         s.last_check.map(|c| (c.run, c.result)),

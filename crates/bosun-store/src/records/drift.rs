@@ -40,6 +40,18 @@ impl DriftScheduleRecord {
     }
 }
 
+/// What a drift-checked stack's check age is measured from: when its schedule was armed,
+/// and its latest successful check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftCheckBase {
+    pub org: String,
+    pub stack: String,
+    /// When checking began (the schedule was armed).
+    pub since: DateTime<Utc>,
+    /// When its latest successful check (`no_drift` or `drift_detected`) settled.
+    pub last_success_at: Option<DateTime<Utc>>,
+}
+
 /// A stack whose drift settings were saved and that the scheduler has not armed since.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriftArming {

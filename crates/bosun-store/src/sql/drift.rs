@@ -233,6 +233,39 @@ pub(super) fn dashboard(
     }
 }
 
+pub(super) fn check_bases(conn: &Connection) -> Result<Vec<DriftCheckBase>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT ds.org_id, ds.stack_id, ds.since,
+                (SELECT c.checked_at FROM drift_checks c
+                 WHERE c.org_id = ds.org_id AND c.stack_id = ds.stack_id
+                   AND c.result IN ('no_drift', 'drift_detected')
+                 ORDER BY c.checked_at DESC LIMIT 1)
+         FROM stacks s
+         JOIN drift_schedules ds ON ds.org_id = s.org_id AND ds.stack_id = s.id
+         WHERE s.drift_detection IS NOT NULL
+         ORDER BY s.org_id, s.id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, Option<i64>>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (org, stack, since, last) = row?;
+        out.push(DriftCheckBase {
+            org,
+            stack,
+            since: from_millis(since)?,
+            last_success_at: opt_from_millis(last)?,
+        });
+    }
+    Ok(out)
+}
+
 pub(super) fn count_stale(conn: &Connection, org: &str, now: i64) -> Result<u64> {
     let n: i64 = conn
         .prepare_cached("SELECT COUNT(*) FROM drift_schedules WHERE org_id = ?1 AND stale_at < ?2")?

@@ -37,13 +37,20 @@ const METRICS_WINDOW_RUNS: u32 = 1000;
 
 /// The window's newest runs, at most [`METRICS_WINDOW_RUNS`] of each `needs_lease` value,
 /// each read backwards along the `runs_dispatch (needs_lease, created_at)` index from the
-/// newest (`?1`: the window's start, `?2`: the limit).
-const WINDOW_RUNS: &str = "(SELECT id, created_at FROM (
-        SELECT id, created_at FROM runs WHERE needs_lease = 0 AND created_at >= ?1
-        ORDER BY created_at DESC LIMIT ?2) newest_leased
-    UNION ALL SELECT id, created_at FROM (
-        SELECT id, created_at FROM runs WHERE needs_lease = 1 AND created_at >= ?1
-        ORDER BY created_at DESC LIMIT ?2) newest_waiting) r";
+/// newest (`?1`: the window's start). The limit is written into the statement, not bound:
+/// a planner that knows it joins a thousand runs looks their phases up by index instead of
+/// reading every phase.
+fn window_runs() -> String {
+    let n = METRICS_WINDOW_RUNS;
+    format!(
+        "(SELECT id, created_at FROM (
+            SELECT id, created_at FROM runs WHERE needs_lease = 0 AND created_at >= ?1
+            ORDER BY created_at DESC LIMIT {n}) newest_leased
+        UNION ALL SELECT id, created_at FROM (
+            SELECT id, created_at FROM runs WHERE needs_lease = 1 AND created_at >= ?1
+            ORDER BY created_at DESC LIMIT {n}) newest_waiting) r"
+    )
+}
 
 /// The counts the store's triggers keep in `metric_counts` (migration 0026), by metric:
 /// a few rows per metric, folded by [`fold_counts`].
@@ -102,11 +109,12 @@ fn metrics_late_writes(c: &Connection) -> Result<i64> {
 fn metrics_queue_waits(c: &Connection, since: i64) -> Result<Vec<i64>> {
     let mut stmt = c.prepare_cached(&format!(
         "SELECT {GREATEST}(0, MIN(p.started_at) - r.created_at)
-         FROM {WINDOW_RUNS} JOIN run_phases p ON p.run_id = r.id
+         FROM {window} JOIN run_phases p ON p.run_id = r.id
          WHERE p.state = 'preparing'
-         GROUP BY r.id, r.created_at"
+         GROUP BY r.id, r.created_at",
+        window = window_runs()
     ))?;
-    let rows = stmt.query_map(params![since, METRICS_WINDOW_RUNS], |r| r.get(0))?;
+    let rows = stmt.query_map(params![since], |r| r.get(0))?;
     Ok(rows.collect::<db::Result<_>>()?)
 }
 
@@ -114,10 +122,11 @@ fn metrics_queue_waits(c: &Connection, since: i64) -> Result<Vec<i64>> {
 fn metrics_phase_durations(c: &Connection, since: i64) -> Result<BTreeMap<String, Vec<i64>>> {
     let mut stmt = c.prepare_cached(&format!(
         "SELECT p.state, {GREATEST}(0, p.ended_at - p.started_at)
-         FROM {WINDOW_RUNS} JOIN run_phases p ON p.run_id = r.id
-         WHERE p.ended_at IS NOT NULL"
+         FROM {window} JOIN run_phases p ON p.run_id = r.id
+         WHERE p.ended_at IS NOT NULL",
+        window = window_runs()
     ))?;
-    let rows = stmt.query_map(params![since, METRICS_WINDOW_RUNS], |r| {
+    let rows = stmt.query_map(params![since], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
     })?;
     let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();

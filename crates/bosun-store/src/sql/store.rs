@@ -805,6 +805,10 @@ impl DriftStore for db::Store {
             .await
     }
 
+    async fn drift_check_bases(&self) -> Result<Vec<DriftCheckBase>> {
+        self.read(drift::check_bases).await
+    }
+
     async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>) -> Result<u64> {
         let org = org.to_string();
         self.read(move |c| drift::count_stale(c, &org, millis(now)))
