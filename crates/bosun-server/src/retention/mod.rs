@@ -37,7 +37,6 @@ pub fn duty(state: &AppState) -> Duty {
                 prune_state_versions(&state).await,
                 compress_logs(&state).await,
                 summarise_runs(&state).await,
-                summarise_plan_runs(&state).await,
                 prune_deliveries(&state).await,
             ];
             done.into_iter().collect::<Result<Vec<()>, _>>()?;
@@ -129,50 +128,30 @@ async fn prune_deliveries(state: &AppState) -> Result<(), PassError> {
     Ok(())
 }
 
-/// Summarises the plan runs that ended longer ago than the run retention, and says how
-/// many.
-async fn summarise_plan_runs(state: &AppState) -> Result<(), PassError> {
-    let retention = state.config.retention.run_retention;
-    let Some(ended_before) = cutoff(retention) else {
-        return Ok(());
-    };
-    let runs = state
-        .store
-        .summarise_plan_runs(ended_before, RUN_BATCH)
-        .await?;
-    state
-        .retention
-        .plan_runs_summarised
-        .fetch_add(runs, Ordering::Relaxed);
-    if runs > 0 {
-        tracing::info!(
-            duty = "retention",
-            plan_runs = runs,
-            retention = %humantime::format_duration(retention),
-            "summarised plan runs past the run retention: their logs and step output deleted"
-        );
-    }
-    Ok(())
-}
-
-/// Summarises the stack runs that ended longer ago than the run retention, and says how
-/// many.
+/// Summarises the stack runs and the plan runs that ended longer ago than the run
+/// retention, and says how many.
 async fn summarise_runs(state: &AppState) -> Result<(), PassError> {
     let retention = state.config.retention.run_retention;
     let Some(ended_before) = cutoff(retention) else {
         return Ok(());
     };
     let runs = state.store.summarise_runs(ended_before, RUN_BATCH).await?;
-    state
-        .retention
-        .runs_summarised
-        .fetch_add(runs, Ordering::Relaxed);
-    if runs > 0 {
+    let plan_runs = state
+        .store
+        .summarise_plan_runs(ended_before, RUN_BATCH)
+        .await?;
+    let counters = &state.retention;
+    counters.runs_summarised.fetch_add(runs, Ordering::Relaxed);
+    counters
+        .plan_runs_summarised
+        .fetch_add(plan_runs, Ordering::Relaxed);
+    if runs + plan_runs > 0 {
         tracing::info!(
             duty = "retention",
             runs,
+            plan_runs,
             retention = %humantime::format_duration(retention),
-            "summarised runs past the run retention: their logs and plans deleted"
+            "summarised runs past the run retention: their logs, plans and step output deleted"
         );
     }
     Ok(())
