@@ -215,7 +215,7 @@ async fn seed(t: &TestServer) {
     t.seed_plan("site", SITE_PLAN).await;
 }
 
-async fn runner_post(t: &TestServer, path: &str, body: Value) -> Value {
+pub(crate) async fn runner_post(t: &TestServer, path: &str, body: Value) -> Value {
     let r = t
         .post(
             &format!("/api/v1/runner/{path}"),

@@ -8,6 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::console::Browser;
+use crate::console_ops::runner_post;
 use crate::harness::{seed_audit, TestServer};
 
 const NET: &str = "/api/v1/orgs/default/stacks/net";
@@ -303,6 +304,22 @@ async fn an_ended_runs_log_is_compressed_and_reads_the_same_everywhere() {
     assert!(m.lines().any(|l| l == line), "{line} not in {m}");
 }
 
+/// `path` (a summarised run's log) answers `410 gone`, saying retention deleted it.
+async fn log_gone(t: &TestServer, path: &str) {
+    let logs = t.get(path, &t.admin).await;
+    assert_eq!(
+        (logs.status, logs.code()),
+        (StatusCode::GONE, "gone"),
+        "{path}: {:?}",
+        logs.body
+    );
+    assert!(
+        logs.message().contains("was deleted by retention"),
+        "{path}: {:?}",
+        logs.body
+    );
+}
+
 /// Triggers a run of `web`, leases it, logs two chunks and ends it with `end`; its id.
 async fn web_run(t: &TestServer, runner: &crate::runs::Runner<'_>, end: Value) -> String {
     let r = t
@@ -376,20 +393,7 @@ async fn runs_past_the_run_retention_are_summarised_and_their_log_says_so() {
                "resource_changes": [], "output_changes": {}})
     );
     // Its log answers in words, not with an empty page.
-    let logs = t
-        .get(&format!("/api/v1/orgs/default/runs/{old}/logs"), &t.admin)
-        .await;
-    assert_eq!(
-        (logs.status, logs.code()),
-        (StatusCode::GONE, "gone"),
-        "{:?}",
-        logs.body
-    );
-    assert!(
-        logs.message().contains("was deleted by retention"),
-        "{:?}",
-        logs.body
-    );
+    log_gone(&t, &format!("/api/v1/orgs/default/runs/{old}/logs")).await;
     let stream = t
         .get(
             &format!("/api/v1/orgs/default/runs/{old}/logs/stream"),
@@ -498,20 +502,7 @@ async fn vcs_deliveries_past_the_delivery_retention_go_with_their_decisions() {
 /// reports it through: started, a result with output and a diff, two log chunks, finished
 /// with a report; its id.
 async fn plan_run(t: &TestServer, runner_id: &str) -> String {
-    let runner = |path: String, body: Value| {
-        let t = &t;
-        async move {
-            let r = t
-                .post(
-                    &format!("/api/v1/runner/{path}"),
-                    &t.server.hosted_runner_token,
-                    body,
-                )
-                .await;
-            assert!(r.status.is_success(), "{path}: {:?}", r.body);
-            r.body
-        }
-    };
+    let runner = |path: String, body: Value| async move { runner_post(t, &path, body).await };
     let r = t
         .post(
             "/api/v1/orgs/default/plans/app-config/runs",
@@ -607,23 +598,7 @@ async fn plan_runs_past_the_run_retention_are_summarised_and_their_log_says_so()
     assert_eq!(run.body["report"]["summary"][0]["changed"], 1);
     // Its log answers in words, the page and the stream alike.
     for path in ["logs", "logs/stream"] {
-        let logs = t
-            .get(
-                &format!("/api/v1/orgs/default/plan-runs/{old}/{path}"),
-                &t.admin,
-            )
-            .await;
-        assert_eq!(
-            (logs.status, logs.code()),
-            (StatusCode::GONE, "gone"),
-            "{path}: {:?}",
-            logs.body
-        );
-        assert!(
-            logs.message().contains("was deleted by retention"),
-            "{:?}",
-            logs.body
-        );
+        log_gone(&t, &format!("/api/v1/orgs/default/plan-runs/{old}/{path}")).await;
     }
     // The plan's latest run is left whole, however old.
     let run = t
