@@ -126,6 +126,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0026_metric_counts.sql"),
     include_str!("../migrations/sqlite/0027_delivery_retention.sql"),
     include_str!("../migrations/sqlite/0028_plan_run_retention.sql"),
+    include_str!("../migrations/sqlite/0029_run_approval_gate.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -386,6 +386,7 @@ impl Copier<'_> {
             "consumed",
             "lock_waits",
             "summarised_at",
+            "gate",
         ];
         let from = format!(
             "tpl_runs t JOIN seed_tpl_run r ON r.id = t.id

@@ -297,6 +297,49 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
         store.pending_approvals("acme", None, 100).await.unwrap(),
         pending
     );
+
+    // A waiting run follows its stack's environment: moved into `prod` it waits for
+    // approval; moved out, for a plain confirmation again.
+    let inbox = || async {
+        let pending = store.pending_approvals("acme", None, 100).await.unwrap();
+        pending.into_iter().map(|p| p.subject).collect::<Vec<_>>()
+    };
+    let move_plain = |env: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .update_stack(
+                    "acme",
+                    &gated_spec("plain", Some(env), false),
+                    &audit(Some("acme"), "stack.update", "plain"),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    move_plain("prod").await;
+    assert_eq!(inbox().await, ["prun-p1", "run-g1", "run-p1"]);
+    assert_eq!(
+        store.pending_approval("acme", "run-p1").await.unwrap().environments,
+        ["prod"]
+    );
+    move_plain("dev").await;
+    assert_eq!(inbox().await, ["prun-p1", "run-g1"]);
+    // An environment deleted gates nothing; created again requiring approval, it gates
+    // the runs of the stacks that name it.
+    assert!(store
+        .delete_environment("acme", "prod", &a("environment.delete", "prod"))
+        .await
+        .unwrap());
+    assert_eq!(inbox().await, ["prun-p1"]);
+    store
+        .create_environment(&prod, &a("environment.create", "prod"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.pending_approvals("acme", None, 100).await.unwrap(),
+        pending
+    );
 }
 
 pub async fn approvals_decided_once_in_one_transaction(store: Arc<dyn Store>) {

@@ -3,6 +3,10 @@
 //! - Pending approvals are read from the runs themselves: plan runs in `paused`, and
 //!   tracked stack runs in `unconfirmed` whose stack's environment requires approval
 //!   (such a stack never applies on its own: `stack_autodeploy` answers false for it).
+//!   Such a run carries that environment in its `gate` column, set as it enters
+//!   `unconfirmed` and kept current here when the stack or the environment changes
+//!   ([`regate_stack`], [`regate_environment`]), so the inbox pages through the gated
+//!   runs' own index and never past the runs that wait for a plain confirmation.
 //! - A decision is one transaction: the run's transition (through the plan-run or run
 //!   state machine), the decision row and the audit record land together; the decision
 //!   row's key is the run, so a run is decided once.
@@ -100,7 +104,7 @@ fn pending_plan_runs(conn: &Connection, org: &str, pick: Pick<'_>) -> Result<Vec
 }
 
 /// The gated environment of a stack: its environment when that requires approval.
-fn stack_gate(conn: &Connection, org: &str, stack: &str) -> Result<Option<String>> {
+pub(super) fn stack_gate(conn: &Connection, org: &str, stack: &str) -> Result<Option<String>> {
     Ok(conn
         .prepare_cached(
             "SELECT e.id FROM stacks s JOIN environments e
@@ -118,15 +122,13 @@ fn pending_stack_runs(
     pick: Pick<'_>,
 ) -> Result<Vec<PendingApproval>> {
     let sql = pick.tail(
-        "SELECT x.id, x.stack_id, e.id, x.triggered_by,
+        "SELECT x.id, x.stack_id, x.gate, x.triggered_by,
                 COALESCE((SELECT MAX(p.started_at) FROM run_phases p
                           WHERE p.run_id = x.id AND p.state = 'unconfirmed'), x.updated_at),
                 x.created_at
          FROM runs x
-         JOIN stacks s ON s.org_id = x.org_id AND s.id = x.stack_id
-         JOIN environments e ON e.org_id = s.org_id AND e.id = s.environment
-         WHERE x.org_id = ?1 AND x.state = 'unconfirmed' AND x.kind = 'tracked'
-           AND e.requires_approval = 1",
+         WHERE x.org_id = ?1 AND x.gate IS NOT NULL
+           AND x.state = 'unconfirmed' AND x.kind = 'tracked'",
     );
     let rows = pick.query(conn, &sql, org, |r| {
         Ok((
@@ -153,6 +155,33 @@ fn pending_stack_runs(
         });
     }
     Ok(out)
+}
+
+/// Sets the gate of the stack's tracked runs waiting in `unconfirmed` to the stack's
+/// gated environment (or none) — after the stack's environment changed.
+pub(super) fn regate_stack(tx: &Transaction<'_>, org: &str, stack: &str) -> Result<()> {
+    let gate = stack_gate(tx, org, stack)?;
+    tx.prepare_cached(
+        "UPDATE runs SET gate = ?3
+         WHERE org_id = ?1 AND stack_id = ?2 AND state = 'unconfirmed' AND kind = 'tracked'",
+    )?
+    .execute(params![org, stack, gate])?;
+    Ok(())
+}
+
+/// Sets the gate of the tracked runs waiting in `unconfirmed` on the stacks of
+/// environment `env` — after the environment was created, changed or deleted: `env` when
+/// it exists and requires approval, none otherwise.
+pub(super) fn regate_environment(tx: &Transaction<'_>, org: &str, env: &str) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE runs SET gate = (SELECT e.id FROM environments e
+                                 WHERE e.org_id = ?1 AND e.id = ?2 AND e.requires_approval = 1)
+         WHERE org_id = ?1 AND state = 'unconfirmed' AND kind = 'tracked'
+           AND EXISTS (SELECT 1 FROM stacks s
+                       WHERE s.org_id = ?1 AND s.id = runs.stack_id AND s.environment = ?2)",
+    )?
+    .execute(params![org, env])?;
+    Ok(())
 }
 
 /// A page of the runs of `org` waiting for approval in (creation, id) order: the page of

@@ -96,7 +96,7 @@ fn insert_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<()> 
         by,
     ])
     .map_err(|err| exists_or(err, || format!("environment {:?}", e.id)))?;
-    Ok(())
+    super::approvals::regate_environment(tx, &e.org, &e.id)
 }
 
 /// Returns whether the environment existed.
@@ -116,6 +116,9 @@ fn update_env_row(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<
             millis(Utc::now()),
             by,
         ])?;
+    if n > 0 {
+        super::approvals::regate_environment(tx, &e.org, &e.id)?;
+    }
     Ok(n > 0)
 }
 
@@ -322,6 +325,7 @@ pub(super) fn delete_environment(
     }
     tx.prepare_cached("DELETE FROM environments WHERE org_id = ?1 AND id = ?2")?
         .execute(params![org, id])?;
+    super::approvals::regate_environment(tx, org, id)?;
     append_audit(tx, audit)?;
     Ok(true)
 }

@@ -259,6 +259,12 @@ pub(super) fn apply_event(
         true => None,
         false => end_lock_wait(run, now).map(|(waits, _)| waits),
     };
+    // A tracked run waiting for a confirmation its environment's approval must give is in
+    // the approvals inbox (`sql/approvals.rs`).
+    let gate = match next.state == RunState::Unconfirmed && run.kind == RunKind::Tracked {
+        true => super::approvals::stack_gate(tx, &run.org, &run.stack)?,
+        false => None,
+    };
     crate::signal::emit(Signal::Run(run.id.clone()));
     tx.prepare_cached(
         "UPDATE runs SET state = ?2, phase = ?3, needs_lease = ?4, leased = ?5, started = ?6,
@@ -266,7 +272,7 @@ pub(super) fn apply_event(
             runner_id = ?11, phase_started_at = ?12, updated_at = ?13,
             blocked_by = CASE WHEN ?4 <> 0 THEN blocked_by ELSE NULL END,
             blocked_since = CASE WHEN ?4 <> 0 THEN blocked_since ELSE NULL END,
-            lock_waits = COALESCE(?14, lock_waits)
+            lock_waits = COALESCE(?14, lock_waits), gate = ?15
          WHERE id = ?1",
     )?
     .execute(params![
@@ -284,6 +290,7 @@ pub(super) fn apply_event(
         phase_started,
         now,
         lock_waits,
+        gate,
     ])?;
     enter_state(tx, &run.id, run.state, next.state, now)?;
     // An operator's event (confirm, discard, an approval) is audited with the change.

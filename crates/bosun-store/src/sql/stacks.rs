@@ -415,6 +415,7 @@ pub(super) fn update(
     let now = millis(Utc::now()).max(created);
     write_stack_row(tx, org, spec, created, now, false)?;
     super::drift::settings_saved(tx, org, spec, now)?;
+    super::approvals::regate_stack(tx, org, spec.id.as_str())?;
     append_audit(tx, audit)?;
     Ok(StackRecord {
         org: org.to_string(),
