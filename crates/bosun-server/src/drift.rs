@@ -399,20 +399,30 @@ pub async fn stack_status(
         .map(|r| status_wire(r, now)))
 }
 
-/// `bosun_drift_check_age_seconds{org,stack}`: per drift-checked stack that the
-/// scheduler has armed, seconds since its last successful check (or since checking
-/// began).
-pub async fn check_ages(state: &AppState) -> Result<Vec<(String, String, f64)>, ApiError> {
+/// What `/metrics` says of stale drift checking: how many drift-checked stacks of each
+/// org are stale now, and for the `limit` most overdue, seconds since their last
+/// successful check (or since checking began) — `bosun_drift_checks_stale{org}` and
+/// `bosun_drift_check_age_seconds{org,stack}`.
+pub struct StaleCheckAges {
+    pub by_org: std::collections::BTreeMap<String, i64>,
+    /// (org, stack, age in seconds), most overdue first.
+    pub ages: Vec<(String, String, f64)>,
+}
+
+pub async fn stale_check_ages(state: &AppState, limit: u32) -> Result<StaleCheckAges, ApiError> {
     let now = state.config.schedules.clock.now();
-    Ok(state
-        .store
-        .drift_check_bases()
-        .await?
+    let stale = state.store.stale_drift_checks(now, limit).await?;
+    let ages = stale
+        .oldest
         .into_iter()
         .map(|b| {
             let base = b.last_success_at.unwrap_or(b.since);
             let age = (now - base).num_milliseconds().max(0) as f64 / 1000.0;
             (b.org, b.stack, age)
         })
-        .collect())
+        .collect();
+    Ok(StaleCheckAges {
+        by_org: stale.by_org,
+        ages,
+    })
 }

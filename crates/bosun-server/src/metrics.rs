@@ -242,9 +242,21 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
     }
 
     out.family(
+        "bosun_state_locks_held",
+        "gauge",
+        "Held state locks, by org (orgs holding none are absent).",
+    );
+    for (org, n) in &m.locks_held {
+        out.sample("bosun_state_locks_held", &[("org", org)], *n);
+    }
+
+    out.family(
         "bosun_state_lock_age_seconds",
         "gauge",
-        "Seconds each held state lock has been held.",
+        &format!(
+            "Seconds each held state lock has been held, for the {} oldest held locks.",
+            m.stack_series
+        ),
     );
     for l in &m.locks {
         out.sample(
@@ -254,13 +266,27 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         );
     }
 
+    let stale = crate::drift::stale_check_ages(state, m.stack_series).await?;
+    out.family(
+        "bosun_drift_checks_stale",
+        "gauge",
+        "Drift-checked stacks whose checking is stale (no successful check within twice \
+         the schedule's interval), by org (orgs with none are absent).",
+    );
+    for (org, n) in &stale.by_org {
+        out.sample("bosun_drift_checks_stale", &[("org", org)], *n);
+    }
     out.family(
         "bosun_drift_check_age_seconds",
         "gauge",
-        "Seconds since each drift-checked stack's last successful drift check (or, with \
-         none yet, since its schedule took effect); stale past twice the schedule's interval.",
+        &format!(
+            "Seconds since a stale drift-checked stack's last successful drift check (or, \
+             with none yet, since its schedule took effect), for the {} most overdue stale \
+             stacks; a stack checked on time has no series.",
+            m.stack_series
+        ),
     );
-    for (org, stack, age) in crate::drift::check_ages(state).await? {
+    for (org, stack, age) in stale.ages {
         out.sample(
             "bosun_drift_check_age_seconds",
             &[("org", &org), ("stack", &stack)],

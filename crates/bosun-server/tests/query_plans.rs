@@ -502,7 +502,8 @@ async fn run_through(t: &TestServer, runner: &str, stack: &str, proposed: bool) 
 // --- the plans --------------------------------------------------------------------------
 
 /// Tables and their names in `sql` (`FROM runs r`, `JOIN stacks AS s`, `UPDATE runs`): the
-/// names SQLite's plan lines use.
+/// names SQLite's plan lines use. A common table expression's name (`WITH stale AS …`) is
+/// no table: scanning it reads what its own statement (explained with it) produced.
 fn table_names(sql: &str) -> BTreeMap<String, String> {
     let words: Vec<String> = sql
         .replace(['(', ')', ',', ';'], " ")
@@ -535,6 +536,14 @@ fn table_names(sql: &str) -> BTreeMap<String, String> {
                 | "FOR"
         )
     };
+    let ctes: std::collections::BTreeSet<&String> = words
+        .windows(3)
+        .filter(|w| {
+            matches!(w[0].to_ascii_uppercase().as_str(), "WITH" | "RECURSIVE")
+                && w[2].eq_ignore_ascii_case("AS")
+        })
+        .map(|w| &w[1])
+        .collect();
     let mut names = BTreeMap::new();
     for (i, w) in words.iter().enumerate() {
         let upper = w.to_ascii_uppercase();
@@ -550,6 +559,9 @@ fn table_names(sql: &str) -> BTreeMap<String, String> {
         let mut alias = words.get(i + 2).cloned();
         if alias.as_deref().map(str::to_ascii_uppercase).as_deref() == Some("AS") {
             alias = words.get(i + 3).cloned();
+        }
+        if ctes.contains(table) {
+            continue;
         }
         names.insert(table.clone(), table.clone());
         if let Some(a) = alias.filter(|a| !keyword(a)) {

@@ -386,6 +386,21 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
     })
     .await;
     assert_eq!(s["drift_status"]["stale"], false);
+    // Checked on time: /metrics names no stack and counts no stale one.
+    let text = t
+        .client
+        .get(format!("{}/metrics", t.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !text.contains("bosun_drift_check_age_seconds{")
+            && !text.contains("bosun_drift_checks_stale{"),
+        "{text}"
+    );
     clock.set(utc("2024-06-01T12:31:00Z"));
     let s = wait_stack(&t, "net", "staleness", |s| {
         s["drift_status"]["stale"] == true
@@ -413,6 +428,10 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
         .unwrap();
     assert!(
         text.contains("bosun_drift_check_age_seconds{org=\"default\",stack=\"net\"} 7260"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bosun_drift_checks_stale{org=\"default\"} 1"),
         "{text}"
     );
     // Later passes in the same episode send nothing more.

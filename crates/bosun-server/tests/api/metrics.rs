@@ -536,6 +536,12 @@ async fn metrics_expose_every_series_in_the_text_format() {
         &[("org", "default"), ("stack", "net")],
     );
     assert!((0.0..60.0).contains(&age), "{age}");
+    let held = family(&families, "bosun_state_locks_held", "gauge");
+    assert_eq!(held.named("bosun_state_locks_held").len(), 1);
+    assert_eq!(
+        held.value("bosun_state_locks_held", &[("org", "default")]),
+        1.0
+    );
 
     // Counters (the parser names a counter's family without `_total`).
     let late = family(&families, "bosun_state_late_writes", "counter");
@@ -642,8 +648,14 @@ async fn metrics_expose_every_series_in_the_text_format() {
         0.0
     );
 
-    // Drift-check age per stack (its values are checked with the drift scheduler).
-    family(&families, "bosun_drift_check_age_seconds", "gauge");
+    // Stale drift checks: counted per org and aged per stack (their values are checked
+    // with the drift scheduler); no stack here is drift-checked.
+    for name in ["bosun_drift_check_age_seconds", "bosun_drift_checks_stale"] {
+        assert!(
+            family(&families, name, "gauge").samples.is_empty(),
+            "{name}"
+        );
+    }
 
     // Nothing else: every family is one of these.
     let names: Vec<&str> = families.keys().map(String::as_str).collect();
@@ -651,6 +663,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
         names,
         [
             "bosun_drift_check_age_seconds",
+            "bosun_drift_checks_stale",
             "bosun_duty_last_pass_timestamp_seconds",
             "bosun_duty_lease_held",
             "bosun_notification_deliveries",
@@ -665,6 +678,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_runs_summarised",
             "bosun_state_late_writes",
             "bosun_state_lock_age_seconds",
+            "bosun_state_locks_held",
             "bosun_state_versions_pruned",
             "bosun_trigger_decisions",
             "bosun_vcs_deliveries_pruned",
@@ -705,6 +719,9 @@ async fn an_empty_server_exposes_zeros_and_empty_histograms() {
     for name in [
         "bosun_runner_last_seen_age_seconds",
         "bosun_state_lock_age_seconds",
+        "bosun_state_locks_held",
+        "bosun_drift_check_age_seconds",
+        "bosun_drift_checks_stale",
     ] {
         assert!(
             family(&families, name, "gauge").samples.is_empty(),

@@ -983,9 +983,10 @@ pub(crate) async fn make_templates(args: &Args) -> R<Templates> {
             s.write_state(t, Writer::User(ADMIN.into()), token).await?;
         }
     }
-    // Open at the end: plans waiting for confirmation or approval, locks held from a
-    // laptop, and runs queued (behind nothing: no runner is serving).
-    for t in (0..k).filter(|t| t % 25 == 12) {
+    // Open at the end: plans waiting for confirmation (every 25th stack, none of them in
+    // `prod`) or for approval (every 42nd, all in `prod`), locks held from a laptop, and
+    // runs queued (behind nothing: no runner is serving).
+    for t in (0..k).filter(|t| t % 25 == 12 || t % 42 == 14) {
         let run = s
             .create_run(t, RunKind::Tracked, Trigger::Manual, None)
             .await?;

@@ -320,7 +320,11 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
     move_plain("prod").await;
     assert_eq!(inbox().await, ["prun-p1", "run-g1", "run-p1"]);
     assert_eq!(
-        store.pending_approval("acme", "run-p1").await.unwrap().environments,
+        store
+            .pending_approval("acme", "run-p1")
+            .await
+            .unwrap()
+            .environments,
         ["prod"]
     );
     move_plain("dev").await;

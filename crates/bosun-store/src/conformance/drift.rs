@@ -164,18 +164,31 @@ pub async fn drift_schedules_fire_once_settle_once(store: Arc<dyn Store>) {
         .unwrap();
     let s = store.drift_schedules(None, None).await.unwrap().remove(0);
     // What a check age is measured from: the armed schedule and the latest success, not
-    // the failed check after it.
-    let bases = store.drift_check_bases().await.unwrap();
+    // the failed check after it. Stale once twice the hourly interval has passed since
+    // that success, and not a millisecond before.
+    let success = s.last_success.as_ref().unwrap().checked_at;
+    let turns_stale = success + Duration::hours(2);
     assert_eq!(
-        bases,
+        store.stale_drift_checks(turns_stale, 10).await.unwrap(),
+        StaleDriftChecks::default()
+    );
+    let stale = store
+        .stale_drift_checks(turns_stale + Duration::milliseconds(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        stale.oldest,
         [DriftCheckBase {
             org: s.org.clone(),
             stack: s.stack.clone(),
             since: s.state.as_ref().unwrap().since,
-            last_success_at: s.last_success.as_ref().map(|c| c.checked_at),
+            last_success_at: Some(success),
         }]
     );
-    assert!(bases[0].last_success_at.is_some());
+    assert_eq!(
+        stale.by_org,
+        [("acme".to_string(), 1)].into_iter().collect()
+    );
     assert_eq!(s.last_success.map(|c| c.run).as_deref(), Some("run-d1"));
     assert_eq!(
         s.last_check.map(|c| (c.run, c.result)),
@@ -337,6 +350,27 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
     assert_eq!(store.count_stale_drift("acme", at(4)).await.unwrap(), 1);
     assert_eq!(store.count_stale_drift("acme", at(6)).await.unwrap(), 2);
     assert_eq!(store.count_stale_drift("other", at(6)).await.unwrap(), 0);
+    // /metrics' view: every org's stale stacks counted, the most overdue named first and
+    // no more than asked for (s-a turned stale at 2 h, s-c at 5 h).
+    let named = |s: &StaleDriftChecks| s.oldest.iter().map(|b| b.stack.clone()).collect::<Vec<_>>();
+    let stale = store.stale_drift_checks(at(6), 10).await.unwrap();
+    assert_eq!(named(&stale), ["s-a", "s-c"]);
+    assert_eq!(
+        stale.by_org,
+        [("acme".to_string(), 2)].into_iter().collect()
+    );
+    assert_eq!(stale.oldest[1].since, t0 + Duration::hours(3));
+    let first = store.stale_drift_checks(at(6), 1).await.unwrap();
+    assert_eq!(
+        (named(&first), first.by_org),
+        (vec!["s-a".to_string()], stale.by_org)
+    );
+    assert!(store
+        .stale_drift_checks(at(2), 10)
+        .await
+        .unwrap()
+        .by_org
+        .is_empty());
 
     // Due schedules: next_at <= now (soonest first; these two are due at once).
     let mut due: Vec<_> = store

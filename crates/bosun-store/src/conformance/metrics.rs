@@ -5,6 +5,7 @@ use super::*;
 pub async fn metrics_count_and_time_from_the_store(store: Arc<dyn Store>) {
     let empty = store.metrics().await.unwrap();
     assert!(empty.runs.is_empty() && empty.runners.is_empty() && empty.locks.is_empty());
+    assert!(empty.locks_held.is_empty());
     assert!(empty.queue_waits_ms.is_empty() && empty.phase_durations_ms.is_empty());
     assert!(empty.busy_runners.is_empty());
     assert_eq!(
@@ -169,6 +170,47 @@ pub async fn metrics_count_and_time_from_the_store(store: Arc<dyn Store>) {
             acquired_at: held.acquired_at,
         }]
     );
+    assert_eq!(
+        m.locks_held,
+        [("acme".to_string(), 1)].into_iter().collect()
+    );
+    assert!(m.stack_series >= 100, "{}", m.stack_series);
+    // Oldest first, not by name: a lock taken later on a stack named before it comes
+    // second (taken once the clock has moved past the first one's millisecond).
+    seed_stack(&*store, "aaa").await;
+    while Utc::now().timestamp_millis() <= held.acquired_at.timestamp_millis() {
+        tokio::task::yield_now().await;
+    }
+    store
+        .lock_state(
+            "acme",
+            "aaa",
+            &state_lock("L2", Writer::User("alice".into())),
+        )
+        .await
+        .unwrap();
+    let later = store.metrics().await.unwrap();
+    assert_eq!(
+        later
+            .locks
+            .iter()
+            .map(|l| l.stack.as_str())
+            .collect::<Vec<_>>(),
+        ["net", "aaa"]
+    );
+    assert_eq!(
+        later.locks_held,
+        [("acme".to_string(), 2)].into_iter().collect()
+    );
+    store
+        .unlock_state(
+            "acme",
+            "aaa",
+            &UnlockRequest::Holder { id: "L2".into() },
+            &audit(Some("acme"), "state.unlock", "stack:aaa"),
+        )
+        .await
+        .unwrap();
 
     // Trigger decisions: a run started for net, app left alone, then a redelivery
     // repeats both as duplicates.

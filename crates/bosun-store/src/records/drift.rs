@@ -52,6 +52,16 @@ pub struct DriftCheckBase {
     pub last_success_at: Option<DateTime<Utc>>,
 }
 
+/// The drift-checked stacks whose checking is stale at a given time: how many per org, and
+/// the most overdue of them (at most the limit asked for), most overdue first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StaleDriftChecks {
+    /// Org → its stale drift-checked stacks (orgs with none are absent).
+    pub by_org: std::collections::BTreeMap<String, i64>,
+    /// The most overdue, by the time each turned stale.
+    pub oldest: Vec<DriftCheckBase>,
+}
+
 /// A stack whose drift settings were saved and that the scheduler has not armed since.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriftArming {

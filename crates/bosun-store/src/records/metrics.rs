@@ -28,8 +28,12 @@ pub struct StoreMetrics {
     pub runners: Vec<RunnerRecord>,
     /// Ids of the runners holding a lease on a run.
     pub busy_runners: std::collections::BTreeSet<String>,
-    /// Every held state lock.
+    /// Org → its held state locks (orgs holding none are absent).
+    pub locks_held: std::collections::BTreeMap<String, i64>,
+    /// The oldest held state locks, oldest first: at most `stack_series` of them.
     pub locks: Vec<HeldLock>,
+    /// At most this many stacks are named by a per-stack series.
+    pub stack_series: u32,
     /// Every trigger decision stored (webhook and poll deliveries), by verdict.
     pub trigger_decisions: DecisionCounts,
 }

@@ -233,19 +233,32 @@ pub(super) fn dashboard(
     }
 }
 
-pub(super) fn check_bases(conn: &Connection) -> Result<Vec<DriftCheckBase>> {
+/// The drift-checked stacks stale at `now` (`stale_at` before it): counted per org, and
+/// the `limit` that turned stale first with what their check age is measured from, both
+/// from the `drift_schedules_stale_by_age` index — as many rows as there are stale stacks,
+/// however many are checked on time.
+pub(super) fn stale_checks(conn: &Connection, now: i64, limit: u32) -> Result<StaleDriftChecks> {
+    // The stale rows first, then grouped: grouped directly, SQLite would walk the whole
+    // (org, stale_at) index for its order rather than the stale range of this one.
+    let by_org = conn
+        .prepare_cached(
+            "WITH stale AS MATERIALIZED (
+                SELECT org_id FROM drift_schedules WHERE stale_at < ?1)
+             SELECT org_id, COUNT(*) FROM stale GROUP BY org_id",
+        )?
+        .query_map(params![now], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<db::Result<_>>()?;
     let mut stmt = conn.prepare_cached(
         "SELECT ds.org_id, ds.stack_id, ds.since,
                 (SELECT c.checked_at FROM drift_checks c
                  WHERE c.org_id = ds.org_id AND c.stack_id = ds.stack_id
                    AND c.result IN ('no_drift', 'drift_detected')
                  ORDER BY c.checked_at DESC LIMIT 1)
-         FROM stacks s
-         JOIN drift_schedules ds ON ds.org_id = s.org_id AND ds.stack_id = s.id
-         WHERE s.drift_detection IS NOT NULL
-         ORDER BY s.org_id, s.id",
+         FROM drift_schedules ds
+         WHERE ds.stale_at < ?1
+         ORDER BY ds.stale_at, ds.org_id, ds.stack_id LIMIT ?2",
     )?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map(params![now, limit], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
@@ -253,17 +266,17 @@ pub(super) fn check_bases(conn: &Connection) -> Result<Vec<DriftCheckBase>> {
             r.get::<_, Option<i64>>(3)?,
         ))
     })?;
-    let mut out = Vec::new();
+    let mut oldest = Vec::new();
     for row in rows {
         let (org, stack, since, last) = row?;
-        out.push(DriftCheckBase {
+        oldest.push(DriftCheckBase {
             org,
             stack,
             since: from_millis(since)?,
             last_success_at: opt_from_millis(last)?,
         });
     }
-    Ok(out)
+    Ok(StaleDriftChecks { by_org, oldest })
 }
 
 pub(super) fn count_stale(conn: &Connection, org: &str, now: i64) -> Result<u64> {

@@ -20,12 +20,18 @@ pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
             phase_durations_ms: metrics_phase_durations(tx, since)?,
             runners: metrics_runners(tx)?,
             busy_runners: runners::busy(tx)?,
+            locks_held: metrics_locks_held(tx)?,
             locks: metrics_locks(tx)?,
+            stack_series: METRICS_STACK_SERIES,
             trigger_decisions: metrics_trigger_decisions(&counts),
         };
         Ok(metrics)
     })
 }
+
+/// At most this many stacks are named by a per-stack series (the oldest held locks); the
+/// per-org counts cover every one.
+const METRICS_STACK_SERIES: u32 = 1000;
 
 /// How far back `/metrics` timings reach (runs created within it).
 const METRICS_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
@@ -149,11 +155,22 @@ fn metrics_runners(c: &Connection) -> Result<Vec<RunnerRecord>> {
     Ok(out)
 }
 
-fn metrics_locks(c: &Connection) -> Result<Vec<HeldLock>> {
+/// Held state locks per org, counted in the held locks' own index.
+fn metrics_locks_held(c: &Connection) -> Result<BTreeMap<String, i64>> {
     let mut stmt = c.prepare_cached(
-        "SELECT org_id, stack_id, lock_acquired_at FROM state_heads
-         WHERE lock_id IS NOT NULL ORDER BY org_id, stack_id",
+        "SELECT org_id, COUNT(*) FROM state_heads WHERE lock_id IS NOT NULL GROUP BY org_id",
     )?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<db::Result<_>>()?)
+}
+
+/// The [`METRICS_STACK_SERIES`] oldest held locks, from the `state_heads_lock_age` index.
+fn metrics_locks(c: &Connection) -> Result<Vec<HeldLock>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT org_id, stack_id, lock_acquired_at FROM state_heads
+         WHERE lock_id IS NOT NULL
+         ORDER BY lock_acquired_at, org_id, stack_id LIMIT {METRICS_STACK_SERIES}"
+    ))?;
     let rows = stmt.query_map([], |r| {
         Ok((
             r.get::<_, String>(0)?,

@@ -805,8 +805,9 @@ impl DriftStore for db::Store {
             .await
     }
 
-    async fn drift_check_bases(&self) -> Result<Vec<DriftCheckBase>> {
-        self.read(drift::check_bases).await
+    async fn stale_drift_checks(&self, now: DateTime<Utc>, limit: u32) -> Result<StaleDriftChecks> {
+        self.read(move |c| drift::stale_checks(c, millis(now), limit))
+            .await
     }
 
     async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>) -> Result<u64> {

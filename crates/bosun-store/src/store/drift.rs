@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    Audit, DriftArming, DriftCheckBase, DriftCheckRecord, DriftFire, DriftFired,
-    DriftScheduleRecord, KeyCursor, NewRun, Result, RunRecord,
+    Audit, DriftArming, DriftCheckRecord, DriftFire, DriftFired, DriftScheduleRecord, KeyCursor,
+    NewRun, Result, RunRecord, StaleDriftChecks,
 };
 
 /// Drift detection: schedules, their fires, operators' checks, and settled results.
@@ -51,9 +51,10 @@ pub trait DriftStore: Send + Sync {
         after: Option<&KeyCursor>,
         limit: u32,
     ) -> Result<Vec<DriftScheduleRecord>>;
-    /// Every armed drift-checked stack of every org, by (org, stack), with what its check
-    /// age is measured from: one row each, without the rest of its status.
-    async fn drift_check_bases(&self) -> Result<Vec<DriftCheckBase>>;
+    /// The drift-checked stacks of every org whose checking is stale at `now`: counted per
+    /// org, and the `limit` most overdue with what their check age is measured from, read
+    /// in the order they turned stale.
+    async fn stale_drift_checks(&self, now: DateTime<Utc>, limit: u32) -> Result<StaleDriftChecks>;
     /// How many of an org's drift-checked stacks are stale at `now`.
     async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>) -> Result<u64>;
     /// Schedules whose stale-check alert is due at `now` and not raised yet, at most
