@@ -688,3 +688,66 @@ async fn migrates_a_v23_database_to_drift_schedules_read_by_index_and_counted_ru
         [(("drift".to_string(), "finished".to_string()), 1)]
     );
 }
+
+#[tokio::test]
+async fn migrates_a_v28_database_gating_the_runs_already_waiting_for_approval() {
+    use bosun_store::ApprovalStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
+            .unwrap();
+        for (i, sql) in migrations_up_to(28).iter().enumerate() {
+            tx.execute_batch(sql).unwrap();
+            tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
+                .unwrap();
+        }
+        let stack = |id: &str, env: &str| {
+            format!(
+                "INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths,
+                     engine, tier, autodeploy, variables, depends_on, runner_pool, created_at,
+                     updated_at, environment)
+                 VALUES ('acme', '{id}', '{id}', 'r', 'main', '.', '[]', 'terraform',
+                     'standard', 0, '{{}}', '[]', 'hosted', 1, 1, '{env}');"
+            )
+        };
+        let run = |id: &str, stack: &str, kind: &str, state: &str| {
+            format!(
+                "INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+                     triggered_by, branch, created_at, updated_at)
+                 VALUES ('{id}', 'acme', '{stack}', '{kind}', 'manual', '{state}', 'plan', 0,
+                     'user:alice', 'main', 10, 10);"
+            )
+        };
+        // Waiting on `prod` (requires approval): the tracked unconfirmed run only; `dev`'s
+        // waits for a plain confirmation.
+        tx.execute_batch(&format!(
+            "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
+             INSERT INTO environments (org_id, id, vars, requires_approval, protected,
+                 created_at, updated_at, updated_by)
+             VALUES ('acme', 'prod', '{{}}', 1, 0, 1, 1, 'admin'),
+                    ('acme', 'dev', '{{}}', 0, 0, 1, 1, 'admin');
+             {}{}{}{}{}{}",
+            stack("gated", "prod"),
+            stack("plain", "dev"),
+            run("r-gated", "gated", "tracked", "unconfirmed"),
+            run("r-plain", "plain", "tracked", "unconfirmed"),
+            run("r-proposed", "gated", "proposed", "finished"),
+            run("r-done", "gated", "tracked", "finished"),
+        ))
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert!(store.schema_version().await.unwrap() >= 29);
+    let pending: Vec<_> = store
+        .pending_approvals("acme", None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.subject, p.environments))
+        .collect();
+    assert_eq!(pending, [("r-gated".to_string(), vec!["prod".to_string()])]);
+}

@@ -226,8 +226,9 @@ async fn inbox(
     };
     let decisions = approvals::decisions(&state, &org, &recent).await?.items;
     let can_decide = layout.can(crate::approvals::APPROVE);
-    // The org's environments, read once, for the approval rule's answer on each row.
-    let environments = if can_decide && !pending.is_empty() {
+    // The org's environments, read once, for who may decide each row and the approval
+    // rule's answer on it.
+    let environments = if !pending.is_empty() {
         state.store.list_environments(&org).await?
     } else {
         Vec::new()
@@ -252,8 +253,14 @@ async fn inbox(
                 .map(|plan| plan.short_text());
             plans.insert(p.subject.clone(), plan);
         }
-        let wait = approvals::wait_of(&state, &org, &p.subject).await?;
-        approvers.insert(p.subject.clone(), wait.map(|w| w.approvers));
+        let who = approvals::approvers(
+            &state,
+            &org,
+            &p.environments,
+            &p.requested_by,
+            &environments,
+        );
+        approvers.insert(p.subject.clone(), Some(who));
     }
     let rows = pending
         .into_iter()

@@ -131,25 +131,52 @@ pub async fn wait_of(
         | Err(bosun_store::StoreError::NotFound(_)) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    let mut gated = Vec::new();
+    for id in &pending.environments {
+        gated.extend(state.store.get_environment(org, id).await?);
+    }
+    Ok(Some(ApprovalWait {
+        approvers: approvers(
+            state,
+            org,
+            &pending.environments,
+            &pending.requested_by,
+            &gated,
+        ),
+        environments: pending.environments,
+        requested_by: pending.requested_by,
+        since: pending.since,
+    }))
+}
+
+/// Who may decide a run of `org` waiting on the `waits_on` environments, asked by
+/// `requested_by`, in words — from `environments`, which hold at least those the run
+/// waits on (the org's, read once for a whole inbox page).
+pub fn approvers(
+    state: &AppState,
+    org: &str,
+    waits_on: &[String],
+    requested_by: &str,
+    environments: &[bosun_store::EnvironmentRecord],
+) -> String {
     let mut granted: Option<Vec<String>> = None;
     let mut protected = Vec::new();
-    for id in &pending.environments {
-        if let Some(e) = state.store.get_environment(org, id).await? {
-            if e.protected {
-                protected.push(e.id.clone());
-                granted = Some(match granted {
-                    None => e.grants.clone(),
-                    Some(g) => g.into_iter().filter(|u| e.grants.contains(u)).collect(),
-                });
-            }
-        }
+    for e in environments
+        .iter()
+        .filter(|e| e.protected && waits_on.contains(&e.id))
+    {
+        protected.push(e.id.clone());
+        granted = Some(match granted {
+            None => e.grants.clone(),
+            Some(g) => g.into_iter().filter(|u| e.grants.contains(u)).collect(),
+        });
     }
     let not_self = if state.config.allow_self_approval {
         String::new()
     } else {
-        format!(", other than {}", pending.requested_by)
+        format!(", other than {requested_by}")
     };
-    let approvers = match granted {
+    match granted {
         None => format!("an operator or admin of org {org}{not_self}"),
         Some(users) if users.is_empty() => format!(
             "nobody yet: no user is granted approval on {} (an org admin grants it with \
@@ -161,13 +188,7 @@ pub async fn wait_of(
             protected.join(" and "),
             users.join(", ")
         ),
-    };
-    Ok(Some(ApprovalWait {
-        environments: pending.environments,
-        requested_by: pending.requested_by,
-        since: pending.since,
-        approvers,
-    }))
+    }
 }
 
 /// `caller` approves or rejects the run `subject` waits with.
