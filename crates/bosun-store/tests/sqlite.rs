@@ -365,6 +365,17 @@ async fn signing_key_without_private_half_is_corrupt() {
 }
 
 /// The SQLite migrations up to and including `upto` (as an older binary applied them).
+/// Builds the schema of version `upto` in `tx`, as that version's server left it.
+fn schema_at(tx: &rusqlite::Transaction<'_>, upto: usize) {
+    tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
+        .unwrap();
+    for (i, sql) in migrations_up_to(upto).iter().enumerate() {
+        tx.execute_batch(sql).unwrap();
+        tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
+            .unwrap();
+    }
+}
+
 fn migrations_up_to(upto: usize) -> Vec<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
@@ -391,13 +402,7 @@ async fn migrates_global_secret_namespaces_to_per_org_keeping_secrets() {
         let mut conn = rusqlite::Connection::open(&path).unwrap();
         conn.pragma_update(None, "foreign_keys", "ON").unwrap();
         let tx = conn.transaction().unwrap();
-        tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
-            .unwrap();
-        for (i, sql) in migrations_up_to(16).iter().enumerate() {
-            tx.execute_batch(sql).unwrap();
-            tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
-                .unwrap();
-        }
+        schema_at(&tx, 16);
         // acme claimed `aws` and `old` (since emptied); globex claimed `ci`.
         tx.execute_batch(
             "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1), ('globex', 'Globex', 1);
@@ -487,13 +492,7 @@ fn v20_database(path: &std::path::Path) {
     let mut conn = rusqlite::Connection::open(path).unwrap();
     conn.pragma_update(None, "foreign_keys", "ON").unwrap();
     let tx = conn.transaction().unwrap();
-    tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
-        .unwrap();
-    for (i, sql) in migrations_up_to(20).iter().enumerate() {
-        tx.execute_batch(sql).unwrap();
-        tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
-            .unwrap();
-    }
+    schema_at(&tx, 20);
     tx.execute_batch(
         "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
          INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths, engine,
@@ -611,13 +610,7 @@ async fn migrates_a_v23_database_to_drift_schedules_read_by_index_and_counted_ru
     {
         let mut conn = rusqlite::Connection::open(&path).unwrap();
         let tx = conn.transaction().unwrap();
-        tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
-            .unwrap();
-        for (i, sql) in migrations_up_to(23).iter().enumerate() {
-            tx.execute_batch(sql).unwrap();
-            tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
-                .unwrap();
-        }
+        schema_at(&tx, 23);
         let stack = |id: &str, drift: &str| {
             format!(
                 "INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths,
@@ -697,13 +690,7 @@ async fn migrates_a_v28_database_gating_the_runs_already_waiting_for_approval() 
     {
         let mut conn = rusqlite::Connection::open(&path).unwrap();
         let tx = conn.transaction().unwrap();
-        tx.execute_batch("CREATE TABLE bosun_schema (version INTEGER NOT NULL)")
-            .unwrap();
-        for (i, sql) in migrations_up_to(28).iter().enumerate() {
-            tx.execute_batch(sql).unwrap();
-            tx.execute("INSERT INTO bosun_schema (version) VALUES (?1)", [i + 1])
-                .unwrap();
-        }
+        schema_at(&tx, 28);
         let stack = |id: &str, env: &str| {
             format!(
                 "INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths,
