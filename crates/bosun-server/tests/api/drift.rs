@@ -387,7 +387,7 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
     .await;
     assert_eq!(s["drift_status"]["stale"], false);
     // Checked on time: /metrics names no stack and counts no stale one.
-    let text = metrics_text(&t).await;
+    let text = t.metrics_text().await;
     assert!(
         !text.contains("bosun_drift_check_age_seconds{")
             && !text.contains("bosun_drift_checks_stale{"),
@@ -409,7 +409,7 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
     assert_eq!(body["data"]["stack"], "net", "{body}");
     assert_eq!(body["data"]["age_seconds"], 121 * 60, "{body}");
     // The gauge agrees.
-    let text = metrics_text(&t).await;
+    let text = t.metrics_text().await;
     assert!(
         text.contains("bosun_drift_check_age_seconds{org=\"default\",stack=\"net\"} 7260"),
         "{text}"
@@ -426,16 +426,4 @@ async fn a_check_failing_before_its_plan_is_failed_and_staleness_alerts_once() {
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(got.lock().unwrap().len(), 1, "one alert per episode");
-}
-
-/// What `/metrics` answers now.
-async fn metrics_text(t: &TestServer) -> String {
-    t.client
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }

@@ -136,15 +136,7 @@ async fn a_dead_replicas_duties_move_to_a_live_one_within_seconds() {
 
 /// `bosun_duty_lease_held` by duty, as `/metrics` shows it.
 async fn lease_gauges(t: &TestServer) -> std::collections::BTreeMap<String, String> {
-    let text = t
-        .client
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = t.metrics_text().await;
     text.lines()
         .filter_map(|l| l.strip_prefix("bosun_duty_lease_held{duty=\""))
         .filter_map(|l| l.split_once("\"} "))

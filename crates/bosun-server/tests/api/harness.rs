@@ -31,6 +31,18 @@ impl Reply {
 }
 
 impl TestServer {
+    /// What `/metrics` answers now.
+    pub async fn metrics_text(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn start() -> Self {
         Self::start_with(|_| {}).await
     }

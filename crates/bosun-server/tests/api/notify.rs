@@ -155,17 +155,6 @@ async fn trigger(t: &TestServer) -> String {
     r.body["id"].as_str().unwrap().to_string()
 }
 
-async fn metrics(t: &TestServer) -> String {
-    t.client
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_failed_run_is_signed_retried_and_delivered_on_the_third_attempt() {
     let t = setup(|_| {}).await;
@@ -260,7 +249,7 @@ async fn a_failed_run_is_signed_retried_and_delivered_on_the_third_attempt() {
     assert!(d["delivered_at"].is_string() && d["next_attempt_at"].is_null());
     assert_eq!(received.all().len(), 3, "nothing sent after delivery");
 
-    let m = metrics(&t).await;
+    let m = t.metrics_text().await;
     for line in [
         "bosun_notification_deliveries_total{outcome=\"delivered\"} 1",
         "bosun_notification_deliveries_total{outcome=\"retry\"} 2",
@@ -304,7 +293,8 @@ async fn a_receiver_that_never_answers_is_given_up_after_the_last_attempt() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(received.all().len(), 3);
-    assert!(metrics(&t)
+    assert!(t
+        .metrics_text()
         .await
         .lines()
         .any(|l| l == "bosun_notification_deliveries_total{outcome=\"gave_up\"} 1"));
@@ -712,7 +702,7 @@ async fn the_duty_prunes_settled_deliveries_past_the_retention_and_keeps_pending
     assert_eq!(deliveries(&t, "down").await.len(), 1);
     assert_eq!(pruned(), (1, 1));
     // /metrics says what was pruned.
-    let m = metrics(&t).await;
+    let m = t.metrics_text().await;
     for line in [
         "bosun_notifications_pruned_total{kind=\"deliveries\"} 1",
         "bosun_notifications_pruned_total{kind=\"events\"} 1",

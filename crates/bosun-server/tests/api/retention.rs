@@ -13,17 +13,6 @@ use crate::harness::{seed_audit, TestServer};
 
 const NET: &str = "/api/v1/orgs/default/stacks/net";
 
-async fn metrics(t: &TestServer) -> String {
-    t.client
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// Polls `done` every 20 ms until it holds (deadline 20 s), saying `what` if it never does.
 async fn eventually<F, Fut>(what: &str, mut done: F)
 where
@@ -165,7 +154,7 @@ async fn old_state_versions_go_and_the_newest_the_head_and_a_runs_input_stay() {
     eventually("another retention pass", || async { passes() != seen }).await;
     assert_eq!(versions(&t).await, [6, 5, 2]);
     assert_eq!(pruned(), 3);
-    let m = metrics(&t).await;
+    let m = t.metrics_text().await;
     assert!(
         m.lines()
             .any(|l| l == "bosun_state_versions_pruned_total 3"),
@@ -296,7 +285,7 @@ async fn an_ended_runs_log_is_compressed_and_reads_the_same_everywhere() {
         page.contains("aws_instance.web[39]: Refreshing state"),
         "{page}"
     );
-    let m = metrics(&t).await;
+    let m = t.metrics_text().await;
     let line = format!(
         "bosun_run_log_chunks_compressed_total{{kind=\"stack_run\"}} {}",
         before.len()
@@ -423,7 +412,7 @@ async fn runs_past_the_run_retention_are_summarised_and_their_log_says_so() {
     let seen = passes();
     eventually("another retention pass", || async { passes() != seen }).await;
     assert_eq!(summarised(), 1);
-    let m = metrics(&t).await;
+    let m = t.metrics_text().await;
     assert!(
         m.lines()
             .any(|l| l == r#"bosun_runs_summarised_total{kind="stack_run"} 1"#),
@@ -483,7 +472,7 @@ async fn vcs_deliveries_past_the_delivery_retention_go_with_their_decisions() {
     assert_eq!(listed.status, StatusCode::OK, "{:?}", listed.body);
     assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
     eventually("the delivery's pruning", || async {
-        metrics(&t)
+        t.metrics_text()
             .await
             .contains("bosun_vcs_deliveries_pruned_total 1\n")
     })
@@ -491,7 +480,7 @@ async fn vcs_deliveries_past_the_delivery_retention_go_with_their_decisions() {
     let listed = t.get(&triggers, &t.admin).await;
     assert_eq!(listed.body["items"], json!([]), "{:?}", listed.body);
     assert!(
-        metrics(&t)
+        t.metrics_text()
             .await
             .contains("bosun_trigger_decisions_total{decision=\"ignored\"} 1\n"),
         "decisions made stay counted"
@@ -626,7 +615,7 @@ async fn plan_runs_past_the_run_retention_are_summarised_and_their_log_says_so()
     let seen = passes();
     eventually("another retention pass", || async { passes() != seen }).await;
     assert_eq!(summarised(), 1);
-    let m = metrics(&t).await;
+    let m = t.metrics_text().await;
     assert!(
         m.lines()
             .any(|l| l == r#"bosun_runs_summarised_total{kind="plan_run"} 1"#),

@@ -535,15 +535,7 @@ async fn a_silent_runner_is_swept_its_lock_released_and_late_writes_flagged() {
         (Some(true), Some(false))
     );
     assert_eq!(run(&t, &id).await["late_write"], true);
-    let metrics = t
-        .client
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = t.metrics_text().await;
     assert!(
         metrics.contains("bosun_state_late_writes_total 2"),
         "{metrics}"

@@ -852,15 +852,7 @@ async fn plain_git_remotes_are_polled_and_routed_like_a_push() {
 
 /// True once the poller has completed a pass (its pass metric is set).
 async fn poll_seen(t: &TestServer) -> bool {
-    let m = t
-        .client
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = t.metrics_text().await;
     m.lines().any(|l| {
         l.starts_with("bosun_duty_last_pass_timestamp_seconds{duty=\"git_poll\"}")
             && !l.ends_with(" 0")
