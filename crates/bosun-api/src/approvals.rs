@@ -25,6 +25,9 @@ pub struct PendingApprovalView {
     /// would change (`GET …/plan-runs/{preview}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
+    /// A stack run's plan: what approving it would apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_summary: Option<crate::runs::PlanSummary>,
 }
 
 /// What a run waiting for an approval waits for, shown on the run itself (`Run.approval`,

@@ -234,33 +234,12 @@ async fn inbox(
         Vec::new()
     };
     // One read per paused plan run with a preview: the inbox lists the runs waiting now.
+    // A stack run's plan summary comes with the inbox's own rows.
     let mut previews = std::collections::HashMap::new();
-    // And per waiting stack run its plan, and per row who may decide it.
-    let mut plans = std::collections::HashMap::new();
-    let mut approvers = std::collections::HashMap::new();
     for p in &pending {
         if let Some(id) = &p.preview {
             previews.insert(p.subject.clone(), preview_line(&state, &org, id).await?);
         }
-        if p.kind == "stack_run" {
-            // The stored run alone: its plan summary is all the row shows.
-            let plan = state
-                .store
-                .get_run(&p.subject)
-                .await?
-                .and_then(|run| run.plan_summary)
-                .and_then(|v| serde_json::from_value::<bosun_api::PlanSummary>(v).ok())
-                .map(|plan| plan.short_text());
-            plans.insert(p.subject.clone(), plan);
-        }
-        let who = approvals::approvers(
-            &state,
-            &org,
-            &p.environments,
-            &p.requested_by,
-            &environments,
-        );
-        approvers.insert(p.subject.clone(), Some(who));
     }
     let rows = pending
         .into_iter()
@@ -281,6 +260,13 @@ async fn inbox(
             };
             let refusal = answer(Decision::Approve);
             let reject_refusal = answer(Decision::Reject);
+            let approvers = Some(approvals::approvers(
+                &state,
+                &org,
+                &p.environments,
+                &p.requested_by,
+                &environments,
+            ));
             let (href, what) = run_link(
                 &org,
                 &p.kind,
@@ -299,8 +285,8 @@ async fn inbox(
                 refusal,
                 reject_refusal,
                 preview: previews.remove(&p.subject).flatten(),
-                plan: plans.remove(&p.subject).flatten(),
-                approvers: approvers.remove(&p.subject).flatten(),
+                plan: p.plan_summary.as_ref().map(|plan| plan.short_text()),
+                approvers,
                 subject: p.subject,
             }
         })

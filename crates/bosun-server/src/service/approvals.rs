@@ -39,6 +39,9 @@ fn pending_to_wire(p: PendingApproval) -> PendingApprovalView {
         requested_by: p.requested_by,
         since: p.since,
         preview: p.preview,
+        plan_summary: p
+            .plan_summary
+            .and_then(|v| serde_json::from_value::<bosun_api::PlanSummary>(v).ok()),
     }
 }
 

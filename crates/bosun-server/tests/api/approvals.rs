@@ -365,6 +365,9 @@ async fn a_gated_stacks_run_waits_in_the_inbox_and_applies_after_approval() {
     assert_eq!(items[0]["subject"], id.as_str());
     assert_eq!(items[0]["stack"], "net");
     assert_eq!(items[0]["environments"], json!(["prod"]));
+    // With what approving it would apply: the plan the runner reported.
+    assert_eq!(items[0]["plan_summary"]["add"], 1, "{items:?}");
+    assert_eq!(items[0]["plan_summary"]["has_changes"], true);
 
     // The plain confirm is refused, pointing to the inbox.
     let r = t

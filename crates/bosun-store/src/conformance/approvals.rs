@@ -25,14 +25,14 @@ async fn planned_run(store: &dyn Store, r: &RunnerRecord, id: &str, stack: &str)
         .run_event(id, &ev(Event::PhaseStarted, leased.fencing))
         .await
         .unwrap();
-    store
-        .run_event(
-            id,
-            &ev(Event::PlanFinished { changes: true }, leased.fencing),
-        )
-        .await
-        .unwrap()
-        .run
+    let mut planned = ev(Event::PlanFinished { changes: true }, leased.fencing);
+    planned.update.plan_summary = Some(plan_summary(id));
+    store.run_event(id, &planned).await.unwrap().run
+}
+
+/// The plan summary [`planned_run`] reports for run `id`.
+fn plan_summary(id: &str) -> serde_json::Value {
+    serde_json::json!({"has_changes": true, "add": 2, "change": 1, "destroy": 0, "run": id})
 }
 
 fn gated_plan_run(id: &str, org: &str, hosts: &[&str]) -> NewPlanRun {
@@ -181,6 +181,7 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
             since: paused.created_at,
             created_at: paused.created_at.timestamp_millis(),
             preview: None,
+            plan_summary: None,
         }
     );
     // Page by page: one at a time, from each one's cursor, the same runs in the same order.
@@ -206,6 +207,8 @@ pub async fn approvals_pending_from_paused_and_gated_runs(store: Arc<dyn Store>)
         ),
         ("acme", "gated", &["prod".to_string()][..], "user:tester")
     );
+    // The inbox carries the run's plan, so a reader needs no read per row for it.
+    assert_eq!(stack.plan_summary, Some(plan_summary("run-g1")));
     // Waiting since it entered `unconfirmed`, not since it was created.
     let phases = store.run_phases("run-g1").await.unwrap();
     let entered = phases

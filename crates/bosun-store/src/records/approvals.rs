@@ -22,6 +22,8 @@ pub struct PendingApproval {
     pub created_at: i64,
     /// A plan run's preview: the dry run of it created with it.
     pub preview: Option<String>,
+    /// A stack run's plan summary, as the runner reported it: what approving would apply.
+    pub plan_summary: Option<serde_json::Value>,
 }
 
 /// A decision on a pending run, applied with the run's transition in one transaction.

@@ -98,6 +98,7 @@ fn pending_plan_runs(conn: &Connection, org: &str, pick: Pick<'_>) -> Result<Vec
             since: from_millis(created)?,
             created_at: created,
             preview,
+            plan_summary: None,
         });
     }
     Ok(out)
@@ -125,7 +126,7 @@ fn pending_stack_runs(
         "SELECT x.id, x.stack_id, x.gate, x.triggered_by,
                 COALESCE((SELECT MAX(p.started_at) FROM run_phases p
                           WHERE p.run_id = x.id AND p.state = 'unconfirmed'), x.updated_at),
-                x.created_at
+                x.created_at, x.plan_summary
          FROM runs x
          WHERE x.org_id = ?1 AND x.gate IS NOT NULL
            AND x.state = 'unconfirmed' AND x.kind = 'tracked'",
@@ -138,10 +139,14 @@ fn pending_stack_runs(
             r.get::<_, String>(3)?,
             r.get::<_, i64>(4)?,
             r.get::<_, i64>(5)?,
+            r.get::<_, Option<String>>(6)?,
         ))
     })?;
     let mut out = Vec::new();
-    for (id, stack, env, triggered_by, since, created) in rows {
+    for (id, stack, env, triggered_by, since, created, plan) in rows {
+        let plan_summary = plan
+            .map(|s| serde_json::from_str(&s).map_err(|e| corrupt("plan_summary", e)))
+            .transpose()?;
         out.push(PendingApproval {
             kind: SubjectKind::StackRun,
             subject: id,
@@ -152,6 +157,7 @@ fn pending_stack_runs(
             since: from_millis(since)?,
             created_at: created,
             preview: None,
+            plan_summary,
         });
     }
     Ok(out)
