@@ -18,6 +18,47 @@ pub(super) fn roles_of(conn: &Connection, user: &str) -> Result<BTreeMap<String,
     Ok(out)
 }
 
+/// A user with their memberships, in one statement: what every request's token check
+/// reads for a personal token.
+pub(super) fn user_with_roles(
+    conn: &Connection,
+    id: &str,
+) -> Result<Option<(UserRecord, BTreeMap<String, Role>)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT u.id, u.server_admin, u.created_at, m.org_id, m.role
+         FROM users u LEFT JOIN memberships m ON m.user_id = u.id
+         WHERE u.id = ?1",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, Option<String>>(3)?,
+            r.get::<_, Option<String>>(4)?,
+        ))
+    })?;
+    let mut found: Option<(UserRecord, BTreeMap<String, Role>)> = None;
+    for row in rows {
+        let (id, server_admin, created, org, role) = row?;
+        let (_, roles) = match &mut found {
+            Some(f) => f,
+            None => found.insert((
+                UserRecord {
+                    id,
+                    server_admin,
+                    created_at: from_millis(created)?,
+                },
+                BTreeMap::new(),
+            )),
+        };
+        if let (Some(org), Some(role)) = (org, role) {
+            roles.insert(org, role.parse().map_err(|e| corrupt("role", e))?);
+        }
+    }
+    Ok(found)
+}
+
 pub(super) fn get_user(conn: &Connection, id: &str) -> Result<Option<UserRecord>> {
     let row = conn
         .prepare_cached("SELECT id, server_admin, created_at FROM users WHERE id = ?1")?

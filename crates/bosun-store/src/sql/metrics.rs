@@ -111,17 +111,22 @@ fn metrics_late_writes(c: &Connection) -> Result<i64> {
 }
 
 /// Creation to first lease (the first `preparing` stint), of the window's newest leased
-/// runs.
+/// runs. Each run's first stint is looked up by the run (a correlated subquery): joined
+/// instead, PostgreSQL may hash every `preparing` stint of the store to find these.
 fn metrics_queue_waits(c: &Connection, since: i64) -> Result<Vec<i64>> {
     let mut stmt = c.prepare_cached(&format!(
-        "SELECT {GREATEST}(0, MIN(p.started_at) - r.created_at)
-         FROM {window} JOIN run_phases p ON p.run_id = r.id
-         WHERE p.state = 'preparing'
-         GROUP BY r.id, r.created_at",
+        "SELECT (SELECT MIN(p.started_at) FROM run_phases p
+                 WHERE p.run_id = r.id AND p.state = 'preparing') - r.created_at
+         FROM {window}",
         window = window_runs()
     ))?;
-    let rows = stmt.query_map(params![since], |r| r.get(0))?;
-    Ok(rows.collect::<db::Result<_>>()?)
+    // A run never leased has no `preparing` stint: no wait yet.
+    let rows = stmt.query_map(params![since], |r| r.get::<_, Option<i64>>(0))?;
+    let mut out = Vec::new();
+    for wait in rows {
+        out.extend(wait?.map(|ms| ms.max(0)));
+    }
+    Ok(out)
 }
 
 /// Every ended stint of the window's newest runs, by the state it was in.

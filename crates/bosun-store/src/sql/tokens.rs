@@ -1,7 +1,7 @@
 //! API tokens: stored by the hash of their secret, found, listed and revoked.
 
 use super::audit::append_audit;
-use super::identity::{get_user, roles_of};
+use super::identity::user_with_roles;
 use super::*;
 
 pub(super) fn insert_token(tx: &Transaction<'_>, t: &NewToken) -> Result<i64> {
@@ -123,7 +123,10 @@ pub(super) fn grant(c: &Connection, hash: &str) -> Result<Option<TokenGrant>> {
         return Ok(None);
     };
     let (user, roles) = match (&token.kind, &token.user) {
-        (TokenKind::Personal, Some(u)) => (get_user(c, u)?, roles_of(c, u)?),
+        (TokenKind::Personal, Some(u)) => match user_with_roles(c, u)? {
+            Some((user, roles)) => (Some(user), roles),
+            None => (None, BTreeMap::new()),
+        },
         _ => (None, BTreeMap::new()),
     };
     Ok(Some(TokenGrant { token, user, roles }))
