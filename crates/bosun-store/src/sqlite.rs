@@ -128,6 +128,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0028_plan_run_retention.sql"),
     include_str!("../migrations/sqlite/0029_run_approval_gate.sql"),
     include_str!("../migrations/sqlite/0030_metrics_bounded.sql"),
+    include_str!("../migrations/sqlite/0031_run_pool.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -738,3 +738,71 @@ async fn migrates_a_v28_database_gating_the_runs_already_waiting_for_approval() 
         .collect();
     assert_eq!(pending, [("r-gated".to_string(), vec!["prod".to_string()])]);
 }
+
+#[tokio::test]
+async fn migrates_a_v30_database_keeping_waiting_runs_leasable_by_their_pool() {
+    use bosun_store::{RunStore, RunnerRecord, RunnerStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        schema_at(&tx, 30);
+        let stack = |id: &str, pool: &str| {
+            format!(
+                "INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths,
+                     engine, tier, autodeploy, variables, depends_on, runner_pool, created_at,
+                     updated_at)
+                 VALUES ('acme', '{id}', '{id}', 'github:acme/infra', 'main', '', '[]', 'auto',
+                     'small', 0, '{{}}', '[]', '{pool}', 1, 1);"
+            )
+        };
+        let run = |id: &str, stack: &str, state: &str, needs_lease: u8, at: i64| {
+            format!(
+                "INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
+                     triggered_by, branch, created_at, updated_at)
+                 VALUES ('{id}', 'acme', '{stack}', 'proposed', 'manual', '{state}', 'plan',
+                     {needs_lease}, 'user:alice', 'main', {at}, {at});"
+            )
+        };
+        // Two runs queued before the upgrade, one per pool; an old finished run.
+        tx.execute_batch(&format!(
+            "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
+             {}{}{}{}{}",
+            stack("on-edge", "edge"),
+            stack("hosted", "hosted"),
+            run("r-edge", "on-edge", "queued", 1, 10),
+            run("r-hosted", "hosted", "queued", 1, 11),
+            run("r-done", "on-edge", "finished", 0, 5),
+        ))
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert!(store.schema_version().await.unwrap() >= 31);
+    let runner = |id: &str, org: Option<&str>, pool: &str| RunnerRecord {
+        id: id.into(),
+        org: org.map(str::to_string),
+        pool: pool.into(),
+        name: id.into(),
+        version: "test".into(),
+        drained: false,
+        last_seen: chrono::Utc::now(),
+        created_at: chrono::Utc::now(),
+    };
+    let edge = store
+        .register_runner(&runner("rnr-edge", Some("acme"), "edge"))
+        .await
+        .unwrap();
+    let hosted = store
+        .register_runner(&runner("rnr-hosted", None, "hosted"))
+        .await
+        .unwrap();
+    let leased = |r: RunnerRecord| {
+        let store = &store;
+        async move { store.lease_run(&r).await.unwrap().map(|run| run.id) }
+    };
+    assert_eq!(leased(edge.clone()).await.as_deref(), Some("r-edge"));
+    assert_eq!(leased(edge).await, None);
+    assert_eq!(leased(hosted).await.as_deref(), Some("r-hosted"));
+}

@@ -387,6 +387,7 @@ impl Copier<'_> {
             "lock_waits",
             "summarised_at",
             "gate",
+            "pool",
         ];
         let from = format!(
             "tpl_runs t JOIN seed_tpl_run r ON r.id = t.id

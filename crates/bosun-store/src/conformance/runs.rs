@@ -368,3 +368,53 @@ pub async fn run_logs_are_idempotent(store: Arc<dyn Store>) {
         Some(&b"PLAN"[..])
     );
 }
+
+/// A waiting run is leased by a runner of the pool its stack names now: moving the stack
+/// to another pool moves its runs not yet over, and a runner never takes another pool's.
+pub async fn runs_leased_by_their_stacks_current_pool(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let hosted = runner(&*store, "runner-hosted").await;
+    let edge = store
+        .register_runner(&RunnerRecord {
+            id: "runner-edge".into(),
+            org: Some("acme".into()),
+            pool: "edge".into(),
+            name: "runner-edge".into(),
+            version: "test".into(),
+            drained: false,
+            last_seen: Utc::now(),
+            created_at: Utc::now(),
+        })
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("run-1", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    assert!(
+        store.lease_run(&edge).await.unwrap().is_none(),
+        "a hosted stack's run"
+    );
+
+    // Moved to pool `edge` while it waits: only the edge runner takes it.
+    let mut moved = spec("net", &[]);
+    moved.runner_pool = bosun_core::stack::RunnerPool::parse("edge").unwrap();
+    store
+        .update_stack("acme", &moved, &audit(Some("acme"), "stack.update", "net"))
+        .await
+        .unwrap();
+    assert!(
+        store.lease_run(&hosted).await.unwrap().is_none(),
+        "moved away"
+    );
+    let leased = store.lease_run(&edge).await.unwrap().unwrap();
+    assert_eq!(leased.id, "run-1");
+
+    // A run created after the move waits for the edge pool from the start.
+    store
+        .create_run(&new_run("run-2", "net", RunKind::Proposed), None)
+        .await
+        .unwrap();
+    assert!(store.lease_run(&hosted).await.unwrap().is_none());
+    assert_eq!(store.lease_run(&edge).await.unwrap().unwrap().id, "run-2");
+}

@@ -330,22 +330,24 @@ pub(super) fn insert_queued_run(
     run: &NewRun,
     delivery: Option<i64>,
 ) -> Result<RunRecord> {
-    if !exists(
-        tx,
-        "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
-        params![run.org, run.stack],
-    )? {
+    // The stack's runner pool goes on the run: what a lease looks it up by.
+    let Some(pool) = tx
+        .prepare_cached("SELECT runner_pool FROM stacks WHERE org_id = ?1 AND id = ?2")?
+        .query_row(params![run.org, run.stack], |r| r.get::<_, String>(0))
+        .optional()?
+    else {
         return Err(StoreError::NotFound(format!(
             "stack {:?} in org {:?}",
             run.stack, run.org
         )));
-    }
+    };
     let now = millis(Utc::now());
     tx.prepare_cached(
         "INSERT INTO runs (id, org_id, stack_id, kind, trigger, state, phase, needs_lease,
             triggered_by, commit_sha, branch, retry_of, pull_request, delivery_id, created_at,
-            updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 'plan', 1, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+            updated_at, pool)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 'plan', 1, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12,
+            ?13)",
     )?
     .execute(params![
         run.id,
@@ -360,6 +362,7 @@ pub(super) fn insert_queued_run(
         run.pull_request,
         delivery,
         now,
+        pool,
     ])
     .map_err(|e| exists_or(e, || format!("run {:?}", run.id)))?;
     tx.prepare_cached(
@@ -367,6 +370,17 @@ pub(super) fn insert_queued_run(
     )?
     .execute(params![run.id, now])?;
     load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
+}
+
+/// Sets the pool of the stack's runs not yet over to the stack's runner pool, after the
+/// stack was saved: a run waiting for a runner is leased by the pool its stack names now.
+pub(super) fn repool_stack(tx: &Transaction<'_>, org: &str, stack: &str, pool: &str) -> Result<()> {
+    tx.prepare_cached(&format!(
+        "UPDATE runs SET pool = ?3
+         WHERE org_id = ?1 AND stack_id = ?2 AND state NOT IN {TERMINAL_STATES}"
+    ))?
+    .execute(params![org, stack, pool])?;
+    Ok(())
 }
 
 /// Requests a cancel of `run` through [`transition`] (queued and unconfirmed runs end,
@@ -527,10 +541,8 @@ pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Optio
     let candidates = query_runs(
         tx,
         &format!(
-            "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1
+            "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1 AND r.pool = ?2
              AND (?1 IS NULL OR r.org_id = ?1)
-             AND EXISTS (SELECT 1 FROM stacks s WHERE s.org_id = r.org_id
-                         AND s.id = r.stack_id AND s.runner_pool = ?2)
              ORDER BY r.created_at, r.id LIMIT 100"
         ),
         params![runner.org, runner.pool],

@@ -416,6 +416,7 @@ pub(super) fn update(
     write_stack_row(tx, org, spec, created, now, false)?;
     super::drift::settings_saved(tx, org, spec, now)?;
     super::approvals::regate_stack(tx, org, spec.id.as_str())?;
+    super::runs::repool_stack(tx, org, spec.id.as_str(), &spec.runner_pool.to_string())?;
     append_audit(tx, audit)?;
     Ok(StackRecord {
         org: org.to_string(),
