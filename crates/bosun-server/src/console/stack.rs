@@ -257,7 +257,8 @@ async fn show(
         cursor: q.runs_after.clone(),
         limit: Some(PAGE),
     };
-    let runs_page = crate::service::runs::list(&state, &org, &stack, &runs_query).await?;
+    // The rows show the runs' own fields: the stored runs, with no per-run reads.
+    let runs_page = crate::service::runs::list_records(&state, &org, &stack, &runs_query).await?;
     let runs = runs_page
         .items
         .into_iter()
@@ -267,9 +268,9 @@ async fn show(
             commit: r.commit.as_deref().map(short).unwrap_or_default(),
             reason: r.reason.unwrap_or_default(),
             id: r.id,
-            state: r.state,
-            kind: r.kind,
-            trigger: r.trigger,
+            state: r.state.to_string(),
+            kind: r.kind.to_string(),
+            trigger: r.trigger.to_string(),
             by: r.triggered_by,
         })
         .collect();

@@ -231,6 +231,23 @@ pub async fn list(
     stack: &str,
     q: &PageQuery,
 ) -> Result<Page<Run>, ApiError> {
+    let records = list_records(state, org, stack, q).await?;
+    let items = page_to_wire(state, records.items).await?;
+    Ok(Page {
+        items,
+        next_cursor: records.next_cursor,
+    })
+}
+
+/// A page of a stack's runs as stored, newest first (what [`list`] turns into wire
+/// runs): for a reader that shows the runs' own fields only, with none of the per-run
+/// reads a wire run needs (phases, drift check, approval wait).
+pub async fn list_records(
+    state: &AppState,
+    org: &str,
+    stack: &str,
+    q: &PageQuery,
+) -> Result<Page<RunRecord>, ApiError> {
     let limit = q.limit()?;
     if let Some(cursor) = &q.cursor {
         let found = state.store.get_run(cursor).await?;
@@ -241,8 +258,7 @@ pub async fn list(
         .store
         .list_runs(org, Some(stack), q.cursor.as_deref(), limit)
         .await?;
-    let items = page_to_wire(state, runs).await?;
-    Ok(page(items, limit, |r: &Run| r.id.clone()))
+    Ok(page(runs, limit, |r: &RunRecord| r.id.clone()))
 }
 
 /// One run of the org.
