@@ -7,11 +7,12 @@
 //! connections opened after [`start`] are seen.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 static RECORDING: AtomicBool = AtomicBool::new(false);
 static STATEMENTS: Mutex<BTreeMap<String, Recorded>> = Mutex::new(BTreeMap::new());
+static EXECUTED: AtomicU64 = AtomicU64::new(0);
 
 /// One distinct statement as the database received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,13 @@ pub fn take() -> Vec<Recorded> {
     std::mem::take(&mut *all).into_values().collect()
 }
 
+/// How many statements the store has run since recording started: on SQLite every
+/// execution (a trigger's statements not counted); on PostgreSQL only the statements
+/// prepared, so a per-request count means something on SQLite alone.
+pub fn executed() -> u64 {
+    EXECUTED.load(Ordering::SeqCst)
+}
+
 pub(crate) fn recording() -> bool {
     RECORDING.load(Ordering::Relaxed)
 }
@@ -43,6 +51,7 @@ pub(crate) fn record(sql: &str, param_types: Vec<String>) {
     if !recording() {
         return;
     }
+    EXECUTED.fetch_add(1, Ordering::SeqCst);
     let mut all = STATEMENTS.lock().unwrap_or_else(|p| p.into_inner());
     if !all.contains_key(sql) {
         all.insert(
