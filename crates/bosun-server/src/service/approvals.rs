@@ -39,9 +39,7 @@ fn pending_to_wire(p: PendingApproval) -> PendingApprovalView {
         requested_by: p.requested_by,
         since: p.since,
         preview: p.preview,
-        plan_summary: p
-            .plan_summary
-            .and_then(|v| serde_json::from_value::<bosun_api::PlanSummary>(v).ok()),
+        plan_summary: p.plan_summary.and_then(super::runs::plan_summary),
     }
 }
 

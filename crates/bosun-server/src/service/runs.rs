@@ -75,6 +75,11 @@ pub async fn page_to_wire(state: &AppState, runs: Vec<RunRecord>) -> Result<Vec<
     Ok(items)
 }
 
+/// A stored plan summary as the API shows it; none where it does not read as one.
+pub fn plan_summary(stored: serde_json::Value) -> Option<PlanSummary> {
+    serde_json::from_value(stored).ok()
+}
+
 async fn to_wire_with(
     state: &AppState,
     r: RunRecord,
@@ -98,9 +103,7 @@ async fn to_wire_with(
         })
         .collect();
     Ok(Run {
-        plan: r
-            .plan_summary
-            .and_then(|v| serde_json::from_value::<PlanSummary>(v).ok()),
+        plan: r.plan_summary.and_then(plan_summary),
         blocked_by: r
             .blocked_by
             .and_then(|v| serde_json::from_value::<TfLockInfo>(v).ok()),
