@@ -7,6 +7,7 @@ pub mod approval;
 pub mod authz;
 pub mod cron;
 pub mod drift;
+pub mod feedback;
 pub mod id;
 pub mod integrations;
 pub mod outputs;
