@@ -31,6 +31,7 @@ mod database;
 mod deps;
 pub(super) mod drift;
 mod duties;
+mod feedback;
 mod identity;
 mod logs;
 mod metrics;

@@ -300,10 +300,16 @@ pub(super) fn apply_event(
     if next.state.is_terminal() {
         deps::upstream_ended(tx, run, next.state)?;
     }
+    let had_commit = run.commit.is_some();
     let run =
         load_run(tx, &run.id)?.ok_or_else(|| StoreError::NotFound(format!("run {:?}", run.id)))?;
     if next.state.is_terminal() {
         notify::run_ended(tx, &run)?;
+    }
+    // GitHub hears of the change; a run whose commit became known only now (a manual
+    // run resolves its branch's head when it prepares) is reported from here on.
+    if !feedback::run_changed(tx, &run.id)? && !had_commit && run.commit.is_some() {
+        feedback::run_created_late(tx, &run)?;
     }
     Ok(RunEventResult {
         run,
@@ -330,10 +336,21 @@ pub(super) fn insert_queued_run(
     run: &NewRun,
     delivery: Option<i64>,
 ) -> Result<RunRecord> {
-    // The stack's runner pool goes on the run: what a lease looks it up by.
-    let Some(pool) = tx
-        .prepare_cached("SELECT runner_pool FROM stacks WHERE org_id = ?1 AND id = ?2")?
-        .query_row(params![run.org, run.stack], |r| r.get::<_, String>(0))
+    // The stack's runner pool goes on the run: what a lease looks it up by. Its
+    // repository and feedback setting say whether GitHub hears of the run.
+    let Some((pool, repository, feedback)) = tx
+        .prepare_cached(
+            "SELECT s.runner_pool, s.repo_key, COALESCE(s.pr_feedback, o.pr_feedback)
+             FROM stacks s JOIN orgs o ON o.id = s.org_id
+             WHERE s.org_id = ?1 AND s.id = ?2",
+        )?
+        .query_row(params![run.org, run.stack], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
         .optional()?
     else {
         return Err(StoreError::NotFound(format!(
@@ -369,7 +386,10 @@ pub(super) fn insert_queued_run(
         "INSERT INTO run_phases (run_id, state, started_at) VALUES (?1, 'queued', ?2)",
     )?
     .execute(params![run.id, now])?;
-    load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))
+    let created =
+        load_run(tx, &run.id)?.ok_or_else(|| StoreError::Backend("created run vanished".into()))?;
+    feedback::run_created(tx, &created, &repository, &feedback)?;
+    Ok(created)
 }
 
 /// Sets the pool of the stack's runs not yet over to the stack's runner pool, after the

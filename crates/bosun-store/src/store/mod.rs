@@ -6,6 +6,7 @@ mod audit;
 mod database;
 mod drift;
 mod duties;
+mod feedback;
 mod identity;
 mod metrics;
 mod notify;
@@ -26,6 +27,7 @@ pub use audit::*;
 pub use database::*;
 pub use drift::*;
 pub use duties::*;
+pub use feedback::*;
 pub use identity::*;
 pub use metrics::*;
 pub use notify::*;
@@ -59,6 +61,7 @@ pub trait Store:
     + MetricsStore
     + AuditStore
     + NotificationStore
+    + FeedbackStore
     + DriftStore
     + PlanResourceStore
     + PlanRunStore
@@ -85,6 +88,7 @@ impl<T> Store for T where
         + MetricsStore
         + AuditStore
         + NotificationStore
+        + FeedbackStore
         + DriftStore
         + PlanResourceStore
         + PlanRunStore
