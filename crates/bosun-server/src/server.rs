@@ -121,6 +121,7 @@ impl RunningServer {
             crate::vcs::poller::poll_duty(&state),
             crate::identity::rotation_duty(&state),
             crate::notify::deliver::delivery_duty(&state),
+            crate::vcs::feedback::feedback_duty(&state),
             crate::schedules::schedule_duty(&state),
             crate::retention::duty(&state),
             crate::metrics::fold_duty(),

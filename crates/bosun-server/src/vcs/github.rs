@@ -1,13 +1,19 @@
 //! The GitHub App client: the App's JWT (RS256), installation tokens scoped to one
-//! repository with `contents: read`, their revocation, and finding the installation that
-//! covers a repository. Talks to any API base URL (GitHub Enterprise Server).
+//! repository (`contents: read` for a run; `checks: write` or `pull_requests: write` for
+//! feedback, cached while they live), their revocation, finding the installation that
+//! covers a repository, and the feedback calls — check runs and issue comments — with
+//! GitHub's rate limits read from every answer. Talks to any API base URL (GitHub
+//! Enterprise Server).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::config::VcsConfig;
 
@@ -20,7 +26,29 @@ pub enum GithubError {
     BadKey(String),
     #[error("GitHub API {what}: {message}")]
     Api { what: String, message: String },
+    /// GitHub asked us to wait (a primary or secondary rate limit) until `until`.
+    #[error("GitHub API {what}: rate limited until {until}: {message}")]
+    RateLimited {
+        what: String,
+        until: DateTime<Utc>,
+        message: String,
+    },
+    /// The installation may not do this (a permission it lacks, or a repository it does
+    /// not cover): trying again will not help.
+    #[error("GitHub API {what}: refused ({status}): {message}")]
+    Refused {
+        what: String,
+        status: u16,
+        message: String,
+    },
+    #[error("GitHub API {what}: not found")]
+    NotFound { what: String },
 }
+
+/// The least a secondary rate limit without `Retry-After` is waited out, as GitHub asks.
+const SECONDARY_LIMIT_WAIT_SECS: i64 = 60;
+/// A cached feedback token is used until this long before it expires.
+const TOKEN_MARGIN_SECS: i64 = 300;
 
 /// A short-lived installation token.
 #[derive(Debug, Clone)]
@@ -40,6 +68,12 @@ pub struct Github {
     api_url: String,
     web_url: String,
     app: Option<App>,
+    /// Feedback tokens by (installation, repository, permission), reused while they live.
+    feedback_tokens: Mutex<HashMap<(i64, String, &'static str), InstallationToken>>,
+    /// Until when GitHub asked us to wait; no feedback call is made before.
+    paused_until: Mutex<Option<DateTime<Utc>>>,
+    /// Feedback calls made (check runs, comments and their tokens), for `/metrics`.
+    pub feedback_calls: AtomicU64,
 }
 
 #[derive(Serialize)]
@@ -89,6 +123,9 @@ impl Github {
             api_url: config.api_url.trim_end_matches('/').to_string(),
             web_url: config.web_url.trim_end_matches('/').to_string(),
             app,
+            feedback_tokens: Mutex::default(),
+            paused_until: Mutex::default(),
+            feedback_calls: AtomicU64::new(0),
         })
     }
 
@@ -193,6 +230,324 @@ impl Github {
             .unwrap_or_else(|| full_name.split('/').next().unwrap_or("").to_string());
         Ok(Some((reply.id, account)))
     }
+}
+
+/// A permission a feedback token asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedbackPermission {
+    /// `checks: write`: check runs.
+    Checks,
+    /// `pull_requests: write`: the pull request's comment.
+    PullRequests,
+}
+
+impl FeedbackPermission {
+    pub fn name(self) -> &'static str {
+        match self {
+            FeedbackPermission::Checks => "checks",
+            FeedbackPermission::PullRequests => "pull_requests",
+        }
+    }
+}
+
+/// The marker that finds Bosun's comment on a pull request again.
+pub fn comment_marker(org: &str) -> String {
+    format!("<!-- bosun:pr-comment org={org} -->")
+}
+
+impl Github {
+    /// Until when GitHub asked us to wait, if that is still ahead.
+    pub fn paused_until(&self) -> Option<DateTime<Utc>> {
+        let until = *self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+        until.filter(|u| *u > Utc::now())
+    }
+
+    /// An installation token for `full_name` with one write permission, reused while it
+    /// has more than five minutes to live.
+    pub async fn feedback_token(
+        &self,
+        installation: i64,
+        full_name: &str,
+        permission: FeedbackPermission,
+    ) -> Result<String, GithubError> {
+        let key = (installation, full_name.to_string(), permission.name());
+        {
+            let cache = self
+                .feedback_tokens
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = cache.get(&key) {
+                if t.expires_at > Utc::now() + chrono::Duration::seconds(TOKEN_MARGIN_SECS) {
+                    return Ok(t.token.clone());
+                }
+            }
+        }
+        let what = format!("{} token for {full_name}", permission.name());
+        let jwt = self.app_jwt()?;
+        let repo = full_name.rsplit('/').next().unwrap_or(full_name);
+        let reply = self
+            .send(
+                &what,
+                self.request(
+                    reqwest::Method::POST,
+                    &format!("/app/installations/{installation}/access_tokens"),
+                )
+                .bearer_auth(jwt)
+                .json(&json!({
+                    "repositories": [repo],
+                    "permissions": {permission.name(): "write"},
+                })),
+            )
+            .await?;
+        let reply: TokenReply = serde_json::from_value(reply).map_err(|e| GithubError::Api {
+            what: what.clone(),
+            message: format!("unexpected reply: {e}"),
+        })?;
+        let token = reply.token.clone();
+        self.feedback_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                key,
+                InstallationToken {
+                    token: reply.token,
+                    expires_at: reply.expires_at,
+                },
+            );
+        Ok(token)
+    }
+
+    /// Forgets a cached feedback token GitHub no longer takes.
+    pub fn forget_feedback_token(&self, token: &str) {
+        self.feedback_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, t| t.token != token);
+    }
+
+    /// Creates a check run; its id.
+    pub async fn create_check_run(
+        &self,
+        token: &str,
+        full_name: &str,
+        body: &Value,
+    ) -> Result<i64, GithubError> {
+        let what = format!("check run on {full_name}");
+        let reply = self
+            .send(
+                &what,
+                self.request(
+                    reqwest::Method::POST,
+                    &format!("/repos/{full_name}/check-runs"),
+                )
+                .bearer_auth(token)
+                .json(body),
+            )
+            .await?;
+        id_of(&what, &reply)
+    }
+
+    pub async fn update_check_run(
+        &self,
+        token: &str,
+        full_name: &str,
+        id: i64,
+        body: &Value,
+    ) -> Result<(), GithubError> {
+        let what = format!("check run {id} on {full_name}");
+        self.send(
+            &what,
+            self.request(
+                reqwest::Method::PATCH,
+                &format!("/repos/{full_name}/check-runs/{id}"),
+            )
+            .bearer_auth(token)
+            .json(body),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// The id of the pull request's comment that carries `marker` and was written by a
+    /// bot (this App), if any: at most `max_pages` pages of 100, oldest first.
+    pub async fn find_comment(
+        &self,
+        token: &str,
+        full_name: &str,
+        issue: i64,
+        marker: &str,
+        max_pages: u32,
+    ) -> Result<Option<i64>, GithubError> {
+        let what = format!("comments of #{issue} on {full_name}");
+        for page in 1..=max_pages {
+            let reply = self
+                .send(
+                    &what,
+                    self.request(
+                        reqwest::Method::GET,
+                        &format!(
+                            "/repos/{full_name}/issues/{issue}/comments?per_page=100&page={page}"
+                        ),
+                    )
+                    .bearer_auth(token),
+                )
+                .await?;
+            let comments = reply.as_array().cloned().unwrap_or_default();
+            let found = comments.iter().find(|c| {
+                c.pointer("/user/type").and_then(Value::as_str) == Some("Bot")
+                    && c.get("body")
+                        .and_then(Value::as_str)
+                        .is_some_and(|b| b.contains(marker))
+            });
+            if let Some(c) = found {
+                return Ok(c.get("id").and_then(Value::as_i64));
+            }
+            if comments.len() < 100 {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    pub async fn create_comment(
+        &self,
+        token: &str,
+        full_name: &str,
+        issue: i64,
+        body: &str,
+    ) -> Result<i64, GithubError> {
+        let what = format!("comment on #{issue} of {full_name}");
+        let reply = self
+            .send(
+                &what,
+                self.request(
+                    reqwest::Method::POST,
+                    &format!("/repos/{full_name}/issues/{issue}/comments"),
+                )
+                .bearer_auth(token)
+                .json(&json!({"body": body})),
+            )
+            .await?;
+        id_of(&what, &reply)
+    }
+
+    pub async fn update_comment(
+        &self,
+        token: &str,
+        full_name: &str,
+        id: i64,
+        body: &str,
+    ) -> Result<(), GithubError> {
+        let what = format!("comment {id} on {full_name}");
+        self.send(
+            &what,
+            self.request(
+                reqwest::Method::PATCH,
+                &format!("/repos/{full_name}/issues/comments/{id}"),
+            )
+            .bearer_auth(token)
+            .json(&json!({"body": body})),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Sends a feedback call and classifies its answer: the JSON of a success, or why
+    /// not — a rate limit (GitHub's pause is kept for every later call), a refusal that
+    /// retrying will not change, a missing thing, or another failure.
+    async fn send(
+        &self,
+        what: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, GithubError> {
+        self.feedback_calls.fetch_add(1, Ordering::Relaxed);
+        let reply = request.send().await.map_err(|e| api_error(what, e))?;
+        let status = reply.status();
+        let headers = reply.headers().clone();
+        let body = reply.bytes().await.map_err(|e| api_error(what, e))?;
+        if status.is_success() {
+            if body.is_empty() {
+                return Ok(Value::Null);
+            }
+            return serde_json::from_slice(&body).map_err(|e| GithubError::Api {
+                what: what.to_string(),
+                message: format!("unexpected reply: {e}"),
+            });
+        }
+        let message = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(String::from))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect());
+        if let Some(until) = rate_limited_until(status, &headers, &message) {
+            let mut paused = self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+            *paused = Some(paused.map_or(until, |p| p.max(until)));
+            return Err(GithubError::RateLimited {
+                what: what.to_string(),
+                until,
+                message,
+            });
+        }
+        Err(match status.as_u16() {
+            404 => GithubError::NotFound {
+                what: what.to_string(),
+            },
+            401 | 403 | 422 => GithubError::Refused {
+                what: what.to_string(),
+                status: status.as_u16(),
+                message,
+            },
+            _ => GithubError::Api {
+                what: what.to_string(),
+                message: format!("HTTP {status}: {message}"),
+            },
+        })
+    }
+}
+
+/// When a refused call may be made again, if GitHub's answer is a rate limit: a
+/// `Retry-After` (secondary limits), an exhausted quota until `X-RateLimit-Reset`, or a
+/// secondary limit named only in the message (then at least a minute).
+fn rate_limited_until(
+    status: reqwest::StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    message: &str,
+) -> Option<DateTime<Utc>> {
+    if status != reqwest::StatusCode::FORBIDDEN && status != reqwest::StatusCode::TOO_MANY_REQUESTS
+    {
+        return None;
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    let now = Utc::now();
+    if let Some(secs) = header("retry-after") {
+        return Some(now + chrono::Duration::seconds(secs.clamp(1, 3600)));
+    }
+    if header("x-ratelimit-remaining") == Some(0) {
+        let reset = header("x-ratelimit-reset")
+            .and_then(|at| DateTime::<Utc>::from_timestamp(at, 0))
+            .unwrap_or(now + chrono::Duration::seconds(SECONDARY_LIMIT_WAIT_SECS));
+        return Some(reset.max(now + chrono::Duration::seconds(1)));
+    }
+    if status == reqwest::StatusCode::TOO_MANY_REQUESTS
+        || message.to_ascii_lowercase().contains("rate limit")
+    {
+        return Some(now + chrono::Duration::seconds(SECONDARY_LIMIT_WAIT_SECS));
+    }
+    None
+}
+
+fn id_of(what: &str, reply: &Value) -> Result<i64, GithubError> {
+    reply
+        .get("id")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| GithubError::Api {
+            what: what.to_string(),
+            message: "the reply has no id".into(),
+        })
 }
 
 fn api_error(what: &str, e: reqwest::Error) -> GithubError {

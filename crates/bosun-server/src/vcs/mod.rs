@@ -1,16 +1,21 @@
 //! Version control: what starts runs from code changes, and how runs reach their code.
 //!
 //! - `webhook`: `POST /webhooks/github` — verified, de-duplicated, decided, recorded.
-//! - `github`: the GitHub App client (App JWT, per-run installation tokens, revocation).
+//! - `github`: the GitHub App client (App JWT, installation tokens, revocation, and the
+//!   feedback calls: check runs and comments).
+//! - `feedback`: the duty that reports runs back to GitHub (check runs, one PR comment).
+//! - `rerun`: re-runs requested on GitHub (`check_run`/`check_suite` `rerequested`).
 //! - `mirror`: server-side mirrors that give the changed files of a commit range.
 //! - `poller`: polling plain git remotes, deciding exactly like a push.
 //! - `source`: a run's clone address and token, and their revocation when it ends.
 //! - this module: the shared decision step (delivery → per-stack verdicts → runs) and
 //!   the trigger-history API.
 
+pub mod feedback;
 pub mod github;
 pub mod mirror;
 pub mod poller;
+pub mod rerun;
 pub mod shared;
 pub mod source;
 pub mod webhook;

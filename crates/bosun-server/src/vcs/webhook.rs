@@ -51,8 +51,8 @@ pub fn signature_valid(secret: &[u8], body: &[u8], header: Option<&str>) -> bool
 }
 
 #[derive(Deserialize)]
-struct Repo {
-    full_name: String,
+pub(super) struct Repo {
+    pub(super) full_name: String,
 }
 
 #[derive(Deserialize)]
@@ -63,7 +63,7 @@ struct InstallationRef {
 }
 
 #[derive(Deserialize)]
-struct Login {
+pub(super) struct Login {
     login: String,
 }
 
@@ -281,6 +281,10 @@ pub async fn receive(
         }
         "push" => on_push(&state, &guid, parse(&event, &body)?).await?,
         "pull_request" => on_pull_request(&state, &guid, parse(&event, &body)?).await?,
+        "check_run" => super::rerun::on_check_run(&state, &guid, parse(&event, &body)?).await?,
+        "check_suite" => {
+            super::rerun::on_check_suite(&state, &guid, parse(&event, &body)?).await?
+        }
         other => {
             let v: Value = parse(other, &body)?;
             let action = v.get("action").and_then(Value::as_str).map(String::from);
@@ -303,7 +307,7 @@ fn repo_key_of(v: &Value) -> Option<String> {
         .map(|f| format!("github:{}", f.to_ascii_lowercase()))
 }
 
-fn bare_delivery(guid: &str, event: &str, action: Option<String>, summary: String) -> NewDelivery {
+pub(super) fn bare_delivery(guid: &str, event: &str, action: Option<String>, summary: String) -> NewDelivery {
     NewDelivery {
         source: DeliverySource::Github,
         guid: guid.to_string(),
@@ -660,7 +664,7 @@ async fn on_pull_request(
     Ok(d)
 }
 
-fn github_key(full_name: &str) -> Result<String, ApiError> {
+pub(super) fn github_key(full_name: &str) -> Result<String, ApiError> {
     let repo: Repository =
         format!("github:{full_name}")
             .parse()
@@ -671,7 +675,7 @@ fn github_key(full_name: &str) -> Result<String, ApiError> {
     Ok(repo.key())
 }
 
-fn actor(sender: Option<&Login>) -> String {
+pub(super) fn actor(sender: Option<&Login>) -> String {
     match sender {
         Some(s) => format!("github:{}", s.login),
         None => "github".into(),
