@@ -123,6 +123,29 @@ if ! webhook_examples_ok; then
   }
 fi
 
+# GitHub's own OpenAPI description of its REST API, which the GitHub double checks every
+# request against (bosun-testkit reads generated/api.github.com.json from target/npm).
+openapi_version=23.0.2
+openapi_dir=target/npm/node_modules/@octokit/openapi
+openapi_ok() {
+  [ -f "$openapi_dir/generated/api.github.com.json" ] &&
+    grep -q "\"version\": \"$openapi_version\"" "$openapi_dir/package.json"
+}
+if ! openapi_ok; then
+  log "installing @octokit/openapi $openapi_version (npm, about 385 MB unpacked)"
+  npm install --prefix target/npm --no-audit --no-fund --silent \
+    "@octokit/openapi@$openapi_version"
+  openapi_ok || {
+    echo "@octokit/openapi $openapi_version is not usable after npm install" >&2
+    exit 1
+  }
+  # One npm prefix for both packages: the examples must have survived the install.
+  webhook_examples_ok || {
+    echo "@octokit/webhooks-examples went missing installing @octokit/openapi" >&2
+    exit 1
+  }
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is required (the Rust toolchain)" >&2
   exit 1
