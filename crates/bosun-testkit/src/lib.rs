@@ -5,9 +5,11 @@
 //!
 //! - [`keys`]: the test GitHub App's RSA key pair (committed fixtures) and a JWT minter.
 //! - [`github`]: [`GithubDouble`], a GitHub double on a loopback port serving the REST
-//!   calls Bosun makes (installation tokens, revocation, installation lookup) and git
-//!   smart HTTP (clone/fetch through the real `git http-backend`), checking credentials
-//!   the way GitHub does and recording every request for the test to inspect.
+//!   calls Bosun makes (installation tokens, revocation, installation lookup, check runs,
+//!   issue comments) and git smart HTTP (clone/fetch through the real `git http-backend`),
+//!   checking every REST request against GitHub's own OpenAPI description and credentials
+//!   and permissions the way GitHub does, answering armed faults (rate limits, 502s), and
+//!   recording every request for the test to inspect.
 //! - [`git`]: [`BareRepo`] and [`WorkTree`], real git repositories to serve and push to.
 //! - [`webhooks`]: `X-Hub-Signature-256` signing and GitHub's own example payloads from
 //!   the `@octokit/webhooks-examples` npm package.
@@ -32,7 +34,8 @@ pub mod webhooks;
 
 pub use git::{BareRepo, WorkTree};
 pub use github::{
-    ApiRequest, GitRequest, GithubDouble, InstallationLookup, IssuedToken, TokenRequest,
+    ApiRequest, CheckRun, Comment, Fault, GitRequest, GithubDouble, InstallationLookup,
+    IssuedToken, TokenRequest,
 };
 pub use keys::{app_jwt, app_private_key_pem, app_public_key_pem, write_app_key};
 pub use sshd::{require_sshd, SshdFleet, SshdHost, SshdOptions};

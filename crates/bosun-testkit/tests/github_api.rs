@@ -1,5 +1,6 @@
 //! The GitHub double's REST API: App JWT verification, installation token minting and its
-//! refusals, revocation, installation lookup, and what the double records.
+//! refusals (one repository; permissions granted to the installation), revocation,
+//! installation lookup, and what the double records.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -209,10 +210,10 @@ fn token_requests_outside_bosuns_promise_are_refused() {
     let f = fixture();
     let jwt = app_jwt(APP_ID);
     let read = json!({"contents": "read"});
-    // Wrong or extra permissions, or none.
+    // Permissions not granted to the installation, or none.
     for permissions in [
         json!({"contents": "write"}),
-        json!({"contents": "read", "metadata": "read"}),
+        json!({"contents": "read", "administration": "read"}),
         json!({}),
     ] {
         let m = f.refused(
@@ -221,7 +222,10 @@ fn token_requests_outside_bosuns_promise_are_refused() {
             &json!({"repositories": ["infra"], "permissions": permissions}),
             422,
         );
-        assert!(m.contains("permissions"), "{m}");
+        assert_eq!(
+            m, "The permissions requested are not granted to this installation.",
+            "{permissions}"
+        );
     }
     f.refused(INSTALLATION, &jwt, &json!({"repositories": ["infra"]}), 422);
     // Two repositories, none, or no list.
@@ -257,7 +261,7 @@ fn token_requests_outside_bosuns_promise_are_refused() {
         &json!({"repositories": ["acme/infra"], "permissions": read}),
         422,
     );
-    // Fields Bosun does not send.
+    // Repositories by id (Bosun names its one repository).
     f.refused(
         INSTALLATION,
         &jwt,
@@ -275,6 +279,80 @@ fn token_requests_outside_bosuns_promise_are_refused() {
         vec!["infra".to_string(), "network".to_string()]
     );
     assert_eq!(two.permissions, read);
+}
+
+#[test]
+fn token_permissions_must_be_granted_to_the_installation() {
+    let f = fixture();
+    let jwt = app_jwt(APP_ID);
+    let body = |permissions: Value| json!({"repositories": ["infra"], "permissions": permissions});
+
+    // The default grant: contents and metadata read, checks and pull requests write.
+    for permissions in [
+        json!({"contents": "read"}),
+        json!({"contents": "read", "metadata": "read"}),
+        json!({"checks": "write", "pull_requests": "write"}),
+        // `write` granted covers `read`.
+        json!({"checks": "read", "pull_requests": "read"}),
+    ] {
+        let (status, answer) = f.post_token(INSTALLATION, &jwt, &body(permissions.clone()));
+        assert_eq!(status, StatusCode::CREATED, "{permissions}: {answer}");
+        assert_eq!(answer["permissions"], permissions);
+        let issued = f.gh.issued_tokens().pop().unwrap();
+        assert_eq!(issued.token, answer["token"].as_str().unwrap());
+        assert_eq!(issued.permissions, permissions);
+    }
+    for permissions in [
+        json!({"issues": "write"}),
+        json!({"contents": "write"}),
+        json!({"checks": "write", "metadata": "write"}),
+    ] {
+        let m = f.refused(INSTALLATION, &jwt, &body(permissions), 422);
+        assert_eq!(
+            m,
+            "The permissions requested are not granted to this installation."
+        );
+    }
+
+    // Narrower grants refuse what the default allowed; other installations keep theirs.
+    f.gh.set_permissions(INSTALLATION, json!({"contents": "read", "issues": "write"}));
+    f.refused(INSTALLATION, &jwt, &body(json!({"checks": "write"})), 422);
+    let (status, _) = f.post_token(INSTALLATION, &jwt, &body(json!({"issues": "write"})));
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = f.post_token(
+        78,
+        &jwt,
+        &json!({"repositories": ["infra"], "permissions": {"checks": "write"}}),
+    );
+    assert_eq!(status, StatusCode::CREATED);
+
+    // A level GitHub does not have breaks its schema: refused and recorded.
+    if bosun_testkit::github::contract::Contract::global().is_some() {
+        let m = f.refused(INSTALLATION, &jwt, &body(json!({"contents": "admin"})), 422);
+        assert!(m.starts_with("Invalid request.\n\n"), "{m}");
+        assert!(m.contains("/permissions/contents"), "{m}");
+        let violations = f.gh.contract_violations();
+        assert_eq!(violations.len(), 1, "{violations:#?}");
+        assert!(violations[0].starts_with("POST /app/installations/77/access_tokens: "));
+    } else {
+        f.refused(INSTALLATION, &jwt, &body(json!({"contents": "admin"})), 422);
+    }
+}
+
+#[test]
+fn a_directly_issued_token_carries_the_installations_permissions() {
+    let f = fixture();
+    f.gh.issue_token(INSTALLATION, "acme/infra");
+    f.gh.set_permissions(78, json!({"contents": "read"}));
+    f.gh.issue_token(78, "globex/infra");
+    f.gh.issue_token_with(INSTALLATION, "acme/network", json!({"checks": "read"}));
+    let issued = f.gh.issued_tokens();
+    assert_eq!(
+        issued[0].permissions,
+        bosun_testkit::github::default_permissions()
+    );
+    assert_eq!(issued[1].permissions, json!({"contents": "read"}));
+    assert_eq!(issued[2].permissions, json!({"checks": "read"}));
 }
 
 #[test]
@@ -427,6 +505,34 @@ fn unknown_routes_are_github_style_404s() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     assert_eq!(resp.json::<Value>().unwrap()["message"], "Not Found");
+    // GitHub has `GET /user/repos` (the double does not serve it); it has no
+    // `/no/such/route`, which breaks the contract.
+    let resp = f
+        .http
+        .get(format!("{}/no/such/route", f.gh.url()))
+        .header("User-Agent", "t")
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    assert_eq!(resp.json::<Value>().unwrap()["message"], "Not Found");
+    if bosun_testkit::github::contract::Contract::global().is_some() {
+        let violations = f.gh.contract_violations();
+        assert_eq!(violations.len(), 1, "{violations:#?}");
+        assert!(
+            violations[0].starts_with("GET /no/such/route: no path"),
+            "{}",
+            violations[0]
+        );
+    }
+    let api = f.gh.api_requests();
+    assert_eq!(
+        api[0]
+            .operation
+            .as_deref()
+            .unwrap_or("repos/list-for-authenticated-user"),
+        "repos/list-for-authenticated-user"
+    );
+    assert_eq!(api[1].operation, None);
 }
 
 #[test]

@@ -3,14 +3,22 @@
 //! `https://github.com` would). It runs on its own thread with its own tokio runtime and
 //! stops on drop; its state is set up and inspected through a plain sync API.
 //!
-//! The REST calls are in `rest.rs`, git smart HTTP in `smart_http.rs`. This module holds the
-//! double's lifecycle, its shared state, the records tests inspect, and the dispatch of a
-//! request to one of the two.
+//! The REST calls are in `rest.rs` (the gate every REST request passes, App and
+//! installation-token calls), `checks.rs` (check runs) and `comments.rs` (issue comments);
+//! git smart HTTP in `smart_http.rs`. Every REST request is first checked against GitHub's
+//! own OpenAPI description (`contract.rs`); what does not conform is refused and listed by
+//! [`GithubDouble::contract_violations`]. This module holds the double's lifecycle, its
+//! shared state (installations and their permissions, tokens, check runs, comments, armed
+//! faults, rate-limit counts), the records tests inspect, and the dispatch of a request to
+//! REST or git.
 
+mod checks;
+mod comments;
+pub mod contract;
 mod rest;
 mod smart_http;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::IntoFuture;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,13 +26,28 @@ use std::thread::JoinHandle;
 
 use axum::body::Body;
 use axum::extract::{Request, State as AxState};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use chrono::{DateTime, Utc};
 use jsonwebtoken::DecodingKey;
 use rand::Rng;
 
 use crate::keys::app_public_key_pem;
+
+use contract::Contract;
+
+/// The App's slug: check runs and comments made with its tokens are by `bosun-test[bot]`.
+pub const APP_SLUG: &str = "bosun-test";
+
+/// What [`GithubDouble::add_installation`] grants: read the code, write checks and pull
+/// request comments.
+pub fn default_permissions() -> serde_json::Value {
+    serde_json::json!({
+        "contents": "read",
+        "metadata": "read",
+        "checks": "write",
+        "pull_requests": "write",
+    })
+}
 
 /// One call to `POST /app/installations/{id}/access_tokens`, accepted or refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +73,8 @@ pub struct IssuedToken {
     pub installation: i64,
     /// `owner/repo`: the only repository the token may read.
     pub repository: String,
+    /// The permissions it carries, e.g. `{"contents": "read"}`.
+    pub permissions: serde_json::Value,
     pub expires_at: DateTime<Utc>,
     /// Revoked through `DELETE /installation/token`.
     pub revoked: bool,
@@ -87,10 +112,88 @@ pub struct InstallationLookup {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiRequest {
     pub method: String,
+    /// The path and query, e.g. `/repos/acme/infra/check-runs`.
     pub path: String,
     pub accept: Option<String>,
     pub user_agent: Option<String>,
+    /// The credentials of `Authorization` (after the scheme): an App JWT or a `ghs_` token.
+    pub token: Option<String>,
+    /// The body, when it was JSON.
+    pub body: Option<serde_json::Value>,
+    /// The `operationId` of GitHub's description the request is (e.g. `checks/create`),
+    /// `None` when it is none or the description is not installed.
+    pub operation: Option<String>,
     pub status: u16,
+}
+
+/// A check run as it stands now (after every accepted `PATCH`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckRun {
+    /// From 1000, increasing.
+    pub id: i64,
+    /// `owner/repo`.
+    pub repository: String,
+    pub name: String,
+    pub head_sha: String,
+    pub external_id: Option<String>,
+    pub details_url: Option<String>,
+    /// `queued`, `in_progress` or `completed`.
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub output_title: Option<String>,
+    pub output_summary: Option<String>,
+    pub output_text: Option<String>,
+    /// Annotations sent so far (each request's are appended, as GitHub does).
+    pub annotations: u32,
+    /// One suite per (repository, head_sha).
+    pub check_suite: i64,
+    /// `PATCH`es applied.
+    pub updates: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An issue (or pull request) comment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comment {
+    /// From 5000, increasing.
+    pub id: i64,
+    /// `owner/repo`.
+    pub repository: String,
+    /// The issue or pull request number.
+    pub issue: u64,
+    /// The author's login: `bosun-test[bot]` for comments made through the API.
+    pub user: String,
+    /// Made through the API with one of the App's tokens (rather than by a person).
+    pub via_app: bool,
+    pub body: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// `PATCH`es applied.
+    pub edits: u32,
+}
+
+/// A failure GitHub answers now and then, armed with [`GithubDouble::fail_next`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// 403 with `retry-after: <secs>` and GitHub's secondary-rate-limit message.
+    SecondaryRateLimit { retry_after_secs: u64 },
+    /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset: now + <secs>`.
+    PrimaryRateLimit { reset_in_secs: u64 },
+    /// 502 `{"message": "Server Error"}`.
+    ServerError,
+}
+
+/// A fault waiting for requests: `left` more `method` requests whose path starts with
+/// `prefix`.
+#[derive(Debug, Clone)]
+struct ArmedFault {
+    method: String,
+    prefix: String,
+    left: u32,
+    fault: Fault,
 }
 
 #[derive(Debug, Clone)]
@@ -98,6 +201,8 @@ struct Installation {
     account: String,
     /// `owner/repo`, in the order given.
     repos: Vec<String>,
+    /// Granted permissions: `{"contents": "read", ...}`.
+    permissions: serde_json::Value,
 }
 
 /// Everything the double knows and has seen; one lock, held only briefly.
@@ -111,11 +216,33 @@ struct Inner {
     git_requests: Vec<GitRequest>,
     installation_lookups: Vec<InstallationLookup>,
     api_requests: Vec<ApiRequest>,
+    /// The base URL, for the URLs in answers.
+    url: String,
+    /// GitHub's description, `None` when it is not installed (then nothing is checked).
+    contract: Option<&'static Contract>,
+    contract_violations: Vec<String>,
+    check_runs: Vec<CheckRun>,
+    /// `(owner/repo, head_sha)` → check suite id.
+    check_suites: BTreeMap<(String, String), i64>,
+    comments: Vec<Comment>,
+    faults: VecDeque<ArmedFault>,
+    /// Requests so far per credentials (`""` for none), for `x-ratelimit-*`.
+    rate_used: HashMap<String, u64>,
+    /// When the rate-limit window ends (epoch seconds).
+    rate_reset: i64,
+    /// Requests served, for `x-github-request-id`.
+    requests_served: u64,
 }
 
 impl Inner {
-    /// A new token for `repository` of `installation`, valid for an hour.
-    fn mint(&mut self, installation: i64, repository: &str) -> IssuedToken {
+    /// A new token for `repository` of `installation` carrying `permissions`, valid for an
+    /// hour.
+    fn mint(
+        &mut self,
+        installation: i64,
+        repository: &str,
+        permissions: serde_json::Value,
+    ) -> IssuedToken {
         let suffix: String = rand::thread_rng()
             .sample_iter(&rand::distributions::Alphanumeric)
             .take(36)
@@ -125,6 +252,7 @@ impl Inner {
             token: format!("ghs_{suffix}"),
             installation,
             repository: repository.to_string(),
+            permissions,
             expires_at: Utc::now() + chrono::Duration::hours(1),
             revoked: false,
         };
@@ -137,6 +265,60 @@ impl Inner {
         self.tokens
             .iter()
             .find(|t| t.token == token && !t.revoked && t.expires_at > Utc::now())
+    }
+
+    /// A new comment (ids from 5000).
+    fn add_comment(
+        &mut self,
+        repository: &str,
+        issue: u64,
+        login: &str,
+        via_app: bool,
+        body: &str,
+    ) -> Comment {
+        let id = self.comments.iter().map(|c| c.id + 1).max().unwrap_or(5000);
+        let now = Utc::now();
+        let comment = Comment {
+            id,
+            repository: repository.to_string(),
+            issue,
+            user: login.to_string(),
+            via_app,
+            body: body.to_string(),
+            created_at: now,
+            updated_at: now,
+            edits: 0,
+        };
+        self.comments.push(comment.clone());
+        comment
+    }
+
+    /// The first armed fault for `method path`, consumed.
+    fn take_fault(&mut self, method: &str, path: &str) -> Option<Fault> {
+        let i = self
+            .faults
+            .iter()
+            .position(|f| f.method.eq_ignore_ascii_case(method) && path.starts_with(&f.prefix))?;
+        let armed = &mut self.faults[i];
+        armed.left -= 1;
+        let fault = armed.fault.clone();
+        if armed.left == 0 {
+            self.faults.remove(i);
+        }
+        Some(fault)
+    }
+
+    /// Counts a request made with `credentials` (`""` for none): `(used, reset)` of its
+    /// rate-limit window, which rolls over after an hour.
+    fn count_request(&mut self, credentials: &str) -> (u64, i64) {
+        let now = Utc::now().timestamp();
+        if now >= self.rate_reset {
+            self.rate_used.clear();
+            self.rate_reset = now + 3600;
+        }
+        let used = self.rate_used.entry(credentials.to_string()).or_insert(0);
+        *used += 1;
+        (*used, self.rate_reset)
     }
 }
 
@@ -164,6 +346,10 @@ impl GithubDouble {
     /// ([`crate::app_public_key_pem`]) and serving bare repositories from
     /// `<repos_root>/<owner>/<repo>.git` (`repos_root` must exist). No installation
     /// exists until [`GithubDouble::add_installation`].
+    ///
+    /// Reads GitHub's OpenAPI description (once per process) to check requests against.
+    /// When it is not installed the double serves unchecked after a `SKIPPED (tool
+    /// missing)` line on stderr, or panics under `BOSUN_REQUIRE_TOOLS=1`.
     pub fn start(app_id: i64, repos_root: &Path) -> GithubDouble {
         GithubDouble::start_with_key(app_id, repos_root, app_public_key_pem())
     }
@@ -174,6 +360,14 @@ impl GithubDouble {
             DecodingKey::from_rsa_pem(public_key_pem.as_bytes()).expect("RSA public key PEM");
         let repos_root = std::fs::canonicalize(repos_root)
             .unwrap_or_else(|e| panic!("repos root {}: {e}", repos_root.display()));
+        let contract = contract::require_contract();
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let addr = listener.local_addr().expect("listener address");
+        let url = format!("http://{addr}");
         let shared = Shared(Arc::new(Mutex::new(Inner {
             app_id,
             app_key,
@@ -184,13 +378,17 @@ impl GithubDouble {
             git_requests: Vec::new(),
             installation_lookups: Vec::new(),
             api_requests: Vec::new(),
+            url: url.clone(),
+            contract,
+            contract_violations: Vec::new(),
+            check_runs: Vec::new(),
+            check_suites: BTreeMap::new(),
+            comments: Vec::new(),
+            faults: VecDeque::new(),
+            rate_used: HashMap::new(),
+            rate_reset: Utc::now().timestamp() + 3600,
+            requests_served: 0,
         })));
-
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
-        listener
-            .set_nonblocking(true)
-            .expect("non-blocking listener");
-        let addr = listener.local_addr().expect("listener address");
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let app = axum::Router::new()
             .fallback(dispatch)
@@ -217,7 +415,7 @@ impl GithubDouble {
             .expect("spawning the github-double thread");
 
         GithubDouble {
-            url: format!("http://{addr}"),
+            url,
             repos_root,
             shared,
             stop: Some(stop_tx),
@@ -242,22 +440,53 @@ impl GithubDouble {
     }
 
     /// Adds (or replaces) installation `id` of the App on `account`, covering `repos`
-    /// (`owner/repo` each).
+    /// (`owner/repo` each), granted [`default_permissions`].
     pub fn add_installation(&self, id: i64, account: &str, repos: &[&str]) {
         self.shared.lock().installations.insert(
             id,
             Installation {
                 account: account.to_string(),
                 repos: repos.iter().map(|r| r.to_string()).collect(),
+                permissions: default_permissions(),
             },
         );
     }
 
+    /// Replaces the permissions granted to `installation` (e.g.
+    /// `{"contents": "read", "checks": "read"}`). Tokens already issued keep theirs.
+    pub fn set_permissions(&self, installation: i64, permissions: serde_json::Value) {
+        let mut inner = self.shared.lock();
+        let inst = inner
+            .installations
+            .get_mut(&installation)
+            .unwrap_or_else(|| panic!("no installation {installation}"));
+        inst.permissions = permissions;
+    }
+
     /// Mints an installation token for `repository` (`owner/repo`) directly, without an
-    /// HTTP request (so not in [`GithubDouble::token_requests`]), for tests of git access
-    /// that do not exercise token minting.
+    /// HTTP request (so not in [`GithubDouble::token_requests`]), carrying every
+    /// permission the installation is granted (as GitHub does when a request names none;
+    /// [`default_permissions`] for an installation the double does not know).
     pub fn issue_token(&self, installation: i64, repository: &str) -> String {
-        self.shared.lock().mint(installation, repository).token
+        let mut inner = self.shared.lock();
+        let permissions = inner
+            .installations
+            .get(&installation)
+            .map_or_else(default_permissions, |i| i.permissions.clone());
+        inner.mint(installation, repository, permissions).token
+    }
+
+    /// As [`GithubDouble::issue_token`], carrying exactly `permissions` (granted or not).
+    pub fn issue_token_with(
+        &self,
+        installation: i64,
+        repository: &str,
+        permissions: serde_json::Value,
+    ) -> String {
+        self.shared
+            .lock()
+            .mint(installation, repository, permissions)
+            .token
     }
 
     /// Makes `token` expired from now on (as if its hour had passed).
@@ -295,6 +524,53 @@ impl GithubDouble {
     pub fn api_requests(&self) -> Vec<ApiRequest> {
         self.shared.lock().api_requests.clone()
     }
+
+    /// Every REST request that did not conform to GitHub's description, in order, as
+    /// `METHOD /path: what is wrong` (empty when the description is not installed).
+    pub fn contract_violations(&self) -> Vec<String> {
+        self.shared.lock().contract_violations.clone()
+    }
+
+    /// Every check run created, as it stands now, in creation order.
+    pub fn check_runs(&self) -> Vec<CheckRun> {
+        self.shared.lock().check_runs.clone()
+    }
+
+    /// Adds a comment by a person (`login`, not through the API) on issue or pull request
+    /// `issue` of `repository` (`owner/repo`); returns its id.
+    pub fn add_comment(&self, repository: &str, issue: u64, login: &str, body: &str) -> i64 {
+        self.shared
+            .lock()
+            .add_comment(repository, issue, login, false, body)
+            .id
+    }
+
+    /// The comments on issue or pull request `issue` of `repository`, oldest first.
+    pub fn comments(&self, repository: &str, issue: u64) -> Vec<Comment> {
+        self.shared
+            .lock()
+            .comments
+            .iter()
+            .filter(|c| c.repository.eq_ignore_ascii_case(repository) && c.issue == issue)
+            .cloned()
+            .collect()
+    }
+
+    /// Answers the next `count` REST requests with method `method` whose path (and query)
+    /// starts with `path_prefix` with `fault` instead of serving them. Armed faults are
+    /// consumed in the order they were armed; faulted requests are still recorded in
+    /// [`GithubDouble::api_requests`] (and checked against the description).
+    pub fn fail_next(&self, method: &str, path_prefix: &str, count: u32, fault: Fault) {
+        if count == 0 {
+            return;
+        }
+        self.shared.lock().faults.push_back(ArmedFault {
+            method: method.to_ascii_uppercase(),
+            prefix: path_prefix.to_string(),
+            left: count,
+            fault,
+        });
+    }
 }
 
 impl Drop for GithubDouble {
@@ -315,16 +591,6 @@ impl std::fmt::Debug for GithubDouble {
             .field("repos_root", &self.repos_root)
             .finish_non_exhaustive()
     }
-}
-
-/// A GitHub-style error: `{"message", "documentation_url", "status"}`.
-fn github_error(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({
-        "message": message,
-        "documentation_url": "https://docs.github.com/rest",
-        "status": status.as_u16().to_string(),
-    });
-    (status, axum::Json(body)).into_response()
 }
 
 /// Routes a request: git smart HTTP for `/{owner}/{repo}[.git]/(info/refs|git-*-pack)`,
