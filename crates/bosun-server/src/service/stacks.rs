@@ -170,12 +170,21 @@ pub async fn connection(
         Repository::GitHub { .. } => {
             let full = spec.repository.github_full_name().unwrap_or_default();
             match state.store.github_binding(&full).await? {
-                Some(b) if !b.suspended => bosun_api::StackConnection {
-                    kind: "github".into(),
-                    connected: true,
-                    installation: Some(b.installation),
-                    detail: format!("connected through GitHub App installation {} ({})", b.installation, b.account),
-                },
+                Some(b) if !b.suspended => {
+                    let mut detail = format!("connected through GitHub App installation {} ({})", b.installation, b.account);
+                    // Feedback GitHub refused (a permission the installation lacks).
+                    for r in state.store.feedback_refusals(&full).await? {
+                        if r.until > chrono::Utc::now() {
+                            detail.push_str(&format!("; {} (not tried again before {})", r.message, r.until.format("%H:%M UTC")));
+                        }
+                    }
+                    bosun_api::StackConnection {
+                        kind: "github".into(),
+                        connected: true,
+                        installation: Some(b.installation),
+                        detail,
+                    }
+                }
                 Some(b) => bosun_api::StackConnection {
                     kind: "github".into(),
                     connected: false,

@@ -282,9 +282,7 @@ pub async fn receive(
         "push" => on_push(&state, &guid, parse(&event, &body)?).await?,
         "pull_request" => on_pull_request(&state, &guid, parse(&event, &body)?).await?,
         "check_run" => super::rerun::on_check_run(&state, &guid, parse(&event, &body)?).await?,
-        "check_suite" => {
-            super::rerun::on_check_suite(&state, &guid, parse(&event, &body)?).await?
-        }
+        "check_suite" => super::rerun::on_check_suite(&state, &guid, parse(&event, &body)?).await?,
         other => {
             let v: Value = parse(other, &body)?;
             let action = v.get("action").and_then(Value::as_str).map(String::from);
@@ -307,7 +305,12 @@ fn repo_key_of(v: &Value) -> Option<String> {
         .map(|f| format!("github:{}", f.to_ascii_lowercase()))
 }
 
-pub(super) fn bare_delivery(guid: &str, event: &str, action: Option<String>, summary: String) -> NewDelivery {
+pub(super) fn bare_delivery(
+    guid: &str,
+    event: &str,
+    action: Option<String>,
+    summary: String,
+) -> NewDelivery {
     NewDelivery {
         source: DeliverySource::Github,
         guid: guid.to_string(),

@@ -10,6 +10,7 @@ mod console_ops;
 mod drift;
 mod duties;
 mod faults_disk;
+mod feedback;
 mod harness;
 mod identity;
 mod lists;

@@ -15,20 +15,22 @@ use serde_json::{json, Value};
 use crate::harness::{Reply, TestServer};
 use crate::runs::Runner;
 
-const SECRET: &str = "webhook-secret-for-tests";
-const APP_ID: i64 = 4242;
-const INSTALLATION: i64 = 77;
+pub(crate) const SECRET: &str = "webhook-secret-for-tests";
+pub(crate) const APP_ID: i64 = 4242;
+pub(crate) const INSTALLATION: i64 = 77;
 
-struct Fixture {
-    t: TestServer,
-    gh: GithubDouble,
-    ex: WebhookExamples,
-    work: WorkTree,
+pub(crate) struct Fixture {
+    pub(crate) t: TestServer,
+    pub(crate) gh: GithubDouble,
+    pub(crate) ex: WebhookExamples,
+    pub(crate) work: WorkTree,
     _dir: tempfile::TempDir,
 }
 
 /// A server wired to a GitHub double holding `acme/infra` (installation 77).
-async fn fixture(tweak: impl FnOnce(&mut bosun_server::ServerConfig)) -> Option<Fixture> {
+pub(crate) async fn fixture(
+    tweak: impl FnOnce(&mut bosun_server::ServerConfig),
+) -> Option<Fixture> {
     let ex = require_examples()?;
     let dir = tempfile::tempdir().unwrap();
     let repos = dir.path().join("repos");
@@ -62,7 +64,7 @@ async fn fixture(tweak: impl FnOnce(&mut bosun_server::ServerConfig)) -> Option<
 }
 
 impl Fixture {
-    async fn stack(&self, id: &str, branch: &str, path: &str, watch: &[&str]) {
+    pub(crate) async fn stack(&self, id: &str, branch: &str, path: &str, watch: &[&str]) {
         let r = self
             .t
             .create_stack(
@@ -97,7 +99,7 @@ impl Fixture {
         Reply { status, body }
     }
 
-    async fn deliver(&self, event: &str, guid: &str, payload: &Value) -> Reply {
+    pub(crate) async fn deliver(&self, event: &str, guid: &str, payload: &Value) -> Reply {
         let body = serde_json::to_vec(payload).unwrap();
         let sig = sign(SECRET.as_bytes(), &body);
         let r = self.deliver_raw(event, guid, body, Some(sig)).await;
@@ -122,7 +124,7 @@ impl Fixture {
         p
     }
 
-    fn pull_request(&self, action: &str, number: i64, base: &str, head: &str) -> Value {
+    pub(crate) fn pull_request(&self, action: &str, number: i64, base: &str, head: &str) -> Value {
         let mut p = self.ex.example("pull_request", |p| p["action"] == "opened");
         p["action"] = json!(action);
         p["number"] = json!(number);
@@ -134,7 +136,7 @@ impl Fixture {
         p
     }
 
-    async fn triggers(&self, stack: &str) -> Vec<Value> {
+    pub(crate) async fn triggers(&self, stack: &str) -> Vec<Value> {
         let r = self
             .t
             .get(
@@ -146,7 +148,7 @@ impl Fixture {
         r.body["items"].as_array().unwrap().clone()
     }
 
-    async fn runs(&self, stack: &str) -> Vec<Value> {
+    pub(crate) async fn runs(&self, stack: &str) -> Vec<Value> {
         let r = self
             .t
             .get(
@@ -157,7 +159,7 @@ impl Fixture {
         r.body["items"].as_array().unwrap().clone()
     }
 
-    async fn run(&self, id: &str) -> Value {
+    pub(crate) async fn run(&self, id: &str) -> Value {
         self.t
             .get(&format!("/api/v1/orgs/default/runs/{id}"), &self.t.admin)
             .await
@@ -166,14 +168,14 @@ impl Fixture {
 }
 
 /// Points an example payload at `acme/infra` and installation 77.
-fn aim(p: &mut Value) {
+pub(crate) fn aim(p: &mut Value) {
     p["repository"]["full_name"] = json!("acme/infra");
     p["repository"]["name"] = json!("infra");
     p["repository"]["owner"]["login"] = json!("acme");
     p["installation"] = json!({"id": INSTALLATION, "node_id": "MDIz"});
 }
 
-fn triggered_stacks(reply: &Reply) -> Vec<String> {
+pub(crate) fn triggered_stacks(reply: &Reply) -> Vec<String> {
     let mut s: Vec<String> = reply.body["triggered"]
         .as_array()
         .unwrap()
@@ -859,7 +861,7 @@ async fn poll_seen(t: &TestServer) -> bool {
     })
 }
 
-async fn wait_for<F, Fut>(mut done: F)
+pub(crate) async fn wait_for<F, Fut>(mut done: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

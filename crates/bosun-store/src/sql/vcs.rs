@@ -242,7 +242,9 @@ pub(super) fn record_first(
     }
     if let (Some(pr), Some(full_name)) = (
         d.pull_request,
-        d.repository.as_deref().and_then(|r| r.strip_prefix("github:")),
+        d.repository
+            .as_deref()
+            .and_then(|r| r.strip_prefix("github:")),
     ) {
         super::feedback::pull_request_delivered(tx, full_name, pr, id)?;
     }

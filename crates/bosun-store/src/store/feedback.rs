@@ -32,8 +32,11 @@ pub trait FeedbackStore: Send + Sync {
     ) -> Result<()>;
     /// The check rows of a commit of `owner/repo`, oldest first: what a re-run requested
     /// on GitHub starts again.
-    async fn checks_of_commit(&self, repository: &str, head_sha: &str)
-        -> Result<Vec<CheckFeedback>>;
+    async fn checks_of_commit(
+        &self,
+        repository: &str,
+        head_sha: &str,
+    ) -> Result<Vec<CheckFeedback>>;
     /// Records (or, with `None` message, clears) a refusal of a kind of feedback.
     async fn set_feedback_refusal(
         &self,

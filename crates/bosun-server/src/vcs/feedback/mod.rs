@@ -167,6 +167,28 @@ async fn token(
         .await
 }
 
+/// Runs `call` with a feedback token; a token GitHub no longer takes (401: expired or
+/// revoked early) is forgotten and the call made once more with a fresh one.
+async fn with_token<T, F, Fut>(
+    state: &AppState,
+    repository: &str,
+    permission: FeedbackPermission,
+    call: F,
+) -> Result<T, GithubError>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<T, GithubError>>,
+{
+    let first = token(state, repository, permission).await?;
+    match call(first.clone()).await {
+        Err(GithubError::Refused { status: 401, .. }) => {
+            state.vcs.github.forget_feedback_token(&first);
+            call(token(state, repository, permission).await?).await
+        }
+        other => other,
+    }
+}
+
 /// What a failed call means for its row: wait for GitHub's time, give up (recording a
 /// refused permission for the repository), or back off and try again.
 async fn failed(
@@ -228,25 +250,31 @@ async fn report_check(state: &AppState, d: &DueCheck) -> FeedbackReport {
     if let Some(why) = refused(state, &c.repository, "checks").await {
         return FeedbackReport::failed(c.changes, why, None);
     }
-    let result = async {
-        let token = token(state, &c.repository, FeedbackPermission::Checks).await?;
-        let gate = gate_of(state, &d.run).await;
-        let url = run_url(state, &d.run);
-        let github = &state.vcs.github;
-        match c.check_run_id {
-            Some(id) => {
-                let body = render::check_body(&d.run, gate.as_deref(), &c.head_sha, &url, false);
-                github
-                    .update_check_run(&token, &c.repository, id, &body)
-                    .await
-                    .map(|_| id)
+    let gate = gate_of(state, &d.run).await;
+    let url = run_url(state, &d.run);
+    let (gate, url) = (gate.as_deref(), url.as_str());
+    let result = with_token(
+        state,
+        &c.repository,
+        FeedbackPermission::Checks,
+        |token| async move {
+            let token = token.as_str();
+            let github = &state.vcs.github;
+            match c.check_run_id {
+                Some(id) => {
+                    let body = render::check_body(&d.run, gate, &c.head_sha, url, false);
+                    github
+                        .update_check_run(token, &c.repository, id, &body)
+                        .await
+                        .map(|_| id)
+                }
+                None => {
+                    let body = render::check_body(&d.run, gate, &c.head_sha, url, true);
+                    github.create_check_run(token, &c.repository, &body).await
+                }
             }
-            None => {
-                let body = render::check_body(&d.run, gate.as_deref(), &c.head_sha, &url, true);
-                github.create_check_run(&token, &c.repository, &body).await
-            }
-        }
-    }
+        },
+    )
     .await;
     match result {
         Ok(id) => {
@@ -299,38 +327,44 @@ async fn report_comment(state: &AppState, d: &DuePrComment) -> FeedbackReport {
         .collect();
     let marker = comment_marker(&c.org);
     let body = render::comment(&marker, &c.org, &stacks, &d.not_triggered);
-    let result = async {
-        let token = token(state, &c.repository, FeedbackPermission::PullRequests).await?;
-        let github = &state.vcs.github;
-        let known = match c.comment_id {
-            Some(id) => Some(id),
-            None => {
-                github
-                    .find_comment(
-                        &token,
-                        &c.repository,
-                        c.pull_request,
-                        &marker,
-                        COMMENT_PAGES,
-                    )
-                    .await?
+    let (body, marker) = (body.as_str(), marker.as_str());
+    let result = with_token(
+        state,
+        &c.repository,
+        FeedbackPermission::PullRequests,
+        |token| async move {
+            let token = token.as_str();
+            let github = &state.vcs.github;
+            let known = match c.comment_id {
+                Some(id) => Some(id),
+                None => {
+                    github
+                        .find_comment(
+                            &token,
+                            &c.repository,
+                            c.pull_request,
+                            &marker,
+                            COMMENT_PAGES,
+                        )
+                        .await?
+                }
+            };
+            if let Some(id) = known {
+                match github
+                    .update_comment(&token, &c.repository, id, &body)
+                    .await
+                {
+                    Ok(()) => return Ok(id),
+                    // Someone deleted it: a new one takes its place.
+                    Err(GithubError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
-        };
-        if let Some(id) = known {
-            match github
-                .update_comment(&token, &c.repository, id, &body)
+            github
+                .create_comment(token, &c.repository, c.pull_request, body)
                 .await
-            {
-                Ok(()) => return Ok(id),
-                // Someone deleted it: a new one takes its place.
-                Err(GithubError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        github
-            .create_comment(&token, &c.repository, c.pull_request, &body)
-            .await
-    }
+        },
+    )
     .await;
     match result {
         Ok(id) => {
