@@ -29,6 +29,7 @@ mod audit;
 mod deps;
 mod drift;
 mod duties;
+mod feedback;
 mod general;
 mod identity;
 mod metrics;
@@ -48,6 +49,7 @@ pub use audit::*;
 pub use deps::*;
 pub use drift::*;
 pub use duties::*;
+pub use feedback::*;
 pub use general::*;
 pub use identity::*;
 pub use metrics::*;
@@ -101,6 +103,8 @@ macro_rules! conformance_suite {
             vcs_delivery_creates_runs_and_decisions,
             vcs_duplicate_delivery_applies_nothing,
             vcs_supersede_cancels_older_proposed_runs,
+            feedback_rows_follow_runs_of_github_stacks,
+            feedback_refusals_are_kept_per_repository_and_kind,
             vcs_delivery_is_atomic,
             vcs_tokens_due_after_run_ends,
             vcs_poll_heads_upsert,
