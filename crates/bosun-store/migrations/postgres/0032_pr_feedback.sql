@@ -45,6 +45,7 @@ CREATE TABLE github_pr_comments (
 );
 CREATE INDEX github_pr_comments_due ON github_pr_comments(next_attempt_at)
     WHERE next_attempt_at IS NOT NULL;
+CREATE INDEX github_pr_comments_pr ON github_pr_comments(repository, pull_request);
 
 -- A kind of feedback ('checks', 'comment') a repository's installation refused for want
 -- of a permission: shown on its stacks' connection line, not tried again until it passes.
