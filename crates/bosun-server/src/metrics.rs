@@ -320,6 +320,36 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         );
     }
 
+    out.family(
+        "bosun_github_feedback_total",
+        "counter",
+        "Feedback reports on GitHub this server process made, by kind (checks: check runs; \
+         comment: pull-request comments) and outcome (reported; rate_limited: waited out; \
+         refused: a permission the installation lacks, not asked again for an hour; failed: \
+         retried with backoff or given up).",
+    );
+    for kind in ["checks", "comment"] {
+        let f = c.feedback(kind);
+        for outcome in crate::vcs::shared::FeedbackCounters::OUTCOMES {
+            out.sample(
+                "bosun_github_feedback_total",
+                &[("kind", kind), ("outcome", outcome)],
+                f.get(outcome).load(Ordering::Relaxed),
+            );
+        }
+    }
+    out.family(
+        "bosun_github_feedback_api_calls_total",
+        "counter",
+        "GitHub API calls this server process made for feedback: check runs, comments and \
+         the installation tokens they use.",
+    );
+    out.sample(
+        "bosun_github_feedback_api_calls_total",
+        &[],
+        state.vcs.github.feedback_calls.load(Ordering::Relaxed),
+    );
+
     let d = m.trigger_decisions;
     out.family(
         "bosun_trigger_decisions_total",

@@ -299,6 +299,16 @@ async fn a_rate_limit_is_waited_out_and_a_missing_permission_is_reported_once() 
         [403, 201],
         "{posts:#?}"
     );
+    wait_for(|| async {
+        let metrics = f.t.metrics_text().await;
+        [
+            "bosun_github_feedback_total{kind=\"checks\",outcome=\"rate_limited\"} 1",
+            "bosun_github_feedback_total{kind=\"checks\",outcome=\"reported\"} 1",
+        ]
+        .iter()
+        .all(|line| metrics.lines().any(|l| l == *line))
+    })
+    .await;
 
     // The installation loses `checks: write`: the comment still comes, the check token
     // is asked for once, and the stack's connection line says why.

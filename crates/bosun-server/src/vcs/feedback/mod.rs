@@ -10,7 +10,6 @@
 
 pub mod render;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bosun_core::run::{Phase, RunKind, RunState};
@@ -18,6 +17,7 @@ use bosun_store::{DueCheck, DuePrComment, FeedbackReport, RunRecord};
 use chrono::{DateTime, Utc};
 
 use super::github::{comment_marker, FeedbackPermission, GithubError};
+use super::shared::Counters;
 use crate::app::AppState;
 
 /// Check rows read per look.
@@ -200,6 +200,14 @@ async fn failed(
     error: GithubError,
 ) -> FeedbackReport {
     let text = error.to_string();
+    let outcome = match &error {
+        GithubError::RateLimited { .. } => "rate_limited",
+        GithubError::Refused { .. } | GithubError::NotConfigured | GithubError::BadKey(_) => {
+            "refused"
+        }
+        GithubError::Api { .. } | GithubError::NotFound { .. } => "failed",
+    };
+    Counters::bump(state.vcs.counters.feedback(kind).get(outcome));
     match error {
         GithubError::RateLimited { until, .. } => {
             tracing::info!(repository, kind, until = %until, "GitHub rate limit: feedback waits");
@@ -278,6 +286,7 @@ async fn report_check(state: &AppState, d: &DueCheck) -> FeedbackReport {
     .await;
     match result {
         Ok(id) => {
+            Counters::bump(&state.vcs.counters.feedback_checks.reported);
             clear_refusal(state, &c.repository, "checks").await;
             FeedbackReport::reported(c.changes, id)
         }
@@ -368,6 +377,7 @@ async fn report_comment(state: &AppState, d: &DuePrComment) -> FeedbackReport {
     .await;
     match result {
         Ok(id) => {
+            Counters::bump(&state.vcs.counters.feedback_comment.reported);
             clear_refusal(state, &c.repository, "comment").await;
             FeedbackReport::reported(c.changes, id)
         }
@@ -405,9 +415,4 @@ async fn plan_text(state: &AppState, run: &RunRecord) -> Option<String> {
         text = format!("…\n{tail}");
     }
     (!text.trim().is_empty()).then_some(text)
-}
-
-/// GitHub calls made for feedback by this process, for `/metrics`.
-pub fn calls(state: &AppState) -> u64 {
-    state.vcs.github.feedback_calls.load(Ordering::Relaxed)
 }
