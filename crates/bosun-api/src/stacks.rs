@@ -56,6 +56,13 @@ pub struct Stack {
     pub drift_detection: Option<DriftDetection>,
     pub runner_pool: String,
     pub aws: Option<AwsIntegration>,
+    /// What the stack's runs report on GitHub (`both`, `checks`, `comment` or `none`);
+    /// null: the org's setting.
+    #[serde(default)]
+    pub pr_feedback: Option<String>,
+    /// What the stack's runs report on GitHub: its own `pr_feedback`, else its org's.
+    #[serde(default)]
+    pub pr_feedback_effective: String,
     /// Whether Bosun can reach the stack's repository.
     pub connection: StackConnection,
     /// How drift checking goes, for a stack with drift detection.
@@ -115,6 +122,11 @@ pub struct StackCreate {
     pub aws: Option<AwsIntegration>,
     #[serde(default)]
     pub runner_pool: Option<String>,
+    /// What the stack's runs report on GitHub for its `github:` repository: `both` (a
+    /// check run per commit and the pull request's comment), `checks`, `comment` or
+    /// `none` [default: the org's setting].
+    #[serde(default)]
+    pub pr_feedback: Option<String>,
 }
 
 /// The body of `PATCH /stacks/{id}`: fields present are changed; `null` clears an
@@ -182,6 +194,14 @@ pub struct StackPatch {
     pub aws: Option<Option<AwsIntegration>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_pool: Option<String>,
+    /// `both`, `checks`, `comment` or `none`; `null` follows the org's setting again.
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>)]
+    pub pr_feedback: Option<Option<String>>,
 }
 
 #[cfg(test)]
@@ -196,5 +216,9 @@ mod tests {
         let p: StackPatch = serde_json::from_str(r#"{"environment": "prod"}"#).unwrap();
         assert_eq!(p.environment, Some(Some("prod".into())));
         assert!(serde_json::from_str::<StackPatch>(r#"{"nmae": "x"}"#).is_err());
+        let p: StackPatch = serde_json::from_str(r#"{"pr_feedback": null}"#).unwrap();
+        assert_eq!(p.pr_feedback, Some(None));
+        let p: StackPatch = serde_json::from_str(r#"{"pr_feedback": "checks"}"#).unwrap();
+        assert_eq!(p.pr_feedback, Some(Some("checks".into())));
     }
 }

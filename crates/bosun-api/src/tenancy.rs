@@ -8,7 +8,21 @@ use utoipa::ToSchema;
 pub struct Org {
     pub id: String,
     pub name: String,
+    /// What the org's stacks' runs report on GitHub unless a stack says otherwise:
+    /// `both` (a check run per commit and the pull request's comment), `checks`,
+    /// `comment` or `none`.
+    #[serde(default)]
+    pub pr_feedback: String,
     pub created_at: DateTime<Utc>,
+}
+
+/// The body of `PATCH /orgs/{org}`: fields present are changed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrgPatch {
+    /// `both`, `checks`, `comment` or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_feedback: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::feedback::PrFeedback;
 use crate::{Slug, ValidationError};
 
 /// The fields of a stack as a client supplies them, before validation.
@@ -32,6 +33,8 @@ pub struct StackInput {
     pub drift_detection: Option<DriftInput>,
     pub runner_pool: Option<String>,
     pub aws: Option<AwsInput>,
+    /// `both`, `checks`, `comment` or `none`; `None` follows the org's setting.
+    pub pr_feedback: Option<String>,
 }
 
 /// AWS through web identity: the role each phase assumes with the run's OIDC token.
@@ -81,6 +84,8 @@ pub struct StackSpec {
     pub runner_pool: RunnerPool,
     /// AWS credentials through the run's identity, per phase.
     pub aws: Option<AwsRoles>,
+    /// What the stack's runs report on GitHub; `None` follows the org's setting.
+    pub pr_feedback: Option<PrFeedback>,
 }
 
 /// The IAM roles a stack's runs assume, one per phase.
@@ -268,6 +273,10 @@ impl StackSpec {
             .map(AwsRoles::from_input)
             .transpose()
             .map_err(|e| e.under("aws"))?;
+        let pr_feedback = input
+            .pr_feedback
+            .map(|f| f.parse::<PrFeedback>())
+            .transpose()?;
         Ok(StackSpec {
             id,
             name,
@@ -284,6 +293,7 @@ impl StackSpec {
             drift_detection,
             runner_pool,
             aws,
+            pr_feedback,
         })
     }
 
@@ -323,6 +333,7 @@ impl StackSpec {
                 apply_role_arn: Some(a.apply_role_arn.clone()),
                 audience: Some(a.audience.clone()),
             }),
+            pr_feedback: self.pr_feedback.map(|f| f.as_str().to_string()),
         }
     }
 }
@@ -902,7 +913,21 @@ mod tests {
         assert_eq!(s.engine.kind, EngineKind::Auto);
         assert_eq!(s.tier, Tier::Small);
         assert_eq!(s.runner_pool, RunnerPool::Hosted);
+        assert_eq!(s.pr_feedback, None);
         assert_eq!(StackSpec::from_input(s.to_input()).unwrap(), s);
+    }
+
+    #[test]
+    fn pr_feedback_round_trips_through_the_input() {
+        for f in PrFeedback::ALL {
+            let s = StackSpec::from_input(StackInput {
+                pr_feedback: Some(f.as_str().into()),
+                ..input()
+            })
+            .unwrap();
+            assert_eq!(s.pr_feedback, Some(f));
+            assert_eq!(StackSpec::from_input(s.to_input()).unwrap(), s);
+        }
     }
 
     #[test]
@@ -988,6 +1013,7 @@ mod tests {
                 "drift_detection.timezone",
             ),
             (|i| i.name = Some("   ".into()), "name"),
+            (|i| i.pr_feedback = Some("all".into()), "pr_feedback"),
         ];
         for (mutate, field) in cases {
             let mut i = input();

@@ -4,7 +4,9 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{AuditEvent, Member, MemberPut, Org, OrgCreate, Page, User, UserCreate, Whoami};
+use bosun_api::{
+    AuditEvent, Member, MemberPut, Org, OrgCreate, OrgPatch, Page, User, UserCreate, Whoami,
+};
 use bosun_core::authz::Access;
 use bosun_core::Role;
 
@@ -25,6 +27,7 @@ pub fn routes() -> Vec<Route> {
         route!(Access::User, list_orgs),
         route!(Access::ServerAdmin, create_org),
         route!(Access::Org(Role::Viewer), get_org),
+        route!(Access::Org(Role::Admin), update_org),
         route!(Access::ServerAdmin, create_user),
         route!(Access::Org(Role::Viewer), list_members),
         route!(Access::Org(Role::Admin), put_member),
@@ -78,6 +81,24 @@ pub async fn get_org(
     ApiPath(org): ApiPath<String>,
 ) -> Result<Json<Org>, ApiError> {
     Ok(Json(service::get_org(&state, &org).await?))
+}
+
+/// Change an org's settings (org admins): `pr_feedback`, what its stacks' runs report on
+/// GitHub unless a stack says otherwise. Audited as `org.update` with the old and new
+/// values.
+#[utoipa::path(patch, path = "/api/v1/orgs/{org}", tag = "tenancy",
+    params(("org" = String, Path)),
+    request_body = OrgPatch,
+    responses((status = 200, body = Org), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn update_org(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(org): ApiPath<String>,
+    ApiJson(body): ApiJson<OrgPatch>,
+) -> Result<Json<Org>, ApiError> {
+    Ok(Json(
+        service::update_org(&state, &caller, &org, body).await?,
+    ))
 }
 
 /// Create a user (then add them to orgs and give them a token).

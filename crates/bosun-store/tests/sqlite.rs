@@ -806,3 +806,76 @@ async fn migrates_a_v30_database_keeping_waiting_runs_leasable_by_their_pool() {
     assert_eq!(leased(edge).await, None);
     assert_eq!(leased(hosted).await.as_deref(), Some("r-hosted"));
 }
+
+/// The feedback duty reads `orgs.pr_feedback` and `stacks.pr_feedback` in its own SQL: the
+/// columns hold `PrFeedback`'s string forms, and NULL for a stack that follows its org.
+#[tokio::test]
+async fn pr_feedback_columns_hold_the_string_forms() {
+    use bosun_core::feedback::PrFeedback;
+    use bosun_core::stack::{StackInput, StackSpec};
+    let (store, dir) = fresh().await;
+    let audit = |action: &str| bosun_store::Audit {
+        org: Some("acme".into()),
+        actor: "user:tester".into(),
+        token_id: None,
+        action: action.into(),
+        target: "org:acme".into(),
+        detail: serde_json::json!({}),
+    };
+    store
+        .create_org(
+            &bosun_store::NewOrg {
+                id: "acme".into(),
+                name: "acme".into(),
+                admin: None,
+            },
+            &audit("org.create"),
+        )
+        .await
+        .unwrap();
+    store
+        .update_org(
+            "acme",
+            &bosun_store::OrgUpdate {
+                pr_feedback: Some(PrFeedback::Comment),
+            },
+            &audit("org.update"),
+        )
+        .await
+        .unwrap();
+    for (id, f) in [("own", Some("checks")), ("inherits", None)] {
+        let spec = StackSpec::from_input(StackInput {
+            id: id.into(),
+            repository: "github:acme/infra".into(),
+            pr_feedback: f.map(str::to_string),
+            ..StackInput::default()
+        })
+        .unwrap();
+        store
+            .create_stack("acme", &spec, &audit("stack.create"))
+            .await
+            .unwrap();
+    }
+    store.close().await;
+    let conn = rusqlite::Connection::open(dir.path().join("bosun.db")).unwrap();
+    let org: String = conn
+        .query_row("SELECT pr_feedback FROM orgs WHERE id = 'acme'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(org, "comment");
+    let stacks: Vec<(String, Option<String>)> = conn
+        .prepare("SELECT id, pr_feedback FROM stacks ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        stacks,
+        [
+            ("inherits".to_string(), None),
+            ("own".to_string(), Some("checks".to_string()))
+        ]
+    );
+}

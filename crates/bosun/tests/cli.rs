@@ -67,6 +67,25 @@ fn fails(env: &Env, token: &str, args: &[&str]) -> String {
     String::from_utf8(out.stderr).unwrap()
 }
 
+/// Runs a command clap refuses (exit code 2); returns its stderr.
+fn usage_error(env: &Env, token: &str, args: &[&str]) -> String {
+    let out = bosun(&env.server, token, args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "bosun {args:?} should have been refused\n{}",
+        describe(&out)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// The value of `key` in a `key: value` block.
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 /// Creates a user in org `default` with `role` and returns a personal token for them.
 fn member_with_token(env: &Env, user: &str, role: &str) -> String {
     ok(env, &env.admin, &["user", "create", user]);
@@ -142,6 +161,8 @@ const FULL_STACK: &[&str] = &[
     "--drift-reconcile",
     "--runner-pool",
     "edge",
+    "--pr-feedback",
+    "comment",
 ];
 
 #[test]
@@ -177,6 +198,8 @@ fn stack_create_with_every_flag_round_trips_through_show() {
         "depends_on": [{"stack": "network", "outputs": {}, "trigger_always": false}],
         "drift_detection": {"schedule": "0 3 * * *", "reconcile": true, "timezone": "UTC"},
         "runner_pool": "edge",
+        "pr_feedback": "comment",
+        "pr_feedback_effective": "comment",
     });
     assert_eq!(shown["watch_paths"], json!(["modules/net", "modules/dns"]));
     for (key, want) in expected.as_object_mut().unwrap() {
@@ -222,6 +245,7 @@ next drift check: - (not scheduled yet)
 last good check:  never
 runner pool:      edge
 aws:              -
+pr feedback:      comment
 connection:       connected (plain git remote, polled every 60s; not polled yet)
 created:          [timestamp]
 updated:          [timestamp]
@@ -430,6 +454,52 @@ fn stack_update_changes_only_named_fields() {
         &["stack", "update", "web", "--clear-drift-detection"],
     );
     assert_eq!(off["drift_detection"], Value::Null);
+
+    // Feedback on GitHub: the stack's own, then the org's again.
+    let own = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--pr-feedback", "none"],
+    );
+    assert_eq!(
+        (&own["pr_feedback"], &own["pr_feedback_effective"]),
+        (&json!("none"), &json!("none"))
+    );
+    assert_eq!(
+        field(
+            &ok(&env, &env.admin, &["stack", "show", "web"]),
+            "pr feedback"
+        ),
+        Some("none")
+    );
+    let inherited = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--pr-feedback", "org"],
+    );
+    assert_eq!(
+        (
+            &inherited["pr_feedback"],
+            &inherited["pr_feedback_effective"]
+        ),
+        (&Value::Null, &json!("both"))
+    );
+    assert_eq!(
+        field(
+            &ok(&env, &env.admin, &["stack", "show", "web"]),
+            "pr feedback"
+        ),
+        Some("both (org default)")
+    );
+    let err = usage_error(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--pr-feedback", "always"],
+    );
+    assert!(
+        err.contains("expected both, checks, comment, none or org"),
+        "{err}"
+    );
 
     let err = fails(&env, &env.admin, &["stack", "update", "web"]);
     assert!(err.contains("nothing to change"), "{err}");
@@ -665,9 +735,31 @@ fn orgs_users_and_roles() {
     assert_eq!(org["name"], "Acme Corp");
     let shown = ok(&env, &env.admin, &["org", "show", "acme"]);
     assert!(shown.contains("Acme Corp"), "{shown}");
+    assert_eq!(field(&shown, "pr feedback"), Some("both"), "{shown}");
     let list = ok(&env, &env.admin, &["org", "list"]);
     assert!(list.lines().any(|l| l.starts_with("acme ")), "{list}");
     assert!(list.lines().any(|l| l.starts_with("default ")), "{list}");
+
+    // The org's feedback on GitHub, which its stacks follow unless they say otherwise.
+    let updated = ok_json(
+        &env,
+        &env.admin,
+        &["org", "update", "acme", "--pr-feedback", "checks"],
+    );
+    assert_eq!(updated["pr_feedback"], "checks");
+    let shown = ok(&env, &env.admin, &["org", "show", "acme"]);
+    assert_eq!(field(&shown, "pr feedback"), Some("checks"), "{shown}");
+    let err = usage_error(
+        &env,
+        &env.admin,
+        &["org", "update", "acme", "--pr-feedback", "org"],
+    );
+    assert!(
+        err.contains("expected both, checks, comment or none"),
+        "{err}"
+    );
+    let err = fails(&env, &env.admin, &["org", "update", "acme"]);
+    assert!(err.contains("nothing to change"), "{err}");
 
     // --org scopes stack commands.
     ok(

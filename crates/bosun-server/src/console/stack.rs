@@ -139,6 +139,31 @@ fn edge(d: &bosun_api::Dependency) -> Edge {
     }
 }
 
+/// What the stack's runs report on GitHub, in words: the stack's own setting, or its
+/// org's marked "(org default)".
+fn pr_feedback_fact(s: &bosun_api::Stack) -> String {
+    let effective = s.pr_feedback_effective.as_str();
+    let meaning = match effective {
+        "both" => "check runs and the pull-request comment",
+        "checks" => "check runs only",
+        "comment" => "the pull-request comment only",
+        "none" => "nothing",
+        _ => "",
+    };
+    let mut value = effective.to_string();
+    if s.pr_feedback.is_none() {
+        value.push_str(" (org default)");
+    }
+    if !meaning.is_empty() {
+        value.push_str(": ");
+        value.push_str(meaning);
+    }
+    if s.connection.kind != "github" {
+        value.push_str("; only github: stacks report on GitHub");
+    }
+    value
+}
+
 async fn show(
     State(state): State<AppState>,
     session: Session,
@@ -223,6 +248,10 @@ async fn show(
         Fact {
             name: "Runner pool",
             value: format!("{} (tier {})", s.runner_pool, s.tier),
+        },
+        Fact {
+            name: "Pull-request feedback",
+            value: pr_feedback_fact(&s),
         },
     ];
     if let Some(d) = &s.drift_detection {

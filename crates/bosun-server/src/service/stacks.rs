@@ -4,6 +4,7 @@
 //! status — the work behind the API's handlers and the console's stack pages.
 
 use bosun_api::{ErrorCode, Page, Stack, StackCreate, StackPatch};
+use bosun_core::feedback::PrFeedback;
 use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_store::StackRecord;
 use serde_json::json;
@@ -21,6 +22,8 @@ pub async fn list(state: &AppState, org: &str, q: &PageQuery) -> Result<Page<Sta
         .list_stacks(org, q.cursor.as_deref(), limit)
         .await?;
     let next_cursor = next_cursor(&records, limit, |r| r.spec.id.to_string());
+    // The org's feedback setting, read once per page (stacks without their own follow it).
+    let org_feedback = org_pr_feedback(state, org).await?;
     // One binding lookup per repository, not per stack.
     let mut seen: std::collections::HashMap<String, bosun_api::StackConnection> =
         std::collections::HashMap::new();
@@ -46,7 +49,7 @@ pub async fn list(state: &AppState, org: &str, q: &PageQuery) -> Result<Page<Sta
         };
         items.push(Stack {
             drift_status,
-            ..to_wire(r, c)
+            ..to_wire(r, c, org_feedback)
         });
     }
     Ok(Page { items, next_cursor })
@@ -202,9 +205,25 @@ pub async fn connection(
     })
 }
 
-/// The wire form of a stack, with its connection looked up.
+/// The org's `pr_feedback`: what its stacks' runs report on GitHub unless a stack says
+/// otherwise.
+async fn org_pr_feedback(state: &AppState, org: &str) -> Result<PrFeedback, ApiError> {
+    Ok(state
+        .store
+        .get_org(org)
+        .await?
+        .map(|o| o.pr_feedback)
+        .unwrap_or_default())
+}
+
+/// The wire form of a stack, with its connection and its org's feedback setting looked up.
 pub async fn to_wire_with_connection(state: &AppState, r: StackRecord) -> Result<Stack, ApiError> {
     let c = connection(state, &r.spec).await?;
+    // A stack with its own setting needs nothing of its org's.
+    let org_feedback = match r.spec.pr_feedback {
+        Some(own) => own,
+        None => org_pr_feedback(state, &r.org).await?,
+    };
     // A stack without drift detection has no drift status: nothing to read.
     let drift = match r.spec.drift_detection {
         Some(_) => crate::drift::stack_status(state, &r.org, r.spec.id.as_str()).await?,
@@ -212,11 +231,17 @@ pub async fn to_wire_with_connection(state: &AppState, r: StackRecord) -> Result
     };
     Ok(Stack {
         drift_status: drift,
-        ..to_wire(r, c)
+        ..to_wire(r, c, org_feedback)
     })
 }
 
-pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack {
+/// The wire form of a stack; `org_feedback` is its org's `pr_feedback`, which it follows
+/// when it has none of its own.
+pub fn to_wire(
+    r: StackRecord,
+    connection: bosun_api::StackConnection,
+    org_feedback: PrFeedback,
+) -> Stack {
     let s = r.spec;
     Stack {
         id: s.id.into_string(),
@@ -252,6 +277,10 @@ pub fn to_wire(r: StackRecord, connection: bosun_api::StackConnection) -> Stack 
             apply_role_arn: Some(a.apply_role_arn),
             audience: Some(a.audience),
         }),
+        pr_feedback: s.pr_feedback.map(|f| f.as_str().to_string()),
+        pr_feedback_effective: PrFeedback::resolve(s.pr_feedback, org_feedback)
+            .as_str()
+            .to_string(),
         connection,
         drift_status: None,
         created_at: r.created_at,
@@ -302,6 +331,7 @@ fn input_from_create(c: StackCreate) -> StackInput {
         drift_detection: c.drift_detection.map(drift_in),
         runner_pool: c.runner_pool,
         aws: c.aws.map(aws_in),
+        pr_feedback: c.pr_feedback,
     }
 }
 
@@ -347,5 +377,6 @@ fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str
     set!(drift_detection, p.drift_detection.map(|d| d.map(drift_in)));
     set!(runner_pool, p.runner_pool.map(Some));
     set!(aws, p.aws.map(|a| a.map(aws_in)));
+    set!(pr_feedback, p.pr_feedback);
     Ok(changed)
 }

@@ -3,12 +3,13 @@
 //! the console's audit page.
 
 use bosun_api::{
-    AuditEvent, ErrorCode, Member, MemberPut, Org, OrgCreate, OrgRole, Page, User, UserCreate,
-    Whoami,
+    AuditEvent, ErrorCode, Member, MemberPut, Org, OrgCreate, OrgPatch, OrgRole, Page, User,
+    UserCreate, Whoami,
 };
 use bosun_core::authz::PrincipalKind;
+use bosun_core::feedback::PrFeedback;
 use bosun_core::{Role, Slug, ValidationError};
-use bosun_store::{AuditRecord, NewOrg, NewUser};
+use bosun_store::{AuditRecord, NewOrg, NewUser, OrgUpdate};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -21,6 +22,7 @@ fn org_wire(o: bosun_store::OrgRecord) -> Org {
     Org {
         id: o.id,
         name: o.name,
+        pr_feedback: o.pr_feedback.as_str().to_string(),
         created_at: o.created_at,
     }
 }
@@ -107,6 +109,29 @@ pub async fn get_org(state: &AppState, org: &str) -> Result<Org, ApiError> {
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("org {org:?}")))?;
     Ok(org_wire(o))
+}
+
+/// Changes an org's settings (`pr_feedback`); the audit entry (`org.update`) records each
+/// changed field's old and new value. A body with no field changes nothing.
+pub async fn update_org(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    body: OrgPatch,
+) -> Result<Org, ApiError> {
+    let change = OrgUpdate {
+        pr_feedback: body
+            .pr_feedback
+            .as_deref()
+            .map(str::parse::<PrFeedback>)
+            .transpose()?,
+    };
+    if change == OrgUpdate::default() {
+        return get_org(state, org).await;
+    }
+    let audit = caller.audit(Some(org), "org.update", format!("org:{org}"), json!({}));
+    let updated = state.store.update_org(org, &change, &audit).await?;
+    Ok(org_wire(updated))
 }
 
 /// Creates a user (then add them to orgs and give them a token).

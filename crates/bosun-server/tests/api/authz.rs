@@ -66,6 +66,13 @@ pub(crate) fn cases() -> Vec<Case> {
             Org(Viewer),
         ),
         case(
+            Method::PATCH,
+            "/orgs/{org}",
+            "/orgs/default",
+            Some(json!({"pr_feedback": "bogus"})),
+            Org(Admin),
+        ),
+        case(
             Method::POST,
             "/users",
             "/users",

@@ -11,6 +11,11 @@ fn write_endpoints() -> Vec<(Method, &'static str, serde_json::Value)> {
         (Method::POST, "/api/v1/orgs", json!({"id": "neworg"})),
         (Method::POST, "/api/v1/users", json!({"id": "newuser"})),
         (
+            Method::PATCH,
+            "/api/v1/orgs/default",
+            json!({"pr_feedback": "checks"}),
+        ),
+        (
             Method::PUT,
             "/api/v1/orgs/default/members/admin",
             json!({"role": "admin"}),
@@ -263,6 +268,24 @@ async fn invalid_values_name_their_field() {
             "/api/v1/orgs/default/stacks/net",
             json!({"depends_on": [{"stack": "net"}]}),
             "depends_on[0].stack",
+        ),
+        (
+            Method::POST,
+            "/api/v1/orgs/default/stacks",
+            json!({"id": "ok-id", "repository": "github:a/b", "pr_feedback": "all"}),
+            "pr_feedback",
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/orgs/default/stacks/net",
+            json!({"pr_feedback": "org"}),
+            "pr_feedback",
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/orgs/default",
+            json!({"pr_feedback": "Checks"}),
+            "pr_feedback",
         ),
     ];
     for (method, path, body, field) in cases {

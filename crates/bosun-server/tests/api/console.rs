@@ -1137,3 +1137,37 @@ async fn a_state_version_is_shown_diffed_and_downloaded() {
         .await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn stack_page_shows_pull_request_feedback_and_whether_it_is_the_orgs() {
+    let t = TestServer::start().await;
+    for body in [
+        json!({"id": "own", "repository": "github:acme/infra", "pr_feedback": "checks"}),
+        json!({"id": "inherits", "repository": "github:acme/infra"}),
+    ] {
+        let r = t.create_stack(body).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let r = t
+        .call(
+            Method::PATCH,
+            "/api/v1/orgs/default",
+            Some(&t.admin),
+            Some(json!({"pr_feedback": "comment"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let mut a = Browser::login(&t, &t.admin).await;
+    let fact = |html: &str| {
+        let at = html.find("<dt>Pull-request feedback</dt><dd>").unwrap();
+        let rest = &html[at..];
+        rest[..rest.find("</dd>").unwrap()].to_string()
+    };
+    let own = fact(&a.page("/orgs/default/stacks/own").await);
+    assert!(own.ends_with("<dd>checks: check runs only"), "{own}");
+    let inherited = fact(&a.page("/orgs/default/stacks/inherits").await);
+    assert!(
+        inherited.ends_with("<dd>comment (org default): the pull-request comment only"),
+        "{inherited}"
+    );
+}

@@ -209,3 +209,113 @@ async fn several_servers_run_side_by_side() {
     let r = b.get("/api/v1/orgs/default/stacks/only-a", &b.admin).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn pr_feedback_is_the_stacks_own_or_its_orgs() {
+    let t = TestServer::start().await;
+    let stack = |id: &str| format!("/api/v1/orgs/default/stacks/{id}");
+    // Each value kept as given; the effective one is the stack's own.
+    for f in ["both", "checks", "comment", "none"] {
+        let r = t
+            .create_stack(
+                json!({"id": format!("s-{f}"), "repository": "github:acme/infra",
+                "pr_feedback": f}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        assert_eq!(
+            (&r.body["pr_feedback"], &r.body["pr_feedback_effective"]),
+            (&json!(f), &json!(f))
+        );
+        let shown = t.get(&stack(&format!("s-{f}")), &t.admin).await;
+        assert_eq!(shown.body["pr_feedback"], f);
+    }
+    // Without one, the stack follows the org (`both` unless the org says otherwise).
+    let r = t
+        .create_stack(json!({"id": "plain", "repository": "github:acme/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["pr_feedback"], json!(null));
+    assert_eq!(r.body["pr_feedback_effective"], "both");
+
+    // A bad value is refused, naming the field, and stores nothing.
+    let r = t
+        .create_stack(json!({"id": "bad", "repository": "github:acme/infra",
+            "pr_feedback": "always"}))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(r.body["error"]["field"], "pr_feedback");
+    assert_eq!(
+        t.get(&stack("bad"), &t.admin).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let patch = |id: &str, body: serde_json::Value| {
+        let path = stack(id);
+        let t = &t;
+        async move {
+            t.call(Method::PATCH, &path, Some(&t.admin), Some(body))
+                .await
+        }
+    };
+    // Set to a value, then cleared with null: it follows the org again.
+    let r = patch("plain", json!({"pr_feedback": "comment"})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        (&r.body["pr_feedback"], &r.body["pr_feedback_effective"]),
+        (&json!("comment"), &json!("comment"))
+    );
+    let r = patch("plain", json!({"name": "Plain"})).await;
+    assert_eq!(r.body["pr_feedback"], "comment", "an absent field is kept");
+    let r = patch("plain", json!({"pr_feedback": null})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        (&r.body["pr_feedback"], &r.body["pr_feedback_effective"]),
+        (&json!(null), &json!("both"))
+    );
+    let r = patch("plain", json!({"pr_feedback": "sometimes"})).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(r.body["error"]["field"], "pr_feedback");
+    assert_eq!(
+        t.get(&stack("plain"), &t.admin).await.body["pr_feedback"],
+        json!(null)
+    );
+
+    // The org's setting changes what an inheriting stack gets, not a stack's own.
+    let r = t
+        .call(
+            Method::PATCH,
+            "/api/v1/orgs/default",
+            Some(&t.admin),
+            Some(json!({"pr_feedback": "checks"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let shown = t.get(&stack("plain"), &t.admin).await.body;
+    assert_eq!(
+        (&shown["pr_feedback"], &shown["pr_feedback_effective"]),
+        (&json!(null), &json!("checks"))
+    );
+    let listed = t.get("/api/v1/orgs/default/stacks", &t.admin).await.body;
+    let effective: Vec<(&str, &str)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap(),
+                s["pr_feedback_effective"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        effective,
+        [
+            ("plain", "checks"),
+            ("s-both", "both"),
+            ("s-checks", "checks"),
+            ("s-comment", "comment"),
+            ("s-none", "none")
+        ]
+    );
+}

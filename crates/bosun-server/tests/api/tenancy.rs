@@ -148,3 +148,75 @@ async fn health_and_readiness() {
         "still accepting"
     );
 }
+
+#[tokio::test]
+async fn org_pr_feedback_changed_by_admins_and_audited() {
+    let t = TestServer::start().await;
+    let org = t.get("/api/v1/orgs/default", &t.admin).await;
+    assert_eq!(org.body["pr_feedback"], "both", "the default");
+    let patch = |token: String, body: serde_json::Value| {
+        let t = &t;
+        async move {
+            t.call(
+                Method::PATCH,
+                "/api/v1/orgs/default",
+                Some(&token),
+                Some(body),
+            )
+            .await
+        }
+    };
+
+    let r = patch(t.admin.clone(), json!({"pr_feedback": "checks"})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["id"], "default");
+    assert_eq!(r.body["pr_feedback"], "checks");
+    let org = t.get("/api/v1/orgs/default", &t.admin).await;
+    assert_eq!(org.body["pr_feedback"], "checks");
+    let orgs = t.get("/api/v1/orgs", &t.admin).await;
+    assert_eq!(orgs.body["items"][0]["pr_feedback"], "checks");
+
+    // Audited with the old and new value.
+    let log = t
+        .get("/api/v1/orgs/default/audit?action=org.update", &t.admin)
+        .await;
+    let items = log.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["actor"], "user:admin");
+    assert_eq!(items[0]["target"], "org:default");
+    assert_eq!(
+        items[0]["detail"],
+        json!({"pr_feedback": {"old": "both", "new": "checks"}})
+    );
+
+    // Operators (and viewers) may not; a bad value or an unknown field is refused.
+    let operator = t.user_token("olga", Some(bosun_core::Role::Operator)).await;
+    let r = patch(operator, json!({"pr_feedback": "none"})).await;
+    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    let r = patch(t.admin.clone(), json!({"pr_feedback": "sometimes"})).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(r.body["error"]["field"], "pr_feedback");
+    let r = patch(t.admin.clone(), json!({"pr_feedback": "none", "name": "x"})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "unknown_field")
+    );
+    let org = t.get("/api/v1/orgs/default", &t.admin).await;
+    assert_eq!(
+        org.body["pr_feedback"], "checks",
+        "nothing refused changed it"
+    );
+    let log = t
+        .get("/api/v1/orgs/default/audit?action=org.update", &t.admin)
+        .await;
+    assert_eq!(log.body["items"].as_array().unwrap().len(), 1);
+
+    // An empty change answers the org as it is, and audits nothing.
+    let r = patch(t.admin.clone(), json!({})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["pr_feedback"], "checks");
+    let log = t
+        .get("/api/v1/orgs/default/audit?action=org.update", &t.admin)
+        .await;
+    assert_eq!(log.body["items"].as_array().unwrap().len(), 1);
+}

@@ -308,6 +308,7 @@ impl Copier<'_> {
             "runner_pool",
             "repo_key",
             "aws",
+            "pr_feedback",
         ];
         let from = format!(
             "tpl_stacks t JOIN seed_tpl_stack ts ON ts.id = t.id JOIN seed_copy k ON 1 = 1

@@ -122,6 +122,7 @@ pub(crate) fn stack_input(t: u64, width: usize) -> StackInput {
         }),
         runner_pool: None,
         aws: None,
+        pr_feedback: None,
     }
 }
 

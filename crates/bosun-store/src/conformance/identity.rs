@@ -110,3 +110,72 @@ pub async fn users_are_unique(store: Arc<dyn Store>) {
     let got = store.get_user("bob").await.unwrap().unwrap();
     assert!(!got.server_admin);
 }
+
+pub async fn orgs_pr_feedback_updated_and_audited(store: Arc<dyn Store>) {
+    use bosun_core::feedback::PrFeedback;
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let org = store.get_org("acme").await.unwrap().unwrap();
+    assert_eq!(org.pr_feedback, PrFeedback::Both, "a new org gets both");
+    let change = |f| OrgUpdate {
+        pr_feedback: Some(f),
+    };
+    let a = Audit {
+        detail: json!({}),
+        ..audit(Some("acme"), "org.update", "org:acme")
+    };
+    let updated = store
+        .update_org("acme", &change(PrFeedback::Checks), &a)
+        .await
+        .unwrap();
+    assert_eq!(updated.pr_feedback, PrFeedback::Checks);
+    assert_eq!(
+        (updated.name, updated.created_at),
+        (org.name, org.created_at)
+    );
+    assert_eq!(
+        store.get_org("acme").await.unwrap().unwrap().pr_feedback,
+        PrFeedback::Checks
+    );
+    assert_eq!(
+        store.get_org("other").await.unwrap().unwrap().pr_feedback,
+        PrFeedback::Both,
+        "another org keeps its own"
+    );
+    for f in PrFeedback::ALL {
+        store.update_org("acme", &change(f), &a).await.unwrap();
+        assert_eq!(store.get_org("acme").await.unwrap().unwrap().pr_feedback, f);
+    }
+    // The audit entry names the old and new value, in the change's transaction.
+    let log = store.list_audit(Some("acme"), None, 10).await.unwrap();
+    let updates: Vec<_> = log
+        .iter()
+        .filter(|r| r.entry.action == "org.update")
+        .collect();
+    assert_eq!(updates.len(), 1 + PrFeedback::ALL.len());
+    assert_eq!(
+        updates.last().unwrap().entry.detail,
+        json!({"pr_feedback": {"old": "both", "new": "checks"}}),
+        "the oldest update, from both to checks"
+    );
+    assert_eq!(
+        updates[0].entry.detail,
+        json!({"pr_feedback": {"old": "comment", "new": "none"}})
+    );
+    // An unknown org changes nothing and writes no audit entry.
+    let missing = store
+        .update_org("nope", &change(PrFeedback::None), &a)
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound(_))),
+        "{missing:?}"
+    );
+    assert_eq!(
+        store
+            .list_audit(Some("acme"), None, 100)
+            .await
+            .unwrap()
+            .len(),
+        log.len()
+    );
+}

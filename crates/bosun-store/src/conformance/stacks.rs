@@ -37,6 +37,7 @@ fn full_spec() -> StackSpec {
             apply_role_arn: Some("arn:aws:iam::123456789012:role/app-apply".into()),
             audience: None,
         }),
+        pr_feedback: Some("comment".into()),
     })
     .unwrap()
 }
@@ -448,4 +449,59 @@ pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
         store.drift_schedules(Some("acme"), None).await.unwrap()
     );
     assert_eq!(page[0].drift.timezone, "UTC");
+}
+
+pub async fn stacks_pr_feedback_set_and_cleared(store: Arc<dyn Store>) {
+    use bosun_core::feedback::PrFeedback;
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack:web");
+    let with = |f: Option<PrFeedback>| {
+        StackSpec::from_input(StackInput {
+            pr_feedback: f.map(|f| f.as_str().to_string()),
+            ..spec("web", &[]).to_input()
+        })
+        .unwrap()
+    };
+    // Created following the org.
+    store.create_stack("acme", &with(None), &a).await.unwrap();
+    let got = store.get_stack("acme", "web").await.unwrap().unwrap();
+    assert_eq!(got.spec.pr_feedback, None);
+    // Each value kept, read back by one stack and by the list.
+    for f in PrFeedback::ALL {
+        store
+            .update_stack("acme", &with(Some(f)), &a)
+            .await
+            .unwrap();
+        let got = store.get_stack("acme", "web").await.unwrap().unwrap();
+        assert_eq!(got.spec.pr_feedback, Some(f));
+        let listed = store.list_stacks("acme", None, 10).await.unwrap();
+        assert_eq!(listed[0].spec.pr_feedback, Some(f));
+    }
+    // Cleared: follows the org again.
+    store.update_stack("acme", &with(None), &a).await.unwrap();
+    let got = store.get_stack("acme", "web").await.unwrap().unwrap();
+    assert_eq!(got.spec.pr_feedback, None);
+    // A stack created with its own value keeps it.
+    store
+        .create_stack(
+            "acme",
+            &StackSpec::from_input(StackInput {
+                pr_feedback: Some("none".into()),
+                ..spec("api", &[]).to_input()
+            })
+            .unwrap(),
+            &a,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .get_stack("acme", "api")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .pr_feedback,
+        Some(PrFeedback::None)
+    );
 }

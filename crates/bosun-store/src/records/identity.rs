@@ -1,5 +1,6 @@
 //! Orgs, users and the first-start bootstrap seed.
 
+use bosun_core::feedback::PrFeedback;
 use chrono::{DateTime, Utc};
 
 use crate::NewToken;
@@ -16,7 +17,15 @@ pub struct NewOrg {
 pub struct OrgRecord {
     pub id: String,
     pub name: String,
+    /// What the org's stacks' runs report on GitHub, unless a stack says otherwise.
+    pub pr_feedback: PrFeedback,
     pub created_at: DateTime<Utc>,
+}
+
+/// A change to an org's settings: the fields given are set, the others kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrgUpdate {
+    pub pr_feedback: Option<PrFeedback>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,7 @@
 //! Orgs, users and their memberships, and the first-start bootstrap.
 
+use bosun_core::feedback::PrFeedback;
+
 use super::audit::append_audit;
 use super::tokens::insert_token;
 use super::*;
@@ -139,29 +141,60 @@ pub(super) fn create_org(tx: &Transaction<'_>, org: &NewOrg, audit: &Audit) -> R
     Ok(OrgRecord {
         id: org.id.clone(),
         name: org.name.clone(),
+        pr_feedback: PrFeedback::default(),
         created_at: from_millis(now)?,
     })
 }
 
 pub(super) fn get_org(c: &Connection, id: &str) -> Result<Option<OrgRecord>> {
     let row = c
-        .prepare_cached("SELECT id, name, created_at FROM orgs WHERE id = ?1")?
+        .prepare_cached("SELECT id, name, created_at, pr_feedback FROM orgs WHERE id = ?1")?
         .query_row([&id], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
             ))
         })
         .optional()?;
-    row.map(|(id, name, created)| {
+    row.map(|(id, name, created, pr_feedback)| {
         Ok(OrgRecord {
             id,
             name,
+            pr_feedback: pr_feedback.parse().map_err(|e| corrupt("pr_feedback", e))?,
             created_at: from_millis(created)?,
         })
     })
     .transpose()
+}
+
+/// Sets the fields `change` gives; the audit entry records each one's old and new value.
+pub(super) fn update_org(
+    tx: &Transaction<'_>,
+    id: &str,
+    change: &OrgUpdate,
+    audit: &Audit,
+) -> Result<OrgRecord> {
+    let current = get_org(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("org {id:?}")))?;
+    let mut audit = audit.clone();
+    let mut changed = serde_json::Map::new();
+    if let Some(f) = change.pr_feedback {
+        tx.prepare_cached("UPDATE orgs SET pr_feedback = ?2 WHERE id = ?1")?
+            .execute(params![id, f.as_str()])?;
+        changed.insert(
+            "pr_feedback".into(),
+            json!({"old": current.pr_feedback.as_str(), "new": f.as_str()}),
+        );
+    }
+    if let Value::Object(detail) = &mut audit.detail {
+        detail.extend(changed);
+    }
+    append_audit(tx, &audit)?;
+    Ok(OrgRecord {
+        pr_feedback: change.pr_feedback.unwrap_or(current.pr_feedback),
+        ..current
+    })
 }
 
 pub(super) fn create_user(

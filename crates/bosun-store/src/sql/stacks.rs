@@ -7,7 +7,7 @@ use super::*;
 pub(super) const STACK_COLUMNS: &str =
     "org_id, id, name, repository, branch, path, watch_paths, engine,
     engine_binary, engine_version, tier, autodeploy, environment, variables, depends_on,
-    drift_detection, runner_pool, created_at, updated_at, aws";
+    drift_detection, runner_pool, created_at, updated_at, aws, pr_feedback";
 
 /// Raw stack columns in `STACK_COLUMNS` order.
 pub(super) struct StackRow {
@@ -31,6 +31,7 @@ pub(super) struct StackRow {
     created_at: i64,
     updated_at: i64,
     aws: Option<String>,
+    pr_feedback: Option<String>,
 }
 
 pub(super) fn stack_row(r: &Row<'_>) -> db::Result<StackRow> {
@@ -55,6 +56,7 @@ pub(super) fn stack_row(r: &Row<'_>) -> db::Result<StackRow> {
         created_at: r.get(17)?,
         updated_at: r.get(18)?,
         aws: r.get(19)?,
+        pr_feedback: r.get(20)?,
     })
 }
 
@@ -130,6 +132,7 @@ pub(super) fn stack_record(r: StackRow) -> Result<StackRecord> {
         drift_detection,
         runner_pool: Some(r.runner_pool),
         aws,
+        pr_feedback: r.pr_feedback,
     };
     // Loading re-validates, so a hand-edited row can never enter the server as valid.
     let spec = StackSpec::from_input(input).map_err(|e| corrupt("stack", e))?;
@@ -261,7 +264,7 @@ pub(super) fn write_stack_row(
     let insert = format!(
         "INSERT INTO stacks ({STACK_COLUMNS}, repo_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?20, ?21)"
+                 ?18, ?19, ?20, ?21, ?22)"
     );
     let sql = if fresh {
         insert
@@ -277,7 +280,7 @@ pub(super) fn write_stack_row(
             environment = excluded.environment, variables = excluded.variables,
             depends_on = excluded.depends_on, drift_detection = excluded.drift_detection,
             runner_pool = excluded.runner_pool, aws = excluded.aws,
-            updated_at = excluded.updated_at"
+            pr_feedback = excluded.pr_feedback, updated_at = excluded.updated_at"
         )
     };
     tx.prepare_cached(&sql)?.execute(params![
@@ -301,6 +304,7 @@ pub(super) fn write_stack_row(
         created_at,
         updated_at,
         c.aws,
+        spec.pr_feedback.map(|f| f.as_str()),
         spec.repository.key(),
     ])
 }

@@ -61,6 +61,12 @@ impl IdentityStore for db::Store {
         self.read(move |c| identity::get_org(c, &id)).await
     }
 
+    async fn update_org(&self, id: &str, change: &OrgUpdate, audit: &Audit) -> Result<OrgRecord> {
+        let (id, change, audit) = (id.to_string(), change.clone(), audit.clone());
+        self.write(move |tx| identity::update_org(tx, &id, &change, &audit))
+            .await
+    }
+
     async fn create_user(&self, user: &NewUser, audit: &Audit) -> Result<UserRecord> {
         let (user, audit) = (user.clone(), audit.clone());
         self.write(move |tx| identity::create_user(tx, &user, &audit))

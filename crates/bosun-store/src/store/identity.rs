@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use bosun_core::Role;
 
-use crate::{Audit, Bootstrap, NewOrg, NewUser, OrgRecord, Result, UserRecord};
+use crate::{Audit, Bootstrap, NewOrg, NewUser, OrgRecord, OrgUpdate, Result, UserRecord};
 
 /// Orgs, users and their memberships, and the first-start bootstrap.
 #[async_trait]
@@ -16,6 +16,9 @@ pub trait IdentityStore: Send + Sync {
     async fn bootstrap(&self, seed: &Bootstrap) -> Result<bool>;
     async fn create_org(&self, org: &NewOrg, audit: &Audit) -> Result<OrgRecord>;
     async fn get_org(&self, id: &str) -> Result<Option<OrgRecord>>;
+    /// Sets the fields `change` gives and returns the org as it now is; `NotFound` for an
+    /// unknown org. The audit entry's detail gains each changed field's `{"old", "new"}`.
+    async fn update_org(&self, id: &str, change: &OrgUpdate, audit: &Audit) -> Result<OrgRecord>;
     async fn create_user(&self, user: &NewUser, audit: &Audit) -> Result<UserRecord>;
     async fn get_user(&self, id: &str) -> Result<Option<UserRecord>>;
     /// Each org the user belongs to, with their role there.

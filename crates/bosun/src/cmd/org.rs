@@ -1,6 +1,7 @@
 //! `bosun org`: listing, creating and showing orgs, and managing their members' roles.
 
-use bosun_api::{Member, MemberPut, Org, OrgCreate};
+use bosun_api::{Member, MemberPut, Org, OrgCreate, OrgPatch};
+use bosun_core::feedback::PrFeedback;
 use clap::Subcommand;
 
 use super::Ctx;
@@ -23,6 +24,16 @@ pub enum OrgCommand {
         /// The org's id [default: --org].
         id: Option<String>,
     },
+    /// Change an org's settings (org admins only).
+    Update {
+        /// The org's id [default: --org].
+        id: Option<String>,
+        /// What runs of the org's `github:` stacks report on GitHub, unless a stack says
+        /// otherwise: both (a check run per commit and the pull request's comment),
+        /// checks, comment or none.
+        #[arg(long, value_name = "FEEDBACK", value_parser = parse_pr_feedback)]
+        pr_feedback: Option<String>,
+    },
     /// List the members of --org and their roles.
     Members,
     /// Add a user to --org, or change their role.
@@ -40,10 +51,17 @@ pub enum OrgCommand {
     },
 }
 
+fn parse_pr_feedback(raw: &str) -> Result<String, String> {
+    raw.parse::<PrFeedback>()
+        .map(|f| f.as_str().to_string())
+        .map_err(|_| format!("expected both, checks, comment or none (got {raw:?})"))
+}
+
 fn org_fields(o: Org) -> String {
     Fields::new()
         .add("id", o.id)
         .add("name", o.name)
+        .add("pr feedback", o.pr_feedback)
         .add("created", timestamp(&o.created_at))
         .render()
 }
@@ -53,9 +71,9 @@ pub async fn run(ctx: &Ctx, cmd: OrgCommand) -> anyhow::Result<()> {
     match cmd {
         OrgCommand::List => {
             super::list_all(ctx, &["orgs"], &[], "orgs", |orgs: Vec<Org>| {
-                let mut t = Table::new(&["ID", "NAME", "CREATED"]);
+                let mut t = Table::new(&["ID", "NAME", "PR FEEDBACK", "CREATED"]);
                 for o in orgs {
-                    t.row(vec![o.id, o.name, timestamp(&o.created_at)]);
+                    t.row(vec![o.id, o.name, o.pr_feedback, timestamp(&o.created_at)]);
                 }
                 t.render()
             })
@@ -68,6 +86,17 @@ pub async fn run(ctx: &Ctx, cmd: OrgCommand) -> anyhow::Result<()> {
         OrgCommand::Show { id } => {
             let id = id.as_deref().unwrap_or(org);
             let value = ctx.client.get(&["orgs", id], &[]).await?;
+            ctx.show(value, org_fields)
+        }
+        OrgCommand::Update { id, pr_feedback } => {
+            let id = id.as_deref().unwrap_or(org);
+            if pr_feedback.is_none() {
+                anyhow::bail!("nothing to change: name at least one setting to update (see `bosun org update --help`)");
+            }
+            let value = ctx
+                .client
+                .patch(&["orgs", id], &OrgPatch { pr_feedback })
+                .await?;
             ctx.show(value, org_fields)
         }
         OrgCommand::Members => {

@@ -8,6 +8,7 @@ use bosun_api::{
     AwsIntegration, Dependency, DriftDetection, OutputChangeKind, OutputSensitivityChange, Stack,
     StackCreate, StackOutput, StackOutputs, StackPatch, TriggerEntry,
 };
+use bosun_core::feedback::PrFeedback;
 use clap::{Args, Subcommand};
 
 use super::{decode, Ctx};
@@ -159,6 +160,11 @@ pub struct StackFields {
     /// AWS: the IAM role apply phases assume [default: the plan role].
     #[arg(long, value_name = "ARN")]
     aws_apply_role_arn: Option<String>,
+    /// What runs of a `github:` stack report on GitHub: both (a check run per commit and
+    /// the pull request's comment), checks, comment or none; `org` follows the org's
+    /// setting [create default: org].
+    #[arg(long, value_name = "FEEDBACK", value_parser = parse_pr_feedback)]
+    pr_feedback: Option<String>,
 }
 
 #[derive(Args)]
@@ -211,6 +217,19 @@ pub struct UpdateArgs {
     #[arg(long, conflicts_with_all = ["aws_plan_role_arn", "aws_apply_role_arn"])]
     clear_aws: bool,
 }
+
+/// `--pr-feedback`: a `PrFeedback` string form, or `org`.
+fn parse_pr_feedback(raw: &str) -> Result<String, String> {
+    if raw == ORG_FEEDBACK {
+        return Ok(raw.to_string());
+    }
+    raw.parse::<PrFeedback>()
+        .map(|f| f.as_str().to_string())
+        .map_err(|_| format!("expected both, checks, comment, none or org (got {raw:?})"))
+}
+
+/// `--pr-feedback org`: no setting of the stack's own; it follows the org's.
+const ORG_FEEDBACK: &str = "org";
 
 fn parse_var(raw: &str) -> Result<(String, String), String> {
     match raw.split_once('=') {
@@ -313,6 +332,7 @@ fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
         drift_detection,
         runner_pool: f.runner_pool,
         aws,
+        pr_feedback: f.pr_feedback.filter(|v| v != ORG_FEEDBACK),
     })
 }
 
@@ -413,6 +433,10 @@ fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<Stac
         drift_detection,
         runner_pool: f.runner_pool.clone(),
         aws,
+        pr_feedback: f
+            .pr_feedback
+            .clone()
+            .map(|v| (v != ORG_FEEDBACK).then_some(v)),
     })
 }
 
@@ -429,7 +453,17 @@ fn shown_path(p: &str) -> String {
     }
 }
 
+/// The feedback a stack's runs give on GitHub, saying when it is the org's.
+fn pr_feedback_text(s: &Stack) -> String {
+    match (&s.pr_feedback, s.pr_feedback_effective.as_str()) {
+        (Some(own), _) => own.clone(),
+        (None, "") => "- (org default)".into(),
+        (None, effective) => format!("{effective} (org default)"),
+    }
+}
+
 pub fn stack_text(s: Stack) -> String {
+    let pr_feedback = pr_feedback_text(&s);
     let deps = s
         .depends_on
         .into_iter()
@@ -542,6 +576,7 @@ pub fn stack_text(s: Stack) -> String {
                 None => "-".into(),
             },
         )
+        .add("pr feedback", pr_feedback)
         .add(
             "connection",
             format!(
