@@ -67,6 +67,7 @@ mod db {
 
     /// The scalar "larger of" function.
     pub(super) const GREATEST: &str = "GREATEST";
+    pub(super) const LEAST: &str = "LEAST";
 
     /// Claims a leasing candidate: its row is locked, and `false` when another
     /// dispatcher is leasing it right now, so it is skipped, not waited for.

@@ -47,6 +47,7 @@ mod db {
 
     /// The scalar "larger of" function: SQLite's two-argument `MAX`.
     pub(super) const GREATEST: &str = "MAX";
+    pub(super) const LEAST: &str = "MIN";
 
     /// Claims a leasing candidate: always won here, since the single writer connection
     /// already serializes leasing.

@@ -488,3 +488,160 @@ async fn a_re_run_requested_on_github_retries_the_run_over_the_same_commit() {
     assert_eq!(triggered_stacks(&r), Vec::<String>::new());
     f.no_violations();
 }
+
+#[tokio::test]
+async fn the_org_and_stack_switch_chooses_checks_comment_both_or_none() {
+    let Some(f) = fixture(|_| {}).await else {
+        return;
+    };
+    let r =
+        f.t.call(
+            reqwest::Method::PATCH,
+            "/api/v1/orgs/default",
+            Some(&f.t.admin),
+            Some(json!({"pr_feedback": "none"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    for (id, path, feedback) in [
+        ("net", "infra/net", Some("checks")),
+        ("app", "app", Some("comment")),
+        ("web", "web", Some("both")),
+        ("dns", "dns", None),
+    ] {
+        let r =
+            f.t.create_stack(json!({"id": id, "repository": "github:acme/infra",
+                "path": path, "pr_feedback": feedback}))
+                .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let base = f.work.rev_parse("HEAD");
+    f.work.checkout_new_branch("change");
+    let files: Vec<(String, String)> = ["infra/net", "app", "web", "dns"]
+        .iter()
+        .map(|p| (format!("{p}/main.tf"), "# 1\n".to_string()))
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let head = f.pr_commit(7, &files, "pr 1");
+    let r = f
+        .deliver(
+            "pull_request",
+            "pr-1",
+            &f.pull_request("opened", 7, &base, &head),
+        )
+        .await;
+    assert_eq!(triggered_stacks(&r), ["app", "dns", "net", "web"]);
+    let app = run_ids(&f, "app").await[0].clone();
+    let web = run_ids(&f, "web").await[0].clone();
+    wait_for(|| async {
+        f.checks_of("net").len() == 1
+            && f.checks_of("web").len() == 1
+            && f.comment_bodies(7)
+                .first()
+                .is_some_and(|b| b.contains(&app) && b.contains(&web))
+    })
+    .await;
+    // Checks only for net, the comment only for app, both for web, nothing for dns (the
+    // org's `none`).
+    assert!(f.checks_of("app").is_empty() && f.checks_of("dns").is_empty());
+    let body = &f.comment_bodies(7)[0];
+    let net = run_ids(&f, "net").await[0].clone();
+    let dns = run_ids(&f, "dns").await[0].clone();
+    assert!(!body.contains(&net) && !body.contains(&dns), "{body}");
+    f.no_violations();
+}
+
+/// The figures `bench/feedback.sh` reports: GitHub calls per run on the happy path and
+/// the time from a run's end to its completed check run, over `BENCH_FEEDBACK_RUNS`
+/// pull requests (default 100) each planned to its end. Not a pass/fail test.
+#[tokio::test]
+#[ignore = "a benchmark: bench/feedback.sh runs it"]
+async fn feedback_figures() {
+    let Some(f) = fixture(|_| {}).await else {
+        return;
+    };
+    let n: usize = std::env::var("BENCH_FEEDBACK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    f.stack("net", "main", "infra/net", &[]).await;
+    let base = f.work.rev_parse("HEAD");
+    f.work.checkout_new_branch("change");
+    let runner = Runner::register(&f.t, "runner-1").await;
+    let mut latencies = Vec::with_capacity(n);
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let pr = 100 + i as i64;
+        let head = f.pr_commit(pr, &[("infra/net/main.tf", &format!("# {i}\n"))], "pr");
+        f.deliver(
+            "pull_request",
+            &format!("bench-{i}"),
+            &f.pull_request("opened", pr, &base, &head),
+        )
+        .await;
+        let run = run_ids(&f, "net").await[0].clone();
+        plan_run(&f, &runner, &run, &head).await;
+        let ended = Instant::now();
+        loop {
+            if f.check_of_run(&run)
+                .is_some_and(|c| c.conclusion.as_deref() == Some("success"))
+            {
+                break;
+            }
+            assert!(
+                ended.elapsed() < std::time::Duration::from_secs(30),
+                "run {run}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        latencies.push(ended.elapsed().as_secs_f64() * 1000.0);
+        ids.push(run);
+    }
+    // Let the last comments settle, then count every feedback call.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let requests = f.gh.api_requests();
+    let mut per_run = Vec::with_capacity(n);
+    for (run, check) in ids.iter().map(|r| (r, f.check_of_run(r).unwrap())) {
+        let calls = requests
+            .iter()
+            .filter(|r| {
+                r.path.ends_with(&format!("/check-runs/{}", check.id))
+                    || (r.method == "POST"
+                        && r.body
+                            .as_ref()
+                            .is_some_and(|b| b["external_id"] == run.as_str()))
+            })
+            .count();
+        per_run.push(calls);
+    }
+    let comments = requests
+        .iter()
+        .filter(|r| r.path.contains("/comments"))
+        .count();
+    let token_requests = f.gh.token_requests();
+    let tokens = token_requests.len();
+    let feedback_tokens = token_requests
+        .iter()
+        .filter(|t| t.permissions.get("contents").is_none())
+        .count();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| latencies[((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1)];
+    let avg = |v: &[usize]| v.iter().sum::<usize>() as f64 / v.len() as f64;
+    println!(
+        "feedback: {n} pull requests, one run each, planned to the end\n\
+         check-run calls per run: mean {:.2}, max {}\n\
+         comment calls per run (find/create/edit): {:.2}\n\
+         token requests in all: {tokens}, of which for feedback: {feedback_tokens}\n\
+         run end -> check run completed: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        avg(&per_run),
+        per_run.iter().max().unwrap(),
+        comments as f64 / n as f64,
+        pct(0.5),
+        pct(0.99),
+        latencies.last().unwrap(),
+    );
+    f.no_violations();
+}

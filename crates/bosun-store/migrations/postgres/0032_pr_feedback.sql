@@ -35,6 +35,7 @@ CREATE TABLE github_pr_comments (
     pull_request    BIGINT NOT NULL,
     delivery_id     BIGINT,
     comment_id      BIGINT,
+    create_started  BIGINT NOT NULL DEFAULT 0,
     changes         BIGINT NOT NULL,
     synced          BIGINT NOT NULL DEFAULT 0,
     attempts        BIGINT NOT NULL DEFAULT 0,

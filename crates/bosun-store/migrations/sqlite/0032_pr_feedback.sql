@@ -35,6 +35,7 @@ CREATE TABLE github_pr_comments (
     pull_request    INTEGER NOT NULL,
     delivery_id     INTEGER,
     comment_id      INTEGER,
+    create_started  INTEGER NOT NULL DEFAULT 0,
     changes         INTEGER NOT NULL,
     synced          INTEGER NOT NULL DEFAULT 0,
     attempts        INTEGER NOT NULL DEFAULT 0,

@@ -4,9 +4,10 @@
 
 use super::*;
 
+/// Due within the next two seconds: after the debounce of a run still moving.
 async fn due_check(store: &dyn Store, run: &str) -> Option<DueCheck> {
     store
-        .due_checks(Utc::now(), 100)
+        .due_checks(Utc::now() + Duration::seconds(2), 100)
         .await
         .unwrap()
         .into_iter()
@@ -15,7 +16,7 @@ async fn due_check(store: &dyn Store, run: &str) -> Option<DueCheck> {
 
 async fn due_comment(store: &dyn Store, pr: i64) -> Option<DuePrComment> {
     store
-        .due_pr_comments(Utc::now(), 100)
+        .due_pr_comments(Utc::now() + Duration::seconds(2), 100)
         .await
         .unwrap()
         .into_iter()
@@ -128,6 +129,19 @@ pub async fn feedback_rows_follow_runs_of_github_stacks(store: Arc<dyn Store>) {
         .cancel_run("p1", &audit(Some("acme"), "run.cancel", "run:p1"))
         .await
         .unwrap();
+    // At rest (ended): due at once, no debounce; and so is the comment.
+    assert!(store
+        .due_checks(Utc::now(), 100)
+        .await
+        .unwrap()
+        .iter()
+        .any(|d| d.check.run_id == "p1"));
+    assert!(store
+        .due_pr_comments(Utc::now(), 100)
+        .await
+        .unwrap()
+        .iter()
+        .any(|d| d.comment.pull_request == 7));
     let due = due_check(&*store, "p1")
         .await
         .expect("p1 is due after its cancel");
@@ -140,6 +154,18 @@ pub async fn feedback_rows_follow_runs_of_github_stacks(store: Arc<dyn Store>) {
         .await
         .expect("PR 7's comment is due");
     assert_eq!(comment.comment.comment_id, Some(5001));
+    assert!(!comment.comment.create_started);
+    store
+        .mark_pr_comment_creating("acme", "acme/infra", 7)
+        .await
+        .unwrap();
+    assert!(
+        due_comment(&*store, 7)
+            .await
+            .unwrap()
+            .comment
+            .create_started
+    );
 
     // A report of an older change leaves the row due for the newer one.
     store

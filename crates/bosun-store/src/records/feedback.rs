@@ -56,6 +56,9 @@ pub struct PrCommentFeedback {
     pub attempts: i64,
     pub next_attempt_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
+    /// A create was attempted: its answer may have been lost, so the comment is looked
+    /// for by its marker before another is created.
+    pub create_started: bool,
 }
 
 /// A comment due, with what it shows: the latest run of each stack the pull request

@@ -54,7 +54,7 @@ fn check_record(r: CheckRow) -> Result<CheckFeedback> {
 }
 
 const COMMENT_COLUMNS: &str = "org_id, repository, pull_request, delivery_id, comment_id,
-    changes, synced, attempts, next_attempt_at, last_error";
+    changes, synced, attempts, next_attempt_at, last_error, create_started";
 
 type CommentRow = (
     String,
@@ -67,6 +67,7 @@ type CommentRow = (
     i64,
     Option<i64>,
     Option<String>,
+    bool,
 );
 
 fn comment_row(r: &Row<'_>) -> db::Result<CommentRow> {
@@ -85,8 +86,22 @@ fn comment_record(r: CommentRow) -> Result<PrCommentFeedback> {
         attempts: r.7,
         next_attempt_at: opt_from_millis(r.8)?,
         last_error: r.9,
+        create_started: r.10,
     })
 }
+
+/// How long a change of a run that is still moving waits before it is reported, so the
+/// next change (queued → preparing → planning) is reported with it in one call. A run
+/// at rest (waiting for someone, or ended) is reported at once.
+const DEBOUNCE_MS: i64 = 1_000;
+
+/// The next attempt after a change: at once for a run at rest, after the debounce for
+/// one still moving; a failed row's retry time is kept either way (`?2`: now, `?3`: 1
+/// when at rest, `?4`: now plus the debounce).
+const DUE_AFTER_CHANGE: &str = "CASE
+        WHEN attempts > 0 AND next_attempt_at IS NOT NULL THEN next_attempt_at
+        WHEN ?3 <> 0 THEN ?2
+        ELSE COALESCE(next_attempt_at, ?4) END";
 
 /// A new run of a stack (`repository` its stored key, `setting` its feedback resolved
 /// with its org's): a check row when the run is tracked or proposed, of a `github:`
@@ -118,7 +133,7 @@ pub(super) fn run_created(
     tx.prepare_cached(
         "INSERT INTO github_checks (run_id, org_id, stack_id, repository, head_sha,
             pull_request, checks, comment, changes, next_attempt_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?9)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?10, ?9, ?9)
          ON CONFLICT (run_id) DO NOTHING",
     )?
     .execute(params![
@@ -130,10 +145,11 @@ pub(super) fn run_created(
         run.pull_request,
         setting.checks(),
         comment,
-        now
+        now,
+        now + DEBOUNCE_MS
     ])?;
     if let (true, Some(pr)) = (comment, run.pull_request) {
-        comment_changed(tx, &run.org, &full_name, pr, now)?;
+        comment_changed(tx, &run.org, &full_name, pr, now + DEBOUNCE_MS)?;
     }
     crate::signal::emit(Signal::Notification);
     Ok(())
@@ -158,54 +174,83 @@ pub(super) fn run_created_late(tx: &Transaction<'_>, run: &RunRecord) -> Result<
     }
 }
 
-/// A run changed: its check row (if any) and its pull request's comment are due.
-/// Returns false when the run has no check row.
-pub(super) fn run_changed(tx: &Transaction<'_>, run: &str) -> Result<bool> {
+/// A run changed: its check row (if any) is due — at once when the run is at rest
+/// (waiting for someone, or ended), after the debounce while it moves — and so is its
+/// pull request's comment when the run came to rest. Returns false when the run has no
+/// check row.
+pub(super) fn run_changed(tx: &Transaction<'_>, run: &RunRecord) -> Result<bool> {
     let now = millis(Utc::now());
+    let at_rest = run.state == RunState::Unconfirmed || run.state.is_terminal();
     let row = tx
-        .prepare_cached(
+        .prepare_cached(&format!(
             "UPDATE github_checks SET changes = changes + 1,
-                next_attempt_at = COALESCE(next_attempt_at, ?2), updated_at = ?2
+                next_attempt_at = {DUE_AFTER_CHANGE}, updated_at = ?2
              WHERE run_id = ?1
-             RETURNING org_id, repository, pull_request, comment",
-        )?
-        .query_row(params![run, now], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<i64>>(2)?,
-                r.get::<_, bool>(3)?,
-            ))
-        })
+             RETURNING org_id, repository, pull_request, comment"
+        ))?
+        .query_row(
+            params![run.id, now, i64::from(at_rest), now + DEBOUNCE_MS],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                    r.get::<_, bool>(3)?,
+                ))
+            },
+        )
         .optional()?;
     let Some((org, repository, pull_request, comment)) = row else {
         return Ok(false);
     };
-    if let (true, Some(pr)) = (comment, pull_request) {
+    if let (true, true, Some(pr)) = (at_rest, comment, pull_request) {
         comment_changed(tx, &org, &repository, pr, now)?;
     }
     crate::signal::emit(Signal::Notification);
     Ok(true)
 }
 
-/// Marks a pull request's comment due (creating its row on the first run).
+/// Marks a pull request's comment due at `due` (creating its row on the first run); a
+/// failed row's retry time is kept, an earlier time wins over a later one.
 fn comment_changed(
     tx: &Transaction<'_>,
     org: &str,
     repository: &str,
     pull_request: i64,
-    now: i64,
+    due: i64,
 ) -> Result<()> {
-    tx.prepare_cached(
+    tx.prepare_cached(&format!(
         "INSERT INTO github_pr_comments (org_id, repository, pull_request, changes,
             next_attempt_at, updated_at)
          VALUES (?1, ?2, ?3, 1, ?4, ?4)
          ON CONFLICT (org_id, repository, pull_request) DO UPDATE SET
             changes = github_pr_comments.changes + 1,
-            next_attempt_at = COALESCE(github_pr_comments.next_attempt_at, excluded.next_attempt_at),
+            next_attempt_at = CASE
+                WHEN github_pr_comments.attempts > 0
+                     AND github_pr_comments.next_attempt_at IS NOT NULL
+                    THEN github_pr_comments.next_attempt_at
+                WHEN github_pr_comments.next_attempt_at IS NULL THEN excluded.next_attempt_at
+                ELSE {}(github_pr_comments.next_attempt_at, excluded.next_attempt_at) END,
             updated_at = excluded.updated_at",
+        db::LEAST
+    ))?
+    .execute(params![org, repository, pull_request, due])?;
+    Ok(())
+}
+
+/// Records that a comment is about to be created, so that a create whose answer was lost
+/// is looked for (by its marker) before another is made.
+pub(super) fn comment_creating(
+    tx: &Transaction<'_>,
+    org: &str,
+    repository: &str,
+    pull_request: i64,
+) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE github_pr_comments SET create_started = 1
+         WHERE org_id = ?1 AND repository = ?2 AND pull_request = ?3",
     )?
-    .execute(params![org, repository, pull_request, now])?;
+    .execute(params![org, repository, pull_request])?;
     Ok(())
 }
 

@@ -308,7 +308,7 @@ pub(super) fn apply_event(
     }
     // GitHub hears of the change; a run whose commit became known only now (a manual
     // run resolves its branch's head when it prepares) is reported from here on.
-    if !feedback::run_changed(tx, &run.id)? && !had_commit && run.commit.is_some() {
+    if !feedback::run_changed(tx, &run)? && !had_commit && run.commit.is_some() {
         feedback::run_created_late(tx, &run)?;
     }
     Ok(RunEventResult {

@@ -1360,10 +1360,19 @@ impl FeedbackStore for db::Store {
         report: &FeedbackReport,
     ) -> Result<()> {
         let (org, repository, report) = (org.to_string(), repository.to_string(), report.clone());
-        self.write(move |tx| {
-            feedback::record_comment(tx, &org, &repository, pull_request, &report)
-        })
-        .await
+        self.write(move |tx| feedback::record_comment(tx, &org, &repository, pull_request, &report))
+            .await
+    }
+
+    async fn mark_pr_comment_creating(
+        &self,
+        org: &str,
+        repository: &str,
+        pull_request: i64,
+    ) -> Result<()> {
+        let (org, repository) = (org.to_string(), repository.to_string());
+        self.write(move |tx| feedback::comment_creating(tx, &org, &repository, pull_request))
+            .await
     }
 
     async fn checks_of_commit(

@@ -9,8 +9,10 @@ use crate::{CheckFeedback, DueCheck, DuePrComment, FeedbackRefusal, FeedbackRepo
 /// The outbox of feedback on GitHub. Its rows are written by the store itself, in the
 /// transaction that changes a run (or records a pull request's delivery): a run of a
 /// `github:` stack with a commit, tracked or proposed, whose stack (or org) wants
-/// feedback, gets a check row; each change of it marks the row due, and its pull
-/// request's comment row too.
+/// feedback, gets a check row. Each change of the run marks the row due — at once when
+/// the run comes to rest (waiting for someone, or ended), a second later while it is
+/// still moving, so quick successive changes are reported together — and a run's
+/// creation and its coming to rest mark its pull request's comment row due too.
 #[async_trait]
 pub trait FeedbackStore: Send + Sync {
     /// Check rows due at `now` (a change not yet reported, or a retry fallen due),
@@ -29,6 +31,13 @@ pub trait FeedbackStore: Send + Sync {
         repository: &str,
         pull_request: i64,
         report: &FeedbackReport,
+    ) -> Result<()>;
+    /// Records that the pull request's comment is about to be created.
+    async fn mark_pr_comment_creating(
+        &self,
+        org: &str,
+        repository: &str,
+        pull_request: i64,
     ) -> Result<()>;
     /// The check rows of a commit of `owner/repo`, oldest first: what a re-run requested
     /// on GitHub starts again.

@@ -98,14 +98,26 @@ pub async fn pass(state: &AppState) -> Result<Duration, bosun_store::StoreError>
     if let Some(until) = state.vcs.github.paused_until() {
         return Ok(until_or(until, poll));
     }
-    Ok(poll)
+    // Until the earliest row falls due (a debounce or a retry), at most the poll interval.
+    let horizon = Utc::now() + chrono::Duration::from_std(poll).unwrap_or_default();
+    let check = state.store.due_checks(horizon, 1).await?;
+    let comment = state.store.due_pr_comments(horizon, 1).await?;
+    let next = [
+        check.first().and_then(|d| d.check.next_attempt_at),
+        comment.first().and_then(|d| d.comment.next_attempt_at),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    Ok(next.map_or(poll, |at| until_or(at, poll)))
 }
 
+/// The sleep until `until`, at most `poll` (and at least a few milliseconds).
 fn until_or(until: DateTime<Utc>, poll: Duration) -> Duration {
     (until - Utc::now())
         .to_std()
         .unwrap_or_default()
-        .min(poll.max(Duration::from_secs(1)))
+        .clamp(Duration::from_millis(5), poll.max(Duration::from_millis(5)))
 }
 
 /// The console page of a run: the check run's `details_url` and the comment's links.
@@ -344,31 +356,32 @@ async fn report_comment(state: &AppState, d: &DuePrComment) -> FeedbackReport {
         |token| async move {
             let token = token.as_str();
             let github = &state.vcs.github;
-            let known = match c.comment_id {
-                Some(id) => Some(id),
-                None => {
+            // Looked for by its marker only when a create may have happened unrecorded.
+            let known = match (c.comment_id, c.create_started) {
+                (Some(id), _) => Some(id),
+                (None, true) => {
                     github
-                        .find_comment(
-                            &token,
-                            &c.repository,
-                            c.pull_request,
-                            &marker,
-                            COMMENT_PAGES,
-                        )
+                        .find_comment(token, &c.repository, c.pull_request, marker, COMMENT_PAGES)
                         .await?
                 }
+                (None, false) => None,
             };
             if let Some(id) = known {
-                match github
-                    .update_comment(&token, &c.repository, id, &body)
-                    .await
-                {
+                match github.update_comment(token, &c.repository, id, body).await {
                     Ok(()) => return Ok(id),
                     // Someone deleted it: a new one takes its place.
                     Err(GithubError::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
+            state
+                .store
+                .mark_pr_comment_creating(&c.org, &c.repository, c.pull_request)
+                .await
+                .map_err(|e| GithubError::Api {
+                    what: "recording the comment's creation".into(),
+                    message: e.to_string(),
+                })?;
             github
                 .create_comment(token, &c.repository, c.pull_request, body)
                 .await
