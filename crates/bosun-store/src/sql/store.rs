@@ -1338,7 +1338,8 @@ where
 #[async_trait]
 impl FeedbackStore for db::Store {
     async fn due_checks(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<DueCheck>> {
-        self.read(move |c| feedback::due_checks(c, now, limit)).await
+        self.read(move |c| feedback::due_checks(c, now, limit))
+            .await
     }
 
     async fn record_check_report(&self, run: &str, report: &FeedbackReport) -> Result<()> {
