@@ -232,6 +232,7 @@ async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
         names,
         [
             "git_poll",
+            "github_feedback",
             "metric_counts",
             "notify",
             "oidc_key_rotation",
@@ -242,7 +243,7 @@ async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
         ],
         "{ready}"
     );
-    let sweep = &ready["duties"][6];
+    let sweep = &ready["duties"][7];
     assert_eq!(sweep["lease_held"], true, "{ready}");
     // A duty that passed here held its lease to do so.
     for d in ready["duties"].as_array().unwrap() {

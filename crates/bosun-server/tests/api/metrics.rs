@@ -574,6 +574,25 @@ async fn metrics_expose_every_series_in_the_text_format() {
             0.0
         );
     }
+    // Feedback on GitHub: no App here, nothing reported; every kind and outcome present.
+    let feedback = family(&families, "bosun_github_feedback", "counter");
+    for kind in ["checks", "comment"] {
+        for outcome in ["reported", "rate_limited", "refused", "failed"] {
+            assert_eq!(
+                feedback.value(
+                    "bosun_github_feedback_total",
+                    &[("kind", kind), ("outcome", outcome)]
+                ),
+                0.0,
+                "{kind} {outcome}"
+            );
+        }
+    }
+    let calls = family(&families, "bosun_github_feedback_api_calls", "counter");
+    assert_eq!(
+        calls.value("bosun_github_feedback_api_calls_total", &[]),
+        0.0
+    );
     let failed = family(&families, "bosun_notification_failures", "counter");
     for kind in ["webhook", "slack"] {
         assert_eq!(
@@ -666,6 +685,8 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_drift_checks_stale",
             "bosun_duty_last_pass_timestamp_seconds",
             "bosun_duty_lease_held",
+            "bosun_github_feedback",
+            "bosun_github_feedback_api_calls",
             "bosun_notification_deliveries",
             "bosun_notification_failures",
             "bosun_notifications_pruned",
