@@ -22,5 +22,5 @@ export BENCH_FEEDBACK_RUNS=${BENCH_FEEDBACK_RUNS:-100}
 echo "commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty)'); release build" >&2
 cargo test --release -p bosun-server --test api feedback::feedback_figures -- \
     --ignored --nocapture --test-threads 1 2>&1 |
-    grep -E '^(feedback:|check-run calls|comment calls|token requests|run end)' ||
+    grep -oE '(feedback: [0-9]+ pull requests.*|^check-run calls.*|^comment calls.*|^token requests.*|^run end.*)' ||
     { echo "the figures test did not print its figures" >&2; exit 1; }

@@ -470,6 +470,28 @@ async fn a_re_run_requested_on_github_retries_the_run_over_the_same_commit() {
     let retry_id = retry["id"].as_str().unwrap().to_string();
     wait_for(|| async { f.check_of_run(&retry_id).is_some() }).await;
 
+    // A re-run naming one of our runs on another commit (or a made-up id) starts nothing.
+    for (guid, external_id, sha) in [
+        ("forged-1", json!(first), "f".repeat(40)),
+        ("forged-2", json!("run-made-up"), head.clone()),
+        ("forged-3", json!(null), head.clone()),
+    ] {
+        let mut p = f.ex.example("check_run", |p| p["action"] == "rerequested");
+        p["check_run"]["external_id"] = external_id;
+        p["check_run"]["head_sha"] = json!(sha);
+        crate::vcs::aim(&mut p);
+        let r = f.deliver("check_run", guid, &p).await;
+        assert_eq!(triggered_stacks(&r), Vec::<String>::new(), "{guid}: {:?}", r.body);
+        assert!(
+            r.body["summary"]
+                .as_str()
+                .unwrap()
+                .contains("nothing to re-run"),
+            "{guid}: {:?}",
+            r.body
+        );
+    }
+
     // A suite re-run while the retry is still queued starts nothing, and says why.
     let mut p =
         f.ex.example("check_suite", |p| p["action"] == "rerequested");
