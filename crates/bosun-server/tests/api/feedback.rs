@@ -481,7 +481,12 @@ async fn a_re_run_requested_on_github_retries_the_run_over_the_same_commit() {
         p["check_run"]["head_sha"] = json!(sha);
         crate::vcs::aim(&mut p);
         let r = f.deliver("check_run", guid, &p).await;
-        assert_eq!(triggered_stacks(&r), Vec::<String>::new(), "{guid}: {:?}", r.body);
+        assert_eq!(
+            triggered_stacks(&r),
+            Vec::<String>::new(),
+            "{guid}: {:?}",
+            r.body
+        );
         assert!(
             r.body["summary"]
                 .as_str()
