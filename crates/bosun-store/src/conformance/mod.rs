@@ -96,6 +96,7 @@ macro_rules! conformance_suite {
             state_needs_a_stack,
             runs_lease_fence_and_finish,
             runs_leased_by_their_stacks_current_pool,
+            runs_lease_looks_past_a_full_page_of_waiting_runs,
             runs_serialize_tracked_and_wait_for_locks,
             runs_stale_and_requeue,
             run_logs_are_idempotent,

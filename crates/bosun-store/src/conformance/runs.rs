@@ -418,3 +418,38 @@ pub async fn runs_leased_by_their_stacks_current_pool(store: Arc<dyn Store>) {
     assert!(store.lease_run(&hosted).await.unwrap().is_none());
     assert_eq!(store.lease_run(&edge).await.unwrap().unwrap().id, "run-2");
 }
+
+/// More runs waiting than a lease reads at once, none of which can go: the dispatchable
+/// run created after them is still found (no run starves behind a busy stack's queue).
+pub async fn runs_lease_looks_past_a_full_page_of_waiting_runs(store: Arc<dyn Store>) {
+    seed_stack(&*store, "busy").await;
+    seed_stack(&*store, "quiet").await;
+    let r = runner(&*store, "runner-1").await;
+    store
+        .create_run(&new_run("busy-0", "busy", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    assert_eq!(store.lease_run(&r).await.unwrap().unwrap().id, "busy-0");
+    // 250 pushes queue behind the executing run of their stack: two and a half pages.
+    for i in 1..=250 {
+        store
+            .create_run(
+                &new_run(&format!("busy-{i:03}"), "busy", RunKind::Tracked),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .create_run(&new_run("quiet-1", "quiet", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    let got = store
+        .lease_run(&r)
+        .await
+        .unwrap()
+        .expect("the quiet stack's run");
+    assert_eq!(got.id, "quiet-1");
+    // Nothing else can go: every busy run waits behind busy-0.
+    assert!(store.lease_run(&r).await.unwrap().is_none());
+}

@@ -557,16 +557,63 @@ pub(super) fn any_waiting(c: &Connection) -> Result<bool> {
 }
 
 /// Leases the oldest run this runner may take: see [`RunStore::lease_run`].
-pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Option<RunRecord>> {
-    let candidates = query_runs(
-        tx,
-        &format!(
-            "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1 AND r.pool = ?2
-             AND (?1 IS NULL OR r.org_id = ?1)
-             ORDER BY r.created_at, r.id LIMIT 100"
+/// Waiting runs of a pool read at once by a lease.
+const LEASE_PAGE: usize = 100;
+
+/// The pool's waiting runs, oldest first, a page at a time: the first page, then those
+/// after `after` (`created_at`, `id`).
+fn lease_candidates(
+    tx: &Transaction<'_>,
+    runner: &RunnerRecord,
+    after: Option<&RunRecord>,
+) -> Result<Vec<RunRecord>> {
+    match after {
+        None => query_runs(
+            tx,
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1 AND r.pool = ?2
+                 AND (?1 IS NULL OR r.org_id = ?1)
+                 ORDER BY r.created_at, r.id LIMIT {LEASE_PAGE}"
+            ),
+            params![runner.org, runner.pool],
         ),
-        params![runner.org, runner.pool],
-    )?;
+        Some(last) => query_runs(
+            tx,
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM runs r WHERE r.needs_lease = 1 AND r.pool = ?2
+                 AND (?1 IS NULL OR r.org_id = ?1)
+                 AND (r.created_at > ?3 OR (r.created_at = ?3 AND r.id > ?4))
+                 ORDER BY r.created_at, r.id LIMIT {LEASE_PAGE}"
+            ),
+            params![runner.org, runner.pool, millis(last.created_at), last.id],
+        ),
+    }
+}
+
+/// Leases the pool's oldest dispatchable run to `runner`. Runs that cannot go yet (behind
+/// an earlier run of their stack, or a lock) are passed over page after page, so however
+/// many wait, a dispatchable run behind them is found.
+pub(super) fn lease(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Option<RunRecord>> {
+    let mut after: Option<RunRecord> = None;
+    loop {
+        let candidates = lease_candidates(tx, runner, after.as_ref())?;
+        let full = candidates.len() == LEASE_PAGE;
+        after = candidates.last().cloned();
+        if let Some(leased) = lease_first(tx, runner, candidates)? {
+            return Ok(Some(leased));
+        }
+        if !full {
+            return Ok(None);
+        }
+    }
+}
+
+/// Leases the first dispatchable run of `candidates`, if any.
+fn lease_first(
+    tx: &Transaction<'_>,
+    runner: &RunnerRecord,
+    candidates: Vec<RunRecord>,
+) -> Result<Option<RunRecord>> {
     for run in candidates {
         // Claim the row where the backend needs to: a run another dispatcher is
         // leasing right now is skipped, not waited for.
