@@ -45,6 +45,10 @@ pub enum GithubError {
     NotFound { what: String },
 }
 
+/// The most of an answer read from GitHub: a page of 100 comments of 65,536 characters
+/// each fits; anything larger is refused rather than held in memory.
+pub const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+
 /// The least a secondary rate limit without `Retry-After` is waited out, as GitHub asks.
 const SECONDARY_LIMIT_WAIT_SECS: i64 = 60;
 /// A cached feedback token is used until this long before it expires.
@@ -464,7 +468,7 @@ impl Github {
         let reply = request.send().await.map_err(|e| api_error(what, e))?;
         let status = reply.status();
         let headers = reply.headers().clone();
-        let body = reply.bytes().await.map_err(|e| api_error(what, e))?;
+        let body = bounded_body(what, reply).await?;
         if status.is_success() {
             if body.is_empty() {
                 return Ok(Value::Null);
@@ -540,6 +544,28 @@ fn rate_limited_until(
     None
 }
 
+/// An answer's body, read a chunk at a time up to [`MAX_REPLY_BYTES`].
+async fn bounded_body(what: &str, mut reply: reqwest::Response) -> Result<Vec<u8>, GithubError> {
+    let too_big = || GithubError::Api {
+        what: what.to_string(),
+        message: format!("the answer is larger than {MAX_REPLY_BYTES} bytes"),
+    };
+    if reply
+        .content_length()
+        .is_some_and(|n| n > MAX_REPLY_BYTES as u64)
+    {
+        return Err(too_big());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = reply.chunk().await.map_err(|e| api_error(what, e))? {
+        if body.len() + chunk.len() > MAX_REPLY_BYTES {
+            return Err(too_big());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 fn id_of(what: &str, reply: &Value) -> Result<i64, GithubError> {
     reply
         .get("id")
@@ -562,7 +588,7 @@ async fn parse<T: serde::de::DeserializeOwned>(
     reply: reqwest::Response,
 ) -> Result<T, GithubError> {
     let status = reply.status();
-    let body = reply.bytes().await.map_err(|e| api_error(what, e))?;
+    let body = bounded_body(what, reply).await?;
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
@@ -577,4 +603,70 @@ async fn parse<T: serde::de::DeserializeOwned>(
         what: what.to_string(),
         message: format!("unexpected reply: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback server answering every request with `body_len` bytes of JSON-ish text,
+    /// chunked (no Content-Length), so only the reader's own count can stop it.
+    async fn serve_big(body_len: usize) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = sock.read(&mut buf).await;
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                    if sock.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let chunk = vec![b' '; 64 * 1024];
+                    let mut sent = 0;
+                    while sent < body_len {
+                        let n = chunk.len().min(body_len - sent);
+                        let frame = format!("{n:x}\r\n");
+                        if sock.write_all(frame.as_bytes()).await.is_err()
+                            || sock.write_all(&chunk[..n]).await.is_err()
+                            || sock.write_all(b"\r\n").await.is_err()
+                        {
+                            return;
+                        }
+                        sent += n;
+                    }
+                    let _ = sock.write_all(b"0\r\n\r\n").await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    fn client(url: &str) -> Github {
+        let config = crate::config::VcsConfig {
+            api_url: url.to_string(),
+            web_url: url.to_string(),
+            ..Default::default()
+        };
+        Github::new(&config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_answer_larger_than_the_bound_is_refused_not_held() {
+        let url = serve_big(MAX_REPLY_BYTES + 1).await;
+        let err = client(&url)
+            .update_comment("ghs_x", "acme/infra", 1, "body")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("larger than"), "{err}");
+        // Within the bound, the same answer is read (and is not JSON: a clear error).
+        let url = serve_big(1024).await;
+        let err = client(&url)
+            .create_comment("ghs_x", "acme/infra", 1, "body")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("unexpected reply"), "{err}");
+    }
 }
