@@ -145,13 +145,28 @@ async fn gate_of(state: &AppState, run: &RunRecord) -> Option<String> {
     record.requires_approval.then(|| env.to_string())
 }
 
-/// Why a kind of feedback is not tried for this repository now, if it was refused.
-async fn refused(state: &AppState, repository: &str, kind: &str) -> Option<String> {
-    let refusals = state.store.feedback_refusals(repository).await.ok()?;
-    refusals
-        .into_iter()
-        .find(|r| r.kind == kind && r.until > Utc::now())
-        .map(|r| r.message)
+/// A kind of feedback's refusal on record for a repository: why it is not tried now (a
+/// refusal still in force), and whether one is recorded at all (to clear after a
+/// success) — one read per report.
+struct Refusal {
+    active: Option<String>,
+    recorded: bool,
+}
+
+async fn refusal(state: &AppState, repository: &str, kind: &str) -> Refusal {
+    let found = state
+        .store
+        .feedback_refusals(repository)
+        .await
+        .ok()
+        .and_then(|all| all.into_iter().find(|r| r.kind == kind));
+    Refusal {
+        active: found
+            .as_ref()
+            .filter(|r| r.until > Utc::now())
+            .map(|r| r.message.clone()),
+        recorded: found.is_some(),
+    }
 }
 
 /// A token for `repository` with `permission`, through the installation it is bound to.
@@ -267,7 +282,8 @@ async fn report_check(state: &AppState, d: &DueCheck) -> FeedbackReport {
     if !c.checks {
         return settled;
     }
-    if let Some(why) = refused(state, &c.repository, "checks").await {
+    let refused = refusal(state, &c.repository, "checks").await;
+    if let Some(why) = refused.active.clone() {
         return FeedbackReport::failed(c.changes, why, None);
     }
     let gate = gate_of(state, &d.run).await;
@@ -299,21 +315,16 @@ async fn report_check(state: &AppState, d: &DueCheck) -> FeedbackReport {
     match result {
         Ok(id) => {
             Counters::bump(&state.vcs.counters.feedback_checks.reported);
-            clear_refusal(state, &c.repository, "checks").await;
+            clear_refusal(state, &c.repository, "checks", &refused).await;
             FeedbackReport::reported(c.changes, id)
         }
         Err(e) => failed(state, &c.repository, "checks", c.changes, c.attempts, e).await,
     }
 }
 
-async fn clear_refusal(state: &AppState, repository: &str, kind: &str) {
-    let has = state
-        .store
-        .feedback_refusals(repository)
-        .await
-        .map(|r| r.iter().any(|r| r.kind == kind))
-        .unwrap_or(false);
-    if has {
+/// Clears a refusal on record once that kind of feedback went through.
+async fn clear_refusal(state: &AppState, repository: &str, kind: &str, refusal: &Refusal) {
+    if refusal.recorded {
         let _ = state
             .store
             .set_feedback_refusal(repository, kind, None)
@@ -325,7 +336,8 @@ async fn clear_refusal(state: &AppState, repository: &str, kind: &str) {
 /// edited in place with what every stack of the org shows now.
 async fn report_comment(state: &AppState, d: &DuePrComment) -> FeedbackReport {
     let c = &d.comment;
-    if let Some(why) = refused(state, &c.repository, "comment").await {
+    let refused = refusal(state, &c.repository, "comment").await;
+    if let Some(why) = refused.active.clone() {
         return FeedbackReport::failed(c.changes, why, None);
     }
     let mut gates = Vec::with_capacity(d.runs.len());
@@ -391,7 +403,7 @@ async fn report_comment(state: &AppState, d: &DuePrComment) -> FeedbackReport {
     match result {
         Ok(id) => {
             Counters::bump(&state.vcs.counters.feedback_comment.reported);
-            clear_refusal(state, &c.repository, "comment").await;
+            clear_refusal(state, &c.repository, "comment", &refused).await;
             FeedbackReport::reported(c.changes, id)
         }
         Err(e) => failed(state, &c.repository, "comment", c.changes, c.attempts, e).await,
