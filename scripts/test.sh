@@ -10,6 +10,8 @@ log() { printf '==> %s\n' "$*"; }
 apt_tools=(
   "git:git"
   "curl:curl"
+  # ip (iproute2): the egress sandbox tests make a private network of their own.
+  "ip:iproute2"
   "node:nodejs"
   "npm:npm"
   "/usr/sbin/sshd:openssh-server"

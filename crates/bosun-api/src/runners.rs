@@ -17,6 +17,26 @@ pub struct RunnerRegister {
     pub name: String,
     #[serde(default)]
     pub version: String,
+    /// How the runner's engines reach the network. Absent from runners that predate it
+    /// (and not sent when `None`, so a server that predates it still registers the
+    /// runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<RunnerEgress>,
+}
+
+/// How a runner's engines reach the network, as the runner registers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerEgress {
+    /// Engines run in the egress sandbox: their own network namespace, reaching out only
+    /// through the runner's egress proxy, which refuses what the policy does not allow.
+    Restricted,
+    /// No sandbox: the engines reach whatever the runner's host reaches. A self-hosted
+    /// runner's default — its point is the operator's network.
+    Unrestricted,
+    /// No sandbox on a runner that should have one (a hosted runner): its operator
+    /// started it with `--egress-unrestricted`.
+    OptedOut,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -138,6 +158,14 @@ pub struct RunnerReport {
     pub fencing: i64,
     #[serde(flatten)]
     pub event: RunnerEvent,
+    /// Connections the phase's engine tried that the egress policy refused (0: none, or
+    /// no sandbox; then not sent).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub egress_refusals: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -171,4 +199,55 @@ pub struct RunnerView {
     /// `online`, `busy`, `dark` (missed heartbeats) or `drained`.
     pub status: String,
     pub last_seen: DateTime<Utc>,
+    /// How its engines reach the network, as it registered; `None`: it did not say (a
+    /// runner version that predates the egress sandbox).
+    #[serde(default)]
+    pub egress: Option<RunnerEgress>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn egress_reads_and_writes_its_snake_case_names() {
+        for (mode, text) in [
+            (RunnerEgress::Restricted, "\"restricted\""),
+            (RunnerEgress::Unrestricted, "\"unrestricted\""),
+            (RunnerEgress::OptedOut, "\"opted_out\""),
+        ] {
+            assert_eq!(serde_json::to_string(&mode).unwrap(), text);
+            assert_eq!(serde_json::from_str::<RunnerEgress>(text).unwrap(), mode);
+        }
+        // A runner that predates it registers as before, and says nothing it need not.
+        let r: RunnerRegister = serde_json::from_str(r#"{"name": "r1"}"#).unwrap();
+        assert_eq!(r.egress, None);
+        let sent = serde_json::to_value(&r).unwrap();
+        assert!(sent.get("egress").is_none(), "{sent}");
+        let r: RunnerRegister =
+            serde_json::from_str(r#"{"name": "r1", "egress": "opted_out"}"#).unwrap();
+        assert_eq!(r.egress, Some(RunnerEgress::OptedOut));
+    }
+
+    #[test]
+    fn egress_refusals_are_sent_only_when_there_were_some() {
+        let mut report = RunnerReport {
+            fencing: 2,
+            event: RunnerEvent::Applied,
+            egress_refusals: 0,
+        };
+        let sent = serde_json::to_value(&report).unwrap();
+        assert_eq!(sent, serde_json::json!({"fencing": 2, "event": "applied"}));
+        report.egress_refusals = 3;
+        let sent = serde_json::to_value(&report).unwrap();
+        assert_eq!(sent["egress_refusals"], 3);
+        let back: RunnerReport = serde_json::from_value(sent).unwrap();
+        assert_eq!(
+            (back.egress_refusals, back.event),
+            (3, RunnerEvent::Applied)
+        );
+        let old: RunnerReport =
+            serde_json::from_str(r#"{"fencing": 2, "event": "failed", "reason": "x"}"#).unwrap();
+        assert_eq!(old.egress_refusals, 0);
+    }
 }

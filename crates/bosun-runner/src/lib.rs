@@ -19,10 +19,13 @@
 //! `client` (the protocol's HTTP calls and retries), `control` (stop reasons and
 //! shutdown levels), `recovery` (the state an engine could not write — its
 //! `errored.tfstate` — delivered to the server as a recovered version, at the end of the
-//! phase or when a runner starts on a work dir that still holds one).
+//! phase or when a runner starts on a work dir that still holds one), `egress` (the
+//! sandbox a restricted runner's engines run in: their own network namespace whose only
+//! way out is the runner's egress proxy, which refuses private addresses).
 
 mod client;
 mod control;
+pub mod egress;
 mod integrations;
 mod logs;
 mod phase;
@@ -35,6 +38,8 @@ mod workspace;
 
 #[cfg(test)]
 mod pool_tests;
+#[cfg(test)]
+mod test_net;
 #[cfg(test)]
 mod test_support;
 
@@ -74,6 +79,8 @@ pub struct RunnerConfig {
     /// How long the engine's state requests (read, write, lock, unlock) keep retrying a
     /// server that does not answer, through the http backend's `TF_HTTP_RETRY_*` settings.
     pub state_retry_window: Duration,
+    /// Whether the engines run in the egress sandbox (`egress`).
+    pub egress: egress::EgressMode,
 }
 
 impl RunnerConfig {
@@ -96,6 +103,7 @@ impl RunnerConfig {
             ca_file: None,
             connect_to: None,
             state_retry_window: Self::DEFAULT_STATE_RETRY_WINDOW,
+            egress: egress::EgressMode::Unrestricted,
         }
     }
 }
@@ -111,6 +119,7 @@ impl fmt::Debug for RunnerConfig {
             .field("ca_file", &self.ca_file)
             .field("connect_to", &self.connect_to)
             .field("state_retry_window", &self.state_retry_window)
+            .field("egress", &self.egress)
             .finish()
     }
 }
@@ -141,6 +150,8 @@ pub enum RunnerError {
     WorkDir { path: PathBuf, reason: String },
     #[error("the server refused runner {name}: {reason}")]
     Refused { name: String, reason: String },
+    #[error(transparent)]
+    Sandbox(#[from] egress::SandboxUnavailable),
     #[error("a worker stopped unexpectedly: {0}")]
     WorkerPanicked(String),
 }
@@ -182,6 +193,21 @@ async fn run_pool(
         config.connect_to,
     )?);
     prepare_work_dir(&config.work_dir).await?;
+    // Never silently open: a runner that must sandbox its engines and cannot does not
+    // start.
+    match &config.egress {
+        egress::EgressMode::Restricted(_) => {
+            tokio::task::spawn_blocking(egress::probe)
+                .await
+                .map_err(|e| RunnerError::WorkerPanicked(e.to_string()))??;
+        }
+        egress::EgressMode::OptedOut => tracing::warn!(
+            runner = %config.name,
+            "engines run without the egress sandbox (--egress-unrestricted): they reach \
+             every network this machine reaches"
+        ),
+        egress::EgressMode::Unrestricted => {}
+    }
     let config = Arc::new(config);
     let (level_tx, level_rx) = watch::channel(Level::Running);
     let mut set = JoinSet::new();

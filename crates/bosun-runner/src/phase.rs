@@ -12,6 +12,7 @@ use bosun_api::{Lease, RunnerEvent, RunnerReport};
 
 use crate::client::{retry, ClientError, ServerClient};
 use crate::control::{Shutdown, Stop, StopSignal};
+use crate::egress::{self, EgressMode, Refusals, Sandbox, ServerUrls};
 use crate::integrations;
 use crate::logs::LogSink;
 use crate::plan_summary;
@@ -37,6 +38,8 @@ pub(crate) struct PhaseContext<'a> {
     pub(crate) stop: &'a StopSignal,
     pub(crate) shutdown: &'a Shutdown,
     pub(crate) log: &'a LogSink,
+    /// The connections the phase's engine tried that the egress policy refused.
+    pub(crate) refusals: &'a Refusals,
 }
 
 /// What to tell the server about the phase.
@@ -273,6 +276,32 @@ async fn run_engine(
         env.retain(|(k, _)| k != "SSL_CERT_FILE");
         env.push(("SSL_CERT_FILE".to_string(), ca.display().to_string()));
     }
+    // The sandbox lives until the engine's last command of the phase is done.
+    let sandbox = match &ctx.config.egress {
+        EgressMode::Restricted(policy) => {
+            let server = ServerUrls {
+                urls: vec![
+                    lease.state_url.clone(),
+                    lease.id_token_request_url.clone(),
+                    ctx.config.server.clone(),
+                ],
+                connect_to: ctx.config.connect_to.and_then(|addr| {
+                    let (host, port) = egress::host_port(&ctx.config.server)?;
+                    Some((host, port, addr))
+                }),
+            };
+            let sandbox = Sandbox::start(policy, &server, ctx.log, ctx.refusals)
+                .await
+                .map_err(|e| Halt::Failed(format!("cannot make the egress sandbox: {e}")))?;
+            // After the stack's variables: none can take the engine around the proxy.
+            for (key, value) in sandbox.env() {
+                env.retain(|(k, _)| *k != key);
+                env.push((key, value));
+            }
+            Some(sandbox)
+        }
+        EgressMode::Unrestricted | EgressMode::OptedOut => None,
+    };
     if lease.engine == "auto" {
         ctx.log
             .line(format!(
@@ -291,6 +320,7 @@ async fn run_engine(
         fenced_grace: (kind == PhaseKind::Apply).then(|| {
             (ctx.config.state_retry_window + Duration::from_secs(30)).max(ctx.config.cancel_grace)
         }),
+        netns: sandbox.as_ref().map(Sandbox::netns_fd),
     };
     engine
         .ok(ctx, &["init", "-input=false", "-no-color"])
@@ -321,6 +351,7 @@ async fn report_started(ctx: &PhaseContext<'_>, commit: String) -> Result<(), Ha
     let report = RunnerReport {
         fencing: ctx.lease.fencing,
         event: RunnerEvent::Started { commit },
+        egress_refusals: 0,
     };
     retry("reporting started", ctx.shutdown.give_up(), || {
         ctx.client.report(&ctx.lease.run_id, &report)
@@ -559,6 +590,7 @@ fn git_command<'a>(
         capture_stdout: capture,
         header: None,
         fenced_grace: None,
+        netns: None,
     }
 }
 
@@ -583,6 +615,8 @@ struct Engine<'a> {
     /// Set for an apply: a fenced lease interrupts it and gives it this long to write its
     /// state (`Step::fenced_grace`).
     fenced_grace: Option<Duration>,
+    /// The egress sandbox's namespace, when the runner is restricted.
+    netns: Option<std::os::fd::RawFd>,
 }
 
 impl Engine<'_> {
@@ -596,6 +630,7 @@ impl Engine<'_> {
             capture_stdout: capture,
             header: None,
             fenced_grace: self.fenced_grace,
+            netns: self.netns,
         }
     }
 

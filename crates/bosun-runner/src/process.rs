@@ -45,6 +45,9 @@ pub(crate) struct Step<'a> {
     /// state of what it changed — a late write, flagged, or its `errored.tfstate` —
     /// rather than die with that state in memory. `None`: killed at once.
     pub(crate) fenced_grace: Option<Duration>,
+    /// The network namespace the command runs in (the egress sandbox's), entered between
+    /// fork and exec; `None`: the runner's own.
+    pub(crate) netns: Option<std::os::fd::RawFd>,
 }
 
 /// How a command ended.
@@ -149,6 +152,19 @@ pub(crate) async fn run_step(
         .stderr(Stdio::from(std::fs::File::create(&outputs.stderr)?))
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(ns) = step.netns {
+        // SAFETY: between fork and exec only setns(2), which is async-signal-safe, runs;
+        // `ns` is the sandbox's descriptor, open for as long as this step (the sandbox
+        // outlives every step given its descriptor).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(ns, libc::CLONE_NEWNET) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     let mut child = cmd.spawn()?;
     let pgid = child
         .id()
@@ -460,6 +476,7 @@ mod tests {
             capture_stdout: false,
             header: None,
             fenced_grace: None,
+            netns: None,
         }
     }
 
@@ -716,6 +733,7 @@ mod tests {
             capture_stdout: false,
             header: None,
             fenced_grace: None,
+            netns: None,
         };
         assert!(run_step(step, &log, &StopSignal::new(), Duration::ZERO)
             .await

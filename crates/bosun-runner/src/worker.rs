@@ -13,6 +13,7 @@ use tracing::Instrument as _;
 
 use crate::client::{retry, Backoff, ClientError, ServerClient};
 use crate::control::{Level, Shutdown, Stop, StopSignal};
+use crate::egress::Refusals;
 use crate::logs::{spawn_shipper, ShipEnd};
 use crate::phase::{self, PhaseContext, PhaseEnd};
 use crate::workspace::lease_secrets;
@@ -110,6 +111,7 @@ impl Worker {
         let body = RunnerRegister {
             name: self.name.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            egress: Some(self.config.egress.registered()),
         };
         let registered = tokio::select! {
             r = retry("registering", std::future::pending(), || self.client.register(&body)) => r,
@@ -197,6 +199,7 @@ impl Worker {
             stop.clone(),
             self.shutdown.clone(),
         );
+        let refusals = Refusals::default();
         let end = {
             let ctx = PhaseContext {
                 client: &self.client,
@@ -206,6 +209,7 @@ impl Worker {
                 stop: &stop,
                 shutdown: &self.shutdown,
                 log: &log,
+                refusals: &refusals,
             };
             phase::execute(&ctx).await
         };
@@ -235,6 +239,7 @@ impl Worker {
         let report = RunnerReport {
             fencing: lease.fencing,
             event,
+            egress_refusals: refusals.count(),
         };
         let reported = retry("reporting the phase", self.shutdown.give_up(), || {
             self.client.report(&lease.run_id, &report)
