@@ -40,6 +40,18 @@ pub struct RunnerArgs {
     #[arg(long, env = "BOSUN_RUNNER_STATE_RETRY_WINDOW", default_value = "5m",
           value_parser = humantime::parse_duration)]
     state_retry_window: Duration,
+    /// Run the engines in the egress sandbox, as the server's hosted runners do: their own
+    /// network namespace, out only through this runner's egress proxy, which refuses
+    /// private, loopback and metadata addresses. A self-hosted runner is unrestricted by
+    /// default (reaching your network is its point). Needs CAP_SYS_ADMIN.
+    #[arg(long, env = "BOSUN_RUNNER_EGRESS_RESTRICTED")]
+    egress_restricted: bool,
+    /// With --egress-restricted: a destination the engines may reach besides the public
+    /// internet (`host:port`, an address, or `addr/prefix`). Repeat, or separate with
+    /// commas.
+    #[arg(long = "egress-allow", env = "BOSUN_RUNNER_EGRESS_ALLOW", value_delimiter = ',',
+          value_parser = |raw: &str| raw.parse::<bosun_runner::egress::AllowRule>())]
+    egress_allow: Vec<bosun_runner::egress::AllowRule>,
 }
 
 /// Runs the runner. `token_flag` is the global `--token` when given on the command line;
@@ -75,6 +87,18 @@ pub async fn run(
     let mut config = RunnerConfig::new(args.server.clone(), token, name.clone(), work_dir);
     config.cancel_grace = args.cancel_grace;
     config.state_retry_window = args.state_retry_window;
+    config.egress = match (args.egress_restricted, args.egress_allow.is_empty()) {
+        (true, _) => {
+            bosun_runner::egress::EgressMode::Restricted(bosun_runner::egress::EgressPolicy {
+                allow: args.egress_allow,
+            })
+        }
+        (false, true) => bosun_runner::egress::EgressMode::Unrestricted,
+        (false, false) => bail!(
+            "--egress-allow opens destinations of the egress sandbox: pass --egress-restricted \
+             too (an unrestricted runner reaches everything already)"
+        ),
+    };
     // Absolute: the engine, which is given it as SSL_CERT_FILE, runs in its workspace.
     config.ca_file = match ca_file {
         Some(path) => Some(
@@ -106,8 +130,12 @@ pub async fn run(
             std::future::pending::<()>().await;
         }
     };
+    let egress = match &config.egress {
+        bosun_runner::egress::EgressMode::Restricted(_) => "engines in the egress sandbox",
+        _ => "engines unrestricted",
+    };
     eprintln!(
-        "bosun: runner {name} working for {} with {} worker(s)",
+        "bosun: runner {name} working for {} with {} worker(s), {egress}",
         args.server, args.workers
     );
     let result = run_workers_draining(config, usize::from(args.workers), drain, abandon).await;

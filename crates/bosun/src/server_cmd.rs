@@ -57,6 +57,18 @@ pub struct ServerArgs {
     #[arg(long, env = "BOSUN_RUNNER_STATE_RETRY_WINDOW", default_value = "5m",
           value_parser = humantime::parse_duration)]
     runner_state_retry_window: std::time::Duration,
+    /// A destination the embedded (hosted) runners' engines may reach besides the public
+    /// internet, through the egress sandbox: `host:port`, an address, or `addr/prefix`
+    /// (a public mirror on a private address). Repeat the flag, or separate with commas.
+    #[arg(long = "egress-allow", env = "BOSUN_EGRESS_ALLOW", value_delimiter = ',',
+          value_parser = parse_allow_rule)]
+    egress_allow: Vec<bosun_runner::egress::AllowRule>,
+    /// Run the embedded runners' engines without the egress sandbox, with this machine's
+    /// whole network (private addresses, the database, cloud metadata). Said at every
+    /// start and shown on the runners; only for a platform that cannot make network
+    /// namespaces.
+    #[arg(long, env = "BOSUN_EGRESS_UNRESTRICTED")]
+    egress_unrestricted: bool,
     /// Largest state document the state backend accepts, in bytes [default: 67108864].
     #[arg(long, env = "BOSUN_MAX_STATE_BYTES")]
     max_state_bytes: Option<usize>,
@@ -207,6 +219,7 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
         .init();
     let vcs = vcs_config(&args)?;
     let secrets = secrets_config(&args);
+    let egress = hosted_egress(&args)?;
     let config = ServerConfig::resolve(ConfigOverrides {
         config_file: args.config,
         listen: args.listen,
@@ -287,6 +300,7 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
             server.state().config.data_dir.join("runner"),
         );
         config.state_retry_window = args.runner_state_retry_window;
+        config.egress = egress.clone();
         if let Some(tls) = &tls {
             // Over loopback, under the public URL's name, trusting the public roots and
             // the CA file, or else the chain the server serves (its CA or intermediate
@@ -320,6 +334,34 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
     }
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the embedded runners' engines reach the network: in the egress sandbox, unless
+/// the operator opted out. A platform that cannot make the sandbox stops the server here,
+/// before it serves anything, rather than run hosted engines unsandboxed.
+fn hosted_egress(args: &ServerArgs) -> anyhow::Result<bosun_runner::egress::EgressMode> {
+    use bosun_runner::egress::{probe, EgressMode, EgressPolicy};
+    if args.local_runners == 0 {
+        return Ok(EgressMode::Restricted(EgressPolicy::default()));
+    }
+    if args.egress_unrestricted {
+        if !args.egress_allow.is_empty() {
+            anyhow::bail!("--egress-allow has no effect with --egress-unrestricted: pass one");
+        }
+        eprintln!(
+            "bosun: WARNING: --egress-unrestricted: the embedded runners' engines run without \
+             the egress sandbox and reach every network this machine reaches"
+        );
+        return Ok(EgressMode::OptedOut);
+    }
+    probe().context("the embedded runners cannot start")?;
+    Ok(EgressMode::Restricted(EgressPolicy {
+        allow: args.egress_allow.clone(),
+    }))
+}
+
+fn parse_allow_rule(raw: &str) -> Result<bosun_runner::egress::AllowRule, String> {
+    raw.parse()
 }
 
 /// The URL the embedded runners use: over TLS, the public URL's host (the name the

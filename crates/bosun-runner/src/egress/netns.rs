@@ -132,23 +132,21 @@ impl Sandbox {
                 .as_ref()
                 .filter(|(h, p, _)| h.eq_ignore_ascii_case(&host) && *p == port)
                 .map(|(_, _, addr)| *addr);
-            if is_loopback_host(&host) {
-                // The engine's client does not proxy loopback: it connects in the
-                // namespace, where this port is forwarded to the server.
-                if !forward_ports.iter().any(|(p, _)| *p == port) {
-                    let to = match connect_to {
-                        Some(addr) => Destination::Addr(addr),
-                        None => Destination::Name(host.clone(), port),
-                    };
-                    forward_ports.push((port, to));
-                }
-            } else {
-                endpoints.push(ServerEndpoint {
-                    host,
-                    port,
-                    connect_to,
-                });
+            // A client that does not proxy loopback (Go's) connects in the namespace,
+            // where the server's loopback port is forwarded to it; one that proxies
+            // everything (curl) reaches it through the proxy.
+            if is_loopback_host(&host) && !forward_ports.iter().any(|(p, _)| *p == port) {
+                let to = match connect_to {
+                    Some(addr) => Destination::Addr(addr),
+                    None => Destination::Name(host.clone(), port),
+                };
+                forward_ports.push((port, to));
             }
+            endpoints.push(ServerEndpoint {
+                host,
+                port,
+                connect_to,
+            });
         }
         let ports: Vec<u16> = forward_ports.iter().map(|(p, _)| *p).collect();
         let ns = tokio::task::spawn_blocking(move || Namespace::create(&ports))

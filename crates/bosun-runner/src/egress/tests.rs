@@ -228,10 +228,11 @@ async fn the_servers_loopback_port_is_forwarded_and_its_name_let_through() {
     )
     .await;
     let (fd, port) = (s.sandbox.netns_fd(), s.proxy_port());
-    let (direct, named) = tokio::task::spawn_blocking(move || {
+    let (direct, proxied, named) = tokio::task::spawn_blocking(move || {
         inside(fd, move || {
             (
                 exchange(server_addr, "GET /state HTTP/1.1\r\nHost: x\r\n\r\n".into()).unwrap(),
+                via_proxy(port, &format!("http://{server_addr}/state")),
                 tunnel(port, "bosun.example.com:443"),
             )
         })
@@ -239,6 +240,7 @@ async fn the_servers_loopback_port_is_forwarded_and_its_name_let_through() {
     .await
     .unwrap();
     assert!(direct.ends_with("\r\n\r\nstate"), "{direct}");
+    assert!(proxied.ends_with("\r\n\r\nstate"), "{proxied}");
     assert!(
         named.contains("200 Connection established") && named.ends_with("state"),
         "{named}"
