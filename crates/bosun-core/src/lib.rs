@@ -15,6 +15,7 @@ pub mod plan_resources;
 pub mod plan_run;
 pub mod role;
 pub mod run;
+pub mod runner;
 pub mod stack;
 pub mod state;
 mod string_enum;

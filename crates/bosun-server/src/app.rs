@@ -32,6 +32,8 @@ pub struct AppState {
     pub notifications: Arc<crate::notify::counters::Counters>,
     /// This process's retention counters.
     pub retention: Arc<crate::retention::counters::Counters>,
+    /// What runners reported to this process (the egress refusals), for `/metrics`.
+    pub runner_counters: Arc<crate::service::runners::Counters>,
     /// This replica's id: the holder of its duty leases (`duties::holds_duty`) and the
     /// owner of its embedded runners (`runners::embedded_runner_name`).
     pub replica: Arc<str>,

@@ -13,7 +13,8 @@
 //! whatever the number of runs.
 //!
 //! The notification counters belong to this process too (each replica's delivery duty
-//! counts its own attempts; Prometheus sums them).
+//! counts its own attempts; Prometheus sums them), and so does the egress refusal count
+//! (each replica counts the phase reports it took).
 //!
 //! Access: the series name orgs, stacks and runners, so `/metrics` is not open to whoever
 //! reaches the server. With a metrics token it needs `Authorization: Bearer <token>`; with
@@ -348,6 +349,18 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         "bosun_github_feedback_api_calls_total",
         &[],
         state.vcs.github.feedback_calls.load(Ordering::Relaxed),
+    );
+
+    out.family(
+        "bosun_egress_refused_total",
+        "counter",
+        "Connections from engines that the hosted egress policy refused, as runners \
+         reported them with their phases to this server process.",
+    );
+    out.sample(
+        "bosun_egress_refused_total",
+        &[],
+        state.runner_counters.egress_refused.load(Ordering::Relaxed),
     );
 
     let d = m.trigger_decisions;

@@ -3,6 +3,7 @@
 //! its fencing number, so a runner that lost its lease can never move the run again.
 //! Also the org's view of runners (online, busy, dark, drained) and draining.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -11,8 +12,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bosun_api::{
-    Heartbeat, HeartbeatReply, Lease, LeaseRequest, LogAppend, RunnerEvent, RunnerRegister,
-    RunnerRegistered, RunnerReport,
+    Heartbeat, HeartbeatReply, Lease, LeaseRequest, LogAppend, RunnerEgress, RunnerEvent,
+    RunnerRegister, RunnerRegistered, RunnerReport,
 };
 use bosun_core::authz::{Access, PrincipalKind};
 use bosun_core::run::{Event, Phase};
@@ -160,8 +161,19 @@ pub async fn register(
             drained: false,
             last_seen: Utc::now(),
             created_at: Utc::now(),
+            egress: body.egress.map(crate::service::runners::egress_record),
         })
         .await?;
+    // An opted-out runner runs engines outside the sandbox its kind should have: said
+    // where operators look, not only on the runners page.
+    if body.egress == Some(RunnerEgress::OptedOut) {
+        tracing::info!(
+            runner = %runner.id,
+            pool = %runner.pool,
+            "runner {} runs engines without the egress sandbox (--egress-unrestricted)",
+            runner.name
+        );
+    }
     Ok(Json(RunnerRegistered {
         runner_id: runner.id,
         heartbeat_seconds: state.config.runs.heartbeat.as_secs().max(1),
@@ -588,6 +600,14 @@ pub async fn report(
             },
         )
         .await?;
+    // Counted once the report is taken: a retried copy of an accepted report is refused
+    // (fenced or out of turn) and adds nothing.
+    if body.egress_refusals > 0 {
+        state
+            .runner_counters
+            .egress_refused
+            .fetch_add(u64::from(body.egress_refusals), Ordering::Relaxed);
+    }
     if out.run.needs_lease || out.run.state.is_terminal() {
         // A next phase to lease, or a stack queue that just moved on.
         state.wake_dispatch();

@@ -108,6 +108,7 @@ impl RunningServer {
             issuer: Arc::new(crate::identity::Issuer::default()),
             notifications: Arc::default(),
             retention: Arc::default(),
+            runner_counters: Arc::default(),
             replica: replica.into(),
             lease_masks: Arc::default(),
         };

@@ -131,6 +131,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0030_metrics_bounded.sql"),
     include_str!("../migrations/sqlite/0031_run_pool.sql"),
     include_str!("../migrations/sqlite/0032_pr_feedback.sql"),
+    include_str!("../migrations/sqlite/0033_runner_egress.sql"),
 ];
 
 /// The schema version this binary writes.

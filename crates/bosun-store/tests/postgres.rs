@@ -271,6 +271,7 @@ fn runner(id: &str) -> bosun_store::RunnerRecord {
         drained: false,
         last_seen: chrono::Utc::now(),
         created_at: chrono::Utc::now(),
+        egress: None,
     }
 }
 

@@ -789,6 +789,7 @@ async fn migrates_a_v30_database_keeping_waiting_runs_leasable_by_their_pool() {
         drained: false,
         last_seen: chrono::Utc::now(),
         created_at: chrono::Utc::now(),
+        egress: None,
     };
     let edge = store
         .register_runner(&runner("rnr-edge", Some("acme"), "edge"))
@@ -876,6 +877,61 @@ async fn pr_feedback_columns_hold_the_string_forms() {
         [
             ("inherits".to_string(), None),
             ("own".to_string(), Some("checks".to_string()))
+        ]
+    );
+}
+
+/// Runners registered before v33 said nothing of their egress: they read back as `None`,
+/// and a runner registering afterwards stores its mode's string form.
+#[tokio::test]
+async fn migrates_a_v32_database_keeping_runners_that_did_not_say_their_egress() {
+    use bosun_core::runner::Egress;
+    use bosun_store::{RunnerRecord, RunnerStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        schema_at(&tx, 32);
+        tx.execute_batch(
+            "INSERT INTO runners (id, org_id, pool, name, version, drained, last_seen, created_at)
+             VALUES ('rnr-old', NULL, 'hosted', 'old', '0.1.0', 0, 1, 1);",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert!(store.schema_version().await.unwrap() >= 33);
+    let old = store.get_runner("rnr-old").await.unwrap().unwrap();
+    assert_eq!((old.name.as_str(), old.egress), ("old", None));
+    store
+        .register_runner(&RunnerRecord {
+            id: "rnr-new".into(),
+            org: None,
+            pool: "hosted".into(),
+            name: "new".into(),
+            version: "0.2.0".into(),
+            drained: false,
+            last_seen: chrono::Utc::now(),
+            created_at: chrono::Utc::now(),
+            egress: Some(Egress::OptedOut),
+        })
+        .await
+        .unwrap();
+    store.close().await;
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let stored: Vec<(String, Option<String>)> = conn
+        .prepare("SELECT id, egress FROM runners ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        stored,
+        [
+            ("rnr-new".to_string(), Some("opted_out".to_string())),
+            ("rnr-old".to_string(), None)
         ]
     );
 }

@@ -2,8 +2,14 @@
 //! the work behind the API's list and the console's runners page, the status rule
 //! `/metrics` counts by, and how a run whose runner fell silent is settled (by the stale
 //! sweep, the start-up reconciliation and a restarted runner handing its lease back).
+//! Also each runner's egress mode as it registered it, and this process's count of the
+//! connections runners reported their egress policy refused.
 
+use std::sync::atomic::AtomicU64;
+
+use bosun_api::RunnerEgress;
 use bosun_core::run::Event;
+use bosun_core::runner::Egress;
 use bosun_store::RunnerRecord;
 use bosun_store::{RunEventInput, RunUpdate};
 use chrono::Utc;
@@ -11,6 +17,32 @@ use chrono::Utc;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::paging::{whole, PageQuery};
+
+/// What runners reported to this process, for `/metrics`.
+#[derive(Default)]
+pub struct Counters {
+    /// Connections from engines that the egress policy refused, summed over the phase
+    /// reports this process accepted.
+    pub egress_refused: AtomicU64,
+}
+
+/// A registered egress mode as the store keeps it.
+pub(crate) fn egress_record(e: RunnerEgress) -> Egress {
+    match e {
+        RunnerEgress::Restricted => Egress::Restricted,
+        RunnerEgress::Unrestricted => Egress::Unrestricted,
+        RunnerEgress::OptedOut => Egress::OptedOut,
+    }
+}
+
+/// A stored egress mode as the API shows it.
+pub(crate) fn egress_view(e: Egress) -> RunnerEgress {
+    match e {
+        Egress::Restricted => RunnerEgress::Restricted,
+        Egress::Unrestricted => RunnerEgress::Unrestricted,
+        Egress::OptedOut => RunnerEgress::OptedOut,
+    }
+}
 
 /// Every status [`runner_status`] gives.
 pub(crate) const RUNNER_STATUSES: [&str; 4] = ["online", "busy", "dark", "drained"];
@@ -69,6 +101,7 @@ pub async fn list(state: &AppState, org: &str) -> Result<Vec<bosun_api::RunnerVi
                 pool: r.pool,
                 name: r.name,
                 version: r.version,
+                egress: r.egress.map(egress_view),
             }
         })
         .collect())

@@ -21,6 +21,7 @@ mod outputs;
 mod plan_runs;
 mod plans_resources;
 mod retention;
+mod runners;
 mod runs;
 mod security_hostile;
 mod security_input;

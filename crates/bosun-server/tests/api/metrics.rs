@@ -593,6 +593,9 @@ async fn metrics_expose_every_series_in_the_text_format() {
         calls.value("bosun_github_feedback_api_calls_total", &[]),
         0.0
     );
+    // No runner here reported egress refusals (tests/api/runners.rs raises it).
+    let refused = family(&families, "bosun_egress_refused", "counter");
+    assert_eq!(refused.value("bosun_egress_refused_total", &[]), 0.0);
     let failed = family(&families, "bosun_notification_failures", "counter");
     for kind in ["webhook", "slack"] {
         assert_eq!(
@@ -685,6 +688,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_drift_checks_stale",
             "bosun_duty_last_pass_timestamp_seconds",
             "bosun_duty_lease_held",
+            "bosun_egress_refused",
             "bosun_github_feedback",
             "bosun_github_feedback_api_calls",
             "bosun_notification_deliveries",

@@ -896,6 +896,7 @@ pub(crate) async fn make_templates(args: &Args) -> R<Templates> {
                 drained: false,
                 last_seen: Utc::now(),
                 created_at: Utc::now(),
+                egress: None,
             })
             .await?;
         if i == 0 {

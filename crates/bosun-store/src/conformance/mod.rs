@@ -37,6 +37,7 @@ mod notify;
 mod plan_resources;
 mod plan_runs;
 mod retention;
+mod runners;
 mod runs;
 mod secrets;
 mod stacks;
@@ -57,6 +58,7 @@ pub use notify::*;
 pub use plan_resources::*;
 pub use plan_runs::*;
 pub use retention::*;
+pub use runners::*;
 pub use runs::*;
 pub use secrets::*;
 pub use stacks::*;
@@ -99,6 +101,7 @@ macro_rules! conformance_suite {
             runs_lease_looks_past_a_full_page_of_waiting_runs,
             runs_serialize_tracked_and_wait_for_locks,
             runs_stale_and_requeue,
+            runners_egress_kept_with_each_registration,
             run_logs_are_idempotent,
             vcs_stacks_by_repository_key,
             vcs_installation_lifecycle,
@@ -359,6 +362,7 @@ async fn runner(store: &dyn Store, id: &str) -> RunnerRecord {
             drained: false,
             last_seen: Utc::now(),
             created_at: Utc::now(),
+            egress: None,
         })
         .await
         .unwrap()

@@ -384,6 +384,7 @@ pub async fn runs_leased_by_their_stacks_current_pool(store: Arc<dyn Store>) {
             drained: false,
             last_seen: Utc::now(),
             created_at: Utc::now(),
+            egress: None,
         })
         .await
         .unwrap();

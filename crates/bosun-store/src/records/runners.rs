@@ -1,5 +1,6 @@
 //! Runners, as registered.
 
+use bosun_core::runner::Egress;
 use chrono::{DateTime, Utc};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -12,4 +13,6 @@ pub struct RunnerRecord {
     pub drained: bool,
     pub last_seen: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
+    /// How its engines reach the network, as it registered; `None`: it did not say.
+    pub egress: Option<Egress>,
 }

@@ -13,6 +13,7 @@ pub(super) type RunnerRow = (
     bool,
     i64,
     i64,
+    Option<String>,
 );
 
 /// A row decodes into a tuple of its columns, in `SELECT` order.
@@ -30,15 +31,19 @@ pub(super) fn runner_record(r: RunnerRow) -> Result<RunnerRecord> {
         drained: r.5,
         last_seen: from_millis(r.6)?,
         created_at: from_millis(r.7)?,
+        egress: r
+            .8
+            .map(|e| e.parse().map_err(|e| corrupt("egress", e)))
+            .transpose()?,
     })
 }
 
 pub(super) const RUNNER_COLUMNS: &str =
-    "id, org_id, pool, name, version, drained, last_seen, created_at";
+    "id, org_id, pool, name, version, drained, last_seen, created_at, egress";
 
 pub(super) fn register(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<RunnerRecord> {
     tx.prepare_cached(&format!(
-        "INSERT INTO runners ({RUNNER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)"
+        "INSERT INTO runners ({RUNNER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7)"
     ))?
     .execute(params![
         runner.id,
@@ -47,6 +52,7 @@ pub(super) fn register(tx: &Transaction<'_>, runner: &RunnerRecord) -> Result<Ru
         runner.name,
         runner.version,
         millis(Utc::now()),
+        runner.egress.map(|e| e.as_str()),
     ])?;
     let row = tx
         .prepare_cached(&format!(
