@@ -1,11 +1,13 @@
 //! The runners page: every runner serving the org (its pools' runners and the server's
 //! hosted ones) with its status, pool, last heartbeat and the runs it holds; runners
-//! gone silent (the API's `dark`) are highlighted as stale.
+//! gone silent (the API's `dark`) are highlighted as stale. Each shows how its engines
+//! reach the network; a runner opted out of the egress sandbox is marked as a warning.
 
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use bosun_api::RunnerEgress;
 
 use super::audit::When;
 use super::{render, Layout, PageError, Session};
@@ -26,6 +28,53 @@ struct HeldRun {
     what: String,
 }
 
+/// How a runner's engines reach the network, as the page shows it.
+struct EgressCell {
+    /// `restricted`, `unrestricted`, `opted_out`, or `unknown` (not reported).
+    mode: &'static str,
+    /// The badge's classes; empty: no badge (not reported).
+    badge: &'static str,
+    text: &'static str,
+    detail: &'static str,
+}
+
+impl EgressCell {
+    fn of(egress: Option<RunnerEgress>) -> EgressCell {
+        let (mode, badge, text, detail) = match egress {
+            Some(RunnerEgress::Restricted) => (
+                "restricted",
+                "badge ok",
+                "egress restricted",
+                "engines run in the egress sandbox",
+            ),
+            Some(RunnerEgress::Unrestricted) => (
+                "unrestricted",
+                "badge",
+                "egress open",
+                "no sandbox: engines reach what this runner's network reaches",
+            ),
+            Some(RunnerEgress::OptedOut) => (
+                "opted_out",
+                "badge warn",
+                "egress unrestricted (opted out)",
+                "started with --egress-unrestricted: engines run without the egress sandbox",
+            ),
+            None => (
+                "unknown",
+                "",
+                "",
+                "not reported (a runner version before it)",
+            ),
+        };
+        EgressCell {
+            mode,
+            badge,
+            text,
+            detail,
+        }
+    }
+}
+
 struct RunnerRow {
     id: String,
     name: String,
@@ -36,6 +85,7 @@ struct RunnerRow {
     /// In words: what the status means for this runner.
     status_text: String,
     stale: bool,
+    egress: EgressCell,
     last_seen: When,
     runs: Vec<HeldRun>,
     /// Runs it holds for other orgs (a hosted runner serves every org): counted only.
@@ -103,6 +153,7 @@ async fn list(
             RunnerRow {
                 stale: status == "dark",
                 status_text,
+                egress: EgressCell::of(r.egress),
                 last_seen: seen,
                 status,
                 runs,

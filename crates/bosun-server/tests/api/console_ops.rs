@@ -283,8 +283,12 @@ async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_thro
     assert!(started.contains("<span id=\"run-state\" class=\"state state-queued\">queued</span>"));
 
     // A runner leases it: the runners page shows it busy with that run.
-    let runner = runner_post(&t, "register", json!({"name": "r1", "version": "1.2.3"})).await
-        ["runner_id"]
+    let runner = runner_post(
+        &t,
+        "register",
+        json!({"name": "r1", "version": "1.2.3", "egress": "restricted"}),
+    )
+    .await["runner_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -826,6 +830,55 @@ async fn a_silent_runner_is_highlighted_as_stale() {
         assert!(tokio::time::Instant::now() < deadline, "never stale: {r}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test]
+async fn the_runners_page_shows_how_each_runners_engines_reach_the_network() {
+    let t = TestServer::start().await;
+    let vic = t.user_token("vic", Some(Role::Viewer)).await;
+    let mut b = Browser::login(&t, &vic).await;
+    let mut ids = Vec::new();
+    for (name, egress) in [
+        ("sandboxed", json!("restricted")),
+        ("open", json!("unrestricted")),
+        ("opted", json!("opted_out")),
+        ("old", Value::Null),
+    ] {
+        let mut body = json!({"name": name});
+        if !egress.is_null() {
+            body["egress"] = egress;
+        }
+        let r = runner_post(&t, "register", body).await;
+        ids.push(r["runner_id"].as_str().unwrap().to_string());
+    }
+    let html = b.page("/orgs/default/runners").await;
+    assert!(html.contains("<th scope=\"col\">Egress</th>"), "{html}");
+    let cell = |id: &str| {
+        let r = row(&html, &format!("data-runner=\"{id}\""));
+        let at = r.find("<td data-egress=").unwrap_or_else(|| panic!("{r}"));
+        r[at..at + r[at..].find("</td>").unwrap()].to_string()
+    };
+    assert_eq!(
+        cell(&ids[0]),
+        "<td data-egress=\"restricted\"><span class=\"badge ok\">egress restricted</span>\
+         <br><small>engines run in the egress sandbox</small>"
+    );
+    assert_eq!(
+        cell(&ids[1]),
+        "<td data-egress=\"unrestricted\"><span class=\"badge\">egress open</span><br>\
+         <small>no sandbox: engines reach what this runner&#39;s network reaches</small>"
+    );
+    // The opt-out stands out: a warning badge saying so.
+    assert_eq!(
+        cell(&ids[2]),
+        "<td data-egress=\"opted_out\"><span class=\"badge warn\">egress unrestricted \
+         (opted out)</span><br><small>started with --egress-unrestricted: engines run without \
+         the egress sandbox</small>"
+    );
+    assert_eq!(
+        cell(&ids[3]),
+        "<td data-egress=\"unknown\"><small>not reported (a runner version before it)</small>"
+    );
 }
 
 fn utc(s: &str) -> DateTime<Utc> {
