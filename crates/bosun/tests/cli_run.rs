@@ -764,11 +764,54 @@ fn runners_list_and_drain() {
         (me["pool"].as_str(), me["status"].as_str()),
         (Some("edge"), Some("online"))
     );
+    // It said nothing of its egress (as a runner before the sandbox would).
+    assert_eq!(me["egress"], Value::Null, "{me}");
     let table = ok(&env, &["runners", "list"]);
     assert!(
         table.contains(&runner.id) && table.contains("online"),
         "{table}"
     );
+    // Its pool's other runners say how their engines reach the network.
+    let mut egress_of = std::collections::BTreeMap::new();
+    for (name, egress) in [
+        ("sandboxed", "restricted"),
+        ("open", "unrestricted"),
+        ("opted", "opted_out"),
+    ] {
+        let (status, body) = runner.post(
+            "/api/v1/runner/register",
+            json!({"name": name, "egress": egress}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        egress_of.insert(v["runner_id"].as_str().unwrap().to_string(), egress);
+    }
+    let listed = ok_json(&env, &["runners", "list"]);
+    for r in listed["items"].as_array().unwrap() {
+        if let Some(egress) = egress_of.get(r["id"].as_str().unwrap()) {
+            assert_eq!(r["egress"], *egress, "{listed}");
+        }
+    }
+    let table = ok(&env, &["runners", "list"]);
+    let line_of = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("no {id} in {table}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(table.lines().next().unwrap().contains("EGRESS"), "{table}");
+    for (id, egress) in &egress_of {
+        let shown = match *egress {
+            "restricted" => " online restricted ",
+            "unrestricted" => " online open ",
+            _ => " online open (opted out) ",
+        };
+        assert!(line_of(id).contains(shown), "{id}: {table}");
+    }
+    assert!(line_of(&runner.id).contains(" online - "), "{table}");
     ok(&env, &["runners", "drain", &runner.id]);
     let listed = ok_json(&env, &["runners", "list"]);
     let me = listed["items"]

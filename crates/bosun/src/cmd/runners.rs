@@ -1,6 +1,7 @@
-//! `bosun runners`: the runners serving the org (state and last-seen), and draining one.
+//! `bosun runners`: the runners serving the org (state, egress and last-seen), and draining
+//! one.
 
-use bosun_api::RunnerView;
+use bosun_api::{RunnerEgress, RunnerView};
 use clap::Subcommand;
 
 use super::Ctx;
@@ -17,19 +18,39 @@ pub enum RunnersCommand {
     },
 }
 
+/// A runner's egress as the table shows it: `restricted` (the egress sandbox), `open` (no
+/// sandbox), `open (opted out)` (no sandbox on a runner that should have one), `-` (the
+/// runner did not say).
+fn egress_text(egress: Option<RunnerEgress>) -> &'static str {
+    match egress {
+        Some(RunnerEgress::Restricted) => "restricted",
+        Some(RunnerEgress::Unrestricted) => "open",
+        Some(RunnerEgress::OptedOut) => "open (opted out)",
+        None => "-",
+    }
+}
+
 pub async fn run(ctx: &Ctx, command: RunnersCommand) -> anyhow::Result<()> {
     match command {
         RunnersCommand::List => {
             let path = ["orgs", ctx.org.as_str(), "runners"];
             super::list_all(ctx, &path, &[], "runners", |runners: Vec<RunnerView>| {
-                let mut t =
-                    Table::new(&["RUNNER", "NAME", "POOL", "STATUS", "LAST SEEN", "VERSION"]);
+                let mut t = Table::new(&[
+                    "RUNNER",
+                    "NAME",
+                    "POOL",
+                    "STATUS",
+                    "EGRESS",
+                    "LAST SEEN",
+                    "VERSION",
+                ]);
                 for r in runners {
                     t.row(vec![
                         r.id,
                         r.name,
                         r.pool,
                         r.status,
+                        egress_text(r.egress).to_string(),
                         timestamp(&r.last_seen),
                         r.version,
                     ]);
