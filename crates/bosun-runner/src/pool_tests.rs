@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bosun_api::RunnerIntegration;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::egress::{AllowRule, EgressMode, EgressPolicy};
+use crate::test_net::{namespaces_or_skip, TestNet};
 use crate::test_support::{
     fake_engine, git, terraform_or_skip, wait_for, FakeServer, GitHttpServer, Repo, POOL_TOKEN,
     TOKEN_USER,
@@ -31,6 +33,10 @@ struct Harness {
 
 impl Harness {
     async fn start(cancel_grace: Duration) -> Harness {
+        Harness::start_with(cancel_grace, EgressMode::Unrestricted).await
+    }
+
+    async fn start_with(cancel_grace: Duration, egress: EgressMode) -> Harness {
         let server = FakeServer::start().await;
         let dir = tempfile::tempdir().unwrap();
         let engine = fake_engine(dir.path());
@@ -42,6 +48,9 @@ impl Harness {
             dir.path().join("work"),
         );
         config.cancel_grace = cancel_grace;
+        config.egress = egress;
+        // Engines give up on an unreachable state endpoint at once.
+        config.state_retry_window = Duration::ZERO;
         let (stop, stopped) = oneshot::channel::<()>();
         let pool = tokio::spawn(run_workers(config, 1, async {
             let _ = stopped.await;
@@ -990,4 +999,159 @@ async fn terraform_plans_and_applies_through_the_http_backend() {
     let log = h.log("run-tf");
     assert!(log.contains("Apply complete!"), "{log}");
     h.finish().await;
+}
+
+// ---- the egress sandbox, with the real Terraform --------------------------------------
+
+/// A state document with one output, as a remote state the configurations read.
+fn state_with_greeting(greeting: &str) -> Vec<u8> {
+    json!({
+        "version": 4, "terraform_version": "1.0.3", "serial": 1, "lineage": "egress-test",
+        "outputs": {"greeting": {"value": greeting, "type": "string"}}, "resources": [],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A configuration that reads `address` as a remote state and outputs its greeting.
+fn reads_remote_state(name: &str, address: &str) -> String {
+    format!(
+        r#"
+        data "terraform_remote_state" "{name}" {{
+          backend = "http"
+          config = {{
+            address  = "{address}"
+            username = "bosun"
+            password = "any"
+          }}
+        }}
+        output "{name}" {{ value = data.terraform_remote_state.{name}.outputs.greeting }}
+        "#
+    )
+}
+
+/// Plans `config` as stack `stack` on the harness's runner; waits for the plan's end.
+async fn plan_config(h: &Harness, terraform: &Path, run: &str, config: &str) -> Value {
+    h.repo.commit(&[(&format!("stacks/{run}/main.tf"), config)]);
+    let mut lease = h.server.lease(run, &h.repo.url(), Some(terraform));
+    lease.path = format!("stacks/{run}");
+    h.server.push(lease);
+    let server = h.server.clone();
+    let run_id = run.to_string();
+    wait_for(&format!("the end of {run}"), WAIT, || {
+        server.fake().event_names(&run_id).len() >= 2
+    })
+    .await;
+    h.last_event(run)
+}
+
+fn restricted(allow: Vec<AllowRule>) -> EgressMode {
+    EgressMode::Restricted(EgressPolicy { allow })
+}
+
+#[tokio::test]
+async fn a_sandboxed_engine_reads_bosun_state_but_not_private_or_metadata_endpoints() {
+    let Some(terraform) = terraform_or_skip() else {
+        return;
+    };
+    if !namespaces_or_skip() {
+        return;
+    }
+    let private = TestNet::start(state_with_greeting("from the private network")).await;
+    // A service on this machine's loopback that the engine's client would reach directly
+    // (Go does not proxy loopback): in the sandbox, that loopback is not this machine's.
+    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let local_port = local.local_addr().unwrap().port();
+    let h = Harness::start_with(Duration::from_secs(10), restricted(vec![])).await;
+    h.server
+        .fake()
+        .states
+        .insert("shared".into(), state_with_greeting("from bosun"));
+
+    // Bosun's own state: allowed.
+    let from_bosun = reads_remote_state("shared", &format!("{}/state/shared", h.server.url));
+    let planned = plan_config(&h, &terraform, "run-bosun", &from_bosun).await;
+    assert_eq!(planned["event"], "planned", "{}", h.log("run-bosun"));
+    assert_eq!(planned["summary"]["output_changes"]["shared"], "create");
+    assert!(planned.get("egress_refusals").is_none(), "{planned}");
+    let log = h.log("run-bosun");
+    assert!(
+        !log.contains("blocked by the hosted egress policy"),
+        "{log}"
+    );
+
+    // A private endpoint and the metadata address: refused, said in the log, counted.
+    let probes = [
+        reads_remote_state("private", &format!("http://{}/state", private.addr)),
+        reads_remote_state("metadata", "http://169.254.169.254/latest/meta-data/state"),
+    ]
+    .concat();
+    let failed = plan_config(&h, &terraform, "run-probes", &probes).await;
+    assert_eq!(failed["event"], "failed", "{failed}");
+    let log = h.log("run-probes");
+    for line in [
+        format!(
+            "bosun: blocked by the hosted egress policy: {} is a private address (RFC 1918); \
+             use a self-hosted runner pool or a public mirror",
+            private.addr
+        ),
+        "bosun: blocked by the hosted egress policy: 169.254.169.254:80 is the cloud metadata \
+         address"
+            .to_string(),
+    ] {
+        assert!(log.contains(&line), "missing {line:?} in:\n{log}");
+    }
+    assert!(failed["egress_refusals"].as_u64().unwrap() >= 2, "{failed}");
+    assert_eq!(
+        private.accepted.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+
+    // A loopback address, which the engine connects to without the proxy: no route.
+    let direct = reads_remote_state("direct", &format!("http://127.0.0.1:{local_port}/state"));
+    let failed = plan_config(&h, &terraform, "run-direct", &direct).await;
+    assert_eq!(failed["event"], "failed", "{failed}");
+    let log = h.log("run-direct");
+    assert!(log.contains("connection refused"), "{log}");
+    local.set_nonblocking(true).unwrap();
+    assert!(
+        local.accept().is_err(),
+        "the machine's loopback service was reached"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn an_allow_listed_private_endpoint_and_a_self_hosted_runner_reach_it() {
+    let Some(terraform) = terraform_or_skip() else {
+        return;
+    };
+    if !namespaces_or_skip() {
+        return;
+    }
+    let private = TestNet::start(state_with_greeting("from the private network")).await;
+    let config = reads_remote_state("private", &format!("http://{}/state", private.addr));
+
+    let allowed = restricted(vec![private.addr.to_string().parse().unwrap()]);
+    let h = Harness::start_with(Duration::from_secs(10), allowed).await;
+    let planned = plan_config(&h, &terraform, "run-allowed", &config).await;
+    assert_eq!(planned["event"], "planned", "{}", h.log("run-allowed"));
+    assert_eq!(planned["summary"]["output_changes"]["private"], "create");
+    h.finish().await;
+    assert_eq!(
+        private.accepted.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+
+    // A self-hosted runner is unrestricted: its point is the operator's network.
+    let h = Harness::start_with(Duration::from_secs(10), EgressMode::Unrestricted).await;
+    let planned = plan_config(&h, &terraform, "run-self-hosted", &config).await;
+    assert_eq!(planned["event"], "planned", "{}", h.log("run-self-hosted"));
+    let log = h.log("run-self-hosted");
+    assert!(!log.contains("egress"), "{log}");
+    h.finish().await;
+    assert_eq!(
+        private.accepted.load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
 }
