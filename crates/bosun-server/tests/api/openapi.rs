@@ -61,3 +61,24 @@ async fn document_is_served_without_auth() {
     assert!(r.body["components"]["schemas"]["StackCreate"].is_object());
     assert!(r.body["paths"]["/api/v1/orgs/{org}/stacks"]["post"].is_object());
 }
+
+/// The runner protocol's egress: the modes a runner registers (and the runner list
+/// shows), and the refusals a phase report counts.
+#[test]
+fn runner_egress_is_described() {
+    let doc = serde_json::to_value(document(&api_routes())).unwrap();
+    let s = &doc["components"]["schemas"];
+    assert_eq!(
+        s["RunnerEgress"]["enum"],
+        serde_json::json!(["restricted", "unrestricted", "opted_out"])
+    );
+    for schema in ["RunnerRegister", "RunnerView"] {
+        let egress = s[schema]["properties"]["egress"].to_string();
+        assert!(
+            egress.contains("#/components/schemas/RunnerEgress"),
+            "{schema}: {egress}"
+        );
+    }
+    let report = s["RunnerReport"].to_string();
+    assert!(report.contains("\"egress_refusals\""), "{report}");
+}
