@@ -1227,3 +1227,178 @@ fn upstream_output_changes_reach_downstream_runs_and_failures_skip_them() {
     );
     assert!(a5["runner"].is_null());
 }
+
+// ---- the egress sandbox of the hosted runners ---------------------------------------------
+
+/// Reads the upstream stack's state from Bosun, as a `terraform_remote_state` (the run's
+/// token is the backend password, from `TF_HTTP_PASSWORD`).
+const READER_TF: &str = r#"variable "state_address" {
+  type = string
+}
+
+data "terraform_remote_state" "net" {
+  backend = "http"
+  config = {
+    address  = var.state_address
+    username = "bosun"
+  }
+}
+
+output "seen" {
+  value = data.terraform_remote_state.net.outputs.vpc_id
+}
+"#;
+
+/// Reads a "state" from the cloud metadata address: what a hostile module would do.
+const METADATA_TF: &str = r#"data "terraform_remote_state" "creds" {
+  backend = "http"
+  config = {
+    address = "http://169.254.169.254/latest/meta-data/iam/security-credentials/"
+  }
+}
+"#;
+
+/// `/metrics` of a server on loopback (served there without a token).
+fn metrics(env: &Env) -> String {
+    use std::io::Read as _;
+    let mut conn = std::net::TcpStream::connect(env.server.addr).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: bosun\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text
+}
+
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn hosted_runs_read_bosun_state_in_the_sandbox_and_a_metadata_read_is_refused_and_counted() {
+    let Some(fx) = Fixture::new() else { return };
+    let url = repo_with(
+        &fx,
+        "egress",
+        &[
+            ("net/main.tf", NET_TF),
+            ("reader/main.tf", READER_TF),
+            ("probe/main.tf", METADATA_TF),
+        ],
+    );
+    let env = start(&fx, &["--local-runners", "2"]);
+    let tf = fx.tf.to_str().unwrap();
+    let common = [
+        "--repository",
+        url.as_str(),
+        "--engine",
+        "terraform",
+        "--engine-binary",
+        tf,
+    ];
+    let mut net = vec!["stack", "create", "net", "--path", "net", "--autodeploy"];
+    net.extend(common);
+    net.extend(["--var", "TF_VAR_vpc=one"]);
+    ok(&env, &net);
+    let n1 = trigger(&env, "net", &[]);
+    let n1 = wait_state(&env, &n1, "finished", PLAN_WAIT);
+    let org = n1["org"].as_str().unwrap();
+
+    // The downstream stack may read the upstream's state: through the sandbox, Bosun's
+    // state endpoint is reachable.
+    let address = format!(
+        "TF_VAR_state_address={}/api/v1/orgs/{org}/stacks/net/state",
+        env.server.url()
+    );
+    let mut reader = vec![
+        "stack",
+        "create",
+        "reader",
+        "--path",
+        "reader",
+        "--autodeploy",
+    ];
+    reader.extend(common);
+    reader.extend(["--depends-on", "net", "--var", &address]);
+    ok(&env, &reader);
+    let r1 = trigger(&env, "reader", &[]);
+    wait_state(&env, &r1, "finished", PLAN_WAIT);
+    assert_eq!(output_value(&env, "reader", "seen"), "vpc-one");
+    let log = ok(&env, &["run", "logs", &r1]);
+    assert!(
+        !log.contains("blocked by the hosted egress policy"),
+        "{log}"
+    );
+    let before = counter(&metrics(&env), "bosun_egress_refused_total");
+
+    // The metadata address: refused by the proxy, in words, and counted.
+    let mut probe = vec!["stack", "create", "probe", "--path", "probe"];
+    probe.extend(common);
+    ok(&env, &probe);
+    let p1 = trigger(&env, "probe", &[]);
+    let p1 = wait_state(&env, &p1, "failed", PLAN_WAIT);
+    let log = ok(&env, &["run", "logs", p1["id"].as_str().unwrap()]);
+    assert!(
+        log.contains(
+            "bosun: blocked by the hosted egress policy: 169.254.169.254:80 is the cloud \
+             metadata address; use a self-hosted runner pool or a public mirror"
+        ),
+        "{log}"
+    );
+    let after = counter(&metrics(&env), "bosun_egress_refused_total");
+    assert!(after >= before + 1.0, "refusals {before} -> {after}");
+
+    // The hosted runners say they are sandboxed.
+    let runners = ok(&env, &["runners", "list"]);
+    assert!(runners.contains("restricted"), "{runners}");
+}
+
+#[test]
+fn a_server_that_cannot_sandbox_refuses_to_start_unless_the_operator_opts_out() {
+    let Some(fx) = Fixture::new() else { return };
+    // Without CAP_SYS_ADMIN (dropped from the bounding set), no network namespace.
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        assert!(
+            std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "setpriv (util-linux) is required"
+        );
+        eprintln!("SKIPPED (tool missing): setpriv");
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args(["--bounding-set", "-sys_admin", "--"])
+        .arg(BIN)
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(fx.data_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        err.contains("the embedded runners cannot start")
+            && err.contains("needs CAP_SYS_ADMIN")
+            && err.contains("--egress-unrestricted"),
+        "{err}"
+    );
+
+    // Opted out: it starts, says so, and its runners show it.
+    let server = ServerProcess::start_wrapped(
+        &fx.data_dir(),
+        &["setpriv", "--bounding-set", "-sys_admin", "--"],
+        &["--egress-unrestricted"],
+    );
+    assert!(server.wait_for_log("--egress-unrestricted", Duration::from_secs(10)));
+    let env = Env {
+        admin: server.admin_token(),
+        server,
+    };
+    let runners = wait_for("the embedded runners to register", PLAN_WAIT, || {
+        let text = ok(&env, &["runners", "list"]);
+        text.contains("local@").then_some(text)
+    });
+    assert!(runners.contains("open (opted out)"), "{runners}");
+}

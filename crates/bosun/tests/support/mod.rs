@@ -39,7 +39,24 @@ impl ServerProcess {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let mut cmd = Command::new(BIN);
+        Self::start_command(Command::new(BIN), data_dir, listen, args, env)
+    }
+
+    /// Like [`Self::start`], run through `wrapper` (a program and its arguments that
+    /// execute the rest of the command line: `setpriv … --`).
+    pub fn start_wrapped(data_dir: &Path, wrapper: &[&str], args: &[&str]) -> Self {
+        let mut cmd = Command::new(wrapper[0]);
+        cmd.args(&wrapper[1..]).arg(BIN);
+        Self::start_command(cmd, data_dir, "127.0.0.1:0", args, &[])
+    }
+
+    fn start_command(
+        mut cmd: Command,
+        data_dir: &Path,
+        listen: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         cmd.arg("server")
             .arg("--listen")
             .arg(listen)
