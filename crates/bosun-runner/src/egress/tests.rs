@@ -287,3 +287,147 @@ async fn bad_requests_get_a_clear_answer_and_an_endless_head_is_cut_off() {
     assert!(huge.starts_with("HTTP/1.1 431 "), "{huge}");
     assert_eq!(s.refusals.count(), 0);
 }
+
+// ---- figures (bench/egress.sh) -------------------------------------------------------------
+
+/// `program args` run to its end, in the namespace `netns` when given; the wall time.
+fn timed_run(program: &std::path::Path, args: &[&str], netns: Option<RawFd>) -> (Duration, String) {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .env("CHECKPOINT_DISABLE", "1")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if let Some(fd) = netns {
+        // SAFETY: only setns(2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let started = std::time::Instant::now();
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{program:?} {args:?} failed");
+    (started.elapsed(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The sandbox's cost: on an engine's start (making the namespace and the proxy, then
+/// `terraform version` in it, against `terraform version` alone) and on a 50 MB download
+/// by curl from a loopback server (through the proxy from inside the namespace, plain
+/// HTTP and a CONNECT tunnel, against curl direct).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: bench/egress.sh"]
+async fn egress_figures() {
+    let terraform = crate::test_support::terraform_or_skip().expect("terraform");
+    assert!(namespaces_or_skip());
+    let rounds: usize = std::env::var("BENCH_EGRESS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let mb: usize = std::env::var("BENCH_EGRESS_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+
+    // Engine start.
+    let (mut direct, mut sandboxed, mut setup) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        direct.push(timed_run(&terraform, &["version"], None).0);
+        let started = std::time::Instant::now();
+        let s = Setup::start(vec![], no_server()).await;
+        setup.push(started.elapsed());
+        let fd = s.sandbox.netns_fd();
+        let tf = terraform.clone();
+        let ran = tokio::task::spawn_blocking(move || timed_run(&tf, &["version"], Some(fd)).0)
+            .await
+            .unwrap();
+        drop(s);
+        sandboxed.push(started.elapsed().max(ran));
+    }
+    for v in [&mut direct, &mut sandboxed, &mut setup] {
+        v.sort();
+    }
+    println!(
+        "engine start ({rounds} rounds, terraform version): direct p50 {:.1} ms p99 {:.1} ms; \
+         sandboxed p50 {:.1} ms p99 {:.1} ms; sandbox setup p50 {:.1} ms p99 {:.1} ms; \
+         overhead p50 {:.1} ms",
+        ms(percentile(&direct, 0.5)),
+        ms(percentile(&direct, 0.99)),
+        ms(percentile(&sandboxed, 0.5)),
+        ms(percentile(&sandboxed, 0.99)),
+        ms(percentile(&setup, 0.5)),
+        ms(percentile(&setup, 0.99)),
+        ms(percentile(&sandboxed, 0.5)) - ms(percentile(&direct, 0.5)),
+    );
+
+    // A download: a loopback server with the body in memory.
+    let body = std::sync::Arc::new(vec![b'x'; mb * 1024 * 1024]);
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = server.local_addr().unwrap();
+    let served = std::sync::Arc::clone(&body);
+    tokio::spawn(async move {
+        loop {
+            let (mut conn, _) = server.accept().await.unwrap();
+            let body = std::sync::Arc::clone(&served);
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(&body).await;
+            });
+        }
+    });
+    let curl = std::path::PathBuf::from("curl");
+    let url = format!("http://{origin}/file");
+    let s = Setup::start(vec![origin.to_string().parse().unwrap()], no_server()).await;
+    let (fd, port) = (s.sandbox.netns_fd(), s.proxy_port());
+    let proxy = format!("http://127.0.0.1:{port}");
+    let speed = |args: Vec<String>, netns: Option<RawFd>| {
+        let curl = curl.clone();
+        async move {
+            let mut speeds = Vec::new();
+            for _ in 0..5 {
+                let mut all = vec!["-sS".to_string(), "-o".into(), "/dev/null".into()];
+                all.extend(["-w".to_string(), "%{speed_download}".into()]);
+                all.extend(args.iter().cloned());
+                let curl = curl.clone();
+                let out = tokio::task::spawn_blocking(move || {
+                    let args: Vec<&str> = all.iter().map(String::as_str).collect();
+                    timed_run(&curl, &args, netns).1
+                })
+                .await
+                .unwrap();
+                speeds.push(out.trim().parse::<f64>().unwrap() / 1024.0 / 1024.0);
+            }
+            speeds.sort_by(f64::total_cmp);
+            speeds[speeds.len() / 2]
+        }
+    };
+    let direct = speed(vec!["--noproxy".into(), "*".into(), url.clone()], None).await;
+    let plain = speed(vec!["-x".into(), proxy.clone(), url.clone()], Some(fd)).await;
+    let tunnel = speed(vec!["-p".into(), "-x".into(), proxy, url], Some(fd)).await;
+    println!(
+        "download {mb} MB (curl, median of 5): direct {direct:.0} MB/s; through the sandbox's \
+         proxy {plain:.0} MB/s ({:.0} %), CONNECT tunnel {tunnel:.0} MB/s ({:.0} %)",
+        plain / direct * 100.0,
+        tunnel / direct * 100.0
+    );
+    assert_eq!(s.refusals.count(), 0);
+}
