@@ -5,7 +5,7 @@
 #     version` inside it, against `terraform version` alone (BENCH_EGRESS_ROUNDS rounds);
 #   - a BENCH_EGRESS_MB download (default 50) by curl from a loopback server: from inside
 #     the namespace through the egress proxy (plain HTTP, and a CONNECT tunnel as https
-#     uses) against curl directly, median of 5 each.
+#     uses) against curl directly, median of 9 each, interleaved.
 #
 # The peer is the engine without the sandbox (what a self-hosted runner, or a server run
 # with --egress-unrestricted, gives). Goals: under 50 ms added per phase, and at least
@@ -20,5 +20,5 @@ cd "$ROOT"
 echo "commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty)'); release build" >&2
 cargo test --release -p bosun-runner egress::tests::egress_figures -- \
     --ignored --nocapture --test-threads 1 2>&1 |
-    grep -E '^(engine start|download)' ||
+    grep -oE '(engine start|download) .*' ||
     { echo "the figures test did not print its figures" >&2; exit 1; }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use super::proxy::{self, Destination, ProxyContext, ServerEndpoint};
+use super::proxy::{self, relay, Destination, ProxyContext, ServerEndpoint};
 use super::{EgressPolicy, Refusals};
 use crate::logs::LogSink;
 
@@ -217,7 +217,7 @@ async fn forward(listener: TcpListener, to: Destination) {
                     let Ok(mut outside) = to.connect().await else {
                         return;
                     };
-                    let _ = proxy::splice(&mut inside, &mut outside).await;
+                    let _ = relay(&mut inside, &mut outside).await;
                 });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
