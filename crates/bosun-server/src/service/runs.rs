@@ -59,8 +59,12 @@ pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRec
 }
 
 pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
-    let phases = state.store.run_phases(&r.id).await?;
-    to_wire_with(state, r, phases).await
+    // Independent reads, made at once: a request waits for the slowest, not the sum.
+    let (phases, extras) = tokio::try_join!(
+        async { Ok::<_, ApiError>(state.store.run_phases(&r.id).await?) },
+        extras_of(state, &r),
+    )?;
+    Ok(wire_of(r, phases, extras))
 }
 
 /// A page of runs on the wire: their phases read in one call, not one per run.
@@ -70,7 +74,8 @@ pub async fn page_to_wire(state: &AppState, runs: Vec<RunRecord>) -> Result<Vec<
     let mut items = Vec::with_capacity(runs.len());
     for r in runs {
         let p = phases.remove(&r.id).unwrap_or_default();
-        items.push(to_wire_with(state, r, p).await?);
+        let extras = extras_of(state, &r).await?;
+        items.push(wire_of(r, p, extras));
     }
     Ok(items)
 }
@@ -80,17 +85,35 @@ pub fn plan_summary(stored: serde_json::Value) -> Option<PlanSummary> {
     serde_json::from_value(stored).ok()
 }
 
-async fn to_wire_with(
-    state: &AppState,
-    r: RunRecord,
-    phases: Vec<bosun_store::RunPhaseRecord>,
-) -> Result<Run, ApiError> {
-    let (drift, reconciles) = crate::service::drift::run_fields(state, &r).await?;
+/// What a wire run shows beyond its record and phases: its drift check (a drift run's
+/// result, or the drift run a scheduled run reconciles) and, while it waits, who may
+/// approve it.
+struct Extras {
+    drift: Option<bosun_api::RunDrift>,
+    reconciles: Option<String>,
+    approval: Option<bosun_api::ApprovalWait>,
+}
+
+async fn extras_of(state: &AppState, r: &RunRecord) -> Result<Extras, ApiError> {
+    let (drift, reconciles) = crate::service::drift::run_fields(state, r).await?;
     let approval = if r.state == RunState::Unconfirmed {
         crate::service::approvals::wait_of(state, &r.org, &r.id).await?
     } else {
         None
     };
+    Ok(Extras {
+        drift,
+        reconciles,
+        approval,
+    })
+}
+
+fn wire_of(r: RunRecord, phases: Vec<bosun_store::RunPhaseRecord>, extras: Extras) -> Run {
+    let Extras {
+        drift,
+        reconciles,
+        approval,
+    } = extras;
     let phases = phases
         .into_iter()
         .map(|p| PhaseTiming {
@@ -102,7 +125,7 @@ async fn to_wire_with(
                 .map(|e| (e - p.started_at).num_milliseconds() as f64 / 1000.0),
         })
         .collect();
-    Ok(Run {
+    Run {
         plan: r.plan_summary.and_then(plan_summary),
         blocked_by: r
             .blocked_by
@@ -137,7 +160,7 @@ async fn to_wire_with(
         created_at: r.created_at,
         updated_at: r.updated_at,
         summarised_at: r.summarised_at,
-    })
+    }
 }
 
 /// Starts a run of a stack for `caller`: tracked unless the body says `proposed`, at the
@@ -267,11 +290,21 @@ pub async fn list_records(
 /// One run of the org.
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Run, ApiError> {
     let run = load(state, org, id).await?;
-    let mut wire = to_wire(state, run).await?;
-    wire.decisions = decisions_of(state, org, id).await?;
-    if let Some(runner) = &wire.runner {
-        wire.runner_name = state.store.get_runner(runner).await?.map(|x| x.name);
-    }
+    let runner = run.runner_id.clone();
+    let runner_name = async {
+        Ok::<_, ApiError>(match &runner {
+            Some(r) => state.store.get_runner(r).await?.map(|x| x.name),
+            None => None,
+        })
+    };
+    // The run's other reads do not depend on one another: made at once.
+    let (mut wire, decisions, runner_name) = tokio::try_join!(
+        to_wire(state, run),
+        decisions_of(state, org, id),
+        runner_name
+    )?;
+    wire.decisions = decisions;
+    wire.runner_name = runner_name;
     Ok(wire)
 }
 
