@@ -63,8 +63,15 @@ if [ ! -d "$REPO" ]; then
 fi
 
 LOG=$(mktemp)
+# The embedded runners sandbox their engines' network, which needs root (CAP_SYS_ADMIN).
+# As another user the demo runs them unsandboxed, and says so.
+egress=()
+if [ "$(id -u)" -ne 0 ]; then
+  log "not root: the embedded runners cannot sandbox their engines; starting with --egress-unrestricted"
+  egress=(--egress-unrestricted)
+fi
 log "starting bosun server (data dir $DATA_DIR, 2 embedded runners)"
-"$BOSUN" server --listen 127.0.0.1:0 --data-dir "$DATA_DIR" 2>"$LOG" &
+"$BOSUN" server --listen 127.0.0.1:0 --data-dir "$DATA_DIR" "${egress[@]}" 2>"$LOG" &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; rm -f "$LOG"' EXIT
 url=
