@@ -201,28 +201,15 @@ impl Drop for Sandbox {
 
 /// Forwards each connection on `listener` (inside the namespace) to the server.
 async fn forward(listener: TcpListener, to: Destination) {
-    let mut conns = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((mut inside, _)) = accepted else {
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                };
-                if conns.len() >= proxy::MAX_CONNECTIONS {
-                    continue;
-                }
-                let to = to.clone();
-                conns.spawn(async move {
-                    let Ok(mut outside) = to.connect().await else {
-                        return;
-                    };
-                    let _ = relay(&mut inside, &mut outside).await;
-                });
+    let serve_one = move |mut inside: tokio::net::TcpStream| {
+        let to = to.clone();
+        async move {
+            if let Ok(mut outside) = to.connect().await {
+                let _ = relay(&mut inside, &mut outside).await;
             }
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
-    }
+    };
+    proxy::accept_each(listener, serve_one, |_| {}).await;
 }
 
 /// `(host, port)` of an http(s) URL, the port defaulted by scheme; brackets are taken off

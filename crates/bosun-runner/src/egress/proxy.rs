@@ -23,7 +23,7 @@ use super::addr::not_public;
 use super::{AllowRule, EgressPolicy, Refusals};
 use crate::logs::LogSink;
 
-pub(super) const MAX_CONNECTIONS: usize = 256;
+const MAX_CONNECTIONS: usize = 256;
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 const MAX_HEADERS: usize = 100;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -169,22 +169,45 @@ enum Verdict {
 
 /// Serves the proxy on `listener` until the task is aborted.
 pub(super) async fn serve(listener: TcpListener, ctx: Arc<ProxyContext>) {
+    accept_each(
+        listener,
+        move |client| handle(client, Arc::clone(&ctx)),
+        |client| {
+            // Without waiting: a full socket buffer only loses the explanation.
+            let _ = client.try_write(AT_LIMIT);
+        },
+    )
+    .await;
+}
+
+/// The answer to a connection over `MAX_CONNECTIONS`.
+const AT_LIMIT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
+    Content-Length: 44\r\nConnection: close\r\n\r\nthe egress proxy is at its connection limit\n";
+
+/// Serves each connection accepted on `listener` with `serve_one`, at most
+/// `MAX_CONNECTIONS` at once, until the task is aborted (which ends them all). One over
+/// the limit goes to `turn_away`, which must not wait, and is then closed.
+pub(super) async fn accept_each<F, Fut>(
+    listener: TcpListener,
+    serve_one: F,
+    turn_away: fn(&TcpStream),
+) where
+    F: Fn(TcpStream) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((client, _)) = accepted else {
+                let Ok((conn, _)) = accepted else {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
                 if conns.len() >= MAX_CONNECTIONS {
-                    let mut client = client;
-                    conns.spawn(async move {
-                        let _ = answer(&mut client, 503, "the egress proxy is at its connection limit").await;
-                    });
+                    turn_away(&conn);
                     continue;
                 }
-                conns.spawn(handle(client, Arc::clone(&ctx)));
+                conns.spawn(serve_one(conn));
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }

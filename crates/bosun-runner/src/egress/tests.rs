@@ -450,3 +450,45 @@ async fn egress_figures() {
     }
     assert_eq!(s.refusals.count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_are_turned_away_with_a_503() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let s = Setup::start(vec![], no_server()).await;
+    let (fd, port) = (s.sandbox.netns_fd(), s.proxy_port());
+    let proxy = SocketAddr::from(([127, 0, 0, 1], port));
+    let (turned_away, after) = tokio::task::spawn_blocking(move || {
+        inside(fd, move || {
+            // Idle connections, each holding a place while it sends no request head.
+            let held: Vec<TcpStream> = (0..256)
+                .map(|_| TcpStream::connect(proxy).unwrap())
+                .collect();
+            let mut turned_away = String::new();
+            for _ in 0..3 {
+                turned_away = exchange(proxy, String::new()).unwrap_or_default();
+                if !turned_away.is_empty() {
+                    break;
+                }
+                // The proxy had not accepted all 256 yet: this one took the last place
+                // and timed out unanswered; the next is over the limit.
+            }
+            drop(held);
+            // With the places free again, a request is judged as usual.
+            let after = (0..100)
+                .map(|_| {
+                    std::thread::sleep(Duration::from_millis(20));
+                    via_proxy(port, "http://10.0.0.1/")
+                })
+                .find(|a| a.starts_with("HTTP/1.1 403"))
+                .unwrap_or_default();
+            (turned_away, after)
+        })
+    })
+    .await
+    .unwrap();
+    assert!(turned_away.starts_with("HTTP/1.1 503 "), "{turned_away:?}");
+    assert!(turned_away.ends_with("the egress proxy is at its connection limit\n"));
+    assert!(after.contains("is a private address"), "{after:?}");
+}
