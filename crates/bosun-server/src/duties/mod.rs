@@ -70,10 +70,13 @@ pub fn spawn(state: &AppState, duty: Duty) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run(state.clone(), duty))
 }
 
+/// How long shutdown waits for a pass in progress before dropping it.
+const PASS_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs `duty` until shutdown: a pass at start and then at its cadence (or when a signal
 /// wakes it), each only while this replica holds the duty's lease. A replica that does
 /// not hold it looks again within a third of the lease, so a lease that moves here is
-/// used at once.
+/// used at once. At shutdown a pass in progress gets [`PASS_GRACE`] to end.
 async fn run(state: AppState, mut duty: Duty) {
     let Some(every) = duty.every else {
         return;
@@ -101,7 +104,26 @@ async fn run(state: AppState, mut duty: Duty) {
             next = began + not_held_wait;
             continue;
         }
-        match (duty.pass)(&state).await {
+        let pass = (duty.pass)(&state);
+        tokio::pin!(pass);
+        let outcome = tokio::select! {
+            outcome = &mut pass => outcome,
+            _ = stopped(&mut stopping) => {
+                // A pass may be long (a first retention pass over a large store): it
+                // gets a moment to finish, then is dropped at its next await. Each store
+                // call is a transaction of its own, so what it did so far stays done and
+                // the next pass, here or on another replica, carries on from there.
+                if tokio::time::timeout(PASS_GRACE, &mut pass).await.is_err() {
+                    tracing::warn!(
+                        duty = duty.name,
+                        grace = ?PASS_GRACE,
+                        "shutdown cut the pass short; the next pass carries on from where it stopped"
+                    );
+                }
+                return;
+            }
+        };
+        match outcome {
             Ok(wait) => {
                 state.duties.passed(duty.name);
                 next = match wait {
@@ -125,4 +147,87 @@ pub async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
 
 pub fn new_status() -> Arc<DutyStatus> {
     Arc::new(DutyStatus::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::config::{ConfigOverrides, FileConfig, ServerConfig};
+    use crate::server::RunningServer;
+
+    async fn server(dir: &std::path::Path) -> RunningServer {
+        let config = ServerConfig::merge(
+            ConfigOverrides {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                data_dir: Some(dir.to_path_buf()),
+                ..Default::default()
+            },
+            FileConfig::default(),
+        )
+        .unwrap();
+        RunningServer::start(config).await.unwrap()
+    }
+
+    /// Spawns a duty whose pass sets `began` and then takes `pass_takes`, and sets `ended`
+    /// when it ends; returns once the pass has begun.
+    async fn duty_in_a_pass(
+        state: &AppState,
+        pass_takes: Duration,
+    ) -> (tokio::task::JoinHandle<()>, Arc<AtomicBool>) {
+        let began = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(AtomicBool::new(false));
+        let (b, e) = (began.clone(), ended.clone());
+        let duty = Duty::new("test_long_pass", Some(Duration::from_secs(3600)), move |_| {
+            let (b, e) = (b.clone(), e.clone());
+            Box::pin(async move {
+                b.store(true, Ordering::SeqCst);
+                tokio::time::sleep(pass_takes).await;
+                e.store(true, Ordering::SeqCst);
+                Ok(None)
+            })
+        });
+        let handle = spawn(state, duty);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !began.load(Ordering::SeqCst) {
+            assert!(tokio::time::Instant::now() < deadline, "the pass never began");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (handle, ended)
+    }
+
+    #[tokio::test]
+    async fn shutdown_drops_a_pass_that_outlasts_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = server(dir.path()).await;
+        let (handle, ended) = duty_in_a_pass(server.state(), Duration::from_secs(3600)).await;
+        let asked = tokio::time::Instant::now();
+        server.state().stopping.send_replace(true);
+        tokio::time::timeout(PASS_GRACE + Duration::from_secs(10), handle)
+            .await
+            .expect("the duty did not stop within its grace: shutdown would hang on it")
+            .unwrap();
+        assert!(!ended.load(Ordering::SeqCst), "an hour-long pass cannot have ended");
+        assert!(
+            asked.elapsed() >= PASS_GRACE,
+            "the pass was dropped before its grace was up ({:?})",
+            asked.elapsed()
+        );
+        server.shutdown().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn shutdown_lets_a_pass_within_the_grace_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = server(dir.path()).await;
+        let (handle, ended) = duty_in_a_pass(server.state(), Duration::from_millis(300)).await;
+        server.state().stopping.send_replace(true);
+        tokio::time::timeout(PASS_GRACE + Duration::from_secs(10), handle)
+            .await
+            .expect("the duty did not stop")
+            .unwrap();
+        assert!(ended.load(Ordering::SeqCst), "the short pass was cut short");
+        server.shutdown().await.unwrap();
+    }
 }
