@@ -1,9 +1,9 @@
 //! What `/metrics` reads from the store: every figure a bounded query, all of them from one
 //! read snapshot.
 
-use super::db::GREATEST;
 use super::runners::{runner_record, runner_row, RUNNER_COLUMNS};
 use super::*;
+use std::collections::HashMap;
 
 /// Everything `/metrics` reads, from the same snapshot.
 pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
@@ -11,13 +11,14 @@ pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
     db::snapshot(c, |tx| {
         let since = millis(Utc::now()) - METRICS_WINDOW.as_millis() as i64;
         let counts = counts(tx)?;
+        let timings = metrics_window_timings(tx, since)?;
         let metrics = StoreMetrics {
             runs: metrics_runs(&counts),
             late_writes: metrics_late_writes(tx)?,
             window: METRICS_WINDOW,
             window_runs: METRICS_WINDOW_RUNS,
-            queue_waits_ms: metrics_queue_waits(tx, since)?,
-            phase_durations_ms: metrics_phase_durations(tx, since)?,
+            queue_waits_ms: timings.queue_waits_ms,
+            phase_durations_ms: timings.phase_durations_ms,
             runners: metrics_runners(tx)?,
             busy_runners: runners::busy(tx)?,
             locks_held: metrics_locks_held(tx)?,
@@ -110,42 +111,54 @@ fn metrics_late_writes(c: &Connection) -> Result<i64> {
     Ok(stmt.query_row([], |r| r.get(0))?)
 }
 
-/// Creation to first lease (the first `preparing` stint), of the window's newest leased
-/// runs. Each run's first stint is looked up by the run (a correlated subquery): joined
-/// instead, PostgreSQL may hash every `preparing` stint of the store to find these.
-fn metrics_queue_waits(c: &Connection, since: i64) -> Result<Vec<i64>> {
+/// The window's timings in one pass over its runs' phases: creation to first lease (the
+/// first `preparing` stint) of each run leased at least once, and every ended stint by
+/// the state it was in. One walk of the `run_phases_run` index per run: the two figures
+/// used to read the same phases twice.
+fn metrics_window_timings(c: &Connection, since: i64) -> Result<WindowTimings> {
     let mut stmt = c.prepare_cached(&format!(
-        "SELECT (SELECT MIN(p.started_at) FROM run_phases p
-                 WHERE p.run_id = r.id AND p.state = 'preparing') - r.created_at
-         FROM {window}",
-        window = window_runs()
-    ))?;
-    // A run never leased has no `preparing` stint: no wait yet.
-    let rows = stmt.query_map(params![since], |r| r.get::<_, Option<i64>>(0))?;
-    let mut out = Vec::new();
-    for wait in rows {
-        out.extend(wait?.map(|ms| ms.max(0)));
-    }
-    Ok(out)
-}
-
-/// Every ended stint of the window's newest runs, by the state it was in.
-fn metrics_phase_durations(c: &Connection, since: i64) -> Result<BTreeMap<String, Vec<i64>>> {
-    let mut stmt = c.prepare_cached(&format!(
-        "SELECT p.state, {GREATEST}(0, p.ended_at - p.started_at)
-         FROM {window} JOIN run_phases p ON p.run_id = r.id
-         WHERE p.ended_at IS NOT NULL",
+        "SELECT r.id, r.created_at, p.state, p.started_at, p.ended_at
+         FROM {window} JOIN run_phases p ON p.run_id = r.id",
         window = window_runs()
     ))?;
     let rows = stmt.query_map(params![since], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, Option<i64>>(4)?,
+        ))
     })?;
-    let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut out = WindowTimings::default();
+    // Each run's creation and first lease so far.
+    let mut first_lease: HashMap<String, (i64, Option<i64>)> = HashMap::new();
     for row in rows {
-        let (state, ms) = row?;
-        out.entry(state).or_default().push(ms);
+        let (run, created, state, started, ended) = row?;
+        let (_, first) = first_lease.entry(run).or_insert((created, None));
+        if state == "preparing" && first.is_none_or(|f| started < f) {
+            *first = Some(started);
+        }
+        if let Some(ended) = ended {
+            out.phase_durations_ms
+                .entry(state)
+                .or_default()
+                .push((ended - started).max(0));
+        }
     }
+    // A run never leased has no `preparing` stint: no wait yet.
+    out.queue_waits_ms = first_lease
+        .into_values()
+        .filter_map(|(created, first)| first.map(|f| (f - created).max(0)))
+        .collect();
     Ok(out)
+}
+
+/// What [`metrics_window_timings`] gathers.
+#[derive(Default)]
+struct WindowTimings {
+    queue_waits_ms: Vec<i64>,
+    phase_durations_ms: BTreeMap<String, Vec<i64>>,
 }
 
 fn metrics_runners(c: &Connection) -> Result<Vec<RunnerRecord>> {
