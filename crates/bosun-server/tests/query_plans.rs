@@ -50,6 +50,21 @@ const BOUNDED_TABLES: &[&str] = &[
     "metric_counts",
 ];
 
+/// Tables of an org's settings, made one row at a time by its people (runners, hosts,
+/// plans, secrets, environments, members, notification targets, plan schedules): a list
+/// of them reads the org's rows whole by design. The rows of every other growing table
+/// come with stacks, runs and time, and a statement may not read all of an org's.
+const ORG_SETTINGS_TABLES: &[&str] = &[
+    "runners",
+    "hosts",
+    "plans",
+    "plan_schedules",
+    "secrets",
+    "environments",
+    "memberships",
+    "notification_targets",
+];
+
 /// Statements allowed to read a whole growing table, each with the reason it is bounded.
 /// Matched by a fragment of their text.
 const ALLOWED_SCANS: &[(&str, &str)] = &[
@@ -688,22 +703,31 @@ fn explain_sqlite(db: &std::path::Path, recorded: &[Recorded]) -> Vec<(String, V
         // `(?N IS NULL OR column = ?N)` hides column's index: with nothing but a range on
         // another left to search by, every row of that range is read and filtered.
         let optional_filter = r.sql.contains(" IS NULL OR ");
+        // With no LIMIT, a search narrowed by the org alone reads every row the org has
+        // in that table: a cost that grows with the org (an index chosen for covering the
+        // columns over one that narrows further did this to a stack's downstream stacks).
+        let unlimited = !r.sql.to_ascii_uppercase().contains("LIMIT");
+        let on_partial = |rest: &str| {
+            rest.split_once(" INDEX ")
+                .map(|(_, i)| i.split_whitespace().next().unwrap_or(""))
+                .is_some_and(|i| partial.iter().any(|p| p == i))
+        };
         let scanned = plan.iter().any(|line| {
             if let Some(rest) = line.strip_prefix("SEARCH ") {
                 let name = rest.split_whitespace().next().unwrap_or("");
-                return optional_filter
-                    && open_range(rest)
-                    && names.get(name).is_some_and(|table| grows(table));
+                let table = names.get(name);
+                let growing = table.is_some_and(|table| grows(table));
+                let per_stack = table.is_some_and(|t| !ORG_SETTINGS_TABLES.contains(&t.as_str()));
+                return growing
+                    && ((optional_filter && open_range(rest))
+                        || (unlimited && per_stack && !on_partial(rest) && whole_org(rest)));
             }
             let Some(rest) = line.strip_prefix("SCAN ") else {
                 return false;
             };
             let mut words = rest.split_whitespace();
             let name = words.next().unwrap_or("");
-            let index = rest
-                .split_once(" INDEX ")
-                .map(|(_, i)| i.split_whitespace().next().unwrap_or(""));
-            let whole_partial = index.is_some_and(|i| partial.iter().any(|p| p == i));
+            let whole_partial = on_partial(rest);
             names.get(name).is_some_and(|table| grows(table)) && !whole_partial
         });
         if scanned {
@@ -726,6 +750,14 @@ fn open_range(search: &str) -> bool {
         (t.contains("=?") && !t.contains("<=?") && !t.contains(">=?")) || t.contains(" IN ")
     };
     !terms.split(" AND ").any(equality)
+}
+
+/// Whether a SQLite `SEARCH` is narrowed by the org and nothing else (`(org_id=?)`).
+fn whole_org(search: &str) -> bool {
+    search
+        .rsplit_once('(')
+        .and_then(|(_, t)| t.strip_suffix(')'))
+        .is_some_and(|terms| terms.trim() == "org_id=?")
 }
 
 /// PostgreSQL: each recorded statement's generic plan with sequential scans disabled; the

@@ -149,6 +149,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0031_run_pool.sql"),
     include_str!("../migrations/postgres/0032_pr_feedback.sql"),
     include_str!("../migrations/postgres/0033_runner_egress.sql"),
+    include_str!("../migrations/postgres/0034_dependencies_upstream.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -132,6 +132,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0031_run_pool.sql"),
     include_str!("../migrations/sqlite/0032_pr_feedback.sql"),
     include_str!("../migrations/sqlite/0033_runner_egress.sql"),
+    include_str!("../migrations/sqlite/0034_dependencies_upstream.sql"),
 ];
 
 /// The schema version this binary writes.
