@@ -116,7 +116,10 @@ pub(super) fn stack_gate(conn: &Connection, org: &str, stack: &str) -> Result<Op
         .optional()?)
 }
 
-/// The gated stack runs of `org` waiting in `unconfirmed` that `pick` picks.
+/// The gated stack runs of `org` waiting in `unconfirmed` that `pick` picks. Only such a
+/// run has a `gate` (kept so on every transition), so the statement asks for nothing else:
+/// told the state and kind too, PostgreSQL intersected the `runs_kind_state` index with
+/// the org's gated runs and sorted all of them for a page.
 fn pending_stack_runs(
     conn: &Connection,
     org: &str,
@@ -128,8 +131,7 @@ fn pending_stack_runs(
                           WHERE p.run_id = x.id AND p.state = 'unconfirmed'), x.updated_at),
                 x.created_at, x.plan_summary
          FROM runs x
-         WHERE x.org_id = ?1 AND x.gate IS NOT NULL
-           AND x.state = 'unconfirmed' AND x.kind = 'tracked'",
+         WHERE x.org_id = ?1 AND x.gate IS NOT NULL",
     );
     let rows = pick.query(conn, &sql, org, |r| {
         Ok((
