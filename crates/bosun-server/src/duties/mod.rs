@@ -179,19 +179,26 @@ mod tests {
         let began = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(AtomicBool::new(false));
         let (b, e) = (began.clone(), ended.clone());
-        let duty = Duty::new("test_long_pass", Some(Duration::from_secs(3600)), move |_| {
-            let (b, e) = (b.clone(), e.clone());
-            Box::pin(async move {
-                b.store(true, Ordering::SeqCst);
-                tokio::time::sleep(pass_takes).await;
-                e.store(true, Ordering::SeqCst);
-                Ok(None)
-            })
-        });
+        let duty = Duty::new(
+            "test_long_pass",
+            Some(Duration::from_secs(3600)),
+            move |_| {
+                let (b, e) = (b.clone(), e.clone());
+                Box::pin(async move {
+                    b.store(true, Ordering::SeqCst);
+                    tokio::time::sleep(pass_takes).await;
+                    e.store(true, Ordering::SeqCst);
+                    Ok(None)
+                })
+            },
+        );
         let handle = spawn(state, duty);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while !began.load(Ordering::SeqCst) {
-            assert!(tokio::time::Instant::now() < deadline, "the pass never began");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the pass never began"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         (handle, ended)
@@ -208,7 +215,10 @@ mod tests {
             .await
             .expect("the duty did not stop within its grace: shutdown would hang on it")
             .unwrap();
-        assert!(!ended.load(Ordering::SeqCst), "an hour-long pass cannot have ended");
+        assert!(
+            !ended.load(Ordering::SeqCst),
+            "an hour-long pass cannot have ended"
+        );
         assert!(
             asked.elapsed() >= PASS_GRACE,
             "the pass was dropped before its grace was up ({:?})",
