@@ -16,8 +16,6 @@
 //!   event's dedup key is the stack and that starting point, so the next success starts
 //!   a new episode), and the `bosun_drift_check_age_seconds` gauge.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -325,24 +323,6 @@ fn status_wire(rec: DriftScheduleRecord, now: DateTime<Utc>) -> StackDriftStatus
     }
 }
 
-/// The drift status of the drift-checked stacks of an org with an id in `first..=last`
-/// (one page of the stacks list), by stack id: proportional to the page, not the org.
-pub async fn page_status(
-    state: &AppState,
-    org: &str,
-    first: &str,
-    last: &str,
-) -> Result<BTreeMap<String, StackDriftStatus>, ApiError> {
-    let now = state.config.schedules.clock.now();
-    Ok(state
-        .store
-        .drift_schedules_between(org, first, last)
-        .await?
-        .into_iter()
-        .map(|r| (r.stack.clone(), status_wire(r, now)))
-        .collect())
-}
-
 /// One page of an org's drift dashboard (stale first, the most overdue first): each
 /// stack with its settings and status, the cursor after it, and the org's stale count.
 pub async fn dashboard_page(
@@ -384,19 +364,9 @@ pub struct DashboardPage {
     pub stale_count: u64,
 }
 
-/// One stack's drift status (`None` without drift detection).
-pub async fn stack_status(
-    state: &AppState,
-    org: &str,
-    stack: &str,
-) -> Result<Option<StackDriftStatus>, ApiError> {
-    let now = state.config.schedules.clock.now();
-    Ok(state
-        .store
-        .drift_schedules(Some(org), Some(stack))
-        .await?
-        .pop()
-        .map(|r| status_wire(r, now)))
+/// A stack's drift status now, from its schedule's record.
+pub fn status(state: &AppState, rec: DriftScheduleRecord) -> StackDriftStatus {
+    status_wire(rec, state.config.schedules.clock.now())
 }
 
 /// What `/metrics` says of stale drift checking: how many drift-checked stacks of each

@@ -126,6 +126,7 @@ async fn no_statement_scans_a_table_that_grows_with_the_store() {
     let sqlite = t.server.state().config.sqlite_path();
     let lists = drive(&t).await;
     let mut per_row = statements_per_row(&t, &lists).await;
+    per_row += &store_calls_per_read(&t, "SQLite").await;
     t.shutdown().await;
     let recorded = query_log::take();
     let scans = explain_sqlite(&sqlite, &recorded);
@@ -145,6 +146,7 @@ async fn no_statement_scans_a_table_that_grows_with_the_store() {
         let url = db.url.clone();
         let t = started(move |c| c.database_url = Some(url.clone())).await;
         drive(&t).await;
+        failures += &store_calls_per_read(&t, "PostgreSQL").await;
         t.shutdown().await;
         let recorded = query_log::take();
         let scans = explain_postgres(&db.url, &recorded);
@@ -252,6 +254,39 @@ async fn statements_per_row(t: &TestServer, lists: &[(String, String)]) -> Strin
         checked >= 6,
         "only {checked} lists returned more rows for a longer page"
     );
+    out
+}
+
+/// The reads people make most, and how many store calls each may make, authenticating
+/// included: each call is a hop to the blocking pool and a transaction of its own (on
+/// PostgreSQL, two more round trips), so a read that makes them one after another pays
+/// for each. The guard's stacks cover every kind of context: `s00` is drift-checked on a
+/// plain git remote, `s01` on GitHub, and a page of 20 holds both and a second remote.
+const STORE_CALL_BUDGETS: &[(&str, u64)] = &[
+    ("/api/v1/orgs/default/stacks/s00", 2),
+    ("/api/v1/orgs/default/stacks/s01", 2),
+    ("/api/v1/orgs/default/stacks?limit=20", 2),
+];
+
+/// Each of [`STORE_CALL_BUDGETS`] read three times; the least count must be within its
+/// budget (the least, so a duty's pass at the same moment is not blamed on the read).
+async fn store_calls_per_read(t: &TestServer, backend: &str) -> String {
+    let mut out = String::new();
+    for (path, budget) in STORE_CALL_BUDGETS {
+        let mut least = u64::MAX;
+        for _ in 0..3 {
+            let before = query_log::calls();
+            let (status, body) = read(t, path, &t.admin).await;
+            least = least.min(query_log::calls() - before);
+            assert_eq!(status, StatusCode::OK, "GET {path}: {body}");
+        }
+        eprintln!("{backend}: GET {path}: {least} store calls");
+        if least > *budget {
+            out += &format!(
+                "\n{backend}: GET {path}: {least} store calls, where {budget} should do\n"
+            );
+        }
+    }
     out
 }
 

@@ -329,6 +329,8 @@ impl PostgresStore {
         T: Send + 'static,
         F: FnOnce(&mut PgConn, &ConnInfo) -> Result<T> + Send + 'static,
     {
+        #[cfg(feature = "testsuite")]
+        crate::query_log::call();
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(closed());
         }

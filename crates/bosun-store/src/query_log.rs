@@ -13,6 +13,7 @@ use std::sync::Mutex;
 static RECORDING: AtomicBool = AtomicBool::new(false);
 static STATEMENTS: Mutex<BTreeMap<String, Recorded>> = Mutex::new(BTreeMap::new());
 static EXECUTED: AtomicU64 = AtomicU64::new(0);
+static CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// One distinct statement as the database received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +42,20 @@ pub fn take() -> Vec<Recorded> {
 /// prepared, so a per-request count means something on SQLite alone.
 pub fn executed() -> u64 {
     EXECUTED.load(Ordering::SeqCst)
+}
+
+/// How many store calls have run since recording started, on either backend: each one a
+/// hop to the blocking pool and a transaction of its own (PostgreSQL: a round trip to
+/// begin it and one to end it).
+pub fn calls() -> u64 {
+    CALLS.load(Ordering::SeqCst)
+}
+
+/// Counts one store call (see [`calls`]).
+pub(crate) fn call() {
+    if recording() {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 pub(crate) fn recording() -> bool {

@@ -319,6 +319,8 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        #[cfg(feature = "testsuite")]
+        crate::query_log::call();
         let permit = self
             .inner
             .reader_permits
@@ -356,6 +358,8 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
+        #[cfg(feature = "testsuite")]
+        crate::query_log::call();
         let inner = self.inner.clone();
         let result = tokio::task::spawn_blocking(move || {
             let mut guard = inner.writer.lock().map_err(|_| closed())?;

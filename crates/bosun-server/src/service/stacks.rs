@@ -6,7 +6,7 @@
 use bosun_api::{ErrorCode, Page, Stack, StackCreate, StackPatch};
 use bosun_core::feedback::PrFeedback;
 use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
-use bosun_store::StackRecord;
+use bosun_store::{StackContext, StackRecord};
 use serde_json::json;
 
 use crate::app::AppState;
@@ -14,51 +14,30 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::paging::{next_cursor, PageQuery};
 
-/// A page of the org's stacks, ordered by id; the cursor is the last stack's id.
+/// A page of the org's stacks, ordered by id; the cursor is the last stack's id. The
+/// page and all it shows are one store call.
 pub async fn list(state: &AppState, org: &str, q: &PageQuery) -> Result<Page<Stack>, ApiError> {
     let limit = q.limit()?;
-    let records = state
+    let (records, context) = state
         .store
-        .list_stacks(org, q.cursor.as_deref(), limit)
+        .list_stacks_in_context(org, q.cursor.as_deref(), limit)
         .await?;
     let next_cursor = next_cursor(&records, limit, |r| r.spec.id.to_string());
-    // The org's feedback setting, read once per page (stacks without their own follow it).
-    let org_feedback = org_pr_feedback(state, org).await?;
-    // One binding lookup per repository, not per stack.
-    let mut seen: std::collections::HashMap<String, bosun_api::StackConnection> =
-        std::collections::HashMap::new();
-    // The drift status of this page's stacks only (ids first..=last of the page).
-    let mut drift = match (records.first(), records.last()) {
-        (Some(first), Some(last)) => {
-            crate::drift::page_status(state, org, first.spec.id.as_str(), last.spec.id.as_str())
-                .await?
-        }
-        _ => Default::default(),
-    };
-    let mut items = Vec::with_capacity(records.len());
-    for r in records {
-        let drift_status = drift.remove(r.spec.id.as_str());
-        let key = r.spec.repository.key();
-        let c = match seen.get(&key) {
-            Some(c) => c.clone(),
-            None => {
-                let c = connection(state, &r.spec).await?;
-                seen.insert(key, c.clone());
-                c
-            }
-        };
-        items.push(Stack {
-            drift_status,
-            ..to_wire(r, c, org_feedback)
-        });
-    }
+    let items = records
+        .into_iter()
+        .map(|r| in_context(state, r, &context))
+        .collect();
     Ok(Page { items, next_cursor })
 }
 
-/// One stack of the org.
+/// One stack of the org, and all it shows, in one store call.
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Stack, ApiError> {
-    let record = load(state, org, id).await?;
-    to_wire_with_connection(state, record).await
+    let (record, context) = state
+        .store
+        .get_stack_in_context(org, id)
+        .await?
+        .ok_or_else(|| not_found(org, id))?;
+    Ok(in_context(state, record, &context))
 }
 
 /// Creates a stack of the org from the body, validated into a [`StackSpec`].
@@ -76,7 +55,7 @@ pub async fn create(
         json!({"name": spec.name, "repository": spec.repository.to_string()}),
     );
     let record = state.store.create_stack(org, &spec, &audit).await?;
-    to_wire_with_connection(state, record).await
+    with_context(state, record).await
 }
 
 /// Changes a stack's fields: the patch laid over its stored input, validated again. The
@@ -99,7 +78,7 @@ pub async fn update(
         json!({"fields": changed}),
     );
     let record = state.store.update_stack(org, &spec, &audit).await?;
-    to_wire_with_connection(state, record).await
+    with_context(state, record).await
 }
 
 /// Deletes a stack (with its state versions when `delete_state`). The store refuses
@@ -131,25 +110,30 @@ pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<StackR
         .store
         .get_stack(org, id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("stack {id:?} in org {org:?}")))
+        .ok_or_else(|| not_found(org, id))
 }
 
-/// How the stack's repository is reached and whether it is connected.
-pub async fn connection(
+fn not_found(org: &str, id: &str) -> ApiError {
+    ApiError::NotFound(format!("stack {id:?} in org {org:?}"))
+}
+
+/// How the stack's repository is reached and whether it is connected, from what its
+/// context says of its repository.
+fn connection(
     state: &AppState,
-    spec: &bosun_core::stack::StackSpec,
-) -> Result<bosun_api::StackConnection, ApiError> {
+    spec: &StackSpec,
+    context: &StackContext,
+) -> bosun_api::StackConnection {
     use bosun_core::stack::Repository;
-    Ok(match &spec.repository {
+    match &spec.repository {
         Repository::Git(_) => {
             let interval = state.config.vcs.poll_interval;
             let detail = if interval.is_zero() {
                 "plain git remote; polling is off on this server".to_string()
             } else {
-                let seen = state
-                    .store
-                    .poll_head(&spec.repository.key(), &spec.branch)
-                    .await?;
+                let seen = context
+                    .poll_heads
+                    .get(&(spec.repository.key(), spec.branch.clone()));
                 match seen {
                     Some(h) => format!(
                         "plain git remote, polled every {}s; last saw {} at {}",
@@ -172,11 +156,11 @@ pub async fn connection(
         }
         Repository::GitHub { .. } => {
             let full = spec.repository.github_full_name().unwrap_or_default();
-            match state.store.github_binding(&full).await? {
-                Some(b) if !b.suspended => {
+            match context.github.get(&spec.repository.key()) {
+                Some((b, refusals)) if !b.suspended => {
                     let mut detail = format!("connected through GitHub App installation {} ({})", b.installation, b.account);
                     // Feedback GitHub refused (a permission the installation lacks).
-                    for r in state.store.feedback_refusals(&full).await? {
+                    for r in refusals {
                         if r.until > chrono::Utc::now() {
                             detail.push_str(&format!("; {} (not tried again before {})", r.message, r.until.format("%H:%M UTC")));
                         }
@@ -188,7 +172,7 @@ pub async fn connection(
                         detail,
                     }
                 }
-                Some(b) => bosun_api::StackConnection {
+                Some((b, _)) => bosun_api::StackConnection {
                     kind: "github".into(),
                     connected: false,
                     installation: Some(b.installation),
@@ -202,37 +186,32 @@ pub async fn connection(
                 },
             }
         }
-    })
+    }
 }
 
-/// The org's `pr_feedback`: what its stacks' runs report on GitHub unless a stack says
-/// otherwise.
-async fn org_pr_feedback(state: &AppState, org: &str) -> Result<PrFeedback, ApiError> {
-    Ok(state
+/// The wire form of a stack just written, its context read after it.
+async fn with_context(state: &AppState, r: StackRecord) -> Result<Stack, ApiError> {
+    let context = state
         .store
-        .get_org(org)
-        .await?
-        .map(|o| o.pr_feedback)
-        .unwrap_or_default())
+        .stack_context(&r.org, std::slice::from_ref(&r))
+        .await?;
+    Ok(in_context(state, r, &context))
 }
 
-/// The wire form of a stack, with its connection and its org's feedback setting looked up.
-pub async fn to_wire_with_connection(state: &AppState, r: StackRecord) -> Result<Stack, ApiError> {
-    let c = connection(state, &r.spec).await?;
-    // A stack with its own setting needs nothing of its org's.
-    let org_feedback = match r.spec.pr_feedback {
-        Some(own) => own,
-        None => org_pr_feedback(state, &r.org).await?,
-    };
-    // A stack without drift detection has no drift status: nothing to read.
-    let drift = match r.spec.drift_detection {
-        Some(_) => crate::drift::stack_status(state, &r.org, r.spec.id.as_str()).await?,
-        None => None,
-    };
-    Ok(Stack {
-        drift_status: drift,
-        ..to_wire(r, c, org_feedback)
-    })
+/// The wire form of a stack with what its context says: how its repository is reached,
+/// its org's feedback setting (when it has none of its own) and its drift status.
+fn in_context(state: &AppState, r: StackRecord, context: &StackContext) -> Stack {
+    let connection = connection(state, &r.spec, context);
+    let org_feedback = context.org_pr_feedback.unwrap_or_default();
+    let drift_status = context
+        .drift
+        .get(r.spec.id.as_str())
+        .filter(|_| r.spec.drift_detection.is_some())
+        .map(|d| crate::drift::status(state, d.clone()));
+    Stack {
+        drift_status,
+        ..to_wire(r, connection, org_feedback)
+    }
 }
 
 /// The wire form of a stack; `org_feedback` is its org's `pr_feedback`, which it follows

@@ -424,31 +424,32 @@ pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
         .unwrap()
         .is_empty());
 
-    // Drift: the range's drift-checked stacks, as the org-wide read gives them.
-    let page = store
-        .drift_schedules_between("acme", "s-b", "s-d")
+    // Drift: the page's drift-checked stacks, as the one-stack read gives them.
+    let (page, context) = store
+        .list_stacks_in_context("acme", Some("s-a"), 2)
         .await
         .unwrap();
-    assert_eq!(page.len(), 1, "{page:?}");
+    assert_eq!(ids(page), ["s-b", "s-c"]);
     assert_eq!(
-        (page[0].org.as_str(), page[0].stack.as_str()),
-        ("acme", "s-c")
+        context.drift.keys().collect::<Vec<_>>(),
+        ["s-c"],
+        "{context:?}"
     );
     assert_eq!(
-        page,
+        vec![context.drift["s-c"].clone()],
         store
             .drift_schedules(Some("acme"), Some("s-c"))
             .await
             .unwrap()
     );
+    let (_, context) = store
+        .list_stacks_in_context("acme", None, 10)
+        .await
+        .unwrap();
     assert_eq!(
-        store
-            .drift_schedules_between("acme", "s-a", "s-d")
-            .await
-            .unwrap(),
+        context.drift.into_values().collect::<Vec<_>>(),
         store.drift_schedules(Some("acme"), None).await.unwrap()
     );
-    assert_eq!(page[0].drift.timezone, "UTC");
 }
 
 pub async fn stacks_pr_feedback_set_and_cleared(store: Arc<dyn Store>) {
@@ -503,5 +504,156 @@ pub async fn stacks_pr_feedback_set_and_cleared(store: Arc<dyn Store>) {
             .spec
             .pr_feedback,
         Some(PrFeedback::None)
+    );
+}
+
+/// What the API shows beside stacks, read with them: the org's feedback setting, one
+/// binding (with its refusals) or polled head per repository, the drift schedules; the
+/// same whichever of the three reads gives it, and nothing of stacks not read.
+pub async fn stacks_read_in_context(store: Arc<dyn Store>) {
+    use bosun_core::feedback::PrFeedback;
+    seed_org(&*store, "acme").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    let with = |id: &str, repository: &str, branch: Option<&str>, drift: bool| {
+        StackSpec::from_input(StackInput {
+            repository: repository.into(),
+            branch: branch.map(str::to_string),
+            drift_detection: drift.then(|| DriftInput {
+                schedule: "0 3 * * *".into(),
+                reconcile: false,
+                timezone: None,
+            }),
+            ..spec(id, &[]).to_input()
+        })
+        .unwrap()
+    };
+    for s in [
+        with("a-bound", "github:Acme/Infra", None, true),
+        with("b-unbound", "github:acme/elsewhere", None, false),
+        with(
+            "c-polled",
+            "https://git.example.com/infra.git",
+            Some("release"),
+            false,
+        ),
+        with(
+            "d-unpolled",
+            "https://git.example.com/infra.git",
+            None,
+            true,
+        ),
+        with("e-bound-too", "github:acme/infra", None, false),
+    ] {
+        store.create_stack("acme", &s, &a).await.unwrap();
+    }
+    store
+        .update_org(
+            "acme",
+            &OrgUpdate {
+                pr_feedback: Some(PrFeedback::Comment),
+            },
+            &audit(Some("acme"), "org.update", "org:acme"),
+        )
+        .await
+        .unwrap();
+    store
+        .apply_installation(
+            &InstallationChange::Created {
+                installation: 7,
+                account: "Acme".into(),
+                repositories: vec!["acme/infra".into()],
+            },
+            &audit(None, "github.installation", "installation"),
+        )
+        .await
+        .unwrap();
+    let until = Utc::now() + Duration::hours(1);
+    store
+        .set_feedback_refusal("acme/infra", "checks", Some(("no checks:write", until)))
+        .await
+        .unwrap();
+    let head = PollHead {
+        repository: "https://git.example.com/infra.git".into(),
+        branch: "release".into(),
+        commit: "c0ffee".into(),
+        checked_at: Utc::now(),
+    };
+    store.set_poll_head(&head).await.unwrap();
+
+    let (page, all) = store
+        .list_stacks_in_context("acme", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 5);
+    assert_eq!(all.org_pr_feedback, Some(PrFeedback::Comment));
+    // One entry for the bound repository, however its stacks spell it; none for the
+    // repository without a binding.
+    assert_eq!(
+        all.github.keys().collect::<Vec<_>>(),
+        ["github:acme/infra"],
+        "{all:?}"
+    );
+    let (binding, refusals) = &all.github["github:acme/infra"];
+    assert_eq!(
+        Some(binding),
+        store.github_binding("acme/infra").await.unwrap().as_ref()
+    );
+    assert_eq!(
+        refusals,
+        &store.feedback_refusals("acme/infra").await.unwrap()
+    );
+    assert_eq!(refusals.len(), 1);
+    // The polled branch only.
+    assert_eq!(all.poll_heads.len(), 1, "{all:?}");
+    assert_eq!(
+        all.poll_heads[&(head.repository.clone(), head.branch.clone())].commit,
+        "c0ffee"
+    );
+    assert_eq!(
+        all.drift.keys().collect::<Vec<_>>(),
+        ["a-bound", "d-unpolled"]
+    );
+
+    // One stack: its own repository's entry and schedule alone.
+    let (one, context) = store
+        .get_stack_in_context("acme", "d-unpolled")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(one, page[3]);
+    assert!(
+        context.github.is_empty() && context.poll_heads.is_empty(),
+        "{context:?}"
+    );
+    assert_eq!(context.drift.keys().collect::<Vec<_>>(), ["d-unpolled"]);
+    assert_eq!(context.drift["d-unpolled"], all.drift["d-unpolled"]);
+    let (_, context) = store
+        .get_stack_in_context("acme", "e-bound-too")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(context.github, all.github);
+    assert!(context.drift.is_empty());
+    assert!(store
+        .get_stack_in_context("acme", "missing")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .get_stack_in_context("other", "a-bound")
+        .await
+        .unwrap()
+        .is_none());
+
+    // Stacks already read: the same context as the page's.
+    assert_eq!(store.stack_context("acme", &page).await.unwrap(), all);
+    // An org that is gone has no feedback setting.
+    assert_eq!(
+        store
+            .stack_context("gone", &page[..1])
+            .await
+            .unwrap()
+            .org_pr_feedback,
+        None
     );
 }

@@ -386,6 +386,60 @@ pub(super) fn list(c: &Connection, org: &str, after: &str, limit: u32) -> Result
     Ok(out)
 }
 
+/// The [`StackContext`] of `stacks` (of `org`): their org's feedback setting, one binding
+/// or polled head per distinct repository, and the drift schedules of those with drift
+/// detection, read from the range of their ids when there are several.
+pub(super) fn context(c: &Connection, org: &str, stacks: &[StackRecord]) -> Result<StackContext> {
+    use bosun_core::stack::Repository;
+    let mut out = StackContext {
+        org_pr_feedback: super::identity::get_org(c, org)?.map(|o| o.pr_feedback),
+        ..Default::default()
+    };
+    let mut github = BTreeMap::new();
+    let mut polled = std::collections::BTreeSet::new();
+    for s in stacks {
+        match &s.spec.repository {
+            Repository::GitHub { .. } => {
+                if let Some(full) = s.spec.repository.github_full_name() {
+                    github.insert(s.spec.repository.key(), full);
+                }
+            }
+            Repository::Git(_) => {
+                polled.insert((s.spec.repository.key(), s.spec.branch.clone()));
+            }
+        }
+    }
+    for (key, full) in github {
+        if let Some(binding) = super::vcs::binding(c, &full)? {
+            let refusals = super::feedback::refusals(c, &binding.repository)?;
+            out.github.insert(key, (binding, refusals));
+        }
+    }
+    for (repository, branch) in polled {
+        if let Some(head) = super::vcs::poll_head(c, &repository, &branch)? {
+            out.poll_heads.insert((repository, branch), head);
+        }
+    }
+    let checked: std::collections::BTreeSet<&str> = stacks
+        .iter()
+        .filter(|s| s.spec.drift_detection.is_some())
+        .map(|s| s.spec.id.as_str())
+        .collect();
+    let schedules = match (checked.first(), checked.last()) {
+        (Some(only), _) if checked.len() == 1 => super::drift::schedules(c, Some(org), Some(only))?,
+        (Some(first), Some(last)) => {
+            super::drift::schedules_in(c, Some(org), None, Some(first), Some(last))?
+        }
+        _ => Vec::new(),
+    };
+    out.drift = schedules
+        .into_iter()
+        .filter(|r| checked.contains(r.stack.as_str()))
+        .map(|r| (r.stack.clone(), r))
+        .collect();
+    Ok(out)
+}
+
 pub(super) fn downstream(c: &Connection, org: &str, stack: &str) -> Result<Vec<StackRecord>> {
     query_stacks(
         c,

@@ -176,6 +176,42 @@ impl StackStore for db::Store {
             .await
     }
 
+    async fn get_stack_in_context(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Option<(StackRecord, StackContext)>> {
+        let (org, id) = (org.to_string(), id.to_string());
+        self.read(move |c| {
+            let Some(stack) = stacks::get(c, &org, &id)? else {
+                return Ok(None);
+            };
+            let context = stacks::context(c, &org, std::slice::from_ref(&stack))?;
+            Ok(Some((stack, context)))
+        })
+        .await
+    }
+
+    async fn list_stacks_in_context(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<StackRecord>, StackContext)> {
+        let (org, after) = (org.to_string(), after.unwrap_or("").to_string());
+        self.read(move |c| {
+            let page = stacks::list(c, &org, &after, limit)?;
+            let context = stacks::context(c, &org, &page)?;
+            Ok((page, context))
+        })
+        .await
+    }
+
+    async fn stack_context(&self, org: &str, records: &[StackRecord]) -> Result<StackContext> {
+        let (org, records) = (org.to_string(), records.to_vec());
+        self.read(move |c| stacks::context(c, &org, &records)).await
+    }
+
     async fn downstream_stacks(&self, org: &str, stack: &str) -> Result<Vec<StackRecord>> {
         let (org, stack) = (org.to_string(), stack.to_string());
         self.read(move |c| stacks::downstream(c, &org, &stack))
@@ -766,17 +802,6 @@ impl DriftStore for db::Store {
     ) -> Result<Vec<DriftScheduleRecord>> {
         let (org, stack) = (org.map(str::to_string), stack.map(str::to_string));
         self.read(move |c| drift::schedules(c, org.as_deref(), stack.as_deref()))
-            .await
-    }
-
-    async fn drift_schedules_between(
-        &self,
-        org: &str,
-        first: &str,
-        last: &str,
-    ) -> Result<Vec<DriftScheduleRecord>> {
-        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
-        self.read(move |c| drift::schedules_in(c, Some(&org), None, Some(&first), Some(&last)))
             .await
     }
 

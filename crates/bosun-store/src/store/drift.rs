@@ -21,16 +21,6 @@ pub trait DriftStore: Send + Sync {
         org: Option<&str>,
         stack: Option<&str>,
     ) -> Result<Vec<DriftScheduleRecord>>;
-    /// [`Store::drift_schedules`] of an org's stacks with an id in `first..=last` (one
-    /// page of a stacks list), in one query.
-    ///
-    /// [`Store::drift_schedules`]: DriftStore::drift_schedules
-    async fn drift_schedules_between(
-        &self,
-        org: &str,
-        first: &str,
-        last: &str,
-    ) -> Result<Vec<DriftScheduleRecord>>;
     /// Armed schedules due at `now` (`next_at <= now`), soonest first, at most `limit`.
     async fn drift_schedules_due(
         &self,

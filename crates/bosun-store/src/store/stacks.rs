@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use bosun_core::stack::StackSpec;
 
-use crate::{Audit, Result, StackRecord};
+use crate::{Audit, Result, StackContext, StackRecord};
 
 /// Stacks: their definitions, pages, dependents, updates and deletes.
 #[async_trait]
@@ -21,6 +21,21 @@ pub trait StackStore: Send + Sync {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StackRecord>>;
+    /// [`get_stack`](Self::get_stack) and the stack's [`StackContext`], in one call.
+    async fn get_stack_in_context(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Option<(StackRecord, StackContext)>>;
+    /// [`list_stacks`](Self::list_stacks) and the page's [`StackContext`], in one call.
+    async fn list_stacks_in_context(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<StackRecord>, StackContext)>;
+    /// The [`StackContext`] of stacks of `org` already read (a stack just written).
+    async fn stack_context(&self, org: &str, stacks: &[StackRecord]) -> Result<StackContext>;
     /// The stacks of an org that depend on `stack` (its direct downstreams), by id.
     async fn downstream_stacks(&self, org: &str, stack: &str) -> Result<Vec<StackRecord>>;
     /// Replaces a stack's definition (same id), with the same checks as create.
