@@ -4,8 +4,10 @@
 # 1,000 registered runners; a few small orgs), on SQLite and on PostgreSQL. The store is
 # seeded directly by bosun-store's `seed` example (Store API templates copied in bulk SQL,
 # minutes instead of hours over HTTP), then the release server starts on it and wrk times
-# every API read and console page — under load (BENCH_CONNECTIONS connections: p50/p99 and
-# req/s) and one request at a time (p99 without queueing) — creates per second, the
+# every API read and console page — at saturation (BENCH_CONNECTIONS connections in a closed
+# loop: p50/p99 and req/s), one request at a time (p99 without queueing) and at an offered
+# rate (BENCH_RATE requests a second over the same connections: the p99 the targets are
+# judged by) — creates per second, the
 # server's memory, and the database's size on disk. The report puts the sizes side by
 # side with the cost growth from the first size to the last, next to the target 1.0×.
 # Dispatch: a run created on the seeded store → the waiting runner's lease answering it.
@@ -16,7 +18,8 @@
 #                      BENCH_RUNS_PER_STACK=10 BENCH_VERSIONS_PER_STACK=5 BENCH_RUNNERS=1000
 #                      BENCH_SMALL_ORGS=3 BENCH_SMALL_ORG_STACKS=200 BENCH_TEMPLATES=100
 #                      BENCH_CONNECTIONS=32 BENCH_THREADS=2 BENCH_DURATION=10s
-#                      BENCH_LATENCY_DURATION=5s BENCH_CREATE_DURATION=30s BENCH_DISPATCH_RUNS=100
+#                      BENCH_LATENCY_DURATION=5s BENCH_RATE=200 BENCH_METRICS_RATE=2
+#                      BENCH_PACED_DURATION=10s BENCH_CREATE_DURATION=30s BENCH_DISPATCH_RUNS=100
 #                      BENCH_DATABASE_URL=postgres://… BENCH_KEEP=1
 #
 # stdout: a results table per backend, then one JSON line with the same figures.
@@ -42,6 +45,9 @@ CONNS=${BENCH_CONNECTIONS:-32}
 THREADS=${BENCH_THREADS:-2}
 DURATION=${BENCH_DURATION:-10s}
 LATENCY_DURATION=${BENCH_LATENCY_DURATION:-5s}
+RATE=${BENCH_RATE:-200}
+METRICS_RATE=${BENCH_METRICS_RATE:-2}
+PACED_DURATION=${BENCH_PACED_DURATION:-10s}
 CREATE_DURATION=${BENCH_CREATE_DURATION:-30s}
 DISPATCH_RUNS=${BENCH_DISPATCH_RUNS:-100}
 ORG=default
@@ -50,7 +56,7 @@ ORG=default
 WRK_TIMEOUT=30s
 
 for n in $SIZES $RUNS_PER_STACK $VERSIONS_PER_STACK $RUNNERS $SMALL_ORGS $SMALL_ORG_STACKS \
-    $TEMPLATES $CONNS $THREADS $DISPATCH_RUNS; do
+    $TEMPLATES $CONNS $THREADS $DISPATCH_RUNS $RATE $METRICS_RATE; do
     case $n in '' | *[!0-9]*) die "not a whole number: '$n' (check the BENCH_* knobs)" ;; esac
 done
 for s in $SIZES; do
@@ -60,6 +66,7 @@ for b in $BACKENDS; do
     case $b in sqlite | pg | pg2) ;; *) die "unknown backend '$b' (sqlite, pg, pg2)" ;; esac
 done
 [ "$RUNNERS" -ge 1 ] || die "BENCH_RUNNERS must be at least 1"
+[ "$RATE" -ge 1 ] && [ "$METRICS_RATE" -ge 1 ] || die "BENCH_RATE and BENCH_METRICS_RATE must be at least 1"
 
 ensure_wrk
 for tool in curl python3; do
@@ -197,7 +204,9 @@ start_b_sampler() {
 }
 
 # run_wrk DIR NAME CONNECTIONS DURATION TARGET [-H header]...: TARGET is a URL path, or
-# @FILE for a random path of FILE per request, or CREATE (new stacks). With a second
+# @FILE for a random path of FILE per request, or CREATE (new stacks). With PACE_MS set,
+# each connection waits a random PACE_MS on average before each request (paced.lua): the
+# offered rate is CONNECTIONS × 1000 / PACE_MS requests a second. With a second
 # replica and more than one connection, half the connections go to each. Writes
 # DIR/NAME.json (report.lua's figures plus server CPU) and keeps the peak RSS (of either
 # replica) in DIR/rss-peak.
@@ -207,7 +216,14 @@ run_wrk() {
     local threads=$THREADS
     [ "$conns" -lt "$threads" ] && threads=$conns
     local script=$HERE/report.lua path=$target args=()
-    if [ "${target#@}" != "$target" ]; then
+    if [ -n "${PACE_MS:-}" ]; then
+        script=$HERE/size/paced.lua
+        args=(-- "$PACE_MS")
+        if [ "${target#@}" != "$target" ]; then
+            path=
+            args+=("${target#@}")
+        fi
+    elif [ "${target#@}" != "$target" ]; then
         script=$HERE/size/paths.lua
         path=
         args=(-- "${target#@}")
@@ -452,11 +468,18 @@ healthz${tab}/healthz${tab}X-Bench: size${tab}ok"
     local busy
     busy=$(busy_now)
     [ "$busy" -le 10 ] || log "warning: machine ${busy}% busy before measuring (other processes); figures will be noisy"
+    local rate
     while IFS=$tab read -r name target header marker; do
-        log "$backend, $size stacks: $name (wrk -c$CONNS -d$DURATION, then -c1 -d$LATENCY_DURATION)"
+        rate=$RATE
+        # Prometheus scrapes every 15–60 s: even a few scrapers are far below RATE.
+        [ "$name" = metrics ] && rate=$METRICS_RATE
+        log "$backend, $size stacks: $name (wrk -c$CONNS -d$DURATION, -c1 -d$LATENCY_DURATION, $rate/s -d$PACED_DURATION)"
         run_wrk "$dir" "$name" "$CONNS" "$DURATION" "$target" -H "$header"
         if [ "$LATENCY_DURATION" != 0 ]; then
             run_wrk "$dir" "$name-1c" 1 "$LATENCY_DURATION" "$target" -H "$header"
+        fi
+        if [ "$PACED_DURATION" != 0 ]; then
+            PACE_MS=$((CONNS * 1000 / rate)) run_wrk "$dir" "$name-paced" "$CONNS" "$PACED_DURATION" "$target" -H "$header"
         fi
     done <<<"$endpoints"
     local rss_load
@@ -520,6 +543,7 @@ done
 python3 "$HERE/size/report.py" "$WORK" "${NAMES[@]}" <<JSON
 {"commit": "$GIT_REV", "dirty": $GIT_DIRTY, "postgres": "$PG_VERSION", "connections": $CONNS,
  "threads": $THREADS, "duration": "$DURATION", "latency_duration": "$LATENCY_DURATION",
+ "rate": $RATE, "metrics_rate": $METRICS_RATE, "paced_duration": "$PACED_DURATION",
  "create_duration": "$CREATE_DURATION", "runs_per_stack": $RUNS_PER_STACK,
  "versions_per_stack": $VERSIONS_PER_STACK, "runners": $RUNNERS, "small_orgs": $SMALL_ORGS,
  "small_org_stacks": $SMALL_ORG_STACKS, "templates": $TEMPLATES}
