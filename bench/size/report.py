@@ -136,7 +136,9 @@ def main():
             a, z = first["reads"][key]["load"], last["reads"][key]["load"]
             # The target's p99 is the one at the offered rate; without that run (a
             # BENCH_PACED_DURATION of 0) saturation's is all there is to judge.
-            zp = last["reads"][key]["paced"] or z
+            zp = last["reads"][key]["paced"]
+            if not zp or zp["p99_ms"] is None:
+                zp = z
             growth = round(a["rps"] / z["rps"], 2) if z["rps"] else None
             target = "floor, not a target" if limit is None else f"p99<{limit} ms, 1.0×"
             check = ""
