@@ -10,31 +10,23 @@
 -- request (as paths.lua).
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-dofile(here .. "../report.lua")
+-- paths.lua's setup, its reading of a paths file and its random request (and through it
+-- report.lua's result line).
+dofile(here .. "paths.lua")
+local read_paths, random_request = init, request
 
-local paths = {}
 local mean_ms = 0
-local threads_made = 0
-
-function setup(thread)  -- runs in the main Lua state, once per wrk thread
-  threads_made = threads_made + 1
-  thread:set("thread_index", threads_made)
-end
+local random_paths = false
 
 function init(args)
   mean_ms = assert(tonumber(args[1]), "paced.lua: the first argument is the mean wait in ms")
   assert(mean_ms > 0, "paced.lua: the mean wait must be positive")
   if args[2] then
-    local file = assert(io.open(args[2], "r"), "cannot open " .. tostring(args[2]))
-    for line in file:lines() do
-      if line ~= "" then
-        paths[#paths + 1] = line
-      end
-    end
-    file:close()
-    assert(#paths > 0, "no paths in " .. args[2])
+    read_paths({ args[2] })  -- also seeds this thread's random numbers
+    random_paths = true
+  else
+    math.randomseed(os.time() * 1000 + (thread_index or 0))
   end
-  math.randomseed(os.time() * 1000 + (thread_index or 0))
 end
 
 function delay()
@@ -43,8 +35,8 @@ function delay()
 end
 
 function request()
-  if #paths > 0 then
-    return wrk.format("GET", paths[math.random(1, #paths)])
+  if random_paths then
+    return random_request()
   end
   return wrk.format()
 end
