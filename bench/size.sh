@@ -474,7 +474,7 @@ healthz${tab}/healthz${tab}X-Bench: size${tab}ok"
     local busy
     busy=$(busy_now)
     [ "$busy" -le 10 ] || log "warning: machine ${busy}% busy before measuring (other processes); figures will be noisy"
-    local rate
+    local rate paced_conns
     while IFS=$tab read -r name target header marker; do
         rate=$RATE
         # Prometheus scrapes every 15–60 s: even a few scrapers are far below RATE.
@@ -485,7 +485,11 @@ healthz${tab}/healthz${tab}X-Bench: size${tab}ok"
             run_wrk "$dir" "$name-1c" 1 "$LATENCY_DURATION" "$target" -H "$header"
         fi
         if [ "$PACED_DURATION" != 0 ]; then
-            PACE_MS=$((CONNS * 1000 / rate)) run_wrk "$dir" "$name-paced" "$CONNS" "$PACED_DURATION" "$target" -H "$header"
+            # At most one connection per request a second, so no connection waits long
+            # enough between requests for the listener to close it as idle.
+            paced_conns=$CONNS
+            [ "$rate" -lt "$paced_conns" ] && paced_conns=$rate
+            PACE_MS=$((paced_conns * 1000 / rate)) run_wrk "$dir" "$name-paced" "$paced_conns" "$PACED_DURATION" "$target" -H "$header"
         fi
     done <<<"$endpoints"
     local rss_load
