@@ -6,8 +6,8 @@
 # minutes instead of hours over HTTP), then the release server starts on it and wrk times
 # every API read and console page — at saturation (BENCH_CONNECTIONS connections in a closed
 # loop: p50/p99 and req/s), one request at a time (p99 without queueing) and at an offered
-# rate (BENCH_RATE requests a second over the same connections: the p99 the targets are
-# judged by) — creates per second, the
+# rate (BENCH_RATE requests a second over up to the same connections: the p99 the targets
+# are judged by) — creates per second, the
 # server's memory, and the database's size on disk. The report puts the sizes side by
 # side with the cost growth from the first size to the last, next to the target 1.0×.
 # Dispatch: a run created on the seeded store → the waiting runner's lease answering it.

@@ -2,12 +2,13 @@
 """The report of bench/size.sh: a table per backend on stdout, then one JSON line.
 
 Usage: report.py WORK_DIR SCENARIO... < settings.json
-Reads WORK_DIR/<scenario>/{seed.json,scenario.json,<measurement>.json,<measurement>-1c.json}
+Reads WORK_DIR/<scenario>/{seed.json,scenario.json,<measurement>.json,<measurement>-1c.json,
+<measurement>-paced.json}
 for scenarios named `<backend>-<stacks>` (sqlite-10000, pg-100000, pg2-10000, …).
 
 Columns per size: p50 and p99 at saturation (the bench's connections in a closed loop),
-p99 one request at a time (no queueing), p99 at the offered rate (`p99@rate`: the same
-connections pacing their requests to the bench's rate), and requests per second at
+p99 one request at a time (no queueing), p99 at the offered rate (`p99@rate`: up to the
+same connections pacing their requests to the bench's rate), and requests per second at
 saturation. `cost ×` is what a request costs at the last size against the first: req/s at
 the first ÷ req/s at the last (1.0× is a cost independent of the store's size; 2.0× is
 twice the cost). `check` compares the last size with the targets: p99 at the offered rate
@@ -99,7 +100,7 @@ def main():
     print(f"build: commit {settings['commit']}" + (" plus local changes" if settings["dirty"] else "")
           + (f"; PostgreSQL {settings['postgres']}" if settings["postgres"] else ""))
     print(f"load: wrk -t{settings['threads']} -c{conns} -d{settings['duration']} per row (saturation); "
-          f"p99@1: one connection, -d{settings['latency_duration']}; p99@rate: -c{conns} "
+          f"p99@1: one connection, -d{settings['latency_duration']}; p99@rate: at most -c{conns} "
           f"-d{settings['paced_duration']} paced to {settings['rate']} req/s "
           f"({settings['metrics_rate']}/s for /metrics); creates: -c{conns} -d{settings['create_duration']}")
 
