@@ -323,8 +323,14 @@ fn status_wire(rec: DriftScheduleRecord, now: DateTime<Utc>) -> StackDriftStatus
     }
 }
 
+/// How far the dashboard counts an org's stale stacks: past it the page says "more than"
+/// (the exact figure per org is `/metrics`' `bosun_drift_checks_stale`), so a page costs
+/// the same for an org of a hundred stacks and one of a million.
+pub const STALE_COUNT_CAP: u32 = 1000;
+
 /// One page of an org's drift dashboard (stale first, the most overdue first): each
-/// stack with its settings and status, the cursor after it, and the org's stale count.
+/// stack with its settings and status, the cursor after it, and the org's stale count
+/// (up to [`STALE_COUNT_CAP`] + 1: more than the cap reads as "more than").
 pub async fn dashboard_page(
     state: &AppState,
     org: &str,
@@ -349,7 +355,10 @@ pub async fn dashboard_page(
         .collect();
     Ok(DashboardPage {
         rows,
-        stale_count: state.store.count_stale_drift(org, now).await?,
+        stale_count: state
+            .store
+            .count_stale_drift(org, now, STALE_COUNT_CAP + 1)
+            .await?,
     })
 }
 

@@ -54,9 +54,20 @@ struct DriftRow {
 struct DriftPage {
     layout: Layout,
     rows: Vec<DriftRow>,
-    stale_count: u64,
+    /// How many stacks are stale, as the banner says it; none, no banner.
+    stale: Option<String>,
     next: Option<String>,
     first_page: bool,
+}
+
+/// The banner's count of stale stacks: the dashboard counts up to one past its cap.
+fn stale_text(count: u64) -> Option<String> {
+    let cap = u64::from(crate::drift::STALE_COUNT_CAP);
+    match count {
+        0 => None,
+        n if n > cap => Some(format!("More than {cap}")),
+        n => Some(n.to_string()),
+    }
 }
 
 fn check(c: bosun_api::DriftCheck) -> Check {
@@ -115,9 +126,28 @@ async fn dashboard(
         &DriftPage {
             layout,
             rows,
-            stale_count: page.stale_count,
+            stale: stale_text(page.stale_count),
             next,
             first_page: q.after.is_none(),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stale_text;
+    use crate::drift::STALE_COUNT_CAP;
+
+    #[test]
+    fn the_banner_counts_up_to_the_cap_then_says_more_than() {
+        let cap = u64::from(STALE_COUNT_CAP);
+        assert_eq!(stale_text(0), None);
+        assert_eq!(stale_text(1).as_deref(), Some("1"));
+        assert_eq!(stale_text(cap).as_deref(), Some(cap.to_string().as_str()));
+        assert_eq!(
+            stale_text(cap + 1),
+            Some(format!("More than {cap}")),
+            "one past the cap is all the dashboard counts"
+        );
+    }
 }

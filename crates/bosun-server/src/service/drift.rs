@@ -4,7 +4,7 @@
 use bosun_api::RunDrift;
 use bosun_core::drift::{result_of, DriftResult};
 use bosun_core::run::{RunKind, Trigger};
-use bosun_store::RunRecord;
+use bosun_store::{DriftCheckRecord, RunRecord};
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -27,26 +27,34 @@ pub async fn run_fields(
     state: &AppState,
     run: &RunRecord,
 ) -> Result<(Option<RunDrift>, Option<String>), ApiError> {
-    match (run.kind, run.trigger) {
-        (RunKind::Drift, _) => {
-            let check = state.store.drift_check(&run.id).await?;
-            Ok((
-                Some(RunDrift {
-                    result: result(run).as_str().to_string(),
-                    reconcile_run: check.and_then(|c| c.reconcile_run),
-                }),
-                None,
-            ))
+    let check = match (run.kind, run.trigger) {
+        (RunKind::Drift, _) | (RunKind::Tracked, Trigger::Schedule) => {
+            state.store.drift_check(&run.id).await?
         }
-        (RunKind::Tracked, Trigger::Schedule) => Ok((
+        _ => None,
+    };
+    Ok(run_fields_of(run, check))
+}
+
+/// [`run_fields`] from the drift check already read with the run (its context's).
+pub fn run_fields_of(
+    run: &RunRecord,
+    check: Option<DriftCheckRecord>,
+) -> (Option<RunDrift>, Option<String>) {
+    match (run.kind, run.trigger) {
+        (RunKind::Drift, _) => (
+            Some(RunDrift {
+                result: result(run).as_str().to_string(),
+                reconcile_run: check.and_then(|c| c.reconcile_run),
+            }),
             None,
-            state
-                .store
-                .drift_check(&run.id)
-                .await?
+        ),
+        (RunKind::Tracked, Trigger::Schedule) => (
+            None,
+            check
                 .filter(|c| c.reconcile_run.as_deref() == Some(&run.id))
                 .map(|c| c.run),
-        )),
-        _ => Ok((None, None)),
+        ),
+        _ => (None, None),
     }
 }

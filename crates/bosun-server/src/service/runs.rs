@@ -96,16 +96,24 @@ struct Extras {
 
 async fn extras_of(state: &AppState, r: &RunRecord) -> Result<Extras, ApiError> {
     let (drift, reconciles) = crate::service::drift::run_fields(state, r).await?;
-    let approval = if r.state == RunState::Unconfirmed {
-        crate::service::approvals::wait_of(state, &r.org, &r.id).await?
-    } else {
-        None
-    };
+    let approval = approval_of(state, r).await?;
     Ok(Extras {
         drift,
         reconciles,
         approval,
     })
+}
+
+/// Who may approve run `r`, while it waits for an approval.
+async fn approval_of(
+    state: &AppState,
+    r: &RunRecord,
+) -> Result<Option<bosun_api::ApprovalWait>, ApiError> {
+    if r.state == RunState::Unconfirmed {
+        crate::service::approvals::wait_of(state, &r.org, &r.id).await
+    } else {
+        Ok(None)
+    }
 }
 
 fn wire_of(r: RunRecord, phases: Vec<bosun_store::RunPhaseRecord>, extras: Extras) -> Run {
@@ -289,22 +297,26 @@ pub async fn list_records(
 
 /// One run of the org.
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Run, ApiError> {
-    let run = load(state, org, id).await?;
-    let runner = run.runner_id.clone();
-    let runner_name = async {
-        Ok::<_, ApiError>(match &runner {
-            Some(r) => state.store.get_runner(r).await?.map(|x| x.name),
-            None => None,
-        })
-    };
-    // The run's other reads do not depend on one another: made at once.
-    let (mut wire, decisions, runner_name) = tokio::try_join!(
-        to_wire(state, run),
-        decisions_of(state, org, id),
-        runner_name
-    )?;
-    wire.decisions = decisions;
-    wire.runner_name = runner_name;
+    // The run and all it shows in one store call; only a run waiting for an approval
+    // reads more (who may approve it).
+    let (run, context) = state
+        .store
+        .get_run_in_context(org, id, DECISIONS_READ)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} in org {org:?}")))?;
+    let (drift, reconciles) = crate::service::drift::run_fields_of(&run, context.drift_check);
+    let approval = approval_of(state, &run).await?;
+    let mut wire = wire_of(
+        run,
+        context.phases,
+        Extras {
+            drift,
+            reconciles,
+            approval,
+        },
+    );
+    wire.decisions = decisions_of(context.audit);
+    wire.runner_name = context.runner_name;
     Ok(wire)
 }
 
@@ -317,21 +329,12 @@ const DECISIONS: [(&str, &str); 5] = [
     ("approval.reject", "reject"),
 ];
 
-/// Who acted on run `id` by hand, oldest first, read from the org's audit log (the one
-/// record of it) — at most the newest 100 records about the run.
-async fn decisions_of(
-    state: &AppState,
-    org: &str,
-    id: &str,
-) -> Result<Vec<bosun_api::RunDecision>, ApiError> {
-    let filter = bosun_store::AuditFilter {
-        target: Some(format!("run:{id}")),
-        ..Default::default()
-    };
-    let records = state
-        .store
-        .search_audit(Some(org), &filter, None, 100)
-        .await?;
+/// How many of the newest audit records about a run are read for its decisions.
+const DECISIONS_READ: u32 = 100;
+
+/// Who acted on a run by hand, oldest first, from the newest audit records about it
+/// (the org's audit log is the one record of it; at most [`DECISIONS_READ`]).
+fn decisions_of(records: Vec<bosun_store::AuditRecord>) -> Vec<bosun_api::RunDecision> {
     let mut out: Vec<bosun_api::RunDecision> = records
         .into_iter()
         .filter_map(|r| {
@@ -345,7 +348,7 @@ async fn decisions_of(
         })
         .collect();
     out.reverse();
-    Ok(out)
+    out
 }
 
 /// An operator's event on a run (`action` is the audit action).

@@ -23,12 +23,15 @@ pub async fn list_versions(
     stack: &str,
     q: &PageQuery,
 ) -> Result<Page<StateVersion>, ApiError> {
-    require_stack(state, org, stack).await?;
     let limit = q.limit()?;
     let versions = state
         .store
         .list_state_versions(org, stack, q.seq()?, limit)
         .await?;
+    if versions.is_empty() {
+        // An empty page is the only one that may belong to a stack that does not exist.
+        require_stack(state, org, stack).await?;
+    }
     let items = versions.into_iter().map(version_wire).collect();
     Ok(page(items, limit, |v| v.version.to_string()))
 }
@@ -182,12 +185,14 @@ pub async fn show_version(
     stack: &str,
     version: i64,
 ) -> Result<bosun_api::StateVersionDetail, ApiError> {
-    require_stack(state, org, stack).await?;
-    let (meta, body) = state
-        .store
-        .state_version(org, stack, Some(version))
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("state version {version} of stack {stack:?}")))?;
+    // The version is read first: one store call when it exists; only a miss asks whether
+    // the stack itself is missing, so the 404 names the right thing.
+    let Some((meta, body)) = state.store.state_version(org, stack, Some(version)).await? else {
+        require_stack(state, org, stack).await?;
+        return Err(ApiError::NotFound(format!(
+            "state version {version} of stack {stack:?}"
+        )));
+    };
     let doc = serde_json::from_slice(&body)
         .map_err(|e| ApiError::Internal(format!("stored state is not JSON: {e}")))?;
     Ok(bosun_api::StateVersionDetail {

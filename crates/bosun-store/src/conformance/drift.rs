@@ -144,6 +144,15 @@ pub async fn drift_schedules_fire_once_settle_once(store: Arc<dyn Store>) {
         store.drift_check("run-t1").await.unwrap(),
         Some(check.clone())
     );
+    // A run read in context carries the same check: the drift run's and its reconcile's.
+    for run in ["run-d1", "run-t1"] {
+        let (_, context) = store
+            .get_run_in_context("acme", run, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(context.drift_check, Some(check.clone()), "{run}");
+    }
     let s = store.drift_schedules(None, None).await.unwrap().remove(0);
     assert_eq!(s.last_success, Some(check.clone()));
     assert_eq!(s.open_run, None);
@@ -343,13 +352,21 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
     );
     let at = |h: i64| t0 + Duration::hours(h);
     assert_eq!(
-        store.count_stale_drift("acme", at(2)).await.unwrap(),
+        store.count_stale_drift("acme", at(2), 10).await.unwrap(),
         0,
         "exactly twice is not yet stale"
     );
-    assert_eq!(store.count_stale_drift("acme", at(4)).await.unwrap(), 1);
-    assert_eq!(store.count_stale_drift("acme", at(6)).await.unwrap(), 2);
-    assert_eq!(store.count_stale_drift("other", at(6)).await.unwrap(), 0);
+    assert_eq!(store.count_stale_drift("acme", at(4), 10).await.unwrap(), 1);
+    assert_eq!(store.count_stale_drift("acme", at(6), 10).await.unwrap(), 2);
+    assert_eq!(
+        store.count_stale_drift("acme", at(6), 1).await.unwrap(),
+        1,
+        "the count stops at its cap"
+    );
+    assert_eq!(
+        store.count_stale_drift("other", at(6), 10).await.unwrap(),
+        0
+    );
     // /metrics' view: every org's stale stacks counted, the most overdue named first and
     // no more than asked for (s-a turned stale at 2 h, s-c at 5 h).
     let named = |s: &StaleDriftChecks| s.oldest.iter().map(|b| b.stack.clone()).collect::<Vec<_>>();

@@ -150,6 +150,7 @@ macro_rules! conformance_suite {
             duty_leases_racing_takers_get_one,
             stacks_page_reads_by_id_range,
             stacks_read_in_context,
+            runs_read_in_context,
             state_retention_keeps_the_newest_the_young_the_head_and_what_runs_name,
             run_logs_compressed_once_runs_end_read_the_same,
             runs_summarised_past_the_horizon_keep_their_record,

@@ -454,3 +454,92 @@ pub async fn runs_lease_looks_past_a_full_page_of_waiting_runs(store: Arc<dyn St
     // Nothing else can go: every busy run waits behind busy-0.
     assert!(store.lease_run(&r).await.unwrap().is_none());
 }
+
+/// A run read with what is shown beside it, in one call: the same phases, audit records
+/// and runner as the separate reads; none for another org's run or a missing one.
+pub async fn runs_read_in_context(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    seed_org(&*store, "globex").await;
+    let r = runner(&*store, "runner-ctx").await;
+    let created = audit(Some("acme"), "run.create", "run:run-c1");
+    store
+        .create_run(&new_run("run-c1", "net", RunKind::Tracked), Some(&created))
+        .await
+        .unwrap();
+    let bare = store
+        .get_run_in_context("acme", "run-c1", 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bare.0, store.get_run("run-c1").await.unwrap().unwrap());
+    assert_eq!(bare.1.runner_name, None, "not leased yet");
+    store.lease_run(&r).await.unwrap().unwrap();
+    store
+        .run_event("run-c1", &ev(Event::PhaseStarted, 1))
+        .await
+        .unwrap();
+    store
+        .run_event("run-c1", &ev(Event::PlanFinished { changes: true }, 1))
+        .await
+        .unwrap();
+    let discard = RunEventInput {
+        event: Event::Discard,
+        fencing: None,
+        update: RunUpdate::default(),
+        audit: Some(audit(Some("acme"), "run.discard", "run:run-c1")),
+    };
+    store.run_event("run-c1", &discard).await.unwrap();
+    // Another run's audit record is not this run's.
+    store
+        .create_run(
+            &new_run("run-c2", "net", RunKind::Proposed),
+            Some(&audit(Some("acme"), "run.create", "run:run-c2")),
+        )
+        .await
+        .unwrap();
+
+    let (run, context) = store
+        .get_run_in_context("acme", "run-c1", 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run, store.get_run("run-c1").await.unwrap().unwrap());
+    assert_eq!(run.state, RunState::Discarded);
+    assert_eq!(context.phases, store.run_phases("run-c1").await.unwrap());
+    assert!(context.phases.len() >= 3, "{:?}", context.phases);
+    let about = AuditFilter {
+        target: Some("run:run-c1".into()),
+        ..Default::default()
+    };
+    let searched = store
+        .search_audit(Some("acme"), &about, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(context.audit, searched);
+    let actions: Vec<&str> = context
+        .audit
+        .iter()
+        .map(|a| a.entry.action.as_str())
+        .collect();
+    assert_eq!(actions, ["run.discard", "run.create"], "newest first");
+    assert_eq!(context.runner_name.as_deref(), Some("runner-ctx"));
+    assert_eq!(context.drift_check, None, "a manual tracked run has none");
+    // The audit records stop at the limit, the newest kept.
+    let (_, limited) = store
+        .get_run_in_context("acme", "run-c1", 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(limited.audit, searched[..1]);
+    // Another org's run, or none at all, is not found.
+    assert!(store
+        .get_run_in_context("globex", "run-c1", 10)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .get_run_in_context("acme", "run-nope", 10)
+        .await
+        .unwrap()
+        .is_none());
+}

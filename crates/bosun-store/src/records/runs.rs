@@ -105,6 +105,21 @@ pub struct RunPhaseRecord {
     pub ended_at: Option<DateTime<Utc>>,
 }
 
+/// What is shown beside a run, read with it in one store call by
+/// [`crate::RunStore::get_run_in_context`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunContext {
+    /// The states it passed through, oldest first.
+    pub phases: Vec<RunPhaseRecord>,
+    /// The drift check it is (a drift run) or reconciles (a scheduled tracked run) — the
+    /// record keyed by this run's id, or by the drift run whose reconcile it is.
+    pub drift_check: Option<crate::DriftCheckRecord>,
+    /// The newest audit records about it (target `run:{id}`, in its org), newest first.
+    pub audit: Vec<crate::AuditRecord>,
+    /// The name of the runner that holds or held it, while that runner is registered.
+    pub runner_name: Option<String>,
+}
+
 /// What to record with a run event besides the state change.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunUpdate {

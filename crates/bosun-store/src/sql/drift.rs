@@ -279,10 +279,13 @@ pub(super) fn stale_checks(conn: &Connection, now: i64, limit: u32) -> Result<St
     Ok(StaleDriftChecks { by_org, oldest })
 }
 
-pub(super) fn count_stale(conn: &Connection, org: &str, now: i64) -> Result<u64> {
+pub(super) fn count_stale(conn: &Connection, org: &str, now: i64, cap: u32) -> Result<u64> {
     let n: i64 = conn
-        .prepare_cached("SELECT COUNT(*) FROM drift_schedules WHERE org_id = ?1 AND stale_at < ?2")?
-        .query_row(params![org, now], |r| r.get(0))?;
+        .prepare_cached(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM drift_schedules
+             WHERE org_id = ?1 AND stale_at < ?2 LIMIT ?3) AS stale",
+        )?
+        .query_row(params![org, now, i64::from(cap)], |r| r.get(0))?;
     Ok(n as u64)
 }
 

@@ -489,6 +489,32 @@ pub(super) fn list(
     )
 }
 
+/// What is shown beside `run` (see [`RunContext`]), with at most `audit_limit` audit
+/// records. Only a drift run or a scheduled run can have a drift check, so only theirs is
+/// looked for.
+pub(super) fn context(c: &Connection, run: &RunRecord, audit_limit: u32) -> Result<RunContext> {
+    let drift_check =
+        if run.kind == RunKind::Drift || run.trigger == bosun_core::run::Trigger::Schedule {
+            super::drift::check(c, &run.id)?
+        } else {
+            None
+        };
+    let about_run = AuditFilter {
+        target: Some(format!("run:{}", run.id)),
+        ..Default::default()
+    };
+    let runner_name = match &run.runner_id {
+        Some(r) => super::runners::get(c, r)?.map(|r| r.name),
+        None => None,
+    };
+    Ok(RunContext {
+        phases: phases(c, &run.id)?,
+        drift_check,
+        audit: super::audit::search(c, Some(&run.org), &about_run, None, audit_limit)?,
+        runner_name,
+    })
+}
+
 pub(super) fn phases(c: &Connection, run: &str) -> Result<Vec<RunPhaseRecord>> {
     Ok(phases_of(c, &[run.to_string()])?
         .remove(run)

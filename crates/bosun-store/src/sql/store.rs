@@ -348,6 +348,23 @@ impl RunStore for db::Store {
         self.read(move |c| runs::load_run(c, &id)).await
     }
 
+    async fn get_run_in_context(
+        &self,
+        org: &str,
+        id: &str,
+        audit_limit: u32,
+    ) -> Result<Option<(RunRecord, RunContext)>> {
+        let (org, id) = (org.to_string(), id.to_string());
+        self.read(move |c| {
+            let Some(run) = runs::load_run(c, &id)?.filter(|r| r.org == org) else {
+                return Ok(None);
+            };
+            let context = runs::context(c, &run, audit_limit)?;
+            Ok(Some((run, context)))
+        })
+        .await
+    }
+
     async fn list_runs(
         &self,
         org: &str,
@@ -841,9 +858,9 @@ impl DriftStore for db::Store {
             .await
     }
 
-    async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>) -> Result<u64> {
+    async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>, cap: u32) -> Result<u64> {
         let org = org.to_string();
-        self.read(move |c| drift::count_stale(c, &org, millis(now)))
+        self.read(move |c| drift::count_stale(c, &org, millis(now), cap))
             .await
     }
 

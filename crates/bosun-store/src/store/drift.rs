@@ -45,8 +45,10 @@ pub trait DriftStore: Send + Sync {
     /// org, and the `limit` most overdue with what their check age is measured from, read
     /// in the order they turned stale.
     async fn stale_drift_checks(&self, now: DateTime<Utc>, limit: u32) -> Result<StaleDriftChecks>;
-    /// How many of an org's drift-checked stacks are stale at `now`.
-    async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>) -> Result<u64>;
+    /// How many of an org's drift-checked stacks are stale at `now`, counted up to `cap`
+    /// (so a page showing the count reads at most `cap` index entries, whatever the org's
+    /// size): the answer is `min(stale, cap)`.
+    async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>, cap: u32) -> Result<u64>;
     /// Schedules whose stale-check alert is due at `now` and not raised yet, at most
     /// `limit`.
     async fn drift_alerts_due(

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    Audit, LogRecord, NewRun, Result, RunEventInput, RunEventResult, RunPhaseRecord, RunRecord,
-    RunnerRecord,
+    Audit, LogRecord, NewRun, Result, RunContext, RunEventInput, RunEventResult, RunPhaseRecord,
+    RunRecord, RunnerRecord,
 };
 
 /// Stack runs: created, listed, moved through the run state machine, leased and fenced,
@@ -14,6 +14,14 @@ use crate::{
 pub trait RunStore: Send + Sync {
     async fn create_run(&self, run: &NewRun, audit: Option<&Audit>) -> Result<RunRecord>;
     async fn get_run(&self, id: &str) -> Result<Option<RunRecord>>;
+    /// Run `id` of `org` (none when it is another org's) and its [`RunContext`], with at
+    /// most `audit_limit` audit records, in one call.
+    async fn get_run_in_context(
+        &self,
+        org: &str,
+        id: &str,
+        audit_limit: u32,
+    ) -> Result<Option<(RunRecord, RunContext)>>;
     /// Runs of an org (or one stack), newest first, created strictly before `before`.
     async fn list_runs(
         &self,
