@@ -1,8 +1,6 @@
 //! The stacks page: every stack of an org with its last run, connection, lock and drift
 //! badge, a page at a time.
 
-use std::collections::HashMap;
-
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
@@ -116,30 +114,13 @@ async fn list(
         cursor: q.after.clone(),
         limit: Some(PAGE),
     };
-    let page = crate::service::stacks::list(&state, &org, &query).await?;
-    // The page's last runs and locks: one query each for the page's id range.
-    let (mut last_runs, mut locks) = match (page.items.first(), page.items.last()) {
-        (Some(first), Some(last)) => (
-            state
-                .store
-                .last_runs_between(&org, &first.id, &last.id)
-                .await?
-                .into_iter()
-                .map(|r| (r.stack.clone(), r))
-                .collect(),
-            state
-                .store
-                .state_locks_between(&org, &first.id, &last.id)
-                .await?
-                .into_iter()
-                .collect(),
-        ),
-        _ => (HashMap::new(), HashMap::new()),
-    };
+    // The page, each stack's last run and held lock: one store call.
+    let (page, mut activity) =
+        crate::service::stacks::list_with_activity(&state, &org, &query).await?;
     let mut rows = Vec::with_capacity(page.items.len());
     for s in page.items {
-        let last = last_runs.remove(&s.id);
-        let lock = locks.remove(&s.id);
+        let last = activity.last_runs.remove(&s.id);
+        let lock = activity.locks.remove(&s.id);
         rows.push(StackRow {
             last_run: last.as_ref().map(RunBadge::of),
             connected: s.connection.connected,

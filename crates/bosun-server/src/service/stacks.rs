@@ -22,12 +22,37 @@ pub async fn list(state: &AppState, org: &str, q: &PageQuery) -> Result<Page<Sta
         .store
         .list_stacks_in_context(org, q.cursor.as_deref(), limit)
         .await?;
+    Ok(page_of(state, records, &context, limit))
+}
+
+/// A page of stacks on the wire, from its records and their context.
+fn page_of(
+    state: &AppState,
+    records: Vec<StackRecord>,
+    context: &StackContext,
+    limit: u32,
+) -> Page<Stack> {
     let next_cursor = next_cursor(&records, limit, |r| r.spec.id.to_string());
     let items = records
         .into_iter()
-        .map(|r| in_context(state, r, &context))
+        .map(|r| in_context(state, r, context))
         .collect();
-    Ok(Page { items, next_cursor })
+    Page { items, next_cursor }
+}
+
+/// [`list`], with each stack's latest run and held state lock (the console's stacks
+/// page), still in one store call.
+pub async fn list_with_activity(
+    state: &AppState,
+    org: &str,
+    q: &PageQuery,
+) -> Result<(Page<Stack>, bosun_store::StackActivity), ApiError> {
+    let limit = q.limit()?;
+    let (records, context, activity) = state
+        .store
+        .list_stacks_with_activity(org, q.cursor.as_deref(), limit)
+        .await?;
+    Ok((page_of(state, records, &context, limit), activity))
 }
 
 /// One stack of the org, and all it shows, in one store call.

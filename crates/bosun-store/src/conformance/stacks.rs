@@ -380,16 +380,33 @@ pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
     let mut other_run = new_run("r-ob", "s-b", RunKind::Proposed);
     other_run.org = "other".into();
     store.create_run(&other_run, None).await.unwrap();
-    let last = store.last_runs_between("acme", "s-b", "s-c").await.unwrap();
+    let activity = |after: Option<&'static str>, limit: u32| {
+        let store = store.clone();
+        async move {
+            let (page, context, activity) = store
+                .list_stacks_with_activity("acme", after, limit)
+                .await
+                .unwrap();
+            let (same_page, same_context) = store
+                .list_stacks_in_context("acme", after, limit)
+                .await
+                .unwrap();
+            assert_eq!((&page, &context), (&same_page, &same_context));
+            (ids(page), activity)
+        }
+    };
+    let (page, last) = activity(Some("s-a"), 2).await;
+    assert_eq!(page, ["s-b", "s-c"]);
     let got: Vec<_> = last
+        .last_runs
         .iter()
-        .map(|r| (r.stack.as_str(), r.id.as_str()))
+        .map(|(s, r)| (s.as_str(), r.stack.as_str(), r.id.as_str()))
         .collect();
-    assert_eq!(got, [("s-b", "r-b2")]);
-    let all = store.last_runs_between("acme", "s-a", "s-d").await.unwrap();
+    assert_eq!(got, [("s-b", "s-b", "r-b2")]);
+    let (_, all) = activity(None, 10).await;
     for s in ["s-a", "s-b", "s-c", "s-d"] {
         let one = store.list_runs("acme", Some(s), None, 1).await.unwrap();
-        let here: Vec<_> = all.iter().filter(|r| r.stack == s).cloned().collect();
+        let here: Vec<_> = all.last_runs.get(s).cloned().into_iter().collect();
         assert_eq!(here, one, "stack {s}");
     }
 
@@ -405,24 +422,21 @@ pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
         .lock_state("other", "s-b", &state_lock("L-other", alice.clone()))
         .await
         .unwrap();
-    let locks = store
-        .state_locks_between("acme", "s-a", "s-c")
-        .await
-        .unwrap();
-    let got: Vec<_> = locks
+    let (page, first_three) = activity(None, 3).await;
+    assert_eq!(page, ["s-a", "s-b", "s-c"]);
+    let got: Vec<_> = first_three
+        .locks
         .iter()
         .map(|(s, l)| (s.as_str(), l.id.as_str(), &l.holder))
         .collect();
     assert_eq!(got, [("s-b", "L-s-b", &alice)]);
     assert_eq!(
-        locks[0].1,
+        first_three.locks["s-b"],
         store.state_head("acme", "s-b").await.unwrap().lock.unwrap()
     );
-    assert!(store
-        .state_locks_between("acme", "s-e", "s-z")
-        .await
-        .unwrap()
-        .is_empty());
+    let (page, past_the_end) = activity(Some("s-d"), 10).await;
+    assert!(page.is_empty());
+    assert_eq!(past_the_end, StackActivity::default());
 
     // Drift: the page's drift-checked stacks, as the one-stack read gives them.
     let (page, context) = store

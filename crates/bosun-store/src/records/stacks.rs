@@ -11,6 +11,16 @@ pub struct StackRecord {
     pub updated_at: DateTime<Utc>,
 }
 
+/// What a page of stacks shows of each stack's activity, read with the page by
+/// [`crate::StackStore::list_stacks_with_activity`]: the latest run (newest `created_at`,
+/// then id) of each stack that has runs, and the state lock held on each locked one, by
+/// stack id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StackActivity {
+    pub last_runs: std::collections::BTreeMap<String, crate::RunRecord>,
+    pub locks: std::collections::BTreeMap<String, bosun_core::state::Lock>,
+}
+
 /// What is shown beside stacks' definitions, read with them in one store call: their
 /// org's feedback setting, how their repositories are reached, and their drift schedules.
 /// [`crate::StackStore::stack_context`] and the `*_in_context` reads fill it for the stacks

@@ -207,6 +207,33 @@ impl StackStore for db::Store {
         .await
     }
 
+    async fn list_stacks_with_activity(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<StackRecord>, StackContext, StackActivity)> {
+        let (org, after) = (org.to_string(), after.unwrap_or("").to_string());
+        self.read(move |c| {
+            let page = stacks::list(c, &org, &after, limit)?;
+            let context = stacks::context(c, &org, &page)?;
+            let mut activity = StackActivity::default();
+            // The page's id range: one statement each, not one per stack.
+            if let (Some(first), Some(last)) = (page.first(), page.last()) {
+                let (first, last) = (first.spec.id.as_str(), last.spec.id.as_str());
+                activity.last_runs = runs::last_between(c, &org, first, last)?
+                    .into_iter()
+                    .map(|r| (r.stack.clone(), r))
+                    .collect();
+                activity.locks = state::locks_between(c, &org, first, last)?
+                    .into_iter()
+                    .collect();
+            }
+            Ok((page, context, activity))
+        })
+        .await
+    }
+
     async fn stack_context(&self, org: &str, records: &[StackRecord]) -> Result<StackContext> {
         let (org, records) = (org.to_string(), records.to_vec());
         self.read(move |c| stacks::context(c, &org, &records)).await
@@ -244,17 +271,6 @@ impl StackStore for db::Store {
 
 #[async_trait]
 impl StateStore for db::Store {
-    async fn state_locks_between(
-        &self,
-        org: &str,
-        first: &str,
-        last: &str,
-    ) -> Result<Vec<(String, bosun_core::state::Lock)>> {
-        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
-        self.read(move |c| state::locks_between(c, &org, &first, &last))
-            .await
-    }
-
     async fn state_head(&self, org: &str, stack: &str) -> Result<StateHead> {
         let (org, stack) = (org.to_string(), stack.to_string());
         self.read(move |c| state::read_head(c, &org, &stack)).await
@@ -326,17 +342,6 @@ impl StateStore for db::Store {
 
 #[async_trait]
 impl RunStore for db::Store {
-    async fn last_runs_between(
-        &self,
-        org: &str,
-        first: &str,
-        last: &str,
-    ) -> Result<Vec<RunRecord>> {
-        let (org, first, last) = (org.to_string(), first.to_string(), last.to_string());
-        self.read(move |c| runs::last_between(c, &org, &first, &last))
-            .await
-    }
-
     async fn create_run(&self, run: &NewRun, audit: Option<&Audit>) -> Result<RunRecord> {
         let (run, audit) = (run.clone(), audit.cloned());
         self.write(move |tx| runs::create(tx, &run, audit.as_ref()))

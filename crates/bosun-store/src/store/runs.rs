@@ -30,10 +30,6 @@ pub trait RunStore: Send + Sync {
         before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<RunRecord>>;
-    /// The latest run (newest `created_at`, then id) of each stack of an org with an id
-    /// in `first..=last` that has runs: one page of a stacks list in one query.
-    async fn last_runs_between(&self, org: &str, first: &str, last: &str)
-        -> Result<Vec<RunRecord>>;
     async fn run_phases(&self, run: &str) -> Result<Vec<RunPhaseRecord>>;
     /// The phases of each of `runs`, in one read (a run with none is absent).
     async fn run_phases_of(

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use bosun_core::stack::StackSpec;
 
-use crate::{Audit, Result, StackContext, StackRecord};
+use crate::{Audit, Result, StackActivity, StackContext, StackRecord};
 
 /// Stacks: their definitions, pages, dependents, updates and deletes.
 #[async_trait]
@@ -34,6 +34,14 @@ pub trait StackStore: Send + Sync {
         after: Option<&str>,
         limit: u32,
     ) -> Result<(Vec<StackRecord>, StackContext)>;
+    /// [`list_stacks_in_context`](Self::list_stacks_in_context) and the page's
+    /// [`StackActivity`] (each stack's latest run and held state lock), in one call.
+    async fn list_stacks_with_activity(
+        &self,
+        org: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<StackRecord>, StackContext, StackActivity)>;
     /// The [`StackContext`] of stacks of `org` already read (a stack just written).
     async fn stack_context(&self, org: &str, stacks: &[StackRecord]) -> Result<StackContext>;
     /// The stacks of an org that depend on `stack` (its direct downstreams), by id.

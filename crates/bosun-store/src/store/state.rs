@@ -52,11 +52,4 @@ pub trait StateStore: Send + Sync {
         request: &bosun_core::state::UnlockRequest,
         audit: &Audit,
     ) -> Result<bosun_core::state::UnlockDecision>;
-    /// The state locks held on stacks of an org with an id in `first..=last`, by stack.
-    async fn state_locks_between(
-        &self,
-        org: &str,
-        first: &str,
-        last: &str,
-    ) -> Result<Vec<(String, bosun_core::state::Lock)>>;
 }
