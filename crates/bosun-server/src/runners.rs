@@ -617,8 +617,8 @@ pub async fn report(
 
 /// The runners serving this org, with their state.
 ///
-/// Answered whole, as one page: `next_cursor` is always null; `limit` is checked
-/// (1–1000) but does not shorten the page, and a `cursor` is refused.
+/// Paged in registration order (oldest first, then id); the cursor is
+/// `<registered ms>:<runner id>` of the last runner.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/runners", tag = "runners",
     params(("org" = String, Path), crate::paging::PageQuery),
     responses((status = 200, body = bosun_api::Page<bosun_api::RunnerView>),

@@ -1,13 +1,14 @@
-//! The runners page: every runner serving the org (its pools' runners and the server's
-//! hosted ones) with its status, pool, last heartbeat and the runs it holds; runners
+//! The runners page: the runners serving the org (its pools' runners and the server's
+//! hosted ones), 50 to a page in registration order, each with its status, pool, last heartbeat and the runs it holds; runners
 //! gone silent (the API's `dark`) are highlighted as stale. Each shows how its engines
 //! reach the network; a runner opted out of the egress sandbox is marked as a warning.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use bosun_api::RunnerEgress;
+use serde::Deserialize;
 
 use super::audit::When;
 use super::{render, Layout, PageError, Session};
@@ -15,6 +16,15 @@ use crate::app::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/orgs/{org}/runners", get(list))
+}
+
+/// Runners per page.
+const PAGE: u32 = 50;
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    /// The previous page's last runner (`KeyCursor::encode`).
+    after: Option<String>,
 }
 
 /// Recent plan runs read to find the ones runners hold (held runs are recent).
@@ -97,15 +107,20 @@ struct RunnerRow {
 struct RunnersPage {
     layout: Layout,
     rows: Vec<RunnerRow>,
+    /// The cursor of the next page, while this one is full.
+    next: Option<String>,
+    first_page: bool,
 }
 
 async fn list(
     State(state): State<AppState>,
     session: Session,
     Path(org): Path<String>,
+    Query(q): Query<ListQuery>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "runners", "Runners", crate::runners::LIST)?;
-    let runners = crate::service::runners::list(&state, &org).await?;
+    let after = crate::service::runners::cursor_of(q.after.as_deref())?;
+    let (runners, next) = crate::service::runners::list(&state, &org, after.as_ref(), PAGE).await?;
     // One read each for the runs held now, not one per runner.
     let held = state.store.executing_runs().await?;
     let plan_runs = state
@@ -166,5 +181,13 @@ async fn list(
         })
         .collect();
     let flash = layout.flash.clone();
-    render(flash.as_ref(), &RunnersPage { layout, rows })
+    render(
+        flash.as_ref(),
+        &RunnersPage {
+            layout,
+            rows,
+            next,
+            first_page: q.after.is_none(),
+        },
+    )
 }

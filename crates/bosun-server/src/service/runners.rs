@@ -10,13 +10,14 @@ use std::sync::atomic::AtomicU64;
 use bosun_api::RunnerEgress;
 use bosun_core::run::Event;
 use bosun_core::runner::Egress;
-use bosun_store::RunnerRecord;
+use bosun_core::ValidationError;
+use bosun_store::{KeyCursor, RunnerRecord};
 use bosun_store::{RunEventInput, RunUpdate};
 use chrono::Utc;
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::paging::{whole, PageQuery};
+use crate::paging::{next_cursor, PageQuery};
 
 /// What runners reported to this process, for `/metrics`.
 #[derive(Default)]
@@ -73,24 +74,54 @@ pub(crate) fn runner_status(
     }
 }
 
-/// The runners serving `org` as the API lists them: a small list, answered whole as one
-/// page.
+/// A page of the runners serving `org` as the API lists them, in registration order,
+/// after `q.cursor` (the previous page's `next_cursor`, `<registered ms>:<runner>`).
 pub async fn page(
     state: &AppState,
     org: &str,
     q: &PageQuery,
 ) -> Result<bosun_api::Page<bosun_api::RunnerView>, ApiError> {
-    q.whole()?;
-    Ok(whole(list(state, org).await?))
+    let limit = q.limit()?;
+    let after = cursor_of(q.cursor.as_deref())?;
+    let (items, next) = list(state, org, after.as_ref(), limit).await?;
+    Ok(bosun_api::Page {
+        items,
+        next_cursor: next,
+    })
 }
 
-/// The runners serving `org`, with their status.
-pub async fn list(state: &AppState, org: &str) -> Result<Vec<bosun_api::RunnerView>, ApiError> {
-    let runners = state.store.list_runners(org).await?;
+/// A runners list's cursor (`<registered ms>:<runner>`, as `next_cursor` gives it).
+pub fn cursor_of(cursor: Option<&str>) -> Result<Option<KeyCursor>, ApiError> {
+    cursor
+        .map(|c| {
+            KeyCursor::decode(c).ok_or_else(|| {
+                ValidationError::new(
+                    "cursor",
+                    format!(
+                        "{c:?} is not a cursor of the runners list: pass the previous \
+                         page's next_cursor"
+                    ),
+                )
+                .into()
+            })
+        })
+        .transpose()
+}
+
+/// At most `limit` of the runners serving `org` after `after`, in registration order,
+/// with their status; and the cursor of the next page while this one is full.
+pub async fn list(
+    state: &AppState,
+    org: &str,
+    after: Option<&KeyCursor>,
+    limit: u32,
+) -> Result<(Vec<bosun_api::RunnerView>, Option<String>), ApiError> {
+    let runners = state.store.list_runners(org, after, limit).await?;
+    let next = next_cursor(&runners, limit, |r| r.cursor().encode());
     let busy = state.store.busy_runners().await?;
     let dark_after = dark_after(state);
     let now = Utc::now();
-    Ok(runners
+    let views = runners
         .into_iter()
         .map(|r| {
             let status = runner_status(&r, now, dark_after, |id| busy.contains(id));
@@ -104,7 +135,8 @@ pub async fn list(state: &AppState, org: &str) -> Result<Vec<bosun_api::RunnerVi
                 egress: r.egress.map(egress_view),
             }
         })
-        .collect())
+        .collect();
+    Ok((views, next))
 }
 
 /// Settles a leased stack run nothing executes any more: force-failed, or requeued when

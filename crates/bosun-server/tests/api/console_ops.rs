@@ -1387,3 +1387,37 @@ async fn plan_runs_page_back_through_the_api_cursor_and_the_consoles_pager() {
     assert!(second.contains("<a href=\"/orgs/default/plan-runs\">Newest</a>"));
     assert!(!second.contains("rel=\"next\""), "no page after the last");
 }
+
+/// A fleet of runners is paged, 50 to a page in registration order, with a link to the
+/// next page that shows the rest once.
+#[tokio::test]
+async fn the_runners_page_pages_a_large_fleet() {
+    let t = TestServer::start().await;
+    let vic = t.user_token("vic", Some(Role::Viewer)).await;
+    let mut b = Browser::login(&t, &vic).await;
+    let mut ids = Vec::new();
+    for i in 0..52 {
+        let r = runner_post(&t, "register", json!({"name": format!("fleet-{i:02}")})).await;
+        ids.push(r["runner_id"].as_str().unwrap().to_string());
+    }
+    let shown = |html: &str| -> Vec<String> {
+        ids.iter()
+            .filter(|id| html.contains(&format!("data-runner=\"{id}\"")))
+            .cloned()
+            .collect()
+    };
+    let first = b.page("/orgs/default/runners").await;
+    assert_eq!(shown(&first).len(), 50, "{first}");
+    let start = first
+        .find("/orgs/default/runners?after=")
+        .unwrap_or_else(|| panic!("no next page link: {first}"));
+    let href = &first[start..start + first[start..].find('"').unwrap()];
+    let second = b
+        .page(&href.replace("&#x3a;", ":").replace("%3A", ":"))
+        .await;
+    let rest = shown(&second);
+    assert_eq!(rest.len(), ids.len() - 50, "{second}");
+    assert!(rest.iter().all(|id| !shown(&first).contains(id)));
+    assert!(second.contains("First page"), "{second}");
+    assert!(!second.contains("rel=\"next\""), "{second}");
+}

@@ -225,7 +225,6 @@ async fn small_lists_answer_one_whole_page() {
         "/api/v1/orgs/default/members",
         "/api/v1/orgs/default/environments",
         "/api/v1/orgs/default/secrets",
-        "/api/v1/orgs/default/runners",
         "/api/v1/orgs/default/notifications/targets",
         "/api/v1/orgs/default/pool-tokens",
         "/api/v1/tokens",
@@ -277,4 +276,55 @@ async fn small_lists_answer_one_whole_page() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     assert_eq!(r.body["error"]["field"], "cursor");
+}
+
+/// Runners page in registration order (a fleet of a thousand is not one page): pages of
+/// two read back every runner once, in order; a cursor not of the list is refused.
+#[tokio::test]
+async fn runners_page_in_registration_order() {
+    let t = TestServer::start().await;
+    let hosted = t.server.hosted_runner_token.clone();
+    for name in ["r-c", "r-a", "r-e", "r-b", "r-d"] {
+        let r = t
+            .post(
+                "/api/v1/runner/register",
+                &hosted,
+                json!({"name": name, "version": "0.2.0"}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let pages = pages_of(&t, "/api/v1/orgs/default/runners", 2).await;
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    assert!(pages.iter().all(|p| p.len() <= 2), "{pages:?}");
+    let whole = t.get("/api/v1/orgs/default/runners", &t.admin).await;
+    let all: Vec<String> = whole.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        pages.concat(),
+        all,
+        "the pages are the whole list, in order"
+    );
+    for name in ["r-a", "r-b", "r-c", "r-d", "r-e"] {
+        assert_eq!(all.iter().filter(|n| *n == name).count(), 1, "{all:?}");
+    }
+    for bad in ["x", "12:", "nope:r-a"] {
+        let r = t
+            .get(
+                &format!("/api/v1/orgs/default/runners?cursor={bad}"),
+                &t.admin,
+            )
+            .await;
+        if bad == "12:" {
+            // A cursor of the list's form reads as a position, even one no runner has.
+            assert_eq!(r.status, StatusCode::OK, "{bad}: {}", r.body);
+            continue;
+        }
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+        assert_eq!(r.body["error"]["field"], "cursor", "{bad}");
+    }
 }

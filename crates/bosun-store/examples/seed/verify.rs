@@ -57,7 +57,10 @@ pub(crate) async fn verify(args: &Args, copied: &Copied) -> R<f64> {
             return Err(format!("org {org}: {found} stacks listed, expected {n}").into());
         }
     }
-    let runners = store.list_runners(BIG_ORG).await?.len();
+    let runners = store
+        .list_runners(BIG_ORG, None, args.runners + 1)
+        .await?
+        .len();
     if runners != args.runners as usize {
         return Err(format!(
             "{runners} runners listed in {BIG_ORG}, expected {}",

@@ -42,8 +42,34 @@ pub async fn runners_egress_kept_with_each_registration(store: Arc<dyn Store>) {
             "{id}"
         );
     }
+    // Paged in registration order: pages of two read back the whole list, in order.
+    let whole = store.list_runners("acme", None, 100).await.unwrap();
+    assert!(whole.len() >= 3, "{whole:?}");
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.list_runners("acme", after.as_ref(), 2).await.unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = Some(last.cursor());
+        paged.extend(page);
+    }
+    assert_eq!(paged, whole);
+    let order: Vec<_> = whole.iter().map(|r| (r.created_at, r.id.clone())).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted, "registration order, then id");
+    assert!(
+        store
+            .list_runners("globex", None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.org.is_none()),
+        "another org sees only the hosted runners"
+    );
     let listed: BTreeMap<String, Option<Egress>> = store
-        .list_runners("acme")
+        .list_runners("acme", None, 100)
         .await
         .unwrap()
         .into_iter()
@@ -68,7 +94,7 @@ pub async fn runners_egress_kept_with_each_registration(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(again.egress, Some(Egress::OptedOut));
     let by_name: Vec<(String, Option<Egress>)> = store
-        .list_runners("acme")
+        .list_runners("acme", None, 100)
         .await
         .unwrap()
         .into_iter()

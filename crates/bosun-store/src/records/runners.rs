@@ -16,3 +16,13 @@ pub struct RunnerRecord {
     /// How its engines reach the network, as it registered; `None`: it did not say.
     pub egress: Option<Egress>,
 }
+
+impl RunnerRecord {
+    /// A runners list's position after this runner, in registration (creation, id) order.
+    pub fn cursor(&self) -> crate::KeyCursor {
+        crate::KeyCursor {
+            key: self.created_at.timestamp_millis(),
+            id: self.id.clone(),
+        }
+    }
+}

@@ -78,12 +78,20 @@ pub(super) fn touch(tx: &Transaction<'_>, id: &str) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn list(c: &Connection, org: &str) -> Result<Vec<RunnerRecord>> {
+pub(super) fn list(
+    c: &Connection,
+    org: &str,
+    after: Option<&KeyCursor>,
+    limit: u32,
+) -> Result<Vec<RunnerRecord>> {
+    let (key, id) = after.map_or((i64::MIN, ""), |a| (a.key, a.id.as_str()));
     let mut stmt = c.prepare_cached(&format!(
-        "SELECT {RUNNER_COLUMNS} FROM runners WHERE org_id IS NULL OR org_id = ?1
-         ORDER BY created_at, id"
+        "SELECT {RUNNER_COLUMNS} FROM runners
+         WHERE (org_id IS NULL OR org_id = ?1)
+           AND (created_at > ?2 OR (created_at = ?2 AND id > ?3))
+         ORDER BY created_at, id LIMIT ?4"
     ))?;
-    let rows = stmt.query_map([&org], runner_row)?;
+    let rows = stmt.query_map(params![org, key, id, limit], runner_row)?;
     let mut out = Vec::new();
     for row in rows {
         out.push(runner_record(row?)?);

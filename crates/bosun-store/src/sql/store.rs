@@ -493,9 +493,15 @@ impl RunnerStore for db::Store {
         self.write(move |tx| runners::touch(tx, &id)).await
     }
 
-    async fn list_runners(&self, org: &str) -> Result<Vec<RunnerRecord>> {
-        let org = org.to_string();
-        self.read(move |c| runners::list(c, &org)).await
+    async fn list_runners(
+        &self,
+        org: &str,
+        after: Option<&KeyCursor>,
+        limit: u32,
+    ) -> Result<Vec<RunnerRecord>> {
+        let (org, after) = (org.to_string(), after.cloned());
+        self.read(move |c| runners::list(c, &org, after.as_ref(), limit))
+            .await
     }
 
     async fn drain_runner(&self, id: &str, audit: &Audit) -> Result<bool> {
