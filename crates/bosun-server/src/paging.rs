@@ -3,11 +3,30 @@
 //! answered whole as a single page ([`PageQuery::whole`], [`whole`]).
 
 use bosun_core::ValidationError;
+use bosun_store::KeyCursor;
 
 use crate::error::ApiError;
 
 pub const DEFAULT_PAGE: u32 = 100;
 pub const MAX_PAGE: u32 = 1000;
+
+/// The `cursor` of a list paged by (sort key, id) — `<key>:<id>`, as its `next_cursor`
+/// gives it — read as a [`KeyCursor`]; another form is refused naming `list`.
+pub fn key_cursor(cursor: Option<&str>, list: &str) -> Result<Option<KeyCursor>, ApiError> {
+    cursor
+        .map(|c| {
+            KeyCursor::decode(c).ok_or_else(|| {
+                ValidationError::new(
+                    "cursor",
+                    format!(
+                        "{c:?} is not a cursor of {list}: pass the previous page's next_cursor"
+                    ),
+                )
+                .into()
+            })
+        })
+        .transpose()
+}
 
 /// Checks a `limit` query parameter.
 pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {

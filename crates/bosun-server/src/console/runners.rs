@@ -119,7 +119,7 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, PageError> {
     let layout = Layout::new(session, &org, "runners", "Runners", crate::runners::LIST)?;
-    let after = crate::service::runners::cursor_of(q.after.as_deref())?;
+    let after = crate::paging::key_cursor(q.after.as_deref(), "the runners list")?;
     let (runners, next) = crate::service::runners::list(&state, &org, after.as_ref(), PAGE).await?;
     // One read each for the runs held now, not one per runner.
     let held = state.store.executing_runs().await?;

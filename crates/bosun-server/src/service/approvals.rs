@@ -7,16 +7,15 @@ use bosun_api::{
     ApprovalDecide, ApprovalDecisionView, ApprovalWait, ErrorCode, Page, PendingApprovalView,
 };
 use bosun_core::approval::{self, Approver, Decision, GatedEnvironment, SubjectKind};
-use bosun_core::ValidationError;
 use bosun_store::{
-    ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, KeyCursor, PendingApproval, StoreError,
+    ApprovalDecisionInput, ApprovalOutcome, ApprovalRecord, PendingApproval, StoreError,
 };
 use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::paging::{next_cursor, page, require_known_cursor, PageQuery};
+use crate::paging::{key_cursor, next_cursor, page, require_known_cursor, PageQuery};
 
 /// Comments are kept short: they land in the run's reason and the audit record.
 const MAX_COMMENT: usize = 2000;
@@ -68,15 +67,7 @@ pub async fn pending_page(
     q: &PageQuery,
 ) -> Result<Page<PendingApprovalView>, ApiError> {
     let limit = q.limit()?;
-    let after = match q.cursor.as_deref() {
-        None => None,
-        Some(c) => Some(KeyCursor::decode(c).ok_or_else(|| {
-            ValidationError::new(
-                "cursor",
-                format!("{c:?} is not a cursor of the approvals inbox: pass the previous page's next_cursor"),
-            )
-        })?),
-    };
+    let after = key_cursor(q.cursor.as_deref(), "the approvals inbox")?;
     let records = state
         .store
         .pending_approvals(org, after.as_ref(), limit)

@@ -10,14 +10,13 @@ use std::sync::atomic::AtomicU64;
 use bosun_api::RunnerEgress;
 use bosun_core::run::Event;
 use bosun_core::runner::Egress;
-use bosun_core::ValidationError;
 use bosun_store::{KeyCursor, RunnerRecord};
 use bosun_store::{RunEventInput, RunUpdate};
 use chrono::Utc;
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::paging::{next_cursor, PageQuery};
+use crate::paging::{key_cursor, next_cursor, PageQuery};
 
 /// What runners reported to this process, for `/metrics`.
 #[derive(Default)]
@@ -82,30 +81,12 @@ pub async fn page(
     q: &PageQuery,
 ) -> Result<bosun_api::Page<bosun_api::RunnerView>, ApiError> {
     let limit = q.limit()?;
-    let after = cursor_of(q.cursor.as_deref())?;
+    let after = key_cursor(q.cursor.as_deref(), "the runners list")?;
     let (items, next) = list(state, org, after.as_ref(), limit).await?;
     Ok(bosun_api::Page {
         items,
         next_cursor: next,
     })
-}
-
-/// A runners list's cursor (`<registered ms>:<runner>`, as `next_cursor` gives it).
-pub fn cursor_of(cursor: Option<&str>) -> Result<Option<KeyCursor>, ApiError> {
-    cursor
-        .map(|c| {
-            KeyCursor::decode(c).ok_or_else(|| {
-                ValidationError::new(
-                    "cursor",
-                    format!(
-                        "{c:?} is not a cursor of the runners list: pass the previous \
-                         page's next_cursor"
-                    ),
-                )
-                .into()
-            })
-        })
-        .transpose()
 }
 
 /// At most `limit` of the runners serving `org` after `after`, in registration order,
