@@ -237,13 +237,18 @@ struct RunRow {
     state: String,
     fencing: i64,
     phases: Vec<(String, i64, Option<i64>)>,
+    /// Why it ended, and the runner that held it: what a failure message needs.
+    reason: String,
+    runner: String,
 }
 
 fn run_rows(db: &PgScratch) -> HashMap<String, RunRow> {
     let rows = db.rows(
         "SELECT r.id, r.state, r.fencing, COALESCE((SELECT string_agg(p.state || ':' || \
          p.started_at || ':' || COALESCE(p.ended_at, -1), ',' ORDER BY p.rowid) \
-         FROM run_phases p WHERE p.run_id = r.id), '') FROM runs r",
+         FROM run_phases p WHERE p.run_id = r.id), ''), \
+         translate(COALESCE(r.reason, ''), E'|\\n\\t', '   '), \
+         COALESCE((SELECT w.name FROM runners w WHERE w.id = r.runner_id), '') FROM runs r",
     );
     rows.into_iter()
         .map(|r| {
@@ -264,6 +269,8 @@ fn run_rows(db: &PgScratch) -> HashMap<String, RunRow> {
                 state: r[1].clone(),
                 fencing: r[2].parse().unwrap(),
                 phases,
+                reason: r[4].clone(),
+                runner: r[5].clone(),
             };
             (r[0].clone(), row)
         })
