@@ -333,8 +333,10 @@ fn check_dispatch(
         *states.entry(r.state.clone()).or_insert(0) += 1;
         assert!(
             allowed.contains(&r.state.as_str()),
-            "run {id} of {stack} ended {}: {r:?}",
-            r.state
+            "run {id} of {stack} ended {} (reason: {:?}, runner: {:?}): {r:?}",
+            r.state,
+            r.reason,
+            r.runner
         );
         let n = starts.get(id).copied().unwrap_or(0);
         let preparing = r.phases.iter().filter(|p| p.0 == "preparing").count();

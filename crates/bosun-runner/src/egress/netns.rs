@@ -48,26 +48,42 @@ impl Namespace {
         }
         loopback_up()?;
         let fd = OwnedFd::from(std::fs::File::open("/proc/thread-self/ns/net")?);
-        let proxy = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-        proxy.set_nonblocking(true)?;
-        let mut forwards = Vec::new();
-        for &port in forward_ports {
-            let mut listeners = vec![std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))?];
-            // `localhost` may resolve to ::1 first; a namespace without IPv6 has none.
-            if let Ok(v6) = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, port)) {
-                listeners.push(v6);
-            }
-            for l in &listeners {
-                l.set_nonblocking(true)?;
-            }
-            forwards.push((port, listeners));
-        }
+        let (proxy, forwards) = bind_listeners(forward_ports)?;
         Ok(Namespace {
             fd,
             proxy,
             forwards,
         })
     }
+}
+
+/// The runner's listeners, in the calling thread's namespace: a forward on each of
+/// `forward_ports` (the server's own port numbers), then the proxy on a port the kernel
+/// picks. In that order: the proxy's pick is then never a port a forward needs (picked
+/// first, it could be the server's port number, and that phase would fail with "address
+/// in use").
+#[allow(clippy::type_complexity)]
+fn bind_listeners(
+    forward_ports: &[u16],
+) -> io::Result<(
+    std::net::TcpListener,
+    Vec<(u16, Vec<std::net::TcpListener>)>,
+)> {
+    let mut forwards = Vec::new();
+    for &port in forward_ports {
+        let mut listeners = vec![std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))?];
+        // `localhost` may resolve to ::1 first; a namespace without IPv6 has none.
+        if let Ok(v6) = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, port)) {
+            listeners.push(v6);
+        }
+        for l in &listeners {
+            l.set_nonblocking(true)?;
+        }
+        forwards.push((port, listeners));
+    }
+    let proxy = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    proxy.set_nonblocking(true)?;
+    Ok((proxy, forwards))
 }
 
 /// Sets IFF_UP on `lo` in the calling thread's namespace.
@@ -252,5 +268,32 @@ mod tests {
         assert!(is_loopback_host("127.3.4.5"));
         assert!(!is_loopback_host("10.0.0.1"));
         assert!(!is_loopback_host("bosun.example.com"));
+    }
+
+    /// The proxy's port is picked after the forwards are bound, so it is never a port a
+    /// forward needs. In a namespace whose ephemeral range is two ports, the kernel's
+    /// first pick for the proxy is the second (an odd offset from the range's start):
+    /// forwarding that one, the proxy bound first took it and the forward failed with
+    /// "address in use".
+    #[test]
+    fn the_proxy_never_takes_a_port_the_server_is_forwarded_on() {
+        if !crate::test_net::namespaces_or_skip() {
+            return;
+        }
+        std::thread::spawn(|| {
+            // SAFETY: unshare moves only this thread, which ends with the test.
+            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+            loopback_up().unwrap();
+            // This namespace's own setting (the thread's namespace at open).
+            std::fs::write("/proc/sys/net/ipv4/ip_local_port_range", "40000 40001").unwrap();
+            for _ in 0..10 {
+                let (proxy, forwards) =
+                    bind_listeners(&[40001]).expect("the forward on 40001 binds beside the proxy");
+                assert_eq!(forwards[0].0, 40001);
+                assert_eq!(proxy.local_addr().unwrap().port(), 40000);
+            }
+        })
+        .join()
+        .unwrap();
     }
 }
