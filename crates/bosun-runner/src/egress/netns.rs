@@ -20,13 +20,15 @@ use super::proxy::{self, relay, Destination, ProxyContext, ServerEndpoint};
 use super::{EgressPolicy, Refusals};
 use crate::logs::LogSink;
 
+/// For each loopback port of the server: its listeners (127.0.0.1, and ::1 when the
+/// namespace has IPv6).
+type Forwards = Vec<(u16, Vec<std::net::TcpListener>)>;
+
 /// A network namespace with its loopback up and the runner's listeners in it.
 pub(super) struct Namespace {
     fd: OwnedFd,
     proxy: std::net::TcpListener,
-    /// For each loopback port of the server: its listeners (127.0.0.1, and ::1 when the
-    /// namespace has IPv6).
-    forwards: Vec<(u16, Vec<std::net::TcpListener>)>,
+    forwards: Forwards,
 }
 
 impl Namespace {
@@ -62,13 +64,7 @@ impl Namespace {
 /// picks. In that order: the proxy's pick is then never a port a forward needs (picked
 /// first, it could be the server's port number, and that phase would fail with "address
 /// in use").
-#[allow(clippy::type_complexity)]
-fn bind_listeners(
-    forward_ports: &[u16],
-) -> io::Result<(
-    std::net::TcpListener,
-    Vec<(u16, Vec<std::net::TcpListener>)>,
-)> {
+fn bind_listeners(forward_ports: &[u16]) -> io::Result<(std::net::TcpListener, Forwards)> {
     let mut forwards = Vec::new();
     for &port in forward_ports {
         let mut listeners = vec![std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))?];

@@ -1,6 +1,7 @@
 //! The runners page: the runners serving the org (its pools' runners and the server's
-//! hosted ones), 50 to a page in registration order, each with its status, pool, last heartbeat and the runs it holds; runners
-//! gone silent (the API's `dark`) are highlighted as stale. Each shows how its engines
+//! hosted ones), 50 to a page in registration order, each with its status, pool, last
+//! heartbeat and the runs it holds; runners gone silent (the API's `dark`) are
+//! highlighted as stale. Each shows how its engines
 //! reach the network; a runner opted out of the egress sandbox is marked as a warning.
 
 use axum::extract::{Path, Query, State};

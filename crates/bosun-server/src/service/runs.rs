@@ -55,7 +55,11 @@ pub(crate) async fn load(state: &AppState, org: &str, id: &str) -> Result<RunRec
         .get_run(id)
         .await?
         .filter(|r| r.org == org)
-        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} in org {org:?}")))
+        .ok_or_else(|| not_found(org, id))
+}
+
+fn not_found(org: &str, id: &str) -> ApiError {
+    ApiError::NotFound(format!("run {id:?} in org {org:?}"))
 }
 
 pub async fn to_wire(state: &AppState, r: RunRecord) -> Result<Run, ApiError> {
@@ -303,7 +307,7 @@ pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Run, ApiError
         .store
         .get_run_in_context(org, id, DECISIONS_READ)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} in org {org:?}")))?;
+        .ok_or_else(|| not_found(org, id))?;
     let (drift, reconciles) = crate::service::drift::run_fields_of(&run, context.drift_check);
     let approval = approval_of(state, &run).await?;
     let mut wire = wire_of(
