@@ -45,8 +45,10 @@ const BOUNDED_TABLES: &[&str] = &[
     // A queue: stacks whose drift settings were saved since the scheduler's last pass,
     // which takes them off. Read from its head, a batch at a time.
     "drift_arming",
-    // Count deltas written by triggers with each run change and trigger decision, folded
-    // into one row per metric every minute: /metrics sums them whole.
+    // Count deltas written by triggers with each run change, trigger decision, lock and
+    // stale-check alert, folded into one row per metric every minute: /metrics sums them
+    // whole, through their `metric_counts_metric` index (a scan of PostgreSQL's heap would
+    // also read the dead rows a fold leaves until the table is vacuumed).
     "metric_counts",
 ];
 

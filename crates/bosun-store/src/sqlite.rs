@@ -133,6 +133,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0032_pr_feedback.sql"),
     include_str!("../migrations/sqlite/0033_runner_egress.sql"),
     include_str!("../migrations/sqlite/0034_dependencies_upstream.sql"),
+    include_str!("../migrations/sqlite/0035_metric_counts_by_org.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -935,3 +935,79 @@ async fn migrates_a_v32_database_keeping_runners_that_did_not_say_their_egress()
         ]
     );
 }
+
+/// v35 keeps /metrics' held-lock and alerted stale-check counts with triggers: a store
+/// upgraded from v34 starts from the rows it holds, and later changes — here a stack
+/// deleted with its lock and its alerted schedule — count on top.
+#[tokio::test]
+async fn migrates_a_v34_database_counting_held_locks_and_alerted_stale_checks() {
+    use bosun_store::{DriftStore, MetricsStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    let h = 3_600_000i64;
+    let t0 = 1_717_236_000_000i64; // 2024-06-01T10:00:00Z
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        schema_at(&tx, 34);
+        let stack = |id: &str| {
+            format!(
+                "INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths,
+                     engine, tier, autodeploy, variables, depends_on, runner_pool, created_at,
+                     updated_at)
+                 VALUES ('acme', '{id}', '{id}', 'r', 'main', '.', '[]', 'terraform',
+                     'standard', 0, '{{}}', '[]', 'hosted', 1, 1);"
+            )
+        };
+        let schedule = |id: &str, stale_at: &str, alert_at: &str| {
+            format!(
+                "INSERT INTO drift_schedules (org_id, stack_id, schedule, timezone, since,
+                     next_at, stale_at, alert_at)
+                 VALUES ('acme', '{id}', '0 * * * *', 'UTC', {t0}, {t0}, {stale_at}, {alert_at});"
+            )
+        };
+        // `net`: locked, and its stale alert raised. `app`: stale, its alert not raised
+        // yet. `web`: never stale. `old`: stored before stale_at was kept.
+        tx.execute_batch(&format!(
+            "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
+             {}{}{}{}
+             INSERT INTO state_heads (org_id, stack_id, lock_id, lock_acquired_at)
+             VALUES ('acme', 'net', 'L1', {t0}), ('acme', 'app', NULL, NULL);
+             {}{}{}{}",
+            stack("net"),
+            stack("app"),
+            stack("web"),
+            stack("old"),
+            schedule("net", &(t0 + 2 * h).to_string(), "NULL"),
+            schedule("app", &(t0 + 3 * h).to_string(), &(t0 + 3 * h).to_string()),
+            schedule("web", &i64::MAX.to_string(), "NULL"),
+            schedule("old", "NULL", "NULL"),
+        ))
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let acme = |n: i64| [("acme".to_string(), n)].into_iter().collect();
+    let now = chrono::Utc::now();
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        assert!(store.schema_version().await.unwrap() >= 35);
+        assert_eq!(store.metrics().await.unwrap().locks_held, acme(1));
+        assert_eq!(
+            store.stale_drift_checks(now, 10).await.unwrap().by_org,
+            acme(2)
+        );
+        store.close().await;
+    }
+    // Deleted with its stack: the lock and the alerted schedule go, and so do their counts.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM stacks WHERE id = 'net';")
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert!(store.metrics().await.unwrap().locks_held.is_empty());
+    assert_eq!(
+        store.stale_drift_checks(now, 10).await.unwrap().by_org,
+        acme(1)
+    );
+}

@@ -415,6 +415,18 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(store.drift_alerts_due(at(4), 10).await.unwrap().is_empty());
+    // Counted whether alerted (s-a) or only past its stale time (s-c at 6 h), and the
+    // same once the count deltas are folded.
+    let by_org = |t| {
+        let store = store.clone();
+        async move { store.stale_drift_checks(t, 10).await.unwrap().by_org }
+    };
+    let acme = |n: i64| [("acme".to_string(), n)].into_iter().collect();
+    assert_eq!(by_org(at(4)).await, acme(1));
+    assert_eq!(by_org(at(6)).await, acme(2));
+    store.fold_metric_counts().await.unwrap();
+    assert_eq!(by_org(at(4)).await, acme(1));
+    assert_eq!(by_org(at(6)).await, acme(2));
     let r = runner(&*store, "r1").await;
     let check = new_run("run-a1", "s-a", RunKind::Drift);
     store
@@ -435,6 +447,16 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
         .unwrap();
     let new_stale = stale_at("s-a").await;
     assert!(new_stale > ms(settled.checked_at), "{new_stale}");
+    // The success (now, long after t0) ended s-a's episode: not counted until it turns
+    // stale again, while s-b and s-c have been stale since 2024.
+    assert_eq!(
+        by_org(settled.checked_at + Duration::hours(1)).await,
+        acme(2)
+    );
+    assert_eq!(
+        by_org(settled.checked_at + Duration::hours(3)).await,
+        acme(3)
+    );
     let far = settled.checked_at + Duration::hours(3);
     let again: Vec<_> = store
         .drift_alerts_due(far, 10)

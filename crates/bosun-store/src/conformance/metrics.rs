@@ -240,12 +240,16 @@ pub async fn metrics_count_and_time_from_the_store(store: Arc<dyn Store>) {
     assert!(store.fold_metric_counts().await.unwrap() > 0);
     let folded = store.metrics().await.unwrap();
     assert_eq!(
-        (&folded.runs, &folded.trigger_decisions),
-        (&m.runs, &m.trigger_decisions)
+        (&folded.runs, &folded.trigger_decisions, &folded.locks_held),
+        (&m.runs, &m.trigger_decisions, &m.locks_held)
+    );
+    assert_eq!(
+        m.locks_held,
+        [("acme".to_string(), 1)].into_iter().collect()
     );
     let before = store.fold_metric_counts().await.unwrap();
     assert!(
-        before <= m.runs.len() + 3,
+        before <= m.runs.len() + 3 + m.locks_held.len(),
         "one row per metric after a fold, {before} rows"
     );
     store

@@ -234,20 +234,34 @@ pub(super) fn dashboard(
 }
 
 /// The drift-checked stacks stale at `now` (`stale_at` before it): counted per org, and
-/// the `limit` that turned stale first with what their check age is measured from, both
-/// from the `drift_schedules_stale_by_age` index — as many rows as there are stale stacks,
-/// however many are checked on time.
+/// the `limit` that turned stale first with what their check age is measured from.
+///
+/// The count reads no more rows than there are stale stacks not alerted yet: those whose
+/// alert the scheduler raised for their current episode (they were stale at that pass,
+/// and a success since would have moved `stale_at` on and re-armed the alert) are kept per
+/// org in `metric_counts` by the triggers of migration 0035; the others are the few whose
+/// `alert_at` has passed, read from its index. The named ones come from the
+/// `drift_schedules_stale_by_age` index: `limit` rows however many are stale.
 pub(super) fn stale_checks(conn: &Connection, now: i64, limit: u32) -> Result<StaleDriftChecks> {
-    // The stale rows first, then grouped: grouped directly, SQLite would walk the whole
-    // (org, stale_at) index for its order rather than the stale range of this one.
-    let by_org = conn
-        .prepare_cached(
-            "WITH stale AS MATERIALIZED (
-                SELECT org_id FROM drift_schedules WHERE stale_at < ?1)
-             SELECT org_id, COUNT(*) FROM stale GROUP BY org_id",
-        )?
-        .query_map(params![now], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<db::Result<_>>()?;
+    db::snapshot(conn, |tx| {
+        let mut by_org = super::metrics::counts_by_org(tx, super::metrics::DRIFT_STALE)?;
+        // Counted here rather than grouped in SQL: grouped, SQLite would walk the
+        // (org, stack) key for its order rather than the `alert_at` range.
+        let pending = tx
+            .prepare_cached("SELECT org_id FROM drift_schedules WHERE alert_at < ?1")?
+            .query_map(params![now], |r| r.get::<_, String>(0))?
+            .collect::<db::Result<Vec<String>>>()?;
+        for org in pending {
+            *by_org.entry(org).or_default() += 1;
+        }
+        let oldest = most_overdue(tx, now, limit)?;
+        Ok(StaleDriftChecks { by_org, oldest })
+    })
+}
+
+/// The `limit` stale stacks that turned stale first, with what their check age is
+/// measured from.
+fn most_overdue(conn: &Connection, now: i64, limit: u32) -> Result<Vec<DriftCheckBase>> {
     let mut stmt = conn.prepare_cached(
         "SELECT ds.org_id, ds.stack_id, ds.since,
                 (SELECT c.checked_at FROM drift_checks c
@@ -276,7 +290,7 @@ pub(super) fn stale_checks(conn: &Connection, now: i64, limit: u32) -> Result<St
             last_success_at: opt_from_millis(last)?,
         });
     }
-    Ok(StaleDriftChecks { by_org, oldest })
+    Ok(oldest)
 }
 
 pub(super) fn count_stale(conn: &Connection, org: &str, now: i64, cap: u32) -> Result<u64> {

@@ -21,7 +21,7 @@ pub(super) fn read(c: &Connection) -> Result<StoreMetrics> {
             phase_durations_ms: timings.phase_durations_ms,
             runners: metrics_runners(tx)?,
             busy_runners: runners::busy(tx)?,
-            locks_held: metrics_locks_held(tx)?,
+            locks_held: by_org(&counts, LOCKS),
             locks: metrics_locks(tx)?,
             stack_series: METRICS_STACK_SERIES,
             trigger_decisions: metrics_trigger_decisions(&counts),
@@ -67,6 +67,45 @@ fn counts(c: &Connection) -> Result<BTreeMap<String, i64>> {
     )?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<db::Result<_>>()?)
+}
+
+/// A per-org count the triggers of migration 0035 keep: metrics named `prefix` then the
+/// org, all sorting before `end`.
+pub(super) struct PerOrg {
+    prefix: &'static str,
+    end: &'static str,
+}
+
+/// Held state locks.
+pub(super) const LOCKS: PerOrg = PerOrg {
+    prefix: "locks:",
+    end: "locks;",
+};
+
+/// Stacks whose stale-check alert was raised for the current episode.
+pub(super) const DRIFT_STALE: PerOrg = PerOrg {
+    prefix: "drift_stale:",
+    end: "drift_stale;",
+};
+
+/// One per-org count read alone, through the `metric_counts_metric` index: org → count,
+/// orgs at zero left out.
+pub(super) fn counts_by_org(c: &Connection, of: PerOrg) -> Result<BTreeMap<String, i64>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT metric, CAST(SUM(n) AS BIGINT) FROM metric_counts
+         WHERE metric >= ?1 AND metric < ?2 GROUP BY metric",
+    )?;
+    let rows = stmt.query_map(params![of.prefix, of.end], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(by_org(&rows.collect::<db::Result<_>>()?, of))
+}
+
+/// Org → count of one per-org metric (orgs at zero left out).
+fn by_org(counts: &BTreeMap<String, i64>, of: PerOrg) -> BTreeMap<String, i64> {
+    counts
+        .iter()
+        .filter(|(_, n)| **n != 0)
+        .filter_map(|(metric, n)| Some((metric.strip_prefix(of.prefix)?.to_string(), *n)))
+        .collect()
 }
 
 /// Runs by kind and state (those with any).
@@ -171,15 +210,6 @@ fn metrics_runners(c: &Connection) -> Result<Vec<RunnerRecord>> {
         out.push(runner_record(row?)?);
     }
     Ok(out)
-}
-
-/// Held state locks per org, counted in the held locks' own index.
-fn metrics_locks_held(c: &Connection) -> Result<BTreeMap<String, i64>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT org_id, COUNT(*) FROM state_heads WHERE lock_id IS NOT NULL GROUP BY org_id",
-    )?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<db::Result<_>>()?)
 }
 
 /// The [`METRICS_STACK_SERIES`] oldest held locks, from the `state_heads_lock_age` index.
