@@ -727,3 +727,34 @@ async fn a_listener_whose_connection_was_ended_resyncs_and_hears_again() {
     a.close().await;
     b.close().await;
 }
+
+/// Each run of a statement is planned for its values, on every pooled connection and on
+/// those that replace a dropped one: a plan made once for any values walks the whole
+/// audit log newest first to find a rare actor's records (seconds on a large store).
+#[tokio::test]
+async fn every_connection_plans_each_statement_for_its_values() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    // Generic plans are what the database would choose otherwise.
+    sql(
+        &admin,
+        &format!(
+            "ALTER DATABASE {} SET plan_cache_mode = force_generic_plan",
+            db.name
+        ),
+    )
+    .unwrap();
+    let store = Arc::new(PostgresStore::open(&db.url).await.unwrap());
+    let mut calls = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        calls.push(tokio::spawn(async move {
+            store.session_setting("plan_cache_mode").await.unwrap()
+        }));
+    }
+    for c in calls {
+        assert_eq!(c.await.unwrap(), "force_custom_plan");
+    }
+}
