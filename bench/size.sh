@@ -353,7 +353,7 @@ scenario() {
     local backend=$1 size=$2
     local dir=$WORK/$backend-$size
     mkdir -p "$dir/data"
-    local db_args=() db_url='' dbname="bosun_bench_size_$$_${size}"
+    local db_args=() db_url='' dbname="bosun_bench_size_$$_${backend}_${size}"
     if [ "$backend" != sqlite ]; then
         psql "$PG_ADMIN_URL" -X -q -c "CREATE DATABASE $dbname" >/dev/null || die "cannot create database $dbname"
         DB_NAMES+=("$dbname")

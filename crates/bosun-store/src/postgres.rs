@@ -13,9 +13,10 @@
 //!   LOCKED`, so two dispatchers never wait on (or take) the same run.
 //! - Read calls run in a `REPEATABLE READ READ ONLY` transaction: one consistent
 //!   snapshot per call, like SQLite's WAL readers.
-//! - Statements are prepared once per connection but planned at each run for its values
-//!   (`plan_cache_mode = force_custom_plan`): a plan made once for any values can walk a
-//!   whole table for a value its statistics call common but one org hardly has.
+//! - Statements are prepared once per connection and PostgreSQL may plan them once for
+//!   any values after a few runs. A read whose best index depends on its values (the
+//!   audit search: a rare actor among millions of another's records) asks for a plan
+//!   of its own values with `db::plan_for_values`.
 //! - The audit log refuses UPDATE, DELETE and TRUNCATE, and state versions refuse
 //!   UPDATE, through triggers (migrations in `migrations/postgres/`, one per SQLite
 //!   migration with the same number). Migrations run under a transaction-scoped advisory
@@ -81,6 +82,15 @@ mod db {
              FOR UPDATE SKIP LOCKED",
             params![run],
         )
+    }
+
+    /// The rest of this call's statements are planned for their own values
+    /// (`SET LOCAL plan_cache_mode = force_custom_plan`), not with the plan PostgreSQL
+    /// makes once for any values after a statement's fifth run: for a filter as skewed as
+    /// the audit log's actors that plan walks the whole log newest first looking for a
+    /// rare one (seconds), where the matching index answers in under a millisecond.
+    pub(super) fn plan_for_values(c: &super::Connection) -> crate::Result<()> {
+        Ok(c.execute_batch("SET LOCAL plan_cache_mode = force_custom_plan")?)
     }
 
     /// Runs `f` on the call's connection: a read call is already one read-only snapshot.
@@ -241,29 +251,10 @@ fn connect(info: &ConnInfo) -> Result<PgConn> {
             )),
         }
     })?;
-    let mut conn = PgConn {
+    Ok(PgConn {
         client,
         cache: HashMap::new(),
-    };
-    plan_with_values(&mut conn)?;
-    Ok(conn)
-}
-
-/// Every execution of a cached statement is planned for its own values. Left to itself,
-/// PostgreSQL plans a statement once for any values after its fifth run; for a filter as
-/// skewed as an audit log's actors (millions of one actor's records, one of another's)
-/// that generic plan walks the whole log newest first looking for the rare one — seconds
-/// where the matching index answers in under a millisecond. Planning each run costs a
-/// fraction of a millisecond. A server older than PostgreSQL 12 has no such setting
-/// (`undefined_object`) and keeps its own choice.
-fn plan_with_values(conn: &mut PgConn) -> Result<()> {
-    match conn
-        .client
-        .batch_execute("SET plan_cache_mode = force_custom_plan")
-    {
-        Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => Ok(()),
-        done => done.map_err(|e| StoreError::Backend(format!("setting plan_cache_mode: {e}"))),
-    }
+    })
 }
 
 /// The servers a URL names, `host:port` each.
@@ -343,20 +334,6 @@ impl PostgresStore {
                 availability: Default::default(),
             }),
         })
-    }
-
-    /// The value of a setting in a pooled connection's session, for the tests.
-    #[cfg(feature = "testsuite")]
-    pub async fn session_setting(&self, name: &str) -> Result<String> {
-        let name = name.to_string();
-        self.with_conn(move |pc, _| {
-            let row = pc
-                .client
-                .query_one("SELECT current_setting($1)", &[&name])
-                .map_err(|e| StoreError::Backend(e.to_string()))?;
-            Ok(row.get(0))
-        })
-        .await
     }
 
     /// Runs `f` on the blocking pool with a pooled connection (opening one when none is

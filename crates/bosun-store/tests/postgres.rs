@@ -728,16 +728,29 @@ async fn a_listener_whose_connection_was_ended_resyncs_and_hears_again() {
     b.close().await;
 }
 
-/// Each run of a statement is planned for its values, on every pooled connection and on
-/// those that replace a dropped one: a plan made once for any values walks the whole
-/// audit log newest first to find a rare actor's records (seconds on a large store).
+/// The audit search is planned for its values, not with the plan PostgreSQL makes once
+/// for any values after a statement's fifth run (forced here as the database's default):
+/// that plan walks the log newest first for a rare actor's records; the plan for the
+/// values reads the actor's index. Seen in the index's scan count once the store's
+/// connections have closed (each reports its counts as it ends).
 #[tokio::test]
-async fn every_connection_plans_each_statement_for_its_values() {
+async fn the_audit_search_reads_a_rare_actors_records_by_their_index() {
+    use bosun_store::{AuditFilter, AuditStore, DatabaseStore};
     let Some(admin) = server_url() else {
         return;
     };
     let db = ScratchDb::create(&admin);
-    // Generic plans are what the database would choose otherwise.
+    PostgresStore::open(&db.url).await.unwrap().close().await;
+    sql(
+        &db.url,
+        "INSERT INTO audit_log (at, org_id, actor, action, target, detail)
+         VALUES (1, 'acme', 'user:bob', 'stack.create', 'stack:net', '{}');
+         INSERT INTO audit_log (at, org_id, actor, action, target, detail)
+         SELECT n, 'acme', 'user:alice', 'stack.update', 'stack:app', '{}'
+         FROM generate_series(2, 5001) n;
+         ANALYZE audit_log;",
+    )
+    .unwrap();
     sql(
         &admin,
         &format!(
@@ -746,15 +759,41 @@ async fn every_connection_plans_each_statement_for_its_values() {
         ),
     )
     .unwrap();
-    let store = Arc::new(PostgresStore::open(&db.url).await.unwrap());
-    let mut calls = Vec::new();
-    for _ in 0..4 {
-        let store = store.clone();
-        calls.push(tokio::spawn(async move {
-            store.session_setting("plan_cache_mode").await.unwrap()
-        }));
+    let store = PostgresStore::open(&db.url).await.unwrap();
+    let bob = AuditFilter {
+        actor: Some("user:bob".into()),
+        ..Default::default()
+    };
+    for _ in 0..3 {
+        let found = store
+            .search_audit(Some("acme"), &bob, None, 50)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
     }
-    for c in calls {
-        assert_eq!(c.await.unwrap(), "force_custom_plan");
-    }
+    store.close().await;
+    let url = db.url.clone();
+    let scans = std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let n: i64 = client
+                .query_one(
+                    "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'audit_log_actor'",
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            if n >= 3 || std::time::Instant::now() > deadline {
+                return n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(
+        scans >= 3,
+        "the actor's index was scanned {scans} times, not once per search"
+    );
 }

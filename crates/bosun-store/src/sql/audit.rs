@@ -54,6 +54,9 @@ pub(super) fn search(
             .replace('_', "\\_");
         format!("{escaped}.%")
     });
+    // Which index answers depends on the values: an actor, a target or an org with few
+    // records among millions of others'.
+    db::plan_for_values(c)?;
     let mut stmt = c.prepare_cached(&search_sql([
         org.is_some(),
         f.actor.is_some(),
