@@ -427,6 +427,12 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
     store.fold_metric_counts().await.unwrap();
     assert_eq!(by_org(at(4)).await, acme(1));
     assert_eq!(by_org(at(6)).await, acme(2));
+    assert_eq!(store.count_stale_drift("acme", at(6), 10).await.unwrap(), 2);
+    assert_eq!(store.count_stale_drift("acme", at(6), 1).await.unwrap(), 1);
+    assert_eq!(
+        store.count_stale_drift("other", at(6), 10).await.unwrap(),
+        0
+    );
     let r = runner(&*store, "r1").await;
     let check = new_run("run-a1", "s-a", RunKind::Drift);
     store

@@ -99,6 +99,14 @@ pub(super) fn counts_by_org(c: &Connection, of: PerOrg) -> Result<BTreeMap<Strin
     Ok(by_org(&rows.collect::<db::Result<_>>()?, of))
 }
 
+/// One org's figure of a per-org count, read through the `metric_counts_metric` index.
+pub(super) fn count_of(c: &Connection, of: PerOrg, org: &str) -> Result<i64> {
+    let mut stmt = c.prepare_cached(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM metric_counts WHERE metric = ?1",
+    )?;
+    Ok(stmt.query_row(params![format!("{}{org}", of.prefix)], |r| r.get(0))?)
+}
+
 /// Org → count of one per-org metric (orgs at zero left out).
 fn by_org(counts: &BTreeMap<String, i64>, of: PerOrg) -> BTreeMap<String, i64> {
     counts

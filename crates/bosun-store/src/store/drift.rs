@@ -43,11 +43,12 @@ pub trait DriftStore: Send + Sync {
     ) -> Result<Vec<DriftScheduleRecord>>;
     /// The drift-checked stacks of every org whose checking is stale at `now`: counted per
     /// org, and the `limit` most overdue with what their check age is measured from, read
-    /// in the order they turned stale.
+    /// in the order they turned stale. The counts read no row per stale stack whose alert
+    /// was raised (the store counts those as the alerts are raised and as checks succeed),
+    /// so `now` must not be earlier than the alert passes already made: time goes forward.
     async fn stale_drift_checks(&self, now: DateTime<Utc>, limit: u32) -> Result<StaleDriftChecks>;
-    /// How many of an org's drift-checked stacks are stale at `now`, counted up to `cap`
-    /// (so a page showing the count reads at most `cap` index entries, whatever the org's
-    /// size): the answer is `min(stale, cap)`.
+    /// How many of an org's drift-checked stacks are stale at `now`, up to `cap`: the
+    /// answer is `min(stale, cap)`, counted as [`Self::stale_drift_checks`] counts.
     async fn count_stale_drift(&self, org: &str, now: DateTime<Utc>, cap: u32) -> Result<u64>;
     /// Schedules whose stale-check alert is due at `now` and not raised yet, at most
     /// `limit`.
