@@ -54,9 +54,13 @@ pub(super) fn search(
             .replace('_', "\\_");
         format!("{escaped}.%")
     });
-    // Which index answers depends on the values: an actor, a target or an org with few
-    // records among millions of others'.
-    db::plan_for_values(c)?;
+    // Which index answers depends on the values: an actor or an org with few records
+    // among millions of others'. A target's records are its own index's range whatever
+    // the values (`(org_id, target, seq)` holds every condition but the action), so a
+    // run's or a stack's records are read without the extra statement.
+    if f.target.is_none() {
+        db::plan_for_values(c)?;
+    }
     let mut stmt = c.prepare_cached(&search_sql([
         org.is_some(),
         f.actor.is_some(),
