@@ -12,7 +12,9 @@
 //! - Leasing (`lease_run`, `lease_plan_run`) takes candidate rows `FOR UPDATE SKIP
 //!   LOCKED`, so two dispatchers never wait on (or take) the same run.
 //! - Read calls run in a `REPEATABLE READ READ ONLY` transaction: one consistent
-//!   snapshot per call, like SQLite's WAL readers.
+//!   snapshot per call, like SQLite's WAL readers. Its answer goes back when its last
+//!   statement has; the `ROLLBACK` that ends it follows, before the connection is pooled
+//!   again, so no request waits for that round trip.
 //! - Statements are prepared once per connection and PostgreSQL may plan them once for
 //!   any values after a few runs. A read whose best index depends on its values (the
 //!   audit search: a rare actor among millions of another's records) asks for a plan
@@ -254,6 +256,7 @@ fn connect(info: &ConnInfo) -> Result<PgConn> {
     Ok(PgConn {
         client,
         cache: HashMap::new(),
+        read_open: false,
     })
 }
 
@@ -337,7 +340,9 @@ impl PostgresStore {
     }
 
     /// Runs `f` on the blocking pool with a pooled connection (opening one when none is
-    /// idle or the idle one was lost).
+    /// idle or the idle one was lost). Its answer comes back as soon as `f` returns; a
+    /// read's transaction is ended after that, on the same thread, before the connection
+    /// (and its permit) is pooled again.
     async fn with_conn<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -348,26 +353,50 @@ impl PostgresStore {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(closed());
         }
-        let permit = self.inner.permits.acquire().await.map_err(|_| closed())?;
+        self.inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| closed())?
+            .forget();
         let inner = self.inner.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let pooled = inner.idle.lock().map_err(|_| closed())?.pop();
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let task = tokio::task::spawn_blocking(move || {
+            // Whatever happens below, the permit is returned once the connection is.
+            let _permit = Returned(&inner.permits);
+            let pooled = match inner.idle.lock() {
+                Ok(mut idle) => idle.pop(),
+                Err(_) => return drop(answer.send(Err(closed()))),
+            };
             let mut conn = match pooled {
                 Some(c) if !c.client.is_closed() => c,
-                _ => connect(&inner.config)?,
+                _ => match connect(&inner.config) {
+                    Ok(c) => c,
+                    Err(e) => return drop(answer.send(Err(e))),
+                },
             };
             let out = f(&mut conn, &inner.config);
+            // The caller may have gone (a cancelled request): the connection is tidied
+            // and pooled all the same.
+            let _ = answer.send(out);
+            if std::mem::take(&mut conn.read_open) && conn.client.batch_execute("ROLLBACK").is_err()
+            {
+                return;
+            }
             if !conn.client.is_closed() && !inner.closed.load(Ordering::Acquire) {
                 if let Ok(mut idle) = inner.idle.lock() {
                     idle.push(conn);
                 }
             }
-            out
-        })
-        .await
-        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?;
-        drop(permit);
-        result
+        });
+        match answered.await {
+            Ok(out) => out,
+            // The task ended without answering: it panicked.
+            Err(_) => Err(StoreError::Backend(match task.await {
+                Err(e) => format!("store task failed: {e}"),
+                Ok(()) => "store task ended without an answer".into(),
+            })),
+        }
     }
 
     /// Runs `f` in a read-only snapshot (`REPEATABLE READ READ ONLY`).
@@ -384,7 +413,10 @@ impl PostgresStore {
                     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                 )?;
                 let out = f(&c);
-                c.rollback()?;
+                // Ended after the answer is handed back (`with_conn`): a read-only
+                // transaction's end changes nothing, so nobody waits for it.
+                c.leave_open();
+                pc.read_open = true;
                 out
             })
             .await;
@@ -523,6 +555,16 @@ fn listen(
     }
 }
 
+/// A call's permit, given back to the pool's semaphore when the call's connection is
+/// pooled again (or dropped), not when its answer is sent.
+struct Returned<'a>(&'a Semaphore);
+
+impl Drop for Returned<'_> {
+    fn drop(&mut self) {
+        self.0.add_permits(1);
+    }
+}
+
 /// Starts a transaction on `pc` with `sql` (`BEGIN …`). A pooled connection the server
 /// has dropped meanwhile (a restart, a failover, an idle timeout) is replaced first:
 /// nothing ran on it yet, so this is safe for writes too.
@@ -535,7 +577,7 @@ fn begin<'a>(pc: &'a mut PgConn, config: &ConnInfo, sql: &str) -> Result<Connect
         *pc = connect(config)?;
         pc.client.batch_execute(sql).map_err(compat::Error::from)?;
     }
-    let PgConn { client, cache } = pc;
+    let PgConn { client, cache, .. } = pc;
     Ok(Connection::begun(client, cache))
 }
 

@@ -46,7 +46,7 @@ pub fn executed() -> u64 {
 
 /// How many store calls have run since recording started, on either backend: each one a
 /// hop to the blocking pool and a transaction of its own (PostgreSQL: a round trip to
-/// begin it and one to end it).
+/// begin it and one to end it, a read's after its answer).
 pub fn calls() -> u64 {
     CALLS.load(Ordering::SeqCst)
 }

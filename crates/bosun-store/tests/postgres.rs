@@ -476,6 +476,83 @@ async fn connections_the_server_dropped_are_replaced() {
     store.ping().await.unwrap();
 }
 
+/// The store's own connections to the scratch database (the listener's aside), each with
+/// its `state` in `pg_stat_activity` (`idle`, `active`, `idle in transaction`, …).
+fn pool_sessions(db: &ScratchDb) -> Vec<String> {
+    let (admin, name) = (db.admin_url.clone(), db.name.clone());
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        client
+            .query(
+                "SELECT COALESCE(state, '') FROM pg_stat_activity
+                 WHERE datname = $1 AND application_name <> 'bosun-listener'
+                   AND pid <> pg_backend_pid()",
+                &[&name],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_answer_before_their_transaction_ends_and_leave_none_open() {
+    let Some(admin) = server_url() else {
+        return;
+    };
+    let db = ScratchDb::create(&admin);
+    let store = seeded(&db, 3).await;
+    // Far more reads at once than the pool has connections: each answers as soon as its
+    // statements have, and ends its read-only transaction after that, before its
+    // connection takes the next call.
+    let mut calls = Vec::new();
+    for _ in 0..64 {
+        let store = store.clone();
+        calls.push(tokio::spawn(async move {
+            let stacks = store.list_stacks("acme", None, 10).await.unwrap();
+            let head = store.state_head("acme", "s0").await.unwrap();
+            (stacks.len(), head.current.is_none())
+        }));
+    }
+    for c in calls {
+        assert_eq!(c.await.unwrap(), (3, true));
+    }
+    // A write after them finds no transaction left on its connection.
+    let spec = bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
+        id: "after".into(),
+        repository: "github:acme/infra".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    store
+        .create_stack("acme", &spec, &audit("stack.create", "after"))
+        .await
+        .unwrap();
+    assert_eq!(store.list_stacks("acme", None, 10).await.unwrap().len(), 4);
+    // Once the calls are done, every pooled connection is idle: none holds a transaction
+    // (and its snapshot) open, and there are no more of them than the pool's eight.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let sessions = pool_sessions(&db);
+        assert!(
+            sessions.len() <= 8,
+            "more connections than the pool: {sessions:?}"
+        );
+        if sessions.iter().all(|s| s == "idle") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "connections left busy or in a transaction: {sessions:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    store.close().await;
+}
+
 #[tokio::test]
 async fn text_with_nul_is_stored_with_a_replacement_character() {
     let Some(admin) = server_url() else {

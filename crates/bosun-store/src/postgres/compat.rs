@@ -575,6 +575,9 @@ row_tuples! {
 pub struct PgConn {
     pub client: ::postgres::Client,
     pub cache: HashMap<String, ::postgres::Statement>,
+    /// A read call's transaction is still open: its answer went back before the
+    /// `ROLLBACK`, which runs before the connection is pooled again.
+    pub read_open: bool,
 }
 
 /// One open transaction on a pooled connection: every query of a store call runs in it.
@@ -620,6 +623,12 @@ impl<'a> Connection<'a> {
         self.open.set(false);
         self.client.borrow_mut().batch_execute("COMMIT")?;
         Ok(())
+    }
+
+    /// Leaves the transaction open for the caller to end on the client later (a read
+    /// call's `ROLLBACK`, sent once its answer is on its way).
+    pub fn leave_open(self) {
+        self.open.set(false);
     }
 
     pub fn rollback(self) -> Result<()> {
