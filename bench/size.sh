@@ -370,6 +370,8 @@ scenario() {
         --runners "$RUNNERS" --small-orgs "$SMALL_ORGS" --small-org-stacks "$SMALL_ORG_STACKS" \
         --templates "$TEMPLATES" --samples-file "$dir/samples" >"$dir/seed.json"
     log "$backend, $size stacks: seeded in $((SECONDS - t0)) s"
+    # The seeded files reach the disk now, not under the first measurements.
+    sync
 
     local db_bytes
     if [ "$backend" != sqlite ]; then
