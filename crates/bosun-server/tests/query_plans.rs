@@ -261,8 +261,8 @@ async fn statements_per_row(t: &TestServer, lists: &[(String, String)]) -> Strin
 
 /// The reads people make most, and how many store calls each may make, authenticating
 /// included: each call is a hop to the blocking pool and a transaction of its own (on
-/// PostgreSQL, two more round trips), so a read that makes them one after another pays
-/// for each. The guard's stacks cover every kind of context: `s00` is drift-checked on a
+/// PostgreSQL, a round trip to begin it before its statements; a read's end follows its
+/// answer), so a read that makes them one after another pays for each. The guard's stacks cover every kind of context: `s00` is drift-checked on a
 /// plain git remote, `s01` on GitHub, and a page of 20 holds both and a second remote.
 const STORE_CALL_BUDGETS: &[(&str, u64)] = &[
     ("/api/v1/orgs/default/stacks/s00", 2),
