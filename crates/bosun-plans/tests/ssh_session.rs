@@ -321,13 +321,14 @@ async fn the_session_killed_from_the_host_side() {
         return;
     };
     let conn = connect(&sshd, &host_for(&sshd)).await;
-    // The session's shell is the command's parent.
+    // The session's shell is the command's parent. The command's own pid is written
+    // first: the session is killed as soon as its pid appears.
     let session_pid = dir.path().join("session.pid");
     let child_pid = dir.path().join("child.pid");
     let running = shell(&format!(
-        "echo $PPID > {}; echo $$ > {}; echo working; exec sleep 60",
-        session_pid.display(),
-        child_pid.display()
+        "echo $$ > {}; echo $PPID > {}; echo working; exec sleep 60",
+        child_pid.display(),
+        session_pid.display()
     ));
     let killer = {
         let session_pid = session_pid.clone();
