@@ -247,18 +247,23 @@ async fn seeded(db: &ScratchDb, stacks: usize) -> Arc<dyn Store> {
         .await
         .unwrap();
     for i in 0..stacks {
-        let spec = bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
-            id: format!("s{i}"),
-            repository: "github:acme/infra".into(),
-            ..Default::default()
-        })
-        .unwrap();
-        store
-            .create_stack("acme", &spec, &audit("stack.create", &format!("s{i}")))
-            .await
-            .unwrap();
+        create_stack(&store, &format!("s{i}")).await;
     }
     store
+}
+
+/// Creates stack `id` of org `acme` on `github:acme/infra`.
+async fn create_stack(store: &Arc<dyn Store>, id: &str) {
+    let spec = bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
+        id: id.into(),
+        repository: "github:acme/infra".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    store
+        .create_stack("acme", &spec, &audit("stack.create", id))
+        .await
+        .unwrap();
 }
 
 fn runner(id: &str) -> bosun_store::RunnerRecord {
@@ -462,16 +467,7 @@ async fn connections_the_server_dropped_are_replaced() {
             store.list_stacks("acme", None, 20).await.unwrap().len(),
             1 + i
         );
-        let spec = bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
-            id: format!("after-{i}"),
-            repository: "github:acme/infra".into(),
-            ..Default::default()
-        })
-        .unwrap();
-        store
-            .create_stack("acme", &spec, &audit("stack.create", "after"))
-            .await
-            .unwrap();
+        create_stack(&store, &format!("after-{i}")).await;
     }
     store.ping().await.unwrap();
 }
@@ -479,23 +475,12 @@ async fn connections_the_server_dropped_are_replaced() {
 /// The store's own connections to the scratch database (the listener's aside), each with
 /// its `state` in `pg_stat_activity` (`idle`, `active`, `idle in transaction`, …).
 fn pool_sessions(db: &ScratchDb) -> Vec<String> {
-    let (admin, name) = (db.admin_url.clone(), db.name.clone());
-    std::thread::spawn(move || {
-        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
-        client
-            .query(
-                "SELECT COALESCE(state, '') FROM pg_stat_activity
-                 WHERE datname = $1 AND application_name <> 'bosun-listener'
-                   AND pid <> pg_backend_pid()",
-                &[&name],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get::<_, String>(0))
-            .collect()
-    })
-    .join()
-    .unwrap()
+    activity(
+        db,
+        "SELECT COALESCE(state, '') FROM pg_stat_activity
+         WHERE datname = $1 AND application_name <> 'bosun-listener'
+           AND pid <> pg_backend_pid()",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,16 +506,7 @@ async fn reads_answer_before_their_transaction_ends_and_leave_none_open() {
         assert_eq!(c.await.unwrap(), (3, true));
     }
     // A write after them finds no transaction left on its connection.
-    let spec = bosun_core::stack::StackSpec::from_input(bosun_core::stack::StackInput {
-        id: "after".into(),
-        repository: "github:acme/infra".into(),
-        ..Default::default()
-    })
-    .unwrap();
-    store
-        .create_stack("acme", &spec, &audit("stack.create", "after"))
-        .await
-        .unwrap();
+    create_stack(&store, "after").await;
     assert_eq!(store.list_stacks("acme", None, 10).await.unwrap().len(), 4);
     // Once the calls are done, every pooled connection is idle: none holds a transaction
     // (and its snapshot) open, and there are no more of them than the pool's eight.
@@ -700,18 +676,27 @@ async fn two_replicas_closing_a_cycle_together_one_is_refused() {
 
 /// The server pids of the signal listeners connected to the scratch database.
 fn listener_pids(db: &ScratchDb) -> Vec<i32> {
+    activity(
+        db,
+        "SELECT pid FROM pg_stat_activity
+         WHERE datname = $1 AND application_name = 'bosun-listener' ORDER BY pid",
+    )
+}
+
+/// The one column of `sql` over `pg_stat_activity`, whose `$1` is the scratch database's
+/// name, read on a connection of the test's own.
+fn activity<T>(db: &ScratchDb, sql: &'static str) -> Vec<T>
+where
+    T: for<'a> postgres::types::FromSql<'a> + Send + 'static,
+{
     let (admin, name) = (db.admin_url.clone(), db.name.clone());
     std::thread::spawn(move || {
         let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
         client
-            .query(
-                "SELECT pid FROM pg_stat_activity
-                 WHERE datname = $1 AND application_name = 'bosun-listener' ORDER BY pid",
-                &[&name],
-            )
+            .query(sql, &[&name])
             .unwrap()
             .iter()
-            .map(|r| r.get::<_, i32>(0))
+            .map(|r| r.get::<_, T>(0))
             .collect()
     })
     .join()
