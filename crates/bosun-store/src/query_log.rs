@@ -14,6 +14,7 @@ static RECORDING: AtomicBool = AtomicBool::new(false);
 static STATEMENTS: Mutex<BTreeMap<String, Recorded>> = Mutex::new(BTreeMap::new());
 static EXECUTED: AtomicU64 = AtomicU64::new(0);
 static CALLS: AtomicU64 = AtomicU64::new(0);
+static STEPS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
 
 /// One distinct statement as the database received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +57,25 @@ pub(crate) fn call() {
     if recording() {
         CALLS.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// SQLite only: for each distinct statement run since recording started, the most virtual
+/// machine steps one execution of it took — about the rows it read, which no plan shows:
+/// an index range as wide as the table is a `SEARCH` all the same. Empties the record.
+pub fn take_steps() -> BTreeMap<String, u64> {
+    let mut all = STEPS.lock().unwrap_or_else(|p| p.into_inner());
+    std::mem::take(&mut *all)
+}
+
+/// Records that one execution of `sql` took `steps` virtual machine steps (see
+/// [`take_steps`]).
+pub(crate) fn stepped(sql: &str, steps: u64) {
+    if !recording() {
+        return;
+    }
+    let mut all = STEPS.lock().unwrap_or_else(|p| p.into_inner());
+    let most = all.entry(sql.to_string()).or_default();
+    *most = (*most).max(steps);
 }
 
 pub(crate) fn recording() -> bool {

@@ -139,6 +139,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0033_runner_egress.sql"),
     include_str!("../migrations/sqlite/0034_dependencies_upstream.sql"),
     include_str!("../migrations/sqlite/0035_metric_counts_by_org.sql"),
+    include_str!("../migrations/sqlite/0036_drift_alerts_by_org.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -272,15 +273,31 @@ fn open_connection(path: &Path) -> Result<Connection> {
     conn.set_prepared_statement_cache_capacity(64);
     #[cfg(feature = "testsuite")]
     if crate::query_log::recording() {
+        use rusqlite::trace::{TraceEvent, TraceEventCodes};
+        use rusqlite::StatementStatus;
+        thread_local! {
+            // Each running statement's step counter when it began: SQLite's counters
+            // add up over every execution of a cached statement.
+            static STEPS_AT_START: std::cell::RefCell<std::collections::HashMap<String, i32>> =
+                Default::default();
+        }
         conn.trace_v2(
-            rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
-            Some(|event| {
-                if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event {
-                    // A trigger's statements come as a comment naming it.
-                    if !sql.starts_with("--") {
-                        crate::query_log::record(sql, Vec::new());
-                    }
+            TraceEventCodes::SQLITE_TRACE_STMT | TraceEventCodes::SQLITE_TRACE_PROFILE,
+            Some(|event| match event {
+                // A trigger's statements come as a comment naming it.
+                TraceEvent::Stmt(stmt, sql) if !sql.starts_with("--") => {
+                    crate::query_log::record(sql, Vec::new());
+                    let at = stmt.get_status(StatementStatus::VmStep);
+                    STEPS_AT_START.with(|s| s.borrow_mut().insert(sql.to_string(), at));
                 }
+                TraceEvent::Profile(stmt, _) => {
+                    let sql = stmt.sql();
+                    let start = STEPS_AT_START.with(|s| s.borrow_mut().remove(sql.as_ref()));
+                    let now = stmt.get_status(StatementStatus::VmStep);
+                    let steps = now.saturating_sub(start.unwrap_or(0)).max(0) as u64;
+                    crate::query_log::stepped(&sql, steps);
+                }
+                _ => {}
             }),
         );
     }

@@ -288,15 +288,18 @@ fn most_overdue(conn: &Connection, now: i64, limit: u32) -> Result<Vec<DriftChec
 }
 
 /// How many of an org's drift-checked stacks are stale at `now`, up to `cap`: its alerted
-/// ones from `metric_counts` and its share of the pending ones, as [`stale_checks`] counts
-/// every org's.
+/// ones from `metric_counts` and its pending ones (`alert_at` passed) from their
+/// `(org_id, alert_at)` index, no more than `cap` of them read: after the scheduler was
+/// down, every stale stack of every org is pending at once.
 pub(super) fn count_stale(conn: &Connection, org: &str, now: i64, cap: u32) -> Result<u64> {
     db::snapshot(conn, |tx| {
         let alerted = super::metrics::count_of(tx, super::metrics::DRIFT_STALE, org)?;
-        let pending = pending_alerts(tx, now)?
-            .into_iter()
-            .filter(|o| o == org)
-            .count() as i64;
+        let pending: i64 = tx
+            .prepare_cached(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM drift_schedules
+                 WHERE org_id = ?1 AND alert_at < ?2 LIMIT ?3) p",
+            )?
+            .query_row(params![org, now, cap], |r| r.get(0))?;
         Ok((alerted + pending).clamp(0, i64::from(cap)) as u64)
     })
 }
