@@ -589,7 +589,9 @@ pub async fn plan_runs_summarised_past_the_horizon_keep_their_record(store: Arc<
     gated.preview = Some("prun-p1".into());
     store.create_plan_run(&gated, &a).await.unwrap();
     plan_run_through(&*store, &r, "prun-p1", "db").await;
-    // The plan's latest run, ended.
+    // The plan's latest run, ended: created in a later millisecond than the others (in
+    // the same one, the latest is the greatest id, and "prun-g1" > "prun-2").
+    past(Utc::now()).await;
     store
         .create_plan_run(&plan_run("prun-2", &["cache"]), &a)
         .await
