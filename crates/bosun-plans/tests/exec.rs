@@ -1522,7 +1522,7 @@ impl bosun_plans::connection::Connection for Counting {
     async fn close(&self) {}
 }
 
-/// How many remote commands each file step takes: one for `file.copy`,
+/// How many remote commands each file step takes: one for `file.copy`, `file.template`,
 /// `file.directory` and `file.absent` whatever they find; `file.lineinfile` one to read
 /// and one more only when it writes; a dry run one probe per path.
 #[tokio::test]
@@ -1561,6 +1561,12 @@ async fn file_steps_take_one_remote_command_each() {
         mode: Some(mode::parse("0750").unwrap()),
         owner: None,
     };
+    let rendered = |path: String, content: &str| RenderedModule::Template {
+        path,
+        content: content.into(),
+        mode: None,
+        owner: None,
+    };
     file_with(&dir.path().join("conf"), "x=1\n", 0o644);
     let cases: Vec<(&str, RenderedModule, bool, usize)> = vec![
         ("copy creates", copy(p("f"), "a\n", Some("0600")), true, 1),
@@ -1574,6 +1580,9 @@ async fn file_steps_take_one_remote_command_each() {
             false,
             1,
         ),
+        ("template creates", rendered(p("t"), "t=1\n"), true, 1),
+        ("template unchanged", rendered(p("t"), "t=1\n"), true, 1),
+        ("template content", rendered(p("t"), "t=2\n"), true, 1),
         ("directory creates", directory(p("d/e")), true, 1),
         ("directory exists", directory(p("d/e")), true, 1),
         (
@@ -1746,4 +1755,371 @@ async fn a_result_keeps_the_head_of_a_long_output_and_says_it_was_cut() {
         .stderr
         .ends_with("\n… [truncated: 70000 bytes in all]"));
     assert!(result.stderr.starts_with('e'));
+}
+
+// ---- file.template ---------------------------------------------------------------------------
+
+fn template(path: &str, source: CopySource, mode: Option<&str>, owner: Option<&str>) -> Module {
+    Module::Template {
+        path: path.into(),
+        source,
+        mode: mode.map(Into::into),
+        owner: owner.map(Into::into),
+    }
+}
+
+/// A template file (with a loop, so not just substitutions) and the text it renders to
+/// on `host` with [`template_plan`]'s vars and inputs.
+const APP_TEMPLATE: &str = "# {{ host.name }} at {{ host.address }}\nport={{ vars.port }}\nrelease={{ inputs.release }}\n{% for u in vars.upstreams %}\nupstream={{ u }}\n{% endfor %}\n";
+
+fn app_rendered(host: &str, address: &str) -> String {
+    format!("# {host} at {address}\nport=8080\nrelease=2.0\nupstream=10.0.0.1\nupstream=10.0.0.2\n")
+}
+
+/// Two `file.template` steps in `dir/out` (a `src` template with mode and owner, and an
+/// inline one replacing an existing file), with vars and a declared input.
+fn template_plan(inv: &Inventory, dir: &Path, owner: &str) -> Plan {
+    let src = dir.join("app.conf.j2");
+    std::fs::write(&src, APP_TEMPLATE).unwrap();
+    std::fs::create_dir(dir.join("out")).unwrap();
+    file_with(&dir.join("out/motd"), "old\n", 0o644);
+    let out = format!("{}/out", d(dir));
+    let mut p = plan(
+        inv,
+        vec![
+            step(
+                "config",
+                template(
+                    &format!("{out}/app.conf"),
+                    CopySource::Src(src),
+                    Some("0640"),
+                    Some(owner),
+                ),
+            ),
+            step(
+                "motd",
+                template(
+                    &format!("{out}/motd"),
+                    CopySource::Content("welcome to {{ host.name }}\n".into()),
+                    None,
+                    None,
+                ),
+            ),
+        ],
+    );
+    p.vars.insert("port".into(), json!(8080));
+    p.vars
+        .insert("upstreams".into(), json!(["10.0.0.1", "10.0.0.2"]));
+    p.inputs.insert(
+        "release".into(),
+        InputDef {
+            default: Some(json!("1.0")),
+            description: None,
+        },
+    );
+    p
+}
+
+fn with_release(dry_run: bool) -> RunOptions {
+    RunOptions {
+        inputs: [("release".to_string(), json!("2.0"))].into(),
+        ..opts(dry_run)
+    }
+}
+
+/// A dry run predicts with a diff and changes nothing; the real run writes the rendered
+/// text with mode and owner; then both find nothing to do. Every result names the module
+/// `file.template`.
+async fn check_template_run(inv: &Inventory, host: &str, dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let (uid, gid) = if running_as_root(dir) {
+        (65534, 65534)
+    } else {
+        let m = std::fs::metadata(dir).unwrap();
+        (m.uid(), m.gid())
+    };
+    let p = template_plan(inv, dir, &format!("{uid}:{gid}"));
+    let address = &inv.hosts[0].address;
+    let conf = dir.join("out/app.conf");
+    let conf_s = d(&conf);
+    let want = app_rendered(host, address);
+
+    let before = snapshot(dir);
+    let dry = run(&p, inv, with_release(true)).await;
+    assert_eq!(snapshot(dir), before, "the dry run changed files");
+    assert_eq!(dry.status, RunStatus::Succeeded, "{dry:#?}");
+    assert_eq!(
+        dry.steps.iter().map(|s| s.module).collect::<Vec<_>>(),
+        ["file.template", "file.template"]
+    );
+    let r = dry.result(1, host).unwrap();
+    assert_eq!(
+        (r.status, r.message.as_str()),
+        (HostStatus::Changed, "file created")
+    );
+    let diff = r.diff.as_deref().unwrap();
+    assert!(diff.contains(&format!("+++ {conf_s} (after)")), "{diff}");
+    for line in want.lines() {
+        assert!(diff.contains(&format!("+{line}\n")), "{line:?} in {diff}");
+    }
+    assert!(!diff.contains("{{"), "{diff}");
+    assert_eq!(content(&predicted_after(&dry, 1, host)), want.as_bytes());
+    let r = dry.result(2, host).unwrap();
+    assert_eq!(
+        (r.status, r.message.as_str()),
+        (HostStatus::Changed, "content replaced")
+    );
+    let diff = r.diff.as_deref().unwrap();
+    assert!(diff.contains("-old\n"), "{diff}");
+    assert!(diff.contains(&format!("+welcome to {host}\n")), "{diff}");
+
+    let real = run(&p, inv, with_release(false)).await;
+    assert_eq!(real.status, RunStatus::Succeeded, "{real:#?}");
+    assert_eq!(real.steps[0].module, "file.template");
+    assert_eq!(real.result(1, host).unwrap().status, HostStatus::Changed);
+    assert_eq!(real.result(2, host).unwrap().status, HostStatus::Changed);
+    let made = seen(&conf).unwrap();
+    assert_eq!(String::from_utf8(made.content).unwrap(), want);
+    assert_eq!((made.mode, made.uid, made.gid), (0o640, uid, gid));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out/motd")).unwrap(),
+        format!("welcome to {host}\n")
+    );
+    let leftovers: Vec<_> = snapshot(dir)
+        .into_keys()
+        .filter(|p| p.contains(".bosun."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Idempotent: nothing left to do, in either mode, and nothing rewritten.
+    let settled = snapshot(dir);
+    let dry2 = run(&p, inv, with_release(true)).await;
+    let again = run(&p, inv, with_release(false)).await;
+    for s in [1, 2] {
+        for (what, report) in [("dry", &dry2), ("real", &again)] {
+            let r = report.result(s, host).unwrap();
+            assert_eq!(
+                (r.status, r.message.as_str(), r.diff.as_deref()),
+                (HostStatus::Ok, "unchanged", None),
+                "step {s} ({what}) again"
+            );
+        }
+    }
+    assert_eq!(snapshot(dir), settled);
+}
+
+#[tokio::test]
+async fn templates_render_then_write_like_copies_over_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(vec![local("a")]);
+    check_template_run(&inv, "a", dir.path()).await;
+}
+
+#[tokio::test]
+async fn templates_render_then_write_like_copies_over_ssh() {
+    use bosun_testkit::sshd::{require_sshd, SshdHost};
+    if !require_sshd() {
+        return;
+    }
+    let sshd_dir = tempfile::tempdir().unwrap();
+    let sshd = SshdHost::start(sshd_dir.path());
+    let inv = inventory(vec![Host {
+        name: "s".into(),
+        address: sshd.address().into(),
+        port: sshd.port(),
+        user: Some(sshd.user().into()),
+        connection: ConnectionKind::Ssh,
+        identity_file: Some(sshd.client_key_path().to_path_buf()),
+        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
+        ..Host::default()
+    }]);
+    let dir = tempfile::tempdir().unwrap();
+    check_template_run(&inv, "s", dir.path()).await;
+}
+
+/// An unresolved reference in a template file is a warning (the file is written with it
+/// empty), listed with the run's unresolved references — or, under `strict_vars`, fails
+/// the step before anything is written.
+#[tokio::test]
+async fn unresolved_references_in_a_template_warn_or_fail_under_strict_vars() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("t.j2");
+    std::fs::write(
+        &src,
+        "a={{ vars.present }}\nb={{ vars.missing }}\nc={{ vars.guarded | default('d') }}\n",
+    )
+    .unwrap();
+    let target = dir.path().join("out.conf");
+    let inv = inventory(vec![local("a")]);
+    let mut p = plan(
+        &inv,
+        vec![step(
+            "t",
+            template(&d(&target), CopySource::Src(src), None, None),
+        )],
+    );
+    p.vars.insert("present".into(), json!(1));
+
+    for dry_run in [true, false] {
+        let report = run(&p, &inv, opts(dry_run)).await;
+        assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+        let r = report.result(1, "a").unwrap();
+        assert_eq!(r.status, HostStatus::Changed);
+        assert_eq!(
+            r.warnings,
+            ["unresolved reference(s) rendered empty: vars.missing"],
+            "dry run: {dry_run}"
+        );
+        let refs: Vec<(usize, &str)> = report
+            .unresolved
+            .iter()
+            .map(|u| (u.step, u.reference.as_str()))
+            .collect();
+        assert_eq!(refs, [(1, "vars.missing")]);
+    }
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "a=1\nb=\nc=d\n");
+
+    std::fs::remove_file(&target).unwrap();
+    p.strict_vars = true;
+    for dry_run in [true, false] {
+        let report = run(&p, &inv, opts(dry_run)).await;
+        assert_eq!(report.status, RunStatus::Failed);
+        let r = report.result(1, "a").unwrap();
+        assert_eq!(r.status, HostStatus::Failed);
+        assert_eq!(
+            r.message,
+            "unresolved reference(s) with strict_vars: vars.missing"
+        );
+        assert_eq!(report.unresolved.len(), 1);
+    }
+    assert!(!target.exists());
+}
+
+/// A template file over 1 MiB, not UTF-8, missing, or with a syntax error fails its step
+/// (dry or real) with a message naming the file and why, and writes nothing; a file of
+/// exactly 1 MiB is rendered.
+#[tokio::test]
+async fn template_files_that_cannot_be_used_are_refused_naming_the_path() {
+    use bosun_plans::modules::TEMPLATE_MAX_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    std::fs::write(at("big.j2"), vec![b'x'; TEMPLATE_MAX_BYTES + 1]).unwrap();
+    std::fs::write(at("latin1.j2"), b"caf\xe9={{ host.name }}\n").unwrap();
+    std::fs::write(at("broken.j2"), "line one\n{{ vars.x \nsecret-ish text\n").unwrap();
+    let inv = inventory(vec![local("a")]);
+    let cases = [
+        (
+            "big.j2",
+            format!(
+                "template {} is refused: it is larger than 1 MiB (1048576 bytes)",
+                d(&at("big.j2"))
+            ),
+        ),
+        (
+            "latin1.j2",
+            format!(
+                "template {} is refused: it is not UTF-8 text (invalid bytes at offset 3)",
+                d(&at("latin1.j2"))
+            ),
+        ),
+        (
+            "missing.j2",
+            format!(
+                "cannot read local file {}: No such file or directory",
+                d(&at("missing.j2"))
+            ),
+        ),
+        (
+            "broken.j2",
+            format!("template {}: syntax error", d(&at("broken.j2"))),
+        ),
+    ];
+    for (name, says) in &cases {
+        let target = at(&format!("{name}.out"));
+        let p = plan(
+            &inv,
+            vec![step(
+                "t",
+                template(&d(&target), CopySource::Src(at(name)), None, None),
+            )],
+        );
+        for dry_run in [true, false] {
+            let report = run(&p, &inv, opts(dry_run)).await;
+            let r = report.result(1, "a").unwrap();
+            assert_eq!(r.status, HostStatus::Failed, "{name}: {r:#?}");
+            assert!(
+                r.message.starts_with(says.as_str()),
+                "{name}: {}",
+                r.message
+            );
+            assert!(!r.message.contains("secret-ish"), "{}", r.message);
+            assert_eq!(report.steps[0].module, "file.template");
+        }
+        assert!(!target.exists(), "{name}");
+    }
+
+    // At the limit exactly, the template is used.
+    std::fs::write(at("limit.j2"), vec![b'y'; TEMPLATE_MAX_BYTES]).unwrap();
+    let target = at("limit.out");
+    let p = plan(
+        &inv,
+        vec![step(
+            "t",
+            template(&d(&target), CopySource::Src(at("limit.j2")), None, None),
+        )],
+    );
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(
+        report.status,
+        RunStatus::Succeeded,
+        "{:?}",
+        report.result(1, "a").unwrap().message
+    );
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().len(),
+        TEMPLATE_MAX_BYTES as u64
+    );
+}
+
+/// A template's text is rendered like any step string: a `secret://` reference it gets
+/// from a variable is substituted in a real run given its value (and masked), and one
+/// the run has no value for refuses the run before anything is written.
+#[tokio::test]
+async fn secret_references_in_a_template_are_substituted_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("creds.j2");
+    std::fs::write(&src, "token={{ vars.token }}\n").unwrap();
+    let target = dir.path().join("creds");
+    let inv = inventory(vec![local("a")]);
+    let mut p = plan(
+        &inv,
+        vec![step(
+            "creds",
+            template(&d(&target), CopySource::Src(src.clone()), None, None),
+        )],
+    );
+    p.vars
+        .insert("token".into(), json!("secret://prod/api-token"));
+    let with_secret = RunOptions {
+        secrets: [(
+            "secret://prod/api-token".to_string(),
+            "s3cr3t-value".to_string(),
+        )]
+        .into(),
+        ..opts(false)
+    };
+    let report = run(&p, &inv, with_secret.clone()).await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "token=s3cr3t-value\n"
+    );
+    assert!(!format!("{report:?}").contains("s3cr3t-value"));
+
+    // Written in the template file itself, a reference the run has no value for.
+    std::fs::remove_file(&target).unwrap();
+    std::fs::write(&src, "token=secret://prod/other\n").unwrap();
+    let err = exec::run(&p, &inv, with_secret, |_| {}).await.unwrap_err();
+    assert!(matches!(err, ExecError::SecretReferences { .. }), "{err}");
+    assert!(!target.exists());
 }

@@ -881,3 +881,92 @@ proptest::proptest! {
         }
     }
 }
+
+/// `file.template` takes `file.copy`'s parameters: a `src` relative to the plan's folder
+/// or an inline `content`, exactly one of them; lint reads its inline template (not a
+/// `src` file, which lives on the machine that runs the plan).
+#[test]
+fn file_template_parses_like_file_copy() {
+    let p = plan(
+        r#"name: t
+vars: { port: 80 }
+steps:
+  - file.template: { path: /etc/app.conf, src: templates/app.conf.j2, mode: "0640", owner: "app:app" }
+  - file.template: { path: /etc/motd, content: "port={{ vars.port }} {{ vars.nope }}\n" }
+  - file.template: { path: /etc/abs, src: /srv/t.j2 }
+"#,
+    );
+    assert_eq!(
+        p.steps[0].module,
+        Module::Template {
+            path: "/etc/app.conf".into(),
+            source: CopySource::Src(PathBuf::from("plans/templates/app.conf.j2")),
+            mode: Some("0640".into()),
+            owner: Some("app:app".into()),
+        }
+    );
+    assert_eq!(p.steps[0].name, "file.template");
+    assert_eq!(p.steps[0].module.kind(), "file.template");
+    assert_eq!(
+        p.steps[1].module,
+        Module::Template {
+            path: "/etc/motd".into(),
+            source: CopySource::Content("port={{ vars.port }} {{ vars.nope }}\n".into()),
+            mode: None,
+            owner: None,
+        }
+    );
+    assert_eq!(
+        p.steps[2].module,
+        Module::Template {
+            path: "/etc/abs".into(),
+            source: CopySource::Src(PathBuf::from("/srv/t.j2")),
+            mode: None,
+            owner: None,
+        }
+    );
+    assert_findings(
+        findings(&p, None),
+        &[(
+            "5:48",
+            "`vars.nope` is not defined in the plan's vars or inputs",
+        )],
+    );
+
+    let s = |steps: &str| format!("name: p\nsteps:\n{steps}");
+    assert_err(
+        plan_err(&s("  - file.template: {path: /d, content: a, src: b}\n")),
+        "3:43",
+        "`content` and `src` cannot be used together",
+    );
+    assert_err(
+        plan_err(&s("  - file.template: {path: /d, src: b, content: a}\n")),
+        "3:39",
+        "`content` and `src` cannot be used together",
+    );
+    assert_err(
+        plan_err(&s("  - file.template: {path: /d}\n")),
+        "3:5",
+        "file.template needs `content` or `src`",
+    );
+    assert_err(
+        plan_err(&s("  - file.template: {path: /d, src: \"\"}\n")),
+        "3:36",
+        "`src` is empty",
+    );
+    assert_err(
+        plan_err(&s("  - file.template:\n      src: a.j2\n")),
+        "3:5",
+        "file.template needs `path`",
+    );
+    assert_err(
+        plan_err(&s("  - file.template: {path: /d, src: a.j2, mode: 644}\n")),
+        "3:48",
+        "write the mode as a string",
+    );
+    assert_err(
+        plan_err(&s("  - file.template: {path: /d, src: a.j2, vars: {}}\n")),
+        "3:42",
+        "steps[0].file.template: unknown field `vars`, expected one of `path`, `content`, `src`, `mode`, `owner`",
+    );
+}

@@ -789,3 +789,89 @@ fn the_shipped_example_plan_runs_as_documented() {
     }
     assert!(changed.is_empty(), "a second run changed {changed:?}");
 }
+
+/// `file.template` end to end: its `src` is read beside the plan file (not in the working
+/// directory), rendered per host with the environment's vars and the run's inputs, shown
+/// as a diff by a dry run that writes nothing, written by the run, and left alone by a
+/// second run; output and report name the module `file.template`.
+#[test]
+fn exec_renders_a_template_file_beside_the_plan() {
+    let dir = setup();
+    let plans = dir.path().join("plans");
+    std::fs::create_dir_all(plans.join("templates")).unwrap();
+    std::fs::write(
+        plans.join("templates/app.conf.j2"),
+        "# {{ host.name }}\nport={{ vars.port }}\nrelease={{ inputs.release }}\n",
+    )
+    .unwrap();
+    let work = dir.path().join("work");
+    std::fs::write(
+        plans.join("plan.yaml"),
+        format!(
+            r#"name: templated
+targets: {{ environments: [staging] }}
+inputs:
+  release: {{ default: "1.0" }}
+steps:
+  - name: config
+    file.template:
+      path: "{}/{{{{ host.name }}}}.conf"
+      src: templates/app.conf.j2
+      mode: "0600"
+"#,
+            work.display()
+        ),
+    )
+    .unwrap();
+    let exec = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "exec",
+            "plans/plan.yaml",
+            "-i",
+            "inventory.yaml",
+            "--input",
+            "release=2.0",
+        ];
+        args.extend(extra);
+        bosun(dir.path(), &args)
+    };
+
+    let dry = exec(&["--dry-run"]);
+    assert!(dry.status.success(), "{}", describe(&dry));
+    let (stdout, _) = text(&dry);
+    assert!(
+        stdout.contains("step 1 \"config\" (file.template)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("+port=8080"), "{stdout}");
+    assert!(stdout.contains("+release=2.0"), "{stdout}");
+    assert!(!work.join("a.conf").exists());
+
+    let real = exec(&["--json"]);
+    assert!(real.status.success(), "{}", describe(&real));
+    let report: Value = serde_json::from_slice(&real.stdout).unwrap();
+    assert_eq!(report["steps"][0]["module"], "file.template", "{report}");
+    for h in ["a", "b"] {
+        let conf = work.join(format!("{h}.conf"));
+        assert_eq!(
+            std::fs::read_to_string(&conf).unwrap(),
+            format!("# {h}\nport=8080\nrelease=2.0\n")
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&conf).unwrap().permissions(),
+        ) & 0o7777;
+        assert_eq!(mode, 0o600);
+    }
+
+    let again = exec(&["--json"]);
+    assert!(again.status.success(), "{}", describe(&again));
+    let report: Value = serde_json::from_slice(&again.stdout).unwrap();
+    for r in report["steps"][0]["results"].as_array().unwrap() {
+        assert_eq!(
+            (&r["status"], &r["message"]),
+            (&json_str("ok"), &json_str("unchanged")),
+            "{report}"
+        );
+    }
+}

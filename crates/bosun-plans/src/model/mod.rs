@@ -163,6 +163,14 @@ pub enum Module {
         mode: Option<String>,
         owner: Option<String>,
     },
+    /// A template (inline, or a local file read when the step renders) rendered per
+    /// host, then written like `Copy`.
+    Template {
+        path: String,
+        source: CopySource,
+        mode: Option<String>,
+        owner: Option<String>,
+    },
     Directory {
         path: String,
         mode: Option<String>,
@@ -182,17 +190,20 @@ impl Module {
             Module::Script { .. } => "script",
             Module::LineInFile(_) => "file.lineinfile",
             Module::Copy { .. } => "file.copy",
+            Module::Template { .. } => "file.template",
             Module::Directory { .. } => "file.directory",
             Module::Absent { .. } => "file.absent",
         }
     }
 }
 
+/// Where `file.copy`'s bytes or `file.template`'s template come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CopySource {
     /// Inline content (a template).
     Content(String),
-    /// A local file, relative to the plan file's folder.
+    /// A local file, relative to the plan file's folder: copied byte for byte by
+    /// `file.copy`, rendered as a template by `file.template`.
     Src(PathBuf),
 }
 

@@ -1,14 +1,16 @@
-//! The file modules: `file.copy`, `file.lineinfile`, `file.directory`, `file.absent`.
+//! The file modules: `file.copy`, `file.template`, `file.lineinfile`, `file.directory`,
+//! `file.absent`. A `file.template` arrives rendered (its text is the whole file) and
+//! takes `file.copy`'s path from there on; only its name differs.
 //!
 //! One pure decision ([`decide`]) from the path's current state to the actions that
 //! bring it where the step wants it serves both modes: a dry run reads the host (or the
 //! overlay of earlier predictions), decides and reports the state it would leave; a real
 //! run makes the same decision with as few remote commands as it can:
 //!
-//! - `file.copy`, `file.directory`, `file.absent` know what they want up front, so each
-//!   is one command that looks and acts at once ([`Remote::put`], [`Remote::directory`],
-//!   [`Remote::remove`]) and reports the state it found; [`decide`] on that state gives
-//!   the result, message and `changed` a dry run predicts.
+//! - `file.copy` (and `file.template`), `file.directory`, `file.absent` know what they
+//!   want up front, so each is one command that looks and acts at once ([`Remote::put`],
+//!   [`Remote::directory`], [`Remote::remove`]) and reports the state it found;
+//!   [`decide`] on that state gives the result, message and `changed` a dry run predicts.
 //! - `file.lineinfile` needs the file's bytes first: a probe (one command, which also
 //!   says whether the folder above an absent file exists), then — only when something
 //!   changes — a [`Remote::put`] of the new bytes.
@@ -48,14 +50,26 @@ struct Decision {
     message: String,
 }
 
-/// The desired bytes of a copy (a local `src` is read here, once).
-async fn copy_content(source: &RenderedSource) -> Result<Vec<u8>, ModuleError> {
-    match source {
-        RenderedSource::Content(c) => Ok(c.clone().into_bytes()),
-        RenderedSource::Src(p) => tokio::fs::read(p).await.map_err(|e| ModuleError::Local {
-            path: p.display().to_string(),
-            reason: e.to_string(),
-        }),
+/// The desired bytes of a copy or a template (a copy's local `src` is read here, once);
+/// `None` for other modules.
+async fn whole_content(module: &RenderedModule) -> Result<Option<Vec<u8>>, ModuleError> {
+    match module {
+        RenderedModule::Copy {
+            source: RenderedSource::Content(c),
+            ..
+        }
+        | RenderedModule::Template { content: c, .. } => Ok(Some(c.clone().into_bytes())),
+        RenderedModule::Copy {
+            source: RenderedSource::Src(p),
+            ..
+        } => tokio::fs::read(p)
+            .await
+            .map(Some)
+            .map_err(|e| ModuleError::Local {
+                path: p.display().to_string(),
+                reason: e.to_string(),
+            }),
+        _ => Ok(None),
     }
 }
 
@@ -69,7 +83,9 @@ fn needs_parent(module: &RenderedModule, current: &FileState) -> bool {
 fn needs_content(module: &RenderedModule) -> bool {
     matches!(
         module,
-        RenderedModule::Copy { .. } | RenderedModule::LineInFile { .. }
+        RenderedModule::Copy { .. }
+            | RenderedModule::Template { .. }
+            | RenderedModule::LineInFile { .. }
     )
 }
 
@@ -137,7 +153,7 @@ fn decide(
         ))
     };
     match module {
-        RenderedModule::Copy { .. } => decide_copy(
+        RenderedModule::Copy { .. } | RenderedModule::Template { .. } => decide_copy(
             module,
             current,
             copy_bytes.unwrap_or_default(),
@@ -270,9 +286,9 @@ fn decide(
     }
 }
 
-/// `file.copy`'s decision. `differs` says whether an existing file's bytes differ from
-/// `content` when the host compared them (a real run's one command reads no bytes back);
-/// `None`: compare with the bytes in `current`.
+/// `file.copy`'s (and `file.template`'s) decision. `differs` says whether an existing
+/// file's bytes differ from `content` when the host compared them (a real run's one
+/// command reads no bytes back); `None`: compare with the bytes in `current`.
 fn decide_copy(
     module: &RenderedModule,
     current: &FileState,
@@ -280,13 +296,17 @@ fn decide_copy(
     parent_exists: bool,
     differs: Option<bool>,
 ) -> Result<Decision, ModuleError> {
-    let RenderedModule::Copy {
+    let (RenderedModule::Copy {
         path, mode, owner, ..
-    } = module
+    }
+    | RenderedModule::Template {
+        path, mode, owner, ..
+    }) = module
     else {
-        return Err(ModuleError::Invalid(
-            "not file.copy (internal error)".into(),
-        ));
+        return Err(ModuleError::Invalid(format!(
+            "{} does not write whole files (internal error)",
+            module_kind(module)
+        )));
     };
     match current {
         FileState::Absent if !parent_exists => Err(ModuleError::Invalid(format!(
@@ -314,8 +334,9 @@ fn decide_copy(
             "content replaced",
         )),
         other => Err(ModuleError::Invalid(format!(
-            "{path} is {}; file.copy works on regular files",
-            other.describe()
+            "{path} is {}; {} works on regular files",
+            other.describe(),
+            module_kind(module)
         ))),
     }
 }
@@ -323,6 +344,7 @@ fn decide_copy(
 fn module_kind(module: &RenderedModule) -> &'static str {
     match module {
         RenderedModule::Copy { .. } => "file.copy",
+        RenderedModule::Template { .. } => "file.template",
         RenderedModule::LineInFile { .. } => "file.lineinfile",
         RenderedModule::Directory { .. } => "file.directory",
         RenderedModule::Absent { .. } => "file.absent",
@@ -422,13 +444,8 @@ pub(super) async fn apply(
     let decision = match module {
         // One command each: look and act at once, then decide on what was found (the
         // script did what the decision says; see `Remote::put` and friends).
-        RenderedModule::Copy {
-            source,
-            mode,
-            owner,
-            ..
-        } => {
-            let content = copy_content(source).await?;
+        RenderedModule::Copy { mode, owner, .. } | RenderedModule::Template { mode, owner, .. } => {
+            let content = whole_content(module).await?.unwrap_or_default();
             let report = remote
                 .put(path, &content, mode.as_ref(), owner.as_ref(), false)
                 .await?;
@@ -516,10 +533,7 @@ pub(super) async fn predict(
     overlay: &mut Overlay,
 ) -> Result<Outcome, ModuleError> {
     let path = path_of(module)?;
-    let copy_bytes = match module {
-        RenderedModule::Copy { source, .. } => Some(copy_content(source).await?),
-        _ => None,
-    };
+    let copy_bytes = whole_content(module).await?;
     let mut warnings = Vec::new();
     // The probe answers for the folder above too; what earlier predictions say about
     // that folder wins.

@@ -7,10 +7,15 @@
 //!
 //! - `command`, `shell`, `script` run on the host and always count as changed; a dry
 //!   run cannot know what they would do and says so.
-//! - `file.copy`, `file.lineinfile`, `file.directory`, `file.absent` read the path's
-//!   current state from the host (kind, mode, owner, bytes), decide, and change only
-//!   what differs — writes are atomic (a temporary file beside the target, then `mv`).
-//!   Reading and changing cost one remote command for a copy, a directory or an
+//! - `file.template`'s template is rendered here too — inline, or a local file read
+//!   while rendering, on the machine running the plan (at most [`TEMPLATE_MAX_BYTES`]
+//!   of UTF-8) — like any other string; the text it renders to is then written exactly
+//!   like `file.copy`'s `content` (below), and results still name it `file.template`.
+//! - `file.copy`, `file.template`, `file.lineinfile`, `file.directory`, `file.absent`
+//!   read the path's current state from the host (kind, mode, owner, bytes), decide, and
+//!   change only what differs — writes are atomic (a temporary file beside the target,
+//!   then `mv`).
+//!   Reading and changing cost one remote command for a copy, a template, a directory or an
 //!   absent path (the host compares and acts, and reports the state it found), and a
 //!   probe plus, when something changes, a write for a lineinfile.
 //!   A dry run decides the same way and carries a unified diff; its predictions are kept
@@ -26,7 +31,8 @@ mod raw;
 pub mod remote;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
 use crate::connection::{ConnError, Output};
 use crate::lineinfile::{self, LineInFileError};
@@ -39,6 +45,9 @@ pub use remote::{FileState, OwnerSpec, Ownership, Remote};
 /// The message for a real run that meets a `secret://` reference.
 pub const SECRETS_NEED_SERVER: &str =
     "secret references need a Bosun server (plan exec has no secret store)";
+
+/// The largest template file (`file.template`'s `src`) a step reads: 1 MiB.
+pub const TEMPLATE_MAX_BYTES: usize = 1024 * 1024;
 
 /// A module with its templates rendered for one host.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +71,13 @@ pub enum RenderedModule {
     Copy {
         path: String,
         source: RenderedSource,
+        mode: Option<ModeSpec>,
+        owner: Option<OwnerSpec>,
+    },
+    /// `file.template`: the rendered text, written like a copy's `content`.
+    Template {
+        path: String,
+        content: String,
         mode: Option<ModeSpec>,
         owner: Option<OwnerSpec>,
     },
@@ -98,6 +114,7 @@ impl RenderedModule {
         match self {
             RenderedModule::LineInFile { path, .. }
             | RenderedModule::Copy { path, .. }
+            | RenderedModule::Template { path, .. }
             | RenderedModule::Directory { path, .. }
             | RenderedModule::Absent { path } => Some(path),
             _ => None,
@@ -411,6 +428,29 @@ pub fn render_with(
             mode: r.mode(mode)?,
             owner: r.owner(owner)?,
         },
+        Module::Template {
+            path,
+            source,
+            mode,
+            owner,
+        } => RenderedModule::Template {
+            path: r.path(path)?,
+            content: match source {
+                CopySource::Content(c) => r.text(c)?,
+                CopySource::Src(p) => {
+                    let text = read_template(p)?;
+                    // The error names the file, not its (possibly long) text.
+                    r.text(&text).map_err(|e| match e {
+                        ModuleError::Template(t) => {
+                            ModuleError::Invalid(format!("template {}: {}", p.display(), t.message))
+                        }
+                        other => other,
+                    })?
+                }
+            },
+            mode: r.mode(mode)?,
+            owner: r.owner(owner)?,
+        },
         Module::Directory { path, mode, owner } => RenderedModule::Directory {
             path: r.path(path)?,
             mode: r.mode(mode)?,
@@ -430,6 +470,33 @@ pub fn render_with(
         module,
         unresolved: r.unresolved,
         has_secret_refs: r.secrets,
+    })
+}
+
+/// A `file.template` step's template file, read on the machine running the plan: at
+/// most [`TEMPLATE_MAX_BYTES`], UTF-8 text.
+fn read_template(src: &Path) -> Result<String, ModuleError> {
+    let local = |e: std::io::Error| ModuleError::Local {
+        path: src.display().to_string(),
+        reason: e.to_string(),
+    };
+    let file = std::fs::File::open(src).map_err(local)?;
+    let mut bytes = Vec::new();
+    file.take(TEMPLATE_MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(local)?;
+    if bytes.len() > TEMPLATE_MAX_BYTES {
+        return Err(ModuleError::Invalid(format!(
+            "template {} is refused: it is larger than 1 MiB ({TEMPLATE_MAX_BYTES} bytes)",
+            src.display()
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        ModuleError::Invalid(format!(
+            "template {} is refused: it is not UTF-8 text (invalid bytes at offset {})",
+            src.display(),
+            e.utf8_error().valid_up_to()
+        ))
     })
 }
 

@@ -56,14 +56,21 @@ fn module_templates(module: &Module) -> Vec<(String, String)> {
             source,
             mode,
             owner,
+        }
+        | Module::Template {
+            path,
+            source,
+            mode,
+            owner,
         } => {
-            add("file.copy.path".into(), Some(path));
+            let p = module.kind();
+            add(format!("{p}.path"), Some(path));
             match source {
-                CopySource::Content(c) => add("file.copy.content".into(), Some(c)),
-                CopySource::Src(s) => add("file.copy.src".into(), Some(&s.display().to_string())),
+                CopySource::Content(c) => add(format!("{p}.content"), Some(c)),
+                CopySource::Src(s) => add(format!("{p}.src"), Some(&s.display().to_string())),
             }
-            add("file.copy.mode".into(), mode.as_ref());
-            add("file.copy.owner".into(), owner.as_ref());
+            add(format!("{p}.mode"), mode.as_ref());
+            add(format!("{p}.owner"), owner.as_ref());
         }
         Module::Directory { path, mode, owner } => {
             add("file.directory.path".into(), Some(path));

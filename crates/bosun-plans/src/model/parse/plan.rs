@@ -12,12 +12,13 @@ use crate::model::{
 };
 
 /// The module names, as written in plan files.
-pub const MODULES: [&str; 7] = [
+pub const MODULES: [&str; 8] = [
     "command",
     "shell",
     "script",
     "file.lineinfile",
     "file.copy",
+    "file.template",
     "file.directory",
     "file.absent",
 ];
@@ -231,6 +232,28 @@ fn local_path(base: &Path, src: &str) -> PathBuf {
     }
 }
 
+/// `file.copy`'s and `file.template`'s `content` or `src` (exactly one; `src` not
+/// empty, resolved against `base`).
+fn source(
+    ix: &Index,
+    base: &Path,
+    mp: &str,
+    module: &str,
+    content: Option<String>,
+    src: Option<String>,
+) -> Result<CopySource, ModelError> {
+    match (content, src) {
+        (Some(_), Some(_)) => Err(ix.err_key(
+            &later(ix, mp, "content", "src"),
+            "`content` and `src` cannot be used together",
+        )),
+        (Some(c), None) => Ok(CopySource::Content(c)),
+        (None, Some(s)) if !s.is_empty() => Ok(CopySource::Src(local_path(base, &s))),
+        (None, Some(_)) => Err(ix.err_value(&join_key(mp, "src"), "`src` is empty")),
+        (None, None) => Err(ix.err_key(mp, format!("{module} needs `content` or `src`"))),
+    }
+}
+
 fn words(ix: &Index, path: &str, w: Words) -> Result<Vec<String>, ModelError> {
     match w {
         Words::List(v) => Ok(v),
@@ -334,21 +357,18 @@ fn validate_module(
         }
         RawModule::Copy(r) => {
             let path = required(ix, mp, "file.copy", "path", r.path)?;
-            let source = match (r.content, r.src) {
-                (Some(_), Some(_)) => {
-                    return Err(ix.err_key(
-                        &later(ix, mp, "content", "src"),
-                        "`content` and `src` cannot be used together",
-                    ))
-                }
-                (Some(c), None) => CopySource::Content(c),
-                (None, Some(s)) if !s.is_empty() => CopySource::Src(local_path(base, &s)),
-                (None, Some(_)) => return Err(ix.err_value(&join_key(mp, "src"), "`src` is empty")),
-                (None, None) => return Err(ix.err_key(mp, "file.copy needs `content` or `src`")),
-            };
             Module::Copy {
                 path,
-                source,
+                source: source(ix, base, mp, "file.copy", r.content, r.src)?,
+                mode: mode(ix, mp, r.mode)?,
+                owner: owner(ix, mp, r.owner)?,
+            }
+        }
+        RawModule::Template(r) => {
+            let path = required(ix, mp, "file.template", "path", r.path)?;
+            Module::Template {
+                path,
+                source: source(ix, base, mp, "file.template", r.content, r.src)?,
                 mode: mode(ix, mp, r.mode)?,
                 owner: owner(ix, mp, r.owner)?,
             }

@@ -82,6 +82,7 @@ pub(super) enum RawModule {
     Script(RawScript),
     LineInFile(RawLineInFile),
     Copy(RawCopy),
+    Template(RawTemplate),
     Directory(RawDirectory),
     Absent(RawAbsent),
 }
@@ -131,6 +132,7 @@ impl<'de> Deserialize<'de> for RawStep {
                         "script" => RawModule::Script(map.next_value()?),
                         "file.lineinfile" => RawModule::LineInFile(map.next_value()?),
                         "file.copy" => RawModule::Copy(map.next_value()?),
+                        "file.template" => RawModule::Template(map.next_value()?),
                         "file.directory" => RawModule::Directory(map.next_value()?),
                         "file.absent" => RawModule::Absent(map.next_value()?),
                         _ => {
@@ -345,6 +347,19 @@ pub(super) struct RawLineInFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "file.copy's parameters: a mapping")]
 pub(super) struct RawCopy {
+    pub(super) path: Option<String>,
+    pub(super) content: Option<String>,
+    pub(super) src: Option<String>,
+    pub(super) mode: Option<RawNumberOrText>,
+    pub(super) owner: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "file.template's parameters: a mapping"
+)]
+pub(super) struct RawTemplate {
     pub(super) path: Option<String>,
     pub(super) content: Option<String>,
     pub(super) src: Option<String>,
