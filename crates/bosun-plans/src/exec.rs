@@ -558,8 +558,21 @@ fn refuse_secret_references(
             .map(|h| h.host.name.as_str())
             .collect();
         if !on.is_empty() {
+            // A server looks up the references written in the plan, its inputs and the
+            // hosts' vars: not those inside a template file, which only the runner reads.
+            let hint = match &step.module {
+                crate::model::Module::Template {
+                    source: crate::model::CopySource::Src(src),
+                    ..
+                } => format!(
+                    " (if the reference is inside the template file {}: a server does not \
+                     look there; set it in a variable and use that in the template)",
+                    src.display()
+                ),
+                _ => String::new(),
+            };
             places.push(format!(
-                "step {} ({:?}) on {}",
+                "step {} ({:?}) on {}{hint}",
                 i + 1,
                 step.name,
                 on.join(", ")

@@ -2121,5 +2121,12 @@ async fn secret_references_in_a_template_are_substituted_or_refused() {
     std::fs::write(&src, "token=secret://prod/other\n").unwrap();
     let err = exec::run(&p, &inv, with_secret, |_| {}).await.unwrap_err();
     assert!(matches!(err, ExecError::SecretReferences { .. }), "{err}");
+    // The refusal says why a server has no value for it, and what to do instead.
+    let said = err.to_string();
+    assert!(
+        said.contains(&format!("inside the template file {}", src.display()))
+            && said.contains("set it in a variable"),
+        "{said}"
+    );
     assert!(!target.exists());
 }
