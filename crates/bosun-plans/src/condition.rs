@@ -1,7 +1,7 @@
 //! `when:` conditions: a small expression language over the template namespaces —
 //! comparisons (`==`, `!=`, `<`, `<=`, `>`, `>=`), `and`/`or`/`not`, `in`/`not in`,
 //! parentheses, string/number/bool literals and dotted references (`vars.x`,
-//! `host.labels`). A malformed condition fails open: the step runs and a warning is
+//! `host.labels`, `host.facts.os_family`). A malformed condition fails open: the step runs and a warning is
 //! recorded.
 //!
 //! Grammar (loosest first; comparisons do not chain):
@@ -655,11 +655,7 @@ pub fn lookup(scope: &Scope, path: &[String]) -> Option<Value> {
         "env" => &scope.env,
         "inputs" => &scope.inputs,
         "host" => {
-            let host = serde_json::json!({
-                "name": scope.host.name,
-                "address": scope.host.address,
-                "labels": scope.host.labels,
-            });
+            let host = scope.host.to_value();
             let mut cur = &host;
             for seg in rest {
                 cur = cur.as_object()?.get(seg)?;

@@ -3,6 +3,12 @@
 //! - One connection per host, opened when the host first runs a step and reused for the
 //!   rest of the run; at most `forks` hosts work at once. A host that cannot connect
 //!   fails that step with the connection's error (and every later step it reaches).
+//! - **Host facts** ([`facts`]): before the first step on a host whose `when:` or
+//!   templates (a `file.template`'s `src` file included) refer to `host.facts`, the host's
+//!   facts are gathered with one command and kept in its scope for the rest of the run
+//!   (dry runs too: gathering changes nothing). A plan that never refers to them runs no
+//!   such command. A host whose facts cannot be gathered fails like one that cannot
+//!   connect (`cannot gather host facts: …`).
 //! - Step *k* runs on every target host before step *k+1* starts. Per host, `when:` is
 //!   decided first ([`condition::decide`]): false skips, malformed runs and warns.
 //! - **Live output**: what a `command`, `shell` or `script` step prints is reported line
@@ -34,6 +40,7 @@ use tokio::time::Instant;
 
 use crate::condition::{self, Decision};
 use crate::connection::{self, ConnectOptions, Connection, OutputTap, Stream};
+use crate::facts;
 use crate::live::{self, OutputLine};
 use crate::model::{Host, Inventory, Plan, Step, Value};
 use crate::modules::{
@@ -406,6 +413,8 @@ pub async fn run(
         dry_run: options.dry_run,
     });
 
+    // Which steps refer to `host.facts`: a run with none never gathers them.
+    let needs_facts: Vec<bool> = plan.steps.iter().map(facts::step_needs_facts).collect();
     let forks = options.forks.max(1);
     // Live output of the hosts at work, to `progress` from this task (bounded per step
     // and host by `live::Lines`).
@@ -451,6 +460,7 @@ pub async fn run(
                 options: &options,
                 halting: &halting,
                 live: &live_tx,
+                needs_facts: needs_facts.get(index).copied().unwrap_or(false),
             };
             let ctx = &ctx;
             // Collected first: a lazy `map` kept inside the stream would make this future
@@ -593,6 +603,8 @@ struct StepCtx<'a> {
     options: &'a RunOptions,
     halting: &'a AtomicBool,
     live: &'a mpsc::UnboundedSender<OutputLine>,
+    /// The step refers to `host.facts` (gathered before it runs, if not yet).
+    needs_facts: bool,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -614,6 +626,12 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
     }
     let started = Instant::now();
     let mut warnings = Vec::new();
+    // Facts first: the condition and the templates may use them.
+    if ctx.needs_facts && h.scope.host.facts.is_none() {
+        if let Err(e) = gather_facts(ctx, h).await {
+            return (finish(ctx, name, started, warnings, Err(e)), Vec::new());
+        }
+    }
     if let Some(expr) = &step.when {
         match condition::decide(expr, &h.scope) {
             Decision::Run => {}
@@ -662,23 +680,9 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
         return (finish(ctx, name, started, warnings, Err(e)), unresolved);
     }
 
-    let conn = match &h.conn {
-        ConnState::Open(c) => Arc::clone(c),
-        ConnState::Failed(e) => {
-            let e = ModuleError::Remote(e.clone());
-            return (finish(ctx, name, started, warnings, Err(e)), unresolved);
-        }
-        ConnState::NotOpened => match connection::open(h.host, &ctx.options.connect).await {
-            Ok(c) => {
-                h.conn = ConnState::Open(Arc::clone(&c));
-                c
-            }
-            Err(e) => {
-                h.conn = ConnState::Failed(e.to_string());
-                let e = ModuleError::Connection(e);
-                return (finish(ctx, name, started, warnings, Err(e)), unresolved);
-            }
-        },
+    let conn = match connect(ctx, h).await {
+        Ok(c) => c,
+        Err(e) => return (finish(ctx, name, started, warnings, Err(e)), unresolved),
     };
     // What a raw command prints goes out line by line, masked, as it comes.
     let lines = Mutex::new(live::Lines::new(live::LIVE_BYTES));
@@ -725,6 +729,46 @@ async fn run_host_step(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> (HostResult, V
         .finish();
     send(rest);
     (finish(ctx, name, started, warnings, outcome), unresolved)
+}
+
+/// The host's connection, opened on first use; a host that could not connect (or whose
+/// facts could not be gathered) fails every step that needs it with the same error.
+async fn connect(
+    ctx: &StepCtx<'_>,
+    h: &mut HostRun<'_>,
+) -> Result<Arc<dyn Connection>, ModuleError> {
+    match &h.conn {
+        ConnState::Open(c) => Ok(Arc::clone(c)),
+        ConnState::Failed(e) => Err(ModuleError::Remote(e.clone())),
+        ConnState::NotOpened => match connection::open(h.host, &ctx.options.connect).await {
+            Ok(c) => {
+                h.conn = ConnState::Open(Arc::clone(&c));
+                Ok(c)
+            }
+            Err(e) => {
+                h.conn = ConnState::Failed(e.to_string());
+                Err(ModuleError::Connection(e))
+            }
+        },
+    }
+}
+
+/// Gathers the host's facts into its scope (one command, once per run). A host whose
+/// facts cannot be gathered is failed like one that cannot connect.
+async fn gather_facts(ctx: &StepCtx<'_>, h: &mut HostRun<'_>) -> Result<(), ModuleError> {
+    let conn = connect(ctx, h).await?;
+    match facts::gather(conn.as_ref()).await {
+        Ok(f) => {
+            h.scope.host.facts = Some(f);
+            Ok(())
+        }
+        Err(why) => {
+            let message = format!("cannot gather host facts: {why}");
+            conn.close().await;
+            h.conn = ConnState::Failed(message.clone());
+            Err(ModuleError::Remote(message))
+        }
+    }
 }
 
 /// `text` as the run reports it: `secret://` references redacted, the secret values the

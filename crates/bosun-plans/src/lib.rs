@@ -6,6 +6,8 @@
 //! - [`template`]: `{{ vars.x }}`, `{{ env.x }}`, `{{ inputs.x }}`, `{{ host.* }}`,
 //!   unresolved references collected (or refused with `strict_vars`).
 //! - [`condition`]: the `when:` expression language; a malformed condition fails open.
+//! - [`facts`]: `host.facts.*` (OS family, distribution, version, arch, hostname),
+//!   gathered with one command per host, only for runs that refer to them.
 //! - [`lineinfile`]: `file.lineinfile`, byte-identical to Ansible's `lineinfile`.
 //! - `pyre` (crate-private): Python's `re` on bytes patterns, translated to `fancy_regex`
 //!   for `lineinfile`.
@@ -18,6 +20,7 @@
 pub mod condition;
 pub mod connection;
 pub mod exec;
+pub mod facts;
 pub mod lineinfile;
 pub mod live;
 pub mod model;

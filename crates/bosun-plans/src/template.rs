@@ -1,7 +1,9 @@
 //! Templating: `{{ vars.x }}`, `{{ env.x }}`, `{{ inputs.x }}`, `{{ host.name }}`,
-//! `{{ host.address }}`, `{{ host.labels }}`. `vars` is the merged value — plan vars <
-//! environment vars < host vars < inputs. An unresolved reference renders empty and is
-//! collected (the caller warns, or fails with `strict_vars`).
+//! `{{ host.address }}`, `{{ host.labels }}`, `{{ host.facts.arch }}`. `vars` is the
+//! merged value — plan vars < environment vars < host vars < inputs. `host.facts` holds
+//! the host's [facts](crate::facts) once the executor has gathered them (only in runs
+//! that refer to them). An unresolved reference renders empty and is collected (the
+//! caller warns, or fails with `strict_vars`).
 //!
 //! Templates are MiniJinja (Jinja2 syntax), configured like Ansible's: no HTML escaping,
 //! `trim_blocks` on, a trailing newline kept. Strings render as they are, numbers and
@@ -21,14 +23,33 @@ use std::sync::{Arc, Mutex};
 use minijinja::value::{Enumerator, Object, ObjectRepr, Rest, ValueKind};
 use minijinja::{Environment, State, UndefinedBehavior};
 
+use crate::facts::Facts;
 use crate::model::{Host, Inventory, Plan, Value};
 
-/// The host facts templates see.
+/// The host as templates and conditions see it (`host.*`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostInfo {
     pub name: String,
     pub address: String,
     pub labels: Vec<String>,
+    /// `host.facts`: gathered from the host by the executor, for runs that refer to them;
+    /// `None` (every `host.facts.*` unresolved) until then.
+    pub facts: Option<Facts>,
+}
+
+impl HostInfo {
+    /// `host` as a map: `name`, `address`, `labels`, and `facts` when gathered.
+    pub fn to_value(&self) -> Value {
+        let mut host = serde_json::json!({
+            "name": self.name,
+            "address": self.address,
+            "labels": self.labels,
+        });
+        if let (Some(facts), Value::Object(map)) = (&self.facts, &mut host) {
+            map.insert("facts".into(), facts.to_value());
+        }
+        host
+    }
 }
 
 /// Everything a template or condition on one host can refer to.
@@ -75,6 +96,7 @@ impl Scope {
                 name: host.name.clone(),
                 address: host.address.clone(),
                 labels: host.labels.clone(),
+                facts: None,
             },
         }
     }
@@ -329,12 +351,7 @@ pub fn render(template: &str, scope: &Scope) -> Result<Rendered, TemplateError> 
     let tracker = Arc::new(Tracker::default());
     let env = environment(Some(tracker.clone()));
     let globals: BTreeSet<String> = env.globals().map(|(k, _)| k.to_string()).collect();
-    let host = serde_json::json!({
-        "name": scope.host.name,
-        "address": scope.host.address,
-        "labels": scope.host.labels,
-    });
-    let host_map: BTreeMap<String, Value> = match host {
+    let host_map: BTreeMap<String, Value> = match scope.host.to_value() {
         Value::Object(m) => m.into_iter().collect(),
         _ => BTreeMap::new(),
     };
@@ -371,8 +388,23 @@ pub fn check(template: &str) -> Result<(), TemplateError> {
         .map_err(|e| template_error(template, &e))
 }
 
+/// The names a template looks up, dotted as far as they are attribute lookups
+/// (`vars.db.port`, `host.facts.arch`; `host['x']` is `host`), sorted; `None` when it does
+/// not parse. A string without template syntax looks nothing up.
+pub fn variables(template: &str) -> Option<Vec<String>> {
+    if !is_template(template) {
+        return Some(Vec::new());
+    }
+    let env = environment(None);
+    let tmpl = env.template_from_str(template).ok()?;
+    let mut found: Vec<String> = tmpl.undeclared_variables(true).into_iter().collect();
+    found.sort();
+    Some(found)
+}
+
 /// The references a template makes, found without rendering it: a namespace and its
-/// key (`vars.app`, `host.name`; deeper lookups are cut to that), or a bare name that is
+/// key (`vars.app`, `host.name`; deeper lookups are cut to that, except a host fact,
+/// which is `host.facts.NAME`), or a bare name that is
 /// neither a namespace nor a global (`foo`). A namespace used whole (`vars['x']`,
 /// `vars | items`) is not listed. Syntax errors are errors.
 pub fn references(template: &str) -> Result<Vec<String>, TemplateError> {
@@ -391,9 +423,13 @@ pub fn references(template: &str) -> Result<Vec<String>, TemplateError> {
         let mut parts = name.split('.');
         let Some(first) = parts.next() else { continue };
         let r = if crate::condition::NAMESPACES.contains(&first) {
-            match parts.next() {
-                Some(key) => format!("{first}.{key}"),
-                None => continue,
+            match (parts.next(), first) {
+                (Some("facts"), "host") => match parts.next() {
+                    Some(fact) => format!("host.facts.{fact}"),
+                    None => "host.facts".to_string(),
+                },
+                (Some(key), _) => format!("{first}.{key}"),
+                (None, _) => continue,
             }
         } else if globals.contains(first) {
             continue;

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use bounds::{check_limits, InputLimit, Limits, Shape};
+pub(crate) use parse::module_templates;
 pub use parse::{
     lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport, MODULES,
 };

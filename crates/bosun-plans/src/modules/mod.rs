@@ -475,7 +475,7 @@ pub fn render_with(
 
 /// A `file.template` step's template file, read on the machine running the plan: at
 /// most [`TEMPLATE_MAX_BYTES`], UTF-8 text.
-fn read_template(src: &Path) -> Result<String, ModuleError> {
+pub(crate) fn read_template(src: &Path) -> Result<String, ModuleError> {
     let local = |e: std::io::Error| ModuleError::Local {
         path: src.display().to_string(),
         reason: e.to_string(),

@@ -1,5 +1,6 @@
 //! Lint of a parsed plan: malformed conditions and templates, references that cannot
-//! resolve and, with an inventory, targets that match nothing.
+//! resolve (a host fact must be one of [`crate::facts::FACTS`]) and, with an inventory,
+//! targets that match nothing.
 
 use std::collections::BTreeSet;
 
@@ -20,7 +21,7 @@ pub struct LintReport {
 }
 
 /// The template strings of a module, each with its path below the module key.
-fn module_templates(module: &Module) -> Vec<(String, String)> {
+pub(crate) fn module_templates(module: &Module) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut add = |path: String, s: Option<&String>| {
         if let Some(s) = s {
@@ -120,6 +121,7 @@ impl Known {
         let mut parts = reference.splitn(3, '.');
         let ns = parts.next()?;
         let key = parts.next();
+        let deeper = parts.next();
         let Some(key) = key else {
             return if condition::NAMESPACES.contains(&ns) {
                 None
@@ -145,9 +147,18 @@ impl Known {
                 }
                 _ => None,
             },
-            "host" if !["name", "address", "labels"].contains(&key) => Some(format!(
-                "`{r}` does not exist: a host has name, address and labels"
+            "host" if !["name", "address", "labels", "facts"].contains(&key) => Some(format!(
+                "`{r}` does not exist: a host has name, address, labels and facts"
             )),
+            "host" if key == "facts" => {
+                let fact = deeper?.split('.').next()?;
+                (!crate::facts::FACTS.contains(&fact)).then(|| {
+                    format!(
+                        "`host.facts.{fact}` is not a host fact: the facts are {}",
+                        crate::facts::FACTS.join(", ")
+                    )
+                })
+            }
             "vars" | "inputs" | "host" => None,
             _ => Some(format!(
                 "unknown name `{ns}`: references start with vars., env., inputs. or host."

@@ -51,6 +51,7 @@ use serde::Deserialize;
 use super::bounds::{check_limits, Limits};
 use super::{Inventory, Location, ModelError, Plan};
 use index::Index;
+pub(crate) use lint::module_templates;
 pub use lint::{lint, LintFinding, LintReport};
 pub use plan::MODULES;
 use raw::{yaml_error, RawInventory, RawPlan};
