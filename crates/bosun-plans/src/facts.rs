@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(f.hostname.len(), MAX_VALUE);
         // Only the first MAX_OUTPUT bytes are read: a fact past them is not seen.
         let mut out = b"arch=x86_64\n".to_vec();
-        out.extend(std::iter::repeat(b'#').take(MAX_OUTPUT));
+        out.extend(std::iter::repeat_n(b'#', MAX_OUTPUT));
         out.extend(b"\nhostname=late\n");
         assert_eq!(parse(&out), Err("`uname -n` printed nothing".into()));
         // Not UTF-8: read lossily, never a panic.

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bosun_plans::condition::{check, decide, parse, references, CmpOp, Decision, Expr, Lit};
+use bosun_plans::facts::Facts;
 use bosun_plans::template::{HostInfo, Scope};
 use proptest::prelude::*;
 use serde_json::json;
@@ -22,6 +23,13 @@ fn scope() -> Scope {
             name: "web-1".into(),
             address: "10.0.0.1".into(),
             labels: vec!["web".into(), "db".into()],
+            facts: Some(Facts {
+                os_family: "debian".into(),
+                distribution: "ubuntu".into(),
+                version: "22.04".into(),
+                arch: "aarch64".into(),
+                hostname: "web-1.example".into(),
+            }),
         },
     }
 }
@@ -47,6 +55,22 @@ fn conditions_decide() {
         ("inputs.release == '2.0'", Run),
         ("host.name == 'web-1'", Run),
         ("host.address != '10.0.0.2'", Run),
+        // Host facts.
+        ("host.facts.os_family == 'debian'", Run),
+        ("host.facts.os_family != 'debian'", Skip),
+        (
+            "host.facts.distribution == 'ubuntu' and host.facts.version >= '22.04'",
+            Run,
+        ),
+        (
+            "host.facts.arch == 'aarch64' or host.facts.arch == 'x86_64'",
+            Run,
+        ),
+        ("'example' in host.facts.hostname", Run),
+        ("'arch' in host.facts", Run),
+        // An unknown fact is unresolved: false, and so is comparing it.
+        ("host.facts.nope", Skip),
+        ("host.facts.nope == ''", Skip),
         ("vars.map.inner.deep == 'x'", Run),
         // Order: numbers numerically, strings lexically.
         ("vars.n > 2", Run),

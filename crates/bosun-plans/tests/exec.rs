@@ -2130,3 +2130,368 @@ async fn secret_references_in_a_template_are_substituted_or_refused() {
     );
     assert!(!target.exists());
 }
+
+// ---- host facts ----------------------------------------------------------------------
+
+/// What `uname FLAG` prints on this machine.
+fn uname(flag: &str) -> String {
+    let out = std::process::Command::new("uname")
+        .arg(flag)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A key of this machine's `/etc/os-release`, unquoted (empty when missing).
+fn os_release(key: &str) -> String {
+    let text = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .map(|v| v.trim().trim_matches('"').trim_matches('\'').to_string())
+        .unwrap_or_default()
+}
+
+/// The OS family this machine should report, from its own `/etc/os-release`.
+fn expected_family() -> String {
+    let id = os_release("ID");
+    let like = os_release("ID_LIKE");
+    std::iter::once(id.as_str())
+        .chain(like.split_whitespace())
+        .find_map(bosun_plans::facts::family_of)
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+fn when(mut s: Step, expr: &str) -> Step {
+    s.when = Some(expr.into());
+    s
+}
+
+/// `host.facts.*` in `when:` conditions, step strings, `file.copy` content and a
+/// `file.template` `src` file, over local hosts: what this machine says of itself
+/// (`uname`, `/etc/os-release`). A dry run gathers them too and predicts with them.
+#[tokio::test]
+async fn host_facts_drive_conditions_and_templates() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = d(dir.path());
+    let family = expected_family();
+    let (id, version) = (os_release("ID"), os_release("VERSION_ID"));
+    let id = if id.is_empty() { "unknown".into() } else { id };
+    let src = dir.path().join("facts.j2");
+    std::fs::write(
+        &src,
+        "{{ host.facts.os_family }}/{{ host.facts.distribution }}/{{ host.facts.version }}\n",
+    )
+    .unwrap();
+    let inv = inventory(vec![local("a"), local("b")]);
+    let p = plan(
+        &inv,
+        vec![
+            when(
+                shell(
+                    "same family",
+                    &format!("touch {dir_s}/{{{{ host.name }}}}.same"),
+                ),
+                &format!("host.facts.os_family == \"{family}\""),
+            ),
+            when(
+                shell(
+                    "other family",
+                    &format!("touch {dir_s}/{{{{ host.name }}}}.other"),
+                ),
+                &format!("host.facts.os_family != \"{family}\""),
+            ),
+            step(
+                "arch",
+                copy(
+                    &format!("{dir_s}/{{{{ host.name }}}}.arch"),
+                    "{{ host.facts.arch }} {{ host.facts.hostname }}\n",
+                    None,
+                ),
+            ),
+            step(
+                "template",
+                template(
+                    &format!("{dir_s}/{{{{ host.name }}}}.os"),
+                    CopySource::Src(src),
+                    None,
+                    None,
+                ),
+            ),
+        ],
+    );
+    let arch_line = format!("{} {}\n", uname("-m"), uname("-n"));
+    let os_line = format!("{family}/{id}/{version}\n");
+
+    let dry = run(&p, &inv, opts(true)).await;
+    assert_eq!(dry.status, RunStatus::Succeeded, "{dry:#?}");
+    assert!(dry.unresolved.is_empty(), "{dry:#?}");
+    for h in ["a", "b"] {
+        assert_eq!(dry.result(1, h).unwrap().status, HostStatus::Unknown);
+        assert_eq!(dry.result(2, h).unwrap().status, HostStatus::Skipped);
+        let arch = dry.result(3, h).unwrap();
+        assert!(
+            arch.diff
+                .as_deref()
+                .unwrap_or("")
+                .contains(&format!("+{arch_line}")),
+            "{arch:#?}"
+        );
+        let os = dry.result(4, h).unwrap();
+        assert!(
+            os.diff
+                .as_deref()
+                .unwrap_or("")
+                .contains(&format!("+{os_line}")),
+            "{os:#?}"
+        );
+    }
+    assert!(!dir.path().join("a.arch").exists());
+
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+    assert!(report.warnings.is_empty(), "{report:#?}");
+    for h in ["a", "b"] {
+        assert_eq!(report.result(1, h).unwrap().status, HostStatus::Changed);
+        let skipped = report.result(2, h).unwrap();
+        assert_eq!(skipped.status, HostStatus::Skipped);
+        assert!(
+            skipped.message.contains("condition is false"),
+            "{skipped:#?}"
+        );
+        assert!(dir.path().join(format!("{h}.same")).exists());
+        assert!(!dir.path().join(format!("{h}.other")).exists());
+        let read = |ext: &str| std::fs::read_to_string(dir.path().join(format!("{h}.{ext}")));
+        assert_eq!(read("arch").unwrap(), arch_line);
+        assert_eq!(read("os").unwrap(), os_line);
+    }
+}
+
+/// An unknown fact is an unresolved reference: a warning (rendered empty), or a failed
+/// step under `strict_vars`.
+#[tokio::test]
+async fn an_unknown_fact_warns_or_fails_under_strict_vars() {
+    let inv = inventory(vec![local("a")]);
+    let mut p = plan(
+        &inv,
+        vec![shell(
+            "echo",
+            "echo [{{ host.facts.nope }}] {{ host.facts.arch }}",
+        )],
+    );
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+    let r = report.result(1, "a").unwrap();
+    assert_eq!(r.stdout, format!("[] {}\n", uname("-m")));
+    assert_eq!(
+        r.warnings,
+        ["unresolved reference(s) rendered empty: host.facts.nope"]
+    );
+    assert_eq!(report.unresolved.len(), 1);
+    assert_eq!(report.unresolved[0].reference, "host.facts.nope");
+
+    p.strict_vars = true;
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let r = report.result(1, "a").unwrap();
+    assert_eq!(r.status, HostStatus::Failed);
+    assert!(r.message.contains("host.facts.nope"), "{}", r.message);
+}
+
+/// Gathering is one command on the host's connection.
+#[tokio::test]
+async fn gathering_facts_is_one_remote_command() {
+    let conn = Counting {
+        inner: bosun_plans::connection::local::LocalConnection::new(),
+        commands: Default::default(),
+    };
+    let facts = bosun_plans::facts::gather(&conn).await.unwrap();
+    assert_eq!(conn.commands.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(facts.arch, uname("-m"));
+    assert_eq!(facts.hostname, uname("-n"));
+    assert_eq!(facts.os_family, expected_family());
+    assert_eq!(facts.version, os_release("VERSION_ID"));
+}
+
+/// An sshd host whose sessions find a stand-in `uname` first on their `PATH`, which
+/// logs each call (its arguments, one line) to `<dir>/uname.log` and then runs the real
+/// one; with `real_uname: false` the `PATH` has a shell and nothing else.
+fn sshd_logging_uname(dir: &Path, real_uname: bool) -> (bosun_testkit::sshd::SshdHost, Host) {
+    use bosun_testkit::sshd::{SshdHost, SshdOptions};
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = if real_uname {
+        let real = which("uname");
+        let stand_in = bin.join("uname");
+        std::fs::write(
+            &stand_in,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\nexec {real} \"$@\"\n",
+                dir.join("uname.log").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        format!("{}:/usr/bin:/bin", bin.display())
+    } else {
+        std::os::unix::fs::symlink("/bin/sh", bin.join("sh")).unwrap();
+        bin.display().to_string()
+    };
+    let sshd = SshdHost::start_with(
+        &dir.join("sshd"),
+        SshdOptions {
+            session_env: vec![("PATH".into(), path)],
+            ..SshdOptions::default()
+        },
+    );
+    let host = Host {
+        name: dir.file_name().unwrap().to_str().unwrap().into(),
+        address: sshd.address().into(),
+        port: sshd.port(),
+        user: Some(sshd.user().into()),
+        connection: ConnectionKind::Ssh,
+        identity_file: Some(sshd.client_key_path().to_path_buf()),
+        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
+        ..Host::default()
+    };
+    (sshd, host)
+}
+
+fn which(program: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The calls a stand-in `uname` logged.
+fn uname_calls(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("uname.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Over real sshd hosts: facts referred to by several steps (conditions, a copy's
+/// content, shell commands) are gathered once per host — one `uname -m` and one
+/// `uname -n` each, at the first step that needs them — and a plan that does not refer
+/// to them (even with a variable named `facts…`) runs no such command at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_facts_are_gathered_once_per_host_and_only_when_referenced() {
+    if !bosun_testkit::sshd::require_sshd() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dirs: Vec<std::path::PathBuf> = ["s1", "s2"].iter().map(|n| root.path().join(n)).collect();
+    let mut sshds = Vec::new();
+    let mut hosts = Vec::new();
+    for dir in &dirs {
+        std::fs::create_dir_all(dir).unwrap();
+        let (sshd, host) = sshd_logging_uname(dir, true);
+        sshds.push(sshd);
+        hosts.push(host);
+    }
+    let inv = inventory(hosts);
+    let out = root.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let out_s = d(&out);
+    let family = expected_family();
+    let with_facts = plan(
+        &inv,
+        vec![
+            shell("plain", "echo {{ host.name }}"),
+            when(
+                shell("on the family", "echo {{ host.facts.hostname }}"),
+                &format!("host.facts.os_family == \"{family}\""),
+            ),
+            step(
+                "arch",
+                copy(
+                    &format!("{out_s}/{{{{ host.name }}}}.arch"),
+                    "{{ host.facts.arch }}\n",
+                    None,
+                ),
+            ),
+            shell("again", "echo {{ host.facts.distribution }}"),
+            when(
+                shell("not the family", "echo no"),
+                &format!("host.facts.os_family != \"{family}\""),
+            ),
+        ],
+    );
+    let report = run(&with_facts, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+    for (dir, host) in dirs.iter().zip(&inv.hosts) {
+        let mut calls = uname_calls(dir);
+        calls.sort();
+        assert_eq!(calls, ["-m", "-n"], "{}", host.name);
+        assert_eq!(
+            report.result(2, &host.name).unwrap().stdout,
+            format!("{}\n", uname("-n"))
+        );
+        assert_eq!(
+            report.result(5, &host.name).unwrap().status,
+            HostStatus::Skipped
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.join(format!("{}.arch", host.name))).unwrap(),
+            format!("{}\n", uname("-m"))
+        );
+        std::fs::remove_file(dir.join("uname.log")).unwrap();
+    }
+
+    let mut without = plan(
+        &inv,
+        vec![
+            shell("plain", "echo {{ host.name }} {{ vars.facts_dir }}"),
+            when(shell("cond", "echo facts"), "host.name != \"\""),
+            step(
+                "copy",
+                copy(
+                    &format!("{out_s}/{{{{ host.name }}}}.plain"),
+                    "facts\n",
+                    None,
+                ),
+            ),
+        ],
+    );
+    without.vars.insert("facts_dir".into(), json!("/srv/facts"));
+    for dry_run in [true, false] {
+        let report = run(&without, &inv, opts(dry_run)).await;
+        assert_eq!(report.status, RunStatus::Succeeded, "{report:#?}");
+        for dir in &dirs {
+            assert_eq!(uname_calls(dir), Vec::<String>::new(), "dry run: {dry_run}");
+        }
+    }
+}
+
+/// A host whose facts cannot be gathered (here: no `uname` on its `PATH`) fails like a
+/// host that cannot connect: the step that needed them fails saying why, and so does
+/// every later step the host reaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_facts_cannot_be_gathered_fails_like_one_that_cannot_connect() {
+    if !bosun_testkit::sshd::require_sshd() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("bare");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_sshd, host) = sshd_logging_uname(&dir, false);
+    let inv = inventory(vec![host]);
+    let mut first = shell("facts", "echo {{ host.facts.arch }}");
+    first.continue_on_error = true;
+    let p = plan(&inv, vec![first, shell("plain", "echo hi")]);
+    let report = run(&p, &inv, opts(false)).await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:#?}");
+    for n in [1, 2] {
+        let r = report.result(n, "bare").unwrap();
+        assert_eq!(r.status, HostStatus::Failed, "step {n}: {r:#?}");
+        assert_eq!(
+            r.message, "cannot gather host facts: `uname -m` printed nothing",
+            "step {n}"
+        );
+    }
+}

@@ -402,6 +402,7 @@ fn scope() -> Scope {
             name: "web-1".into(),
             address: "10.0.0.1".into(),
             labels: vec!["web".into()],
+            facts: None,
         },
     }
 }

@@ -805,6 +805,31 @@ fn lint_without_an_inventory() {
     );
 }
 
+/// `host.facts.NAME` is fine for the five facts, reported for any other name — in
+/// templates and in conditions alike.
+#[test]
+fn lint_knows_the_host_facts() {
+    let p = plan(
+        r#"name: f
+targets: { hosts: [web-1] }
+steps:
+  - name: facts
+    shell: "echo {{ host.facts.os_family }} {{ host.facts.distribution }} {{ host.facts.version }} {{ host.facts.arch }} {{ host.facts.hostname }} {{ host.facts.nope }}"
+    when: 'host.facts.os_family == "debian" and host.facts.kernel != "x"'
+"#,
+    );
+    assert_findings(
+        findings(&p, None),
+        &[
+            (
+                "6:11",
+                "`host.facts.kernel` is not a host fact: the facts are os_family, distribution, version, arch, hostname",
+            ),
+            ("5:12", "`host.facts.nope` is not a host fact"),
+        ],
+    );
+}
+
 #[test]
 fn lint_with_an_inventory() {
     let p = plan(LINT_PLAN);

@@ -135,6 +135,7 @@ fn plain_scope(vars: Value) -> Scope {
             name: "h".into(),
             address: "a".into(),
             labels: vec![],
+            facts: None,
         },
         ..Scope::default()
     }
@@ -238,6 +239,42 @@ fn syntax_errors_are_errors() {
     assert!(check("{{ vars.x").is_err());
     assert!(check("{{ vars.x }}").is_ok());
     assert!(check("plain").is_ok());
+}
+
+/// `host.facts.*` once the facts are in the scope; before (and for an unknown fact) an
+/// unresolved reference named as written. References keep a fact's name.
+#[test]
+fn host_facts_render_once_gathered() {
+    let mut s = scope(0, json!({}));
+    let t = "{{ host.facts.os_family }}/{{ host.facts.arch }}";
+    assert_eq!(r(t, &s), ("/".into(), vec!["host.facts".into()]));
+    s.host.facts = Some(bosun_plans::facts::Facts {
+        os_family: "redhat".into(),
+        distribution: "rocky".into(),
+        version: "9.3".into(),
+        arch: "x86_64".into(),
+        hostname: "web-1".into(),
+    });
+    assert_eq!(r(t, &s), ("redhat/x86_64".into(), vec![]));
+    assert_eq!(
+        r(
+            "{% if host.facts.os_family == 'redhat' %}dnf{% endif %} {{ host.facts.version }} {{ host.facts.nope }}",
+            &s
+        ),
+        ("dnf 9.3 ".into(), vec!["host.facts.nope".into()])
+    );
+    assert_eq!(
+        references(
+            "{{ host.facts.arch }} {{ host.facts.nope.deeper }} {{ host.facts }} {{ host.name.x }}"
+        )
+        .unwrap(),
+        [
+            "host.facts",
+            "host.facts.arch",
+            "host.facts.nope",
+            "host.name"
+        ]
+    );
 }
 
 #[test]
