@@ -475,6 +475,8 @@ pub fn render_with(
 
 /// A `file.template` step's template file, read on the machine running the plan: at
 /// most [`TEMPLATE_MAX_BYTES`], UTF-8 text.
+/// (The executor also reads it once per run, with the same bounds, to learn whether it
+/// refers to `host.facts`: [`crate::facts::step_needs_facts`].)
 pub(crate) fn read_template(src: &Path) -> Result<String, ModuleError> {
     let local = |e: std::io::Error| ModuleError::Local {
         path: src.display().to_string(),
