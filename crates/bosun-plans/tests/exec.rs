@@ -1474,6 +1474,20 @@ async fn check_file_cases(inv: &Inventory, host: &str, dir: &Path) {
     assert_eq!(snapshot(dir), settled);
 }
 
+/// An inventory host named `name` for `sshd`: its port, user, client key and known_hosts.
+fn ssh_host(name: &str, sshd: &bosun_testkit::sshd::SshdHost) -> Host {
+    Host {
+        name: name.into(),
+        address: sshd.address().into(),
+        port: sshd.port(),
+        user: Some(sshd.user().into()),
+        connection: ConnectionKind::Ssh,
+        identity_file: Some(sshd.client_key_path().to_path_buf()),
+        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
+        ..Host::default()
+    }
+}
+
 #[tokio::test]
 async fn file_steps_over_local_predictions_and_results_agree() {
     let dir = tempfile::tempdir().unwrap();
@@ -1489,16 +1503,7 @@ async fn file_steps_over_ssh_predictions_and_results_agree() {
     }
     let sshd_dir = tempfile::tempdir().unwrap();
     let sshd = SshdHost::start(sshd_dir.path());
-    let inv = inventory(vec![Host {
-        name: "s".into(),
-        address: sshd.address().into(),
-        port: sshd.port(),
-        user: Some(sshd.user().into()),
-        connection: ConnectionKind::Ssh,
-        identity_file: Some(sshd.client_key_path().to_path_buf()),
-        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
-        ..Host::default()
-    }]);
+    let inv = inventory(vec![ssh_host("s", &sshd)]);
     let dir = tempfile::tempdir().unwrap();
     check_file_cases(&inv, "s", dir.path()).await;
 }
@@ -1923,16 +1928,7 @@ async fn templates_render_then_write_like_copies_over_ssh() {
     }
     let sshd_dir = tempfile::tempdir().unwrap();
     let sshd = SshdHost::start(sshd_dir.path());
-    let inv = inventory(vec![Host {
-        name: "s".into(),
-        address: sshd.address().into(),
-        port: sshd.port(),
-        user: Some(sshd.user().into()),
-        connection: ConnectionKind::Ssh,
-        identity_file: Some(sshd.client_key_path().to_path_buf()),
-        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
-        ..Host::default()
-    }]);
+    let inv = inventory(vec![ssh_host("s", &sshd)]);
     let dir = tempfile::tempdir().unwrap();
     check_template_run(&inv, "s", dir.path()).await;
 }
@@ -2345,16 +2341,7 @@ fn sshd_logging_uname(dir: &Path, real_uname: bool) -> (bosun_testkit::sshd::Ssh
             ..SshdOptions::default()
         },
     );
-    let host = Host {
-        name: dir.file_name().unwrap().to_str().unwrap().into(),
-        address: sshd.address().into(),
-        port: sshd.port(),
-        user: Some(sshd.user().into()),
-        connection: ConnectionKind::Ssh,
-        identity_file: Some(sshd.client_key_path().to_path_buf()),
-        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
-        ..Host::default()
-    };
+    let host = ssh_host(dir.file_name().unwrap().to_str().unwrap(), &sshd);
     (sshd, host)
 }
 
