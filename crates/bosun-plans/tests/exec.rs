@@ -18,6 +18,8 @@ use bosun_plans::model::{
 use bosun_plans::modules::FileState;
 use serde_json::json;
 
+mod common;
+
 fn local(name: &str) -> Host {
     Host {
         name: name.into(),
@@ -1474,17 +1476,11 @@ async fn check_file_cases(inv: &Inventory, host: &str, dir: &Path) {
     assert_eq!(snapshot(dir), settled);
 }
 
-/// An inventory host named `name` for `sshd`: its port, user, client key and known_hosts.
+/// An inventory host named `name` for `sshd` (see [`common::host_for`]).
 fn ssh_host(name: &str, sshd: &bosun_testkit::sshd::SshdHost) -> Host {
     Host {
         name: name.into(),
-        address: sshd.address().into(),
-        port: sshd.port(),
-        user: Some(sshd.user().into()),
-        connection: ConnectionKind::Ssh,
-        identity_file: Some(sshd.client_key_path().to_path_buf()),
-        known_hosts: Some(sshd.known_hosts_path().to_path_buf()),
-        ..Host::default()
+        ..common::host_for(sshd)
     }
 }
 
