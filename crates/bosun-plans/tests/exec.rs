@@ -45,6 +45,7 @@ fn step(name: &str, module: Module) -> Step {
         sudo: false,
         continue_on_error: false,
         timeout: None,
+        notify: Vec::new(),
         location: Location::default(),
     }
 }
@@ -67,6 +68,9 @@ fn plan(inv: &Inventory, steps: Vec<Step>) -> Plan {
         vars: BTreeMap::new(),
         schedule: None,
         steps,
+        handlers: Vec::new(),
+        force_handlers: false,
+        rollout: Default::default(),
         locations: SourceMap::default(),
     }
 }

@@ -124,6 +124,7 @@ fn the_spec_plan_parses_to_the_expected_model() {
                 sudo: false,
                 continue_on_error: false,
                 timeout: None,
+                notify: Vec::new(),
                 location: loc("plans/p.yaml", 12, 5),
             },
             bosun_plans::model::Step {
@@ -139,9 +140,13 @@ fn the_spec_plan_parses_to_the_expected_model() {
                 sudo: true,
                 continue_on_error: true,
                 timeout: Some(Duration::from_secs(60)),
+                notify: Vec::new(),
                 location: loc("plans/p.yaml", 17, 5),
             },
         ],
+        handlers: Vec::new(),
+        force_handlers: false,
+        rollout: Default::default(),
         locations: p.locations.clone(),
     };
     assert_eq!(p, expected);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bosun_api::{
     PlanHostResult, PlanResultsAppend, PlanRunLease, PlanRunnerEvent, PlanRunnerReport,
 };
-use bosun_plans::exec::{self, Event, HostResult, RunOptions, RunReport, RunStatus};
+use bosun_plans::exec::{self, Event, HostResult, RunOptions, RunReport, RunStatus, StepKind};
 use bosun_plans::model::{parse_inventory, parse_plan};
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
@@ -205,8 +205,7 @@ async fn execute(worker: &Worker, lease: &PlanRunLease, stop: &StopSignal, log: 
         ..RunOptions::default()
     };
     let (tx, rx) = mpsc::unbounded_channel::<Event>();
-    let modules: Vec<&'static str> = plan.steps.iter().map(|s| s.module.kind()).collect();
-    let forwarder = forward(worker, lease, log.clone(), modules, rx);
+    let forwarder = forward(worker, lease, log.clone(), rx);
     let run = exec::run(&plan, &inventory, options, move |event| {
         let _ = tx.send(event);
     });
@@ -246,13 +245,23 @@ async fn execute(worker: &Worker, lease: &PlanRunLease, stop: &StopSignal, log: 
 
 fn failure_reason(report: &RunReport) -> Option<String> {
     (report.status == RunStatus::Failed).then(|| match &report.halted {
-        Some(h) => format!(
-            "step {} ({:?}) failed on {}",
-            h.step,
-            h.step_name,
-            h.hosts.join(", ")
-        ),
-        None => "the run failed".to_string(),
+        Some(h) => h.reason.clone(),
+        None => {
+            let failed: Vec<String> = report
+                .summary()
+                .into_iter()
+                .filter(|s| s.failed > 0)
+                .map(|s| s.host)
+                .collect();
+            if failed.is_empty() {
+                "the run failed".to_string()
+            } else {
+                format!(
+                    "failed on {} (within max_fail_percentage: the rollout went on)",
+                    failed.join(", ")
+                )
+            }
+        }
     })
 }
 
@@ -287,6 +296,7 @@ fn report_json(report: &RunReport) -> serde_json::Value {
         "status": report.status,
         "dry_run": report.dry_run,
         "hosts": report.hosts,
+        "batches": report.batches,
         "halted": report.halted,
         "warnings": report.warnings,
         "unresolved": report.unresolved,
@@ -329,7 +339,6 @@ async fn forward(
     worker: &Worker,
     lease: &PlanRunLease,
     log: LogSink,
-    modules: Vec<&'static str>,
     mut rx: mpsc::UnboundedReceiver<Event>,
 ) -> Forwarded {
     let client: &ServerClient = &worker.client;
@@ -367,17 +376,46 @@ async fn forward(
                 ))
                 .await;
             }
-            Event::StepStarted { step, name } => {
+            Event::BatchStarted {
+                batch,
+                batches,
+                hosts,
+            } => {
+                if batches > 1 {
+                    log.line(format!(
+                        "bosun: batch {batch} of {batches}: {}",
+                        hosts.join(", ")
+                    ))
+                    .await;
+                }
+            }
+            Event::StepStarted { step, name, kind } => {
                 flush = true;
-                log.line(format!("step {step}: {name}")).await;
+                log.line(match kind {
+                    StepKind::Step => format!("step {step}: {name}"),
+                    StepKind::Handler => format!("handler {step}: {name}"),
+                    StepKind::HealthCheck => format!("health check {step}: {name}"),
+                })
+                .await;
+            }
+            Event::Pausing {
+                after_batch,
+                duration,
+            } => {
+                log.line(format!(
+                    "bosun: pausing {}s after batch {after_batch}",
+                    duration.as_secs_f64()
+                ))
+                .await;
             }
             Event::Output(line) => log.line(line.display()).await,
             Event::HostFinished {
                 step,
                 step_name,
+                module,
                 result,
+                ..
             } => {
-                let module = modules.get(step.wrapping_sub(1)).copied().unwrap_or("");
                 let wire = wire_result(step, &step_name, module, &result);
                 let mut line = format!("  {} {}: {}", wire.host, wire.status, result.message);
                 if result.ignored {
@@ -388,13 +426,8 @@ async fn forward(
                 flush = pending.len() >= RESULTS_BATCH;
             }
             Event::Halted(h) => {
-                log.line(format!(
-                    "bosun: step {} ({:?}) failed on {}: every later step is skipped",
-                    h.step,
-                    h.step_name,
-                    h.hosts.join(", ")
-                ))
-                .await;
+                log.line(format!("bosun: {}: every later step is skipped", h.reason))
+                    .await;
             }
             Event::Finished { .. } => flush = true,
         }

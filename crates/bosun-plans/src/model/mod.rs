@@ -60,8 +60,70 @@ pub struct Plan {
     /// The file's `schedule:`: the server keeps the plan's schedule to it on upload.
     pub schedule: Option<FileSchedule>,
     pub steps: Vec<Step>,
+    /// Steps that run only where a step naming them in `notify` changed the host: once
+    /// per host at the next flush (a `flush: handlers` step, or the end of the host's
+    /// batch), in the order written here. Names are unique.
+    pub handlers: Vec<Step>,
+    /// Run notified handlers at the end of a batch even when the run halted.
+    pub force_handlers: bool,
+    /// How the target hosts are split into batches and what gates each next batch.
+    pub rollout: Rollout,
     /// Where each part of the plan was written (for lint and run-time warnings).
     pub locations: SourceMap,
+}
+
+/// A rolling rollout: the whole plan runs on one batch of hosts before the next starts.
+/// The default is one batch of every target host, with no gate.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rollout {
+    /// Batch sizes in order, the last repeating (`serial: [1, 10%, 50%]`); empty: one
+    /// batch.
+    pub serial: Vec<BatchSize>,
+    /// Hosts of a batch may fail (and stop, alone) up to this share of the batch; past
+    /// it the rollout stops. `None`: the first failure halts the run.
+    pub max_fail_percentage: Option<u8>,
+    /// Wait this long between two batches (real runs only).
+    pub pause_between_batches: Option<Duration>,
+    /// A step run on each batch's hosts after the batch; a host it fails on (after its
+    /// retries) stops the rollout.
+    pub health_check: Option<HealthCheck>,
+}
+
+/// One entry of `serial`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchSize {
+    Hosts(usize),
+    /// A share of all target hosts, rounded down, at least one host.
+    Percent(u8),
+}
+
+/// `health_check:`: a step, tried `1 + retries` times per host, `delay` apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthCheck {
+    pub step: Step,
+    pub retries: u32,
+    pub delay: Duration,
+}
+
+impl Rollout {
+    /// The batches over `hosts` target hosts, as index ranges in target order.
+    pub fn batches(&self, hosts: usize) -> Vec<std::ops::Range<usize>> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut i = 0;
+        while start < hosts {
+            let size = match self.serial.get(i).or(self.serial.last()) {
+                None => hosts,
+                Some(BatchSize::Hosts(n)) => (*n).max(1),
+                Some(BatchSize::Percent(p)) => (hosts * usize::from(*p) / 100).max(1),
+            };
+            let end = (start + size).min(hosts);
+            out.push(start..end);
+            start = end;
+            i += 1;
+        }
+        out
+    }
 }
 
 /// A plan file's `schedule:` — a cron string, or a mapping with `cron`, `timezone` and
@@ -137,8 +199,17 @@ pub struct Step {
     pub sudo: bool,
     pub continue_on_error: bool,
     pub timeout: Option<Duration>,
+    /// Handlers (by name) to run on a host where this step changed something.
+    pub notify: Vec<String>,
     /// Where the step starts in its file.
     pub location: Location,
+}
+
+impl Step {
+    /// A `flush: handlers` step.
+    pub fn is_flush(&self) -> bool {
+        matches!(self.module, Module::FlushHandlers)
+    }
 }
 
 /// What a step does. Every string is a template, rendered per host.
@@ -180,6 +251,9 @@ pub enum Module {
     Absent {
         path: String,
     },
+    /// `flush: handlers`: the notified handlers run now, not at the end of the batch
+    /// (the executor does this itself; nothing runs on a host).
+    FlushHandlers,
 }
 
 impl Module {
@@ -194,6 +268,7 @@ impl Module {
             Module::Template { .. } => "file.template",
             Module::Directory { .. } => "file.directory",
             Module::Absent { .. } => "file.absent",
+            Module::FlushHandlers => "flush",
         }
     }
 }
@@ -273,6 +348,23 @@ pub struct Host {
 }
 
 impl Plan {
+    /// Every step the plan can run, with the path it was written at (`steps[2]`,
+    /// `handlers[0]`, `health_check`): the steps, then the handlers, then the health check.
+    pub fn all_steps(&self) -> Vec<(String, &Step)> {
+        let steps = self.steps.iter().enumerate();
+        let handlers = self.handlers.iter().enumerate();
+        steps
+            .map(|(i, s)| (format!("steps[{i}]"), s))
+            .chain(handlers.map(|(i, s)| (format!("handlers[{i}]"), s)))
+            .chain(
+                self.rollout
+                    .health_check
+                    .iter()
+                    .map(|h| ("health_check".to_string(), &h.step)),
+            )
+            .collect()
+    }
+
     /// The inventory's hosts this plan targets (union of hosts, labels, environments),
     /// in inventory order.
     pub fn target_hosts<'a>(&self, inventory: &'a Inventory) -> Vec<&'a Host> {

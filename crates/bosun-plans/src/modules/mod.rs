@@ -465,6 +465,11 @@ pub fn render_with(
             }
             RenderedModule::Absent { path }
         }
+        Module::FlushHandlers => {
+            return Err(ModuleError::Invalid(
+                "`flush: handlers` is done by the executor: nothing runs on a host".into(),
+            ))
+        }
     };
     Ok(Render {
         module,

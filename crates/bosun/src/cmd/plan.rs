@@ -14,7 +14,9 @@ use bosun_api::{
     ErrorCode, PlanFileSummary, PlanFinding, PlanInfo, PlanLintAnswer, PlanListItem,
     PlanScheduleView, PlanSource,
 };
-use bosun_plans::exec::{self, Event, HostResult, HostStatus, RunOptions, RunReport, RunStatus};
+use bosun_plans::exec::{
+    self, BatchStatus, Event, HostResult, HostStatus, RunOptions, RunReport, RunStatus, StepKind,
+};
 use bosun_plans::model::{self, Inventory, Plan};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
@@ -195,24 +197,31 @@ async fn exec_cmd(args: ExecArgs, json: bool) -> anyhow::Result<ExitCode> {
                 ))
             }
             Event::StepStarted { .. } | Event::Finished { .. } => None,
+            Event::BatchStarted {
+                batch,
+                batches,
+                hosts,
+            } => (*batches > 1).then(|| format!("batch {batch}/{batches}: {}", hosts.join(", "))),
+            Event::Pausing {
+                after_batch,
+                duration,
+            } => Some(format!(
+                "pausing {}s after batch {after_batch}",
+                duration.as_secs_f64()
+            )),
             Event::Output(line) => Some(line.display()),
             Event::HostFinished {
                 step,
                 step_name,
+                kind,
                 result,
+                ..
             } => Some(progress_line(
-                *step,
-                steps_total,
-                step_name,
+                &stage_label(*kind, *step, steps_total, step_name),
                 result,
                 args.dry_run,
             )),
-            Event::Halted(h) => Some(format!(
-                "halted: step {} ({:?}) failed on {}; every later step is skipped",
-                h.step,
-                h.step_name,
-                h.hosts.join(", ")
-            )),
+            Event::Halted(h) => Some(format!("halted: {}; every later step is skipped", h.reason)),
         };
         if let Some(line) = line {
             if json {
@@ -254,15 +263,19 @@ fn status_word(result: &HostResult, dry_run: bool) -> String {
     }
 }
 
-fn progress_line(
-    step: usize,
-    total: usize,
-    step_name: &str,
-    result: &HostResult,
-    dry_run: bool,
-) -> String {
+/// How a progress line names what ran: `2/5 restart`, `handler reload nginx`,
+/// `health check`.
+fn stage_label(kind: StepKind, step: usize, total: usize, name: &str) -> String {
+    match kind {
+        StepKind::Step => format!("{step}/{total} {name}"),
+        StepKind::Handler => format!("handler {name}"),
+        StepKind::HealthCheck => format!("health check {name}"),
+    }
+}
+
+fn progress_line(label: &str, result: &HostResult, dry_run: bool) -> String {
     let mut line = format!(
-        "[{step}/{total} {step_name}] {}: {}",
+        "[{label}] {}: {}",
         result.host,
         status_word(result, dry_run)
     );
@@ -311,8 +324,17 @@ fn render_report(report: &RunReport) -> String {
             continue;
         }
         details.push_str(&format!(
-            "\nstep {} {:?} ({})\n",
-            step.number, step.name, step.module
+            "\n{} {:?} ({})\n",
+            match step.kind {
+                StepKind::Step => format!("step {}", step.number),
+                StepKind::Handler => match step.flushed_at {
+                    Some(at) => format!("handler (flushed at step {at})"),
+                    None => "handler".to_string(),
+                },
+                StepKind::HealthCheck => "health check".to_string(),
+            },
+            step.name,
+            step.module
         ));
         for r in shown {
             details.push_str(&format!(
@@ -399,17 +421,41 @@ fn render_report(report: &RunReport) -> String {
 
     out.push('\n');
     out.push_str(&match (&report.halted, dry) {
+        (None, false) if report.status == RunStatus::Failed => format!(
+            "Run of {:?} failed on {} (within max_fail_percentage: the rollout went on).\n",
+            report.plan,
+            report
+                .summary()
+                .into_iter()
+                .filter(|s| s.failed > 0)
+                .map(|s| s.host)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         (None, false) => format!("Run of {:?} succeeded.\n", report.plan),
         (None, true) => format!("Dry run of {:?} finished.\n", report.plan),
         (Some(h), _) => format!(
-            "{} of {:?} failed at step {} ({:?}) on {}.\n",
+            "{} of {:?} failed: {}.\n",
             if dry { "Dry run" } else { "Run" },
             report.plan,
-            h.step,
-            h.step_name,
-            h.hosts.join(", ")
+            h.reason
         ),
     });
+    if report.batches.len() > 1 {
+        out.push_str("\nBatches:\n");
+        for b in &report.batches {
+            let status = match b.status {
+                BatchStatus::Succeeded => "succeeded".to_string(),
+                BatchStatus::Failed => format!("failed on {}", b.failed.join(", ")),
+                BatchStatus::NotRun => "not run".to_string(),
+            };
+            out.push_str(&format!(
+                "  {}: {} — {status}\n",
+                b.number,
+                b.hosts.join(", ")
+            ));
+        }
+    }
 
     if !report.unresolved.is_empty() {
         // reference → step → hosts, in first-seen order.

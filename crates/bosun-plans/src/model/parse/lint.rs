@@ -79,6 +79,7 @@ pub(crate) fn module_templates(module: &Module) -> Vec<(String, String)> {
             add("file.directory.owner".into(), owner.as_ref());
         }
         Module::Absent { path } => add("file.absent.path".into(), Some(path)),
+        Module::FlushHandlers => {}
     }
     out
 }
@@ -218,8 +219,7 @@ pub fn lint(plan: &Plan, inventory: Option<&Inventory>) -> LintReport {
     }
 
     let known = Known::new(plan, inventory);
-    for (i, step) in plan.steps.iter().enumerate() {
-        let sp = format!("steps[{i}]");
+    for (sp, step) in plan.all_steps() {
         if let Some(when) = &step.when {
             let loc = locs
                 .get(&format!("{sp}.when"))

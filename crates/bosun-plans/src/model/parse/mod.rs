@@ -63,7 +63,12 @@ pub fn parse_plan(file: &Path, text: &str) -> Result<Plan, ModelError> {
         "" => Some("plan field"),
         "inputs" => Some("input"),
         "vars" => Some("variable"),
-        _ if parent.starts_with("steps[") && !parent.contains('.') => Some("step key"),
+        _ if (parent.starts_with("steps[") || parent.starts_with("handlers["))
+            && !parent.contains('.') =>
+        {
+            Some("step key")
+        }
+        "health_check" => Some("step key"),
         _ => None,
     })?;
     let base = file.parent().unwrap_or_else(|| Path::new(""));

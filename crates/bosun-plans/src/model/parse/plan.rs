@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::index::{join_key, Index};
 use super::raw::{RawModule, RawNumberOrText, RawPlan, RawSchedule, RawStep, Words};
 use crate::model::{
-    CopySource, FileSchedule, InputDef, LineInFileArgs, ModelError, Module, Plan, Step, Targets,
+    BatchSize, CopySource, FileSchedule, HealthCheck, InputDef, LineInFileArgs, ModelError, Module,
+    Plan, Rollout, Step, Targets, Value,
 };
 
 /// The module names, as written in plan files.
@@ -24,7 +25,29 @@ pub const MODULES: [&str; 8] = [
 ];
 
 /// A step's keys other than its module.
-const STEP_FIELDS: [&str; 5] = ["name", "when", "sudo", "continue_on_error", "timeout"];
+const STEP_FIELDS: [&str; 7] = [
+    "name",
+    "when",
+    "sudo",
+    "continue_on_error",
+    "timeout",
+    "notify",
+    "flush",
+];
+
+/// The most retries a health check may have.
+const MAX_RETRIES: u64 = 100;
+
+/// How long a health check waits between tries unless it says.
+const DEFAULT_DELAY: Duration = Duration::from_secs(5);
+
+/// Where a step is written: its keys differ a little.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Step,
+    Handler,
+    HealthCheck,
+}
 
 /// A plan's raw structure as the model (`base`: the plan file's folder, for `src:`).
 pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, ModelError> {
@@ -76,8 +99,36 @@ pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, Mo
     let steps = raw_steps
         .into_iter()
         .enumerate()
-        .map(|(i, s)| validate_step(ix, base, &format!("steps[{i}]"), s))
+        .map(|(i, s)| validate_step(ix, base, &format!("steps[{i}]"), Role::Step, s))
         .collect::<Result<Vec<_>, _>>()?;
+    let handlers = raw
+        .handlers
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| validate_step(ix, base, &format!("handlers[{i}]"), Role::Handler, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_handlers(ix, &steps, &handlers)?;
+    let rollout = Rollout {
+        serial: match raw.serial {
+            None => Vec::new(),
+            Some(v) => serial(ix, &v)?,
+        },
+        max_fail_percentage: raw
+            .max_fail_percentage
+            .map(|v| percentage(&v).map_err(|m| ix.err_value("max_fail_percentage", m)))
+            .transpose()?,
+        pause_between_batches: raw
+            .pause_between_batches
+            .map(|t| {
+                duration(&t, "pause", true).map_err(|m| ix.err_value("pause_between_batches", m))
+            })
+            .transpose()?,
+        health_check: raw
+            .health_check
+            .map(|h| health_check(ix, base, h))
+            .transpose()?,
+    };
     Ok(Plan {
         name: plan_name,
         targets,
@@ -87,7 +138,143 @@ pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, Mo
         vars: raw.vars.unwrap_or_default(),
         schedule,
         steps,
+        handlers,
+        force_handlers: raw.force_handlers.unwrap_or(false),
+        rollout,
         locations: ix.source_map(),
+    })
+}
+
+/// Handler names are unique, every `notify` names one, and a `flush` has some to run.
+fn check_handlers(ix: &Index, steps: &[Step], handlers: &[Step]) -> Result<(), ModelError> {
+    for (i, h) in handlers.iter().enumerate() {
+        if let Some(first) = handlers[..i].iter().position(|o| o.name == h.name) {
+            return Err(ix.err_value(
+                &format!("handlers[{i}].name"),
+                format!(
+                    "two handlers are named {:?} (handlers[{first}] too): notify finds a handler by its name",
+                    h.name
+                ),
+            ));
+        }
+    }
+    let names: Vec<&str> = handlers.iter().map(|h| h.name.as_str()).collect();
+    for (i, step) in steps.iter().enumerate() {
+        if step.is_flush() && handlers.is_empty() {
+            return Err(ix.err_value(
+                &format!("steps[{i}].flush"),
+                "the plan has no `handlers:` to flush",
+            ));
+        }
+        for (j, n) in step.notify.iter().enumerate() {
+            if !names.contains(&n.as_str()) {
+                let path = if ix.keys.contains_key(&format!("steps[{i}].notify[{j}]")) {
+                    format!("steps[{i}].notify[{j}]")
+                } else {
+                    format!("steps[{i}].notify")
+                };
+                return Err(ix.err_value(
+                    &path,
+                    format!(
+                        "no handler is named {n:?} (handlers: {})",
+                        if names.is_empty() {
+                            "none; declare them under `handlers:`".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+const SERIAL_HELP: &str =
+    "serial is a number of hosts (5), a share of them (\"10%\"), or a list of these ([1, \"10%\", \"50%\"])";
+
+/// `serial:` — one batch size or a list of them.
+fn serial(ix: &Index, v: &Value) -> Result<Vec<BatchSize>, ModelError> {
+    match v {
+        Value::Array(items) if items.is_empty() => {
+            Err(ix.err_value("serial", format!("the list is empty: {SERIAL_HELP}")))
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| batch_size(v).map_err(|m| ix.err_value(&format!("serial[{i}]"), m)))
+            .collect(),
+        v => Ok(vec![batch_size(v).map_err(|m| ix.err_value("serial", m))?]),
+    }
+}
+
+fn batch_size(v: &Value) -> Result<BatchSize, String> {
+    let bad = || format!("bad batch size {v}: {SERIAL_HELP}");
+    match v {
+        Value::Number(n) => match n.as_u64() {
+            Some(n) if n >= 1 => Ok(BatchSize::Hosts(usize::try_from(n).map_err(|_| bad())?)),
+            _ => Err(bad()),
+        },
+        Value::String(s) => match s.trim().strip_suffix('%') {
+            Some(p) => match p.trim().parse::<u8>() {
+                Ok(p @ 1..=100) => Ok(BatchSize::Percent(p)),
+                _ => Err(format!(
+                    "bad batch size {s:?}: a share is 1% to 100% of the hosts"
+                )),
+            },
+            None => match s.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(BatchSize::Hosts(n)),
+                _ => Err(bad()),
+            },
+        },
+        _ => Err(bad()),
+    }
+}
+
+/// `max_fail_percentage:` — 0 to 100, as a number or `"20%"`.
+fn percentage(v: &Value) -> Result<u8, String> {
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().trim_end_matches('%').trim().parse::<u64>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if n <= 100 => Ok(u8::try_from(n).unwrap_or(100)),
+        _ => Err(format!(
+            "bad percentage {v}: a whole number from 0 to 100 (the share of a batch's hosts that may fail)"
+        )),
+    }
+}
+
+/// `health_check:` — a step, plus `retries` and `delay`.
+fn health_check(ix: &Index, base: &Path, raw: RawStep) -> Result<HealthCheck, ModelError> {
+    let retries = match &raw.retries {
+        None => 0,
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= MAX_RETRIES => u32::try_from(n).unwrap_or(0),
+            _ => {
+                return Err(ix.err_value(
+                    "health_check.retries",
+                    format!("retries is a whole number from 0 to {MAX_RETRIES}, not {v}"),
+                ))
+            }
+        },
+    };
+    let delay = match &raw.delay {
+        None => DEFAULT_DELAY,
+        Some(t) => duration(t, "delay", true).map_err(|m| ix.err_value("health_check.delay", m))?,
+    };
+    let step = validate_step(ix, base, "health_check", Role::HealthCheck, raw)?;
+    if step.is_flush() {
+        return Err(ix.err_key(
+            "health_check.flush",
+            "a health check runs a module: `flush` is a step of `steps:`",
+        ));
+    }
+    Ok(HealthCheck {
+        step,
+        retries,
+        delay,
     })
 }
 
@@ -131,7 +318,13 @@ fn validate_schedule(
     })
 }
 
-fn validate_step(ix: &Index, base: &Path, p: &str, raw: RawStep) -> Result<Step, ModelError> {
+fn validate_step(
+    ix: &Index,
+    base: &Path,
+    p: &str,
+    role: Role,
+    raw: RawStep,
+) -> Result<Step, ModelError> {
     if let Some(key) = raw.unknown.first() {
         return Err(ix.err_key(
             &join_key(p, key),
@@ -155,7 +348,53 @@ fn validate_step(ix: &Index, base: &Path, p: &str, raw: RawStep) -> Result<Step,
             format!("a step runs one module, and this one also has `{key}`"),
         ));
     }
+    if role != Role::HealthCheck {
+        for (field, set) in [
+            ("retries", raw.retries.is_some()),
+            ("delay", raw.delay.is_some()),
+        ] {
+            if set {
+                return Err(ix.err_key(
+                    &join_key(p, field),
+                    format!("`{field}` belongs to `health_check:` only"),
+                ));
+            }
+        }
+    }
+    if role != Role::Step && raw.notify.is_some() {
+        return Err(ix.err_key(
+            &join_key(p, "notify"),
+            match role {
+                Role::Handler => "a handler cannot notify other handlers",
+                _ => "a health check cannot notify handlers",
+            },
+        ));
+    }
     let mp = join_key(p, &key);
+    if let RawModule::Flush(what) = &module {
+        if role == Role::Handler {
+            return Err(ix.err_key(&mp, "`flush` is a step of `steps:`, not a handler"));
+        }
+        if what != "handlers" {
+            return Err(ix.err_value(
+                &mp,
+                format!("write `flush: handlers` (there is nothing else to flush), not {what:?}"),
+            ));
+        }
+        let extra = [
+            ("when", raw.when.is_some()),
+            ("sudo", raw.sudo.is_some()),
+            ("continue_on_error", raw.continue_on_error.is_some()),
+            ("timeout", raw.timeout.is_some()),
+            ("notify", raw.notify.is_some()),
+        ];
+        if let Some((field, _)) = extra.iter().find(|(_, set)| *set) {
+            return Err(ix.err_key(
+                &join_key(p, field),
+                format!("a `flush: handlers` step takes only a `name`, not `{field}`"),
+            ));
+        }
+    }
     let module = validate_module(ix, base, &mp, module)?;
     let timeout = match raw.timeout {
         None => None,
@@ -163,7 +402,15 @@ fn validate_step(ix: &Index, base: &Path, p: &str, raw: RawStep) -> Result<Step,
     };
     let name = match raw.name {
         Some(n) if !n.trim().is_empty() => n,
+        _ if role == Role::Handler => {
+            return Err(ix.err_value(p, "a handler needs a `name`: steps notify it by that name"))
+        }
+        _ if role == Role::HealthCheck => "health check".to_string(),
         _ => module.kind().to_string(),
+    };
+    let notify = match raw.notify {
+        None => Vec::new(),
+        Some(v) => notify_names(&v).map_err(|m| ix.err_value(&join_key(p, "notify"), m))?,
     };
     Ok(Step {
         name,
@@ -172,8 +419,30 @@ fn validate_step(ix: &Index, base: &Path, p: &str, raw: RawStep) -> Result<Step,
         sudo: raw.sudo.unwrap_or(false),
         continue_on_error: raw.continue_on_error.unwrap_or(false),
         timeout,
+        notify,
         location: ix.value(p),
     })
+}
+
+/// `notify:` — a handler's name or a list of them.
+fn notify_names(v: &Value) -> Result<Vec<String>, String> {
+    let help = "notify names a handler, or a list of handlers: notify: [reload nginx]";
+    let names = match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| help.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => return Err(help.to_string()),
+    };
+    if names.iter().any(|n| n.trim().is_empty()) {
+        return Err(format!("an empty handler name: {help}"));
+    }
+    Ok(names)
 }
 
 /// A required, non-empty string parameter.
@@ -381,23 +650,27 @@ fn validate_module(
         RawModule::Absent(r) => Module::Absent {
             path: required(ix, mp, "file.absent", "path", r.path)?,
         },
+        RawModule::Flush(_) => Module::FlushHandlers,
     })
 }
 
 const TIMEOUT_HELP: &str = "write seconds (90) or a duration like 60s, 2m, 1h30m";
 
 fn parse_timeout(t: &RawNumberOrText) -> Result<Duration, String> {
+    duration(t, "timeout", false)
+}
+
+/// A number of seconds or a duration (`what` names it in errors); zero only if allowed.
+fn duration(t: &RawNumberOrText, what: &str, zero: bool) -> Result<Duration, String> {
     let d = match t {
         RawNumberOrText::Number(n) => Duration::try_from_secs_f64(*n)
-            .map_err(|_| format!("bad timeout `{n}`: {TIMEOUT_HELP}"))?,
+            .map_err(|_| format!("bad {what} `{n}`: {TIMEOUT_HELP}"))?,
         RawNumberOrText::Text(s) => {
-            parse_duration(s).ok_or_else(|| format!("bad timeout `{s}`: {TIMEOUT_HELP}"))?
+            parse_duration(s).ok_or_else(|| format!("bad {what} `{s}`: {TIMEOUT_HELP}"))?
         }
     };
-    if d.is_zero() {
-        return Err(format!(
-            "the timeout must be more than zero: {TIMEOUT_HELP}"
-        ));
+    if d.is_zero() && !zero {
+        return Err(format!("the {what} must be more than zero: {TIMEOUT_HELP}"));
     }
     Ok(d)
 }

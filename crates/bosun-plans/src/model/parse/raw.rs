@@ -42,6 +42,12 @@ pub(super) struct RawPlan {
     pub(super) vars: Option<BTreeMap<String, Value>>,
     pub(super) schedule: Option<RawSchedule>,
     pub(super) steps: Option<Vec<RawStep>>,
+    pub(super) handlers: Option<Vec<RawStep>>,
+    pub(super) force_handlers: Option<bool>,
+    pub(super) serial: Option<Value>,
+    pub(super) max_fail_percentage: Option<Value>,
+    pub(super) pause_between_batches: Option<RawNumberOrText>,
+    pub(super) health_check: Option<RawStep>,
 }
 
 #[derive(Deserialize, Default)]
@@ -72,6 +78,12 @@ pub(super) struct RawStep {
     pub(super) sudo: Option<bool>,
     pub(super) continue_on_error: Option<bool>,
     pub(super) timeout: Option<RawNumberOrText>,
+    /// A handler name or a list of them.
+    pub(super) notify: Option<Value>,
+    /// `health_check` only.
+    pub(super) retries: Option<Value>,
+    /// `health_check` only.
+    pub(super) delay: Option<RawNumberOrText>,
     pub(super) modules: Vec<(String, RawModule)>,
     pub(super) unknown: Vec<String>,
 }
@@ -85,6 +97,8 @@ pub(super) enum RawModule {
     Template(RawTemplate),
     Directory(RawDirectory),
     Absent(RawAbsent),
+    /// `flush: handlers` (the value as written).
+    Flush(String),
 }
 
 impl<'de> Deserialize<'de> for RawStep {
@@ -102,6 +116,9 @@ impl<'de> Deserialize<'de> for RawStep {
                     sudo: None,
                     continue_on_error: None,
                     timeout: None,
+                    notify: None,
+                    retries: None,
+                    delay: None,
                     modules: Vec::new(),
                     unknown: Vec::new(),
                 };
@@ -127,6 +144,19 @@ impl<'de> Deserialize<'de> for RawStep {
                             s.timeout = map.next_value()?;
                             continue;
                         }
+                        "notify" => {
+                            s.notify = map.next_value()?;
+                            continue;
+                        }
+                        "retries" => {
+                            s.retries = map.next_value()?;
+                            continue;
+                        }
+                        "delay" => {
+                            s.delay = map.next_value()?;
+                            continue;
+                        }
+                        "flush" => RawModule::Flush(map.next_value()?),
                         "command" => RawModule::Command(map.next_value()?),
                         "shell" => RawModule::Shell(map.next_value()?),
                         "script" => RawModule::Script(map.next_value()?),
