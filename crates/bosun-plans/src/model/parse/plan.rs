@@ -168,13 +168,9 @@ fn check_handlers(ix: &Index, steps: &[Step], handlers: &[Step]) -> Result<(), M
         }
         for (j, n) in step.notify.iter().enumerate() {
             if !names.contains(&n.as_str()) {
-                let path = if ix.keys.contains_key(&format!("steps[{i}].notify[{j}]")) {
-                    format!("steps[{i}].notify[{j}]")
-                } else {
-                    format!("steps[{i}].notify")
-                };
+                // A single name has no `[j]`: its place falls back to `notify`.
                 return Err(ix.err_value(
-                    &path,
+                    &format!("steps[{i}].notify[{j}]"),
                     format!(
                         "no handler is named {n:?} (handlers: {})",
                         if names.is_empty() {
