@@ -179,6 +179,78 @@ steps:
     assert!(!work.join("a.3").exists() && !work.join("b.3").exists());
 }
 
+/// A rolling plan with a handler: the progress names each batch and the handler, the
+/// report ends with the batches, and a health check that fails stops the rollout with
+/// its reason.
+#[test]
+fn exec_shows_batches_handlers_and_a_stopped_rollout() {
+    let dir = setup();
+    write_plan(
+        dir.path(),
+        "rolling.yaml",
+        r#"name: rolling
+targets: { hosts: [a, b] }
+serial: 1
+health_check:
+  shell: "test -f WORK/{{ host.name }}.conf"
+steps:
+  - name: config
+    file.copy: { path: "WORK/{{ host.name }}.conf", content: "v1\n" }
+    notify: reload
+handlers:
+  - name: reload
+    shell: "touch WORK/{{ host.name }}.reloaded"
+"#,
+    );
+    let out = bosun(
+        dir.path(),
+        &["plan", "exec", "rolling.yaml", "-i", "inventory.yaml"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    for want in [
+        "batch 1/2: a",
+        "batch 2/2: b",
+        "[handler reload] a: changed",
+        "[health check] b: changed",
+        "Batches:\n  1: a — succeeded\n  2: b — succeeded",
+    ] {
+        assert!(stdout.contains(want), "{want:?} in:\n{stdout}");
+    }
+    let work = dir.path().join("work");
+    assert!(work.join("a.reloaded").exists() && work.join("b.reloaded").exists());
+
+    // b's config is not where the health check looks: the rollout stops after batch 1.
+    std::fs::remove_dir_all(&work).unwrap();
+    std::fs::create_dir(&work).unwrap();
+    write_plan(
+        dir.path(),
+        "stops.yaml",
+        r#"name: stops
+targets: { hosts: [a, b] }
+serial: 1
+health_check:
+  shell: "test -f WORK/ok"
+steps:
+  - name: config
+    file.copy: { path: "WORK/{{ host.name }}.conf", content: "v1\n" }
+"#,
+    );
+    let out = bosun(
+        dir.path(),
+        &["plan", "exec", "stops.yaml", "-i", "inventory.yaml"],
+    );
+    assert!(!out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout
+            .contains("Run of \"stops\" failed: the health check failed on a: the rollout stops."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  2: b — not run"), "{stdout}");
+    assert!(!work.join("b.conf").exists());
+}
+
 /// What a step's command prints is on the terminal while the step runs, each line
 /// prefixed by its host: every host's command prints a line, then waits for a file the
 /// test creates only once `bosun plan exec` has printed that host's line (a run that

@@ -703,6 +703,72 @@ steps:
     );
 }
 
+/// A rolling run through the server: batches of two, a handler notified by a file step.
+/// The results carry the handler (numbered after the steps), the log names each batch
+/// and the handler, the report lists the batches, and the console's run page shows them.
+#[test]
+fn a_rolling_run_with_a_handler_shows_its_batches_and_handlers() {
+    let Some(w) = World::new(&["--local-runners", "1"]) else {
+        return;
+    };
+    w.upload_plan(
+        r#"name: rolling
+targets: { labels: [fleet] }
+serial: 2
+steps:
+  - name: config
+    file.copy:
+      path: "W/{{ host.name }}.conf"
+      content: "v1\n"
+    notify: reload
+handlers:
+  - name: reload
+    shell: "touch W/{{ host.name }}.reloaded"
+"#,
+    );
+    let id = w.start_run("rolling", &[]);
+    let run = w.wait_state(&id, "succeeded", RUN_WAIT);
+    assert_eq!(results(&run).len(), 6, "{run:#}");
+    for h in HOSTS {
+        let r = result(&run, 2, h);
+        assert_eq!(
+            (
+                r["step_name"].as_str(),
+                r["module"].as_str(),
+                r["status"].as_str()
+            ),
+            (Some("reload"), Some("shell"), Some("changed")),
+            "{r:#}"
+        );
+        assert!(w.work().join(format!("{h}.reloaded")).exists());
+    }
+    let batches: Vec<Value> = run["report"]["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| json!([b["hosts"], b["status"]]))
+        .collect();
+    assert_eq!(
+        batches,
+        [
+            json!([["h0", "h1"], "succeeded"]),
+            json!([["h2"], "succeeded"])
+        ],
+        "{run:#}"
+    );
+    let log = w.ok(&["plan-run", "logs", &id]);
+    assert!(log.contains("bosun: batch 1 of 2: h0, h1"), "{log}");
+    assert!(log.contains("bosun: batch 2 of 2: h2"), "{log}");
+    assert!(log.contains("handler 2: reload"), "{log}");
+
+    let cookie = console_session(&w, &w.admin);
+    let page = console_page(&w, &cookie, &format!("/orgs/default/plan-runs/{id}"));
+    let section = element(&page, "section", "batches");
+    assert!(section.contains("data-batch=\"2\""), "{section}");
+    assert!(section.contains("<td>h0, h1</td>"), "{section}");
+    assert!(section.contains("succeeded"), "{section}");
+}
+
 /// A dry run stores its report — per host and step what would change, with a diff for
 /// the file step, raw commands unknown, unresolved references at the bottom of `show` —
 /// and changes nothing on the hosts.

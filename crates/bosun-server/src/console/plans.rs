@@ -520,6 +520,42 @@ struct Prediction {
     diff: Vec<DiffLine>,
 }
 
+/// A batch of a rolling run, from its report.
+struct BatchRow {
+    number: u64,
+    hosts: String,
+    /// `succeeded`, `failed` or `not run`.
+    status: String,
+    failed: String,
+}
+
+/// The batches a run's report lists (`batches`), as the page shows them.
+fn batch_rows(report: Option<&serde_json::Value>) -> Vec<BatchRow> {
+    let words = |v: &serde_json::Value| {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|h| h.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    report
+        .and_then(|r| r["batches"].as_array())
+        .map(|a| {
+            a.iter()
+                .map(|b| BatchRow {
+                    number: b["number"].as_u64().unwrap_or(0),
+                    hosts: words(&b["hosts"]),
+                    status: b["status"].as_str().unwrap_or("").replace('_', " "),
+                    failed: words(&b["failed"]),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 struct UnresolvedRef {
     host: String,
     step: String,
@@ -545,6 +581,8 @@ struct PlanRunPage {
     created: When,
     ended: Option<When>,
     hosts: Vec<HostRow>,
+    /// A rolling run's batches (shown when there is more than one).
+    batches: Vec<BatchRow>,
     /// Some step printed something on some host.
     has_output: bool,
     predictions: Vec<Prediction>,
@@ -799,6 +837,7 @@ async fn run_page(
         predictions,
         unresolved,
         warnings,
+        batches: batch_rows(report),
         inputs: if view.inputs.is_empty() {
             String::new()
         } else {

@@ -269,6 +269,7 @@ fn stage_label(kind: StepKind, step: usize, total: usize, name: &str) -> String 
     match kind {
         StepKind::Step => format!("{step}/{total} {name}"),
         StepKind::Handler => format!("handler {name}"),
+        StepKind::HealthCheck if name == "health check" => name.to_string(),
         StepKind::HealthCheck => format!("health check {name}"),
     }
 }
@@ -434,6 +435,14 @@ fn render_report(report: &RunReport) -> String {
         ),
         (None, false) => format!("Run of {:?} succeeded.\n", report.plan),
         (None, true) => format!("Dry run of {:?} finished.\n", report.plan),
+        (Some(h), _) if h.reason.starts_with("step ") => format!(
+            "{} of {:?} failed at step {} ({:?}) on {}.\n",
+            if dry { "Dry run" } else { "Run" },
+            report.plan,
+            h.step,
+            h.step_name,
+            h.hosts.join(", ")
+        ),
         (Some(h), _) => format!(
             "{} of {:?} failed: {}.\n",
             if dry { "Dry run" } else { "Run" },
