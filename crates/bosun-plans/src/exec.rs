@@ -18,6 +18,19 @@
 //!   hosts that had not started it do not, every later step is skipped on every host,
 //!   and the run is `failed`. `continue_on_error: true` makes a step's failure tolerable
 //!   (the result is kept, marked `ignored`). A step's `timeout` fails it as timed out.
+//! - **Batches** ([`Rollout`](crate::model::Rollout)): the target hosts go in batches
+//!   (one, unless the plan sets `serial`); a batch runs every step, then its notified
+//!   handlers, then the health check, before the next starts. Without
+//!   `max_fail_percentage` the halt rule holds across batches (later batches do not
+//!   start); with it, a failed host stops alone and the rollout stops only when a batch
+//!   ends with too many failed. A host the health check fails on (after its retries)
+//!   stops the rollout.
+//! - **Handlers**: a step's `notify` marks handlers pending on the hosts it changed
+//!   (dry run: would change; or, uncertain, cannot know); at a `flush: handlers` step or
+//!   the end of the batch each pending handler runs once per host, in declaration order.
+//!   A halted run runs none unless `force_handlers` (then at the end of the batch, failed
+//!   hosts too) and warns of those left. Handlers and the health check are entries of the
+//!   report numbered after the steps ([`StepKind`]).
 //! - **Dry run**: the same traversal, but modules predict instead of acting; predictions
 //!   of file steps are threaded per host and path into later file steps (an overlay the
 //!   file modules read before the host), predictions made after a raw command say they
