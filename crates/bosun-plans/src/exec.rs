@@ -958,8 +958,13 @@ impl<'a, P: FnMut(Event)> Executor<'a, P> {
             .collect();
         let mut filled = Vec::new();
         for entry in self.entries.values_mut() {
+            if entry.results.len() == self.report.hosts.len() {
+                continue;
+            }
+            let present: std::collections::BTreeSet<String> =
+                entry.results.iter().map(|r| r.host.clone()).collect();
             for host in &self.report.hosts {
-                if entry.result(host).is_some() {
+                if present.contains(host) {
                     continue;
                 }
                 let message = match batch_of.get(host.as_str()) {
@@ -1174,11 +1179,17 @@ impl<'a, P: FnMut(Event)> Executor<'a, P> {
         // Collected first: a lazy `map` kept inside the stream would make this future
         // lose `Send` (rustc cannot prove it for the closure's higher-ranked
         // lifetimes), and runners spawn runs on a multi-threaded runtime.
+        let mut wanted = vec![false; self.hosts.len()];
+        for &i in hosts {
+            if let Some(w) = wanted.get_mut(i) {
+                *w = true;
+            }
+        }
         let work: Vec<_> = self
             .hosts
             .iter_mut()
             .enumerate()
-            .filter(|(i, _)| hosts.contains(i))
+            .filter(|(i, _)| wanted.get(*i).copied().unwrap_or(false))
             .map(|(i, h)| async move { (i, run_host_step(ctx, h).await) })
             .collect();
         let mut running = stream::iter(work).buffer_unordered(self.forks);

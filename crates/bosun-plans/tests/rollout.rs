@@ -645,6 +645,11 @@ fn rollout_mistakes_are_refused_where_they_are_written() {
         ("serial: [1, x]\n", "plan.yaml:3:13: bad batch size \"x\""),
         ("max_fail_percentage: 101\n", "bad percentage 101"),
         ("pause_between_batches: soon\n", "bad pause `soon`"),
+        ("pause_between_batches: 2d\n", "the pause is at most 24h"),
+        (
+            "health_check: { shell: 'true', delay: 2h }\n",
+            "the delay is at most 1h",
+        ),
         (
             "health_check: { shell: 'true', retries: -1 }\n",
             "retries is a whole number from 0 to 100",

@@ -41,6 +41,12 @@ const MAX_RETRIES: u64 = 100;
 /// How long a health check waits between tries unless it says.
 const DEFAULT_DELAY: Duration = Duration::from_secs(5);
 
+/// The longest wait between two tries of a health check.
+const MAX_DELAY: Duration = Duration::from_secs(3600);
+
+/// The longest pause between two batches.
+const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
+
 /// Where a step is written: its keys differ a little.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -121,7 +127,9 @@ pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, Mo
         pause_between_batches: raw
             .pause_between_batches
             .map(|t| {
-                duration(&t, "pause", true).map_err(|m| ix.err_value("pause_between_batches", m))
+                duration(&t, "pause", true)
+                    .and_then(|d| at_most(d, MAX_PAUSE, "pause"))
+                    .map_err(|m| ix.err_value("pause_between_batches", m))
             })
             .transpose()?,
         health_check: raw
@@ -258,7 +266,9 @@ fn health_check(ix: &Index, base: &Path, raw: RawStep) -> Result<HealthCheck, Mo
     };
     let delay = match &raw.delay {
         None => DEFAULT_DELAY,
-        Some(t) => duration(t, "delay", true).map_err(|m| ix.err_value("health_check.delay", m))?,
+        Some(t) => duration(t, "delay", true)
+            .and_then(|d| at_most(d, MAX_DELAY, "delay"))
+            .map_err(|m| ix.err_value("health_check.delay", m))?,
     };
     let step = validate_step(ix, base, "health_check", Role::HealthCheck, raw)?;
     if step.is_flush() {
@@ -654,6 +664,18 @@ const TIMEOUT_HELP: &str = "write seconds (90) or a duration like 60s, 2m, 1h30m
 
 fn parse_timeout(t: &RawNumberOrText) -> Result<Duration, String> {
     duration(t, "timeout", false)
+}
+
+/// `d`, if it is at most `max`.
+fn at_most(d: Duration, max: Duration, what: &str) -> Result<Duration, String> {
+    if d > max {
+        Err(format!(
+            "the {what} is at most {}h (a run waiting longer looks stuck)",
+            max.as_secs() / 3600
+        ))
+    } else {
+        Ok(d)
+    }
 }
 
 /// A number of seconds or a duration (`what` names it in errors); zero only if allowed.
