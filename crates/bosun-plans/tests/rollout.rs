@@ -720,3 +720,17 @@ handlers:
     assert!(again.handler("reload", None).is_none());
     assert_eq!(log(dir.path()).len(), 2);
 }
+
+#[test]
+fn lint_reads_handlers_and_the_health_check_too() {
+    let p = plan(
+        "name: p\ntargets: { hosts: [a] }\nhealth_check:\n  shell: echo {{ vars.nope_check }}\nsteps:\n  - shell: 'true'\n    notify: r\nhandlers:\n  - name: r\n    shell: echo {{ vars.nope_handler }}\n",
+    );
+    let report = bosun_plans::model::lint(&p, None);
+    let found: Vec<(usize, bool)> = report
+        .findings
+        .iter()
+        .map(|f| (f.location.line, f.message.contains("vars.nope_")))
+        .collect();
+    assert_eq!(found, [(10, true), (4, true)], "{:?}", report.findings);
+}
