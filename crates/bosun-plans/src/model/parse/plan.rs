@@ -528,18 +528,22 @@ fn validate_package(ix: &Index, mp: &str, r: RawPackage) -> Result<PackageArgs, 
             Some(Duration::from_secs_f64(n))
         }
         Some(RawNumberOrText::Text(t)) if parse_duration(&t).is_some() => parse_duration(&t),
-        Some(RawNumberOrText::Number(n)) => return Err(ix.err_value(
-            &cache_path,
-            format!(
+        Some(RawNumberOrText::Number(n)) => {
+            return Err(ix.err_value(
+                &cache_path,
+                format!(
                 "bad cache_valid_time `{n}`: write whole seconds (3600) or a duration like 1h, 30m"
             ),
-        )),
-        Some(RawNumberOrText::Text(t)) => return Err(ix.err_value(
-            &cache_path,
-            format!(
+            ))
+        }
+        Some(RawNumberOrText::Text(t)) => {
+            return Err(ix.err_value(
+                &cache_path,
+                format!(
                 "bad cache_valid_time `{t}`: write whole seconds (3600) or a duration like 1h, 30m"
             ),
-        )),
+            ))
+        }
     };
     Ok(PackageArgs {
         names,
