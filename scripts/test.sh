@@ -16,6 +16,8 @@ apt_tools=(
   "npm:npm"
   "/usr/sbin/sshd:openssh-server"
   "/usr/bin/sudo:sudo"
+  # dpkg-deb, dpkg-scanpackages: the package module's tests build .debs and a local repository.
+  "/usr/bin/dpkg-scanpackages:dpkg-dev"
   # Headless Chromium and its WebDriver: the console browser tests drive the real pages.
   "/usr/bin/chromium:chromium"
   "/usr/bin/chromedriver:chromium-driver"

@@ -21,6 +21,14 @@
 //!   A dry run decides the same way and carries a unified diff; its predictions are kept
 //!   in an [`Overlay`] per host so a later file step on the same path starts from what
 //!   the earlier one would have written.
+//! - `package` (`package.rs`) is one remote command: find apt or dnf, read the installed
+//!   and candidate versions, refresh the index when `cache_valid_time` says, act, read
+//!   again; `changed` means a version differs. A dry run reads only and predicts.
+//! - `user` and `group` (`accounts.rs`) read the accounts (`getent`, `id`, the keys
+//!   file) and act with the shadow tools only where something differs — `group` in one
+//!   command, `user` in a read and, when it changes something, one more. A dry run's
+//!   group predictions go into the [`Overlay`] too, so a user step after a group step
+//!   that would make its group is predicted as the real run would go.
 //!
 //! All host work goes through [`Connection::run`](crate::connection::Connection::run).
 
