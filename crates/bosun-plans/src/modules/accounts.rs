@@ -754,7 +754,6 @@ pub fn decide_user(
     let keys = spec.keys_content();
     let mut notes: Vec<String> = Vec::new();
     let mut cmd: Vec<String> = Vec::new();
-    let change;
     match &found.current {
         None => {
             cmd.push("useradd".into());
@@ -814,14 +813,13 @@ pub fn decide_user(
                 }
                 notes.push(format!("authorized_keys written ({} keys)", k.len()));
             }
-            change = Change::Changed;
-            return Ok(UserDecision {
-                change,
+            Ok(UserDecision {
+                change: Change::Changed,
                 message: notes.join("; "),
                 command: cmd,
                 write_keys: keys.is_some(),
                 unknown,
-            });
+            })
         }
         Some(cur) => {
             let mut args: Vec<String> = Vec::new();
@@ -936,7 +934,7 @@ pub fn decide_user(
                     });
                 }
             }
-            change = if cmd.is_empty() && !write_keys {
+            let change = if cmd.is_empty() && !write_keys {
                 Change::Unchanged
             } else {
                 Change::Changed
