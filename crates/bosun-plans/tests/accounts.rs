@@ -631,3 +631,112 @@ async fn users_over_ssh() {
     assert_eq!(snapshot(sudo), before);
     assert!(getent("passwd", &user).is_some());
 }
+
+/// A connection that counts the commands it runs (on this machine).
+struct Counting {
+    inner: bosun_plans::connection::local::LocalConnection,
+    commands: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl bosun_plans::connection::Connection for Counting {
+    async fn run(
+        &self,
+        request: &bosun_plans::connection::RunRequest,
+    ) -> Result<bosun_plans::connection::Output, bosun_plans::connection::ConnError> {
+        self.commands
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.run(request).await
+    }
+    async fn close(&self) {}
+}
+
+/// How many remote commands a step takes: a group one, whatever it finds; a user one to
+/// read and one more only when something changes; a dry run one read each.
+#[tokio::test]
+async fn account_steps_take_one_command_or_two() {
+    use bosun_plans::modules::{self, Overlay, Remote};
+    use bosun_plans::template::Scope;
+    let _serial = SERIAL.lock().await;
+    let Some(sudo) = require_root_or_sudo(&TOOLS) else {
+        return;
+    };
+    let mut acc = Accounts::new(sudo);
+    let (group, user) = (acc.group(), acc.user());
+    let homes = homes_dir();
+    let conn = Counting {
+        inner: bosun_plans::connection::local::LocalConnection::new(),
+        commands: Default::default(),
+    };
+    let remote = Remote {
+        conn: &conn,
+        sudo,
+        deadline: None,
+        live: None,
+    };
+    let scope = Scope::default();
+    let rendered = |params: (&str, String)| {
+        let p = plan(false, &[params]);
+        modules::render(&p.steps[0].module, &scope).unwrap().module
+    };
+    let home = homes.path().join(&user);
+    let keys = format!(
+        "{{ name: {user}, home: {}, authorized_keys: [\"ssh-ed25519 AAAA k\"] }}",
+        home.display()
+    );
+    let cases: Vec<(&str, (&str, String), usize)> = vec![
+        (
+            "group created",
+            ("group", format!("{{ name: {group} }}")),
+            1,
+        ),
+        (
+            "group unchanged",
+            ("group", format!("{{ name: {group} }}")),
+            1,
+        ),
+        ("user created with keys", ("user", keys.clone()), 2),
+        ("user unchanged", ("user", keys), 1),
+        (
+            "user changed",
+            ("user", format!("{{ name: {user}, groups: [{group}] }}")),
+            2,
+        ),
+        (
+            "user removed",
+            (
+                "user",
+                format!("{{ name: {user}, state: absent, remove: true }}"),
+            ),
+            2,
+        ),
+        (
+            "user already absent",
+            ("user", format!("{{ name: {user}, state: absent }}")),
+            1,
+        ),
+        (
+            "group removed",
+            ("group", format!("{{ name: {group}, state: absent }}")),
+            1,
+        ),
+    ];
+    for (what, params, want) in cases {
+        let module = rendered(params);
+        conn.commands.store(0, std::sync::atomic::Ordering::SeqCst);
+        let _ = modules::predict(&module, &remote, &mut Overlay::new(), "s").await;
+        assert_eq!(
+            conn.commands.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{what} (dry run)"
+        );
+        conn.commands.store(0, std::sync::atomic::Ordering::SeqCst);
+        let outcome = modules::apply(&module, &remote).await;
+        assert!(outcome.is_ok(), "{what}: {outcome:?}");
+        assert_eq!(
+            conn.commands.load(std::sync::atomic::Ordering::SeqCst),
+            want,
+            "{what}"
+        );
+    }
+}

@@ -230,6 +230,9 @@ fn parse_group_answer(stdout: &[u8]) -> Result<GroupFound, ModuleError> {
     let mut named = false;
     for line in text.lines() {
         let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
+        if key != "name" && key != "gid" {
+            continue;
+        }
         let entry = if rest == "-" {
             None
         } else {
