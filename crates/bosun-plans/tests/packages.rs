@@ -417,9 +417,9 @@ async fn packages_follow_the_index_through_present_latest_and_absent() {
 }
 
 /// A package no source has fails the step naming it, dry or real, and nothing of the
-/// list is installed; a manager the host does not have fails saying so.
+/// list is installed.
 #[tokio::test]
-async fn unknown_packages_and_missing_managers_fail_naming_them() {
+async fn unknown_packages_fail_naming_them() {
     let _apt = APT.lock().await;
     if require().is_none() {
         return;
@@ -446,23 +446,65 @@ async fn unknown_packages_and_missing_managers_fail_naming_them() {
     let (status, message) = dry(&step(&format!("name: [{a}, {nope}]")), &inv).await;
     assert_eq!(status, HostStatus::Failed, "{message}");
     assert!(message.contains(&nope), "{message}");
+}
 
-    if Command::new("sh")
-        .args(["-c", "command -v dnf"])
-        .output()
-        .unwrap()
-        .status
-        .success()
-    {
+/// A host without apt and dnf — its sessions' `PATH` holds every program of this
+/// machine but `apt-get`, `dpkg-query`, `dnf` and `rpm` — fails a package step saying
+/// so, dry or real; so does a step whose `manager` the host does not have.
+#[tokio::test]
+async fn hosts_without_the_package_manager_fail_saying_so() {
+    let _apt = APT.lock().await;
+    if require().is_none() {
         return;
     }
-    for dry_run in [true, false] {
-        let (status, message, _) =
-            run(&step(&format!("name: {a}, manager: dnf")), &inv, dry_run).await;
-        assert_eq!(status, HostStatus::Failed);
-        assert_eq!(
-            message,
-            "package: manager dnf is not on this host (dnf and rpm not found)"
-        );
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for folder in ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"] {
+        let Ok(entries) = std::fs::read_dir(folder) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if ["apt-get", "dpkg-query", "dnf", "rpm"]
+                .iter()
+                .any(|n| name == *n)
+            {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), bin.join(&name));
+        }
+    }
+    let sshd = SshdHost::start_with(
+        &dir.path().join("sshd"),
+        SshdOptions {
+            session_env: vec![("PATH".into(), bin.to_str().unwrap().into())],
+            ..SshdOptions::default()
+        },
+    );
+    let inv = Inventory {
+        environments: BTreeMap::new(),
+        hosts: vec![Host {
+            name: "h".into(),
+            ..common::host_for(&sshd)
+        }],
+    };
+    for (params, says) in [
+        (
+            "name: nginx",
+            "package: this host has no supported package manager (apt: apt-get and dpkg-query; dnf: dnf and rpm)",
+        ),
+        ("name: nginx, manager: dnf", "package: manager dnf is not on this host (dnf and rpm not found)"),
+        ("name: nginx, manager: apt", "package: manager apt is not on this host (apt-get and dpkg-query not found)"),
+    ] {
+        for dry_run in [true, false] {
+            let (status, message, _) = run(&step(params), &inv, dry_run).await;
+            assert_eq!(
+                (status, message.as_str()),
+                (HostStatus::Failed, says),
+                "{params} (dry run: {dry_run})\n{}",
+                sshd.log()
+            );
+        }
     }
 }

@@ -137,7 +137,7 @@ run() { say act "$*"; "$@" || { r=$?; exit $r; }; }
 refresh() {
   [ -n "$cvt" ] || return 0
   if [ $mgr = apt ]; then
-    if [ "$a" = never ] || [ "$a" -gt "$cvt" ]; then
+    if [ "$a" = never ] || [ "$a" -ge "$cvt" ]; then
       run apt-get update -q -o DPkg::Lock::Timeout="$lock"
       eval "$(apt-config shell S Dir::State/d)"
       mkdir -p "${S}periodic" && touch "${S}periodic/update-success-stamp"
@@ -419,8 +419,8 @@ pub fn predict_from(spec: &PackageSpec, r: &Report) -> Result<Outcome, ModuleErr
     // dnf refreshes its metadata itself when it is older than cache_valid_time).
     let stale = match (limit, r.index) {
         (Some(_), Some(IndexAge::Never)) => Some("it was never refreshed".to_string()),
-        (Some(l), Some(IndexAge::Seconds(a))) if a > l => Some(format!(
-            "it was refreshed {a}s ago, more than cache_valid_time ({l}s)"
+        (Some(l), Some(IndexAge::Seconds(a))) if a >= l => Some(format!(
+            "it was refreshed {a}s ago, not less than cache_valid_time ({l}s)"
         )),
         (Some(l), Some(IndexAge::Unknown)) => Some(format!(
             "{manager} refreshes its metadata when it is older than cache_valid_time ({l}s)"
@@ -459,15 +459,22 @@ pub fn predict_from(spec: &PackageSpec, r: &Report) -> Result<Outcome, ModuleErr
     }
     let mut warnings = Vec::new();
     if let Some(name) = unavailable.first() {
-        return match &stale {
+        return match (&stale, r.index) {
             // The refresh a real run does first may bring it.
-            Some(why) => Ok(Outcome::new(
+            (Some(why), _) => Ok(Outcome::new(
                 Change::Unknown,
                 format!(
                     "cannot know: {name} is not in the package index, which a real run refreshes first ({why})"
                 ),
             )),
-            None => Err(unknown_package(name, &manager)),
+            // dnf refreshes expired metadata by itself; a dry run reads only its cache.
+            (None, Some(IndexAge::Unknown)) => Ok(Outcome::new(
+                Change::Unknown,
+                format!(
+                    "cannot know: {name} is not in {manager}'s metadata cache, which a real run may refresh first"
+                ),
+            )),
+            (None, _) => Err(unknown_package(name, &manager)),
         };
     }
     let outcome = if parts.is_empty() {
