@@ -1,18 +1,20 @@
-//! The `package` module against this machine's real apt and dpkg, with no network:
-//! throwaway packages (`bosun-test-pkg-<hex>`, versions 1.0 and 1.1) built with
-//! `dpkg-deb --build` into a local repository (`dpkg-scanpackages`), purged by a guard
-//! when the test ends however it ends.
+//! The `package` module against this machine's real apt and dpkg — and dnf and rpm —
+//! with no network: throwaway packages (`bosun-test-pkg-<hex>`, versions 1.0 and 1.1)
+//! built with `dpkg-deb --build` into a local repository (`dpkg-scanpackages`), and
+//! `bosun-test-rpm-<hex>` built with `rpmbuild` into a dnf repository (`createrepo_c`)
+//! served on the loopback; each purged by a guard when the test ends however it ends.
 //!
-//! apt is pointed at that repository alone through `APT_CONFIG` (its own source list,
+//! apt is pointed at its repository alone through `APT_CONFIG` (its own source list,
 //! index folder and cache, set in the sessions of a real sshd host), so the tests never
 //! read or refresh the machine's own package index — but packages are installed into,
-//! and removed from, the machine's real dpkg database. Dry runs must leave `dpkg -l` and
-//! dpkg's status file byte for byte as they were.
+//! and removed from, the machine's real dpkg database. dnf finds its repository through
+//! a file in `/etc/yum.repos.d`, removed afterwards. Dry runs must leave `dpkg -l` and
+//! dpkg's status file (`rpm -qa` for dnf) as they were.
 //!
-//! apt takes a machine-wide lock: the tests of this binary run one at a time. They need
-//! root (sudo would drop `APT_CONFIG`), sshd, `dpkg-deb` and `dpkg-scanpackages`
-//! (dpkg-dev); without them they are skipped loudly, or fail under
-//! `BOSUN_REQUIRE_TOOLS=1`.
+//! Package managers take machine-wide locks: the tests of this binary run one at a time.
+//! They need root (sudo would drop `APT_CONFIG`), sshd, `dpkg-deb` and
+//! `dpkg-scanpackages` (dpkg-dev) — and `dnf`, `rpmbuild` and `createrepo_c` for the dnf
+//! test; without them they are skipped loudly, or fail under `BOSUN_REQUIRE_TOOLS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -507,4 +509,286 @@ async fn hosts_without_the_package_manager_fail_saying_so() {
             );
         }
     }
+}
+
+/// A throwaway dnf repository (`rpmbuild`, `createrepo_c`) served over HTTP on the
+/// loopback (`python3 -m http.server`: dnf caches a remote repository's metadata, which
+/// `cache_valid_time` is about, but reads a `file://` one in place every time) and known
+/// to dnf through a repository file in `/etc/yum.repos.d`; on drop the server stops, its
+/// packages are erased and the file (with the folder, if this made it) and dnf's cache
+/// of it removed.
+struct RpmRepo {
+    dir: tempfile::TempDir,
+    id: String,
+    made_reposdir: bool,
+    packages: Vec<String>,
+    server: std::process::Child,
+}
+
+const REPOSDIR: &str = "/etc/yum.repos.d";
+
+impl RpmRepo {
+    fn new() -> RpmRepo {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("repo")).unwrap();
+        sh(
+            "createrepo_c -q \"$1\"",
+            &[dir.path().join("repo").to_str().unwrap()],
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+                "--directory",
+            ])
+            .arg(dir.path().join("repo"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the repository's HTTP server did not start"
+            );
+            std::thread::yield_now();
+        }
+        let made_reposdir = !Path::new(REPOSDIR).exists();
+        std::fs::create_dir_all(REPOSDIR).unwrap();
+        let id = unique_name("bosun-test-");
+        std::fs::write(
+            Path::new(REPOSDIR).join(format!("{id}.repo")),
+            format!(
+                "[{id}]\nname=Bosun tests\nbaseurl=http://127.0.0.1:{port}/\nenabled=1\ngpgcheck=0\n"
+            ),
+        )
+        .unwrap();
+        RpmRepo {
+            dir,
+            id,
+            made_reposdir,
+            packages: Vec::new(),
+            server,
+        }
+    }
+
+    fn name(&mut self) -> String {
+        let n = unique_name("bosun-test-rpm-");
+        self.packages.push(n.clone());
+        n
+    }
+
+    /// Builds `name` `version` (release 1) into the repository and indexes it.
+    fn publish(&self, name: &str, version: &str) {
+        let top = self.dir.path().join(format!("build-{name}-{version}"));
+        std::fs::create_dir_all(top.join("SPECS")).unwrap();
+        let spec = top.join("SPECS/p.spec");
+        std::fs::write(
+            &spec,
+            format!(
+                "Name: {name}\nVersion: {version}\nRelease: 1\nSummary: a throwaway package of the Bosun tests\n\
+                 License: MIT\nBuildArch: noarch\nAutoReqProv: no\n\
+                 %description\nA throwaway package of the Bosun tests.\n\
+                 %install\nmkdir -p %{{buildroot}}/usr/share/doc/{name}\necho {version} > %{{buildroot}}/usr/share/doc/{name}/version\n\
+                 %files\n/usr/share/doc/{name}/version\n"
+            ),
+        )
+        .unwrap();
+        sh(
+            "rpmbuild --quiet --define \"_topdir $1\" -bb \"$2\" >/dev/null 2>&1 && cp \"$1\"/RPMS/noarch/*.rpm \"$3\" && createrepo_c -q \"$3\"",
+            &[
+                top.to_str().unwrap(),
+                spec.to_str().unwrap(),
+                self.dir.path().join("repo").to_str().unwrap(),
+            ],
+        );
+    }
+}
+
+impl Drop for RpmRepo {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        for p in &self.packages {
+            if rpm_installed(p).is_some() {
+                let _ = Command::new("rpm").args(["-e", "--nodeps", p]).output();
+            }
+        }
+        let _ = std::fs::remove_file(Path::new(REPOSDIR).join(format!("{}.repo", self.id)));
+        if self.made_reposdir {
+            let _ = std::fs::remove_dir(REPOSDIR);
+        }
+        if let Ok(entries) = std::fs::read_dir("/var/cache/dnf") {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&self.id) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+/// The installed version-release of `name`, as rpm says.
+fn rpm_installed(name: &str) -> Option<String> {
+    let out = Command::new("rpm")
+        .args(["-q", "--qf", "%{VERSION}-%{RELEASE}", name])
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// rpm's view of the machine.
+fn rpm_state() -> String {
+    sh("rpm -qa 2>/dev/null | sort", &[])
+}
+
+/// dnf, on this machine (`manager: dnf`, whatever else it has): present, unchanged,
+/// latest once the metadata is older than `cache_valid_time`, absent; dry runs first,
+/// changing nothing rpm knows.
+#[tokio::test]
+async fn dnf_installs_upgrades_and_removes() {
+    let _apt = APT.lock().await;
+    let tools = [
+        "/usr/bin/dnf",
+        "/usr/bin/rpm",
+        "/usr/bin/rpmbuild",
+        "/usr/bin/createrepo_c",
+    ];
+    match require_root_or_sudo(&tools) {
+        None => return,
+        Some(true) => {
+            use std::io::Write as _;
+            if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                panic!("the dnf test needs root (BOSUN_REQUIRE_TOOLS=1)");
+            }
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED (tool missing): root (the dnf test adds a repository file)"
+            );
+            return;
+        }
+        Some(false) => {}
+    }
+    let mut repo = RpmRepo::new();
+    let a = repo.name();
+    repo.publish(&a, "1.0");
+    let inv = Inventory {
+        environments: BTreeMap::new(),
+        hosts: vec![Host {
+            name: "h".into(),
+            address: "localhost".into(),
+            connection: bosun_plans::model::ConnectionKind::Local,
+            ..Host::default()
+        }],
+    };
+    let rpm_dry = |plan: Plan| {
+        let inv = inv.clone();
+        async move {
+            let before = rpm_state();
+            let (status, message, _) = run(&plan, &inv, true).await;
+            assert_eq!(
+                rpm_state(),
+                before,
+                "a dry run changed rpm's state ({message})"
+            );
+            (status, message)
+        }
+    };
+    let present = step(&format!("name: {a}, manager: dnf"));
+
+    // No metadata cached for the repository yet: a dry run cannot know.
+    let (status, message) = rpm_dry(present.clone()).await;
+    assert_eq!(status, HostStatus::Unknown, "{message}");
+    assert!(
+        message.contains(&format!("{a} is not in dnf's metadata cache")),
+        "{message}"
+    );
+
+    assert_eq!(
+        real(&present, &inv).await,
+        (HostStatus::Changed, format!("installed {a} 1.0-1"))
+    );
+    assert_eq!(rpm_installed(&a).as_deref(), Some("1.0-1"));
+    assert_eq!(
+        real(&present, &inv).await,
+        (HostStatus::Ok, format!("already installed: {a} 1.0-1"))
+    );
+
+    // 1.1 is published; the metadata is younger than cache_valid_time: nothing newer.
+    repo.publish(&a, "1.1");
+    let latest = |cvt: u64| {
+        step(&format!(
+            "name: {a}, manager: dnf, state: latest, cache_valid_time: {cvt}"
+        ))
+    };
+    assert_eq!(
+        real(&latest(3600), &inv).await,
+        (
+            HostStatus::Ok,
+            format!("already the latest version: {a} 1.0-1")
+        )
+    );
+    assert_eq!(rpm_installed(&a).as_deref(), Some("1.0-1"));
+    // With cache_valid_time 0 the metadata is refreshed first, and the upgrade is made.
+    assert_eq!(
+        real(&latest(0), &inv).await,
+        (HostStatus::Changed, format!("upgraded {a} 1.0-1 → 1.1-1"))
+    );
+    assert_eq!(rpm_installed(&a).as_deref(), Some("1.1-1"));
+    let plain_latest = step(&format!("name: {a}, manager: dnf, state: latest"));
+    assert_eq!(
+        rpm_dry(plain_latest.clone()).await,
+        (
+            HostStatus::Ok,
+            format!("already the latest version: {a} 1.1-1")
+        )
+    );
+    assert_eq!(
+        real(&plain_latest, &inv).await,
+        (
+            HostStatus::Ok,
+            format!("already the latest version: {a} 1.1-1")
+        )
+    );
+
+    let gone = step(&format!("name: {a}, manager: dnf, state: absent"));
+    assert_eq!(
+        rpm_dry(gone.clone()).await,
+        (HostStatus::Changed, format!("removed {a} 1.1-1"))
+    );
+    assert_eq!(
+        real(&gone, &inv).await,
+        (HostStatus::Changed, format!("removed {a} 1.1-1"))
+    );
+    assert_eq!(rpm_installed(&a), None);
+    assert_eq!(
+        real(&gone, &inv).await,
+        (HostStatus::Ok, format!("already absent: {a}"))
+    );
+
+    let nope = unique_name("bosun-test-nope-");
+    let (status, message) = real(&step(&format!("name: [{a}, {nope}], manager: dnf")), &inv).await;
+    assert_eq!(
+        (status, message),
+        (
+            HostStatus::Failed,
+            format!(
+                "package {nope} is not available from dnf's package sources (unknown package?)"
+            )
+        )
+    );
+    assert_eq!(rpm_installed(&a), None);
 }

@@ -11,7 +11,10 @@
 //! the packages and versions. A dry run runs the same command without acting or
 //! refreshing, and predicts from the versions it read (`apt-cache policy` candidates;
 //! `dnf repoquery` from the metadata cache): when the index is older than
-//! `cache_valid_time` and the prediction depends on it, it says it cannot know.
+//! `cache_valid_time` and the prediction depends on it, it says it cannot know. apt's
+//! index age is read from its files; dnf keeps its metadata's age itself, so there
+//! `cache_valid_time` becomes dnf's `metadata_expire` for the step (`0`: `dnf
+//! makecache`, which always refreshes).
 //!
 //! Package names are checked ([`check_name`]: no shell metacharacters, no leading `-`)
 //! and still reach the host as positional arguments only.
@@ -143,8 +146,12 @@ refresh() {
       mkdir -p "${S}periodic" && touch "${S}periodic/update-success-stamp"
       say refreshed
     fi
+  elif [ "$cvt" -eq 0 ]; then
+    run dnf -q makecache
   else
-    run dnf -q makecache --setopt=metadata_expire="$cvt"
+    # dnf refreshes a repository's metadata when it loads it past metadata_expire.
+    say act dnf repoquery --setopt=metadata_expire="$cvt"
+    dnf -q --setopt=metadata_expire="$cvt" repoquery --latest-limit 1 -- "$1" >/dev/null || exit $?
   fi
 }
 # the names that need work for state $1, as the arguments of the action
@@ -174,7 +181,7 @@ act() (
 if [ "$state" != absent ]; then
   pending=no
   for n do needs "$state" "$n" && pending=yes; done
-  if [ $pending = yes ] || [ "$state" = latest ]; then refresh; fi
+  if [ $pending = yes ] || [ "$state" = latest ]; then refresh "$@"; fi
   cached=
   for n do
     if [ -z "$(inst "$n")" ] && [ -z "$(cand "$n")" ]; then say unknown "$n"; exit 0; fi
