@@ -63,7 +63,7 @@ pub struct PackageSpec {
 /// nomanager`, `@bosun missing M`), `@bosun index AGE|never|unknown` (seconds since the
 /// index was refreshed), `@bosun pkg before NAME INSTALLED CANDIDATE NEWER` per package
 /// (`-` for none; NEWER `yes` when the candidate is newer than the installed version),
-/// and in a real run `@bosun refreshed`, `@bosun unknown NAME` (nothing is done then),
+/// and in a real run `@bosun refreshed` (apt), `@bosun unknown NAME` (nothing is done then),
 /// `@bosun act WHAT` before each tool it runs, and `@bosun pkg after …` lines. The tools'
 /// own output goes to the same stdout (and their stderr to stderr); a failing tool ends
 /// the command with its exit code.
