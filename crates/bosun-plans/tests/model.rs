@@ -1116,6 +1116,7 @@ fn package_user_and_group_errors_name_line_and_column() {
         ("  - package: { name: x, manager: yum }\n", "3:34", "manager must be `auto`, `apt` or `dnf`, not `yum`"),
         ("  - package: { name: x, cache_valid_time: soon }\n", "3:43", "bad cache_valid_time `soon`"),
         ("  - package: { name: x, cache_valid_time: -1 }\n", "3:43", "bad cache_valid_time `-1`"),
+        ("  - package: { name: x, cache_valid_time: 1e300 }\n", "3:43", "bad cache_valid_time `1000000"),
         ("  - package: { name: x, state: absent, cache_valid_time: 60 }\n", "3:40", "`cache_valid_time` does not apply with state absent"),
         ("  - package: { name: x, update_cache: true }\n", "3:25", "unknown field `update_cache`"),
         ("  - package: { name: { a: b } }\n", "3:22", "expected a name or a list of names"),

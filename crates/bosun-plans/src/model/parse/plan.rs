@@ -524,8 +524,10 @@ fn validate_package(ix: &Index, mp: &str, r: RawPackage) -> Result<PackageArgs, 
                 "`cache_valid_time` does not apply with state absent (nothing is installed)",
             ))
         }
-        Some(RawNumberOrText::Number(n)) if n >= 0.0 && n.fract() == 0.0 => {
-            Some(Duration::from_secs_f64(n))
+        Some(RawNumberOrText::Number(n))
+            if n >= 0.0 && n.fract() == 0.0 && Duration::try_from_secs_f64(n).is_ok() =>
+        {
+            Duration::try_from_secs_f64(n).ok()
         }
         Some(RawNumberOrText::Text(t)) if parse_duration(&t).is_some() => parse_duration(&t),
         Some(RawNumberOrText::Number(n)) => {
