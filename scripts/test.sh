@@ -16,6 +16,12 @@ apt_tools=(
   "npm:npm"
   "/usr/sbin/sshd:openssh-server"
   "/usr/bin/sudo:sudo"
+  # The package module's tests build .debs and a local apt repository (dpkg-deb,
+  # dpkg-scanpackages), and .rpms and a dnf repository (rpmbuild, createrepo_c) for dnf.
+  "/usr/bin/dpkg-scanpackages:dpkg-dev"
+  "/usr/bin/dnf:dnf"
+  "/usr/bin/rpmbuild:rpm"
+  "/usr/bin/createrepo_c:createrepo-c"
   # Headless Chromium and its WebDriver: the console browser tests drive the real pages.
   "/usr/bin/chromium:chromium"
   "/usr/bin/chromedriver:chromium-driver"

@@ -13,8 +13,9 @@
 //!   for `lineinfile`.
 //! - [`connection`]: `local` and `ssh` connections (host keys verified, stdin closed,
 //!   non-interactive sudo) and the staged host check.
-//! - [`modules`] and [`exec`]: the modules, the executor (step by step across hosts,
-//!   bounded parallelism, halting, timeouts) and the dry run.
+//! - [`modules`] and [`exec`]: the modules (raw commands, files, packages, users and
+//!   groups), the executor (step by step across hosts, bounded parallelism, halting,
+//!   timeouts) and the dry run.
 //! - [`live`]: raw commands' output as they print it, in lines, bounded per step and host.
 
 pub mod condition;

@@ -1000,3 +1000,188 @@ steps:
         "steps[0].file.template: unknown field `vars`, expected one of `path`, `content`, `src`, `mode`, `owner`",
     );
 }
+
+/// `package`, `user` and `group` parse to their model, with their defaults.
+#[test]
+fn package_user_and_group_parse() {
+    use bosun_plans::model::{
+        GroupArgs, PackageArgs, PackageManager, PackageState, Presence, UserArgs,
+    };
+    let p = plan(
+        r#"name: accounts
+steps:
+  - package: { name: nginx }
+  - package: { name: [curl, "{{ vars.extra }}"], state: latest, cache_valid_time: 3600, manager: apt }
+  - package: { name: old-tool, state: absent, manager: dnf }
+  - package: { name: jq, cache_valid_time: 1h30m }
+  - group: { name: deploy, gid: 2000, system: true }
+  - group: { name: "{{ vars.group }}", gid: "{{ vars.gid }}" }
+  - group: { name: old, state: absent }
+  - user:
+      name: deploy
+      uid: "2000"
+      group: deploy
+      groups: [adm, "1001"]
+      append: true
+      shell: /bin/bash
+      home: /srv/deploy
+      create_home: false
+      system: true
+      comment: "Deploy user"
+      authorized_keys: ["ssh-ed25519 AAAA one", "{{ vars.key }}"]
+  - user: { name: gone, state: absent, remove: true }
+  - user: { name: plain, group: 100 }
+"#,
+    );
+    let m: Vec<&Module> = p.steps.iter().map(|s| &s.module).collect();
+    assert_eq!(
+        m[0],
+        &Module::Package(PackageArgs {
+            names: vec!["nginx".into()],
+            state: PackageState::Present,
+            cache_valid_time: None,
+            manager: PackageManager::Auto,
+        })
+    );
+    assert_eq!(
+        m[1],
+        &Module::Package(PackageArgs {
+            names: vec!["curl".into(), "{{ vars.extra }}".into()],
+            state: PackageState::Latest,
+            cache_valid_time: Some(Duration::from_secs(3600)),
+            manager: PackageManager::Apt,
+        })
+    );
+    assert!(
+        matches!(m[2], Module::Package(a) if a.state == PackageState::Absent && a.manager == PackageManager::Dnf)
+    );
+    assert!(
+        matches!(m[3], Module::Package(a) if a.cache_valid_time == Some(Duration::from_secs(5400)))
+    );
+    assert_eq!(
+        m[4],
+        &Module::Group(GroupArgs {
+            name: "deploy".into(),
+            state: Presence::Present,
+            gid: Some("2000".into()),
+            system: true,
+        })
+    );
+    assert!(matches!(m[5], Module::Group(g) if g.gid.as_deref() == Some("{{ vars.gid }}")));
+    assert!(matches!(m[6], Module::Group(g) if g.state == Presence::Absent));
+    assert_eq!(
+        m[7],
+        &Module::User(UserArgs {
+            name: "deploy".into(),
+            state: Presence::Present,
+            uid: Some("2000".into()),
+            group: Some("deploy".into()),
+            groups: Some(vec!["adm".into(), "1001".into()]),
+            append: true,
+            shell: Some("/bin/bash".into()),
+            home: Some("/srv/deploy".into()),
+            create_home: false,
+            system: true,
+            comment: Some("Deploy user".into()),
+            authorized_keys: Some(vec!["ssh-ed25519 AAAA one".into(), "{{ vars.key }}".into()]),
+            remove: false,
+        })
+    );
+    assert_eq!(
+        m[8],
+        &Module::User(UserArgs {
+            name: "gone".into(),
+            state: Presence::Absent,
+            remove: true,
+            ..UserArgs::default()
+        })
+    );
+    assert!(matches!(m[9], Module::User(u) if u.group.as_deref() == Some("100") && u.create_home));
+    let kinds: Vec<&str> = p.steps.iter().map(|s| s.module.kind()).collect();
+    assert_eq!(
+        kinds[..],
+        [
+            "package", "package", "package", "package", "group", "group", "group", "user", "user",
+            "user"
+        ]
+    );
+    assert_eq!(p.steps[7].name, "user");
+}
+
+/// Every refusal of `package`, `user` and `group` names the key or value, where it is.
+#[test]
+fn package_user_and_group_errors_name_line_and_column() {
+    let s = |steps: &str| format!("name: p\nsteps:\n{steps}");
+    let cases: &[(&str, &str, &str)] = &[
+        ("  - package: { state: present }\n", "3:5", "package needs `name`"),
+        ("  - package: { name: [] }\n", "3:22", "`name` is an empty list"),
+        ("  - package: { name: \"nginx; rm -rf /\" }\n", "3:22", "package name \"nginx; rm -rf /\" is not valid"),
+        ("  - package: { name: [ok, -y] }\n", "3:27", "package name \"-y\" is not valid"),
+        ("  - package: { name: x, state: installed }\n", "3:32", "state must be `present`, `absent` or `latest`, not `installed`"),
+        ("  - package: { name: x, manager: yum }\n", "3:34", "manager must be `auto`, `apt` or `dnf`, not `yum`"),
+        ("  - package: { name: x, cache_valid_time: soon }\n", "3:43", "bad cache_valid_time `soon`"),
+        ("  - package: { name: x, cache_valid_time: -1 }\n", "3:43", "bad cache_valid_time `-1`"),
+        ("  - package: { name: x, cache_valid_time: 1e300 }\n", "3:43", "bad cache_valid_time `1000000"),
+        ("  - package: { name: x, state: absent, cache_valid_time: 60 }\n", "3:40", "`cache_valid_time` does not apply with state absent"),
+        ("  - package: { name: x, update_cache: true }\n", "3:25", "unknown field `update_cache`"),
+        ("  - package: { name: { a: b } }\n", "3:22", "expected a name or a list of names"),
+        ("  - group: { gid: 10 }\n", "3:5", "group needs `name`"),
+        ("  - group: { name: Admins }\n", "3:20", "group name \"Admins\" is not valid"),
+        ("  - group: { name: g, gid: -5 }\n", "3:28", "`gid` must be a whole number from 0 to 4294967294"),
+        ("  - group: { name: g, gid: \"12a\" }\n", "3:28", "`gid` must be a whole number"),
+        ("  - group: { name: g, state: gone }\n", "3:30", "state must be `present` or `absent`, not `gone`"),
+        ("  - group: { name: g, state: absent, gid: 5 }\n", "3:38", "`gid` does not apply with state absent"),
+        ("  - group: { name: g, system: maybe }\n", "3:31", "invalid type: string \"maybe\", expected a boolean"),
+        ("  - user: { shell: /bin/sh }\n", "3:5", "user needs `name`"),
+        ("  - user: { name: \"bad name\" }\n", "3:19", "user name \"bad name\" is not valid"),
+        (&format!("  - user: {{ name: {} }}\n", "a".repeat(33)), "3:19", "at most 32 characters"),
+        ("  - user: { name: u, uid: 4294967295 }\n", "3:27", "`uid` must be a whole number from 0 to 4294967294"),
+        ("  - user: { name: u, shell: bash }\n", "3:29", "`shell` must be an absolute path"),
+        ("  - user: { name: u, home: \"/a:b\" }\n", "3:28", "holds a `:`"),
+        ("  - user: { name: u, comment: \"a:b\" }\n", "3:31", "holds a `:`"),
+        ("  - user: { name: u, groups: [ok, \"No\"] }\n", "3:35", "group name \"No\" is not valid"),
+        ("  - user: { name: u, group: \"\" }\n", "3:29", "`group` is empty"),
+        ("  - user: { name: u, groups: adm }\n", "3:30", "invalid type: string \"adm\", expected a sequence"),
+        ("  - user: { name: u, append: true }\n", "3:22", "`append` needs `groups`"),
+        ("  - user: { name: u, remove: true }\n", "3:22", "`remove` applies only with state absent"),
+        ("  - user: { name: u, state: absent, shell: /bin/sh }\n", "3:37", "`shell` does not apply with state absent"),
+        ("  - user: { name: u, authorized_keys: [\"\"] }\n", "3:40", "`authorized_keys[0]` is empty"),
+        ("  - user: { name: u, authorized_keys: [\"a\\nb\"] }\n", "3:40", "one key per list item"),
+        ("  - user: { name: u, password: x }\n", "3:22", "unknown field `password`, expected one of"),
+        ("  - packages: { name: x }\n", "3:5", "unknown module `packages` (modules: command, shell, script, file.lineinfile, file.copy, file.template, file.directory, file.absent, package, user, group;"),
+    ];
+    let wrong: Vec<String> = cases
+        .iter()
+        .map(|(steps, at, says)| (plan_err(&s(steps)), at, says))
+        .filter(|(got, at, says)| !(got.starts_with(&format!("{at}: ")) && got.contains(*says)))
+        .map(|(got, at, says)| format!("expected {at}: …{says}…, got {got}"))
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Lint checks the templates of `package`, `user` and `group` like any other.
+#[test]
+fn lint_reads_package_user_and_group_templates() {
+    let p = plan(
+        r#"name: l
+vars: { pkg: nginx }
+steps:
+  - package: { name: ["{{ vars.pkg }}", "{{ vars.nope }}"] }
+  - package: { name: "{{ vars.missing_pkg }}" }
+  - group: { name: "{{ vars.g }}", gid: "{{ vars.gid }}" }
+  - user: { name: u, groups: ["{{ vars.gr }}"], authorized_keys: ["{{ vars.key }}"], shell: "{{ host.facts.shell }}" }
+"#,
+    );
+    assert_findings(
+        findings(&p, None),
+        &[
+            ("4:41", "`vars.nope` is not defined"),
+            ("5:22", "`vars.missing_pkg` is not defined"),
+            ("6:20", "`vars.g` is not defined"),
+            ("6:41", "`vars.gid` is not defined"),
+            ("7:31", "`vars.gr` is not defined"),
+            ("7:93", "`host.facts.shell` is not a host fact"),
+            ("7:67", "`vars.key` is not defined"),
+        ],
+    );
+}

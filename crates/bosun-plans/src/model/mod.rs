@@ -254,6 +254,12 @@ pub enum Module {
     /// `flush: handlers`: the notified handlers run now, not at the end of the batch
     /// (the executor does this itself; nothing runs on a host).
     FlushHandlers,
+    /// System packages through the host's package manager.
+    Package(PackageArgs),
+    /// A local user account.
+    User(UserArgs),
+    /// A local group.
+    Group(GroupArgs),
 }
 
 impl Module {
@@ -269,6 +275,9 @@ impl Module {
             Module::Directory { .. } => "file.directory",
             Module::Absent { .. } => "file.absent",
             Module::FlushHandlers => "flush",
+            Module::Package(_) => "package",
+            Module::User(_) => "user",
+            Module::Group(_) => "group",
         }
     }
 }
@@ -301,6 +310,121 @@ pub struct LineInFileArgs {
     pub create: bool,
     pub mode: Option<String>,
     pub owner: Option<String>,
+}
+
+/// Whether a package, user or group should be there (`package` adds `latest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PackageState {
+    #[default]
+    Present,
+    Absent,
+    /// Installed, at the newest version the package index offers.
+    Latest,
+}
+
+impl PackageState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageState::Present => "present",
+            PackageState::Absent => "absent",
+            PackageState::Latest => "latest",
+        }
+    }
+}
+
+/// Which package manager a `package` step uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PackageManager {
+    /// apt (`apt-get` and `dpkg-query`) if the host has it, else dnf (`dnf` and `rpm`).
+    #[default]
+    Auto,
+    Apt,
+    Dnf,
+}
+
+impl PackageManager {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageManager::Auto => "auto",
+            PackageManager::Apt => "apt",
+            PackageManager::Dnf => "dnf",
+        }
+    }
+}
+
+/// `package`'s parameters (names are templates).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PackageArgs {
+    /// One or more package names.
+    pub names: Vec<String>,
+    pub state: PackageState,
+    /// Refresh the package index first when it is older than this (`present` and
+    /// `latest` only).
+    pub cache_valid_time: Option<Duration>,
+    pub manager: PackageManager,
+}
+
+/// `present` or `absent`, for users and groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Presence {
+    #[default]
+    Present,
+    Absent,
+}
+
+/// `group`'s parameters (templates unrendered).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupArgs {
+    pub name: String,
+    pub state: Presence,
+    /// A number, or a template that renders to one.
+    pub gid: Option<String>,
+    /// Create it as a system group (used only when the group is created).
+    pub system: bool,
+}
+
+/// `user`'s parameters (templates unrendered).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserArgs {
+    pub name: String,
+    pub state: Presence,
+    /// A number, or a template that renders to one.
+    pub uid: Option<String>,
+    /// The primary group (a name or a gid).
+    pub group: Option<String>,
+    /// Supplementary groups: exactly these unless `append`.
+    pub groups: Option<Vec<String>>,
+    pub append: bool,
+    pub shell: Option<String>,
+    pub home: Option<String>,
+    pub create_home: bool,
+    /// Create it as a system user (used only when the user is created).
+    pub system: bool,
+    pub comment: Option<String>,
+    /// Exactly the keys of `<home>/.ssh/authorized_keys`, one line each.
+    pub authorized_keys: Option<Vec<String>>,
+    /// With `state: absent`: remove the home folder and mail spool too.
+    pub remove: bool,
+}
+
+impl Default for UserArgs {
+    fn default() -> Self {
+        UserArgs {
+            name: String::new(),
+            state: Presence::Present,
+            uid: None,
+            group: None,
+            groups: None,
+            append: false,
+            shell: None,
+            home: None,
+            create_home: true,
+            system: false,
+            comment: None,
+            authorized_keys: None,
+            remove: false,
+        }
+    }
 }
 
 /// A validated inventory.

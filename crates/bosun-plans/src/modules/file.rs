@@ -351,6 +351,9 @@ fn module_kind(module: &RenderedModule) -> &'static str {
         RenderedModule::Command { .. } => "command",
         RenderedModule::Shell { .. } => "shell",
         RenderedModule::Script { .. } => "script",
+        RenderedModule::Package(_) => "package",
+        RenderedModule::User(_) => "user",
+        RenderedModule::Group(_) => "group",
     }
 }
 

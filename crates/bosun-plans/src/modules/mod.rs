@@ -21,12 +21,22 @@
 //!   A dry run decides the same way and carries a unified diff; its predictions are kept
 //!   in an [`Overlay`] per host so a later file step on the same path starts from what
 //!   the earlier one would have written.
+//! - `package` (`package.rs`) is one remote command: find apt or dnf, read the installed
+//!   and candidate versions, refresh the index when `cache_valid_time` says, act, read
+//!   again; `changed` means a version differs. A dry run reads only and predicts.
+//! - `user` and `group` (`accounts.rs`) read the accounts (`getent`, `id`, the keys
+//!   file) and act with the shadow tools only where something differs — `group` in one
+//!   command, `user` in a read and, when it changes something, one more. A dry run's
+//!   group predictions go into the [`Overlay`] too, so a user step after a group step
+//!   that would make its group is predicted as the real run would go.
 //!
 //! All host work goes through [`Connection::run`](crate::connection::Connection::run).
 
+pub mod accounts;
 mod diff;
 mod file;
 pub mod mode;
+pub mod package;
 mod raw;
 pub mod remote;
 
@@ -36,10 +46,12 @@ use std::path::{Path, PathBuf};
 
 use crate::connection::{ConnError, Output};
 use crate::lineinfile::{self, LineInFileError};
-use crate::model::{CopySource, Module};
+use crate::model::{CopySource, Module, Presence};
 use crate::template::{self, Scope, TemplateError};
 
+pub use accounts::{GroupSpec, UserSpec};
 pub use mode::ModeSpec;
+pub use package::PackageSpec;
 pub use remote::{FileState, OwnerSpec, Ownership, Remote};
 
 /// The message for a real run that meets a `secret://` reference.
@@ -89,6 +101,9 @@ pub enum RenderedModule {
     Absent {
         path: String,
     },
+    Package(PackageSpec),
+    User(UserSpec),
+    Group(GroupSpec),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,6 +274,9 @@ pub struct Overlay {
     made_dirs: BTreeSet<String>,
     /// The name of the last raw-command step the dry run passed on this host.
     raw_command: Option<String>,
+    /// Groups as earlier `group` steps would leave them: present (with the gid when it
+    /// is known) or absent (`None`).
+    pub(crate) groups: BTreeMap<String, Option<Option<u32>>>,
 }
 
 /// `path` without trailing slashes (`/` stays `/`).
@@ -470,6 +488,69 @@ pub fn render_with(
                 "`flush: handlers` is done by the executor: nothing runs on a host".into(),
             ))
         }
+        Module::Package(a) => RenderedModule::Package(PackageSpec {
+            names: a
+                .names
+                .iter()
+                .map(|n| r.checked(n, package::check_name))
+                .collect::<Result<_, _>>()?,
+            state: a.state,
+            cache_valid_time: a.cache_valid_time,
+            manager: a.manager,
+        }),
+        Module::Group(a) => RenderedModule::Group(GroupSpec {
+            name: r.checked(&a.name, |n| accounts::check_name("group", n))?,
+            state: a.state,
+            gid: r.id("gid", &a.gid)?,
+            system: a.system,
+        }),
+        Module::User(a) => {
+            let opt = |r: &mut Renderer<'_>,
+                       v: &Option<String>,
+                       check: &dyn Fn(&str) -> Result<(), String>|
+             -> Result<Option<String>, ModuleError> {
+                v.as_deref().map(|t| r.checked(t, check)).transpose()
+            };
+            let group_ref = |g: &str| accounts::check_group_ref(g);
+            RenderedModule::User(UserSpec {
+                name: r.checked(&a.name, |n| accounts::check_name("user", n))?,
+                state: a.state,
+                uid: r.id("uid", &a.uid)?,
+                group: opt(&mut r, &a.group, &group_ref)?,
+                groups: a
+                    .groups
+                    .as_ref()
+                    .map(|v| {
+                        v.iter()
+                            .map(|g| r.checked(g, group_ref))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .transpose()?,
+                append: a.append,
+                shell: opt(&mut r, &a.shell, &|p| accounts::check_path("shell", p))?,
+                home: opt(&mut r, &a.home, &|p| accounts::check_path("home", p))?,
+                create_home: a.create_home,
+                system: a.system,
+                comment: match &a.comment {
+                    None => None,
+                    Some(c) => {
+                        let c = r.text(c)?;
+                        accounts::check_comment(&c).map_err(ModuleError::Invalid)?;
+                        Some(c)
+                    }
+                },
+                authorized_keys: a
+                    .authorized_keys
+                    .as_ref()
+                    .map(|v| {
+                        v.iter()
+                            .map(|k| r.checked(k, accounts::check_key_line))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .transpose()?,
+                remove: a.state == Presence::Absent && a.remove,
+            })
+        }
     };
     Ok(Render {
         module,
@@ -539,6 +620,27 @@ impl Renderer<'_> {
         }
     }
 
+    /// A template rendered, then checked (an empty result is refused too).
+    fn checked(
+        &mut self,
+        template: &str,
+        check: impl Fn(&str) -> Result<(), String>,
+    ) -> Result<String, ModuleError> {
+        let v = self.text(template)?;
+        if v.is_empty() {
+            return Err(ModuleError::Invalid(format!("{template:?} renders empty")));
+        }
+        check(&v).map_err(ModuleError::Invalid)?;
+        Ok(v)
+    }
+
+    /// A uid or gid rendered and read as a number.
+    fn id(&mut self, field: &str, template: &Option<String>) -> Result<Option<u32>, ModuleError> {
+        self.opt(template)?
+            .map(|v| accounts::parse_id(field, v.trim()).map_err(ModuleError::Invalid))
+            .transpose()
+    }
+
     fn opt(&mut self, template: &Option<String>) -> Result<Option<String>, ModuleError> {
         template.as_deref().map(|t| self.text(t)).transpose()
     }
@@ -577,6 +679,9 @@ pub async fn apply(module: &RenderedModule, remote: &Remote<'_>) -> Result<Outco
         RenderedModule::Command { .. }
         | RenderedModule::Shell { .. }
         | RenderedModule::Script { .. } => raw::apply(module, remote).await,
+        RenderedModule::Package(spec) => package::apply(spec, remote).await,
+        RenderedModule::User(spec) => accounts::apply_user(spec, remote).await,
+        RenderedModule::Group(spec) => accounts::apply_group(spec, remote).await,
         _ => file::apply(module, remote).await,
     }
 }
@@ -597,6 +702,13 @@ pub async fn predict(
             overlay.note_raw_command(step_name);
             Ok(outcome)
         }
+        RenderedModule::Package(spec) => {
+            let mut outcome = package::predict(spec, remote).await?;
+            outcome.warnings.extend(overlay.caveat());
+            Ok(outcome)
+        }
+        RenderedModule::User(spec) => accounts::predict_user(spec, remote, overlay).await,
+        RenderedModule::Group(spec) => accounts::predict_group(spec, remote, overlay).await,
         _ => file::predict(module, remote, overlay).await,
     }
 }

@@ -339,8 +339,9 @@ impl Remote<'_> {
         Ok(output)
     }
 
-    /// Runs one of the scripts above with `args`; a non-zero exit fails as `what`.
-    async fn script(
+    /// Runs one of the scripts above (or a module's own) with `args`; a non-zero exit
+    /// fails as `what`.
+    pub(super) async fn script(
         &self,
         what: &str,
         script: &str,
@@ -359,8 +360,9 @@ impl Remote<'_> {
         Ok(output)
     }
 
-    /// Runs one of the scripts above with `args`; the output whatever the exit code.
-    async fn script_output(
+    /// Runs one of the scripts above (or a module's own) with `args`; the output whatever
+    /// the exit code.
+    pub(super) async fn script_output(
         &self,
         script: &str,
         args: &[&str],

@@ -126,3 +126,78 @@ pub fn read_pid(path: &Path) -> u32 {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// How a test that changes the machine's accounts or packages acts as root: `Some(false)`
+/// as root, `Some(true)` through a passwordless `sudo -n`, `None` when neither works —
+/// announced as `SKIPPED (tool missing): …` on stderr, or a failure under
+/// `BOSUN_REQUIRE_TOOLS=1`. `tools` are programs the test drives, checked too.
+pub fn require_root_or_sudo(tools: &[&str]) -> Option<bool> {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| !Path::new(t).is_file())
+        .collect();
+    let sudo = if is_root() {
+        Some(false)
+    } else if std::process::Command::new("sudo")
+        .args(["-n", "true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        Some(true)
+    } else {
+        None
+    };
+    let why = match (sudo, missing.is_empty()) {
+        (Some(s), true) => return Some(s),
+        (None, _) => "root or a passwordless sudo -n".to_string(),
+        (Some(_), false) => missing.join(", "),
+    };
+    if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
+        panic!("this test needs {why} (BOSUN_REQUIRE_TOOLS=1)");
+    }
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): {why}");
+    None
+}
+
+/// Runs `argv` as root (through `sudo -n` when `sudo`), returning its output.
+pub fn as_root(sudo: bool, argv: &[&str]) -> std::process::Output {
+    let mut cmd = if sudo {
+        let mut c = std::process::Command::new("sudo");
+        c.arg("-n").arg("--").args(argv);
+        c
+    } else {
+        let mut c = std::process::Command::new(argv[0]);
+        c.args(&argv[1..]);
+        c
+    };
+    cmd.stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {argv:?}: {e}"))
+}
+
+/// A name no other test run picks: `prefix` and 8 hex digits.
+pub fn unique_name(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ NEXT
+            .fetch_add(1, Ordering::SeqCst)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mixed = n.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32;
+    format!("{prefix}{mixed:08x}")
+}

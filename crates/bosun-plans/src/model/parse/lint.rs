@@ -80,6 +80,29 @@ pub(crate) fn module_templates(module: &Module) -> Vec<(String, String)> {
         }
         Module::Absent { path } => add("file.absent.path".into(), Some(path)),
         Module::FlushHandlers => {}
+        Module::Package(a) => {
+            for (i, n) in a.names.iter().enumerate() {
+                add(format!("package.name[{i}]"), Some(n));
+            }
+        }
+        Module::Group(a) => {
+            add("group.name".into(), Some(&a.name));
+            add("group.gid".into(), a.gid.as_ref());
+        }
+        Module::User(a) => {
+            add("user.name".into(), Some(&a.name));
+            add("user.uid".into(), a.uid.as_ref());
+            add("user.group".into(), a.group.as_ref());
+            for (i, g) in a.groups.iter().flatten().enumerate() {
+                add(format!("user.groups[{i}]"), Some(g));
+            }
+            add("user.shell".into(), a.shell.as_ref());
+            add("user.home".into(), a.home.as_ref());
+            add("user.comment".into(), a.comment.as_ref());
+            for (i, k) in a.authorized_keys.iter().flatten().enumerate() {
+                add(format!("user.authorized_keys[{i}]"), Some(k));
+            }
+        }
     }
     out
 }

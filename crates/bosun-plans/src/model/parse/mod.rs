@@ -31,6 +31,12 @@
 //!   `500ms`, `1.5s` (units `ms`, `s`, `m`, `h`, `d`), greater than zero.
 //! - `mode:` is a string of octal digits (`"0644"`, unquoted `0644` reads as that string
 //!   too) or a template; a YAML number (`644`, `0o644`) is refused as ambiguous.
+//! - `package`'s `name` is a name or a list of names; `cache_valid_time` is whole
+//!   seconds or a duration like `timeout`'s. `user`'s and `group`'s `uid`/`gid` are a
+//!   YAML integer or a string of digits (or a template); names, paths, comments and key
+//!   lines written literally are checked here, templates once they render. Parameters
+//!   that cannot apply are refused (`shell` with `state: absent`, `remove` without it,
+//!   `append` without `groups`, `cache_valid_time` with `state: absent`).
 //! - A step without `name` is named after its module. `when:` conditions and templates
 //!   are kept as written: a malformed one does not stop parsing (it fails open at run
 //!   time); lint reports it.

@@ -6,14 +6,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::index::{join_key, Index};
-use super::raw::{RawModule, RawNumberOrText, RawPlan, RawSchedule, RawStep, Words};
-use crate::model::{
-    BatchSize, CopySource, FileSchedule, HealthCheck, InputDef, LineInFileArgs, ModelError, Module,
-    Plan, Rollout, Step, Targets, Value,
+use super::raw::{
+    OneOrMany, RawGroup, RawModule, RawNumberOrText, RawPackage, RawPlan, RawSchedule, RawStep,
+    RawUser, Words,
 };
+use crate::model::{
+    BatchSize, CopySource, FileSchedule, GroupArgs, HealthCheck, InputDef, LineInFileArgs,
+    ModelError, Module, PackageArgs, PackageManager, PackageState, Plan, Presence, Rollout, Step,
+    Targets, UserArgs, Value,
+};
+use crate::modules::{accounts, package};
 
 /// The module names, as written in plan files.
-pub const MODULES: [&str; 8] = [
+pub const MODULES: [&str; 11] = [
     "command",
     "shell",
     "script",
@@ -22,6 +27,9 @@ pub const MODULES: [&str; 8] = [
     "file.template",
     "file.directory",
     "file.absent",
+    "package",
+    "user",
+    "group",
 ];
 
 /// A step's keys other than its module.
@@ -657,6 +665,293 @@ fn validate_module(
             path: required(ix, mp, "file.absent", "path", r.path)?,
         },
         RawModule::Flush(_) => Module::FlushHandlers,
+        RawModule::Package(r) => Module::Package(validate_package(ix, mp, r)?),
+        RawModule::User(r) => Module::User(validate_user(ix, mp, r)?),
+        RawModule::Group(r) => Module::Group(validate_group(ix, mp, r)?),
+    })
+}
+
+/// Whether a parameter is a template (checked once rendered, per host).
+fn is_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%")
+}
+
+/// A literal value checked by `check` now; a template is checked when it renders.
+fn checked(
+    ix: &Index,
+    path: &str,
+    value: &str,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Result<(), ModelError> {
+    if value.is_empty() {
+        let field = path.rsplit(['.']).next().unwrap_or(path);
+        return Err(ix.err_value(path, format!("`{field}` is empty")));
+    }
+    if is_template(value) {
+        return Ok(());
+    }
+    check(value).map_err(|m| ix.err_value(path, m))
+}
+
+/// `state:` among `allowed` (the first is the default).
+fn state_of<'a>(
+    ix: &Index,
+    mp: &str,
+    v: Option<String>,
+    allowed: &[&'a str],
+) -> Result<&'a str, ModelError> {
+    let Some(v) = v else {
+        return Ok(allowed[0]);
+    };
+    allowed.iter().find(|a| **a == v).copied().ok_or_else(|| {
+        let list: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+        let (last, rest) = list.split_last().map_or(("", &[][..]), |(l, r)| (l, r));
+        ix.err_value(
+            &join_key(mp, "state"),
+            format!("state must be {} or {last}, not `{v}`", rest.join(", ")),
+        )
+    })
+}
+
+/// A uid or gid: a YAML integer, a string of digits, or a template that renders to one.
+fn numeric_id(
+    ix: &Index,
+    mp: &str,
+    field: &str,
+    v: Option<RawNumberOrText>,
+) -> Result<Option<String>, ModelError> {
+    let path = join_key(mp, field);
+    match v {
+        None => Ok(None),
+        Some(RawNumberOrText::Number(n)) => {
+            if n.fract() == 0.0 && (0.0..f64::from(u32::MAX)).contains(&n) {
+                Ok(Some(format!("{n:.0}")))
+            } else {
+                Err(ix.err_value(
+                    &path,
+                    format!("`{field}` must be a whole number from 0 to 4294967294, not {n}"),
+                ))
+            }
+        }
+        Some(RawNumberOrText::Text(s)) => {
+            checked(ix, &path, &s, |t| accounts::parse_id(field, t).map(|_| ()))?;
+            Ok(Some(s))
+        }
+    }
+}
+
+/// Refuses `fields` (given, i.e. `Some`) that do not apply with state absent.
+fn absent_refuses(
+    ix: &Index,
+    mp: &str,
+    module: &str,
+    given: &[(&str, bool)],
+    keeps: &str,
+) -> Result<(), ModelError> {
+    match given.iter().find(|(_, g)| *g) {
+        Some((field, _)) => Err(ix.err_key(
+            &join_key(mp, field),
+            format!("`{field}` does not apply with state absent ({module} with state absent takes {keeps})"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn validate_package(ix: &Index, mp: &str, r: RawPackage) -> Result<PackageArgs, ModelError> {
+    let state = match state_of(ix, mp, r.state, &["present", "absent", "latest"])? {
+        "absent" => PackageState::Absent,
+        "latest" => PackageState::Latest,
+        _ => PackageState::Present,
+    };
+    let name_path = join_key(mp, "name");
+    let names = match r.name {
+        None => return Err(ix.err_key(mp, "package needs `name` (a name or a list of names)")),
+        Some(OneOrMany::One(n)) => {
+            checked(ix, &name_path, &n, package::check_name)?;
+            vec![n]
+        }
+        Some(OneOrMany::Many(v)) => {
+            if v.is_empty() {
+                return Err(ix.err_value(&name_path, "`name` is an empty list"));
+            }
+            for (i, n) in v.iter().enumerate() {
+                checked(ix, &format!("{name_path}[{i}]"), n, package::check_name)?;
+            }
+            v
+        }
+    };
+    let manager = match r.manager.as_deref() {
+        None | Some("auto") => PackageManager::Auto,
+        Some("apt") => PackageManager::Apt,
+        Some("dnf") => PackageManager::Dnf,
+        Some(other) => {
+            return Err(ix.err_value(
+                &join_key(mp, "manager"),
+                format!("manager must be `auto`, `apt` or `dnf`, not `{other}`"),
+            ))
+        }
+    };
+    let cache_path = join_key(mp, "cache_valid_time");
+    let cache_valid_time = match r.cache_valid_time {
+        None => None,
+        Some(_) if state == PackageState::Absent => {
+            return Err(ix.err_key(
+                &cache_path,
+                "`cache_valid_time` does not apply with state absent (nothing is installed)",
+            ))
+        }
+        Some(RawNumberOrText::Number(n))
+            if n >= 0.0 && n.fract() == 0.0 && Duration::try_from_secs_f64(n).is_ok() =>
+        {
+            Duration::try_from_secs_f64(n).ok()
+        }
+        Some(RawNumberOrText::Text(t)) if parse_duration(&t).is_some() => parse_duration(&t),
+        Some(RawNumberOrText::Number(n)) => {
+            return Err(ix.err_value(
+                &cache_path,
+                format!(
+                "bad cache_valid_time `{n}`: write whole seconds (3600) or a duration like 1h, 30m"
+            ),
+            ))
+        }
+        Some(RawNumberOrText::Text(t)) => {
+            return Err(ix.err_value(
+                &cache_path,
+                format!(
+                "bad cache_valid_time `{t}`: write whole seconds (3600) or a duration like 1h, 30m"
+            ),
+            ))
+        }
+    };
+    Ok(PackageArgs {
+        names,
+        state,
+        cache_valid_time,
+        manager,
+    })
+}
+
+fn validate_group(ix: &Index, mp: &str, r: RawGroup) -> Result<GroupArgs, ModelError> {
+    let state = match state_of(ix, mp, r.state, &["present", "absent"])? {
+        "absent" => Presence::Absent,
+        _ => Presence::Present,
+    };
+    let name = r.name.ok_or_else(|| ix.err_key(mp, "group needs `name`"))?;
+    checked(ix, &join_key(mp, "name"), &name, |n| {
+        accounts::check_name("group", n)
+    })?;
+    if state == Presence::Absent {
+        absent_refuses(
+            ix,
+            mp,
+            "group",
+            &[("gid", r.gid.is_some()), ("system", r.system.is_some())],
+            "only `name`",
+        )?;
+    }
+    Ok(GroupArgs {
+        name,
+        state,
+        gid: numeric_id(ix, mp, "gid", r.gid)?,
+        system: r.system.unwrap_or(false),
+    })
+}
+
+fn validate_user(ix: &Index, mp: &str, r: RawUser) -> Result<UserArgs, ModelError> {
+    let state = match state_of(ix, mp, r.state, &["present", "absent"])? {
+        "absent" => Presence::Absent,
+        _ => Presence::Present,
+    };
+    let name = r.name.ok_or_else(|| ix.err_key(mp, "user needs `name`"))?;
+    checked(ix, &join_key(mp, "name"), &name, |n| {
+        accounts::check_name("user", n)
+    })?;
+    match state {
+        Presence::Absent => absent_refuses(
+            ix,
+            mp,
+            "user",
+            &[
+                ("uid", r.uid.is_some()),
+                ("group", r.group.is_some()),
+                ("groups", r.groups.is_some()),
+                ("append", r.append.is_some()),
+                ("shell", r.shell.is_some()),
+                ("home", r.home.is_some()),
+                ("create_home", r.create_home.is_some()),
+                ("system", r.system.is_some()),
+                ("comment", r.comment.is_some()),
+                ("authorized_keys", r.authorized_keys.is_some()),
+            ],
+            "`name` and `remove`",
+        )?,
+        Presence::Present => {
+            if r.remove.is_some() {
+                return Err(ix.err_key(
+                    &join_key(mp, "remove"),
+                    "`remove` applies only with state absent",
+                ));
+            }
+        }
+    }
+    if r.append.is_some() && r.groups.is_none() {
+        return Err(ix.err_key(&join_key(mp, "append"), "`append` needs `groups`"));
+    }
+    let group = match r.group {
+        None => None,
+        Some(RawNumberOrText::Number(n)) => {
+            numeric_id(ix, mp, "group", Some(RawNumberOrText::Number(n)))?
+        }
+        Some(RawNumberOrText::Text(g)) => {
+            checked(ix, &join_key(mp, "group"), &g, |g| {
+                accounts::check_group_ref(g)
+            })?;
+            Some(g)
+        }
+    };
+    if let Some(groups) = &r.groups {
+        for (i, g) in groups.iter().enumerate() {
+            checked(ix, &format!("{}[{i}]", join_key(mp, "groups")), g, |g| {
+                accounts::check_group_ref(g)
+            })?;
+        }
+    }
+    for (field, v) in [("shell", &r.shell), ("home", &r.home)] {
+        if let Some(v) = v {
+            checked(ix, &join_key(mp, field), v, |p| {
+                accounts::check_path(field, p)
+            })?;
+        }
+    }
+    if let Some(c) = &r.comment {
+        if !is_template(c) {
+            accounts::check_comment(c).map_err(|m| ix.err_value(&join_key(mp, "comment"), m))?;
+        }
+    }
+    if let Some(keys) = &r.authorized_keys {
+        for (i, k) in keys.iter().enumerate() {
+            checked(
+                ix,
+                &format!("{}[{i}]", join_key(mp, "authorized_keys")),
+                k,
+                accounts::check_key_line,
+            )?;
+        }
+    }
+    Ok(UserArgs {
+        name,
+        state,
+        uid: numeric_id(ix, mp, "uid", r.uid)?,
+        group,
+        groups: r.groups,
+        append: r.append.unwrap_or(false),
+        shell: r.shell,
+        home: r.home,
+        create_home: r.create_home.unwrap_or(true),
+        system: r.system.unwrap_or(false),
+        comment: r.comment,
+        authorized_keys: r.authorized_keys,
+        remove: r.remove.unwrap_or(false),
     })
 }
 

@@ -99,6 +99,9 @@ pub(super) enum RawModule {
     Absent(RawAbsent),
     /// `flush: handlers` (the value as written).
     Flush(String),
+    Package(RawPackage),
+    User(RawUser),
+    Group(RawGroup),
 }
 
 impl<'de> Deserialize<'de> for RawStep {
@@ -165,6 +168,9 @@ impl<'de> Deserialize<'de> for RawStep {
                         "file.template" => RawModule::Template(map.next_value()?),
                         "file.directory" => RawModule::Directory(map.next_value()?),
                         "file.absent" => RawModule::Absent(map.next_value()?),
+                        "package" => RawModule::Package(map.next_value()?),
+                        "user" => RawModule::User(map.next_value()?),
+                        "group" => RawModule::Group(map.next_value()?),
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                             s.unknown.push(key);
@@ -415,6 +421,80 @@ pub(super) struct RawDirectory {
 )]
 pub(super) struct RawAbsent {
     pub(super) path: Option<String>,
+}
+
+/// A name, or a list of names (`package`'s `name`).
+pub(super) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OneOrMany;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a name or a list of names")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<OneOrMany, E> {
+                Ok(OneOrMany::One(v.to_string()))
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<OneOrMany, S::Error> {
+                let mut out = Vec::new();
+                while let Some(w) = seq.next_element::<String>()? {
+                    out.push(w);
+                }
+                Ok(OneOrMany::Many(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "package's parameters: a mapping with name"
+)]
+pub(super) struct RawPackage {
+    pub(super) name: Option<OneOrMany>,
+    pub(super) state: Option<String>,
+    pub(super) cache_valid_time: Option<RawNumberOrText>,
+    pub(super) manager: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "user's parameters: a mapping with name"
+)]
+pub(super) struct RawUser {
+    pub(super) name: Option<String>,
+    pub(super) state: Option<String>,
+    pub(super) uid: Option<RawNumberOrText>,
+    pub(super) group: Option<RawNumberOrText>,
+    pub(super) groups: Option<Vec<String>>,
+    pub(super) append: Option<bool>,
+    pub(super) shell: Option<String>,
+    pub(super) home: Option<String>,
+    pub(super) create_home: Option<bool>,
+    pub(super) system: Option<bool>,
+    pub(super) comment: Option<String>,
+    pub(super) authorized_keys: Option<Vec<String>>,
+    pub(super) remove: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "group's parameters: a mapping with name"
+)]
+pub(super) struct RawGroup {
+    pub(super) name: Option<String>,
+    pub(super) state: Option<String>,
+    pub(super) gid: Option<RawNumberOrText>,
+    pub(super) system: Option<bool>,
 }
 
 #[derive(Deserialize)]
