@@ -184,6 +184,7 @@ fn the_spec_inventory_parses_to_the_expected_model() {
         identity_file: Some(home.join(".ssh/id_ed25519")),
         known_hosts: Some(home.join(".ssh/known_hosts")),
         host_key: None,
+        proxy_jump: None,
     };
     let expected = Inventory {
         environments: BTreeMap::from([

@@ -272,6 +272,8 @@ fn engine_host(h: HostInfo) -> Host {
         identity_file: h.identity_file.as_deref().map(expand_home),
         known_hosts: h.known_hosts.as_deref().map(expand_home),
         host_key: h.host_key,
+        // The server keeps no bastions: its hosts are reached directly.
+        proxy_jump: None,
     }
 }
 
