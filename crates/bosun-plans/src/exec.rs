@@ -3,6 +3,8 @@
 //! - One connection per host, opened when the host first runs a step and reused for the
 //!   rest of the run; at most `forks` hosts work at once. A host that cannot connect
 //!   fails that step with the connection's error (and every later step it reaches).
+//!   Hosts behind one bastion (`proxy_jump`) share one connection to it
+//!   ([`connection::Jumps`]), closed with the last of them.
 //! - **Host facts** ([`facts`]): before the first step on a host whose `when:` or
 //!   templates (a `file.template`'s `src` file included) refer to `host.facts`, the host's
 //!   facts are gathered with one command and kept in its scope for the rest of the run
@@ -39,7 +41,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::condition::{self, Decision};
-use crate::connection::{self, ConnectOptions, Connection, OutputTap, Stream};
+use crate::connection::{self, ConnectOptions, Connection, Jumps, OutputTap, Stream};
 use crate::facts;
 use crate::live::{self, OutputLine};
 use crate::model::{Host, Inventory, Plan, Step, Value};
@@ -416,6 +418,7 @@ pub async fn run(
     // Which steps refer to `host.facts`: a run with none never gathers them.
     let needs_facts: Vec<bool> = plan.steps.iter().map(facts::step_needs_facts).collect();
     let forks = options.forks.max(1);
+    let jumps = Jumps::new();
     // Live output of the hosts at work, to `progress` from this task (bounded per step
     // and host by `live::Lines`).
     let (live_tx, mut live_rx) = mpsc::unbounded_channel::<OutputLine>();
@@ -461,6 +464,7 @@ pub async fn run(
                 halting: &halting,
                 live: &live_tx,
                 needs_facts: needs_facts.get(index).copied().unwrap_or(false),
+                jumps: &jumps,
             };
             let ctx = &ctx;
             // Collected first: a lazy `map` kept inside the stream would make this future
@@ -605,6 +609,8 @@ struct StepCtx<'a> {
     live: &'a mpsc::UnboundedSender<OutputLine>,
     /// The step refers to `host.facts` (gathered before it runs, if not yet).
     needs_facts: bool,
+    /// The run's bastion connections, shared by the hosts behind them.
+    jumps: &'a Jumps,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -740,16 +746,18 @@ async fn connect(
     match &h.conn {
         ConnState::Open(c) => Ok(Arc::clone(c)),
         ConnState::Failed(e) => Err(ModuleError::Remote(e.clone())),
-        ConnState::NotOpened => match connection::open(h.host, &ctx.options.connect).await {
-            Ok(c) => {
-                h.conn = ConnState::Open(Arc::clone(&c));
-                Ok(c)
+        ConnState::NotOpened => {
+            match connection::open_via(h.host, &ctx.options.connect, ctx.jumps).await {
+                Ok(c) => {
+                    h.conn = ConnState::Open(Arc::clone(&c));
+                    Ok(c)
+                }
+                Err(e) => {
+                    h.conn = ConnState::Failed(e.to_string());
+                    Err(ModuleError::Connection(e))
+                }
             }
-            Err(e) => {
-                h.conn = ConnState::Failed(e.to_string());
-                Err(ModuleError::Connection(e))
-            }
-        },
+        }
     }
 }
 
