@@ -135,9 +135,10 @@ impl Report {
     fn fail(&mut self, name: &'static str, detail: impl Into<String>) {
         self.push(name, StageStatus::Failed, detail.into());
         let what = self.stages.last().map(Stage::label).unwrap_or_default();
-        for (bastion, later) in self.planned[self.stages.len()..].to_vec() {
+        let from = self.stages.len();
+        for (bastion, later) in &self.planned[from..] {
             self.stages.push(Stage {
-                bastion,
+                bastion: bastion.clone(),
                 name: later,
                 status: StageStatus::Skipped,
                 detail: format!("not checked: {what} failed"),

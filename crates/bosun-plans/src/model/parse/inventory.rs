@@ -274,7 +274,7 @@ fn resolve_jumps(
     Ok(built
         .into_iter()
         .zip(hosts)
-        .map(|(b, h)| b.map_or(h, |b| Arc::unwrap_or_clone(b)))
+        .map(|(b, h)| b.map_or(h, Arc::unwrap_or_clone))
         .collect())
 }
 
