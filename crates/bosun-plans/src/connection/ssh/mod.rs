@@ -71,10 +71,10 @@
 //! host; the hosts of a run behind one bastion share its connection ([`jump`]).
 //!
 //! The parts: `connect.rs` (the stages of a connection, which the host check runs one
-//! by one), `jump.rs` (bastions), `host_keys.rs` (host key verification), `command.rs` (the remote command
-//! line), `session.rs` (the remote shell and its framing), `output.rs` (reading a
-//! command's channel), `stop.rs` (stopping a command) and `local_user.rs` (the local
-//! user's name and home folder).
+//! by one), `jump.rs` (bastions), `host_keys.rs` (host key verification), `command.rs`
+//! (the remote command line), `session.rs` (the remote shell and its framing),
+//! `output.rs` (reading a command's channel), `stop.rs` (stopping a command) and
+//! `local_user.rs` (the local user's name and home folder).
 
 mod command;
 mod connect;
