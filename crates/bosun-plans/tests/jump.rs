@@ -277,8 +277,15 @@ async fn a_chain_of_two_bastions_is_followed_hop_by_hop() {
         assert_eq!(lab.sshd(name).logins(), 1, "{name}\n{}", lab.logs());
         assert_eq!(lab.sshd(name).connections(), 1, "{name}");
     }
+    let logins = |name: &str| lab.sshd(name).logins();
     // Closing the connection closes both bastions' too.
     conn.close().await;
+    lab.wait_all_closed();
+    // So does dropping it unclosed (a cancelled run).
+    let conn = connect(&lab, host(&inv, "target")).await;
+    run_ok(&conn, &shell("true")).await;
+    assert_eq!(lab.sshd("b1").connections(), 1);
+    drop(conn);
     lab.wait_all_closed();
 
     // b2 refuses to forward: the target's channel fails, naming b2 and the target.
@@ -325,7 +332,7 @@ async fn a_chain_of_two_bastions_is_followed_hop_by_hop() {
         )),
         "{err}"
     );
-    assert_eq!(lab.sshd("target").logins(), 1, "{}", lab.logs());
+    assert_eq!(logins("target"), 2, "{}", lab.logs());
     // Nothing stays open after the failures either.
     lab.wait_all_closed();
 }
