@@ -3,6 +3,8 @@
 //! - One connection per host, opened when the host first runs a step and reused for the
 //!   rest of the run; at most `forks` hosts work at once. A host that cannot connect
 //!   fails that step with the connection's error (and every later step it reaches).
+//!   Hosts behind one bastion (`proxy_jump`) share one connection to it
+//!   ([`connection::Jumps`]), closed with the last of them.
 //! - **Host facts** ([`facts`]): before the first step on a host whose `when:` or
 //!   templates (a `file.template`'s `src` file included) refer to `host.facts`, the host's
 //!   facts are gathered with one command and kept in its scope for the rest of the run
@@ -52,7 +54,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::condition::{self, Decision};
-use crate::connection::{self, ConnectOptions, Connection, OutputTap, Stream};
+use crate::connection::{self, ConnectOptions, Connection, Jumps, OutputTap, Stream};
 use crate::facts;
 use crate::live::{self, OutputLine};
 use crate::model::{Host, Inventory, Plan, Step, Value};
@@ -560,6 +562,7 @@ pub async fn run(
         hosts,
         report,
         entries: BTreeMap::new(),
+        jumps: Jumps::new(),
         live_tx,
         live_rx,
         progress,
@@ -614,6 +617,8 @@ struct Executor<'a, P: FnMut(Event)> {
     report: RunReport,
     /// The report's entries, in the order they are shown.
     entries: BTreeMap<EntryKey, StepReport>,
+    /// The run's bastion connections, shared by the hosts behind them.
+    jumps: Jumps,
     live_tx: mpsc::UnboundedSender<OutputLine>,
     live_rx: mpsc::UnboundedReceiver<OutputLine>,
     progress: P,
@@ -1171,6 +1176,7 @@ impl<'a, P: FnMut(Event)> Executor<'a, P> {
             halt_on_failure: self.plan.rollout.max_fail_percentage.is_none(),
             live: &self.live_tx,
             needs_facts: facts::step_needs_facts(stage.step),
+            jumps: &self.jumps,
         };
         let ctx = &ctx;
         let mut out: Vec<(usize, HostResult, Vec<String>)> = Vec::with_capacity(hosts.len());
@@ -1297,6 +1303,8 @@ struct StepCtx<'a> {
     live: &'a mpsc::UnboundedSender<OutputLine>,
     /// The step refers to `host.facts` (gathered before it runs, if not yet).
     needs_facts: bool,
+    /// The run's bastion connections, shared by the hosts behind them.
+    jumps: &'a Jumps,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -1429,16 +1437,18 @@ async fn connect(
     match &h.conn {
         ConnState::Open(c) => Ok(Arc::clone(c)),
         ConnState::Failed(e) => Err(ModuleError::Remote(e.clone())),
-        ConnState::NotOpened => match connection::open(h.host, &ctx.options.connect).await {
-            Ok(c) => {
-                h.conn = ConnState::Open(Arc::clone(&c));
-                Ok(c)
+        ConnState::NotOpened => {
+            match connection::open_via(h.host, &ctx.options.connect, ctx.jumps).await {
+                Ok(c) => {
+                    h.conn = ConnState::Open(Arc::clone(&c));
+                    Ok(c)
+                }
+                Err(e) => {
+                    h.conn = ConnState::Failed(e.to_string());
+                    Err(ModuleError::Connection(e))
+                }
             }
-            Err(e) => {
-                h.conn = ConnState::Failed(e.to_string());
-                Err(ModuleError::Connection(e))
-            }
-        },
+        }
     }
 }
 

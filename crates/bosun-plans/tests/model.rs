@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bosun_plans::model::{
     lint, parse_inventory, parse_plan, ConnectionKind, CopySource, Environment, FileSchedule, Host,
-    InputDef, Inventory, LineInFileArgs, Location, Module, Plan, Targets,
+    InputDef, Inventory, LineInFileArgs, Location, Module, Plan, Targets, MAX_JUMPS,
 };
 use serde_json::json;
 
@@ -189,6 +189,7 @@ fn the_spec_inventory_parses_to_the_expected_model() {
         identity_file: Some(home.join(".ssh/id_ed25519")),
         known_hosts: Some(home.join(".ssh/known_hosts")),
         host_key: None,
+        proxy_jump: None,
     };
     let expected = Inventory {
         environments: BTreeMap::from([
@@ -744,6 +745,141 @@ fn inventory_errors_name_line_and_column() {
         "1:8",
         "hosts: invalid type: sequence, expected a mapping",
     );
+}
+
+#[test]
+fn proxy_jump_resolves_to_the_bastion_chain_and_defaults_skip_the_bastion() {
+    let inv = inventory(
+        "defaults: { user: ops, proxy_jump: edge }
+hosts:
+  outer: { address: 192.0.2.1, user: jump, port: 2201, proxy_jump: none }
+  edge: { address: 10.0.0.1, proxy_jump: outer }
+  web-1: { address: 10.0.1.1 }
+  web-2: { address: 10.0.1.2, proxy_jump: outer }
+  direct: { proxy_jump: none }
+  build: { connection: local }
+",
+    );
+    let host = |name: &str| inv.hosts.iter().find(|h| h.name == name).unwrap();
+    let jumps = |name: &str| -> Vec<&str> {
+        host(name)
+            .jump_chain()
+            .iter()
+            .map(|h| h.name.as_str())
+            .collect()
+    };
+    // The default bastion is reached through its own proxy_jump, never through itself
+    // (and `outer`, which it goes through, says `none`: with the default it would be a
+    // cycle).
+    assert_eq!(jumps("edge"), ["outer"]);
+    assert_eq!(jumps("outer"), Vec::<&str>::new());
+    // web-1 inherits the default: outer first, then edge.
+    assert_eq!(jumps("web-1"), ["outer", "edge"]);
+    assert_eq!(jumps("web-2"), ["outer"]);
+    // `none` connects directly; a local host is this machine.
+    assert!(host("direct").proxy_jump.is_none());
+    assert!(host("build").proxy_jump.is_none());
+    // The bastion carries its own settings (the host's own, defaults applied).
+    let bastion = host("web-1").proxy_jump.clone().unwrap();
+    assert_eq!(
+        (bastion.name.as_str(), bastion.address.as_str()),
+        ("edge", "10.0.0.1")
+    );
+    assert_eq!(bastion.user.as_deref(), Some("ops"));
+    let outer = bastion.proxy_jump.clone().unwrap();
+    assert_eq!(
+        (outer.address.as_str(), outer.port, outer.user.as_deref()),
+        ("192.0.2.1", 2201, Some("jump"))
+    );
+    assert_eq!(*outer, *host("outer"));
+}
+
+#[test]
+fn proxy_jump_errors_name_line_and_column() {
+    assert_err(
+        inv_err("hosts:\n  web-1: { proxy_jump: bastoin }\n  bastion: {}\n"),
+        "2:24",
+        "`proxy_jump` names no host of this inventory: `bastoin`",
+    );
+    // Inherited: the error is at the default.
+    assert_err(
+        inv_err("defaults:\n  proxy_jump: gone\nhosts:\n  web-1: {}\n"),
+        "2:15",
+        "`proxy_jump` names no host of this inventory: `gone`",
+    );
+    assert_err(
+        inv_err("hosts:\n  a: { proxy_jump: b }\n  b: { proxy_jump: c }\n  c: { proxy_jump: a }\n"),
+        "4:20",
+        "`proxy_jump` goes round in a cycle: a → b → c → a",
+    );
+    assert_err(
+        inv_err("defaults:\n  proxy_jump: b\nhosts:\n  a: {}\n  b: { proxy_jump: a }\n"),
+        "5:20",
+        "`proxy_jump` goes round in a cycle: a → b → a",
+    );
+    // A cycle closed by the default says how to step out of it.
+    assert_err(
+        inv_err("defaults:\n  proxy_jump: b\nhosts:\n  b: { proxy_jump: a }\n  a: {}\n"),
+        "2:15",
+        "write `proxy_jump: none` on a host that is reached directly",
+    );
+    assert_err(
+        inv_err("hosts:\n  a: { proxy_jump: a }\n"),
+        "2:20",
+        "host `a` cannot jump through itself",
+    );
+    assert_err(
+        inv_err("hosts:\n  a: { connection: local, proxy_jump: b }\n  b: {}\n"),
+        "2:39",
+        "a host with `connection: local` is this machine: it has no `proxy_jump`",
+    );
+    assert_err(
+        inv_err("hosts:\n  a: { proxy_jump: b }\n  b: { connection: local }\n"),
+        "2:20",
+        "`proxy_jump` names `b`, which has `connection: local`: a bastion is an ssh host",
+    );
+    assert_err(
+        inv_err("hosts:\n  a: { proxy_jump: '' }\n"),
+        "2:20",
+        "`proxy_jump` is empty",
+    );
+    // At most MAX_JUMPS bastions: h0 ← h1 ← … ; h9 is reached through 9.
+    let mut text = String::from("hosts:\n  h0: {}\n");
+    for i in 1..=MAX_JUMPS + 1 {
+        text.push_str(&format!("  h{i}: {{ proxy_jump: h{} }}\n", i - 1));
+    }
+    let ok = inventory(&text.replace(
+        &format!("  h{}: {{ proxy_jump: h{} }}\n", MAX_JUMPS + 1, MAX_JUMPS),
+        "",
+    ));
+    assert_eq!(ok.hosts.last().unwrap().jump_chain().len(), MAX_JUMPS);
+    assert_err(
+        inv_err(&text),
+        &format!("{}:21", MAX_JUMPS + 3),
+        &format!(
+            "host `h{}` is reached through more than {MAX_JUMPS} bastions",
+            MAX_JUMPS + 1
+        ),
+    );
+    assert_err(
+        inv_err("defaults:\n  proxy_jump: 7\n  nope: 1\nhosts: {}\n"),
+        "3:3",
+        "unknown field `nope`",
+    );
+}
+
+#[test]
+fn a_long_proxy_jump_chain_file_is_refused_without_deep_recursion() {
+    // 20,000 hosts each jumping through the one before: refused at the first host past
+    // the limit, in linear time and without recursion.
+    let mut text = String::from("hosts:\n  h0: {}\n");
+    for i in 1..20_000 {
+        text.push_str(&format!("  h{i}: {{ proxy_jump: h{} }}\n", i - 1));
+    }
+    let started = std::time::Instant::now();
+    let e = parse_inventory(Path::new("i.yaml"), &text).unwrap_err();
+    assert!(e.message.contains("more than"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 const LINT_PLAN: &str = r#"name: l

@@ -15,6 +15,8 @@
 //!   the `@octokit/webhooks-examples` npm package.
 //! - [`tmpfs`]: a small filesystem of the test's own, to fill up.
 //! - [`postgres`]: the PostgreSQL test server and scratch databases on it.
+//! - [`netns`]: network namespaces of a test's own, joined by veth pairs: hosts the test
+//!   itself cannot reach.
 //!
 //! Everything is a plain sync API: servers run on their own thread with their own tokio
 //! runtime, so callers may be sync tests or tokio tests alike.
@@ -26,6 +28,7 @@
 pub mod git;
 pub mod github;
 pub mod keys;
+pub mod netns;
 pub mod postgres;
 pub mod sshd;
 pub mod tls;

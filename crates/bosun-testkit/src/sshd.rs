@@ -29,6 +29,12 @@
 //!
 //! sshd's `MaxSessions` is left at its default (10 channels per connection), like a real
 //! host, so a client that opens more concurrent channels must queue them.
+//!
+//! An sshd can run inside a network namespace of the test's own
+//! ([`SshdOptions::netns`], see [`crate::netns`]), listening on an address of that
+//! namespace ([`SshdOptions::listen`]) on port [`NETNS_PORT`]: a host the test process
+//! itself cannot reach unless it joins a namespace linked to it. Such an sshd is ready
+//! when its log says it listens (the test cannot connect to it to find out).
 
 use std::fs;
 use std::io::Write as _;
@@ -39,6 +45,10 @@ use std::time::{Duration, Instant};
 
 /// Where Debian's `openssh-server` puts sshd.
 pub const SSHD: &str = "/usr/sbin/sshd";
+
+/// The port of an sshd in a network namespace (the namespace is the test's own: nothing
+/// else listens there).
+pub const NETNS_PORT: u16 = 2222;
 
 /// Key types [`keygen`] can make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,13 +257,20 @@ pub struct SshdOptions {
     /// The host's folder and authorized keys are then made readable by everyone (the
     /// keys are public): sshd reads them as the user. See [`ensure_sudo_user`].
     pub login_user: Option<String>,
+    /// Run sshd inside this network namespace (a [`crate::netns::NetNs`]'s name), on
+    /// port [`NETNS_PORT`].
+    pub netns: Option<String>,
+    /// The address sshd listens on: `127.0.0.1` unless given (in a namespace, one of its
+    /// own addresses).
+    pub listen: Option<String>,
 }
 
-/// A running sshd on `127.0.0.1`; killed on drop.
+/// A running sshd (on `127.0.0.1` unless [`SshdOptions`] say otherwise); killed on drop.
 #[derive(Debug)]
 pub struct SshdHost {
     dir: PathBuf,
     child: Option<Child>,
+    address: String,
     port: u16,
     user: String,
     client_key: KeyPair,
@@ -310,18 +327,34 @@ impl SshdHost {
             }
         };
 
+        let address = options
+            .listen
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1".to_string());
         let mut last_log = String::new();
         for _attempt in 0..10 {
-            let port = free_port();
+            let port = if options.netns.is_some() {
+                NETNS_PORT
+            } else {
+                free_port()
+            };
             let config = dir.join("sshd_config");
             fs::write(
                 &config,
-                config_text(&dir, port, &authorized, &host_key, &options),
+                config_text(&dir, &address, port, &authorized, &host_key, &options),
             )
             .unwrap();
             let log_path = dir.join("sshd.log");
             let log = fs::File::create(&log_path).unwrap();
-            let mut child = Command::new(SSHD)
+            let mut command = match &options.netns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns, SSHD]);
+                    c
+                }
+                None => Command::new(SSHD),
+            };
+            let mut child = command
                 .arg("-D")
                 .arg("-e")
                 .arg("-f")
@@ -331,12 +364,17 @@ impl SshdHost {
                 .stderr(Stdio::from(log))
                 .spawn()
                 .unwrap_or_else(|e| panic!("starting {SSHD}: {e}"));
-            match wait_listening(&mut child, port) {
+            let listening = match options.netns {
+                Some(_) => wait_logged_listening(&mut child, &log_path),
+                None => wait_listening(&mut child, port),
+            };
+            match listening {
                 Ok(()) => {
                     let known_hosts = dir.join("known_hosts");
                     let host = SshdHost {
                         dir,
                         child: Some(child),
+                        address,
                         port,
                         user,
                         client_key,
@@ -361,18 +399,19 @@ impl SshdHost {
         panic!("sshd could not bind a free port after 10 attempts; last log:\n{last_log}");
     }
 
-    /// `127.0.0.1`.
+    /// The address sshd listens on: `127.0.0.1`, or [`SshdOptions::listen`].
     pub fn address(&self) -> &str {
-        "127.0.0.1"
+        &self.address
     }
 
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `ADDRESS:PORT`.
     pub fn socket_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        let ip: std::net::IpAddr = self.address.parse().expect("sshd listens on an IP address");
+        SocketAddr::new(ip, self.port)
     }
 
     /// The user sessions log in as: the user running the tests, or
@@ -428,6 +467,33 @@ impl SshdHost {
     /// sshd's log so far.
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default()
+    }
+
+    /// How many logins sshd has accepted so far (its log's `Accepted publickey` lines).
+    pub fn logins(&self) -> usize {
+        self.log().matches("Accepted publickey for ").count()
+    }
+
+    /// How many connections sshd is serving now: its live child processes (one per
+    /// connection; each ends when its connection does).
+    pub fn connections(&self) -> usize {
+        let Some(pid) = self.child.as_ref().map(Child::id) else {
+            return 0;
+        };
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|e| fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                // `pid (comm) state ppid …`: comm may hold spaces, so read after `)`.
+                let mut rest = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+                let state = rest.next();
+                let ppid = rest.next().and_then(|p| p.parse::<u32>().ok());
+                ppid == Some(pid) && state != Some("Z")
+            })
+            .count()
     }
 
     /// Stops sshd (sessions already running go on until they end). Idempotent.
@@ -506,6 +572,7 @@ impl SshdFleet {
 
 fn config_text(
     dir: &Path,
+    address: &str,
     port: u16,
     authorized: &Path,
     host_key: &KeyPair,
@@ -513,7 +580,7 @@ fn config_text(
 ) -> String {
     let mut text = format!(
         "Port {port}\n\
-         ListenAddress 127.0.0.1\n\
+         ListenAddress {address}\n\
          HostKey {host_key}\n\
          PidFile {pid}\n\
          AuthorizedKeysFile {authorized}\n\
@@ -572,6 +639,23 @@ fn wait_listening(child: &mut Child, port: u16) -> Result<(), String> {
             return Err(format!(
                 "port {port} did not accept SSH connections in 10 s"
             ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until sshd's log says it listens (for an sshd the test cannot connect to).
+fn wait_logged_listening(child: &mut Child, log: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if fs::read_to_string(log).is_ok_and(|l| l.contains("Server listening on ")) {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("sshd exited: {status}"));
+        }
+        if Instant::now() > deadline {
+            return Err("sshd did not say it listens in 10 s".into());
         }
         std::thread::sleep(Duration::from_millis(20));
     }

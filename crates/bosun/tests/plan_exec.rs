@@ -506,6 +506,93 @@ fn host_check_reports_stages() {
     );
 }
 
+/// `bosun host check` of a host behind a bastion: the bastion's stages first, named after
+/// it, in the table and the JSON; a bastion whose key is wrong fails the check, and the
+/// verdict names it.
+#[test]
+fn host_check_shows_the_bastion_s_stages_and_names_the_hop_that_broke() {
+    use bosun_testkit::sshd::{keygen, require_sshd, KeyType, SshdFleet};
+    if !require_sshd() {
+        return;
+    }
+    let fleet = SshdFleet::start(2);
+    let dir = tempfile::tempdir().unwrap();
+    let stranger = keygen(&dir.path().join("stranger"), KeyType::Ed25519).public_key();
+    let inventory = |bastion_extra: &str| {
+        let [bastion, target] = fleet.hosts() else {
+            unreachable!()
+        };
+        let line = |name: &str, h: &bosun_testkit::SshdHost, extra: &str| {
+            format!(
+                "  {name}: {{ address: {}, port: {}, user: {}{extra} }}\n",
+                h.address(),
+                h.port(),
+                h.user()
+            )
+        };
+        let text = format!(
+            "defaults: {{ identity_file: {}, known_hosts: {} }}\nhosts:\n{}{}",
+            fleet.client_key_path().display(),
+            fleet.known_hosts_path().display(),
+            line("edge", bastion, bastion_extra),
+            line("app", target, ", proxy_jump: edge"),
+        );
+        std::fs::write(dir.path().join("inventory.yaml"), text).unwrap();
+    };
+
+    inventory("");
+    let out = bosun(
+        dir.path(),
+        &["host", "check", "app", "-i", "inventory.yaml"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split("  ").next())
+        .collect();
+    // The bastion's stages, then the host's own, each named after its host.
+    let mut expected = Vec::new();
+    for host in ["edge", "app"] {
+        for stage in ["resolve", "connect", "host key", "authenticate"] {
+            expected.push(format!("{host}: {stage}"));
+        }
+    }
+    expected.push("app: sudo".into());
+    let named: Vec<&str> = rows
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| r.starts_with("edge: ") || r.starts_with("app: "))
+        .collect();
+    // (The last is the verdict: ok, or with warnings where this machine's sudo asks.)
+    assert_eq!(named[..named.len() - 1], expected, "{stdout}");
+    let through = stdout
+        .lines()
+        .find(|l| l.starts_with("app: connect "))
+        .unwrap_or_else(|| panic!("no row for the host's connect: {stdout}"));
+    assert!(through.contains("through bastion \"edge\""), "{stdout}");
+    let out = bosun(
+        dir.path(),
+        &["host", "check", "app", "-i", "inventory.yaml", "--json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stages"][0]["bastion"], "edge", "{v:#}");
+    assert_eq!(v["stages"][0]["stage"], "resolve", "{v:#}");
+    assert_eq!(v["stages"][4]["bastion"], Value::Null, "{v:#}");
+
+    inventory(&format!(", host_key: '{stranger}'"));
+    let out = bosun(
+        dir.path(),
+        &["host", "check", "app", "-i", "inventory.yaml"],
+    );
+    assert!(!out.status.success(), "{}", describe(&out));
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("app: cannot be managed (bastion \"edge\" failed at host key)"),
+        "{stdout}"
+    );
+}
+
 /// The whole plan flow over real SSH: three loopback sshd hosts with their own host keys,
 /// known_hosts verification, a malformed condition that fails open, an unresolved
 /// variable, continue_on_error, halting at the first failed step, and a host whose key

@@ -6,7 +6,8 @@
 //!
 //! - `local`: processes on this machine.
 //! - `ssh`: an SSH client that verifies host keys (known_hosts or a pinned key) and
-//!   authenticates with keys or the agent.
+//!   authenticates with keys or the agent; a host with `proxy_jump` is reached through
+//!   its bastion(s), each hop verified the same way ([`Jumps`]).
 //! - `check`: the staged connection check (resolve, connect, host key, authenticate,
 //!   sudo).
 
@@ -20,6 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::model::{ConnectionKind, Host};
+pub use ssh::Jumps;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +72,20 @@ pub enum ConnError {
     },
     #[error("connection to {host} lost: {reason}")]
     Lost { host: String, reason: String },
+    /// A bastion on the way to the host failed (its own resolve, connect, host key or
+    /// authentication).
+    #[error("via bastion {bastion:?}: {error}")]
+    Via {
+        bastion: String,
+        error: Box<ConnError>,
+    },
+    /// A bastion could not open a channel to the next hop (`address:port`).
+    #[error("bastion {bastion:?} could not open a channel to {addr}: {reason}")]
+    Tunnel {
+        bastion: String,
+        addr: String,
+        reason: String,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -119,10 +135,22 @@ pub trait Connection: Send + Sync {
     async fn close(&self);
 }
 
-/// Opens a connection of the host's kind.
+/// Opens a connection of the host's kind (one of its own to a bastion it is behind).
 pub async fn open(host: &Host, options: &ConnectOptions) -> Result<Arc<dyn Connection>, ConnError> {
+    open_via(host, options, &Jumps::new()).await
+}
+
+/// Opens a connection of the host's kind; a host behind a bastion is reached over the
+/// bastion connection `jumps` holds (shared by the hosts of a run behind it).
+pub async fn open_via(
+    host: &Host,
+    options: &ConnectOptions,
+    jumps: &Jumps,
+) -> Result<Arc<dyn Connection>, ConnError> {
     match host.connection {
         ConnectionKind::Local => Ok(Arc::new(local::LocalConnection::new())),
-        ConnectionKind::Ssh => Ok(Arc::new(ssh::SshConnection::connect(host, options).await?)),
+        ConnectionKind::Ssh => Ok(Arc::new(
+            ssh::SshConnection::connect_via(host, options, jumps).await?,
+        )),
     }
 }

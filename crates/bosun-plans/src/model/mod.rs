@@ -9,12 +9,14 @@ mod parse;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use bounds::{check_limits, InputLimit, Limits, Shape};
 pub(crate) use parse::module_templates;
 pub use parse::{
-    lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport, MODULES,
+    lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport,
+    MAX_JUMPS, MODULES,
 };
 
 /// A variable value: YAML scalars, lists and maps, as JSON values.
@@ -469,6 +471,25 @@ pub struct Host {
     pub known_hosts: Option<PathBuf>,
     /// A pinned host key (`ssh-ed25519 AAAA…`), checked instead of known_hosts.
     pub host_key: Option<String>,
+    /// The bastion this host is reached through (`proxy_jump:`): another host of the
+    /// inventory, with its own settings and its own `proxy_jump` (a chain). `None`: the
+    /// host is connected to directly.
+    pub proxy_jump: Option<Arc<Host>>,
+}
+
+impl Host {
+    /// The bastions this host is reached through, the first one connected to first
+    /// (the end of the `proxy_jump` chain); empty for a host reached directly.
+    pub fn jump_chain(&self) -> Vec<&Host> {
+        let mut chain = Vec::new();
+        let mut next = self.proxy_jump.as_deref();
+        while let Some(bastion) = next {
+            chain.push(bastion);
+            next = bastion.proxy_jump.as_deref();
+        }
+        chain.reverse();
+        chain
+    }
 }
 
 impl Plan {

@@ -1,9 +1,12 @@
 //! Inventory import: an inventory file (the YAML `bosun plan exec --inventory` reads)
 //! parsed off the async workers, every environment and host in it checked, then created
-//! or replaced in one transaction — the work behind the API's import handler.
+//! or replaced in one transaction — the work behind the API's import handler. A host
+//! behind a bastion (`proxy_jump`) is refused: the server keeps no bastions, and a host
+//! stored without its bastion would be connected to directly.
 
 use bosun_api::{InventoryImportAnswer, InventoryImportRequest};
 use bosun_core::plan_resources as rules;
+use bosun_core::ValidationError;
 use bosun_plans::model::{self as engine};
 use bosun_store::{InventoryImport, NewEnvironment, NewHost};
 use serde_json::json;
@@ -50,6 +53,16 @@ pub async fn import(
     }
     let mut hosts = Vec::new();
     for h in &inv.hosts {
+        if let Some(bastion) = &h.proxy_jump {
+            return Err(ValidationError::new(
+                format!("hosts.{}.proxy_jump", h.name),
+                format!(
+                    "host {:?} is reached through bastion {:?}, and the server does not keep bastions: run plans that need one with `bosun plan exec`",
+                    h.name, bastion.name
+                ),
+            )
+            .into());
+        }
         let host = NewHost {
             org: org.to_string(),
             name: h.name.clone(),

@@ -380,6 +380,7 @@ pub fn inventory(hosts: &[HostRecord], environments: &[EnvironmentRecord]) -> In
                 identity_file: h.identity_file.as_ref().map(PathBuf::from),
                 known_hosts: h.known_hosts.as_ref().map(PathBuf::from),
                 host_key: h.host_key.clone(),
+                proxy_jump: None,
             })
             .collect(),
     }

@@ -638,6 +638,17 @@ async fn inventory_import_creates_updates_and_is_all_or_nothing() {
         )
         .await;
     refused(&r, "source", "inv.yml:2:");
+    // A host behind a bastion: the server keeps no bastions, so it is refused rather than
+    // stored to be connected to directly.
+    let jumped = "hosts:\n  edge: {}\n  new-1: { proxy_jump: edge }\n";
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &t.admin,
+            json!({"source": jumped}),
+        )
+        .await;
+    refused(&r, "hosts.new-1.proxy_jump", "does not keep bastions");
     assert_eq!(t.audit_total().await, before);
     assert_eq!(
         t.get("/api/v1/orgs/default/environments/qa", &t.admin)

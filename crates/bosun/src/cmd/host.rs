@@ -1,7 +1,8 @@
 //! `bosun host`: the org's hosts on the server — add, list, show, update, delete, import
 //! an inventory file — and `check`, which tries a host's connection stage by stage
 //! (resolve, connect, host key, authenticate, sudo) from this machine: a host of an
-//! inventory file with `--inventory`, else the server's record of it.
+//! inventory file with `--inventory`, else the server's record of it. A host behind
+//! bastions (`proxy_jump`) shows each bastion's stages first, named after it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -272,6 +273,8 @@ fn engine_host(h: HostInfo) -> Host {
         identity_file: h.identity_file.as_deref().map(expand_home),
         known_hosts: h.known_hosts.as_deref().map(expand_home),
         host_key: h.host_key,
+        // The server keeps no bastions: its hosts are reached directly.
+        proxy_jump: None,
     }
 }
 
@@ -294,13 +297,16 @@ fn inventory_host(inventory: &Path, name: &str) -> anyhow::Result<Host> {
 
 async fn check_cmd(host: Host, connect_timeout: Duration, json: bool) -> anyhow::Result<ExitCode> {
     let stages = check::check(&host, &ConnectOptions { connect_timeout }).await;
-    let failed = stages.iter().any(|s| s.status == StageStatus::Failed);
+    let broke = check::failed_stage(&stages);
+    let failed = broke.is_some();
     if json {
         let list: Vec<_> = stages
             .iter()
             .map(|s| {
                 json!({
                     "stage": s.name,
+                    // The bastion the stage checked; null for the host's own stages.
+                    "bastion": s.bastion,
                     "status": status_word(s.status),
                     "detail": s.detail,
                 })
@@ -308,20 +314,32 @@ async fn check_cmd(host: Host, connect_timeout: Duration, json: bool) -> anyhow:
             .collect();
         output::emit_json(&json!({ "host": host.name, "ok": !failed, "stages": list }))?;
     } else {
+        // Behind bastions, every stage is named after the host it checked.
+        let hops = stages.iter().any(|s| s.bastion.is_some());
         let mut table = Table::new(&["STAGE", "STATUS", "DETAIL"]);
         for s in &stages {
             table.row(vec![
-                s.name.to_string(),
+                if hops && s.bastion.is_none() {
+                    format!("{}: {}", host.name, s.name)
+                } else {
+                    s.label()
+                },
                 status_word(s.status).to_string(),
                 s.detail.clone(),
             ]);
         }
-        let verdict = if failed {
-            format!("{}: cannot be managed (a stage failed)\n", host.name)
-        } else if stages.iter().any(|s| s.status == StageStatus::Warning) {
-            format!("{}: reachable, with warnings\n", host.name)
-        } else {
-            format!("{}: ok\n", host.name)
+        let verdict = match broke {
+            Some(stage) => match &stage.bastion {
+                Some(bastion) => format!(
+                    "{}: cannot be managed (bastion {bastion:?} failed at {})\n",
+                    host.name, stage.name
+                ),
+                None => format!("{}: cannot be managed (a stage failed)\n", host.name),
+            },
+            None if stages.iter().any(|s| s.status == StageStatus::Warning) => {
+                format!("{}: reachable, with warnings\n", host.name)
+            }
+            None => format!("{}: ok\n", host.name),
         };
         output::emit(&format!("{}\n{verdict}", table.render()))?;
     }

@@ -1,6 +1,6 @@
-//! The stages of a connection — resolve, TCP connect, SSH handshake, authentication —
-//! each within a time limit; [`super::SshConnection::connect`] and the host check run
-//! them in turn.
+//! The stages of a connection — resolve, TCP connect (or, behind a bastion, a channel
+//! through it: `jump.rs`), SSH handshake, authentication — each within a time limit;
+//! [`super::SshConnection::connect`] and the host check run them in turn.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use russh::client::{self, Handle};
 use russh::keys::{HashAlg, PrivateKeyWithHashAlg};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::host_keys::{ClientHandler, HandshakeError, HostKeyPolicy};
@@ -66,13 +67,17 @@ pub(crate) async fn tcp_connect(
     })
 }
 
-/// Runs the SSH handshake on `stream`, verifying the host key. Returns the session and
+/// Runs the SSH handshake on `stream` (a TCP connection, or a channel through the host's
+/// bastion), verifying the host key — the same way either way. Returns the session and
 /// how the key was trusted ("matches the pinned host_key", "known_hosts FILE line N").
-pub(crate) async fn handshake(
+pub(crate) async fn handshake<S>(
     host: &Host,
-    stream: TcpStream,
+    stream: S,
     limit: Duration,
-) -> Result<(Handle<ClientHandler>, String), ConnError> {
+) -> Result<(Handle<ClientHandler>, String), ConnError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let policy = HostKeyPolicy::for_host(host)?;
     let mut config = client::Config {
         keepalive_interval: Some(Duration::from_secs(15)),
@@ -91,7 +96,7 @@ pub(crate) async fn handshake(
     let handle = match tokio::time::timeout(limit, connect).await {
         Err(_) => {
             return Err(ConnError::Connect {
-                addr: format!("{}:{}", host_address(host), host_port(host)),
+                addr: endpoint(host),
                 reason: format!("no SSH handshake in {}", secs(limit)),
             })
         }
@@ -103,7 +108,7 @@ pub(crate) async fn handshake(
         }
         Ok(Err(HandshakeError::Ssh(e))) => {
             return Err(ConnError::Connect {
-                addr: format!("{}:{}", host_address(host), host_port(host)),
+                addr: endpoint(host),
                 reason: format!("SSH handshake failed: {e}"),
             })
         }
@@ -259,7 +264,7 @@ async fn rsa_hash(handle: &Handle<ClientHandler>) -> Option<HashAlg> {
     }
 }
 
-pub(super) fn host_address(host: &Host) -> &str {
+pub(crate) fn host_address(host: &Host) -> &str {
     if host.address.is_empty() {
         &host.name
     } else {
@@ -267,7 +272,17 @@ pub(super) fn host_address(host: &Host) -> &str {
     }
 }
 
-pub(super) fn host_port(host: &Host) -> u16 {
+/// `address:port`, and the bastion it is reached through if any: what a connect error
+/// names.
+pub(super) fn endpoint(host: &Host) -> String {
+    let addr = format!("{}:{}", host_address(host), host_port(host));
+    match &host.proxy_jump {
+        Some(bastion) => format!("{addr} (through bastion {:?})", bastion.name),
+        None => addr,
+    }
+}
+
+pub(crate) fn host_port(host: &Host) -> u16 {
     if host.port == 0 {
         22
     } else {
@@ -275,6 +290,6 @@ pub(super) fn host_port(host: &Host) -> u16 {
     }
 }
 
-fn secs(d: Duration) -> String {
+pub(super) fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }

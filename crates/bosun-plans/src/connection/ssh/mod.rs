@@ -66,15 +66,20 @@
 //! connection that drops fails its commands with [`ConnError::Lost`]; keepalives notice
 //! a silent peer.
 //!
+//! **Bastions** (`proxy_jump`): a host behind one is reached over a `direct-tcpip`
+//! channel of the bastion's connection, its key verified and its login done as for any
+//! host; the hosts of a run behind one bastion share its connection ([`jump`]).
+//!
 //! The parts: `connect.rs` (the stages of a connection, which the host check runs one
-//! by one), `host_keys.rs` (host key verification), `command.rs` (the remote command
-//! line), `session.rs` (the remote shell and its framing), `output.rs` (reading a
-//! command's channel), `stop.rs` (stopping a command) and `local_user.rs` (the local
-//! user's name and home folder).
+//! by one), `jump.rs` (bastions), `host_keys.rs` (host key verification), `command.rs`
+//! (the remote command line), `session.rs` (the remote shell and its framing),
+//! `output.rs` (reading a command's channel), `stop.rs` (stopping a command) and
+//! `local_user.rs` (the local user's name and home folder).
 
 mod command;
 mod connect;
 mod host_keys;
+mod jump;
 mod local_user;
 mod output;
 mod session;
@@ -93,8 +98,10 @@ use super::{ConnError, ConnectOptions, Connection, Output, OutputTap, RunRequest
 use crate::model::Host;
 use command::command_line_as;
 pub use command::{command_line, shell_quote};
-pub(crate) use connect::{authenticate, handshake, resolve, tcp_connect};
-use host_keys::ClientHandler;
+pub(crate) use connect::{authenticate, handshake, host_address, host_port, resolve, tcp_connect};
+pub(crate) use host_keys::ClientHandler;
+pub use jump::Jumps;
+pub(crate) use jump::{reach, release, tunnel, Hop};
 use output::{collect, Collected};
 use session::{Frame, Kind, Read, Session};
 pub use stop::kill_line;
@@ -149,6 +156,8 @@ pub struct SshConnection {
     sessions: [AtomicBool; 2],
     /// How long a new session may take to answer its hello.
     hello_limit: Duration,
+    /// The bastion this host is reached through, held until the connection is closed.
+    via: Mutex<Option<Arc<Hop>>>,
 }
 
 impl std::fmt::Debug for SshConnection {
@@ -161,17 +170,38 @@ impl std::fmt::Debug for SshConnection {
 
 impl SshConnection {
     /// Resolves, connects, verifies the host key and authenticates, each stage within
-    /// `options.connect_timeout`.
+    /// `options.connect_timeout`. A host behind a bastion gets a bastion connection of
+    /// its own, closed with it.
     pub async fn connect(host: &Host, options: &ConnectOptions) -> Result<Self, ConnError> {
-        let addrs = resolve(host, options.connect_timeout).await?;
-        let (stream, _addr) = tcp_connect(host, &addrs, options.connect_timeout).await?;
-        let (mut handle, _trust) = handshake(host, stream, options.connect_timeout).await?;
-        authenticate(host, &mut handle, options.connect_timeout).await?;
-        Ok(SshConnection::from_handle(
-            host,
-            handle,
-            options.connect_timeout,
-        ))
+        SshConnection::connect_via(host, options, &Jumps::new()).await
+    }
+
+    /// [`SshConnection::connect`], reaching a host behind a bastion over the bastion
+    /// connection `jumps` holds for it (opened there if it is not yet).
+    pub async fn connect_via(
+        host: &Host,
+        options: &ConnectOptions,
+        jumps: &Jumps,
+    ) -> Result<Self, ConnError> {
+        let limit = options.connect_timeout;
+        let via = match &host.proxy_jump {
+            Some(bastion) => Some(jumps.bastion(bastion, options).await?),
+            None => None,
+        };
+        let reached = async {
+            let (mut handle, _trust) = reach(host, via.as_deref(), limit).await?;
+            authenticate(host, &mut handle, limit).await?;
+            Ok(handle)
+        };
+        match reached.await {
+            Ok(handle) => Ok(SshConnection::from_handle(host, handle, limit).through(via)),
+            Err(e) => {
+                if let Some(via) = via {
+                    release(via).await;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Wraps an authenticated session (the host check builds one stage by stage); a new
@@ -188,7 +218,17 @@ impl SshConnection {
             idle: Mutex::new([Vec::new(), Vec::new()]),
             sessions: [AtomicBool::new(true), AtomicBool::new(true)],
             hello_limit,
+            via: Mutex::new(None),
         }
+    }
+
+    /// This connection, holding `via` (the bastion it runs through) until it is closed.
+    pub(crate) fn through(self, via: Option<Arc<Hop>>) -> Self {
+        *self
+            .via
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = via;
+        self
     }
 
     /// Whether commands still go through remote sessions (`false` once this host
@@ -267,6 +307,14 @@ impl Connection for SshConnection {
             .handle
             .disconnect(russh::Disconnect::ByApplication, "", "en")
             .await;
+        let via = self
+            .via
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(via) = via {
+            release(via).await;
+        }
     }
 }
 

@@ -1,12 +1,27 @@
 //! Stage 3 for inventories: raw structures become a validated [`Inventory`], hosts in
-//! file order with the defaults filled in.
+//! file order with the defaults filled in and each `proxy_jump` resolved to its bastion.
+//!
+//! `proxy_jump` names another host of the same inventory, which may have a `proxy_jump`
+//! of its own (a chain of at most [`MAX_JUMPS`] bastions). A name that is no host, a
+//! bastion with `connection: local`, a `local` host with `proxy_jump`, a host jumping
+//! through itself and a chain that comes back to a host it passed are refused at the
+//! `proxy_jump` that is wrong (`defaults.proxy_jump` when the host inherited it).
+//! `defaults.proxy_jump` applies to every `ssh` host but the bastion it names; `none`
+//! (as in OpenSSH) connects a host directly whatever the default says.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::index::{join_key, Index};
 use super::raw::{RawEnvironment, RawInventory};
 use crate::model::{ConnectionKind, Environment, Host, Inventory, ModelError};
+
+/// The most bastions a host may be reached through, one after another.
+pub const MAX_JUMPS: usize = 8;
+
+/// The `proxy_jump` value that means "connect directly" (as OpenSSH's `ProxyJump none`).
+const NO_JUMP: &str = "none";
 
 /// An inventory's raw structure as the model; `expand`: `~` paths become this machine's
 /// home folder.
@@ -50,7 +65,14 @@ pub(super) fn validate(
         None => ConnectionKind::Ssh,
         Some(c) => connection(ix, "defaults.connection", c)?,
     };
+    let default_jump = match defaults.proxy_jump.as_deref().map(str::trim) {
+        Some("") => return Err(ix.err_value("defaults.proxy_jump", "`proxy_jump` is empty")),
+        Some(NO_JUMP) | None => None,
+        Some(j) => Some(j.to_string()),
+    };
     let mut hosts = Vec::new();
+    // Per host: the bastion's name and the path of the key that named it.
+    let mut jumps: Vec<Option<(String, String)>> = Vec::new();
     for (name, h) in raw.hosts.map(|o| o.0).unwrap_or_default() {
         let hp = join_key("hosts", &name);
         if name.trim().is_empty() {
@@ -96,6 +118,30 @@ pub(super) fn validate(
                 )),
                 k => k.map(|k| k.trim().to_string()),
             };
+        let jump_path = join_key(&hp, "proxy_jump");
+        let jump = match h.proxy_jump.as_deref().map(str::trim) {
+            Some("") => return Err(ix.err_value(&jump_path, "`proxy_jump` is empty")),
+            Some(NO_JUMP) => None,
+            Some(_) if connection == ConnectionKind::Local => {
+                return Err(ix.err_value(
+                    &jump_path,
+                    "a host with `connection: local` is this machine: it has no `proxy_jump`",
+                ))
+            }
+            Some(j) if j == name => {
+                return Err(ix.err_value(
+                    &jump_path,
+                    format!("host `{name}` cannot jump through itself"),
+                ))
+            }
+            Some(j) => Some((j.to_string(), jump_path)),
+            // The default bastion is reached directly, and so are local hosts.
+            None => default_jump
+                .as_ref()
+                .filter(|j| **j != name && connection == ConnectionKind::Ssh)
+                .map(|j| (j.clone(), "defaults.proxy_jump".to_string())),
+        };
+        jumps.push(jump);
         hosts.push(Host {
             address,
             port,
@@ -113,13 +159,123 @@ pub(super) fn validate(
                 .or_else(|| defaults.known_hosts.clone())
                 .map(|p| expand_tilde(&p)),
             host_key,
+            proxy_jump: None,
             name,
         });
     }
+    let hosts = resolve_jumps(ix, hosts, &jumps)?;
     Ok(Inventory {
         environments,
         hosts,
     })
+}
+
+/// Each host's `proxy_jump` (`jumps[i]`: the bastion's name and where it was written)
+/// resolved to that host, chains included; unknown names, local bastions, cycles and
+/// chains longer than [`MAX_JUMPS`] refused. Iterative: a long chain cannot overflow
+/// the stack.
+fn resolve_jumps(
+    ix: &Index,
+    hosts: Vec<Host>,
+    jumps: &[Option<(String, String)>],
+) -> Result<Vec<Host>, ModelError> {
+    if jumps.iter().all(Option::is_none) {
+        return Ok(hosts);
+    }
+    let by_name: HashMap<&str, usize> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.name.as_str(), i))
+        .collect();
+    // Per host: the index of its bastion.
+    let mut next: Vec<Option<usize>> = Vec::with_capacity(hosts.len());
+    for jump in jumps {
+        let Some((bastion, path)) = jump else {
+            next.push(None);
+            continue;
+        };
+        let Some(&j) = by_name.get(bastion.as_str()) else {
+            return Err(ix.err_value(
+                path,
+                format!("`proxy_jump` names no host of this inventory: `{bastion}`"),
+            ));
+        };
+        if hosts[j].connection == ConnectionKind::Local {
+            return Err(ix.err_value(
+                path,
+                format!(
+                    "`proxy_jump` names `{bastion}`, which has `connection: local`: a bastion is an ssh host"
+                ),
+            ));
+        }
+        next.push(Some(j));
+    }
+    // Per host: its bastion chain as one Arc'd host, and how many bastions that chain has.
+    let mut built: Vec<Option<Arc<Host>>> = vec![None; hosts.len()];
+    let mut depth: Vec<usize> = vec![0; hosts.len()];
+    let path_of = |i: usize| jumps[i].as_ref().map_or("", |(_, p)| p.as_str());
+    let too_long = |i: usize| {
+        ix.err_value(
+            path_of(i),
+            format!(
+                "host `{}` is reached through more than {MAX_JUMPS} bastions (a `proxy_jump` chain has at most {MAX_JUMPS})",
+                hosts[i].name
+            ),
+        )
+    };
+    for start in 0..hosts.len() {
+        if built[start].is_some() {
+            continue;
+        }
+        // From this host along its bastions, up to one already built (or the end).
+        let mut chain = vec![start];
+        let mut at = start;
+        let mut below = 0;
+        while let Some(j) = next[at] {
+            if built[j].is_some() {
+                below = depth[j] + 1;
+                break;
+            }
+            if let Some(k) = chain.iter().position(|&c| c == j) {
+                let names: Vec<&str> = chain[k..]
+                    .iter()
+                    .chain([&j])
+                    .map(|&c| hosts[c].name.as_str())
+                    .collect();
+                let hint = if path_of(at) == "defaults.proxy_jump" {
+                    " (write `proxy_jump: none` on a host that is reached directly)"
+                } else {
+                    ""
+                };
+                return Err(ix.err_value(
+                    path_of(at),
+                    format!(
+                        "`proxy_jump` goes round in a cycle: {}{hint}",
+                        names.join(" → ")
+                    ),
+                ));
+            }
+            chain.push(j);
+            at = j;
+            if chain.len() > MAX_JUMPS + 1 {
+                return Err(too_long(start));
+            }
+        }
+        if below + chain.len() - 1 > MAX_JUMPS {
+            return Err(too_long(start));
+        }
+        for (k, &i) in chain.iter().enumerate().rev() {
+            depth[i] = below + (chain.len() - 1 - k);
+            let mut host = hosts[i].clone();
+            host.proxy_jump = next[i].and_then(|j| built[j].clone());
+            built[i] = Some(Arc::new(host));
+        }
+    }
+    Ok(built
+        .into_iter()
+        .zip(hosts)
+        .map(|(b, h)| b.map_or(h, Arc::unwrap_or_clone))
+        .collect())
 }
 
 fn port(ix: &Index, path: &str, p: i64) -> Result<u16, ModelError> {

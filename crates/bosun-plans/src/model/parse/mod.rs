@@ -41,8 +41,9 @@
 //!   are kept as written: a malformed one does not stop parsing (it fails open at run
 //!   time); lint reports it.
 //! - Inventory: hosts keep file order; a host inherits `user`, `port`,
-//!   `identity_file`, `known_hosts` and `connection` from `defaults`; `address`
-//!   defaults to the name and `port` to 22; a leading `~` in a path is the home folder.
+//!   `identity_file`, `known_hosts`, `connection` and `proxy_jump` from `defaults`;
+//!   `address` defaults to the name and `port` to 22; a leading `~` in a path is the home
+//!   folder; `proxy_jump` names a bastion among the inventory's hosts (`inventory.rs`).
 
 mod index;
 mod inventory;
@@ -57,6 +58,7 @@ use serde::Deserialize;
 use super::bounds::{check_limits, Limits};
 use super::{Inventory, Location, ModelError, Plan};
 use index::Index;
+pub use inventory::MAX_JUMPS;
 pub(crate) use lint::module_templates;
 pub use lint::{lint, LintFinding, LintReport};
 pub use plan::MODULES;

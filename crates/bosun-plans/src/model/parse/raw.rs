@@ -522,7 +522,7 @@ pub(super) struct RawEnvironment {
 #[derive(Deserialize, Default)]
 #[serde(
     deny_unknown_fields,
-    expecting = "defaults: a mapping with user, port, identity_file, known_hosts, connection"
+    expecting = "defaults: a mapping with user, port, identity_file, known_hosts, connection, proxy_jump"
 )]
 pub(super) struct RawDefaults {
     pub(super) user: Option<String>,
@@ -530,6 +530,7 @@ pub(super) struct RawDefaults {
     pub(super) identity_file: Option<String>,
     pub(super) known_hosts: Option<String>,
     pub(super) connection: Option<String>,
+    pub(super) proxy_jump: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -548,6 +549,7 @@ pub(super) struct RawHost {
     pub(super) identity_file: Option<String>,
     pub(super) known_hosts: Option<String>,
     pub(super) host_key: Option<String>,
+    pub(super) proxy_jump: Option<String>,
 }
 
 /// A mapping read in file order.
