@@ -634,6 +634,19 @@ struct Stage<'s> {
     kind: StepKind,
 }
 
+impl Stage<'_> {
+    /// The event of a host's result of this stage.
+    fn finished(&self, result: HostResult) -> Event {
+        Event::HostFinished {
+            step: self.number,
+            step_name: self.step.name.clone(),
+            module: self.step.module.kind(),
+            kind: self.kind,
+            result: Box::new(result),
+        }
+    }
+}
+
 impl<'a, P: FnMut(Event)> Executor<'a, P> {
     /// Batch `b`: the steps, the handlers at the end, then the health check.
     async fn run_batch(&mut self, b: usize, range: std::ops::Range<usize>) {
@@ -845,13 +858,7 @@ impl<'a, P: FnMut(Event)> Executor<'a, P> {
         }
         finished.sort_by_key(|(i, ..)| *i);
         for (_, result, _) in &finished {
-            (self.progress)(Event::HostFinished {
-                step: stage.number,
-                step_name: stage.step.name.clone(),
-                module: stage.step.module.kind(),
-                kind: stage.kind,
-                result: Box::new(result.clone()),
-            });
+            (self.progress)(stage.finished(result.clone()));
         }
         // The health check gates the next batch whatever `max_fail_percentage` says.
         let failed: Vec<String> = finished
@@ -1037,13 +1044,7 @@ impl<'a, P: FnMut(Event)> Executor<'a, P> {
 
     /// A result, reported as it comes and kept in the entry.
     fn record(&mut self, stage: &Stage<'_>, result: HostResult, unresolved: Vec<String>) {
-        (self.progress)(Event::HostFinished {
-            step: stage.number,
-            step_name: stage.step.name.clone(),
-            module: stage.step.module.kind(),
-            kind: stage.kind,
-            result: Box::new(result.clone()),
-        });
+        (self.progress)(stage.finished(result.clone()));
         self.store(stage, result, unresolved);
     }
 
@@ -1219,13 +1220,7 @@ impl<'a, P: FnMut(Event)> Executor<'a, P> {
                 halting.store(true, Ordering::SeqCst);
             }
             if report {
-                progress(Event::HostFinished {
-                    step: stage.number,
-                    step_name: stage.step.name.clone(),
-                    module: stage.step.module.kind(),
-                    kind: stage.kind,
-                    result: Box::new(result.clone()),
-                });
+                progress(stage.finished(result.clone()));
             }
             out.push((i, result, unresolved));
         }

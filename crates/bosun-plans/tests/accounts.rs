@@ -17,6 +17,7 @@ use bosun_plans::exec::{self, HostStatus, RunOptions, RunReport, RunStatus};
 use bosun_plans::model::{parse_plan, ConnectionKind, Host, Inventory};
 
 mod common;
+use common::Counting;
 use common::{as_root, require_root_or_sudo, unique_name};
 
 const TOOLS: [&str; 6] = [
@@ -630,25 +631,6 @@ async fn users_over_ssh() {
     );
     assert_eq!(snapshot(sudo), before);
     assert!(getent("passwd", &user).is_some());
-}
-
-/// A connection that counts the commands it runs (on this machine).
-struct Counting {
-    inner: bosun_plans::connection::local::LocalConnection,
-    commands: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl bosun_plans::connection::Connection for Counting {
-    async fn run(
-        &self,
-        request: &bosun_plans::connection::RunRequest,
-    ) -> Result<bosun_plans::connection::Output, bosun_plans::connection::ConnError> {
-        self.commands
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.run(request).await
-    }
-    async fn close(&self) {}
 }
 
 /// How many remote commands a step takes: a group one, whatever it finds; a user one to

@@ -19,6 +19,7 @@ use bosun_plans::modules::FileState;
 use serde_json::json;
 
 mod common;
+use common::Counting;
 
 fn local(name: &str) -> Host {
     Host {
@@ -1506,25 +1507,6 @@ async fn file_steps_over_ssh_predictions_and_results_agree() {
     let inv = inventory(vec![ssh_host("s", &sshd)]);
     let dir = tempfile::tempdir().unwrap();
     check_file_cases(&inv, "s", dir.path()).await;
-}
-
-/// A connection that counts the commands it runs (on this machine).
-struct Counting {
-    inner: bosun_plans::connection::local::LocalConnection,
-    commands: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl bosun_plans::connection::Connection for Counting {
-    async fn run(
-        &self,
-        request: &bosun_plans::connection::RunRequest,
-    ) -> Result<bosun_plans::connection::Output, bosun_plans::connection::ConnError> {
-        self.commands
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.run(request).await
-    }
-    async fn close(&self) {}
 }
 
 /// How many remote commands each file step takes: one for `file.copy`, `file.template`,

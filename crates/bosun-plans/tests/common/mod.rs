@@ -201,3 +201,22 @@ pub fn unique_name(prefix: &str) -> String {
     let mixed = n.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32;
     format!("{prefix}{mixed:08x}")
 }
+
+/// A connection that counts the commands it runs (on this machine).
+pub struct Counting {
+    pub inner: bosun_plans::connection::local::LocalConnection,
+    pub commands: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Connection for Counting {
+    async fn run(
+        &self,
+        request: &RunRequest,
+    ) -> Result<Output, bosun_plans::connection::ConnError> {
+        self.commands
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.run(request).await
+    }
+    async fn close(&self) {}
+}
