@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use bosun_plans::exec::{self, HostStatus, RunOptions, RunReport, RunStatus};
+use bosun_plans::exec::{HostStatus, RunReport, RunStatus};
 use bosun_plans::model::{parse_plan, ConnectionKind, Host, Inventory};
 
 mod common;
@@ -163,17 +163,7 @@ fn plan(sudo: bool, steps: &[(&str, String)]) -> bosun_plans::model::Plan {
 }
 
 async fn run(plan: &bosun_plans::model::Plan, inv: &Inventory, dry_run: bool) -> RunReport {
-    exec::run(
-        plan,
-        inv,
-        RunOptions {
-            dry_run,
-            ..RunOptions::default()
-        },
-        |_| {},
-    )
-    .await
-    .unwrap()
+    common::run_plan(plan, inv, dry_run).await
 }
 
 /// Each step's status and message on host `h`.

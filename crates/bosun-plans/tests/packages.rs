@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
-use bosun_plans::exec::{self, HostStatus, RunOptions, RunReport};
+use bosun_plans::exec::{HostStatus, RunReport};
 use bosun_plans::model::{parse_plan, Host, Inventory, Plan};
 use bosun_testkit::sshd::{SshdHost, SshdOptions};
 
@@ -238,17 +238,7 @@ fn step(params: &str) -> Plan {
 }
 
 async fn run(plan: &Plan, inv: &Inventory, dry_run: bool) -> (HostStatus, String, RunReport) {
-    let report = exec::run(
-        plan,
-        inv,
-        RunOptions {
-            dry_run,
-            ..RunOptions::default()
-        },
-        |_| {},
-    )
-    .await
-    .unwrap();
+    let report = common::run_plan(plan, inv, dry_run).await;
     let r = report.result(1, "h").unwrap();
     (r.status, r.message.clone(), report.clone())
 }

@@ -220,3 +220,18 @@ impl Connection for Counting {
     }
     async fn close(&self) {}
 }
+
+/// Runs `plan` on `inventory` with the default options (dry or not), ignoring progress.
+pub async fn run_plan(
+    plan: &bosun_plans::model::Plan,
+    inventory: &bosun_plans::model::Inventory,
+    dry_run: bool,
+) -> bosun_plans::exec::RunReport {
+    let options = bosun_plans::exec::RunOptions {
+        dry_run,
+        ..bosun_plans::exec::RunOptions::default()
+    };
+    bosun_plans::exec::run(plan, inventory, options, |_| {})
+        .await
+        .unwrap()
+}
