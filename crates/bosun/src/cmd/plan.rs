@@ -420,6 +420,21 @@ fn render_report(report: &RunReport) -> String {
         }
     }
 
+    if report.batches.len() > 1 {
+        out.push_str("\nBatches:\n");
+        for b in &report.batches {
+            let status = match b.status {
+                BatchStatus::Succeeded => "succeeded".to_string(),
+                BatchStatus::Failed => format!("failed on {}", b.failed.join(", ")),
+                BatchStatus::NotRun => "not run".to_string(),
+            };
+            out.push_str(&format!(
+                "  {}: {} — {status}\n",
+                b.number,
+                b.hosts.join(", ")
+            ));
+        }
+    }
     out.push('\n');
     out.push_str(&match (&report.halted, dry) {
         (None, false) if report.status == RunStatus::Failed => format!(
@@ -450,21 +465,6 @@ fn render_report(report: &RunReport) -> String {
             h.reason
         ),
     });
-    if report.batches.len() > 1 {
-        out.push_str("\nBatches:\n");
-        for b in &report.batches {
-            let status = match b.status {
-                BatchStatus::Succeeded => "succeeded".to_string(),
-                BatchStatus::Failed => format!("failed on {}", b.failed.join(", ")),
-                BatchStatus::NotRun => "not run".to_string(),
-            };
-            out.push_str(&format!(
-                "  {}: {} — {status}\n",
-                b.number,
-                b.hosts.join(", ")
-            ));
-        }
-    }
 
     if !report.unresolved.is_empty() {
         // reference → step → hosts, in first-seen order.
