@@ -808,7 +808,12 @@ hosts:
   direct: { proxy_jump: none }
 ";
     let read = parse_inventory_unresolved(Path::new("inv.yaml"), file).unwrap();
-    let names: Vec<&str> = read.inventory.hosts.iter().map(|h| h.name.as_str()).collect();
+    let names: Vec<&str> = read
+        .inventory
+        .hosts
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
     assert_eq!(names, ["app", "db", "direct"]);
     assert!(read.inventory.hosts.iter().all(|h| h.proxy_jump.is_none()));
     // Paths as written: the server's hosts are used on its runners' machines.

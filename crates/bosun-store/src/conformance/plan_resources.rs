@@ -358,12 +358,17 @@ pub async fn plan_hosts_bastions_checked_and_kept(store: Arc<dyn Store>) {
         .unwrap();
     let before = before + 1;
     refused(
-        store.create_host(&behind("app", "edge"), &a("host.create")).await,
+        store
+            .create_host(&behind("app", "edge"), &a("host.create"))
+            .await,
         "app",
         "no host \"edge\"",
     );
     assert!(store.get_host("acme", "app").await.unwrap().is_none());
-    assert_eq!(store.list_audit(None, None, 1000).await.unwrap().len(), before);
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        before
+    );
 
     store
         .create_host(&host("acme", "edge", None), &a("host.create"))
@@ -399,17 +404,26 @@ pub async fn plan_hosts_bastions_checked_and_kept(store: Arc<dyn Store>) {
 
     // A cycle, through itself or round the chain, is refused and changes nothing.
     refused(
-        store.update_host(&behind("edge", "db"), &a("host.update")).await,
+        store
+            .update_host(&behind("edge", "db"), &a("host.update"))
+            .await,
         "edge",
         "cycle: edge → db → app → edge",
     );
     refused(
-        store.update_host(&behind("edge", "edge"), &a("host.update")).await,
+        store
+            .update_host(&behind("edge", "edge"), &a("host.update"))
+            .await,
         "edge",
         "cycle: edge → edge",
     );
     assert_eq!(
-        store.get_host("acme", "edge").await.unwrap().unwrap().proxy_jump,
+        store
+            .get_host("acme", "edge")
+            .await
+            .unwrap()
+            .unwrap()
+            .proxy_jump,
         None
     );
     // A local host is no bastion, and has none.
@@ -417,7 +431,9 @@ pub async fn plan_hosts_bastions_checked_and_kept(store: Arc<dyn Store>) {
     build.connection = "local".into();
     store.create_host(&build, &a("host.create")).await.unwrap();
     refused(
-        store.create_host(&behind("web", "build"), &a("host.create")).await,
+        store
+            .create_host(&behind("web", "build"), &a("host.create"))
+            .await,
         "web",
         "connection `local`",
     );
@@ -443,7 +459,10 @@ pub async fn plan_hosts_bastions_checked_and_kept(store: Arc<dyn Store>) {
         Err(StoreError::HostInUse { host, hosts }) if host == "edge" && hosts == ["app"]
     ));
     assert!(store.get_host("acme", "edge").await.unwrap().is_some());
-    assert_eq!(store.list_audit(None, None, 1000).await.unwrap().len(), audits);
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        audits
+    );
 
     // Cleared, the bastion is free to go.
     let cleared = store
@@ -467,7 +486,13 @@ pub async fn plan_hosts_bastions_checked_and_kept(store: Arc<dyn Store>) {
     let done = store.import_inventory(&import, &i).await.unwrap();
     assert_eq!(done.hosts_created, ["w1", "w0"]);
     assert_eq!(
-        store.get_host("acme", "w1").await.unwrap().unwrap().proxy_jump.as_deref(),
+        store
+            .get_host("acme", "w1")
+            .await
+            .unwrap()
+            .unwrap()
+            .proxy_jump
+            .as_deref(),
         Some("w0")
     );
     let audits = store.list_audit(None, None, 1000).await.unwrap().len();
@@ -486,11 +511,19 @@ pub async fn plan_hosts_bastions_checked_and_kept(store: Arc<dyn Store>) {
         ));
         assert!(store.get_host("acme", "w2").await.unwrap().is_none());
         assert_eq!(
-            store.get_host("acme", "w0").await.unwrap().unwrap().proxy_jump,
+            store
+                .get_host("acme", "w0")
+                .await
+                .unwrap()
+                .unwrap()
+                .proxy_jump,
             None
         );
     }
-    assert_eq!(store.list_audit(None, None, 1000).await.unwrap().len(), audits);
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        audits
+    );
 }
 
 pub async fn plan_inventory_import_is_one_transaction(store: Arc<dyn Store>) {

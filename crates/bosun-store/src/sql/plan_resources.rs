@@ -153,8 +153,23 @@ fn host_row(r: &Row<'_>) -> db::Result<HostRow> {
 }
 
 fn host_record(r: HostRow) -> Result<HostRecord> {
-    let (org, name, address, port, user, connection, labels, vars, env, id_file, key, kh, c, u, jump) =
-        r;
+    let (
+        org,
+        name,
+        address,
+        port,
+        user,
+        connection,
+        labels,
+        vars,
+        env,
+        id_file,
+        key,
+        kh,
+        c,
+        u,
+        jump,
+    ) = r;
     Ok(HostRecord {
         port: u16::try_from(port).map_err(|e| corrupt("host port", e))?,
         labels: serde_json::from_str(&labels).map_err(|e| corrupt("host labels", e))?,
