@@ -8,6 +8,11 @@
 //! `proxy_jump` that is wrong (`defaults.proxy_jump` when the host inherited it).
 //! `defaults.proxy_jump` applies to every `ssh` host but the bastion it names; `none`
 //! (as in OpenSSH) connects a host directly whatever the default says.
+//!
+//! The resolution is public ([`resolve_jumps`], [`JumpError`]): the server reads an
+//! imported file with its bastions left unresolved ([`UnresolvedInventory`]), since they
+//! may be hosts it already keeps, and resolves them over the org's hosts, and its stored
+//! hosts' chains, with the same rules.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
