@@ -117,6 +117,8 @@ error_codes! {
     LineageChanged => "lineage_changed",
     RunInProgress => "run_in_progress",
     EnvironmentInUse => "environment_in_use",
+    /// Deleting a host other hosts are reached through, or making it `local`.
+    HostInUse => "host_in_use",
     /// A plan's schedule set by its file, which the API does not change.
     ScheduleFromFile => "schedule_from_file",
     NotAwaitingApproval => "not_awaiting_approval",

@@ -44,6 +44,10 @@ pub struct HostCreate {
     /// known_hosts path on the runner's machine; default `~/.ssh/known_hosts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_hosts: Option<String>,
+    /// The bastion the host is reached through: another `ssh` host of the org, by name
+    /// (itself maybe behind one, at most 8 in a chain); default: connected to directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_jump: Option<String>,
 }
 
 /// The body of `PATCH /orgs/{org}/hosts/{host}`: only the given fields change; `null`
@@ -99,6 +103,14 @@ pub struct HostPatch {
     )]
     #[schema(value_type = Option<String>)]
     pub known_hosts: Option<Option<String>>,
+    /// The bastion, by name; `null`: connected to directly.
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>)]
+    pub proxy_jump: Option<Option<String>>,
 }
 
 /// A host as the API shows it.
@@ -117,6 +129,9 @@ pub struct HostInfo {
     pub identity_file: Option<String>,
     pub host_key: Option<String>,
     pub known_hosts: Option<String>,
+    /// The bastion the host is reached through, by name; `null`: connected to directly.
+    #[serde(default)]
+    pub proxy_jump: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

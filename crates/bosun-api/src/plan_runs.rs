@@ -116,8 +116,15 @@ pub struct PlanRunLease {
     pub plan: String,
     /// The plan YAML (parse it with `bosun_plans::model::parse_plan`).
     pub source: String,
-    /// An inventory YAML of the target hosts and their environments.
+    /// An inventory YAML of the target hosts and their environments, and of the bastions
+    /// they are reached through (`proxy_jump`), which are no targets.
     pub inventory: String,
+    /// The run's target hosts, by name: the hosts it was created for, exactly. The
+    /// runner runs the plan on these and no other host of `inventory` (whatever the
+    /// plan's `targets` would match there: a bastion's labels may match them too). Empty
+    /// from an older server: the plan's `targets` pick from `inventory`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     #[schema(value_type = Object)]
     pub inputs: BTreeMap<String, serde_json::Value>,
     pub dry_run: bool,

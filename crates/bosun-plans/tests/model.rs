@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bosun_plans::model::{
-    lint, parse_inventory, parse_plan, ConnectionKind, CopySource, Environment, FileSchedule, Host,
-    InputDef, Inventory, LineInFileArgs, Location, Module, Plan, Targets, MAX_JUMPS,
+    lint, parse_inventory, parse_inventory_unresolved, parse_plan, resolve_jumps, ConnectionKind,
+    CopySource, Environment, FileSchedule, Host, InputDef, Inventory, Jump, JumpError,
+    LineInFileArgs, Location, Module, Plan, Targets, MAX_JUMPS,
 };
 use serde_json::json;
 
@@ -792,6 +793,114 @@ hosts:
         ("192.0.2.1", 2201, Some("jump"))
     );
     assert_eq!(*outer, *host("outer"));
+}
+
+/// A file read with its bastions left unresolved (the server's import, whose bastions
+/// may be hosts it keeps): a `proxy_jump` to a host the file lacks is kept by name with
+/// where it was written, and `resolve_jumps` over those hosts and others resolves the
+/// chains as a full parse does, or says which host's `proxy_jump` is wrong and why.
+#[test]
+fn proxy_jump_left_unresolved_then_resolved_over_more_hosts() {
+    let file = "defaults: { proxy_jump: edge }
+hosts:
+  app: { identity_file: ~/.ssh/id }
+  db: { proxy_jump: app }
+  direct: { proxy_jump: none }
+";
+    let read = parse_inventory_unresolved(Path::new("inv.yaml"), file).unwrap();
+    let names: Vec<&str> = read
+        .inventory
+        .hosts
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    assert_eq!(names, ["app", "db", "direct"]);
+    assert!(read.inventory.hosts.iter().all(|h| h.proxy_jump.is_none()));
+    // Paths as written: the server's hosts are used on its runners' machines.
+    assert_eq!(
+        read.inventory.hosts[0].identity_file,
+        Some(PathBuf::from("~/.ssh/id"))
+    );
+    let jump = |bastion: &str, at: &str| {
+        Some(Jump {
+            bastion: bastion.into(),
+            written_at: at.into(),
+        })
+    };
+    assert_eq!(
+        read.jumps,
+        [
+            jump("edge", "defaults.proxy_jump"),
+            jump("app", "hosts.db.proxy_jump"),
+            None
+        ]
+    );
+    // A full parse of the same file refuses the bastion it lacks.
+    assert!(parse_inventory(Path::new("inv.yaml"), file).is_err());
+
+    let host = |name: &str, connection: ConnectionKind| Host {
+        name: name.into(),
+        address: name.into(),
+        port: 22,
+        user: None,
+        connection,
+        labels: vec![],
+        vars: BTreeMap::new(),
+        environment: None,
+        identity_file: None,
+        known_hosts: None,
+        host_key: None,
+        proxy_jump: None,
+    };
+    let with = |extra: Host, extra_jump: Option<&str>| {
+        let mut hosts = read.inventory.hosts.clone();
+        hosts.push(extra);
+        let mut jumps: Vec<Option<String>> = read
+            .jumps
+            .iter()
+            .map(|j| j.as_ref().map(|j| j.bastion.clone()))
+            .collect();
+        jumps.push(extra_jump.map(str::to_string));
+        resolve_jumps(hosts, &jumps, |i, why| (i, why))
+    };
+    let hosts = with(host("edge", ConnectionKind::Ssh), None).unwrap();
+    let chain: Vec<&str> = hosts[1]
+        .jump_chain()
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    assert_eq!(chain, ["edge", "app"]);
+    assert!(hosts[2].proxy_jump.is_none());
+    assert_eq!(
+        with(host("other", ConnectionKind::Ssh), None).unwrap_err(),
+        (
+            0,
+            JumpError::Unknown {
+                bastion: "edge".into()
+            }
+        )
+    );
+    assert_eq!(
+        with(host("edge", ConnectionKind::Local), None).unwrap_err(),
+        (
+            0,
+            JumpError::LocalBastion {
+                bastion: "edge".into()
+            }
+        )
+    );
+    let (at, why) = with(host("edge", ConnectionKind::Ssh), Some("db")).unwrap_err();
+    assert_eq!(
+        why,
+        JumpError::Cycle {
+            hosts: vec!["app".into(), "edge".into(), "db".into(), "app".into()]
+        }
+    );
+    assert_eq!(at, 1, "at db, whose bastion closes the cycle");
+    assert_eq!(
+        why.to_string(),
+        "`proxy_jump` goes round in a cycle: app → edge → db → app"
+    );
 }
 
 #[test]

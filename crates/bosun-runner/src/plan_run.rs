@@ -16,7 +16,7 @@ use bosun_api::{
     PlanHostResult, PlanResultsAppend, PlanRunLease, PlanRunnerEvent, PlanRunnerReport,
 };
 use bosun_plans::exec::{self, Event, HostResult, RunOptions, RunReport, RunStatus, StepKind};
-use bosun_plans::model::{parse_inventory, parse_plan};
+use bosun_plans::model::{parse_inventory, parse_plan, Plan, Targets};
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -167,7 +167,7 @@ async fn execute(worker: &Worker, lease: &PlanRunLease, stop: &StopSignal, log: 
         }
     }
     let plan = match parse_plan(Path::new(&format!("{}.yaml", lease.plan)), &lease.source) {
-        Ok(p) => p,
+        Ok(p) => on_the_runs_hosts(p, &lease.hosts),
         Err(e) => {
             log.line(format!("bosun: the plan cannot be used: {e}"))
                 .await;
@@ -241,6 +241,21 @@ async fn execute(worker: &Worker, lease: &PlanRunLease, stop: &StopSignal, log: 
             finished(ok, reason, Some(report_json(&report)))
         }
     }
+}
+
+/// The plan, targeting exactly the run's hosts (`hosts`, from the lease) when the server
+/// names them: the lease's inventory also holds the bastions they are reached through,
+/// which the plan's own `targets` (a label, an environment, a name) could match, and
+/// which no step may run on. No names (an older server): the plan's `targets` as written.
+fn on_the_runs_hosts(mut plan: Plan, hosts: &[String]) -> Plan {
+    if !hosts.is_empty() {
+        plan.targets = Targets {
+            hosts: hosts.to_vec(),
+            labels: Vec::new(),
+            environments: Vec::new(),
+        };
+    }
+    plan
 }
 
 fn failure_reason(report: &RunReport) -> Option<String> {
@@ -448,5 +463,43 @@ async fn forward(
         Forwarded::Fenced
     } else {
         Forwarded::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::Path;
+
+    use super::*;
+
+    /// The lease's inventory holds a bastion with the plan's label (and a host the plan
+    /// names): with the run's hosts named, the plan runs on those alone; without (an
+    /// older server), its targets pick as written.
+    #[test]
+    fn a_plan_runs_on_the_leases_hosts_alone() {
+        let plan = parse_plan(
+            Path::new("p.yaml"),
+            "name: p\ntargets: { hosts: [edge], labels: [web] }\nsteps:\n  - command: [\"true\"]\n",
+        )
+        .unwrap();
+        let inventory = parse_inventory(
+            Path::new("inventory"),
+            "hosts:\n  edge: { labels: [web] }\n  web-1: { labels: [web], proxy_jump: edge }\n  web-2: { labels: [web] }\n",
+        )
+        .unwrap();
+        let names = |plan: &Plan| -> Vec<String> {
+            plan.target_hosts(&inventory)
+                .iter()
+                .map(|h| h.name.clone())
+                .collect()
+        };
+        let run = on_the_runs_hosts(plan.clone(), &["web-2".into(), "web-1".into()]);
+        assert_eq!(names(&run), ["web-1", "web-2"]);
+        assert_eq!(
+            names(&on_the_runs_hosts(plan, &[])),
+            ["edge", "web-1", "web-2"]
+        );
     }
 }

@@ -189,6 +189,10 @@ impl From<StoreError> for ApiError {
                 code: ErrorCode::EnvironmentInUse,
                 message: e.to_string(),
             },
+            StoreError::HostInUse { .. } => ApiError::Conflict {
+                code: ErrorCode::HostInUse,
+                message: e.to_string(),
+            },
             StoreError::ScheduleFromFile { .. } => ApiError::Conflict {
                 code: ErrorCode::ScheduleFromFile,
                 message: e.to_string(),
@@ -199,6 +203,9 @@ impl From<StoreError> for ApiError {
             },
             StoreError::UnknownEnvironment(_) => {
                 ApiError::Validation(ValidationError::new("environment", e.to_string()))
+            }
+            StoreError::InvalidBastion { .. } => {
+                ApiError::Validation(ValidationError::new("proxy_jump", e.to_string()))
             }
             StoreError::Unavailable(why) => ApiError::StoreUnavailable(why),
             StoreError::SchemaTooNew { .. } | StoreError::Corrupt(_) | StoreError::Backend(_) => {

@@ -67,6 +67,18 @@ pub enum StoreError {
     },
     #[error("environment {0:?} does not exist in this org")]
     UnknownEnvironment(String),
+    /// Deleting a host other hosts are reached through (their `proxy_jump`), or making
+    /// it a `local` host: `hosts` are those, sorted.
+    #[error("host {host:?} is the bastion (proxy_jump) of hosts {}: point their proxy_jump elsewhere or delete them first", .hosts.join(", "))]
+    HostInUse { host: String, hosts: Vec<String> },
+    /// A host's `proxy_jump` that cannot be: a bastion the org does not have, a `local`
+    /// one, or a chain that comes back to a host it passed (`why` says which).
+    #[error("host {host:?}: proxy_jump {bastion:?}: {why}")]
+    InvalidBastion {
+        host: String,
+        bastion: String,
+        why: String,
+    },
     /// The plan-run concurrency guard: the overlapping hosts, sorted, and the runs
     /// holding them (`(id, state)`, oldest first).
     #[error("{}", bosun_core::plan_run::guard_message(.hosts, .held_by))]

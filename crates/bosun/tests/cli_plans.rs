@@ -229,6 +229,78 @@ fn hosts_environments_and_stored_plans() {
     assert!(err.contains("not found"), "{err}");
 }
 
+/// `bosun host add|update --proxy-jump`, `--clear proxy-jump`, `show` and `list` with
+/// the bastion; a refused bastion names the field; deleting a bastion in use names the
+/// hosts behind it.
+#[test]
+fn hosts_with_bastions() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), &["--local-runners", "0"], &[]);
+    let admin = server.admin_token();
+    let run = |args: &[&str]| bosun(&server, &admin, args);
+    let ok = |args: &[&str]| {
+        let out = run(args);
+        assert!(out.status.success(), "bosun {args:?}\n{}", describe(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let fails = |args: &[&str]| {
+        let out = run(args);
+        assert!(
+            !out.status.success(),
+            "bosun {args:?} succeeded\n{}",
+            describe(&out)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    };
+    ok(&["host", "add", "edge", "--address", "192.0.2.1"]);
+    let out = ok(&[
+        "host",
+        "add",
+        "db-1",
+        "--address",
+        "10.2.0.8",
+        "--proxy-jump",
+        "edge",
+    ]);
+    let jump_row = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("proxy jump"))
+            .map(|l| l.split_whitespace().last().unwrap().to_string())
+    };
+    assert_eq!(jump_row(&out).as_deref(), Some("edge"), "{out}");
+    let list = ok(&["host", "list"]);
+    assert!(
+        list.lines().next().unwrap().contains("PROXY JUMP"),
+        "{list}"
+    );
+    let row = list.lines().find(|l| l.starts_with("db-1 ")).unwrap();
+    assert!(row.trim_end().ends_with(" edge"), "{list}");
+    let err = fails(&["host", "add", "db-2", "--proxy-jump", "ghost"]);
+    assert!(
+        err.contains("field: proxy_jump") && err.contains("ghost"),
+        "{err}"
+    );
+    let err = fails(&["host", "update", "edge", "--proxy-jump", "db-1"]);
+    assert!(err.contains("cycle"), "{err}");
+    let err = fails(&["host", "delete", "edge"]);
+    assert!(err.contains("host_in_use") && err.contains("db-1"), "{err}");
+    let err = fails(&[
+        "host",
+        "update",
+        "db-1",
+        "--proxy-jump",
+        "edge",
+        "--clear",
+        "proxy-jump",
+    ]);
+    assert!(err.contains("choose one"), "{err}");
+    let out = ok(&["host", "update", "db-1", "--clear", "proxy-jump"]);
+    assert_eq!(jump_row(&out).as_deref(), Some("-"), "{out}");
+    let v: Value = serde_json::from_str(&ok(&["--json", "host", "show", "db-1"])).unwrap();
+    assert_eq!(v["proxy_jump"], Value::Null);
+    ok(&["host", "delete", "edge"]);
+}
+
 const SCHEDULED_PLAN: &str = "name: nightly
 targets:
   labels: [web]

@@ -161,16 +161,32 @@ impl World {
     /// known_hosts, imported as an inventory through the API.
     fn import_hosts(&self) {
         let mut inv = String::from("hosts:\n");
-        for (i, h) in self.fleet.hosts().iter().enumerate() {
-            inv.push_str(&format!(
-                "  h{i}: {{ address: \"{}\", port: {}, user: \"{}\", identity_file: \"{}\", known_hosts: \"{}\", labels: [fleet] }}\n",
-                h.address(),
-                h.port(),
-                h.user(),
-                self.fleet.client_key_path().display(),
-                self.fleet.known_hosts_path().display()
-            ));
+        for i in 0..self.fleet.hosts().len() {
+            inv.push_str(&self.host_entry(i, "labels: [fleet]"));
         }
+        let answer = self.import(&inv);
+        assert_eq!(
+            answer["hosts_created"],
+            json!(["h0", "h1", "h2"]),
+            "{answer:#}"
+        );
+    }
+
+    /// The inventory line of fleet host `i` (`hi`), with `extra` keys.
+    fn host_entry(&self, i: usize, extra: &str) -> String {
+        let h = &self.fleet.hosts()[i];
+        format!(
+            "  h{i}: {{ address: \"{}\", port: {}, user: \"{}\", identity_file: \"{}\", known_hosts: \"{}\", {extra} }}\n",
+            h.address(),
+            h.port(),
+            h.user(),
+            self.fleet.client_key_path().display(),
+            self.fleet.known_hosts_path().display()
+        )
+    }
+
+    /// Imports inventory `inv` through the API, which must take it; its answer.
+    fn import(&self, inv: &str) -> Value {
         let body = json!({ "source": inv }).to_string();
         let (status, answer) = http(
             self.server.addr,
@@ -180,12 +196,7 @@ impl World {
             Some(&body),
         );
         assert_eq!(status, 200, "inventory import: {answer}");
-        let answer: Value = serde_json::from_str(&answer).unwrap();
-        assert_eq!(
-            answer["hosts_created"],
-            json!(["h0", "h1", "h2"]),
-            "{answer:#}"
-        );
+        serde_json::from_str(&answer).unwrap()
     }
 
     /// Stores a plan (`W` in `source` becomes the hosts' work dir).
@@ -457,6 +468,128 @@ steps:
         .map(|r| r["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [again.as_str(), id.as_str()], "newest first");
+}
+
+/// A host behind a bastion, end to end: h1 is imported with `proxy_jump: h0`; `bosun
+/// host check h1` reads both from the server and checks h0's stages, then h1's through
+/// it. A plan targeting a label only h1 has runs on h1 alone — even when h0 is given that
+/// label after the run was created and before a runner took it (the runner's inventory
+/// holds h0 as a bastion, and the lease names the run's hosts) — through h0, whose sshd
+/// sees the runner's login while h2's sees none; with h1's port closed, h1's step fails
+/// naming the bastion that could not reach it.
+#[test]
+fn a_host_behind_a_bastion_runs_through_it_and_the_bastion_is_no_target() {
+    let Some(mut w) = World::new(&["--local-runners", "0"]) else {
+        return;
+    };
+    let answer = w.import(&format!(
+        "hosts:\n{}{}",
+        w.host_entry(0, "labels: [edge]"),
+        w.host_entry(1, "labels: [app], proxy_jump: h0")
+    ));
+    assert_eq!(answer["hosts_updated"], json!(["h0", "h1"]), "{answer:#}");
+    let shown = w.json(&["host", "show", "h1"]);
+    assert_eq!(shown["proxy_jump"], "h0", "{shown:#}");
+    let list = w.ok(&["host", "list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("h1 ") && l.trim_end().ends_with(" h0")),
+        "{list}"
+    );
+
+    // host check through the server: h0's stages, then h1's, reached through h0.
+    // Logins each fleet host's sshd accepted so far.
+    let logins = |w: &World, i: usize| w.fleet.hosts()[i].logins();
+    let before = logins(&w, 0);
+    let check = w.json(&["host", "check", "h1"]);
+    assert_eq!(check["ok"], true, "{check:#}");
+    let stages: Vec<(String, String)> = check["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["bastion"].as_str().unwrap_or("").to_string(),
+                s["stage"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for host in ["h0", ""] {
+        for stage in ["resolve", "connect", "host key", "authenticate"] {
+            expected.push((host.to_string(), stage.to_string()));
+        }
+    }
+    assert_eq!(stages[..8], expected[..], "{check:#}");
+    let text = w.ok(&["host", "check", "h1"]);
+    let through = text
+        .lines()
+        .find(|l| l.starts_with("h1: connect "))
+        .unwrap_or_else(|| panic!("no row for h1's connect: {text}"));
+    assert!(through.contains("through bastion \"h0\""), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("h0: authenticate ")),
+        "{text}"
+    );
+    assert!(logins(&w, 0) > before, "host check logged in to h0");
+
+    w.upload_plan(
+        r#"name: behind
+targets: { labels: [app] }
+steps:
+  - name: mark
+    command: ["sh", "-c", "echo on {{ host.name }} > W/{{ host.name }}.behind; echo done"]
+"#,
+    );
+    // Created with no runner: it targets h1 alone, and waits.
+    let id = w.start_run("behind", &[]);
+    assert_eq!(w.show(&id)["hosts"], json!(["h1"]));
+    // The bastion now has the plan's label too: it still is no target of this run.
+    w.ok(&["host", "update", "h0", "--label", "edge", "--label", "app"]);
+    let before = [logins(&w, 0), logins(&w, 1), logins(&w, 2)];
+    w.start_runner();
+    let run = w.wait_state(&id, "succeeded", RUN_WAIT);
+    assert_eq!(run["hosts"], json!(["h1"]), "{run:#}");
+    assert!(
+        results(&run).iter().all(|r| r["host"] == "h1"),
+        "only h1 has results: {run:#}"
+    );
+    assert_eq!(result(&run, 1, "h1")["stdout"], "done\n", "{run:#}");
+    assert_eq!(
+        read(&w.work().join("h1.behind")).as_deref(),
+        Some("on h1\n")
+    );
+    assert_eq!(read(&w.work().join("h0.behind")), None, "nothing ran on h0");
+    assert!(
+        logins(&w, 0) > before[0],
+        "the runner logged in to the bastion h0:\n{}",
+        w.fleet.hosts()[0].log()
+    );
+    assert!(logins(&w, 1) > before[1], "{}", w.fleet.hosts()[1].log());
+    assert_eq!(logins(&w, 2), before[2], "h2 is not involved");
+
+    // h1 where nothing listens: the bastion cannot reach it, and the step says so. (h0
+    // loses the plan's label first: a run created now would target it.)
+    w.ok(&["host", "update", "h0", "--label", "edge"]);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    w.ok(&["host", "update", "h1", "--port", &closed.to_string()]);
+    let id = w.start_run("behind", &[]);
+    assert_eq!(w.show(&id)["hosts"], json!(["h1"]));
+    let run = w.wait_state(&id, "failed", RUN_WAIT);
+    let failed = result(&run, 1, "h1");
+    assert_eq!(failed["status"], "failed", "{run:#}");
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "bastion \"h0\" could not open a channel to 127.0.0.1:{closed}"
+        )),
+        "{run:#}"
+    );
+    assert!(results(&run).iter().all(|r| r["host"] == "h1"), "{run:#}");
 }
 
 /// Reads a child's stdout line by line on a thread, so a test can wait for a line with a

@@ -15,8 +15,9 @@ use std::time::Duration;
 pub use bounds::{check_limits, InputLimit, Limits, Shape};
 pub(crate) use parse::module_templates;
 pub use parse::{
-    lint, parse_inventory, parse_inventory_as_written, parse_plan, LintFinding, LintReport,
-    MAX_JUMPS, MODULES,
+    lint, parse_inventory, parse_inventory_as_written, parse_inventory_unresolved, parse_plan,
+    resolve_jumps, Jump, JumpError, LintFinding, LintReport, UnresolvedInventory, MAX_JUMPS,
+    MODULES,
 };
 
 /// A variable value: YAML scalars, lists and maps, as JSON values.

@@ -2,7 +2,9 @@
 //! (create, list, show, abort, logs and their SSE stream); and the runner protocol for
 //! plan runs — the lease (plan source plus an inventory of only the target hosts),
 //! heartbeat (answering abort), logs, per-host results after each step, and the final
-//! report, each keyed by run id and fencing number.
+//! report, each keyed by run id and fencing number. A lease's inventory also holds the
+//! bastions its hosts are reached through, and names the run's hosts: the runner runs
+//! the plan on those alone.
 
 use std::convert::Infallible;
 
@@ -171,7 +173,9 @@ pub async fn logs_stream(
 // ---- The runner protocol ----
 
 /// What a runner needs to execute a leased plan run: the plan source it was created
-/// with, an inventory of only its target hosts (as they are now) and their environments,
+/// with, an inventory of only its target hosts (as they are now) and their environments
+/// — and of the bastions they are reached through, as bastions only — the run's hosts by
+/// name,
 /// and its resolved secrets (`super::secrets`). `None`: a secret could not be resolved
 /// and the run was failed with the reason.
 pub async fn build_lease(
@@ -197,7 +201,8 @@ pub async fn build_lease(
         org: run.org.clone(),
         plan: run.plan.clone(),
         source: run.source.clone(),
-        inventory: service::inventory_document(&targets, &environments),
+        inventory: service::lease_inventory(&targets, &hosts, &environments),
+        hosts: targets.iter().map(|h| h.name.clone()).collect(),
         inputs: run.inputs.clone(),
         dry_run: run.dry_run,
         forks: FORKS,

@@ -1,10 +1,21 @@
 //! Hosts: each checked by `bosun_core::plan_resources` before it is stored — listed,
 //! shown, created, changed and deleted; the work behind the API's host handlers, and the
 //! host check the inventory import applies to every host of a file.
+//!
+//! A host's bastion (`proxy_jump`) names another host of the org. Every change that
+//! sets one is checked against the org's hosts as they would be once it is written —
+//! with `bosun-plans`' own resolution of bastion chains, the one the runner's inventory
+//! parse applies — and refused naming the `proxy_jump` at fault: a bastion the org does
+//! not have, a `local` one, a chain that goes round in a cycle or passes 8 bastions. The
+//! store checks the same chains again inside its transaction, and refuses deleting (or
+//! making `local`) a host that others jump through, naming them.
+
+use std::collections::{BTreeMap, HashMap};
 
 use bosun_api::{HostCreate, HostInfo, HostPatch, Page};
 use bosun_core::plan_resources as rules;
-use bosun_store::{HostRecord, NewHost};
+use bosun_plans::model::{self as engine, JumpError};
+use bosun_store::{HostRecord, NewHost, StoreError};
 use serde_json::{json, Value};
 
 use crate::app::AppState;
@@ -26,6 +37,7 @@ fn host_wire(h: HostRecord) -> HostInfo {
         identity_file: h.identity_file,
         host_key: h.host_key,
         known_hosts: h.known_hosts,
+        proxy_jump: h.proxy_jump,
         created_at: h.created_at,
         updated_at: h.updated_at,
     }
@@ -64,7 +76,175 @@ pub(crate) fn check_host(prefix: &str, h: &NewHost) -> Result<(), ApiError> {
     if let Some(k) = &h.host_key {
         rules::host_key(&f("host_key"), k)?;
     }
+    if let Some(b) = &h.proxy_jump {
+        let field = f("proxy_jump");
+        rules::host_name(&field, b)?;
+        if b == "none" {
+            return Err(invalid(
+                field,
+                "a host named `none` cannot be a bastion (in an inventory, `proxy_jump: none` means \"connect directly\"); to connect directly, leave proxy_jump out",
+            ));
+        }
+        if *b == h.name {
+            return Err(invalid(
+                field,
+                format!("host `{}` cannot jump through itself", h.name),
+            ));
+        }
+        if h.connection == "local" {
+            return Err(invalid(
+                field,
+                "a host with `connection: local` is this machine: it has no `proxy_jump`",
+            ));
+        }
+    }
     Ok(())
+}
+
+/// A host a request writes, for [`check_bastions`]: where a refusal names its fields.
+pub(crate) struct Written<'a> {
+    pub host: &'a NewHost,
+    /// The fields' prefix: `""` in the API's body, `hosts.web-1.` in an inventory.
+    pub prefix: String,
+    /// Where its `proxy_jump` was written, when not at `{prefix}proxy_jump` (an
+    /// inventory's `defaults.proxy_jump`).
+    pub written_at: Option<String>,
+}
+
+/// Checks the org's bastion chains as they would be once `written` hosts replace (or
+/// join) the `stored` ones: resolved as the runner's inventory parse resolves them
+/// (`bosun_plans::model::resolve_jumps`). Refused with a 400 naming the `proxy_jump` of
+/// the written host at fault — its own, or the one a chain through it breaks at (a cycle,
+/// more than 8 bastions) — and why; a written host made `local` while stored hosts jump
+/// through it is a 409 `host_in_use` naming them. `unknown` says where a bastion is looked
+/// for (`this org`), in the message for one that is nowhere.
+pub(crate) fn check_bastions(
+    stored: &[HostRecord],
+    written: &[Written<'_>],
+    unknown: &str,
+) -> Result<(), ApiError> {
+    struct Entry<'a> {
+        name: &'a str,
+        connection: &'a str,
+        jump: Option<&'a str>,
+        /// Its index in `written`; `None`: a stored host the request leaves as it is.
+        written: Option<usize>,
+    }
+    let mut entries: Vec<Entry<'_>> = stored
+        .iter()
+        .filter(|h| !written.iter().any(|w| w.host.name == h.name))
+        .map(|h| Entry {
+            name: &h.name,
+            connection: &h.connection,
+            jump: h.proxy_jump.as_deref(),
+            written: None,
+        })
+        .collect();
+    entries.extend(written.iter().enumerate().map(|(k, w)| Entry {
+        name: &w.host.name,
+        connection: &w.host.connection,
+        jump: w.host.proxy_jump.as_deref(),
+        written: Some(k),
+    }));
+    if entries.iter().all(|e| e.jump.is_none()) {
+        return Ok(());
+    }
+    // Only names and connections matter to a chain.
+    let hosts: Vec<engine::Host> = entries
+        .iter()
+        .map(|e| engine::Host {
+            name: e.name.to_string(),
+            address: e.name.to_string(),
+            port: 22,
+            user: None,
+            connection: if e.connection == "local" {
+                engine::ConnectionKind::Local
+            } else {
+                engine::ConnectionKind::Ssh
+            },
+            labels: Vec::new(),
+            vars: BTreeMap::new(),
+            environment: None,
+            identity_file: None,
+            known_hosts: None,
+            host_key: None,
+            proxy_jump: None,
+        })
+        .collect();
+    let jumps: Vec<Option<String>> = entries.iter().map(|e| e.jump.map(str::to_string)).collect();
+    let Err((i, why)) = engine::resolve_jumps(hosts, &jumps, |i, why| (i, why)) else {
+        return Ok(());
+    };
+    let by_name: HashMap<&str, usize> = entries
+        .iter()
+        .enumerate()
+        .map(|(k, e)| (e.name, k))
+        .collect();
+    if let JumpError::LocalBastion { bastion } = &why {
+        if entries[i].written.is_none() {
+            // A written host made local while stored hosts jump through it.
+            let mut hosts: Vec<String> = entries
+                .iter()
+                .filter(|e| e.written.is_none() && e.jump == Some(bastion.as_str()))
+                .map(|e| e.name.to_string())
+                .collect();
+            hosts.sort();
+            return Err(StoreError::HostInUse {
+                host: bastion.clone(),
+                hosts,
+            }
+            .into());
+        }
+    }
+    // The written host at fault: host `i`, or the first written host along its chain
+    // (a cycle or a chain too long that a written host's bastion made).
+    let mut at = i;
+    let mut fault = None;
+    for _ in 0..=entries.len() {
+        if let Some(k) = entries[at].written {
+            fault = Some(k);
+            break;
+        }
+        match entries[at].jump.and_then(|j| by_name.get(j)) {
+            Some(&next) => at = next,
+            None => break,
+        }
+    }
+    let Some(k) = fault else {
+        return Err(ApiError::Internal(format!(
+            "the org's stored bastions do not resolve: {why}"
+        )));
+    };
+    let w = &written[k];
+    let field = w
+        .written_at
+        .clone()
+        .unwrap_or_else(|| format!("{}proxy_jump", w.prefix));
+    let message = match &why {
+        JumpError::Unknown { bastion } => {
+            format!("`proxy_jump` names no host of {unknown}: `{bastion}`")
+        }
+        other => other.to_string(),
+    };
+    Err(invalid(field, message))
+}
+
+/// [`check_bastions`] of one host the API writes, against the org's stored hosts.
+async fn check_org_bastions(state: &AppState, org: &str, host: &NewHost) -> Result<(), ApiError> {
+    let touches_bastions = host.proxy_jump.is_some() || host.connection == "local";
+    if !touches_bastions {
+        return Ok(());
+    }
+    let stored = state.store.list_hosts(org).await?;
+    check_bastions(
+        &stored,
+        &[Written {
+            host,
+            prefix: String::new(),
+            written_at: None,
+        }],
+        "this org",
+    )
 }
 
 async fn load_host(state: &AppState, org: &str, name: &str) -> Result<HostRecord, ApiError> {
@@ -78,7 +258,7 @@ async fn load_host(state: &AppState, org: &str, name: &str) -> Result<HostRecord
 fn host_detail(h: &NewHost) -> Value {
     json!({
         "address": h.address, "port": h.port, "connection": h.connection,
-        "environment": h.environment, "labels": h.labels,
+        "environment": h.environment, "labels": h.labels, "proxy_jump": h.proxy_jump,
     })
 }
 
@@ -121,8 +301,10 @@ pub async fn create(
         identity_file: body.identity_file,
         host_key: body.host_key,
         known_hosts: body.known_hosts,
+        proxy_jump: body.proxy_jump,
     };
     check_host("", &host)?;
+    check_org_bastions(state, org, &host).await?;
     let audit = caller.audit(
         Some(org),
         "host.create",
@@ -169,8 +351,10 @@ pub async fn update(
         identity_file: body.identity_file.unwrap_or(current.identity_file),
         host_key: body.host_key.unwrap_or(current.host_key),
         known_hosts: body.known_hosts.unwrap_or(current.known_hosts),
+        proxy_jump: body.proxy_jump.unwrap_or(current.proxy_jump),
     };
     check_host("", &host)?;
+    check_org_bastions(state, org, &host).await?;
     let audit = caller.audit(
         Some(org),
         "host.update",

@@ -1,12 +1,16 @@
 //! Inventory import: an inventory file (the YAML `bosun plan exec --inventory` reads)
 //! parsed off the async workers, every environment and host in it checked, then created
-//! or replaced in one transaction — the work behind the API's import handler. A host
-//! behind a bastion (`proxy_jump`) is refused: the server keeps no bastions, and a host
-//! stored without its bastion would be connected to directly.
+//! or replaced in one transaction — the work behind the API's import handler.
+//!
+//! A host's bastion (`proxy_jump`, or the file's `defaults.proxy_jump`) is kept by name.
+//! It may be a host of the file or one the org already has: the file's bastions are
+//! resolved over the org's hosts as the import would leave them
+//! (`super::hosts::check_bastions`), and a bastion that is neither, a `local` one or a
+//! chain that goes round in a cycle is refused naming `hosts.NAME.proxy_jump` (or
+//! `defaults.proxy_jump`). Nothing of a refused file is stored.
 
 use bosun_api::{InventoryImportAnswer, InventoryImportRequest};
 use bosun_core::plan_resources as rules;
-use bosun_core::ValidationError;
 use bosun_plans::model::{self as engine};
 use bosun_store::{InventoryImport, NewEnvironment, NewHost};
 use serde_json::json;
@@ -14,7 +18,7 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::service::hosts::check_host;
+use crate::service::hosts::{check_bastions, check_host, Written};
 use crate::service::plans::{parse_error, parse_off_workers, PARSE_BUDGET};
 
 /// Imports an inventory file for `caller`: every environment and host in it is created,
@@ -32,10 +36,14 @@ pub async fn import(
         &file,
         &body.source,
         PARSE_BUDGET,
-        engine::parse_inventory_as_written,
+        engine::parse_inventory_unresolved,
     )
     .await?
     .map_err(parse_error)?;
+    let engine::UnresolvedInventory {
+        inventory: inv,
+        jumps,
+    } = inv;
     let mut environments = Vec::new();
     for (id, e) in &inv.environments {
         let field = format!("environments.{id}");
@@ -52,17 +60,7 @@ pub async fn import(
         });
     }
     let mut hosts = Vec::new();
-    for h in &inv.hosts {
-        if let Some(bastion) = &h.proxy_jump {
-            return Err(ValidationError::new(
-                format!("hosts.{}.proxy_jump", h.name),
-                format!(
-                    "host {:?} is reached through bastion {:?}, and the server does not keep bastions: run plans that need one with `bosun plan exec`",
-                    h.name, bastion.name
-                ),
-            )
-            .into());
-        }
+    for (h, jump) in inv.hosts.iter().zip(&jumps) {
         let host = NewHost {
             org: org.to_string(),
             name: h.name.clone(),
@@ -85,10 +83,24 @@ pub async fn import(
                 .known_hosts
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
+            proxy_jump: jump.as_ref().map(|j| j.bastion.clone()),
         };
         let prefix = format!("hosts.{}.", h.name);
         check_host(&prefix, &host)?;
         hosts.push(host);
+    }
+    if jumps.iter().any(Option::is_some) || hosts.iter().any(|h| h.connection == "local") {
+        let stored = state.store.list_hosts(org).await?;
+        let written: Vec<Written<'_>> = hosts
+            .iter()
+            .zip(&jumps)
+            .map(|(host, jump)| Written {
+                host,
+                prefix: format!("hosts.{}.", host.name),
+                written_at: jump.as_ref().map(|j| j.written_at.clone()),
+            })
+            .collect();
+        check_bastions(&stored, &written, "this inventory or of the org")?;
     }
     let audit = caller.audit(
         Some(org),

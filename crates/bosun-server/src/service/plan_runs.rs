@@ -108,7 +108,8 @@ pub(crate) async fn load_with_log(
 }
 
 /// The inventory document (JSON, which is YAML) of `hosts` and their environments, for
-/// `bosun_plans::model::parse_inventory`.
+/// `bosun_plans::model::parse_inventory`. A host's bastion (`proxy_jump`) is written by
+/// name: it must be among `hosts` too.
 pub(crate) fn inventory_document(
     hosts: &[&HostRecord],
     environments: &[EnvironmentRecord],
@@ -140,6 +141,7 @@ pub(crate) fn inventory_document(
             ("identity_file", &h.identity_file),
             ("known_hosts", &h.known_hosts),
             ("host_key", &h.host_key),
+            ("proxy_jump", &h.proxy_jump),
         ] {
             if let Some(v) = value {
                 host.insert(key.into(), json!(v));
@@ -148,6 +150,42 @@ pub(crate) fn inventory_document(
         entries.insert(h.name.clone(), Value::Object(host));
     }
     json!({"environments": envs, "hosts": entries}).to_string()
+}
+
+/// The inventory document a runner gets for a run on `targets`: those hosts, and every
+/// host their bastion chains pass through (found among the org's `hosts`, transitively),
+/// which are no targets. A bastion that is not a target is written as a bastion only,
+/// without labels, variables or environment: nothing of the plan's `targets` can match
+/// it, and none of its variables (or their secrets) go to the runner. The lease names
+/// the run's hosts too, and the runner runs on those alone.
+pub(crate) fn lease_inventory(
+    targets: &[&HostRecord],
+    hosts: &[HostRecord],
+    environments: &[EnvironmentRecord],
+) -> String {
+    let mut bastions: Vec<HostRecord> = Vec::new();
+    for target in targets {
+        let mut next = target.proxy_jump.as_deref();
+        // At most one step per host: a chain the store let through is never longer.
+        for _ in 0..hosts.len() {
+            let Some(name) = next else { break };
+            let known =
+                targets.iter().any(|t| t.name == name) || bastions.iter().any(|b| b.name == name);
+            let Some(bastion) = hosts.iter().find(|h| h.name == name) else {
+                break;
+            };
+            if !known {
+                let mut only = bastion.clone();
+                only.labels.clear();
+                only.vars.clear();
+                only.environment = None;
+                bastions.push(only);
+            }
+            next = bastion.proxy_jump.as_deref();
+        }
+    }
+    let all: Vec<&HostRecord> = targets.iter().copied().chain(bastions.iter()).collect();
+    inventory_document(&all, environments)
 }
 
 /// Resolves what a new run of `plan` targets: the stored source parsed, the org's hosts as

@@ -346,9 +346,15 @@ pub(crate) fn plan_wire(
 // ---- The org's hosts as the engine's inventory ----
 
 /// The org's hosts and environments as the engine's inventory (paths as stored: a `~`
-/// is the runner's home, not expanded here).
-pub fn inventory(hosts: &[HostRecord], environments: &[EnvironmentRecord]) -> Inventory {
-    Inventory {
+/// is the runner's home, not expanded here), each host's bastion chain resolved from
+/// the stored names. The store keeps the chains whole; one that does not resolve all the
+/// same (an unknown name, a cycle) is an internal error, named.
+pub fn inventory(
+    hosts: &[HostRecord],
+    environments: &[EnvironmentRecord],
+) -> Result<Inventory, ApiError> {
+    let jumps: Vec<Option<String>> = hosts.iter().map(|h| h.proxy_jump.clone()).collect();
+    let unresolved = Inventory {
         environments: environments
             .iter()
             .map(|e| {
@@ -383,14 +389,24 @@ pub fn inventory(hosts: &[HostRecord], environments: &[EnvironmentRecord]) -> In
                 proxy_jump: None,
             })
             .collect(),
-    }
+    };
+    let hosts = engine::resolve_jumps(unresolved.hosts, &jumps, |i, why| {
+        ApiError::Internal(format!(
+            "the org's hosts do not form an inventory: host {:?}: {why}",
+            hosts[i].name
+        ))
+    })?;
+    Ok(Inventory {
+        environments: unresolved.environments,
+        hosts,
+    })
 }
 
 /// The org's current inventory, read from the store.
 pub async fn org_inventory(state: &AppState, org: &str) -> Result<Inventory, ApiError> {
     let hosts = state.store.list_hosts(org).await?;
     let environments = state.store.list_environments(org).await?;
-    Ok(inventory(&hosts, &environments))
+    inventory(&hosts, &environments)
 }
 
 #[cfg(test)]

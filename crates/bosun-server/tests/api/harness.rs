@@ -99,6 +99,7 @@ impl TestServer {
             identity_file: None,
             host_key: None,
             known_hosts: None,
+            proxy_jump: None,
         };
         let store = &self.server.state().store;
         store.create_host(&host, &seed_audit()).await.unwrap();

@@ -145,3 +145,90 @@ async fn runs_resolve_targets_refuse_overlap_and_abort() {
         r.message()
     );
 }
+
+/// A run's lease carries the bastions its hosts are reached through, transitively, as
+/// bastions only — no labels, variables or environment, so no `targets` of the plan can
+/// match them (here one gets the plan's label after the run was created) — and names the
+/// run's hosts, which the runner runs on alone. Parsed as the runner parses it, the
+/// host's chain is whole.
+#[tokio::test]
+async fn a_lease_carries_the_bastions_of_its_hosts_as_bastions_only() {
+    let t = TestServer::start().await;
+    t.seed_plan("app-config", PLAN).await;
+    let inventory = "environments:
+  prod: {}
+hosts:
+  outer: { labels: [bastion], vars: { token: secret://app/token }, environment: prod }
+  edge: { proxy_jump: outer, user: jump }
+  web-1: { labels: [web], proxy_jump: edge }
+  other: { labels: [db], proxy_jump: outer }
+";
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &t.admin,
+            json!({"source": inventory}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/app-config/runs",
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["hosts"], json!(["web-1"]));
+    // The bastion gets the plan's label after the run was created.
+    let r = t
+        .call(
+            reqwest::Method::PATCH,
+            "/api/v1/orgs/default/hosts/outer",
+            Some(&t.admin),
+            Some(json!({"labels": ["bastion", "web"]})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+
+    let runner = t.hosted_runner("r1").await;
+    let r = t
+        .post(
+            "/api/v1/runner/lease",
+            &t.server.hosted_runner_token,
+            json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let lease = &r.body["plan_run"];
+    assert_eq!(lease["hosts"], json!(["web-1"]), "{lease:#}");
+    let doc: serde_json::Value =
+        serde_json::from_str(lease["inventory"].as_str().unwrap()).unwrap();
+    let mut names: Vec<&str> = doc["hosts"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["edge", "outer", "web-1"], "{doc:#}");
+    assert_eq!(doc["hosts"]["web-1"]["labels"], json!(["web"]), "{doc:#}");
+    for bastion in ["edge", "outer"] {
+        let b = &doc["hosts"][bastion];
+        assert_eq!(b["labels"], json!([]), "{doc:#}");
+        assert_eq!(b["vars"], json!({}), "{doc:#}");
+        assert!(b.get("environment").is_none(), "{doc:#}");
+    }
+    assert_eq!(doc["hosts"]["edge"]["user"], "jump", "its own settings");
+    assert_eq!(doc["environments"], json!({}), "{doc:#}");
+    let parsed = bosun_plans::model::parse_inventory(
+        std::path::Path::new("inventory"),
+        lease["inventory"].as_str().unwrap(),
+    )
+    .unwrap();
+    let web1 = parsed.hosts.iter().find(|h| h.name == "web-1").unwrap();
+    let chain: Vec<&str> = web1.jump_chain().iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(chain, ["outer", "edge"]);
+    // Nothing of a bastion's variables needs resolving: no secret reached the lease.
+    assert!(lease.get("secrets").is_none(), "{lease:#}");
+}

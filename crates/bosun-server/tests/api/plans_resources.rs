@@ -638,17 +638,6 @@ async fn inventory_import_creates_updates_and_is_all_or_nothing() {
         )
         .await;
     refused(&r, "source", "inv.yml:2:");
-    // A host behind a bastion: the server keeps no bastions, so it is refused rather than
-    // stored to be connected to directly.
-    let jumped = "hosts:\n  edge: {}\n  new-1: { proxy_jump: edge }\n";
-    let r = t
-        .post(
-            "/api/v1/orgs/default/inventory",
-            &t.admin,
-            json!({"source": jumped}),
-        )
-        .await;
-    refused(&r, "hosts.new-1.proxy_jump", "does not keep bastions");
     assert_eq!(t.audit_total().await, before);
     assert_eq!(
         t.get("/api/v1/orgs/default/environments/qa", &t.admin)
@@ -673,4 +662,183 @@ async fn inventory_import_creates_updates_and_is_all_or_nothing() {
         )
         .await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
+}
+
+async fn import(t: &TestServer, source: &str) -> Reply {
+    t.post(
+        "/api/v1/orgs/default/inventory",
+        &t.admin,
+        json!({"source": source}),
+    )
+    .await
+}
+
+async fn host_of(t: &TestServer, name: &str) -> Value {
+    let r = t
+        .get(&format!("/api/v1/orgs/default/hosts/{name}"), &t.admin)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{name}: {:?}", r.body);
+    r.body
+}
+
+/// Bastions (`proxy_jump`) kept by the server: imported (naming a host of the file or
+/// one already stored, before or after it, or through `defaults`), shown by `GET`, set,
+/// changed and cleared through the API; a bastion that is no host of the org, a `local`
+/// one and a cycle refused naming the `proxy_jump` at fault, with nothing of the file
+/// stored; a host others jump through neither deleted nor made `local` (409, naming
+/// them).
+#[tokio::test]
+async fn bastions_import_show_patch_clear_and_refusals() {
+    let t = TestServer::start().await;
+    let r = import(
+        &t,
+        "defaults: { proxy_jump: edge }\nhosts:\n  app: {}\n  db: { proxy_jump: app }\n  edge: {}\n  laptop: { connection: local }\n  direct: { proxy_jump: none }\n",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    for (name, bastion) in [
+        ("app", json!("edge")),
+        ("db", json!("app")),
+        ("edge", Value::Null),
+        ("laptop", Value::Null),
+        ("direct", Value::Null),
+    ] {
+        assert_eq!(host_of(&t, name).await["proxy_jump"], bastion, "{name}");
+    }
+    let listed = t.get("/api/v1/orgs/default/hosts", &t.admin).await.body;
+    let app = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "app")
+        .unwrap();
+    assert_eq!(app["proxy_jump"], "edge", "{listed:#}");
+    // A later file may name a bastion the org already has.
+    let r = import(&t, "hosts:\n  cache: { proxy_jump: db }\n").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(host_of(&t, "cache").await["proxy_jump"], "db");
+
+    // Refused imports name the proxy_jump at fault and store nothing.
+    let before = t.audit_total().await;
+    for (source, f, needle) in [
+        (
+            "hosts:\n  new-1: {}\n  new-2: { proxy_jump: ghost }\n",
+            "hosts.new-2.proxy_jump",
+            "names no host of this inventory or of the org: `ghost`",
+        ),
+        (
+            "hosts:\n  new-1: { proxy_jump: laptop }\n",
+            "hosts.new-1.proxy_jump",
+            "`laptop`, which has `connection: local`",
+        ),
+        (
+            "defaults: { proxy_jump: laptop }\nhosts:\n  new-1: {}\n",
+            "defaults.proxy_jump",
+            "`laptop`, which has `connection: local`",
+        ),
+        // edge → cache → db → app → edge: the stored chain closed by the file.
+        (
+            "hosts:\n  new-1: {}\n  edge: { proxy_jump: cache }\n",
+            "hosts.edge.proxy_jump",
+            "cycle: ",
+        ),
+        (
+            "hosts:\n  new-1: { proxy_jump: new-2 }\n  new-2: { proxy_jump: new-1 }\n",
+            "hosts.new-2.proxy_jump",
+            "cycle: new-1 → new-2 → new-1",
+        ),
+    ] {
+        let r = import(&t, source).await;
+        refused(&r, f, needle);
+        assert_eq!(
+            t.get("/api/v1/orgs/default/hosts/new-1", &t.admin)
+                .await
+                .status,
+            StatusCode::NOT_FOUND,
+            "{source}"
+        );
+    }
+    assert_eq!(host_of(&t, "edge").await["proxy_jump"], Value::Null);
+    // Making a bastion local in a file: those behind it are named.
+    let r = import(&t, "hosts:\n  new-1: {}\n  edge: { connection: local }\n").await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "host_in_use"),
+        "{:?}",
+        r.body
+    );
+    assert!(r.message().contains("app"), "{:?}", r.body);
+    assert_eq!(t.audit_total().await, before);
+
+    // The hosts API: set, change, clear; the same refusals, at `proxy_jump`.
+    let r = create_host(&t, json!({"name": "web-1", "proxy_jump": "edge"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["proxy_jump"], "edge");
+    for (body, needle) in [
+        (
+            json!({"name": "w", "proxy_jump": "ghost"}),
+            "names no host of this org: `ghost`",
+        ),
+        (
+            json!({"name": "w", "proxy_jump": "laptop"}),
+            "which has `connection: local`",
+        ),
+        (json!({"name": "w", "proxy_jump": "w"}), "itself"),
+        (json!({"name": "w", "proxy_jump": "none"}), "`none`"),
+        (json!({"name": "w", "proxy_jump": "Edge"}), "lowercase"),
+        (
+            json!({"name": "w", "connection": "local", "proxy_jump": "edge"}),
+            "connection: local",
+        ),
+    ] {
+        let r = create_host(&t, body.clone()).await;
+        refused(&r, "proxy_jump", needle);
+    }
+    let web1 = "/api/v1/orgs/default/hosts/web-1";
+    let r = patch(&t, web1, &t.admin, json!({"proxy_jump": "db"})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(host_of(&t, "web-1").await["proxy_jump"], "db");
+    // Another field changed: the bastion stays.
+    let r = patch(&t, web1, &t.admin, json!({"port": 2222})).await;
+    assert_eq!(r.body["proxy_jump"], "db", "{:?}", r.body);
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/hosts/edge",
+        &t.admin,
+        json!({"proxy_jump": "web-1"}),
+    )
+    .await;
+    refused(&r, "proxy_jump", "cycle: app → edge → web-1 → db → app");
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/hosts/edge",
+        &t.admin,
+        json!({"connection": "local"}),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "host_in_use"),
+        "{:?}",
+        r.body
+    );
+
+    // A bastion in use is not deleted: the hosts behind it are named.
+    let r = delete(&t, "/api/v1/orgs/default/hosts/db", &t.admin).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "host_in_use"),
+        "{:?}",
+        r.body
+    );
+    assert!(r.message().contains("cache, web-1"), "{:?}", r.body);
+    host_of(&t, "db").await;
+    // Cleared (`null`), it is free to go once nothing else jumps through it.
+    let r = patch(&t, web1, &t.admin, json!({"proxy_jump": null})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["proxy_jump"], Value::Null);
+    let r = delete(&t, "/api/v1/orgs/default/hosts/cache", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    let r = delete(&t, "/api/v1/orgs/default/hosts/db", &t.admin).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
 }

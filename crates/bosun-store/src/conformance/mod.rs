@@ -132,6 +132,7 @@ macro_rules! conformance_suite {
             drift_schedules_read_by_index,
             plan_environments_grants_and_refused_delete,
             plan_hosts_roundtrip_every_field,
+            plan_hosts_bastions_checked_and_kept,
             plan_inventory_import_is_one_transaction,
             plan_files_versioned_and_org_scoped,
             plan_hosts_and_plans_page_by_name,
@@ -518,6 +519,7 @@ fn host(org: &str, name: &str, env: Option<&str>) -> NewHost {
         identity_file: None,
         host_key: None,
         known_hosts: None,
+        proxy_jump: None,
     }
 }
 

@@ -229,8 +229,14 @@ pub async fn plan_hosts_roundtrip_every_field(store: Arc<dyn Store>) {
         identity_file: Some("~/.ssh/id_ed25519".into()),
         host_key: Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDxk".into()),
         known_hosts: Some("/etc/ssh/known".into()),
+        proxy_jump: Some("edge-1".into()),
     };
+    store
+        .create_host(&host("acme", "edge-1", None), &a("host.create"))
+        .await
+        .unwrap();
     let created = store.create_host(&full, &a("host.create")).await.unwrap();
+    assert_eq!(created.proxy_jump.as_deref(), Some("edge-1"));
     let back = store.get_host("acme", "web-1").await.unwrap().unwrap();
     assert_eq!(back, created);
     let as_new = NewHost {
@@ -246,6 +252,7 @@ pub async fn plan_hosts_roundtrip_every_field(store: Arc<dyn Store>) {
         identity_file: back.identity_file.clone(),
         host_key: back.host_key.clone(),
         known_hosts: back.known_hosts.clone(),
+        proxy_jump: back.proxy_jump.clone(),
     };
     assert_eq!(as_new, full);
     assert!(matches!(
@@ -280,9 +287,10 @@ pub async fn plan_hosts_roundtrip_every_field(store: Arc<dyn Store>) {
             updated.connection.as_str(),
             updated.environment.clone(),
             updated.labels.len(),
-            updated.host_key.clone()
+            updated.host_key.clone(),
+            updated.proxy_jump.clone()
         ),
-        ("local", None, 0, None)
+        ("local", None, 0, None, None)
     );
     assert_eq!(updated.created_at, created.created_at);
     assert!(matches!(
@@ -307,7 +315,7 @@ pub async fn plan_hosts_roundtrip_every_field(store: Arc<dyn Store>) {
         .into_iter()
         .map(|h| h.name)
         .collect();
-    assert_eq!(names, ["db-1", "web-1"]);
+    assert_eq!(names, ["db-1", "edge-1", "web-1"]);
     assert!(store.get_host("other", "web-1").await.unwrap().is_none());
     assert!(!store
         .delete_host("other", "web-1", &a("host.delete"))
@@ -322,6 +330,200 @@ pub async fn plan_hosts_roundtrip_every_field(store: Arc<dyn Store>) {
     for action in ["host.create", "host.update", "host.delete"] {
         assert!(actions.iter().any(|x| x == action), "{action}: {actions:?}");
     }
+}
+
+/// A host's bastion (`proxy_jump`): kept, cleared, checked inside the transaction (a
+/// host of the same org, `ssh`, no cycle), and a host others jump through is neither
+/// deleted nor made `local`; an import may name a bastion it adds later, and a bad one
+/// leaves nothing behind.
+pub async fn plan_hosts_bastions_checked_and_kept(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "other").await;
+    let a = |action: &str| audit(Some("acme"), action, "host:app");
+    let behind = |name: &str, bastion: &str| {
+        let mut h = host("acme", name, None);
+        h.proxy_jump = Some(bastion.to_string());
+        h
+    };
+    let refused = |r: Result<HostRecord>, want_host: &str, want_why: &str| match r {
+        Err(StoreError::InvalidBastion { host, why, .. })
+            if host == want_host && why.contains(want_why) => {}
+        other => panic!("expected InvalidBastion of {want_host} ({want_why}), got {other:?}"),
+    };
+    let before = store.list_audit(None, None, 1000).await.unwrap().len();
+    // Another org's host is no bastion here.
+    store
+        .create_host(&host("other", "edge", None), &a("host.create"))
+        .await
+        .unwrap();
+    let before = before + 1;
+    refused(
+        store
+            .create_host(&behind("app", "edge"), &a("host.create"))
+            .await,
+        "app",
+        "no host \"edge\"",
+    );
+    assert!(store.get_host("acme", "app").await.unwrap().is_none());
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        before
+    );
+
+    store
+        .create_host(&host("acme", "edge", None), &a("host.create"))
+        .await
+        .unwrap();
+    let app = store
+        .create_host(&behind("app", "edge"), &a("host.create"))
+        .await
+        .unwrap();
+    assert_eq!(app.proxy_jump.as_deref(), Some("edge"));
+    // A chain: db through app, app through edge.
+    store
+        .create_host(&behind("db", "app"), &a("host.create"))
+        .await
+        .unwrap();
+    let listed: Vec<(String, Option<String>)> = store
+        .list_hosts("acme")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.name, h.proxy_jump))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("app".to_string(), Some("edge".to_string())),
+            ("db".to_string(), Some("app".to_string())),
+            ("edge".to_string(), None),
+        ]
+    );
+    let page = store.list_hosts_page("acme", Some("app"), 1).await.unwrap();
+    assert_eq!(page[0].proxy_jump.as_deref(), Some("app"));
+
+    // A cycle, through itself or round the chain, is refused and changes nothing.
+    refused(
+        store
+            .update_host(&behind("edge", "db"), &a("host.update"))
+            .await,
+        "edge",
+        "cycle: edge → db → app → edge",
+    );
+    refused(
+        store
+            .update_host(&behind("edge", "edge"), &a("host.update"))
+            .await,
+        "edge",
+        "cycle: edge → edge",
+    );
+    assert_eq!(
+        store
+            .get_host("acme", "edge")
+            .await
+            .unwrap()
+            .unwrap()
+            .proxy_jump,
+        None
+    );
+    // A local host is no bastion, and has none.
+    let mut build = host("acme", "build", None);
+    build.connection = "local".into();
+    store.create_host(&build, &a("host.create")).await.unwrap();
+    refused(
+        store
+            .create_host(&behind("web", "build"), &a("host.create"))
+            .await,
+        "web",
+        "connection `local`",
+    );
+    let mut local_behind = behind("build", "edge");
+    local_behind.connection = "local".into();
+    refused(
+        store.update_host(&local_behind, &a("host.update")).await,
+        "build",
+        "has no bastion",
+    );
+    // A host others jump through stays: not deleted, not made local.
+    let audits = store.list_audit(None, None, 1000).await.unwrap().len();
+    match store.delete_host("acme", "edge", &a("host.delete")).await {
+        Err(StoreError::HostInUse { host, hosts }) => {
+            assert_eq!((host.as_str(), hosts), ("edge", vec!["app".to_string()]));
+        }
+        other => panic!("expected HostInUse, got {other:?}"),
+    }
+    let mut edge_local = host("acme", "edge", None);
+    edge_local.connection = "local".into();
+    assert!(matches!(
+        store.update_host(&edge_local, &a("host.update")).await,
+        Err(StoreError::HostInUse { host, hosts }) if host == "edge" && hosts == ["app"]
+    ));
+    assert!(store.get_host("acme", "edge").await.unwrap().is_some());
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        audits
+    );
+
+    // Cleared, the bastion is free to go.
+    let cleared = store
+        .update_host(&host("acme", "app", None), &a("host.update"))
+        .await
+        .unwrap();
+    assert_eq!(cleared.proxy_jump, None);
+    assert!(store
+        .delete_host("acme", "edge", &a("host.delete"))
+        .await
+        .unwrap());
+
+    // An import may name a bastion it adds after the host; one that makes a cycle (or
+    // names no host) leaves nothing of the import behind.
+    let i = audit(Some("acme"), "inventory.import", "inventory");
+    let import = InventoryImport {
+        org: "acme".into(),
+        environments: vec![],
+        hosts: vec![behind("w1", "w0"), host("acme", "w0", None)],
+    };
+    let done = store.import_inventory(&import, &i).await.unwrap();
+    assert_eq!(done.hosts_created, ["w1", "w0"]);
+    assert_eq!(
+        store
+            .get_host("acme", "w1")
+            .await
+            .unwrap()
+            .unwrap()
+            .proxy_jump
+            .as_deref(),
+        Some("w0")
+    );
+    let audits = store.list_audit(None, None, 1000).await.unwrap().len();
+    for hosts in [
+        vec![behind("w2", "w1"), behind("w0", "w2")],
+        vec![behind("w2", "ghost")],
+    ] {
+        let broken = InventoryImport {
+            org: "acme".into(),
+            environments: vec![],
+            hosts,
+        };
+        assert!(matches!(
+            store.import_inventory(&broken, &i).await,
+            Err(StoreError::InvalidBastion { .. })
+        ));
+        assert!(store.get_host("acme", "w2").await.unwrap().is_none());
+        assert_eq!(
+            store
+                .get_host("acme", "w0")
+                .await
+                .unwrap()
+                .unwrap()
+                .proxy_jump,
+            None
+        );
+    }
+    assert_eq!(
+        store.list_audit(None, None, 1000).await.unwrap().len(),
+        audits
+    );
 }
 
 pub async fn plan_inventory_import_is_one_transaction(store: Arc<dyn Store>) {
@@ -474,6 +676,7 @@ pub async fn plan_hosts_and_plans_page_by_name(store: Arc<dyn Store>) {
             identity_file: None,
             host_key: None,
             known_hosts: None,
+            proxy_jump: None,
         };
         store.create_host(&host, &a).await.unwrap();
         let plan = NewPlan {

@@ -41,6 +41,8 @@ pub struct NewHost {
     pub identity_file: Option<String>,
     pub host_key: Option<String>,
     pub known_hosts: Option<String>,
+    /// The bastion the host is reached through: another host of the org, by name.
+    pub proxy_jump: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +63,9 @@ pub struct HostRecord {
     pub host_key: Option<String>,
     /// known_hosts path on the runner's machine; `None`: `~/.ssh/known_hosts`.
     pub known_hosts: Option<String>,
+    /// The bastion the host is reached through (`proxy_jump`): another host of the org,
+    /// by name; `None`: connected to directly.
+    pub proxy_jump: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -1,7 +1,12 @@
 //! What plans run against (one source for both backends; see `super::db`): environments (with the users granted approval on
 //! them), hosts and plan files, all org-scoped. A host's environment is a foreign key
 //! without cascade: deleting an environment that hosts are in is refused, naming them.
-//! An inventory import upserts environments, then hosts, in one transaction.
+//! A host's bastion (`proxy_jump`) is another host of its org, by name: every write
+//! checks the chains it touches inside its transaction (a bastion the org has, an `ssh`
+//! one, no cycle), and a host others jump through is neither deleted nor made `local`.
+//! An inventory import upserts environments, then hosts, in one transaction, and checks
+//! the bastions once every host is written (a host may jump through one the same file
+//! adds later).
 
 use super::audit::append_audit;
 use super::*;
@@ -123,7 +128,7 @@ fn update_env_row(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<
 }
 
 const HOST_COLUMNS: &str = "org_id, name, address, port, \"user\", connection, labels, vars,
-    environment_id, identity_file, host_key, known_hosts, created_at, updated_at";
+    environment_id, identity_file, host_key, known_hosts, created_at, updated_at, proxy_jump";
 
 type HostRow = (
     String,
@@ -140,6 +145,7 @@ type HostRow = (
     Option<String>,
     i64,
     i64,
+    Option<String>,
 );
 
 fn host_row(r: &Row<'_>) -> db::Result<HostRow> {
@@ -147,7 +153,23 @@ fn host_row(r: &Row<'_>) -> db::Result<HostRow> {
 }
 
 fn host_record(r: HostRow) -> Result<HostRecord> {
-    let (org, name, address, port, user, connection, labels, vars, env, id_file, key, kh, c, u) = r;
+    let (
+        org,
+        name,
+        address,
+        port,
+        user,
+        connection,
+        labels,
+        vars,
+        env,
+        id_file,
+        key,
+        kh,
+        c,
+        u,
+        jump,
+    ) = r;
     Ok(HostRecord {
         port: u16::try_from(port).map_err(|e| corrupt("host port", e))?,
         labels: serde_json::from_str(&labels).map_err(|e| corrupt("host labels", e))?,
@@ -161,6 +183,7 @@ fn host_record(r: HostRow) -> Result<HostRecord> {
         identity_file: id_file,
         host_key: key,
         known_hosts: kh,
+        proxy_jump: jump,
         created_at: from_millis(c)?,
         updated_at: from_millis(u)?,
     })
@@ -186,13 +209,90 @@ fn check_host_env(tx: &Transaction<'_>, h: &NewHost) -> Result<()> {
     }
 }
 
+/// The hosts of `org` whose bastion is `name`, by name.
+fn jumping_through(c: &Connection, org: &str, name: &str) -> Result<Vec<String>> {
+    let names = c
+        .prepare_cached(
+            "SELECT name FROM hosts WHERE org_id = ?1 AND proxy_jump = ?2 ORDER BY name",
+        )?
+        .query_map(params![org, name], |r| r.get(0))?
+        .collect::<db::Result<_>>()?;
+    Ok(names)
+}
+
+/// Refuses making `h` a `local` host while other hosts jump through it.
+fn check_still_a_bastion(tx: &Transaction<'_>, h: &NewHost) -> Result<()> {
+    if h.connection != "local" {
+        return Ok(());
+    }
+    let hosts = jumping_through(tx, &h.org, &h.name)?;
+    if hosts.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::HostInUse {
+            host: h.name.clone(),
+            hosts,
+        })
+    }
+}
+
+/// Checks the bastion chain of host `name` of `org` as it stands in `tx`: every bastion
+/// a host of the org with `connection: ssh`, and no host met twice. A chain's length is
+/// the server's to limit (it parses the org's hosts as an inventory).
+fn check_host_bastion(tx: &Transaction<'_>, org: &str, name: &str) -> Result<()> {
+    let hop = |host: &str| -> Result<Option<(String, Option<String>)>> {
+        Ok(tx
+            .prepare_cached(
+                "SELECT connection, proxy_jump FROM hosts WHERE org_id = ?1 AND name = ?2",
+            )?
+            .query_row(params![org, host], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    };
+    let Some((connection, Some(first))) = hop(name)? else {
+        return Ok(());
+    };
+    let refuse = |why: String| StoreError::InvalidBastion {
+        host: name.to_string(),
+        bastion: first.clone(),
+        why,
+    };
+    if connection == "local" {
+        return Err(refuse(
+            "a host with connection `local` is this machine: it has no bastion".into(),
+        ));
+    }
+    let mut chain = vec![name.to_string()];
+    let mut next = Some(first.clone());
+    while let Some(bastion) = next {
+        let Some((connection, jump)) = hop(&bastion)? else {
+            return Err(refuse(format!("the org has no host {bastion:?}")));
+        };
+        if connection == "local" {
+            return Err(refuse(format!(
+                "host {bastion:?} has connection `local`: a bastion is an ssh host"
+            )));
+        }
+        if let Some(k) = chain.iter().position(|c| *c == bastion) {
+            let mut cycle = chain[k..].to_vec();
+            cycle.push(bastion);
+            return Err(refuse(format!(
+                "the chain of bastions goes round in a cycle: {}",
+                cycle.join(" → ")
+            )));
+        }
+        chain.push(bastion);
+        next = jump;
+    }
+    Ok(())
+}
+
 fn insert_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<()> {
     check_host_env(tx, h)?;
     tx.prepare_cached(
         "INSERT INTO hosts (org_id, name, address, port, \"user\", connection, labels, vars,
             environment_id, identity_file, host_key, known_hosts, created_at, updated_at,
-            updated_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14)",
+            updated_by, proxy_jump)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15)",
     )?
     .execute(params![
         h.org,
@@ -209,6 +309,7 @@ fn insert_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<()> {
         h.known_hosts,
         millis(Utc::now()),
         by,
+        h.proxy_jump,
     ])
     .map_err(|e| exists_or(e, || format!("host {:?}", h.name)))?;
     Ok(())
@@ -217,11 +318,13 @@ fn insert_host(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<()> {
 /// Returns whether the host existed.
 fn update_host_row(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<bool> {
     check_host_env(tx, h)?;
+    check_still_a_bastion(tx, h)?;
     let n = tx
         .prepare_cached(
             "UPDATE hosts SET address = ?3, port = ?4, \"user\" = ?5, connection = ?6,
                 labels = ?7, vars = ?8, environment_id = ?9, identity_file = ?10,
-                host_key = ?11, known_hosts = ?12, updated_at = ?13, updated_by = ?14
+                host_key = ?11, known_hosts = ?12, updated_at = ?13, updated_by = ?14,
+                proxy_jump = ?15
              WHERE org_id = ?1 AND name = ?2",
         )?
         .execute(params![
@@ -239,6 +342,7 @@ fn update_host_row(tx: &Transaction<'_>, h: &NewHost, by: &str) -> Result<bool> 
             h.known_hosts,
             millis(Utc::now()),
             by,
+            h.proxy_jump,
         ])?;
     Ok(n > 0)
 }
@@ -381,6 +485,7 @@ pub(super) fn revoke(
 pub(super) fn create_host(tx: &Transaction<'_>, h: &NewHost, audit: &Audit) -> Result<HostRecord> {
     require_org(tx, &h.org)?;
     insert_host(tx, h, &audit.actor)?;
+    check_host_bastion(tx, &h.org, &h.name)?;
     append_audit(tx, audit)?;
     load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
 }
@@ -389,6 +494,7 @@ pub(super) fn update_host(tx: &Transaction<'_>, h: &NewHost, audit: &Audit) -> R
     if !update_host_row(tx, h, &audit.actor)? {
         return Err(StoreError::NotFound(format!("host {:?}", h.name)));
     }
+    check_host_bastion(tx, &h.org, &h.name)?;
     append_audit(tx, audit)?;
     load_host(tx, &h.org, &h.name)?.ok_or_else(|| vanished("host"))
 }
@@ -427,6 +533,13 @@ pub(super) fn delete_host(
     name: &str,
     audit: &Audit,
 ) -> Result<bool> {
+    let hosts = jumping_through(tx, org, name)?;
+    if !hosts.is_empty() {
+        return Err(StoreError::HostInUse {
+            host: name.to_string(),
+            hosts,
+        });
+    }
     let n = tx
         .prepare_cached("DELETE FROM hosts WHERE org_id = ?1 AND name = ?2")?
         .execute(params![org, name])?;
@@ -458,6 +571,10 @@ pub(super) fn import_inventory(
             insert_host(tx, h, &audit.actor)?;
             out.hosts_created.push(h.name.clone());
         }
+    }
+    // Once every host is written: a host may jump through one written after it.
+    for h in &import.hosts {
+        check_host_bastion(tx, &import.org, &h.name)?;
     }
     let mut audit = audit.clone();
     if let Value::Object(detail) = &mut audit.detail {

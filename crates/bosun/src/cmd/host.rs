@@ -1,19 +1,21 @@
 //! `bosun host`: the org's hosts on the server — add, list, show, update, delete, import
 //! an inventory file — and `check`, which tries a host's connection stage by stage
 //! (resolve, connect, host key, authenticate, sudo) from this machine: a host of an
-//! inventory file with `--inventory`, else the server's record of it. A host behind
-//! bastions (`proxy_jump`) shows each bastion's stages first, named after it.
+//! inventory file with `--inventory`, else the server's record of it (with the records
+//! of the bastions it is reached through). A host behind bastions (`proxy_jump`) shows
+//! each bastion's stages first, named after it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use bosun_api::{HostCreate, HostInfo, HostPatch, InventoryImportAnswer, InventoryImportRequest};
 use bosun_plans::connection::check::{self, StageStatus};
 use bosun_plans::connection::ConnectOptions;
-use bosun_plans::model::{ConnectionKind, Host};
+use bosun_plans::model::{ConnectionKind, Host, MAX_JUMPS};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
@@ -94,6 +96,9 @@ pub struct AddArgs {
     /// known_hosts path on the runner's machine (default ~/.ssh/known_hosts).
     #[arg(long, value_name = "PATH")]
     known_hosts: Option<String>,
+    /// The bastion the host is reached through: another ssh host of the org.
+    #[arg(long, value_name = "NAME")]
+    proxy_jump: Option<String>,
 }
 
 #[derive(Args)]
@@ -128,8 +133,11 @@ pub struct UpdateArgs {
     host_key: Option<String>,
     #[arg(long, value_name = "PATH")]
     known_hosts: Option<String>,
-    /// Clear an optional field: user, environment, identity-file, host-key, known-hosts
-    /// (repeatable).
+    /// The bastion the host is reached through: another ssh host of the org.
+    #[arg(long, value_name = "NAME")]
+    proxy_jump: Option<String>,
+    /// Clear an optional field: user, environment, identity-file, host-key, known-hosts,
+    /// proxy-jump (repeatable).
     #[arg(long, value_name = "FIELD")]
     clear: Vec<String>,
 }
@@ -166,6 +174,7 @@ fn host_text(h: HostInfo) -> String {
         .add("identity file", or_dash(h.identity_file))
         .add("host key", or_dash(h.host_key))
         .add("known hosts", or_dash(h.known_hosts))
+        .add("proxy jump", or_dash(h.proxy_jump))
         .add("updated", timestamp(&h.updated_at));
     f.render()
 }
@@ -181,6 +190,7 @@ fn host_table(org: &str, hosts: Vec<HostInfo>) -> String {
         "USER",
         "ENVIRONMENT",
         "LABELS",
+        "PROXY JUMP",
     ]);
     for h in hosts {
         t.row(vec![
@@ -194,6 +204,7 @@ fn host_table(org: &str, hosts: Vec<HostInfo>) -> String {
             } else {
                 h.labels.join(",")
             },
+            or_dash(h.proxy_jump),
         ]);
     }
     t.render()
@@ -217,6 +228,7 @@ fn patch_body(args: UpdateArgs, current: Option<&HostInfo>) -> anyhow::Result<Ho
         identity_file: args.identity_file.map(Some),
         host_key: args.host_key.map(Some),
         known_hosts: args.known_hosts.map(Some),
+        proxy_jump: args.proxy_jump.map(Some),
     };
     if let Some(current) = current {
         let mut vars = current.vars.clone();
@@ -233,8 +245,9 @@ fn patch_body(args: UpdateArgs, current: Option<&HostInfo>) -> anyhow::Result<Ho
             "identity-file" | "identity_file" => &mut patch.identity_file,
             "host-key" | "host_key" => &mut patch.host_key,
             "known-hosts" | "known_hosts" => &mut patch.known_hosts,
+            "proxy-jump" | "proxy_jump" => &mut patch.proxy_jump,
             other => bail!(
-                "--clear {other:?}: expected user, environment, identity-file, host-key or known-hosts"
+                "--clear {other:?}: expected user, environment, identity-file, host-key, known-hosts or proxy-jump"
             ),
         };
         if slot.as_ref().is_some_and(Option::is_some) {
@@ -255,8 +268,9 @@ fn expand_home(p: &str) -> PathBuf {
     }
 }
 
-/// The server's record of a host, as the engine connects to it from this machine.
-fn engine_host(h: HostInfo) -> Host {
+/// The server's record of a host, as the engine connects to it from this machine, with
+/// `bastion`: the host it is reached through, already made so (`None`: directly).
+fn engine_host(h: HostInfo, bastion: Option<Arc<Host>>) -> Host {
     Host {
         name: h.name,
         address: h.address,
@@ -273,9 +287,49 @@ fn engine_host(h: HostInfo) -> Host {
         identity_file: h.identity_file.as_deref().map(expand_home),
         known_hosts: h.known_hosts.as_deref().map(expand_home),
         host_key: h.host_key,
-        // The server keeps no bastions: its hosts are reached directly.
-        proxy_jump: None,
+        proxy_jump: bastion,
     }
+}
+
+/// Host `name` as the server keeps it, with the bastions it is reached through (each
+/// read from the server in turn), as the engine connects to it from this machine.
+async fn server_host(ctx: &Ctx, name: &str) -> anyhow::Result<Host> {
+    let fetch = |name: String| async move {
+        super::decode::<HostInfo>(
+            ctx.client
+                .get(&["orgs", &ctx.org, "hosts", &name], &[])
+                .await
+                .with_context(|| {
+                    format!("fetching host {name:?} from the server (or pass --inventory FILE)")
+                })?,
+        )
+    };
+    let host = fetch(name.to_string()).await?;
+    // The host, then each bastion in turn: the last is reached directly.
+    let mut chain = vec![host];
+    while let Some(bastion) = chain.last().and_then(|h| h.proxy_jump.clone()) {
+        if chain.iter().any(|h| h.name == bastion) {
+            bail!(
+                "the bastions of host {name:?} go round in a cycle at {bastion:?} (on the server)"
+            );
+        }
+        if chain.len() > MAX_JUMPS {
+            bail!("host {name:?} is reached through more than {MAX_JUMPS} bastions");
+        }
+        let info = fetch(bastion.clone())
+            .await
+            .with_context(|| format!("host {name:?} is reached through bastion {bastion:?}"))?;
+        chain.push(info);
+    }
+    let mut via: Option<Arc<Host>> = None;
+    while let Some(info) = chain.pop() {
+        let host = engine_host(info, via.take());
+        if chain.is_empty() {
+            return Ok(host);
+        }
+        via = Some(Arc::new(host));
+    }
+    unreachable!("the chain holds the host itself")
 }
 
 fn inventory_host(inventory: &Path, name: &str) -> anyhow::Result<Host> {
@@ -373,15 +427,8 @@ pub async fn run(
             connect_timeout,
             ..
         } => {
-            let info: HostInfo = super::decode(
-                ctx.client
-                    .get(&["orgs", org, "hosts", &name], &[])
-                    .await
-                    .with_context(|| {
-                        format!("fetching host {name:?} from the server (or pass --inventory FILE)")
-                    })?,
-            )?;
-            return check_cmd(engine_host(info), connect_timeout, json).await;
+            let host = server_host(&ctx, &name).await?;
+            return check_cmd(host, connect_timeout, json).await;
         }
         HostCommand::Add(a) => {
             let body = HostCreate {
@@ -396,6 +443,7 @@ pub async fn run(
                 identity_file: a.identity_file,
                 host_key: a.host_key,
                 known_hosts: a.known_hosts,
+                proxy_jump: a.proxy_jump,
             };
             let reply = ctx.client.post(&["orgs", org, "hosts"], &body).await?;
             ctx.show(reply, |h: HostInfo| {

@@ -8,6 +8,11 @@
 //! `proxy_jump` that is wrong (`defaults.proxy_jump` when the host inherited it).
 //! `defaults.proxy_jump` applies to every `ssh` host but the bastion it names; `none`
 //! (as in OpenSSH) connects a host directly whatever the default says.
+//!
+//! The resolution is public ([`resolve_jumps`], [`JumpError`]): the server reads an
+//! imported file with its bastions left unresolved ([`UnresolvedInventory`]), since they
+//! may be hosts it already keeps, and resolves them over the org's hosts, and its stored
+//! hosts' chains, with the same rules.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -23,6 +28,26 @@ pub const MAX_JUMPS: usize = 8;
 /// The `proxy_jump` value that means "connect directly" (as OpenSSH's `ProxyJump none`).
 const NO_JUMP: &str = "none";
 
+/// A host's bastion as a file names it: the bastion's name, and the path of the key
+/// that named it (`hosts.web-1.proxy_jump`, or `defaults.proxy_jump` when the host
+/// inherited it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Jump {
+    pub bastion: String,
+    pub written_at: String,
+}
+
+/// An inventory read whole but for its bastions: every host's `proxy_jump` is `None`,
+/// and [`UnresolvedInventory::jumps`] says, host by host, which bastion the file names.
+/// For an inventory whose bastions may be hosts kept elsewhere (the server's import:
+/// the org's stored hosts), resolved with [`resolve_jumps`] once they are added.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnresolvedInventory {
+    pub inventory: Inventory,
+    /// One per host of `inventory`, in its order.
+    pub jumps: Vec<Option<Jump>>,
+}
+
 /// An inventory's raw structure as the model; `expand`: `~` paths become this machine's
 /// home folder.
 pub(super) fn validate(
@@ -30,6 +55,33 @@ pub(super) fn validate(
     raw: RawInventory,
     expand: bool,
 ) -> Result<Inventory, ModelError> {
+    let UnresolvedInventory { inventory, jumps } = validate_unresolved(ix, raw, expand)?;
+    let names: Vec<Option<String>> = jumps
+        .iter()
+        .map(|j| j.as_ref().map(|j| j.bastion.clone()))
+        .collect();
+    let path_of = |i: usize| jumps[i].as_ref().map_or("", |j| j.written_at.as_str());
+    let hosts = resolve_jumps(inventory.hosts, &names, |i, why| {
+        let hint = match why {
+            JumpError::Cycle { .. } if path_of(i) == "defaults.proxy_jump" => {
+                " (write `proxy_jump: none` on a host that is reached directly)"
+            }
+            _ => "",
+        };
+        ix.err_value(path_of(i), format!("{why}{hint}"))
+    })?;
+    Ok(Inventory {
+        environments: inventory.environments,
+        hosts,
+    })
+}
+
+/// [`validate`] but for the bastions, which it leaves to the caller.
+pub(super) fn validate_unresolved(
+    ix: &Index,
+    raw: RawInventory,
+    expand: bool,
+) -> Result<UnresolvedInventory, ModelError> {
     let expand_tilde = |p: &str| {
         if expand {
             expand_tilde(p)
@@ -72,7 +124,7 @@ pub(super) fn validate(
     };
     let mut hosts = Vec::new();
     // Per host: the bastion's name and the path of the key that named it.
-    let mut jumps: Vec<Option<(String, String)>> = Vec::new();
+    let mut jumps: Vec<Option<Jump>> = Vec::new();
     for (name, h) in raw.hosts.map(|o| o.0).unwrap_or_default() {
         let hp = join_key("hosts", &name);
         if name.trim().is_empty() {
@@ -134,12 +186,18 @@ pub(super) fn validate(
                     format!("host `{name}` cannot jump through itself"),
                 ))
             }
-            Some(j) => Some((j.to_string(), jump_path)),
+            Some(j) => Some(Jump {
+                bastion: j.to_string(),
+                written_at: jump_path,
+            }),
             // The default bastion is reached directly, and so are local hosts.
             None => default_jump
                 .as_ref()
                 .filter(|j| **j != name && connection == ConnectionKind::Ssh)
-                .map(|j| (j.clone(), "defaults.proxy_jump".to_string())),
+                .map(|j| Jump {
+                    bastion: j.clone(),
+                    written_at: "defaults.proxy_jump".to_string(),
+                }),
         };
         jumps.push(jump);
         hosts.push(Host {
@@ -163,24 +221,77 @@ pub(super) fn validate(
             name,
         });
     }
-    let hosts = resolve_jumps(ix, hosts, &jumps)?;
-    Ok(Inventory {
-        environments,
-        hosts,
+    Ok(UnresolvedInventory {
+        inventory: Inventory {
+            environments,
+            hosts,
+        },
+        jumps,
     })
 }
 
-/// Each host's `proxy_jump` (`jumps[i]`: the bastion's name and where it was written)
-/// resolved to that host, chains included; unknown names, local bastions, cycles and
-/// chains longer than [`MAX_JUMPS`] refused. Iterative: a long chain cannot overflow
-/// the stack.
-fn resolve_jumps(
-    ix: &Index,
+/// Why a host's `proxy_jump` cannot be resolved ([`resolve_jumps`]); its `Display` is
+/// the message an inventory file's error gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JumpError {
+    /// The bastion is no host of the inventory.
+    Unknown { bastion: String },
+    /// The bastion has `connection: local`.
+    LocalBastion { bastion: String },
+    /// The chain comes back to a host it passed: the hosts around the cycle, in chain
+    /// order, the first repeated at the end.
+    Cycle { hosts: Vec<String> },
+    /// The host is reached through more than [`MAX_JUMPS`] bastions.
+    TooLong { host: String },
+}
+
+impl std::fmt::Display for JumpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JumpError::Unknown { bastion } => write!(
+                f,
+                "`proxy_jump` names no host of this inventory: `{bastion}`"
+            ),
+            JumpError::LocalBastion { bastion } => write!(
+                f,
+                "`proxy_jump` names `{bastion}`, which has `connection: local`: a bastion is an ssh host"
+            ),
+            JumpError::Cycle { hosts } => write!(
+                f,
+                "`proxy_jump` goes round in a cycle: {}",
+                hosts.join(" → ")
+            ),
+            JumpError::TooLong { host } => write!(
+                f,
+                "host `{host}` is reached through more than {MAX_JUMPS} bastions (a `proxy_jump` chain has at most {MAX_JUMPS})"
+            ),
+        }
+    }
+}
+
+/// Each host's `proxy_jump` (`jumps[i]`: the name of host `i`'s bastion) resolved to
+/// that host, chains included: every [`Host::proxy_jump`] set from `jumps` (whatever it
+/// was). Unknown names, local bastions, cycles and chains longer than [`MAX_JUMPS`] are
+/// refused with `err(i, why)`, `i` the host whose `proxy_jump` is wrong (for a cycle, the
+/// one whose bastion closes it; for a chain too long, the host at its start). Iterative:
+/// a long chain cannot overflow the stack.
+///
+/// What a file's parse runs once its hosts are read; the server runs it over an org's
+/// stored hosts, where no file says where an error is.
+pub fn resolve_jumps<E>(
     hosts: Vec<Host>,
-    jumps: &[Option<(String, String)>],
-) -> Result<Vec<Host>, ModelError> {
+    jumps: &[Option<String>],
+    mut err: impl FnMut(usize, JumpError) -> E,
+) -> Result<Vec<Host>, E> {
+    assert_eq!(hosts.len(), jumps.len(), "one jump per host");
     if jumps.iter().all(Option::is_none) {
-        return Ok(hosts);
+        return Ok(hosts
+            .into_iter()
+            .map(|mut h| {
+                h.proxy_jump = None;
+                h
+            })
+            .collect());
     }
     let by_name: HashMap<&str, usize> = hosts
         .iter()
@@ -189,23 +300,25 @@ fn resolve_jumps(
         .collect();
     // Per host: the index of its bastion.
     let mut next: Vec<Option<usize>> = Vec::with_capacity(hosts.len());
-    for jump in jumps {
-        let Some((bastion, path)) = jump else {
+    for (i, jump) in jumps.iter().enumerate() {
+        let Some(bastion) = jump else {
             next.push(None);
             continue;
         };
         let Some(&j) = by_name.get(bastion.as_str()) else {
-            return Err(ix.err_value(
-                path,
-                format!("`proxy_jump` names no host of this inventory: `{bastion}`"),
+            return Err(err(
+                i,
+                JumpError::Unknown {
+                    bastion: bastion.clone(),
+                },
             ));
         };
         if hosts[j].connection == ConnectionKind::Local {
-            return Err(ix.err_value(
-                path,
-                format!(
-                    "`proxy_jump` names `{bastion}`, which has `connection: local`: a bastion is an ssh host"
-                ),
+            return Err(err(
+                i,
+                JumpError::LocalBastion {
+                    bastion: bastion.clone(),
+                },
             ));
         }
         next.push(Some(j));
@@ -213,20 +326,13 @@ fn resolve_jumps(
     // Per host: its bastion chain as one Arc'd host, and how many bastions that chain has.
     let mut built: Vec<Option<Arc<Host>>> = vec![None; hosts.len()];
     let mut depth: Vec<usize> = vec![0; hosts.len()];
-    let path_of = |i: usize| jumps[i].as_ref().map_or("", |(_, p)| p.as_str());
-    let too_long = |i: usize| {
-        ix.err_value(
-            path_of(i),
-            format!(
-                "host `{}` is reached through more than {MAX_JUMPS} bastions (a `proxy_jump` chain has at most {MAX_JUMPS})",
-                hosts[i].name
-            ),
-        )
-    };
     for start in 0..hosts.len() {
         if built[start].is_some() {
             continue;
         }
+        let too_long = |hosts: &[Host]| JumpError::TooLong {
+            host: hosts[start].name.clone(),
+        };
         // From this host along its bastions, up to one already built (or the end).
         let mut chain = vec![start];
         let mut at = start;
@@ -237,32 +343,21 @@ fn resolve_jumps(
                 break;
             }
             if let Some(k) = chain.iter().position(|&c| c == j) {
-                let names: Vec<&str> = chain[k..]
+                let names: Vec<String> = chain[k..]
                     .iter()
                     .chain([&j])
-                    .map(|&c| hosts[c].name.as_str())
+                    .map(|&c| hosts[c].name.clone())
                     .collect();
-                let hint = if path_of(at) == "defaults.proxy_jump" {
-                    " (write `proxy_jump: none` on a host that is reached directly)"
-                } else {
-                    ""
-                };
-                return Err(ix.err_value(
-                    path_of(at),
-                    format!(
-                        "`proxy_jump` goes round in a cycle: {}{hint}",
-                        names.join(" → ")
-                    ),
-                ));
+                return Err(err(at, JumpError::Cycle { hosts: names }));
             }
             chain.push(j);
             at = j;
             if chain.len() > MAX_JUMPS + 1 {
-                return Err(too_long(start));
+                return Err(err(start, too_long(&hosts)));
             }
         }
         if below + chain.len() - 1 > MAX_JUMPS {
-            return Err(too_long(start));
+            return Err(err(start, too_long(&hosts)));
         }
         for (k, &i) in chain.iter().enumerate().rev() {
             depth[i] = below + (chain.len() - 1 - k);

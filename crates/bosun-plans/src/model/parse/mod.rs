@@ -58,7 +58,7 @@ use serde::Deserialize;
 use super::bounds::{check_limits, Limits};
 use super::{Inventory, Location, ModelError, Plan};
 use index::Index;
-pub use inventory::MAX_JUMPS;
+pub use inventory::{resolve_jumps, Jump, JumpError, UnresolvedInventory, MAX_JUMPS};
 pub(crate) use lint::module_templates;
 pub use lint::{lint, LintFinding, LintReport};
 pub use plan::MODULES;
@@ -94,15 +94,31 @@ pub fn parse_inventory_as_written(file: &Path, text: &str) -> Result<Inventory, 
     read_inventory(file, text, false)
 }
 
+/// Parses an inventory as [`parse_inventory_as_written`] does, but leaves its bastions
+/// unresolved: a `proxy_jump` may name a host the file does not have (the server's
+/// import: a host of the org). Resolve them with [`resolve_jumps`] once every host is
+/// known. Everything else is checked, and each error located, as in a full parse.
+pub fn parse_inventory_unresolved(
+    file: &Path,
+    text: &str,
+) -> Result<UnresolvedInventory, ModelError> {
+    let (ix, raw) = read_raw_inventory(file, text)?;
+    inventory::validate_unresolved(&ix, raw, false)
+}
+
 fn read_inventory(file: &Path, text: &str, expand: bool) -> Result<Inventory, ModelError> {
+    let (ix, raw) = read_raw_inventory(file, text)?;
+    inventory::validate(&ix, raw, expand)
+}
+
+fn read_raw_inventory(file: &Path, text: &str) -> Result<(Index, RawInventory), ModelError> {
     let name = file.display().to_string();
-    let (ix, raw): (Index, RawInventory) = read(&name, "inventory", text, |parent| match parent {
+    read(&name, "inventory", text, |parent| match parent {
         "" => Some("inventory field"),
         "hosts" => Some("host"),
         "environments" => Some("environment"),
         _ => None,
-    })?;
-    inventory::validate(&ix, raw, expand)
+    })
 }
 
 /// Stages 1 and 2: the index and the raw structure — after the limits (`bounds.rs`),
