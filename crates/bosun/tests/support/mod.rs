@@ -378,9 +378,12 @@ pub struct PgScratch {
 
 impl PgScratch {
     pub fn create(admin_url: &str, prefix: &str) -> PgScratch {
+        // Tests of one binary start at once: the clock alone can give two of them one name.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let name = format!(
-            "{prefix}_{}_{}",
+            "{prefix}_{}_{}_{}",
             std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
