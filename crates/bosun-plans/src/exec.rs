@@ -1,4 +1,4 @@
-//! The executor: a plan run step by step across its target hosts.
+//! The executor: a plan run step by step across its target hosts, batch by batch, with handlers at its flushes.
 //!
 //! - One connection per host, opened when the host first runs a step and reused for the
 //!   rest of the run; at most `forks` hosts work at once. A host that cannot connect
