@@ -74,6 +74,9 @@ enum Command {
     /// connection check from this machine.
     #[command(subcommand)]
     Host(cmd::host::HostCommand),
+    /// Policies as code (Rego): run a policy folder's own tests (`test`), with no server.
+    #[command(subcommand)]
+    Policy(cmd::policy::PolicyCommand),
     #[command(flatten)]
     Client(ClientCommand),
 }
@@ -286,6 +289,7 @@ fn main() -> ExitCode {
             // client context is only built for, and its absence only fatal to, the rest.
             Command::Plan(command) => cmd::plan::run(command, json, client_ctx(cli.global)).await,
             Command::Host(command) => cmd::host::run(command, json, client_ctx(cli.global)).await,
+            Command::Policy(command) => cmd::policy::run(command, json),
             Command::Client(command) => run_client(cli.global, command)
                 .await
                 .map(|()| ExitCode::SUCCESS),

@@ -11,6 +11,7 @@ pub mod org;
 pub mod plan;
 pub mod plan_run;
 pub mod plan_schedule;
+pub mod policy;
 pub mod run;
 pub mod runners;
 pub mod secret;

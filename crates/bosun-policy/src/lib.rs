@@ -1,0 +1,363 @@
+//! Policies as code: Rego modules evaluated in-process (the `regorus` interpreter),
+//! each evaluation bounded in time, each policy file in size, and a policy set's own
+//! `test_` rules run the way `opa test` runs them.
+//!
+//! A **policy set** is the `.rego` files of one folder (not recursive). Files ending in
+//! `_test.rego` are its tests: loaded only by [`PolicySet::run_tests`].
+//!
+//! A **decision** reads three rules of every package in the set, each a set of messages
+//! (strings): `deny`, `warn` and `require_approval`. A package that defines none of them
+//! adds nothing. An evaluation that fails — a runtime error, or the time bound
+//! [`Limits::eval_time`] reached — is an [`EvalError`] naming the package: callers decide
+//! what it means (a deny, unless configured to warn).
+//!
+//! Bounds: [`Limits::max_file_bytes`] per policy file and [`Limits::max_files`] per set
+//! (checked before parsing), [`Limits::max_input_bytes`] for an input document, and the
+//! evaluation time per rule.
+
+use std::collections::BTreeSet;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use regorus::utils::limits::ExecutionTimerConfig;
+use serde::Serialize;
+
+/// The rules a decision reads, in this order.
+pub const DECISION_RULES: [&str; 3] = ["deny", "warn", "require_approval"];
+
+/// How much a policy set may cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time of one rule's evaluation.
+    pub eval_time: Duration,
+    /// Largest policy file.
+    pub max_file_bytes: usize,
+    /// Most `.rego` files in a set (tests included).
+    pub max_files: usize,
+    /// Largest input document (its JSON text).
+    pub max_input_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            eval_time: Duration::from_secs(1),
+            max_file_bytes: 256 * 1024,
+            max_files: 200,
+            max_input_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why a policy set cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read {path}: {why}")]
+    Read { path: String, why: String },
+    #[error("{path} is {size} bytes: a policy file is at most {max} bytes")]
+    TooLarge { path: String, size: u64, max: usize },
+    #[error("{dir} has {count} .rego files: a policy set has at most {max}")]
+    TooManyFiles {
+        dir: String,
+        count: usize,
+        max: usize,
+    },
+    #[error("{dir} has no .rego policy file")]
+    Empty { dir: String },
+    #[error("{path}: {why}")]
+    Parse { path: String, why: String },
+    #[error("the input is {size} bytes: at most {max}")]
+    InputTooLarge { size: usize, max: usize },
+}
+
+/// An evaluation that did not give an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("policy {package}: {why}")]
+pub struct EvalError {
+    pub package: String,
+    pub why: String,
+}
+
+/// One policy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// As given (a path, or a name for uploaded text).
+    pub path: String,
+    pub text: String,
+}
+
+/// What a set's rules said about one input.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub deny: Vec<String>,
+    pub warn: Vec<String>,
+    pub require_approval: Vec<String>,
+    /// Packages whose evaluation failed, with why.
+    pub errors: Vec<String>,
+    pub duration_ms: u64,
+}
+
+/// A test rule's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TestResult {
+    /// `data.PACKAGE.test_NAME`.
+    pub name: String,
+    pub passed: bool,
+    /// Why it failed (false, undefined, or an error).
+    pub why: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// The policies of one folder (or given as text), checked against [`Limits`].
+#[derive(Debug, Clone)]
+pub struct PolicySet {
+    policies: Vec<Policy>,
+    tests: Vec<Policy>,
+    limits: Limits,
+}
+
+impl PolicySet {
+    /// The `.rego` files of `dir`, in name order.
+    pub fn from_dir(dir: &Path, limits: Limits) -> Result<PolicySet, PolicyError> {
+        let read_err = |path: &Path, e: std::io::Error| PolicyError::Read {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| read_err(dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "rego") && p.is_file())
+            .collect();
+        files.sort();
+        if files.len() > limits.max_files {
+            return Err(PolicyError::TooManyFiles {
+                dir: dir.display().to_string(),
+                count: files.len(),
+                max: limits.max_files,
+            });
+        }
+        let mut all = Vec::new();
+        for path in files {
+            let size = std::fs::metadata(&path)
+                .map_err(|e| read_err(&path, e))?
+                .len();
+            if size > limits.max_file_bytes as u64 {
+                return Err(PolicyError::TooLarge {
+                    path: path.display().to_string(),
+                    size,
+                    max: limits.max_file_bytes,
+                });
+            }
+            let text = std::fs::read_to_string(&path).map_err(|e| read_err(&path, e))?;
+            all.push(Policy {
+                path: path.display().to_string(),
+                text,
+            });
+        }
+        let set = PolicySet::from_policies(all, limits)?;
+        if set.policies.is_empty() {
+            return Err(PolicyError::Empty {
+                dir: dir.display().to_string(),
+            });
+        }
+        Ok(set)
+    }
+
+    /// Policies given as text (tests are those whose path ends in `_test.rego`). Each
+    /// must parse.
+    pub fn from_policies(all: Vec<Policy>, limits: Limits) -> Result<PolicySet, PolicyError> {
+        let (tests, policies): (Vec<Policy>, Vec<Policy>) = all
+            .into_iter()
+            .partition(|p| p.path.ends_with("_test.rego"));
+        let set = PolicySet {
+            policies,
+            tests,
+            limits,
+        };
+        for p in set.policies.iter().chain(&set.tests) {
+            if p.text.len() > limits.max_file_bytes {
+                return Err(PolicyError::TooLarge {
+                    path: p.path.clone(),
+                    size: p.text.len() as u64,
+                    max: limits.max_file_bytes,
+                });
+            }
+            let mut engine = set.engine();
+            engine
+                .add_policy(p.path.clone(), p.text.clone())
+                .map_err(|e| PolicyError::Parse {
+                    path: p.path.clone(),
+                    why: e.to_string(),
+                })?;
+        }
+        Ok(set)
+    }
+
+    fn engine(&self) -> regorus::Engine {
+        let mut engine = regorus::Engine::new();
+        engine.set_execution_timer_config(ExecutionTimerConfig {
+            limit: self.limits.eval_time,
+            check_interval: NonZeroU32::MIN,
+        });
+        engine.set_strict_builtin_errors(true);
+        engine
+    }
+
+    /// An engine with the set's policies (and its tests, if asked) loaded.
+    fn loaded(&self, with_tests: bool) -> Result<regorus::Engine, PolicyError> {
+        let mut engine = self.engine();
+        let files = self
+            .policies
+            .iter()
+            .chain(self.tests.iter().filter(|_| with_tests));
+        for p in files {
+            engine
+                .add_policy(p.path.clone(), p.text.clone())
+                .map_err(|e| PolicyError::Parse {
+                    path: p.path.clone(),
+                    why: e.to_string(),
+                })?;
+        }
+        Ok(engine)
+    }
+
+    /// The set's packages (`data.…` paths), tests excluded.
+    pub fn packages(&self) -> Result<Vec<String>, PolicyError> {
+        let engine = self.loaded(false)?;
+        let packages = engine.get_packages().map_err(|e| PolicyError::Parse {
+            path: "policies".into(),
+            why: e.to_string(),
+        })?;
+        Ok(packages
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect())
+    }
+
+    /// Evaluates `deny`, `warn` and `require_approval` of every package on `input`.
+    pub fn decide(&self, input: &serde_json::Value) -> Result<Decision, PolicyError> {
+        let started = Instant::now();
+        let text = input.to_string();
+        if text.len() > self.limits.max_input_bytes {
+            return Err(PolicyError::InputTooLarge {
+                size: text.len(),
+                max: self.limits.max_input_bytes,
+            });
+        }
+        let mut engine = self.loaded(false)?;
+        engine.set_input(regorus::Value::from(input.clone()));
+        let mut decision = Decision::default();
+        for package in self.packages()? {
+            for rule in DECISION_RULES {
+                let path = format!("{package}.{rule}");
+                let messages = match engine.eval_rule(path.clone()) {
+                    Ok(v) => messages(&v),
+                    Err(e) => {
+                        let why = e.to_string();
+                        // A package without this rule adds nothing.
+                        if why.contains("not a valid rule path") || why.contains("no rule") {
+                            continue;
+                        }
+                        decision.errors.push(
+                            EvalError {
+                                package: package.clone(),
+                                why: format!("{rule}: {why}"),
+                            }
+                            .to_string(),
+                        );
+                        continue;
+                    }
+                };
+                let into = match rule {
+                    "deny" => &mut decision.deny,
+                    "warn" => &mut decision.warn,
+                    _ => &mut decision.require_approval,
+                };
+                into.extend(messages);
+            }
+        }
+        decision.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(decision)
+    }
+
+    /// Runs every `test_` rule of the set's `_test.rego` files (with the policies
+    /// loaded): a test passes when it is true.
+    pub fn run_tests(&self) -> Result<Vec<TestResult>, PolicyError> {
+        let mut engine = self.loaded(true)?;
+        let mut names = Vec::new();
+        for t in &self.tests {
+            let mut one = self.engine();
+            one.add_policy(t.path.clone(), t.text.clone())
+                .map_err(|e| PolicyError::Parse {
+                    path: t.path.clone(),
+                    why: e.to_string(),
+                })?;
+            let packages = one.get_packages().map_err(|e| PolicyError::Parse {
+                path: t.path.clone(),
+                why: e.to_string(),
+            })?;
+            for package in packages {
+                for rule in test_rules(&t.text) {
+                    let name = format!("{package}.{rule}");
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        let mut results = Vec::new();
+        for name in names {
+            let started = Instant::now();
+            let (passed, why) = match engine.eval_rule(name.clone()) {
+                Ok(regorus::Value::Bool(true)) => (true, None),
+                Ok(regorus::Value::Undefined) => (false, Some("undefined".to_string())),
+                Ok(v) => (false, Some(v.to_json_str().unwrap_or_default())),
+                Err(e) => (false, Some(e.to_string())),
+            };
+            results.push(TestResult {
+                name,
+                passed,
+                why,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            });
+        }
+        Ok(results)
+    }
+}
+
+/// The names of the `test_…` rules a test file defines (each once, in file order).
+fn test_rules(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if !line.starts_with("test_") {
+            continue;
+        }
+        let name: String = line
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// A rule's value as messages: a set or array of strings (other values are shown as
+/// JSON), a single string, or nothing when undefined.
+fn messages(v: &regorus::Value) -> Vec<String> {
+    let text = |v: &regorus::Value| match v {
+        regorus::Value::String(s) => s.to_string(),
+        other => other.to_json_str().unwrap_or_default(),
+    };
+    match v {
+        regorus::Value::Undefined | regorus::Value::Null => Vec::new(),
+        regorus::Value::Bool(false) => Vec::new(),
+        regorus::Value::Set(s) => s.iter().map(text).collect(),
+        regorus::Value::Array(a) => a.iter().map(text).collect(),
+        other => vec![text(other)],
+    }
+}
