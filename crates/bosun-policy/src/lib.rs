@@ -249,7 +249,15 @@ impl PolicySet {
         let mut engine = self.loaded(false)?;
         engine.set_input(regorus::Value::from(input.clone()));
         let mut decision = Decision::default();
-        for package in self.packages()? {
+        let packages: BTreeSet<String> = engine
+            .get_packages()
+            .map_err(|e| PolicyError::Parse {
+                path: "policies".into(),
+                why: e.to_string(),
+            })?
+            .into_iter()
+            .collect();
+        for package in packages {
             for rule in DECISION_RULES {
                 let path = format!("{package}.{rule}");
                 let messages = match engine.eval_rule(path.clone()) {

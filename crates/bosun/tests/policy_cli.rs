@@ -98,3 +98,40 @@ fn policy_test_runs_a_folders_tests_and_fails_when_one_does() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("sudoers.rego"), "{stderr}");
 }
+
+#[test]
+fn policy_eval_prints_the_decision_and_fails_on_a_deny() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("sudoers.rego"), POLICY).unwrap();
+    std::fs::write(
+        dir.path().join("deny.rego"),
+        "package bosun.deny\n\nimport rego.v1\n\ndeny contains \"no changes on Fridays\" if input.friday\n",
+    )
+    .unwrap();
+    let eval = |input: &str| {
+        let file = dir.path().join("input.json");
+        std::fs::write(&file, input).unwrap();
+        Command::new(BIN)
+            .args(["policy", "eval"])
+            .arg(dir.path())
+            .arg("--input")
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out =
+        eval(r#"{"friday": false, "changes": [{"host": "web-1", "path": "/etc/sudoers.d/x"}]}"#);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("require approval: /etc/sudoers.d/x would change on web-1"),
+        "{stdout}"
+    );
+    let out = eval(r#"{"friday": true, "changes": []}"#);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("deny: no changes on Fridays"), "{stdout}");
+    let out = eval("{not json");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a JSON document"));
+}

@@ -1,5 +1,6 @@
 //! `bosun policy`: policies as code on this machine, with no server — `test` runs a
-//! policy folder's `_test.rego` rules the way `opa test` does.
+//! policy folder's `_test.rego` rules the way `opa test` does, `eval` decides on an input
+//! document the way a run would.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,11 +19,22 @@ pub enum PolicyCommand {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Evaluate DIR's policies on an input document (JSON, e.g. `terraform show -json`'s
+    /// plan wrapped as `{"plan": …}`): prints the deny, warn and require_approval
+    /// messages; exits 1 when something denies or an evaluation failed.
+    Eval {
+        /// The policy folder.
+        dir: PathBuf,
+        /// The input document (a JSON file; `-` for stdin).
+        #[arg(long)]
+        input: PathBuf,
+    },
 }
 
 pub fn run(command: PolicyCommand, json: bool) -> anyhow::Result<ExitCode> {
     match command {
         PolicyCommand::Test { dir } => test(&dir, json),
+        PolicyCommand::Eval { dir, input } => eval(&dir, &input, json),
     }
 }
 
@@ -49,6 +61,55 @@ fn test(dir: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
         output::emit(&out)?;
     }
     Ok(if failed == 0 && !results.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn eval(dir: &std::path::Path, input: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    let limits = Limits::default();
+    let mut text = String::new();
+    let reader: Box<dyn std::io::Read> = if input == std::path::Path::new("-") {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(input)
+                .with_context(|| format!("cannot read {}", input.display()))?,
+        )
+    };
+    // One byte past the bound tells a file that is too large from one that fits.
+    reader
+        .take(limits.max_input_bytes as u64 + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let document: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a JSON document", input.display()))?;
+    let set = PolicySet::from_dir(dir, limits)?;
+    let decision = set.decide(&document)?;
+    if json {
+        output::emit_json(&serde_json::to_value(&decision)?)?;
+    } else {
+        let mut out = String::new();
+        for (word, list) in [
+            ("deny", &decision.deny),
+            ("warn", &decision.warn),
+            ("require approval", &decision.require_approval),
+            ("error", &decision.errors),
+        ] {
+            for m in list {
+                out.push_str(&format!("{word}: {m}\n"));
+            }
+        }
+        if out.is_empty() {
+            out.push_str("nothing to say: no deny, warn or require_approval message\n");
+        }
+        out.push_str(&format!("({} ms)\n", decision.duration_ms));
+        output::emit(&out)?;
+    }
+    Ok(if decision.deny.is_empty() && decision.errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
