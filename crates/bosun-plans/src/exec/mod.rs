@@ -230,6 +230,12 @@ pub async fn run(
         report,
         entries: BTreeMap::new(),
         jumps: Jumps::new(),
+        // Decided once per run (a template file is read for it), not per batch.
+        needs_facts: plan
+            .all_steps()
+            .into_iter()
+            .map(|(path, step)| (path, facts::step_needs_facts(step)))
+            .collect(),
         live_tx,
         live_rx,
         progress,
@@ -286,6 +292,9 @@ struct Executor<'a, P: FnMut(Event)> {
     entries: BTreeMap<EntryKey, StepReport>,
     /// The run's bastion connections, shared by the hosts behind them.
     jumps: Jumps,
+    /// Which steps (by path: `steps[2]`, `handlers[0]`, `health_check`) refer to
+    /// `host.facts`: a run with none never gathers them.
+    needs_facts: BTreeMap<String, bool>,
     live_tx: mpsc::UnboundedSender<OutputLine>,
     live_rx: mpsc::UnboundedReceiver<OutputLine>,
     progress: P,
@@ -843,7 +852,7 @@ impl<'a, P: FnMut(Event)> Executor<'a, P> {
             halting: &halting,
             halt_on_failure: self.plan.rollout.max_fail_percentage.is_none(),
             live: &self.live_tx,
-            needs_facts: facts::step_needs_facts(stage.step),
+            needs_facts: self.needs_facts.get(&stage.path).copied().unwrap_or(false),
             jumps: &self.jumps,
         };
         let ctx = &ctx;
