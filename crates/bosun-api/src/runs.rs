@@ -100,6 +100,15 @@ pub struct Run {
     #[serde(default)]
     pub approval: Option<crate::ApprovalWait>,
     pub plan: Option<PlanSummary>,
+    /// What the policies evaluated on its plan hold it for: `override` (a soft-mandatory
+    /// deny: an org admin overrides it with a reason) or `approval` (it waits in the
+    /// approvals inbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_hold: Option<String>,
+    /// The policies evaluated on it, oldest first. Filled on one run
+    /// (`GET …/runs/{run}`), empty in lists.
+    #[serde(default)]
+    pub policies: Vec<crate::PolicyEvaluationView>,
     /// The state versions this run wrote, flagged when late.
     pub late_write: bool,
     /// The runner holding or last holding the run (its id).

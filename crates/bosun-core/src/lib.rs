@@ -13,6 +13,7 @@ pub mod integrations;
 pub mod outputs;
 pub mod plan_resources;
 pub mod plan_run;
+pub mod policy;
 pub mod role;
 pub mod run;
 pub mod runner;

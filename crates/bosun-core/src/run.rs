@@ -2,6 +2,7 @@
 //! decides every state change — the server only loads a run, asks [`transition`], and
 //! stores the answer.
 
+use crate::policy::Verdict;
 use crate::string_enum::string_enum;
 
 /// What a run does.
@@ -104,8 +105,12 @@ pub enum Event {
     Leased,
     /// The runner started the engine for the leased phase.
     PhaseStarted,
-    /// The plan finished; `changes` when it proposes any resource or output change.
-    PlanFinished { changes: bool },
+    /// The plan finished; `changes` when it proposes any resource or output change;
+    /// `policy`: the verdict of the policies evaluated on it.
+    PlanFinished { changes: bool, policy: Verdict },
+    /// An org admin overrode the soft-mandatory policies that denied the plan; `then` is
+    /// what the other policies still ask (`Approval` or `Pass`).
+    PolicyOverride { then: Verdict },
     /// The apply finished successfully.
     ApplyFinished,
     /// The phase failed; the reason is kept on the run.
@@ -128,6 +133,16 @@ pub enum Event {
     UpstreamFailed,
 }
 
+impl Event {
+    /// A plan finished with no policy holding it.
+    pub fn planned(changes: bool) -> Event {
+        Event::PlanFinished {
+            changes,
+            policy: Verdict::Pass,
+        }
+    }
+}
+
 /// The facts about a run that transitions depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunFacts {
@@ -140,6 +155,8 @@ pub struct RunFacts {
     pub leased: bool,
     /// The runner has started the engine for the leased phase.
     pub started: bool,
+    /// What the policies evaluated on its plan hold it for (`Pass`: nothing).
+    pub policy_hold: Verdict,
 }
 
 /// The result of a transition.
@@ -152,6 +169,9 @@ pub struct Next {
     pub needs_lease: bool,
     /// The runner must be told to stop (cancel while executing).
     pub stop_runner: bool,
+    /// What the policies hold the run for now (`Pass`: nothing; always `Pass` once the
+    /// run has left `unconfirmed`).
+    pub policy_hold: Verdict,
 }
 
 /// Why an event does not apply to a run in its state.
@@ -167,6 +187,7 @@ fn event_name(e: &Event) -> &'static str {
         Event::Leased => "lease",
         Event::PhaseStarted => "start",
         Event::PlanFinished { .. } => "finish the plan of",
+        Event::PolicyOverride { .. } => "override the policies of",
         Event::ApplyFinished => "finish the apply of",
         Event::PhaseFailed => "fail",
         Event::Confirm => "confirm",
@@ -191,27 +212,57 @@ pub fn transition(
         state,
         event: event_name(event),
     };
-    let to = |state, phase, needs_lease| Next {
+    let to = |state: RunState, phase, needs_lease| Next {
         state,
         phase,
         needs_lease,
         stop_runner: false,
+        policy_hold: match state {
+            Unconfirmed => facts.policy_hold,
+            _ => Verdict::Pass,
+        },
+    };
+    let held = |hold: Verdict| Next {
+        policy_hold: hold,
+        ..to(Unconfirmed, Phase::Plan, false)
     };
     let end = |s| to(s, facts.phase, false);
     match (state, event) {
         (Queued, Event::Leased) => Ok(to(Preparing, Phase::Plan, false)),
         (Preparing, Event::PhaseStarted) => Ok(to(Planning, Phase::Plan, false)),
         (Preparing, Event::Requeue) if !facts.started => Ok(to(Queued, Phase::Plan, true)),
-        (Planning, Event::PlanFinished { changes }) => {
-            if facts.kind != RunKind::Tracked || !changes {
+        (Planning, Event::PlanFinished { changes, policy }) => {
+            // A denied plan fails; a proposed run has nothing an override could let
+            // through, so a soft-mandatory deny fails it too.
+            let denied = match policy {
+                Verdict::Deny => true,
+                Verdict::Override => facts.kind != RunKind::Tracked,
+                Verdict::Pass | Verdict::Approval => false,
+            };
+            if denied {
+                Ok(end(Failed))
+            } else if facts.kind != RunKind::Tracked || !changes {
                 Ok(end(Finished))
+            } else if *policy != Verdict::Pass {
+                Ok(held(*policy))
             } else if facts.autodeploy {
                 Ok(to(Applying, Phase::Apply, true))
             } else {
                 Ok(to(Unconfirmed, Phase::Plan, false))
             }
         }
-        (Unconfirmed, Event::Confirm) => Ok(to(Applying, Phase::Apply, true)),
+        (Unconfirmed, Event::PolicyOverride { then }) if facts.policy_hold == Verdict::Override => {
+            match then {
+                Verdict::Approval => Ok(held(Verdict::Approval)),
+                Verdict::Pass if facts.autodeploy => Ok(to(Applying, Phase::Apply, true)),
+                Verdict::Pass => Ok(held(Verdict::Pass)),
+                Verdict::Override | Verdict::Deny => Err(refuse()),
+            }
+        }
+        // A soft-mandatory deny is lifted by an override only.
+        (Unconfirmed, Event::Confirm) if facts.policy_hold != Verdict::Override => {
+            Ok(to(Applying, Phase::Apply, true))
+        }
         (Unconfirmed, Event::Discard) => Ok(end(Discarded)),
         (Applying, Event::Leased) if !facts.leased => Ok(to(Applying, Phase::Apply, false)),
         (Applying, Event::PhaseStarted) if facts.leased && !facts.started => {
@@ -251,6 +302,7 @@ mod tests {
             phase: Phase::Plan,
             leased: false,
             started: false,
+            policy_hold: Verdict::Pass,
         }
     }
 
@@ -258,8 +310,8 @@ mod tests {
         vec![
             Event::Leased,
             Event::PhaseStarted,
-            Event::PlanFinished { changes: true },
-            Event::PlanFinished { changes: false },
+            Event::planned(true),
+            Event::planned(false),
             Event::ApplyFinished,
             Event::PhaseFailed,
             Event::Confirm,
@@ -282,7 +334,7 @@ mod tests {
         let n = transition(n.state, f, &Event::PhaseStarted).unwrap();
         assert_eq!(n.state, RunState::Planning);
         f.started = true;
-        let n = transition(n.state, f, &Event::PlanFinished { changes: true }).unwrap();
+        let n = transition(n.state, f, &Event::planned(true)).unwrap();
         assert_eq!(n.state, RunState::Unconfirmed);
         let n = transition(n.state, f, &Event::Confirm).unwrap();
         assert_eq!(
@@ -322,7 +374,7 @@ mod tests {
         let n = transition(
             RunState::Planning,
             planning(RunKind::Tracked, true),
-            &Event::PlanFinished { changes: true },
+            &Event::planned(true),
         )
         .unwrap();
         assert_eq!((n.state, n.needs_lease), (RunState::Applying, true));
@@ -330,7 +382,7 @@ mod tests {
             let n = transition(
                 RunState::Planning,
                 planning(kind, true),
-                &Event::PlanFinished { changes: true },
+                &Event::planned(true),
             )
             .unwrap();
             assert_eq!(n.state, RunState::Finished, "{kind} never applies");
@@ -338,7 +390,7 @@ mod tests {
         let n = transition(
             RunState::Planning,
             planning(RunKind::Tracked, false),
-            &Event::PlanFinished { changes: false },
+            &Event::planned(false),
         )
         .unwrap();
         assert_eq!(n.state, RunState::Finished);
@@ -476,6 +528,92 @@ mod tests {
         assert_eq!(
             "pull_request".parse::<Trigger>().unwrap(),
             Trigger::PullRequest
+        );
+    }
+
+    #[test]
+    fn policies_fail_hold_or_let_a_plan_through() {
+        let planning = |kind, autodeploy| RunFacts {
+            autodeploy,
+            leased: true,
+            started: true,
+            ..facts(kind)
+        };
+        let done = |kind, autodeploy, changes, policy| {
+            transition(
+                RunState::Planning,
+                planning(kind, autodeploy),
+                &Event::PlanFinished { changes, policy },
+            )
+            .unwrap()
+        };
+        // A hard deny fails any run, with or without changes.
+        for kind in [RunKind::Tracked, RunKind::Proposed] {
+            for changes in [true, false] {
+                assert_eq!(
+                    done(kind, true, changes, Verdict::Deny).state,
+                    RunState::Failed
+                );
+            }
+        }
+        // A soft deny holds a tracked run (even with autodeploy), fails a proposed one.
+        let n = done(RunKind::Tracked, true, true, Verdict::Override);
+        assert_eq!(
+            (n.state, n.policy_hold),
+            (RunState::Unconfirmed, Verdict::Override)
+        );
+        assert_eq!(
+            done(RunKind::Proposed, true, true, Verdict::Override).state,
+            RunState::Failed
+        );
+        // A request for approval holds a tracked autodeploy run; a proposed one finishes.
+        let n = done(RunKind::Tracked, true, true, Verdict::Approval);
+        assert_eq!(
+            (n.state, n.policy_hold),
+            (RunState::Unconfirmed, Verdict::Approval)
+        );
+        assert_eq!(
+            done(RunKind::Proposed, true, true, Verdict::Approval).state,
+            RunState::Finished
+        );
+
+        // Held for an override: a confirm is refused; an override moves it on.
+        let held = |hold, autodeploy| RunFacts {
+            policy_hold: hold,
+            autodeploy,
+            ..facts(RunKind::Tracked)
+        };
+        let soft = held(Verdict::Override, true);
+        assert!(transition(RunState::Unconfirmed, soft, &Event::Confirm).is_err());
+        let go = |f, then| transition(RunState::Unconfirmed, f, &Event::PolicyOverride { then });
+        let n = go(soft, Verdict::Pass).unwrap();
+        assert_eq!(
+            (n.state, n.policy_hold),
+            (RunState::Applying, Verdict::Pass)
+        );
+        let n = go(held(Verdict::Override, false), Verdict::Pass).unwrap();
+        assert_eq!(
+            (n.state, n.policy_hold),
+            (RunState::Unconfirmed, Verdict::Pass)
+        );
+        let n = go(soft, Verdict::Approval).unwrap();
+        assert_eq!(
+            (n.state, n.policy_hold),
+            (RunState::Unconfirmed, Verdict::Approval)
+        );
+        // Nothing to override on a run no soft deny holds.
+        assert!(go(held(Verdict::Approval, true), Verdict::Pass).is_err());
+        assert!(go(held(Verdict::Pass, true), Verdict::Pass).is_err());
+        // Approved (a confirm from the inbox): it applies and the hold is gone.
+        let n = transition(
+            RunState::Unconfirmed,
+            held(Verdict::Approval, false),
+            &Event::Confirm,
+        )
+        .unwrap();
+        assert_eq!(
+            (n.state, n.policy_hold),
+            (RunState::Applying, Verdict::Pass)
         );
     }
 }

@@ -267,6 +267,22 @@ impl ServerClient {
         send(req).await.map(drop)
     }
 
+    /// Uploads the plan's JSON (`show -json`), which the server's policies read.
+    pub(crate) async fn put_plan_json(
+        &self,
+        run: &str,
+        fencing: i64,
+        json: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        let req = self
+            .request(Method::PUT, &["runs", run, "plan-json"])?
+            .timeout(PLAN_TIMEOUT)
+            .query(&FencingQuery { fencing })
+            .header(CONTENT_TYPE, "application/json")
+            .body(json);
+        send(req).await.map(drop)
+    }
+
     /// Hands back the lease `fencing` of `run`, which an earlier process of this runner
     /// held and left with nothing executing it.
     pub(crate) async fn abandon(&self, run: &str, fencing: i64) -> Result<(), ClientError> {

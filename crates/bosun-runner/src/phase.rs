@@ -1,6 +1,6 @@
 //! Executing one leased phase in its workspace: check out the source, point the engine at
 //! Bosun's state, resolve the lease's integrations (`integrations`), report `started`,
-//! then `init` and either `plan` (summarize and upload the plan file) or `apply` (the
+//! then `init` and either `plan` (summarize, upload the plan file and its JSON) or `apply` (the
 //! uploaded plan file). The result is the event to report.
 
 use std::ffi::OsString;
@@ -702,6 +702,15 @@ async fn plan(ctx: &PhaseContext<'_>, engine: &Engine<'_>) -> Result<RunnerEvent
     })
     .await
     .map_err(|e| client_halt("cannot upload the plan file", e))?;
+    // The server's policies read the plan as Terraform shows it.
+    check_stop(ctx)?;
+    let json = shown.stdout;
+    retry("uploading the plan's JSON", ctx.shutdown.give_up(), || {
+        ctx.client
+            .put_plan_json(&lease.run_id, lease.fencing, json.clone())
+    })
+    .await
+    .map_err(|e| client_halt("cannot upload the plan's JSON", e))?;
     Ok(RunnerEvent::Planned { summary })
 }
 

@@ -190,6 +190,13 @@ async fn plan_then_apply_with_a_minimal_environment() {
         h.server.fake().plans.get("run-1").map(Vec::as_slice),
         Some(&b"plan-bytes-abc\n"[..])
     );
+    // The plan's JSON as `show -json` printed it, for the server's policies.
+    let shown: serde_json::Value =
+        serde_json::from_slice(&h.server.fake().plan_jsons["run-1"]).unwrap();
+    assert_eq!(
+        shown["output_changes"]["x"]["actions"][0], "create",
+        "{shown}"
+    );
     let log = h.log("run-1");
     assert!(
         log.contains("$ terraform init -input=false -no-color\n"),

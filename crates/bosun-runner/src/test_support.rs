@@ -14,7 +14,7 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, post, put};
 use axum::{Json, Router};
 use bosun_api::{
     Heartbeat, HeartbeatReply, Lease, LeaseRequest, LogAppend, RunnerRegister, RunnerRegistered,
@@ -360,6 +360,8 @@ pub(crate) struct Fake {
     pub(crate) cancel: HashSet<String>,
     pub(crate) fenced: HashSet<String>,
     pub(crate) plans: HashMap<String, Vec<u8>>,
+    /// The plan JSON uploaded per run.
+    pub(crate) plan_jsons: HashMap<String, Vec<u8>>,
     /// stack → state document.
     pub(crate) states: HashMap<String, Vec<u8>>,
     /// Passwords the state backend was called with.
@@ -423,6 +425,7 @@ impl FakeServer {
                 "/api/v1/runner/runs/{run}/plan",
                 get(get_plan).put(put_plan),
             )
+            .route("/api/v1/runner/runs/{run}/plan-json", put(put_plan_json))
             .route("/api/v1/runner/runs/{run}/report", post(report))
             .route("/state/{stack}", any(state_backend))
             .route("/id-token", get(id_token))
@@ -621,6 +624,20 @@ async fn next_seq(
         .and_then(|l| l.keys().next_back().copied())
         .map_or(0, |last| last + 1);
     Json(json!({ "next_seq": next })).into_response()
+}
+
+async fn put_plan_json(
+    state: Shared,
+    UrlPath(run): UrlPath<String>,
+    Query(_): Query<FencingQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    }
+    lock(&state).plan_jsons.insert(run, body.to_vec());
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn put_plan(

@@ -29,6 +29,7 @@ pub mod openapi;
 mod outputs;
 mod paging;
 mod plans;
+mod policies;
 mod prepare;
 pub mod retention;
 pub mod route;

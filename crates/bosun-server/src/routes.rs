@@ -37,6 +37,7 @@ pub fn api_routes() -> Vec<Route> {
     routes.extend(crate::plans::resources::routes());
     routes.extend(crate::plans::runs::routes());
     routes.extend(crate::approvals::routes());
+    routes.extend(crate::policies::routes());
     routes.extend(crate::plans::schedule::routes());
     routes
 }

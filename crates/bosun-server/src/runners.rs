@@ -47,6 +47,7 @@ pub fn routes() -> Vec<Route> {
         route!(Access::Runner, next_log_seq),
         route!(Access::Runner, append_logs),
         route!(Access::Runner, put_plan).with_body_limit(BodyLimitKind::State),
+        route!(Access::Runner, put_plan_json).with_body_limit(BodyLimitKind::State),
         route!(Access::Runner, get_plan),
         route!(Access::Runner, report),
         route!(Access::Runner, abandon),
@@ -507,6 +508,23 @@ pub async fn put_plan(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Upload the plan's JSON (`show -json` of the plan file) of the plan phase, for the
+/// policies evaluated when the plan is reported; deleted once they have read it.
+#[utoipa::path(put, path = "/api/v1/runner/runs/{run}/plan-json", tag = "runners",
+    params(("run" = String, Path), FencingQuery), responses((status = 204)))]
+pub async fn put_plan_json(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<FencingQuery>,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    pool_run(&state, &caller, &id).await?;
+    let body = read_body(req, &state).await?;
+    state.store.put_run_plan_json(&id, q.fencing, &body).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// Download the saved plan file for the apply phase.
 #[utoipa::path(get, path = "/api/v1/runner/runs/{run}/plan", tag = "runners",
     params(("run" = String, Path), FencingQuery), responses((status = 200, description = "the plan file")))]
@@ -573,7 +591,12 @@ pub async fn report(
         RunnerEvent::Planned { summary } => {
             let changes = summary.has_changes;
             update.plan_summary = Some(json!(summary));
-            Event::PlanFinished { changes }
+            // The `plan` decision point: recorded with the event, which it decides.
+            let (evaluations, policy) =
+                crate::service::policies::evaluate_plan(&state, &run).await?;
+            update.reason = crate::service::policies::reason(&id, policy, &evaluations);
+            update.policy_evaluations = evaluations;
+            Event::PlanFinished { changes, policy }
         }
         RunnerEvent::Applied => Event::ApplyFinished,
         RunnerEvent::Failed { reason } => {

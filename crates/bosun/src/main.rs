@@ -289,7 +289,9 @@ fn main() -> ExitCode {
             // client context is only built for, and its absence only fatal to, the rest.
             Command::Plan(command) => cmd::plan::run(command, json, client_ctx(cli.global)).await,
             Command::Host(command) => cmd::host::run(command, json, client_ctx(cli.global)).await,
-            Command::Policy(command) => cmd::policy::run(command, json),
+            Command::Policy(command) => {
+                cmd::policy::run(command, json, client_ctx(cli.global)).await
+            }
             Command::Client(command) => run_client(cli.global, command)
                 .await
                 .map(|()| ExitCode::SUCCESS),

@@ -13,6 +13,7 @@ pub mod outputs;
 pub mod plan_runs;
 pub mod plan_schedules;
 pub mod plans;
+pub mod policies;
 pub mod runners;
 pub mod runs;
 pub mod secrets;

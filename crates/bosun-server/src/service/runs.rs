@@ -139,6 +139,9 @@ fn wire_of(r: RunRecord, phases: Vec<bosun_store::RunPhaseRecord>, extras: Extra
         .collect();
     Run {
         plan: r.plan_summary.and_then(plan_summary),
+        policy_hold: (r.policy_hold != bosun_core::policy::Verdict::Pass)
+            .then(|| r.policy_hold.to_string()),
+        policies: Vec::new(),
         blocked_by: r
             .blocked_by
             .and_then(|v| serde_json::from_value::<TfLockInfo>(v).ok()),
@@ -321,16 +324,22 @@ pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Run, ApiError
     );
     wire.decisions = decisions_of(context.audit);
     wire.runner_name = context.runner_name;
+    wire.policies = context
+        .policy_evaluations
+        .into_iter()
+        .map(crate::service::policies::evaluation_view)
+        .collect();
     Ok(wire)
 }
 
 /// The audit actions that are a person's decision on a run, with the word shown for each.
-const DECISIONS: [(&str, &str); 5] = [
+const DECISIONS: [(&str, &str); 6] = [
     ("run.confirm", "confirm"),
     ("run.discard", "discard"),
     ("run.cancel", "cancel"),
     ("approval.approve", "approve"),
     ("approval.reject", "reject"),
+    ("run.policy_override", "override"),
 ];
 
 /// How many of the newest audit records about a run are read for its decisions.

@@ -527,7 +527,7 @@ impl Seeder {
                     plan_summary: Some(plan_summary(changes, t)),
                     ..Default::default()
                 };
-                self.event(&run, Event::PlanFinished { changes }, true, update, None)
+                self.event(&run, Event::planned(changes), true, update, None)
                     .await?
             }
         };

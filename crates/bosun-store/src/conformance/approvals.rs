@@ -25,7 +25,7 @@ async fn planned_run(store: &dyn Store, r: &RunnerRecord, id: &str, stack: &str)
         .run_event(id, &ev(Event::PhaseStarted, leased.fencing))
         .await
         .unwrap();
-    let mut planned = ev(Event::PlanFinished { changes: true }, leased.fencing);
+    let mut planned = ev(Event::planned(true), leased.fencing);
     planned.update.plan_summary = Some(plan_summary(id));
     store.run_event(id, &planned).await.unwrap().run
 }

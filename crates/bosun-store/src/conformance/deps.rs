@@ -63,7 +63,7 @@ pub async fn dependency_runs_held_released_removed_skipped(store: Arc<dyn Store>
         .await
         .unwrap();
     store
-        .run_event("p1", &ev(Event::PlanFinished { changes: false }, p.fencing))
+        .run_event("p1", &ev(Event::planned(false), p.fencing))
         .await
         .unwrap();
     store
@@ -91,7 +91,7 @@ pub async fn dependency_runs_held_released_removed_skipped(store: Arc<dyn Store>
     // Held runs are never leased: the runner gets the upstream run. It finishes without
     // writing state: outputs unchanged → the held runs go away (the next level too),
     // except where trigger_always asks for a run.
-    let n1 = run_phase(&*store, &r, "n1", Event::PlanFinished { changes: false }).await;
+    let n1 = run_phase(&*store, &r, "n1", Event::planned(false)).await;
     assert_eq!(n1.state, RunState::Finished);
     assert!(
         only_run(&*store, "app").await.is_none(),
@@ -118,7 +118,7 @@ pub async fn dependency_runs_held_released_removed_skipped(store: Arc<dyn Store>
         .create_run(&new_run("n2", "net", RunKind::Tracked), None)
         .await
         .unwrap();
-    run_phase(&*store, &r, "n2", Event::PlanFinished { changes: true }).await;
+    run_phase(&*store, &r, "n2", Event::planned(true)).await;
     store.run_event("n2", &confirm(())).await.unwrap();
     let n2 = run_phase(&*store, &r, "n2", Event::ApplyFinished).await;
     assert_eq!(n2.state, RunState::Finished);
@@ -259,7 +259,7 @@ pub async fn held_runs_do_not_block_their_stack(store: Arc<dyn Store>) {
         .await
         .unwrap();
     store
-        .run_event("n2", &ev(Event::PlanFinished { changes: true }, n2.fencing))
+        .run_event("n2", &ev(Event::planned(true), n2.fencing))
         .await
         .unwrap();
     store
@@ -374,9 +374,7 @@ async fn dependency_wave(
                     .unwrap();
                 Event::ApplyFinished
             }
-            (_, ending) => Event::PlanFinished {
-                changes: ending == Ending::Apply,
-            },
+            (_, ending) => Event::planned(ending == Ending::Apply),
         };
         let after = store
             .run_event(&id, &ev(end, leased.fencing))

@@ -118,7 +118,7 @@ pub async fn drift_schedules_fire_once_settle_once(store: Arc<dyn Store>) {
     // Nothing to settle until it ends; then exactly once, with its reconcile run.
     assert!(store.unsettled_drift_runs(10).await.unwrap().is_empty());
     let r = runner(&*store, "r1").await;
-    run_phase(&*store, &r, "run-d1", Event::PlanFinished { changes: true }).await;
+    run_phase(&*store, &r, "run-d1", Event::planned(true)).await;
     let unsettled = store.unsettled_drift_runs(10).await.unwrap();
     assert_eq!(unsettled.len(), 1);
     let mut reconcile = new_run("run-t1", "net", RunKind::Tracked);
@@ -439,13 +439,7 @@ pub async fn drift_schedules_read_by_index(store: Arc<dyn Store>) {
         .start_drift_check(&check, &audit(Some("acme"), "run.create", "run:run-a1"))
         .await
         .unwrap();
-    run_phase(
-        &*store,
-        &r,
-        "run-a1",
-        Event::PlanFinished { changes: false },
-    )
-    .await;
+    run_phase(&*store, &r, "run-a1", Event::planned(false)).await;
     let settled = store
         .settle_drift_run("run-a1", DriftResult::NoDrift, None)
         .await

@@ -46,10 +46,7 @@ pub async fn metrics_count_and_time_from_the_store(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let out = store
-        .run_event(
-            "t1",
-            &ev(Event::PlanFinished { changes: true }, again.fencing),
-        )
+        .run_event("t1", &ev(Event::planned(true), again.fencing))
         .await
         .unwrap();
     assert_eq!(out.run.state, RunState::Unconfirmed);

@@ -36,6 +36,7 @@ mod metrics;
 mod notify;
 mod plan_resources;
 mod plan_runs;
+mod policies;
 mod retention;
 mod runners;
 mod runs;
@@ -57,6 +58,7 @@ pub use metrics::*;
 pub use notify::*;
 pub use plan_resources::*;
 pub use plan_runs::*;
+pub use policies::*;
 pub use retention::*;
 pub use runners::*;
 pub use runs::*;
@@ -116,6 +118,8 @@ macro_rules! conformance_suite {
             stacks_aws_roles_update_and_clear,
             stacks_pr_feedback_set_and_cleared,
             secrets_namespaces_are_per_org,
+            policies_saved_replaced_listed_and_deleted,
+            policy_holds_record_evaluations_and_lift_on_override,
             secrets_replace_keeps_created_at,
             signing_keys_rotate_and_prune,
             id_request_tokens_with_their_run,

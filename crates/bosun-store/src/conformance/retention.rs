@@ -345,7 +345,7 @@ pub async fn runs_summarised_past_the_horizon_keep_their_record(store: Arc<dyn S
             plan_summary: Some(summary),
             ..RunUpdate::default()
         },
-        ..ev(Event::PlanFinished { changes: true }, l1.fencing)
+        ..ev(Event::planned(true), l1.fencing)
     };
     let r1 = store.run_event("r1", &planned).await.unwrap().run;
     assert!(r1.state.is_terminal(), "{:?}", r1.state);

@@ -37,7 +37,7 @@ pub async fn runs_lease_fence_and_finish(store: Arc<dyn Store>) {
         (out.run.state, out.run.commit.as_deref()),
         (RunState::Planning, Some("abc123"))
     );
-    let mut planned = ev(Event::PlanFinished { changes: true }, 1);
+    let mut planned = ev(Event::planned(true), 1);
     planned.update.plan_summary = Some(json!({"has_changes": true}));
     let out = store.run_event("run-1", &planned).await.unwrap();
     assert_eq!(
@@ -479,7 +479,7 @@ pub async fn runs_read_in_context(store: Arc<dyn Store>) {
         .await
         .unwrap();
     store
-        .run_event("run-c1", &ev(Event::PlanFinished { changes: true }, 1))
+        .run_event("run-c1", &ev(Event::planned(true), 1))
         .await
         .unwrap();
     let discard = RunEventInput {

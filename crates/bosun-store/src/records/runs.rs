@@ -53,6 +53,8 @@ pub struct RunRecord {
     /// When retention summarised the ended run: its log, saved plan file, the detail of
     /// its plan summary (only the counts are kept) and its consumed outputs deleted.
     pub summarised_at: Option<DateTime<Utc>>,
+    /// What the policies evaluated on its plan hold it for (`Pass`: nothing).
+    pub policy_hold: bosun_core::policy::Verdict,
 }
 
 impl RunRecord {
@@ -64,6 +66,7 @@ impl RunRecord {
             phase: self.phase,
             leased: self.leased,
             started: self.started,
+            policy_hold: self.policy_hold,
         }
     }
 }
@@ -118,6 +121,8 @@ pub struct RunContext {
     pub audit: Vec<crate::AuditRecord>,
     /// The name of the runner that holds or held it, while that runner is registered.
     pub runner_name: Option<String>,
+    /// The policies evaluated on it, oldest first.
+    pub policy_evaluations: Vec<crate::PolicyEvaluationRecord>,
 }
 
 /// What to record with a run event besides the state change.
@@ -126,6 +131,8 @@ pub struct RunUpdate {
     pub reason: Option<String>,
     pub commit: Option<String>,
     pub plan_summary: Option<serde_json::Value>,
+    /// The policies evaluated on the plan, recorded with the event.
+    pub policy_evaluations: Vec<crate::NewPolicyEvaluation>,
 }
 
 /// An event for a run, from a runner (with its fencing number) or from the server.

@@ -6,7 +6,9 @@
 //!   Such a run carries that environment in its `gate` column, set as it enters
 //!   `unconfirmed` and kept current here when the stack or the environment changes
 //!   ([`regate_stack`], [`regate_environment`]), so the inbox pages through the gated
-//!   runs' own index and never past the runs that wait for a plain confirmation.
+//!   runs' own index and never past the runs that wait for a plain confirmation. A run
+//!   a policy holds for approval (`policy_hold = 'approval'`) is in the inbox too: its
+//!   gate is its gated environment, or "" when only the policy asks.
 //! - A decision is one transaction: the run's transition (through the plan-run or run
 //!   state machine), the decision row and the audit record land together; the decision
 //!   row's key is the run, so a run is decided once.
@@ -154,7 +156,8 @@ fn pending_stack_runs(
             subject: id,
             org: org.to_string(),
             target: stack,
-            environments: vec![env],
+            // "": only a policy asks for approval.
+            environments: [env].into_iter().filter(|e| !e.is_empty()).collect(),
             requested_by: triggered_by,
             since: from_millis(since)?,
             created_at: created,
@@ -170,7 +173,7 @@ fn pending_stack_runs(
 pub(super) fn regate_stack(tx: &Transaction<'_>, org: &str, stack: &str) -> Result<()> {
     let gate = stack_gate(tx, org, stack)?;
     tx.prepare_cached(
-        "UPDATE runs SET gate = ?3
+        "UPDATE runs SET gate = COALESCE(?3, CASE WHEN policy_hold = 'approval' THEN '' END)
          WHERE org_id = ?1 AND stack_id = ?2 AND state = 'unconfirmed' AND kind = 'tracked'",
     )?
     .execute(params![org, stack, gate])?;
@@ -182,8 +185,10 @@ pub(super) fn regate_stack(tx: &Transaction<'_>, org: &str, stack: &str) -> Resu
 /// it exists and requires approval, none otherwise.
 pub(super) fn regate_environment(tx: &Transaction<'_>, org: &str, env: &str) -> Result<()> {
     tx.prepare_cached(
-        "UPDATE runs SET gate = (SELECT e.id FROM environments e
-                                 WHERE e.org_id = ?1 AND e.id = ?2 AND e.requires_approval = 1)
+        "UPDATE runs SET gate = COALESCE(
+                (SELECT e.id FROM environments e
+                 WHERE e.org_id = ?1 AND e.id = ?2 AND e.requires_approval = 1),
+                CASE WHEN policy_hold = 'approval' THEN '' END)
          WHERE org_id = ?1 AND state = 'unconfirmed' AND kind = 'tracked'
            AND EXISTS (SELECT 1 FROM stacks s
                        WHERE s.org_id = ?1 AND s.id = runs.stack_id AND s.environment = ?2)",

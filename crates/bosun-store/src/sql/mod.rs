@@ -38,6 +38,7 @@ mod metrics;
 mod notify;
 mod plan_resources;
 mod plan_runs;
+mod policies;
 mod retention;
 mod runners;
 mod runs;

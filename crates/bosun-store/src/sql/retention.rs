@@ -118,6 +118,8 @@ pub(super) fn summarise_runs(tx: &Transaction<'_>, ended_before: i64, batch: u32
         logs::delete(tx, LogOf::StackRun, id)?;
         tx.prepare_cached("DELETE FROM run_plans WHERE run_id = ?1")?
             .execute([id])?;
+        tx.prepare_cached("DELETE FROM run_plan_json WHERE run_id = ?1")?
+            .execute([id])?;
         tx.prepare_cached("DELETE FROM state_version_refs WHERE run_id = ?1")?
             .execute([id])?;
         tx.prepare_cached(

@@ -6,13 +6,14 @@ use super::logs::{self, LogOf};
 use super::stacks::stack_autodeploy;
 use super::state::{clear_lock, lock_json, read_lock};
 use super::*;
+use bosun_core::policy::Verdict;
 
 pub(super) const RUN_COLUMNS: &str =
     "id, org_id, stack_id, kind, trigger, state, phase, needs_lease, leased,
     started, cancel_requested, reason, triggered_by, commit_sha, branch, retry_of, plan_summary,
     blocked_by, late_write, runner_id, fencing, last_heartbeat, phase_started_at, created_at,
     updated_at, pull_request, delivery_id, upstream_run, held, consumed, blocked_since,
-    lock_waits, summarised_at";
+    lock_waits, summarised_at, policy_hold";
 
 /// Raw run columns in `RUN_COLUMNS` order.
 pub(super) struct RunRow {
@@ -49,6 +50,7 @@ pub(super) struct RunRow {
     blocked_since: Option<i64>,
     lock_waits: Option<String>,
     summarised_at: Option<i64>,
+    policy_hold: Option<String>,
 }
 
 pub(super) fn run_row(r: &Row<'_>) -> db::Result<RunRow> {
@@ -86,6 +88,7 @@ pub(super) fn run_row(r: &Row<'_>) -> db::Result<RunRow> {
         blocked_since: r.get(30)?,
         lock_waits: r.get(31)?,
         summarised_at: r.get(32)?,
+        policy_hold: r.get(33)?,
     })
 }
 
@@ -105,6 +108,10 @@ pub(super) fn run_record(r: RunRow) -> Result<RunRecord> {
         lock_waits: json("lock_waits", r.lock_waits)?,
         blocked_since: opt_from_millis(r.blocked_since)?,
         summarised_at: opt_from_millis(r.summarised_at)?,
+        policy_hold: match r.policy_hold {
+            Some(h) => h.parse().map_err(|e| corrupt("policy_hold", e))?,
+            None => bosun_core::policy::Verdict::Pass,
+        },
         last_heartbeat: opt_from_millis(r.last_heartbeat)?,
         phase_started_at: opt_from_millis(r.phase_started_at)?,
         created_at: from_millis(r.created_at)?,
@@ -259,12 +266,23 @@ pub(super) fn apply_event(
         true => None,
         false => end_lock_wait(run, now).map(|(waits, _)| waits),
     };
-    // A tracked run waiting for a confirmation its environment's approval must give is in
-    // the approvals inbox (`sql/approvals.rs`).
+    // A tracked run waiting for a confirmation its environment's approval must give, or a
+    // policy asks for, is in the approvals inbox (`sql/approvals.rs`): its gate is the
+    // gated environment, or "" when only a policy asks.
     let gate = match next.state == RunState::Unconfirmed && run.kind == RunKind::Tracked {
-        true => super::approvals::stack_gate(tx, &run.org, &run.stack)?,
+        true => super::approvals::stack_gate(tx, &run.org, &run.stack)?
+            .or((next.policy_hold == Verdict::Approval).then(String::new)),
         false => None,
     };
+    let policy_hold = (next.policy_hold != Verdict::Pass).then(|| next.policy_hold.as_str());
+    if !input.update.policy_evaluations.is_empty() {
+        super::policies::insert_evaluations(tx, run, &input.update.policy_evaluations, now)?;
+    }
+    if let Event::PlanFinished { .. } = input.event {
+        // The plan's JSON is read by the policies when the plan is reported, and only then.
+        tx.prepare_cached("DELETE FROM run_plan_json WHERE run_id = ?1")?
+            .execute([&run.id])?;
+    }
     crate::signal::emit(Signal::Run(run.id.clone()));
     tx.prepare_cached(
         "UPDATE runs SET state = ?2, phase = ?3, needs_lease = ?4, leased = ?5, started = ?6,
@@ -272,7 +290,7 @@ pub(super) fn apply_event(
             runner_id = ?11, phase_started_at = ?12, updated_at = ?13,
             blocked_by = CASE WHEN ?4 <> 0 THEN blocked_by ELSE NULL END,
             blocked_since = CASE WHEN ?4 <> 0 THEN blocked_since ELSE NULL END,
-            lock_waits = COALESCE(?14, lock_waits), gate = ?15
+            lock_waits = COALESCE(?14, lock_waits), gate = ?15, policy_hold = ?16
          WHERE id = ?1",
     )?
     .execute(params![
@@ -291,6 +309,7 @@ pub(super) fn apply_event(
         now,
         lock_waits,
         gate,
+        policy_hold,
     ])?;
     enter_state(tx, &run.id, run.state, next.state, now)?;
     // An operator's event (confirm, discard, an approval) is audited with the change.
@@ -512,6 +531,7 @@ pub(super) fn context(c: &Connection, run: &RunRecord, audit_limit: u32) -> Resu
         drift_check,
         audit: super::audit::search(c, Some(&run.org), &about_run, None, audit_limit)?,
         runner_name,
+        policy_evaluations: super::policies::evaluations(c, &run.id)?,
     })
 }
 

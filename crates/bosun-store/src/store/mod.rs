@@ -12,6 +12,7 @@ mod metrics;
 mod notify;
 mod plan_resources;
 mod plan_runs;
+mod policies;
 mod retention;
 mod runners;
 mod runs;
@@ -33,6 +34,7 @@ pub use metrics::*;
 pub use notify::*;
 pub use plan_resources::*;
 pub use plan_runs::*;
+pub use policies::*;
 pub use retention::*;
 pub use runners::*;
 pub use runs::*;
@@ -65,6 +67,7 @@ pub trait Store:
     + DriftStore
     + PlanResourceStore
     + PlanRunStore
+    + PolicyStore
     + ApprovalStore
     + DutyStore
     + RetentionStore
@@ -92,6 +95,8 @@ impl<T> Store for T where
         + DriftStore
         + PlanResourceStore
         + PlanRunStore
+        + PolicyStore
+        + PolicyStore
         + ApprovalStore
         + DutyStore
         + RetentionStore

@@ -1,14 +1,20 @@
-//! `bosun policy`: policies as code on this machine, with no server — `test` runs a
-//! policy folder's `_test.rego` rules the way `opa test` does, `eval` decides on an input
-//! document the way a run would.
+//! `bosun policy`: policies as code. On this machine, with no server, `test` runs a
+//! policy folder's `_test.rego` rules the way `opa test` does and `eval` decides on an
+//! input document the way a run would; on the server, `set` saves an org's policy
+//! (uploaded from a folder, or read from a git repository), `list`, `show` and `delete`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use bosun_api::{PolicyPut, PolicyView};
 use bosun_policy::{Limits, PolicySet};
 use clap::Subcommand;
 
-use crate::output;
+use super::Ctx;
+use crate::output::{self, timestamp, Fields, Table};
 
 #[derive(Subcommand)]
 pub enum PolicyCommand {
@@ -29,12 +35,191 @@ pub enum PolicyCommand {
         #[arg(long)]
         input: PathBuf,
     },
+    /// Create or replace an org policy (org admins): its `.rego` files uploaded from
+    /// --dir (checked first: `_test.rego` files are left out), or read from a git
+    /// repository's folder at the branch head on every evaluation (--repository).
+    Set {
+        /// The policy's name (a slug).
+        name: String,
+        /// Upload this folder's policy files (not recursive).
+        #[arg(long, conflicts_with = "repository")]
+        dir: Option<PathBuf>,
+        /// Read the policy from this git repository (a git URL) instead.
+        #[arg(long)]
+        repository: Option<String>,
+        /// The repository's branch (default main).
+        #[arg(long, requires = "repository")]
+        branch: Option<String>,
+        /// The folder in the repository (default: its root).
+        #[arg(long, requires = "repository")]
+        path: Option<String>,
+        /// advisory | soft_mandatory (default) | hard_mandatory.
+        #[arg(long)]
+        mode: Option<String>,
+        /// Where it is evaluated: plan (default), plan_run. Repeatable.
+        #[arg(long = "point")]
+        points: Vec<String>,
+        /// Attach it to the stacks with this label (repeatable).
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// Attach it to the stacks in this environment (repeatable). With no --label and
+        /// no --env, it applies to the whole org.
+        #[arg(long = "env")]
+        environments: Vec<String>,
+        /// What an evaluation error counts as: deny (default) or warn.
+        #[arg(long)]
+        on_error: Option<String>,
+    },
+    /// List the org's policies.
+    List,
+    /// Show a policy (with its uploaded files).
+    Show { name: String },
+    /// Delete a policy (org admins); its evaluations stay on their runs.
+    Delete { name: String },
 }
 
-pub fn run(command: PolicyCommand, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    command: PolicyCommand,
+    json: bool,
+    server: anyhow::Result<Ctx>,
+) -> anyhow::Result<ExitCode> {
     match command {
         PolicyCommand::Test { dir } => test(&dir, json),
         PolicyCommand::Eval { dir, input } => eval(&dir, &input, json),
+        other => {
+            stored(&server?, other).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The policy files of `dir` to upload: its `.rego` files but the tests.
+fn read_folder(dir: &std::path::Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !name.ends_with(".rego") || name.ends_with("_test.rego") || !entry.path().is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path())
+            .with_context(|| format!("cannot read {}", entry.path().display()))?;
+        files.insert(name, text);
+    }
+    if files.is_empty() {
+        anyhow::bail!("{} has no .rego policy file", dir.display());
+    }
+    // Refused here, with the file and line, rather than by the server.
+    PolicySet::from_dir(dir, Limits::default())?.packages()?;
+    Ok(files)
+}
+
+async fn stored(ctx: &Ctx, command: PolicyCommand) -> anyhow::Result<()> {
+    let org = ctx.org.as_str();
+    match command {
+        PolicyCommand::Set {
+            name,
+            dir,
+            repository,
+            branch,
+            path,
+            mode,
+            points,
+            labels,
+            environments,
+            on_error,
+        } => {
+            let files = match (&dir, &repository) {
+                (Some(d), _) => Some(read_folder(d)?),
+                (None, Some(_)) => None,
+                (None, None) => anyhow::bail!("give --dir DIR (upload) or --repository URL"),
+            };
+            let body = PolicyPut {
+                mode,
+                on_error,
+                points: (!points.is_empty()).then_some(points),
+                labels,
+                environments,
+                files,
+                repository,
+                branch,
+                path,
+            };
+            let reply = ctx
+                .client
+                .put(&["orgs", org, "policies", &name], &body)
+                .await?;
+            ctx.show(reply, |p: PolicyView| {
+                format!(
+                    "policy {} saved ({}, version {}), attached to {}\n",
+                    p.name, p.mode, p.version, p.attached_to
+                )
+            })
+        }
+        PolicyCommand::List => {
+            let reply = ctx.client.get(&["orgs", org, "policies"], &[]).await?;
+            ctx.show(reply, |all: Vec<PolicyView>| {
+                let mut t =
+                    Table::new(&["NAME", "MODE", "POINTS", "ATTACHED TO", "SOURCE", "VERSION"]);
+                for p in all {
+                    let source = match &p.repository {
+                        Some(r) => format!(
+                            "{r}@{}:{}",
+                            p.branch.clone().unwrap_or_default(),
+                            p.path.clone().unwrap_or_default()
+                        ),
+                        None => format!("upload ({} files)", p.files.len()),
+                    };
+                    t.row(vec![
+                        p.name,
+                        p.mode,
+                        p.points.join(","),
+                        p.attached_to,
+                        source,
+                        p.version,
+                    ]);
+                }
+                t.render()
+            })
+        }
+        PolicyCommand::Show { name } => {
+            let reply = ctx
+                .client
+                .get(&["orgs", org, "policies", &name], &[])
+                .await?;
+            ctx.show(reply, |p: PolicyView| {
+                let mut f = Fields::new();
+                f.add("name", p.name.clone())
+                    .add("mode", p.mode.clone())
+                    .add("on error", p.on_error.clone())
+                    .add("points", p.points.join(", "))
+                    .add("attached to", p.attached_to.clone())
+                    .add("source", p.source.clone())
+                    .add("version", p.version.clone())
+                    .add(
+                        "updated",
+                        format!("{} by {}", timestamp(&p.updated_at), p.updated_by),
+                    );
+                if let Some(r) = &p.repository {
+                    f.add("repository", r.clone())
+                        .add("branch", p.branch.clone().unwrap_or_default())
+                        .add("path", p.path.clone().unwrap_or_default());
+                }
+                let mut out = f.render();
+                for (file, text) in &p.texts {
+                    out.push_str(&format!("\n--- {file}\n{text}"));
+                    if !text.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+                out
+            })
+        }
+        PolicyCommand::Delete { name } => {
+            ctx.client.delete(&["orgs", org, "policies", &name]).await?;
+            ctx.done(&format!("policy {name} deleted"))
+        }
+        PolicyCommand::Test { .. } | PolicyCommand::Eval { .. } => Ok(()),
     }
 }
 

@@ -66,6 +66,16 @@ pub enum RunCommand {
         /// The run's id.
         run: String,
     },
+    /// Override the soft-mandatory policy denies holding an unconfirmed run (org
+    /// admins), with a reason (audited). The run then goes on as its other policies
+    /// allow.
+    Override {
+        /// The run's id.
+        run: String,
+        /// Why (required; kept on the overridden evaluations and in the audit log).
+        #[arg(long)]
+        reason: String,
+    },
     /// Throw away an unconfirmed run's plan; the run ends discarded.
     Discard {
         /// The run's id.
@@ -195,6 +205,35 @@ fn approval_text(id: &str, a: &bosun_api::ApprovalWait) -> String {
     )
 }
 
+/// One policy evaluation: its result line, then one line per message.
+fn policy_lines(e: &bosun_api::PolicyEvaluationView) -> Vec<String> {
+    let version = match e.version.len() {
+        0 => String::new(),
+        n if n > 12 && !e.version.starts_with("sha256:") => format!(" @{}", &e.version[..12]),
+        _ => format!(" @{}", e.version),
+    };
+    let mut out = vec![format!(
+        "{} {} ({}, {} point{version}, {} ms)",
+        e.outcome.to_uppercase(),
+        e.policy,
+        e.mode,
+        e.point,
+        e.duration_ms
+    )];
+    for (kind, msgs) in [
+        ("deny", &e.deny),
+        ("require approval", &e.require_approval),
+        ("warn", &e.warn),
+        ("error", &e.errors),
+    ] {
+        out.extend(msgs.iter().map(|m| format!("  {kind}: {m}")));
+    }
+    if let (Some(by), Some(reason)) = (&e.overridden_by, &e.override_reason) {
+        out.push(format!("  overridden by {by}: {reason}"));
+    }
+    out
+}
+
 fn seconds(s: Option<f64>) -> String {
     s.map(|s| format!("{s:.1}")).unwrap_or_else(|| "-".into())
 }
@@ -202,6 +241,7 @@ fn seconds(s: Option<f64>) -> String {
 pub fn run_text(r: Run) -> String {
     let mut f = Fields::new();
     let approval = r.approval.as_ref().map(|a| approval_text(&r.id, a));
+    let id = r.id.clone();
     f.add("id", r.id)
         .add("stack", r.stack)
         .add("kind", r.kind)
@@ -278,6 +318,23 @@ pub fn run_text(r: Run) -> String {
     }
     if let Some(a) = approval {
         f.add("approval", a);
+    }
+    if let Some(hold) = &r.policy_hold {
+        f.add(
+            "held by policy",
+            match hold.as_str() {
+                "override" => format!(
+                    "a soft-mandatory deny: an org admin overrides it with `bosun run override {id} --reason …`"
+                ),
+                _ => "a policy asks for approval: it waits in the approvals inbox".to_string(),
+            },
+        );
+    }
+    if !r.policies.is_empty() {
+        f.lines(
+            "policies",
+            r.policies.iter().flat_map(policy_lines).collect(),
+        );
     }
     if !r.decisions.is_empty() {
         f.lines(
@@ -849,6 +906,21 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
         }
         RunCommand::Confirm { run } => act(ctx, &run, "confirm").await,
         RunCommand::Discard { run } => act(ctx, &run, "discard").await,
+        RunCommand::Override { run, reason } => {
+            let value = ctx
+                .client
+                .post(
+                    &["orgs", org, "runs", &run, "override"],
+                    &json!({ "reason": reason }),
+                )
+                .await?;
+            ctx.show(value, |r: Run| {
+                format!(
+                    "Overrode the policies holding run {}: it is now {}.\n",
+                    r.id, r.state
+                )
+            })
+        }
         RunCommand::Cancel { run } => act(ctx, &run, "cancel").await,
         RunCommand::Retry { run } => {
             let value = ctx
@@ -925,6 +997,8 @@ mod tests {
             approval: None,
             runner_name: None,
             decisions: Vec::new(),
+            policy_hold: None,
+            policies: Vec::new(),
             blocked_by: Some(TfLockInfo {
                 id: "lock-1".into(),
                 operation: "OperationTypeApply".into(),

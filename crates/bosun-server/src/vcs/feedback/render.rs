@@ -438,6 +438,7 @@ mod tests {
             created_at: Utc::now(),
             updated_at: Utc::now(),
             summarised_at: None,
+            policy_hold: bosun_core::policy::Verdict::Pass,
         }
     }
 
