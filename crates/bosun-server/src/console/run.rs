@@ -106,6 +106,9 @@ struct RunPage {
     lock_waits: Vec<String>,
     /// What the run waits for when it waits for an approver, and this user's part.
     approval: Option<ApprovalBanner>,
+    /// The policies evaluated on its plan, and what they hold it for, in words.
+    policies: Vec<PolicyRow>,
+    policy_hold: Option<String>,
     consumed: Vec<ConsumedRow>,
     /// The buttons shown: (action, label, class).
     actions: Vec<(&'static str, &'static str, &'static str)>,
@@ -114,6 +117,42 @@ struct RunPage {
     log_more: bool,
     /// Why there is no log: retention summarised the run.
     log_removed: Option<String>,
+}
+
+/// One policy evaluation, as the run page shows it.
+struct PolicyRow {
+    policy: String,
+    outcome: String,
+    mode: String,
+    version: String,
+    /// "deny: …", "warn: …" lines.
+    messages: Vec<String>,
+    overridden: Option<String>,
+    duration_ms: u64,
+}
+
+fn policy_row(e: &bosun_api::PolicyEvaluationView) -> PolicyRow {
+    let mut messages = Vec::new();
+    for (kind, all) in [
+        ("deny", &e.deny),
+        ("require approval", &e.require_approval),
+        ("warn", &e.warn),
+        ("error", &e.errors),
+    ] {
+        messages.extend(all.iter().map(|m| format!("{kind}: {m}")));
+    }
+    PolicyRow {
+        policy: e.policy.clone(),
+        outcome: e.outcome.clone(),
+        mode: e.mode.replace('_', "-"),
+        version: e.version.chars().take(16).collect(),
+        messages,
+        overridden: match (&e.overridden_by, &e.override_reason) {
+            (Some(by), Some(reason)) => Some(format!("overridden by {by}: “{reason}”")),
+            _ => None,
+        },
+        duration_ms: e.duration_ms,
+    }
 }
 
 /// A run waiting for an approval, as its page shows it.
@@ -205,7 +244,7 @@ async fn show(
         (
             ("confirm", "Confirm and apply", "primary"),
             crate::runs::CONFIRM,
-            run_state == RunState::Unconfirmed && approval.is_none(),
+            run_state == RunState::Unconfirmed && approval.is_none() && r.policy_hold.is_none(),
         ),
         (
             ("discard", "Discard the plan", ""),
@@ -401,6 +440,14 @@ async fn show(
             written,
             late_write: r.late_write,
             approval,
+            policies: r.policies.iter().map(policy_row).collect(),
+            policy_hold: r.policy_hold.as_deref().map(|h| match h {
+                "override" => format!(
+                    "A soft-mandatory policy denied this plan: an org admin may override it with a reason (bosun run override {} --reason …).",
+                    r.id
+                ),
+                _ => "A policy asks for approval: the run waits in the approvals inbox.".into(),
+            }),
             actions,
             log,
             log_after,

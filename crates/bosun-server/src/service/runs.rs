@@ -398,7 +398,28 @@ pub async fn confirm(
     id: &str,
 ) -> Result<Run, ApiError> {
     crate::service::approvals::refuse_gated_confirm(state, org, id).await?;
+    refuse_policy_held_confirm(state, org, id).await?;
     operator_event(state, caller, org, id, Event::Confirm, "run.confirm").await
+}
+
+/// A confirm cannot lift what a policy holds a run for: an admin's override lifts a
+/// soft-mandatory deny, an approver a policy's request for approval.
+async fn refuse_policy_held_confirm(state: &AppState, org: &str, id: &str) -> Result<(), ApiError> {
+    use bosun_core::policy::Verdict;
+    let run = load(state, org, id).await?;
+    let message = match run.policy_hold {
+        Verdict::Pass | Verdict::Deny => return Ok(()),
+        Verdict::Override => format!(
+            "a soft-mandatory policy denied run {id}'s plan: an org admin overrides it with a reason (`bosun run override {id} --reason …`, POST /api/v1/orgs/{org}/runs/{id}/override), or discard the run"
+        ),
+        Verdict::Approval => format!(
+            "a policy asks for approval of run {id}: it waits in the approvals inbox — approve it there (`bosun approvals approve {id}`, POST /api/v1/orgs/{org}/approvals/{id}/approve)"
+        ),
+    };
+    Err(ApiError::Conflict {
+        code: ErrorCode::ApprovalRequired,
+        message,
+    })
 }
 
 /// Throws an unconfirmed run's plan away.
