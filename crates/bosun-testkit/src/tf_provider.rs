@@ -57,21 +57,21 @@ pub const PROVIDER_VERSION: &str = "0.1.0";
 /// The provider program.
 const PROGRAM: &str = include_str!("tf_provider.py");
 
-/// Whether `python3` can import the `tf` framework (PyPI `tf`).
+/// Whether `python3` can import the `tf` framework (PyPI `tf`) and what it needs.
 pub fn python_tf_available() -> bool {
     python_tf().is_some()
 }
 
-/// `true` when the test provider can run here (`python3 -c 'import tf'` works);
-/// otherwise announces `SKIPPED (tool missing): python tf` on stderr (outside libtest's
-/// capture, so `scripts/test.sh` sees it) and returns `false` — or, with
-/// `BOSUN_REQUIRE_TOOLS=1`, fails.
+/// `true` when the test provider can run here (`python3` imports `tf` and, through it,
+/// grpc and protobuf); otherwise announces `SKIPPED (tool missing): python tf` on stderr
+/// (outside libtest's capture, so `scripts/test.sh` sees it) and returns `false` — or,
+/// with `BOSUN_REQUIRE_TOOLS=1`, fails.
 pub fn require_tf_provider() -> bool {
     if python_tf_available() {
         return true;
     }
     if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
-        panic!("python tf is required (BOSUN_REQUIRE_TOOLS=1) but `python3 -c 'import tf'` fails: pip install tf==1.2.0");
+        panic!("python tf is required (BOSUN_REQUIRE_TOOLS=1) but python3 cannot import tf.provider: pip install tf==1.2.0 (Python 3.11+)");
     }
     let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): python tf");
     false
@@ -127,7 +127,7 @@ fn python_tf() -> Option<PythonTf> {
     let out = Command::new("python3")
         .args([
             "-c",
-            "import site, sys, tf; print(sys.executable); print(site.getuserbase())",
+            "import site, sys, tf.runner, tf.provider; print(sys.executable); print(site.getuserbase())",
         ])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
@@ -181,7 +181,7 @@ impl TestProvider {
     pub fn install(dir: &Path) -> TestProvider {
         let dir = std::path::absolute(dir).unwrap();
         let python = python_tf().unwrap_or_else(|| {
-            panic!("`python3 -c 'import tf'` fails: call require_tf_provider() first")
+            panic!("python3 cannot import tf.provider: call require_tf_provider() first")
         });
         let program = dir.join("provider.py");
         let home = dir.join("home");
