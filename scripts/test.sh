@@ -92,6 +92,17 @@ if ! python3 -c 'import jwt, cryptography' 2>/dev/null; then
   }
 fi
 
+# tf: the Python TF Plugin Framework, on which bosun-testkit's Terraform provider
+# (bosun/testing) runs, so Terraform plans real resource changes offline. Needs Python 3.11+.
+if ! python3 -c 'import tf.runner, tf.provider' 2>/dev/null; then
+  log "installing tf (pip: tf==1.2.0)"
+  pip_install "tf==1.2.0"
+  python3 -c 'import tf.runner, tf.provider' || {
+    echo "tf is not usable after pip install (it needs Python 3.11 or later)" >&2
+    exit 1
+  }
+fi
+
 # prometheus-client: the Prometheus project's exposition-format parser the /metrics
 # tests read the scrape with.
 if ! python3 -c 'import prometheus_client.parser' 2>/dev/null; then

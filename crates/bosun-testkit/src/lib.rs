@@ -1,7 +1,7 @@
 //! Real components for Bosun's tests — git repositories, an OpenSSH server, certificates,
-//! a tmpfs to fill, and the GitHub double — shared by the integration tests of
-//! `bosun-store`, `bosun-plans`, `bosun-server` and `bosun` (a dev-dependency only, never
-//! published).
+//! a tmpfs to fill, a Terraform provider, and the GitHub double — shared by the
+//! integration tests of `bosun-store`, `bosun-plans`, `bosun-server` and `bosun` (a
+//! dev-dependency only, never published).
 //!
 //! - [`keys`]: the test GitHub App's RSA key pair (committed fixtures) and a JWT minter.
 //! - [`github`]: [`GithubDouble`], a GitHub double on a loopback port serving the REST
@@ -17,6 +17,9 @@
 //! - [`postgres`]: the PostgreSQL test server and scratch databases on it.
 //! - [`netns`]: network namespaces of a test's own, joined by veth pairs: hosts the test
 //!   itself cannot reach.
+//! - [`tf_provider`]: [`TestProvider`], a real Terraform provider (`bosun/testing`, in
+//!   Python) installed from a local mirror, so the real Terraform CLI plans real resource
+//!   changes offline.
 //!
 //! Everything is a plain sync API: servers run on their own thread with their own tokio
 //! runtime, so callers may be sync tests or tokio tests alike.
@@ -31,6 +34,7 @@ pub mod keys;
 pub mod netns;
 pub mod postgres;
 pub mod sshd;
+pub mod tf_provider;
 pub mod tls;
 pub mod tmpfs;
 pub mod webhooks;
@@ -42,4 +46,5 @@ pub use github::{
 };
 pub use keys::{app_jwt, app_private_key_pem, app_public_key_pem, write_app_key};
 pub use sshd::{require_sshd, SshdFleet, SshdHost, SshdOptions};
+pub use tf_provider::{require_terraform, require_tf_provider, terraform_binary, TestProvider};
 pub use webhooks::{require_examples, sign, WebhookExamples};
