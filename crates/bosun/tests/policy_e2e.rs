@@ -1,0 +1,496 @@
+//! Policies as code end to end: the real `bosun server` with its embedded runner, real git
+//! repositories served as `file://` URLs, the real Terraform 1.0.3 with a real provider
+//! (`bosun/testing`, from the testkit) so plans carry real resource changes, and Rego
+//! policies saved with `bosun policy set` and evaluated on each plan's own
+//! `terraform show -json`. Each test has a server of its own, so every policy applies to
+//! the whole org.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bosun_testkit::tf_provider::{require_tf_provider, TestProvider, REQUIRED_PROVIDERS};
+use bosun_testkit::{BareRepo, WorkTree};
+use serde_json::Value;
+use support::{bosun, terraform_or_skip, ServerProcess};
+use tempfile::TempDir;
+
+struct World {
+    dir: TempDir,
+    tf: PathBuf,
+    provider: TestProvider,
+    server: ServerProcess,
+    admin: String,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        support::kill_processes_under(self.dir.path());
+    }
+}
+
+/// `None` when Terraform or the test provider is missing (the skip is announced).
+fn world() -> Option<World> {
+    let tf = terraform_or_skip()?;
+    if !require_tf_provider() {
+        return None;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("bosun-policy-e2e-")
+        .tempdir()
+        .unwrap();
+    let provider = TestProvider::install(&dir.path().join("provider"));
+    // Self-approval on: one admin token drives the test (the approval rule is tested
+    // through the API, role by role).
+    let server = ServerProcess::start(&dir.path().join("data"), &["--allow-self-approval"], &[]);
+    let admin = server.admin_token();
+    Some(World {
+        dir,
+        tf,
+        provider,
+        server,
+        admin,
+    })
+}
+
+impl World {
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        bosun(&self.server, &self.admin, args)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "bosun {args:?} failed\nstdout:\n{}\nstderr:\n{}\nserver log:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            support::log_tail(&self.server, 40)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A command that must fail; its stderr.
+    fn refused(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(!out.status.success(), "bosun {args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let text = self.ok(&all);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+    }
+
+    /// A folder holding `files`, for `bosun policy set --dir`.
+    fn policy_dir(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = self.dir.path().join("policies").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, text) in files {
+            std::fs::write(dir.join(file), text).unwrap();
+        }
+        dir
+    }
+
+    /// Saves policy `name` from `rego` (one file) with `extra` flags.
+    fn policy(&self, name: &str, rego: &str, extra: &[&str]) {
+        let dir = self.policy_dir(name, &[("policy.rego", rego)]);
+        let mut args = vec!["policy", "set", name, "--dir", dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        self.ok(&args);
+    }
+
+    /// A repository with `main_tf` on `main`, and stack `id` on it (with `extra` flags).
+    fn stack(&self, id: &str, main_tf: &str, extra: &[&str]) -> WorkTree {
+        let repos = self.dir.path().join("repos");
+        std::fs::create_dir_all(&repos).unwrap();
+        let bare = BareRepo::create(&repos, &format!("acme/{id}"));
+        let wt = WorkTree::in_dir(&bare, &self.dir.path().join("work").join(id));
+        wt.git(&["checkout", "-q", "-b", "main"]);
+        self.push(&wt, main_tf);
+        let config = format!(
+            "TF_CLI_CONFIG_FILE={}",
+            self.provider.cli_config().display()
+        );
+        let url = bare.file_url();
+        let mut args = vec![
+            "stack",
+            "create",
+            id,
+            "--repository",
+            &url,
+            "--engine",
+            "terraform",
+            "--engine-binary",
+            self.tf.to_str().unwrap(),
+            "--var",
+            &config,
+        ];
+        args.extend_from_slice(extra);
+        self.ok(&args);
+        wt
+    }
+
+    fn push(&self, wt: &WorkTree, main_tf: &str) {
+        wt.commit(
+            &[("main.tf", &format!("{REQUIRED_PROVIDERS}\n{main_tf}"))],
+            "the module",
+        );
+        wt.push("main");
+    }
+
+    fn trigger(&self, stack: &str) -> String {
+        self.json(&["run", "trigger", stack])["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn show(&self, run: &str) -> Value {
+        self.json(&["run", "show", run])
+    }
+
+    /// Waits until run `run` is `want` (failing at once if it ends otherwise).
+    fn wait(&self, run: &str, want: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let r = self.show(run);
+            let state = r["state"].as_str().unwrap_or_default().to_string();
+            if state == want {
+                return r;
+            }
+            let ended = [
+                "finished",
+                "failed",
+                "discarded",
+                "canceled",
+                "interrupted",
+                "force_failed",
+            ]
+            .contains(&state.as_str());
+            if ended || Instant::now() > deadline {
+                let logs = self.cli(&["run", "logs", run]);
+                panic!(
+                    "run {run}: wanted {want}, it is:\n{r:#}\nrun log:\n{}\nserver log:\n{}",
+                    String::from_utf8_lossy(&logs.stdout),
+                    support::log_tail(&self.server, 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn state_versions(&self, stack: &str) -> usize {
+        self.json(&["state", "versions", stack])["items"]
+            .as_array()
+            .unwrap()
+            .len()
+    }
+}
+
+/// The evaluation of `policy` recorded on run `r`.
+fn evaluation<'a>(r: &'a Value, policy: &str) -> &'a Value {
+    r["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["policy"] == policy)
+        .unwrap_or_else(|| panic!("no evaluation of {policy} on {r:#}"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+const NO_PROTECTED_DESTROY: &str = r#"package bosun.no_protected_destroy
+
+import rego.v1
+
+deny contains msg if {
+	some rc in input.plan.resource_changes
+	rc.type == "testing_protected"
+	"delete" in rc.change.actions
+	msg := sprintf("%s would be destroyed: testing_protected resources are protected", [rc.address])
+}
+"#;
+
+const OWNER_TAG: &str = r#"package bosun.owner_tag
+
+import rego.v1
+
+warn contains msg if {
+	some rc in input.plan.resource_changes
+	some action in rc.change.actions
+	action in {"create", "update"}
+	not rc.change.after.tags.owner
+	msg := sprintf("%s has no owner tag", [rc.address])
+}
+"#;
+
+const MAX_CHANGES: &str = r#"package bosun.max_changes
+
+import rego.v1
+
+changes := [rc | some rc in input.plan.resource_changes; rc.change.actions != ["no-op"]]
+
+require_approval contains msg if {
+	count(changes) > 2
+	msg := sprintf("%d resources change (more than 2) in stack %s", [count(changes), input.stack.id])
+}
+"#;
+
+const NO_DELETES: &str = r#"package bosun.no_deletes
+
+import rego.v1
+
+deny contains msg if {
+	some rc in input.plan.resource_changes
+	"delete" in rc.change.actions
+	msg := sprintf("%s would be deleted outside the change window", [rc.address])
+}
+"#;
+
+#[test]
+fn a_protected_destroy_is_denied_and_a_missing_tag_warned_on_real_plans() {
+    let Some(w) = world() else { return };
+    w.policy(
+        "no-protected-destroy",
+        NO_PROTECTED_DESTROY,
+        &["--mode", "hard_mandatory"],
+    );
+    w.policy("owner-tag", OWNER_TAG, &["--mode", "advisory"]);
+    let listed = w.ok(&["policy", "list"]);
+    assert!(
+        listed.contains("no-protected-destroy") && listed.contains("hard_mandatory"),
+        "{listed}"
+    );
+    let wt = w.stack(
+        "db",
+        r#"
+resource "testing_protected" "db" {
+  name = "db"
+  tags = { owner = "data" }
+}
+resource "testing_thing" "a" {
+  name = "a"
+  tags = { owner = "web" }
+}
+resource "testing_thing" "b" {
+  name = "b"
+}
+"#,
+        &["--autodeploy"],
+    );
+
+    // Creates only: nothing denies; the advisory policy warns about b, and the run applies.
+    let first = w.trigger("db");
+    let r = w.wait(&first, "finished");
+    let tags = evaluation(&r, "owner-tag");
+    assert_eq!(tags["outcome"], "warn", "{r:#}");
+    assert_eq!(strings(&tags["warn"]), ["testing_thing.b has no owner tag"]);
+    assert_eq!(tags["mode"], "advisory");
+    assert!(tags["version"].as_str().unwrap().starts_with("sha256:"));
+    let guard = evaluation(&r, "no-protected-destroy");
+    assert_eq!(guard["outcome"], "pass", "{r:#}");
+    assert_eq!(w.state_versions("db"), 1);
+    let text = w.ok(&["run", "show", &first]);
+    assert!(
+        text.contains("WARN owner-tag") && text.contains("warn: testing_thing.b has no owner tag"),
+        "{text}"
+    );
+
+    // The protected resource dropped from the module: the plan destroys it, the
+    // hard-mandatory policy fails the run with its message, and nothing is applied.
+    w.push(
+        &wt,
+        r#"
+resource "testing_thing" "a" {
+  name = "a"
+  tags = { owner = "web" }
+}
+resource "testing_thing" "b" {
+  name = "b"
+  tags = { owner = "web" }
+}
+"#,
+    );
+    let second = w.trigger("db");
+    let r = w.wait(&second, "failed");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("testing_protected.db would be destroyed")
+            && reason.contains("no-protected-destroy"),
+        "{reason}"
+    );
+    let guard = evaluation(&r, "no-protected-destroy");
+    assert_eq!(guard["outcome"], "deny");
+    assert_eq!(guard["mode"], "hard_mandatory");
+    assert_eq!(
+        evaluation(&r, "owner-tag")["outcome"],
+        "pass",
+        "b is tagged now"
+    );
+    assert_eq!(w.state_versions("db"), 1, "a denied plan applies nothing");
+    // No override for a hard-mandatory deny.
+    let refused = w.refused(&["run", "override", &second, "--reason", "please"]);
+    assert!(refused.contains("nothing to override"), "{refused}");
+    let text = w.ok(&["run", "show", &second]);
+    assert!(text.contains("DENY no-protected-destroy"), "{text}");
+}
+
+#[test]
+fn more_than_n_changes_wait_for_approval_and_a_soft_deny_is_overridden_with_audit() {
+    let Some(w) = world() else { return };
+    w.policy("max-changes", MAX_CHANGES, &["--mode", "hard_mandatory"]);
+    w.policy("no-deletes", NO_DELETES, &[]); // soft_mandatory by default
+    let wt = w.stack(
+        "web",
+        r#"
+resource "testing_thing" "a" { name = "a" }
+resource "testing_thing" "b" { name = "b" }
+resource "testing_thing" "c" { name = "c" }
+"#,
+        &["--autodeploy"],
+    );
+
+    // Three creates: more than two changes, so the autodeploy run waits for approval.
+    let first = w.trigger("web");
+    let r = w.wait(&first, "unconfirmed");
+    assert_eq!(r["policy_hold"], "approval", "{r:#}");
+    assert_eq!(
+        strings(&evaluation(&r, "max-changes")["require_approval"]),
+        ["3 resources change (more than 2) in stack web"]
+    );
+    let inbox = w.json(&["approvals", "list"]);
+    let waiting: Vec<&str> = inbox["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["subject"].as_str().unwrap())
+        .collect();
+    assert_eq!(waiting, [first.as_str()], "{inbox:#}");
+    let refused = w.refused(&["run", "confirm", &first]);
+    assert!(refused.contains("a policy asks for approval"), "{refused}");
+    w.ok(&[
+        "approvals",
+        "approve",
+        &first,
+        "--comment",
+        "three new things",
+    ]);
+    w.wait(&first, "finished");
+    assert_eq!(w.state_versions("web"), 1);
+
+    // One thing deleted: the soft-mandatory policy holds the run, a confirm cannot lift
+    // it, an admin's override (with a reason) does; autodeploy then applies.
+    w.push(
+        &wt,
+        r#"
+resource "testing_thing" "a" { name = "a" }
+resource "testing_thing" "b" { name = "b" }
+"#,
+    );
+    let second = w.trigger("web");
+    let r = w.wait(&second, "unconfirmed");
+    assert_eq!(r["policy_hold"], "override", "{r:#}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("testing_thing.c would be deleted outside the change window"),
+        "{r:#}"
+    );
+    assert!(w.json(&["approvals", "list"])["items"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let refused = w.refused(&["run", "confirm", &second]);
+    assert!(refused.contains("bosun run override"), "{refused}");
+    let refused = w.refused(&["run", "override", &second, "--reason", "  "]);
+    assert!(refused.contains("reason"), "{refused}");
+    w.ok(&[
+        "run",
+        "override",
+        &second,
+        "--reason",
+        "c was moved to another stack",
+    ]);
+    let r = w.wait(&second, "finished");
+    let deletes = evaluation(&r, "no-deletes");
+    assert_eq!(deletes["outcome"], "deny");
+    assert_eq!(deletes["overridden_by"], "user:admin");
+    assert_eq!(deletes["override_reason"], "c was moved to another stack");
+    assert_eq!(w.state_versions("web"), 2);
+    let audit = w.json(&["audit", "--action", "run.policy_override"]);
+    let entry = &audit["items"][0];
+    assert_eq!(entry["target"], format!("run:{second}"), "{audit:#}");
+    assert_eq!(entry["detail"]["comment"], "c was moved to another stack");
+    let text = w.ok(&["run", "show", &second]);
+    assert!(
+        text.contains("overridden by user:admin: c was moved to another stack"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_runaway_policy_is_stopped_by_its_time_bound_and_counts_as_its_on_error_says() {
+    let Some(w) = world() else { return };
+    // Tens of billions of iterations: only the time bound ends it.
+    w.policy(
+        "runaway",
+        r#"package bosun.runaway
+
+import rego.v1
+
+deny contains "never" if {
+	some i in numbers.range(1, 100000)
+	some j in numbers.range(1, 100000)
+	some k in numbers.range(1, 100000)
+	i + j + k < 0
+}
+"#,
+        &["--mode", "hard_mandatory"],
+    );
+    w.stack(
+        "slow",
+        r#"resource "testing_thing" "a" { name = "a" }"#,
+        &["--autodeploy"],
+    );
+    let first = w.trigger("slow");
+    let started = Instant::now();
+    let r = w.wait(&first, "failed");
+    let e = evaluation(&r, "runaway");
+    assert_eq!(e["outcome"], "deny", "an error denies by default: {r:#}");
+    let errors = strings(&e["errors"]).join(" ");
+    assert!(errors.contains("runaway"), "{errors}");
+    assert!(
+        e["duration_ms"].as_u64().unwrap() < 30_000,
+        "stopped by the bound: {e:#}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(110));
+
+    // Configured to warn: the same error lets the run through, shown as a warning.
+    let dir: &Path = &w.dir.path().join("policies").join("runaway");
+    w.ok(&[
+        "policy",
+        "set",
+        "runaway",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--mode",
+        "hard_mandatory",
+        "--on-error",
+        "warn",
+    ]);
+    let second = w.trigger("slow");
+    let r = w.wait(&second, "finished");
+    assert_eq!(evaluation(&r, "runaway")["outcome"], "warn", "{r:#}");
+}
