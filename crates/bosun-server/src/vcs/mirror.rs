@@ -75,6 +75,31 @@ impl Mirrors {
         locks.entry(dir.to_path_buf()).or_default().clone()
     }
 
+    /// Creates the bare mirror `git` works on, with `url` as its `origin`, unless it
+    /// exists. Call with the mirror's lock held.
+    async fn init_if_missing(&self, git: &Git<'_>, url: &str) -> Result<(), MirrorError> {
+        if git.dir.join("HEAD").exists() {
+            return Ok(());
+        }
+        // Clones of private repositories: the mirrors dir is the owner's only, like the
+        // data dir it is in.
+        let mut builder = tokio::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        builder.mode(0o700);
+        builder
+            .create(&self.root)
+            .await
+            .map_err(|e| MirrorError::Git(format!("cannot create {}: {e}", self.root.display())))?;
+        git.run_in(
+            &self.root,
+            &["init", "--quiet", "--bare", &git.dir.to_string_lossy()],
+        )
+        .await?;
+        git.run(&["config", "remote.origin.url", url]).await?;
+        Ok(())
+    }
+
     /// The files changed in `range` of the repository at `url`, sorted and unique (both
     /// sides of a rename). `token`: an installation token for HTTPS remotes.
     pub async fn changed_files(
@@ -95,23 +120,7 @@ impl Mirrors {
         let lock = self.lock_for(&dir);
         let _held = lock.lock().await;
         let git = Git::new(&dir, token);
-        if !dir.join("HEAD").exists() {
-            // Clones of private repositories: the mirrors dir is the owner's only, like
-            // the data dir it is in.
-            let mut builder = tokio::fs::DirBuilder::new();
-            builder.recursive(true);
-            #[cfg(unix)]
-            builder.mode(0o700);
-            builder.create(&self.root).await.map_err(|e| {
-                MirrorError::Git(format!("cannot create {}: {e}", self.root.display()))
-            })?;
-            git.run_in(
-                &self.root,
-                &["init", "--quiet", "--bare", &dir.to_string_lossy()],
-            )
-            .await?;
-            git.run(&["config", "remote.origin.url", url]).await?;
-        }
+        self.init_if_missing(&git, url).await?;
         match range {
             Range::Push {
                 branch,
