@@ -139,6 +139,9 @@ pub struct ServerConfig {
     /// Whether the requester of a run waiting for approval may approve it themselves
     /// (off by default: another approver must).
     pub allow_self_approval: bool,
+    /// Whether a policy may be read from a `file://` repository on the server's disk
+    /// (off by default: an org could read any repository the server can).
+    pub allow_file_policy_repositories: bool,
     pub bootstrap_token: Option<String>,
     /// This replica's id among the servers sharing one database (`--replica-id`): the
     /// holder of its duty leases and the owner of its embedded runners. `None`: the id in
@@ -536,6 +539,7 @@ impl ServerConfig {
             retention,
             schedules: crate::schedules::clock::ScheduleConfig::default(),
             allow_self_approval: false,
+            allow_file_policy_repositories: false,
             bootstrap_token: o.bootstrap_token,
             replica_id: None,
             duty_lease: DEFAULT_DUTY_LEASE,

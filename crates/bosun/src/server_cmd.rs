@@ -158,6 +158,11 @@ pub struct ServerArgs {
     /// another approver must).
     #[arg(long, env = "BOSUN_ALLOW_SELF_APPROVAL")]
     allow_self_approval: bool,
+    /// Let orgs read policies from `file://` repositories on the server's own disk (off
+    /// by default: an org could read any repository the server can, its mirrors of other
+    /// orgs' repositories included). For single-tenant servers and tests.
+    #[arg(long, env = "BOSUN_ALLOW_FILE_POLICY_REPOSITORIES")]
+    allow_file_policy_repositories: bool,
     /// This replica's id among servers sharing one database: it holds the background
     /// duties' leases and owns its embedded runners [default: random, kept in
     /// <data-dir>/replica-id].
@@ -270,6 +275,7 @@ pub async fn run(args: ServerArgs, ca_file: Option<PathBuf>) -> anyhow::Result<E
         .schedule_interval
         .max(std::time::Duration::from_millis(10));
     config.allow_self_approval = args.allow_self_approval;
+    config.allow_file_policy_repositories = args.allow_file_policy_repositories;
     config.replica_id = args.replica_id.clone();
     config.duty_lease = args.duty_lease.max(std::time::Duration::from_millis(300));
     if let Some(every) = args.tls_reload_interval {

@@ -33,6 +33,10 @@ impl Drop for World {
 
 /// `None` when Terraform or the test provider is missing (the skip is announced).
 fn world() -> Option<World> {
+    world_with(&[])
+}
+
+fn world_with(server_args: &[&str]) -> Option<World> {
     let tf = terraform_or_skip()?;
     if !require_tf_provider() {
         return None;
@@ -44,7 +48,9 @@ fn world() -> Option<World> {
     let provider = TestProvider::install(&dir.path().join("provider"));
     // Self-approval on: one admin token drives the test (the approval rule is tested
     // through the API, role by role).
-    let server = ServerProcess::start(&dir.path().join("data"), &["--allow-self-approval"], &[]);
+    let mut args = vec!["--allow-self-approval"];
+    args.extend_from_slice(server_args);
+    let server = ServerProcess::start(&dir.path().join("data"), &args, &[]);
     let admin = server.admin_token();
     Some(World {
         dir,
@@ -267,6 +273,18 @@ fn a_protected_destroy_is_denied_and_a_missing_tag_warned_on_real_plans() {
         &["--mode", "hard_mandatory"],
     );
     w.policy("owner-tag", OWNER_TAG, &["--mode", "advisory"]);
+    // A policy repository on the server's own disk is refused unless the server allows it.
+    let refused = w.refused(&[
+        "policy",
+        "set",
+        "local",
+        "--repository",
+        "file:///srv/policies.git",
+    ]);
+    assert!(
+        refused.contains("file:// policy repositories are off"),
+        "{refused}"
+    );
     let listed = w.ok(&["policy", "list"]);
     assert!(
         listed.contains("no-protected-destroy") && listed.contains("hard_mandatory"),
@@ -493,4 +511,91 @@ deny contains "never" if {
     let second = w.trigger("slow");
     let r = w.wait(&second, "finished");
     assert_eq!(evaluation(&r, "runaway")["outcome"], "warn", "{r:#}");
+}
+
+const SIZE_LIMIT: &str = r#"package bosun.size_limit
+
+import rego.v1
+
+deny contains msg if {
+	some rc in input.plan.resource_changes
+	rc.change.after.size > LIMIT
+	msg := sprintf("%s is size %d, more than LIMIT", [rc.address, rc.change.after.size])
+}
+"#;
+
+#[test]
+fn a_policy_read_from_git_follows_its_branch_head_from_one_run_to_the_next() {
+    let Some(w) = world_with(&["--allow-file-policy-repositories"]) else {
+        return;
+    };
+    let repos = w.dir.path().join("repos");
+    std::fs::create_dir_all(&repos).unwrap();
+    let bare = BareRepo::create(&repos, "acme/policies");
+    let rules = WorkTree::in_dir(&bare, &w.dir.path().join("work").join("policies"));
+    rules.git(&["checkout", "-q", "-b", "main"]);
+    let first_commit = rules.commit(
+        &[
+            ("plan/size.rego", &SIZE_LIMIT.replace("LIMIT", "10")),
+            ("plan/README.md", "not a policy"),
+        ],
+        "size limit 10",
+    );
+    rules.push("main");
+    w.ok(&[
+        "policy",
+        "set",
+        "size-limit",
+        "--repository",
+        &bare.file_url(),
+        "--path",
+        "plan",
+        "--mode",
+        "hard_mandatory",
+    ]);
+    let shown = w.json(&["policy", "show", "size-limit"]);
+    assert_eq!(
+        (shown["source"].as_str(), shown["path"].as_str()),
+        (Some("git"), Some("plan"))
+    );
+    w.stack(
+        "sized",
+        r#"resource "testing_thing" "a" {
+  name = "a"
+  size = 5
+}"#,
+        &["--autodeploy"],
+    );
+    let first = w.trigger("sized");
+    let r = w.wait(&first, "finished");
+    let e = evaluation(&r, "size-limit");
+    assert_eq!(
+        (e["outcome"].as_str(), e["version"].as_str()),
+        (Some("pass"), Some(first_commit.as_str())),
+        "{r:#}"
+    );
+
+    // The policy repository's branch moves: the next run reads the new commit.
+    let second_commit = rules.commit(
+        &[("plan/size.rego", &SIZE_LIMIT.replace("LIMIT", "3"))],
+        "size limit 3",
+    );
+    rules.push("main");
+    let second = w.trigger("sized");
+    let r = w.wait(&second, "failed");
+    let e = evaluation(&r, "size-limit");
+    assert_eq!(e["version"], second_commit.as_str(), "{r:#}");
+    assert_eq!(
+        strings(&e["deny"]),
+        ["testing_thing.a is size 5, more than 3"]
+    );
+
+    // A policy folder that went missing is an evaluation error, which denies.
+    rules.delete("plan");
+    rules.commit(&[("other/keep.txt", "x")], "policies moved");
+    rules.push("main");
+    let third = w.trigger("sized");
+    let r = w.wait(&third, "failed");
+    let errors = strings(&evaluation(&r, "size-limit")["errors"]).join(" ");
+    assert!(errors.contains("has no folder \"plan\""), "{errors}");
 }

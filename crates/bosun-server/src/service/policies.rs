@@ -102,7 +102,11 @@ fn as_policies(files: &BTreeMap<String, String>) -> Vec<Policy> {
         .collect()
 }
 
-fn spec_of(name: &str, body: PolicyPut) -> Result<(PolicySpec, String), ApiError> {
+fn spec_of(
+    name: &str,
+    body: PolicyPut,
+    allow_file: bool,
+) -> Result<(PolicySpec, String), ApiError> {
     let mode = body
         .mode
         .as_deref()
@@ -153,6 +157,14 @@ fn spec_of(name: &str, body: PolicyPut) -> Result<(PolicySpec, String), ApiError
         }
         (None, Some(repository)) => {
             let repository = match repository.parse::<Repository>()? {
+                Repository::Git(url) if url.starts_with("file://") && !allow_file => {
+                    return Err(ValidationError::new(
+                        "repository",
+                        "file:// policy repositories are off on this server (it would read \
+                         any repository on its own disk): give an https://, ssh:// or git:// URL",
+                    )
+                    .into())
+                }
                 Repository::Git(url) => url,
                 Repository::GitHub { .. } => {
                     return Err(ValidationError::new(
@@ -200,7 +212,7 @@ pub async fn put(
     name: &str,
     body: PolicyPut,
 ) -> Result<(PolicyView, bool), ApiError> {
-    let (spec, version) = spec_of(name, body)?;
+    let (spec, version) = spec_of(name, body, state.config.allow_file_policy_repositories)?;
     let existing = state.store.list_policies(org).await?;
     if existing.len() >= policy::MAX_POLICIES_PER_ORG
         && !existing.iter().any(|p| p.spec.name == name)
@@ -361,8 +373,28 @@ async fn files_of(state: &AppState, p: &PolicyRecord) -> Result<(String, Vec<Pol
             branch,
             path,
         } => {
-            let _ = (state, repository, branch, path);
-            Err("MIRROR-PENDING".to_string())
+            let limits = limits();
+            let snapshot = state
+                .vcs
+                .mirrors
+                .files_at(
+                    repository,
+                    None,
+                    branch,
+                    path,
+                    &crate::vcs::mirror::FileLimits {
+                        max_files: limits.max_files,
+                        max_file_bytes: limits.max_file_bytes as u64,
+                    },
+                )
+                .await
+                .map_err(|e| format!("cannot read the policy's files: {e}"))?;
+            let files = snapshot
+                .files
+                .into_iter()
+                .map(|(path, text)| Policy { path, text })
+                .collect();
+            Ok((snapshot.commit, files))
         }
     }
 }
