@@ -85,6 +85,15 @@ pub struct PlanRunView {
     /// A preview: the paused run it was created with (and predicts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview_of: Option<String>,
+    /// What the policies hold a paused run for: `check` (their verdict on its dry run is
+    /// not in yet), `override` (a soft-mandatory deny: an org admin overrides it) or
+    /// `approval` (it waits in the approvals inbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_hold: Option<String>,
+    /// The policies evaluated on its dry run (`plan_run` point), oldest first. Filled on
+    /// one run, empty in lists.
+    #[serde(default)]
+    pub policies: Vec<crate::PolicyEvaluationView>,
     pub runner_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

@@ -212,6 +212,31 @@ pub fn verdict(all: &[Counted]) -> Verdict {
     }
 }
 
+/// What the policies hold a paused plan run for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanRunHold {
+    /// Its dry run (the preview) has not been evaluated yet.
+    Check,
+    /// A soft-mandatory deny: an org admin's override lifts it.
+    Override,
+    /// A policy asks for approval: it waits in the approvals inbox.
+    Approval,
+}
+
+string_enum!(PlanRunHold, "policy_hold", Check => "check", Override => "override",
+    Approval => "approval");
+
+impl PlanRunHold {
+    /// The hold a verdict leaves on a paused plan run (`None`: nothing; a deny rejects it).
+    pub fn after(verdict: Verdict) -> Option<PlanRunHold> {
+        match verdict {
+            Verdict::Override => Some(PlanRunHold::Override),
+            Verdict::Approval => Some(PlanRunHold::Approval),
+            Verdict::Pass | Verdict::Deny => None,
+        }
+    }
+}
+
 /// The longest reason an override takes.
 pub const MAX_OVERRIDE_REASON: usize = 2000;
 

@@ -22,6 +22,7 @@ pub fn routes() -> Vec<Route> {
         route!(Access::Org(Role::Admin), put),
         route!(Access::Org(Role::Admin), delete),
         route!(Access::Org(Role::Admin), override_run),
+        route!(Access::Org(Role::Admin), override_plan_run),
     ]
 }
 
@@ -99,5 +100,23 @@ pub async fn override_run(
 ) -> Result<Json<Run>, ApiError> {
     Ok(Json(
         service::override_run(&state, &caller, &org, &id, &body.reason).await?,
+    ))
+}
+
+/// Override the soft-mandatory policy denies holding a paused plan run (org admin), with
+/// a reason: audited and kept on each overridden evaluation. The run then goes on as its
+/// other policies and gated environments allow.
+#[utoipa::path(post, path = "/api/v1/orgs/{org}/plan-runs/{run}/override", tag = "policies",
+    params(("org" = String, Path), ("run" = String, Path)), request_body = PolicyOverrideBody,
+    responses((status = 200, body = bosun_api::PlanRunView), (status = 409, body = bosun_api::ErrorBody,
+        description = "no soft-mandatory deny holds the run")))]
+pub async fn override_plan_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((org, id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<PolicyOverrideBody>,
+) -> Result<Json<bosun_api::PlanRunView>, ApiError> {
+    Ok(Json(
+        service::override_plan_run(&state, &caller, &org, &id, &body.reason).await?,
     ))
 }

@@ -406,6 +406,7 @@ async fn two_replicas_racing_plan_runs_on_one_host_start_one() {
                 gated_environments: vec![],
                 concurrent: false,
                 preview: None,
+                policy_check: false,
             };
             racers.push(tokio::spawn(async move {
                 store.create_plan_run(&run, &audit).await

@@ -599,3 +599,159 @@ fn a_policy_read_from_git_follows_its_branch_head_from_one_run_to_the_next() {
     let errors = strings(&evaluation(&r, "size-limit")["errors"]).join(" ");
     assert!(errors.contains("has no folder \"plan\""), "{errors}");
 }
+
+const SUDOERS: &str = r#"package bosun.sudoers
+
+import rego.v1
+
+require_approval contains msg if {
+	some step in input.report.steps
+	some r in step.results
+	r.changed == true
+	contains(r.path, "/etc/sudoers.d/")
+	msg := sprintf("step \"%s\" would change %s on %s", [step.name, r.path, r.host])
+}
+"#;
+
+/// A host plan writing `file` (under each host's own root in the test's dir).
+fn host_plan(name: &str, root: &Path, file: &str) -> String {
+    format!(
+        r#"name: {name}
+targets:
+  labels: [fleet]
+steps:
+  - name: write {file}
+    file.copy:
+      path: "{root}/{{{{ host.name }}}}/{file}"
+      content: "written by {name}\n"
+"#,
+        root = root.display()
+    )
+}
+
+#[test]
+fn a_host_plan_whose_dry_run_would_touch_sudoers_waits_for_approval() {
+    use bosun_testkit::sshd::{require_sshd, SshdFleet};
+    if !require_sshd() {
+        return;
+    }
+    let fleet = SshdFleet::start(2);
+    let dir = tempfile::tempdir().unwrap();
+    let roots = dir.path().join("hosts");
+    for h in ["h0", "h1"] {
+        std::fs::create_dir_all(roots.join(h).join("etc/sudoers.d")).unwrap();
+    }
+    let server = ServerProcess::start(&dir.path().join("data"), &["--allow-self-approval"], &[]);
+    let admin = server.admin_token();
+    let run = |args: &[&str]| {
+        let out = bosun(&server, &admin, args);
+        assert!(
+            out.status.success(),
+            "bosun {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            support::log_tail(&server, 40)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&run(&all)).unwrap()
+    };
+    let mut inv = String::from("hosts:\n");
+    for (i, h) in fleet.hosts().iter().enumerate() {
+        inv.push_str(&format!(
+            "  h{i}: {{ address: \"{}\", port: {}, user: \"{}\", identity_file: \"{}\", known_hosts: \"{}\", labels: [fleet] }}\n",
+            h.address(),
+            h.port(),
+            h.user(),
+            fleet.client_key_path().display(),
+            fleet.known_hosts_path().display()
+        ));
+    }
+    let inv_file = dir.path().join("inventory.yaml");
+    std::fs::write(&inv_file, inv).unwrap();
+    run(&["host", "import", inv_file.to_str().unwrap()]);
+    let policy_dir = dir.path().join("sudoers");
+    std::fs::create_dir_all(&policy_dir).unwrap();
+    std::fs::write(policy_dir.join("sudoers.rego"), SUDOERS).unwrap();
+    run(&[
+        "policy",
+        "set",
+        "sudoers",
+        "--dir",
+        policy_dir.to_str().unwrap(),
+        "--point",
+        "plan_run",
+        "--mode",
+        "hard_mandatory",
+    ]);
+    for (name, file) in [("grant", "etc/sudoers.d/deploy"), ("motd", "etc/motd")] {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, host_plan(name, &roots, file)).unwrap();
+        run(&["plan", "apply", path.to_str().unwrap()]);
+    }
+    let wait = |id: &str, want: &str| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = json(&["plan-run", "show", id]);
+            if r["state"] == want && r["policy_hold"] != "check" {
+                return r;
+            }
+            assert!(
+                Instant::now() < deadline
+                    && !["failed", "aborted", "rejected", "succeeded"]
+                        .iter()
+                        .any(|s| r["state"] == *s && *s != want),
+                "plan run {id} never became {want}: {r:#}\n{}",
+                support::log_tail(&server, 40)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // The real run waits for its dry run; the policy reads it and asks for approval.
+    let grant = json(&["plan-run", "start", "grant"]);
+    assert_eq!(grant["state"], "paused", "{grant:#}");
+    assert_eq!(grant["policy_hold"], "check");
+    let id = grant["id"].as_str().unwrap().to_string();
+    let r = wait(&id, "paused");
+    assert_eq!(r["policy_hold"], "approval", "{r:#}");
+    let e = &r["policies"][0];
+    assert_eq!(
+        (e["policy"].as_str(), e["point"].as_str()),
+        (Some("sudoers"), Some("plan_run"))
+    );
+    let asks = strings(&e["require_approval"]);
+    assert_eq!(asks.len(), 2, "one per host: {asks:?}");
+    assert!(
+        asks.iter().all(|m| m.contains("/etc/sudoers.d/deploy")
+            && m.starts_with("step \"write etc/sudoers.d/deploy\"")),
+        "{asks:?}"
+    );
+    assert!(
+        !roots.join("h0/etc/sudoers.d/deploy").exists(),
+        "nothing written before approval"
+    );
+    let inbox = run(&["approvals", "list"]);
+    assert!(inbox.contains(&id), "{inbox}");
+    run(&[
+        "approvals",
+        "approve",
+        &id,
+        "--comment",
+        "deploy needs sudo",
+    ]);
+    wait(&id, "succeeded");
+    assert!(roots.join("h0/etc/sudoers.d/deploy").exists());
+
+    // A plan touching no sudoers file: the same policy passes and the run goes on alone.
+    let motd = json(&["plan-run", "start", "motd"]);
+    let id = motd["id"].as_str().unwrap().to_string();
+    let r = wait(&id, "succeeded");
+    assert_eq!(r["policies"][0]["outcome"], "pass", "{r:#}");
+    assert!(roots.join("h1/etc/motd").exists());
+    // A dry run is never held by policies.
+    let dry = json(&["plan-run", "start", "grant", "--dry-run"]);
+    assert_ne!(dry["state"], "paused", "{dry:#}");
+}

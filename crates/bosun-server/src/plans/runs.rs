@@ -391,6 +391,8 @@ pub async fn runner_report(
         audit: None,
     };
     let out = state.store.plan_run_event(&id, &input).await?;
+    // The `plan_run` decision point: a preview that ended is what its run's policies read.
+    crate::service::policies::after_preview(&state, &out).await?;
     if out.preview_of.is_some() && !out.leased {
         // A preview's runner let go: its approved run may be leased now.
         state.wake_dispatch();

@@ -120,7 +120,11 @@ impl Cron for PlanScheduleRecord {
         .await
         {
             Ok(resolved) => {
-                let (id, preview) = crate::service::plan_runs::new_run_ids(false, &resolved.gated);
+                let (id, preview) = crate::service::plan_runs::new_run_ids(
+                    false,
+                    &resolved.gated,
+                    resolved.policy_check,
+                );
                 Ok(Due::Run(NewPlanRun {
                     id,
                     preview,
@@ -135,6 +139,7 @@ impl Cron for PlanScheduleRecord {
                     hosts: resolved.hosts,
                     gated_environments: resolved.gated,
                     concurrent: resolved.plan.concurrent_runs,
+                    policy_check: resolved.policy_check,
                 }))
             }
             // Refusals of the plan or its targets are the schedule's business: recorded.

@@ -70,6 +70,8 @@ pub(crate) fn to_wire(r: PlanRunRecord, results: Vec<PlanHostResultRecord>) -> P
         gated_environments: r.gated_environments,
         preview: r.preview,
         preview_of: r.preview_of,
+        policy_hold: r.policy_hold.map(|h| h.to_string()),
+        policies: Vec::new(),
         runner_id: r.runner_id,
         created_at: r.created_at,
         updated_at: r.updated_at,
@@ -194,6 +196,9 @@ pub struct Resolved {
     pub plan: bosun_plans::model::Plan,
     pub hosts: Vec<String>,
     pub gated: Vec<String>,
+    /// Policies of the `plan_run` point attach to its targets (their labels or
+    /// environments, or the whole org): a real run waits for their verdict on its dry run.
+    pub policy_check: bool,
 }
 
 pub async fn resolve(
@@ -257,10 +262,36 @@ pub async fn resolve(
         let record = environments.iter().find(|e| e.id == env)?;
         Some((record.id.as_str(), record.requires_approval))
     }));
+    let target_hosts: Vec<&HostRecord> =
+        hosts.iter().filter(|h| targets.contains(&h.name)).collect();
+    let mut labels: Vec<String> = target_hosts
+        .iter()
+        .flat_map(|h| h.labels.iter().cloned())
+        .collect();
+    labels.sort();
+    labels.dedup();
+    let mut envs: Vec<String> = target_hosts
+        .iter()
+        .filter_map(|h| h.environment.clone())
+        .collect();
+    envs.sort();
+    envs.dedup();
+    let policy_check = !crate::service::policies::attached(
+        state,
+        org,
+        bosun_core::policy::Point::PlanRun,
+        bosun_core::policy::Subject {
+            labels: &labels,
+            environments: &envs,
+        },
+    )
+    .await?
+    .is_empty();
     Ok(Resolved {
         plan,
         hosts: targets,
         gated,
+        policy_check,
     })
 }
 
@@ -284,7 +315,7 @@ pub async fn start(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("plan {name:?}")))?;
     let resolved = resolve(state, org, name, &plan.source, &body.inputs).await?;
-    let (id, preview) = new_run_ids(body.dry_run, &resolved.gated);
+    let (id, preview) = new_run_ids(body.dry_run, &resolved.gated, resolved.policy_check);
     let run = NewPlanRun {
         id,
         org: org.to_string(),
@@ -303,6 +334,7 @@ pub async fn start(
         },
         concurrent: resolved.plan.concurrent_runs,
         preview,
+        policy_check: resolved.policy_check && !body.dry_run,
     };
     let created = state.store.create_plan_run(&run, &audit).await?;
     if created.needs_lease || created.preview.is_some() {
@@ -311,14 +343,18 @@ pub async fn start(
     Ok(created)
 }
 
-/// The ids of a new run and of its preview: a real run gated by `gated` environments
-/// starts paused, and the store creates a dry run of it beside it (same creation time),
+/// The ids of a new run and of its preview: a real run gated by `gated` environments, or
+/// checked by policies on its dry run, starts paused, and the store creates a dry run of it beside it (same creation time),
 /// so whoever decides sees what it would change; `None` for a dry run or a run that is
 /// not gated. The preview's id sorts before the run's, so lists (newest first, then by
 /// id) show the run, then its preview, and a plan's last run is the run.
-pub fn new_run_ids(dry_run: bool, gated: &[String]) -> (String, Option<String>) {
+pub fn new_run_ids(
+    dry_run: bool,
+    gated: &[String],
+    policy_check: bool,
+) -> (String, Option<String>) {
     let run = new_plan_run_id();
-    if dry_run || gated.is_empty() {
+    if dry_run || (gated.is_empty() && !policy_check) {
         return (run, None);
     }
     let other = new_plan_run_id();
@@ -392,7 +428,15 @@ pub async fn list(
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<PlanRunView, ApiError> {
     let run = load(state, org, id).await?;
     let results = state.store.plan_run_results(id).await?;
-    Ok(to_wire(run, results))
+    let mut wire = to_wire(run, results);
+    wire.policies = state
+        .store
+        .policy_evaluations(id)
+        .await?
+        .into_iter()
+        .map(crate::service::policies::evaluation_view)
+        .collect();
+    Ok(wire)
 }
 
 /// Aborts a run for `caller`: settled `aborted` at once; its runner stops when its next
@@ -417,6 +461,8 @@ pub async fn abort(
         )),
     };
     let run = state.store.plan_run_event(id, &input).await?;
+    // An aborted preview settles the run it previews, when policies wait for it.
+    crate::service::policies::after_preview(state, &run).await?;
     let results = state.store.plan_run_results(id).await?;
     Ok(to_wire(run, results))
 }
@@ -477,6 +523,10 @@ pub async fn settle_silent(
     match state.store.plan_run_event(&run.id, &input).await {
         Ok(out) => {
             tracing::warn!(plan_run = %run.id, state = %out.state, "silent plan run settled");
+            // An interrupted preview settles the run whose policies wait for it.
+            if let Err(e) = crate::service::policies::after_preview(state, &out).await {
+                tracing::warn!(plan_run = %run.id, error = %e, "could not settle the run this preview was for");
+            }
             Ok(true)
         }
         // The runner reported meanwhile: nothing to settle.

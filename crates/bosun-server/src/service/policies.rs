@@ -348,7 +348,7 @@ pub fn evaluation_view(r: PolicyEvaluationRecord) -> PolicyEvaluationView {
 
 /// The policies of `org` evaluated at `point` for a subject with these labels and
 /// environments.
-async fn attached(
+pub async fn attached(
     state: &AppState,
     org: &str,
     point: Point,
@@ -591,6 +591,132 @@ async fn plan_input(
     })))
 }
 
+/// The `plan_run` decision point: once the preview (dry run) of a real plan run that
+/// waits for its policies has ended, the policies attached to the run's targets are
+/// evaluated on the preview's report, and the run is settled as their verdict says.
+/// A preview that ended with no report (aborted, interrupted) is an evaluation error for
+/// each policy — a deny, unless a policy says `on_error: warn` — so the run never waits
+/// for a verdict that cannot come.
+pub async fn after_preview(
+    state: &AppState,
+    preview: &bosun_store::PlanRunRecord,
+) -> Result<(), ApiError> {
+    let Some(parent) = &preview.preview_of else {
+        return Ok(());
+    };
+    if !preview.state.is_terminal() {
+        return Ok(());
+    }
+    let Some(run) = state.store.get_plan_run(parent).await? else {
+        return Ok(());
+    };
+    if run.policy_hold != Some(bosun_core::policy::PlanRunHold::Check) {
+        return Ok(());
+    }
+    let hosts = state.store.list_hosts(&run.org).await?;
+    let targets: Vec<&bosun_store::HostRecord> = hosts
+        .iter()
+        .filter(|h| run.hosts.contains(&h.name))
+        .collect();
+    let mut labels: Vec<String> = targets
+        .iter()
+        .flat_map(|h| h.labels.iter().cloned())
+        .collect();
+    labels.sort();
+    labels.dedup();
+    let mut environments: Vec<String> = targets
+        .iter()
+        .filter_map(|h| h.environment.clone())
+        .collect();
+    environments.sort();
+    environments.dedup();
+    let subject = Subject {
+        labels: &labels,
+        environments: &environments,
+    };
+    let policies = attached(state, &run.org, Point::PlanRun, subject).await?;
+    let results = state.store.plan_run_results(&preview.id).await?;
+    let input = match &preview.report {
+        None => Err(format!(
+            "its dry run {} ended {} with no report: the policies cannot read what it would change",
+            preview.id, preview.state
+        )),
+        Some(report) => Ok(json!({
+            "point": "plan_run",
+            "plan": {"name": run.plan, "version": run.plan_version},
+            "run": {
+                "id": run.id,
+                "trigger": run.trigger.as_str(),
+                "requested_by": run.requested_by,
+                "inputs": run.inputs,
+                "dry_run": preview.id,
+            },
+            "targets": targets.iter().map(|h| json!({
+                "name": h.name,
+                "labels": h.labels,
+                "environment": h.environment,
+            })).collect::<Vec<_>>(),
+            "environments": environments,
+            "report": dry_run_report(report, &results),
+        })),
+    };
+    let (evaluations, verdict) = evaluate(state, Point::PlanRun, policies, input).await;
+    let why = reason(&run.id, verdict, &evaluations);
+    let audit = bosun_store::Audit {
+        org: Some(run.org.clone()),
+        actor: "system".into(),
+        token_id: None,
+        action: "plan_run.policies".into(),
+        target: format!("plan_run:{}", run.id),
+        detail: json!({"verdict": verdict.as_str(), "dry_run": preview.id}),
+    };
+    let settled = state
+        .store
+        .settle_plan_run_policies(
+            &run.org,
+            &run.id,
+            &evaluations,
+            None,
+            why.as_deref(),
+            Some(&audit),
+        )
+        .await?;
+    if settled.needs_lease {
+        state.wake_dispatch();
+    }
+    Ok(())
+}
+
+/// The `plan_run` point's `report`: the dry run's stored report with its per-host results
+/// by step (`steps[].results[]`: host, status, changed, message, and for a file that would
+/// change its `path` and `diff`).
+fn dry_run_report(report: &Value, results: &[bosun_store::PlanHostResultRecord]) -> Value {
+    let mut steps: Vec<Value> = Vec::new();
+    for r in results {
+        if steps.last().and_then(|s| s["number"].as_i64()) != Some(r.step) {
+            steps.push(json!({"number": r.step, "name": r.step_name, "module": r.module,
+                "results": []}));
+        }
+        // The diff's header names the file: `--- PATH (before)`.
+        let path = r.diff.as_deref().and_then(|d| {
+            d.lines()
+                .next()?
+                .strip_prefix("--- ")?
+                .strip_suffix(" (before)")
+                .map(str::to_string)
+        });
+        if let Some(Value::Array(list)) = steps.last_mut().map(|s| &mut s["results"]) {
+            list.push(json!({"host": r.host, "status": r.status, "changed": r.changed,
+                "message": r.message, "path": path, "diff": r.diff}));
+        }
+    }
+    let mut out = report.clone();
+    if let Value::Object(o) = &mut out {
+        o.insert("steps".into(), Value::Array(steps));
+    }
+    out
+}
+
 /// Why a run's plan is held or failed by its policies, for the run's reason.
 pub fn reason(run: &str, verdict: Verdict, evaluations: &[NewPolicyEvaluation]) -> Option<String> {
     let says = |pick: &dyn Fn(&NewPolicyEvaluation) -> bool| -> String {
@@ -625,6 +751,42 @@ pub fn reason(run: &str, verdict: Verdict, evaluations: &[NewPolicyEvaluation]) 
     }
 }
 
+/// An org admin overrides the soft-mandatory denies that hold plan run `id` of `org`, with
+/// a reason (audited, kept on each overridden evaluation); the run then moves as the other
+/// policies and its gated environments allow.
+pub async fn override_plan_run(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+    id: &str,
+    reason: &str,
+) -> Result<bosun_api::PlanRunView, ApiError> {
+    let reason = policy::override_reason(reason)?;
+    crate::service::plan_runs::load(state, org, id).await?;
+    let by = caller.0.actor();
+    let audit = caller.audit(
+        Some(org),
+        "plan_run.policy_override",
+        format!("plan_run:{id}"),
+        json!({"comment": reason}),
+    );
+    let settled = state
+        .store
+        .settle_plan_run_policies(org, id, &[], Some((&by, &reason)), None, Some(&audit))
+        .await
+        .map_err(|e| match e {
+            bosun_store::StoreError::NotAwaitingApproval { why, .. } => ApiError::Conflict {
+                code: bosun_api::ErrorCode::InvalidTransition,
+                message: why,
+            },
+            e => e.into(),
+        })?;
+    if settled.needs_lease {
+        state.wake_dispatch();
+    }
+    crate::service::plan_runs::show(state, org, id).await
+}
+
 /// An org admin overrides the soft-mandatory denies that hold run `id` of `org`, with a
 /// reason (audited, kept on each overridden evaluation).
 pub async fn override_run(
@@ -635,6 +797,12 @@ pub async fn override_run(
     reason: &str,
 ) -> Result<bosun_api::Run, ApiError> {
     let reason = policy::override_reason(reason)?;
+    if id.starts_with("prun-") {
+        return Err(ApiError::Conflict {
+            code: bosun_api::ErrorCode::InvalidTransition,
+            message: format!("{id} is a plan run: override it with POST /api/v1/orgs/{org}/plan-runs/{id}/override"),
+        });
+    }
     let run = crate::service::runs::load(state, org, id).await?;
     if run.policy_hold != Verdict::Override {
         return Err(ApiError::Conflict {

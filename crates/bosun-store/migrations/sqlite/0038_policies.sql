@@ -2,7 +2,7 @@
 -- from a git repository at a branch's head), each with its decision points, mode and
 -- attachment (stack labels, environments; none: the whole org); every evaluation of one
 -- on a run, with what it said and who overrode it; what the policies hold a stack run
--- for; and the plan's JSON (`show -json`) a runner uploads for them to read.
+-- or a plan run for; and the plan's JSON (`show -json`) a runner uploads for them to read.
 CREATE TABLE policies (
     org_id        TEXT NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
     name          TEXT NOT NULL,
@@ -38,6 +38,9 @@ CREATE TABLE policy_evaluations (
 CREATE INDEX policy_evaluations_subject ON policy_evaluations(subject, id);
 
 ALTER TABLE runs ADD COLUMN policy_hold TEXT;
+-- A real plan run waits (paused) for the policies' verdict on its dry run, then for what
+-- they hold it for: check, override or approval.
+ALTER TABLE plan_runs ADD COLUMN policy_hold TEXT;
 
 CREATE TABLE run_plan_json (
     run_id  TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,

@@ -552,6 +552,7 @@ fn plan_run(id: &str, hosts: &[&str]) -> NewPlanRun {
         gated_environments: vec![],
         concurrent: false,
         preview: None,
+        policy_check: false,
     }
 }
 

@@ -30,6 +30,9 @@ pub struct NewPlanRun {
     /// the same transaction (past the guard, which the run itself passed) and queued at
     /// once, with the run's creation time. Ignored for any other run; `None`: no preview.
     pub preview: Option<String>,
+    /// Policies of the `plan_run` point attach to a real run: it starts paused, with its
+    /// preview, held until they are evaluated on the preview's report.
+    pub policy_check: bool,
 }
 
 /// A plan run as stored.
@@ -69,6 +72,8 @@ pub struct PlanRunRecord {
     /// When retention summarised the ended run: its log deleted and what each step
     /// printed (stdout, stderr, diff) blanked; statuses and report kept.
     pub summarised_at: Option<DateTime<Utc>>,
+    /// What the policies hold it for while it is paused.
+    pub policy_hold: Option<bosun_core::policy::PlanRunHold>,
 }
 
 impl PlanRunRecord {

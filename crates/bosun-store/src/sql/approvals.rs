@@ -76,7 +76,8 @@ impl Pick<'_> {
 fn pending_plan_runs(conn: &Connection, org: &str, pick: Pick<'_>) -> Result<Vec<PendingApproval>> {
     let sql = pick.tail(
         "SELECT x.id, x.plan, x.gated_environments, x.requested_by, x.created_at, x.preview
-         FROM plan_runs x WHERE x.org_id = ?1 AND x.state = 'paused'",
+         FROM plan_runs x WHERE x.org_id = ?1 AND x.state = 'paused'
+           AND (x.policy_hold IS NULL OR x.policy_hold = 'approval')",
     );
     let rows = pick.query(conn, &sql, org, |r| {
         Ok((
@@ -227,12 +228,23 @@ pub(super) fn pending_one(conn: &Connection, org: &str, subject: &str) -> Result
         return Ok(p);
     }
     if let Some(run) = super::plan_runs::load(conn, subject)?.filter(|r| r.org == org) {
-        return Err(StoreError::NotAwaitingApproval {
-            subject: subject.to_string(),
-            why: format!(
+        use bosun_core::policy::PlanRunHold;
+        let why = match run.policy_hold {
+            Some(PlanRunHold::Check) => format!(
+                "plan run {subject} waits for its policies, evaluated on its dry run {}: it can be approved once they have said",
+                run.preview.as_deref().unwrap_or("-")
+            ),
+            Some(PlanRunHold::Override) => format!(
+                "a soft-mandatory policy denied plan run {subject}: an org admin overrides it first (`bosun run override {subject} --reason …`)"
+            ),
+            _ => format!(
                 "plan run {subject} is {}; only paused runs wait for approval",
                 run.state
             ),
+        };
+        return Err(StoreError::NotAwaitingApproval {
+            subject: subject.to_string(),
+            why,
         });
     }
     if let Some(run) = load_run(conn, subject)?.filter(|r| r.org == org) {

@@ -12,6 +12,8 @@ use bosun_core::plan_run::{
     initial, overlap, preview_decided_reason, transition, PlanRunEvent, PlanRunState, STALE_REASON,
 };
 
+use bosun_core::policy::PlanRunHold;
+
 use super::audit::append_audit;
 use super::logs::{self, LogOf};
 use super::*;
@@ -19,7 +21,7 @@ use super::*;
 const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,
     requested_by, trigger, hosts, gated_environments, concurrent, needs_lease, leased, started,
     cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at,
-    preview, preview_of, summarised_at";
+    preview, preview_of, summarised_at, policy_hold";
 
 fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
     Ok(PlanRunRecordRow {
@@ -51,6 +53,7 @@ fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
         preview: r.get(25)?,
         preview_of: r.get(26)?,
         summarised_at: r.get(27)?,
+        policy_hold: r.get(28)?,
     })
 }
 
@@ -83,6 +86,7 @@ struct PlanRunRecordRow {
     preview: Option<String>,
     preview_of: Option<String>,
     summarised_at: Option<i64>,
+    policy_hold: Option<String>,
 }
 
 fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
@@ -106,6 +110,11 @@ fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
         updated_at: from_millis(r.updated_at)?,
         ended_at: opt_from_millis(r.ended_at)?,
         summarised_at: opt_from_millis(r.summarised_at)?,
+        policy_hold: r
+            .policy_hold
+            .map(|h| h.parse())
+            .transpose()
+            .map_err(|e| corrupt("plan run policy_hold", e))?,
         id: r.id,
         org: r.org,
         plan: r.plan,
@@ -185,12 +194,14 @@ fn insert(
     preview: Option<&str>,
     preview_of: Option<&str>,
 ) -> Result<()> {
-    let start = initial(!run.gated_environments.is_empty());
+    let checked = run.policy_check && !run.dry_run;
+    let start = initial(!run.gated_environments.is_empty() || checked);
     tx.prepare_cached(
         "INSERT INTO plan_runs (id, org_id, plan, plan_version, source, inputs, dry_run, state,
             requested_by, trigger, hosts, gated_environments, concurrent, needs_lease,
-            created_at, updated_at, preview, preview_of)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17)",
+            created_at, updated_at, preview, preview_of, policy_hold)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17,
+            ?18)",
     )?
     .execute(params![
         run.id,
@@ -209,7 +220,8 @@ fn insert(
         start.needs_lease,
         now,
         preview,
-        preview_of
+        preview_of,
+        checked.then_some(PlanRunHold::Check.as_str()),
     ])
     .map_err(|e| exists_or(e, || format!("plan run {:?}", run.id)))?;
     Ok(())
@@ -227,7 +239,8 @@ pub(super) fn create(
     if !run.concurrent {
         guard(tx, run)?;
     }
-    let paused = initial(!run.gated_environments.is_empty()).state == PlanRunState::Paused;
+    let paused = initial(!run.gated_environments.is_empty() || run.policy_check).state
+        == PlanRunState::Paused;
     let preview = run.preview.as_deref().filter(|_| paused && !run.dry_run);
     // One creation time for a run and its preview.
     let now = millis(Utc::now());
@@ -238,6 +251,7 @@ pub(super) fn create(
             dry_run: true,
             gated_environments: Vec::new(),
             preview: None,
+            policy_check: false,
             ..run.clone()
         };
         insert(tx, &dry, now, None, Some(&run.id))?;
@@ -308,7 +322,8 @@ pub(super) fn event(
         "UPDATE plan_runs SET state = ?2, needs_lease = ?3, leased = ?4, started = ?5,
             cancel_requested = CASE WHEN ?6 <> 0 THEN 1 ELSE cancel_requested END,
             reason = COALESCE(?7, reason), report = COALESCE(?8, report), updated_at = ?9,
-            ended_at = CASE WHEN ?10 <> 0 THEN ?9 ELSE ended_at END
+            ended_at = CASE WHEN ?10 <> 0 THEN ?9 ELSE ended_at END,
+            policy_hold = CASE WHEN ?2 = 'paused' THEN policy_hold END
          WHERE id = ?1",
     )?
     .execute(params![

@@ -165,7 +165,8 @@ pub(super) fn delete(tx: &Transaction<'_>, org: &str, name: &str, audit: &Audit)
 /// Records the evaluations of `run`'s policies (with the run event that they decided).
 pub(super) fn insert_evaluations(
     tx: &Transaction<'_>,
-    run: &RunRecord,
+    org: &str,
+    subject: &str,
     all: &[NewPolicyEvaluation],
     now: i64,
 ) -> Result<()> {
@@ -176,8 +177,8 @@ pub(super) fn insert_evaluations(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(params![
-            run.org,
-            run.id,
+            org,
+            subject,
             e.point.as_str(),
             e.policy,
             e.version,
@@ -280,25 +281,10 @@ pub(super) fn override_run(
     let run = load_run(tx, id)?
         .filter(|r| r.org == org)
         .ok_or_else(|| StoreError::NotFound(format!("run {id:?} in org {org:?}")))?;
-    let now = millis(Utc::now());
     if run.policy_hold == policy::Verdict::Override {
-        tx.prepare_cached(
-            "UPDATE policy_evaluations SET overridden_by = ?2, override_reason = ?3,
-                overridden_at = ?4
-             WHERE subject = ?1 AND mode = 'soft_mandatory' AND outcome = 'deny'
-               AND overridden_by IS NULL",
-        )?
-        .execute(params![id, by, reason, now])?;
+        mark_overridden(tx, id, by, reason)?;
     }
-    let counted: Vec<Counted> = evaluations(tx, id)?
-        .iter()
-        .map(|e| Counted {
-            mode: e.evaluation.mode,
-            outcome: e.evaluation.outcome,
-            overridden: e.overridden.is_some(),
-        })
-        .collect();
-    let then = policy::verdict(&counted);
+    let then = verdict_of(tx, id)?;
     apply_event(
         tx,
         &run,
@@ -309,6 +295,111 @@ pub(super) fn override_run(
             audit: Some(audit.clone()),
         },
     )
+}
+
+fn mark_overridden(tx: &Transaction<'_>, subject: &str, by: &str, reason: &str) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE policy_evaluations SET overridden_by = ?2, override_reason = ?3,
+            overridden_at = ?4
+         WHERE subject = ?1 AND mode = 'soft_mandatory' AND outcome = 'deny'
+           AND overridden_by IS NULL",
+    )?
+    .execute(params![subject, by, reason, millis(Utc::now())])?;
+    Ok(())
+}
+
+/// What the evaluations recorded on `subject` add up to now (overrides counted).
+fn verdict_of(conn: &Connection, subject: &str) -> Result<policy::Verdict> {
+    let counted: Vec<Counted> = evaluations(conn, subject)?
+        .iter()
+        .map(|e| Counted {
+            mode: e.evaluation.mode,
+            outcome: e.evaluation.outcome,
+            overridden: e.overridden.is_some(),
+        })
+        .collect();
+    Ok(policy::verdict(&counted))
+}
+
+/// A paused plan run's policies have spoken — evaluated on its dry run (`evaluations`,
+/// recorded), or overridden by an org admin (`overridden`: by, reason) — and the run
+/// moves as their verdict says: a hard deny rejects it (`reason`); a soft deny holds it
+/// for an override; a request for approval, or a gated environment, keeps it paused in
+/// the approvals inbox; otherwise it is queued. A run no longer held for that (aborted,
+/// decided meanwhile) only gets the evaluations recorded.
+pub(super) fn settle_plan_run(
+    tx: &Transaction<'_>,
+    org: &str,
+    id: &str,
+    evaluations: &[NewPolicyEvaluation],
+    overridden: Option<(&str, &str)>,
+    reason: Option<&str>,
+    audit: Option<&Audit>,
+) -> Result<PlanRunRecord> {
+    use bosun_core::plan_run::{PlanRunEvent, PlanRunState};
+    use policy::PlanRunHold;
+    let run = super::plan_runs::load(tx, id)?
+        .filter(|r| r.org == org)
+        .ok_or_else(|| StoreError::NotFound(format!("plan run {id:?} in org {org:?}")))?;
+    insert_evaluations(tx, org, id, evaluations, millis(Utc::now()))?;
+    let expected = match overridden {
+        Some(_) => PlanRunHold::Override,
+        None => PlanRunHold::Check,
+    };
+    if run.state != PlanRunState::Paused || run.policy_hold != Some(expected) {
+        if overridden.is_some() {
+            return Err(StoreError::NotAwaitingApproval {
+                subject: id.to_string(),
+                why: format!(
+                    "plan run {id} is {}: no soft-mandatory policy deny holds it, nothing to override",
+                    run.state
+                ),
+            });
+        }
+        if let Some(a) = audit {
+            append_audit(tx, a)?;
+        }
+        return Ok(run);
+    }
+    if let Some((by, why)) = overridden {
+        mark_overridden(tx, id, by, why)?;
+    }
+    let verdict = verdict_of(tx, id)?;
+    let moved = |event| PlanRunEventInput {
+        event,
+        fencing: None,
+        reason: reason.map(str::to_string),
+        report: None,
+        audit: audit.cloned(),
+    };
+    match (verdict, PlanRunHold::after(verdict)) {
+        (policy::Verdict::Deny, _) => {
+            super::plan_runs::event(tx, id, &moved(PlanRunEvent::Reject))?;
+        }
+        (_, Some(hold)) => {
+            tx.prepare_cached(
+                "UPDATE plan_runs SET policy_hold = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
+            )?
+            .execute(params![id, hold.as_str(), reason, millis(Utc::now())])?;
+            if let Some(a) = audit {
+                append_audit(tx, a)?;
+            }
+        }
+        // Nothing holds it but its gated environments: it waits for their approver.
+        _ if !run.gated_environments.is_empty() => {
+            tx.prepare_cached(
+                "UPDATE plan_runs SET policy_hold = NULL, reason = ?2 WHERE id = ?1",
+            )?
+            .execute(params![id, reason])?;
+            if let Some(a) = audit {
+                append_audit(tx, a)?;
+            }
+        }
+        _ => {
+            super::plan_runs::event(tx, id, &moved(PlanRunEvent::Approve))?;
+        }
+    }
+    super::plan_runs::load(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("plan run {id:?}")))
 }
 
 pub(super) fn put_plan_json(

@@ -276,7 +276,13 @@ pub(super) fn apply_event(
     };
     let policy_hold = (next.policy_hold != Verdict::Pass).then(|| next.policy_hold.as_str());
     if !input.update.policy_evaluations.is_empty() {
-        super::policies::insert_evaluations(tx, run, &input.update.policy_evaluations, now)?;
+        super::policies::insert_evaluations(
+            tx,
+            &run.org,
+            &run.id,
+            &input.update.policy_evaluations,
+            now,
+        )?;
     }
     if let Event::PlanFinished { .. } = input.event {
         // The plan's JSON is read by the policies when the plan is reported, and only then.

@@ -1523,6 +1523,32 @@ impl PolicyStore for db::Store {
             .await
     }
 
+    async fn settle_plan_run_policies(
+        &self,
+        org: &str,
+        run: &str,
+        evaluations: &[NewPolicyEvaluation],
+        overridden: Option<(&str, &str)>,
+        reason: Option<&str>,
+        audit: Option<&Audit>,
+    ) -> Result<PlanRunRecord> {
+        let (org, run, evaluations) = (org.to_string(), run.to_string(), evaluations.to_vec());
+        let overridden = overridden.map(|(b, r)| (b.to_string(), r.to_string()));
+        let (reason, audit) = (reason.map(str::to_string), audit.cloned());
+        self.write(move |tx| {
+            policies::settle_plan_run(
+                tx,
+                &org,
+                &run,
+                &evaluations,
+                overridden.as_ref().map(|(b, r)| (b.as_str(), r.as_str())),
+                reason.as_deref(),
+                audit.as_ref(),
+            )
+        })
+        .await
+    }
+
     async fn put_run_plan_json(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()> {
         let (id, body) = (run.to_string(), body.to_vec());
         self.write(move |tx| policies::put_plan_json(tx, &id, fencing, &body))

@@ -3,7 +3,10 @@
 
 use async_trait::async_trait;
 
-use crate::{Audit, PolicyEvaluationRecord, PolicyRecord, PolicySpec, Result, RunEventResult};
+use crate::{
+    Audit, NewPolicyEvaluation, PlanRunRecord, PolicyEvaluationRecord, PolicyRecord, PolicySpec,
+    Result, RunEventResult,
+};
 
 /// Policies as code: an org's policies, their evaluations on runs, overrides, and the
 /// plan JSON a runner uploads for them.
@@ -36,6 +39,19 @@ pub trait PolicyStore: Send + Sync {
         reason: &str,
         audit: &Audit,
     ) -> Result<RunEventResult>;
+    /// Settles a paused plan run held by its policies: records `evaluations` (made on its
+    /// dry run), or marks its soft-mandatory denies overridden (`overridden`: by, reason),
+    /// then moves it as the verdict says (rejected, held, left for its approver, or
+    /// queued) in one transaction with `audit`.
+    async fn settle_plan_run_policies(
+        &self,
+        org: &str,
+        run: &str,
+        evaluations: &[NewPolicyEvaluation],
+        overridden: Option<(&str, &str)>,
+        reason: Option<&str>,
+        audit: Option<&Audit>,
+    ) -> Result<PlanRunRecord>;
     /// Saves the plan's JSON (`show -json`) of the leased plan phase `fencing`.
     async fn put_run_plan_json(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()>;
     /// The plan JSON uploaded for a run's plan, until the plan is reported.

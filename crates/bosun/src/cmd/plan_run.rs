@@ -186,6 +186,28 @@ fn render(run: &PlanRunView, preview: Option<&PlanRunView>) -> String {
             ),
         );
     }
+    if let Some(hold) = &run.policy_hold {
+        f.add(
+            "held by policy",
+            match hold.as_str() {
+                "check" => "its policies are evaluated once its dry run (the preview) ends".to_string(),
+                "override" => format!(
+                    "a soft-mandatory deny: an org admin overrides it with `bosun run override {} --reason …`",
+                    run.id
+                ),
+                _ => "a policy asks for approval: it waits in the approvals inbox".to_string(),
+            },
+        );
+    }
+    if !run.policies.is_empty() {
+        f.lines(
+            "policies",
+            run.policies
+                .iter()
+                .flat_map(super::run::policy_lines)
+                .collect(),
+        );
+    }
     if !run.inputs.is_empty() {
         f.lines(
             "inputs",
@@ -323,12 +345,26 @@ fn ended_badly(run: &PlanRunView) -> anyhow::Result<()> {
 
 /// What a paused plan run waits for, the commands that decide it, and its preview.
 fn paused_text(run: &PlanRunView) -> String {
-    let mut text = format!(
-        "paused: waiting for approval in {}; `bosun approvals approve {id}` or \
-         `bosun approvals reject {id}` (`bosun approvals list` shows the inbox)",
-        run.gated_environments.join(", "),
-        id = run.id
-    );
+    let mut text = match run.policy_hold.as_deref() {
+        Some("check") => format!(
+            "paused: its policies decide once its dry run has run (`bosun plan-run show {}`)",
+            run.id
+        ),
+        Some("override") => format!(
+            "paused: a soft-mandatory policy denied it; an org admin overrides it with \
+             `bosun run override {} --reason …`",
+            run.id
+        ),
+        _ => format!(
+            "paused: waiting for approval{}; `bosun approvals approve {id}` or \
+             `bosun approvals reject {id}` (`bosun approvals list` shows the inbox)",
+            match run.gated_environments.is_empty() {
+                true => " asked by a policy".to_string(),
+                false => format!(" in {}", run.gated_environments.join(", ")),
+            },
+            id = run.id
+        ),
+    };
     if let Some(preview) = &run.preview {
         text.push_str(&format!(
             "; its preview {preview}, a dry run started with it, shows what it would change: \
@@ -489,6 +525,8 @@ mod tests {
             gated_environments: if dry_run { vec![] } else { vec!["prod".into()] },
             preview: None,
             preview_of: None,
+            policy_hold: None,
+            policies: Vec::new(),
             runner_id: None,
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),

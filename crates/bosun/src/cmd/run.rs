@@ -206,7 +206,7 @@ fn approval_text(id: &str, a: &bosun_api::ApprovalWait) -> String {
 }
 
 /// One policy evaluation: its result line, then one line per message.
-fn policy_lines(e: &bosun_api::PolicyEvaluationView) -> Vec<String> {
+pub(crate) fn policy_lines(e: &bosun_api::PolicyEvaluationView) -> Vec<String> {
     let version = match e.version.len() {
         0 => String::new(),
         n if n > 12 && !e.version.starts_with("sha256:") => format!(" @{}", &e.version[..12]),
@@ -907,18 +907,21 @@ pub async fn run(ctx: &Ctx, cmd: RunCommand) -> anyhow::Result<()> {
         RunCommand::Confirm { run } => act(ctx, &run, "confirm").await,
         RunCommand::Discard { run } => act(ctx, &run, "discard").await,
         RunCommand::Override { run, reason } => {
+            let kind = if is_plan_run(&run) {
+                "plan-runs"
+            } else {
+                "runs"
+            };
             let value = ctx
                 .client
                 .post(
-                    &["orgs", org, "runs", &run, "override"],
+                    &["orgs", org, kind, &run, "override"],
                     &json!({ "reason": reason }),
                 )
                 .await?;
-            ctx.show(value, |r: Run| {
-                format!(
-                    "Overrode the policies holding run {}: it is now {}.\n",
-                    r.id, r.state
-                )
+            let state = value["state"].as_str().unwrap_or("?").to_string();
+            ctx.show(value, |_: Value| {
+                format!("Overrode the policies holding run {run}: it is now {state}.\n")
             })
         }
         RunCommand::Cancel { run } => act(ctx, &run, "cancel").await,
