@@ -608,6 +608,7 @@ require_approval contains msg if {
 	some step in input.report.steps
 	some r in step.results
 	r.changed == true
+	is_string(r.path)
 	contains(r.path, "/etc/sudoers.d/")
 	msg := sprintf("step \"%s\" would change %s on %s", [step.name, r.path, r.host])
 }
