@@ -1,9 +1,10 @@
-//! Policies as code: an org's policies (saved, listed, shown, deleted), their evaluation
-//! at a stack run's `plan` decision point — the input document, the files of each
-//! attached policy (uploaded, or read from git at the branch head), the engine
-//! (`bosun-policy`) on a blocking thread, each result under its policy's mode — and an
-//! org admin's override of a soft-mandatory deny. The work behind the API's handlers and
-//! the runner's plan report.
+//! Policies as code: an org's policies (saved, listed, shown, deleted) and their
+//! evaluation at the decision points — a stack run's plan (`plan`) and a host plan's dry
+//! run (`plan_run`) — with each result recorded under its policy's mode, and an org
+//! admin's override of a soft-mandatory deny. The input documents, each attached policy's
+//! files (uploaded, or read from git at the branch head) and the engine (`bosun-policy`,
+//! on a blocking thread) are here; what a verdict does to a run is `bosun_core::policy`'s
+//! and the store's.
 
 use std::collections::BTreeMap;
 
@@ -694,8 +695,10 @@ fn dry_run_report(report: &Value, results: &[bosun_store::PlanHostResultRecord])
     let mut steps: Vec<Value> = Vec::new();
     for r in results {
         if steps.last().and_then(|s| s["number"].as_i64()) != Some(r.step) {
-            steps.push(json!({"number": r.step, "name": r.step_name, "module": r.module,
-                "results": []}));
+            steps.push(
+                json!({"number": r.step, "name": r.step_name, "module": r.module,
+                "results": []}),
+            );
         }
         // The diff's header names the file: `--- PATH (before)`.
         let path = r.diff.as_deref().and_then(|d| {
@@ -706,8 +709,10 @@ fn dry_run_report(report: &Value, results: &[bosun_store::PlanHostResultRecord])
                 .map(str::to_string)
         });
         if let Some(Value::Array(list)) = steps.last_mut().map(|s| &mut s["results"]) {
-            list.push(json!({"host": r.host, "status": r.status, "changed": r.changed,
-                "message": r.message, "path": path, "diff": r.diff}));
+            list.push(
+                json!({"host": r.host, "status": r.status, "changed": r.changed,
+                "message": r.message, "path": path, "diff": r.diff}),
+            );
         }
     }
     let mut out = report.clone();
