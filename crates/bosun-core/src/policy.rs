@@ -26,9 +26,11 @@ pub enum Point {
     Plan,
     /// A host plan's dry-run report, before a real run.
     PlanRun,
+    /// An approver approving a run waiting in the approvals inbox: a deny refuses it.
+    Approval,
 }
 
-string_enum!(Point, "point", Plan => "plan", PlanRun => "plan_run");
+string_enum!(Point, "point", Plan => "plan", PlanRun => "plan_run", Approval => "approval");
 
 /// What a policy's messages do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,7 +132,7 @@ pub fn validate(name: &str, points: &[Point]) -> Result<(), ValidationError> {
     if points.is_empty() {
         return Err(ValidationError::new(
             "points",
-            "name at least one decision point (plan, plan_run)",
+            "name at least one decision point (plan, plan_run, approval)",
         ));
     }
     let unique: BTreeSet<&Point> = points.iter().collect();

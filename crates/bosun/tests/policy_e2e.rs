@@ -614,6 +614,16 @@ require_approval contains msg if {
 }
 "#;
 
+const FOUR_EYES: &str = r#"package bosun.four_eyes
+
+import rego.v1
+
+deny contains msg if {
+	input.approver.actor == input.run.requested_by
+	msg := sprintf("%s may not approve a run they asked for", [input.approver.actor])
+}
+"#;
+
 /// A host plan writing `file` (under each host's own root in the test's dir).
 fn host_plan(name: &str, root: &Path, file: &str) -> String {
     format!(
@@ -736,6 +746,35 @@ fn a_host_plan_whose_dry_run_would_touch_sudoers_waits_for_approval() {
     );
     let inbox = run(&["approvals", "list"]);
     assert!(inbox.contains(&id), "{inbox}");
+    // The approval point: a policy stricter than the server's rule (which allows
+    // self-approval here) refuses the requester's own approval, saying why.
+    let four_eyes = dir.path().join("four-eyes");
+    std::fs::create_dir_all(&four_eyes).unwrap();
+    std::fs::write(four_eyes.join("four_eyes.rego"), FOUR_EYES).unwrap();
+    let set_four_eyes = |mode: &str| {
+        run(&[
+            "policy",
+            "set",
+            "four-eyes",
+            "--dir",
+            four_eyes.to_str().unwrap(),
+            "--point",
+            "approval",
+            "--mode",
+            mode,
+        ])
+    };
+    set_four_eyes("hard_mandatory");
+    let refused = bosun(&server, &admin, &["approvals", "approve", &id]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("policy four-eyes: user:admin may not approve a run they asked for"),
+        "{said}"
+    );
+    assert_eq!(json(&["plan-run", "show", &id])["state"], "paused");
+    // Advisory: the same policy only warns, and the approval goes through.
+    set_four_eyes("advisory");
     run(&[
         "approvals",
         "approve",
@@ -745,6 +784,20 @@ fn a_host_plan_whose_dry_run_would_touch_sudoers_waits_for_approval() {
     ]);
     wait(&id, "succeeded");
     assert!(roots.join("h0/etc/sudoers.d/deploy").exists());
+    let r = json(&["plan-run", "show", &id]);
+    let outcomes: Vec<&str> = r["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["point"] == "approval")
+        .map(|e| e["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["deny", "warn"],
+        "both approval attempts are recorded: {r:#}"
+    );
+    run(&["policy", "delete", "four-eyes"]);
 
     // A plan touching no sudoers file: the same policy passes and the run goes on alone.
     let motd = json(&["plan-run", "start", "motd"]);

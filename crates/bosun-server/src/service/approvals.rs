@@ -232,6 +232,11 @@ pub async fn decide(
         &gated,
         state.config.allow_self_approval,
     )?;
+    if decision == Decision::Approve {
+        let approver = json!({"actor": actor, "user": caller.0.user(),
+            "role": caller.0.role_in(org).map(|r| r.to_string())});
+        crate::service::policies::check_approval(state, org, &pending, approver).await?;
+    }
     let verb = match decision {
         Decision::Approve => "approval.approve",
         Decision::Reject => "approval.reject",

@@ -615,22 +615,8 @@ pub async fn after_preview(
         return Ok(());
     }
     let hosts = state.store.list_hosts(&run.org).await?;
-    let targets: Vec<&bosun_store::HostRecord> = hosts
-        .iter()
-        .filter(|h| run.hosts.contains(&h.name))
-        .collect();
-    let mut labels: Vec<String> = targets
-        .iter()
-        .flat_map(|h| h.labels.iter().cloned())
-        .collect();
-    labels.sort();
-    labels.dedup();
-    let mut environments: Vec<String> = targets
-        .iter()
-        .filter_map(|h| h.environment.clone())
-        .collect();
-    environments.sort();
-    environments.dedup();
+    let targets = crate::service::plan_runs::targets(&run, &hosts);
+    let (labels, environments) = target_labels_and_environments(&run, &hosts);
     let subject = Subject {
         labels: &labels,
         environments: &environments,
@@ -686,6 +672,130 @@ pub async fn after_preview(
         state.wake_dispatch();
     }
     Ok(())
+}
+
+/// The `approval` decision point: before `approver` approves the waiting run `pending`,
+/// the policies attached to it (its stack's labels and environment, or its plan run's
+/// target hosts) are evaluated; a mandatory deny refuses the approval with its messages
+/// — on top of the built-in rule, never instead of it. Every evaluation is recorded on
+/// the run; an advisory one only warns.
+pub async fn check_approval(
+    state: &AppState,
+    org: &str,
+    pending: &bosun_store::PendingApproval,
+    approver: serde_json::Value,
+) -> Result<(), ApiError> {
+    let (labels, environments) = subject_of(state, org, pending).await?;
+    let subject = Subject {
+        labels: &labels,
+        environments: &environments,
+    };
+    let policies = attached(state, org, Point::Approval, subject).await?;
+    if policies.is_empty() {
+        return Ok(());
+    }
+    let earlier: Vec<Value> = state
+        .store
+        .policy_evaluations(&pending.subject)
+        .await?
+        .into_iter()
+        .map(|e| {
+            json!({"policy": e.evaluation.policy, "point": e.evaluation.point.as_str(),
+                "outcome": e.evaluation.outcome.as_str(),
+                "overridden": e.overridden.is_some()})
+        })
+        .collect();
+    let input = json!({
+        "point": "approval",
+        "decision": "approve",
+        "approver": approver,
+        "run": {
+            "kind": pending.kind.as_str(),
+            "id": pending.subject,
+            "target": pending.target,
+            "requested_by": pending.requested_by,
+            "environments": pending.environments,
+            "labels": labels,
+            "plan_summary": pending.plan_summary,
+        },
+        "environments": environments,
+        "policies": earlier,
+    });
+    let (evaluations, verdict) = evaluate(state, Point::Approval, policies, Ok(input)).await;
+    state
+        .store
+        .record_policy_evaluations(org, &pending.subject, &evaluations)
+        .await?;
+    if matches!(verdict, Verdict::Deny | Verdict::Override) {
+        let said: Vec<String> = evaluations
+            .iter()
+            .filter(|e| e.outcome == Outcome::Deny)
+            .map(|e| {
+                let msgs: Vec<&str> = e.deny.iter().chain(&e.errors).map(String::as_str).collect();
+                format!("policy {}: {}", e.policy, msgs.join("; "))
+            })
+            .collect();
+        return Err(ApiError::Forbidden(format!(
+            "the approval policies refuse this approval of {}: {}",
+            pending.subject,
+            said.join(" | ")
+        )));
+    }
+    Ok(())
+}
+
+/// The labels and environments a waiting run is matched against: its stack's, or its
+/// plan run's target hosts'.
+async fn subject_of(
+    state: &AppState,
+    org: &str,
+    pending: &bosun_store::PendingApproval,
+) -> Result<(Vec<String>, Vec<String>), ApiError> {
+    use bosun_core::approval::SubjectKind;
+    match pending.kind {
+        SubjectKind::StackRun => {
+            let Some(stack) = state.store.get_stack(org, &pending.target).await? else {
+                return Ok((Vec::new(), Vec::new()));
+            };
+            // Stack labels: not yet (STACK-LABELS).
+            let labels: Vec<String> = Vec::new();
+            let envs = stack
+                .spec
+                .environment
+                .iter()
+                .map(|e| e.to_string())
+                .collect();
+            Ok((labels, envs))
+        }
+        SubjectKind::PlanRun => {
+            let Some(run) = state.store.get_plan_run(&pending.subject).await? else {
+                return Ok((Vec::new(), Vec::new()));
+            };
+            let hosts = state.store.list_hosts(org).await?;
+            Ok(target_labels_and_environments(&run, &hosts))
+        }
+    }
+}
+
+/// The labels and environments of a plan run's target hosts, sorted, each once.
+fn target_labels_and_environments(
+    run: &bosun_store::PlanRunRecord,
+    hosts: &[bosun_store::HostRecord],
+) -> (Vec<String>, Vec<String>) {
+    let targets = crate::service::plan_runs::targets(run, hosts);
+    let mut labels: Vec<String> = targets
+        .iter()
+        .flat_map(|h| h.labels.iter().cloned())
+        .collect();
+    labels.sort();
+    labels.dedup();
+    let mut envs: Vec<String> = targets
+        .iter()
+        .filter_map(|h| h.environment.clone())
+        .collect();
+    envs.sort();
+    envs.dedup();
+    (labels, envs)
 }
 
 /// The `plan_run` point's `report`: the dry run's stored report with its per-host results

@@ -1549,6 +1549,20 @@ impl PolicyStore for db::Store {
         .await
     }
 
+    async fn record_policy_evaluations(
+        &self,
+        org: &str,
+        subject: &str,
+        evaluations: &[NewPolicyEvaluation],
+    ) -> Result<()> {
+        let (org, subject, evaluations) =
+            (org.to_string(), subject.to_string(), evaluations.to_vec());
+        self.write(move |tx| {
+            policies::insert_evaluations(tx, &org, &subject, &evaluations, millis(Utc::now()))
+        })
+        .await
+    }
+
     async fn put_run_plan_json(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()> {
         let (id, body) = (run.to_string(), body.to_vec());
         self.write(move |tx| policies::put_plan_json(tx, &id, fencing, &body))

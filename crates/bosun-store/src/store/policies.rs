@@ -52,6 +52,13 @@ pub trait PolicyStore: Send + Sync {
         reason: Option<&str>,
         audit: Option<&Audit>,
     ) -> Result<PlanRunRecord>;
+    /// Records evaluations on `subject` (a run) that move nothing (the `approval` point's).
+    async fn record_policy_evaluations(
+        &self,
+        org: &str,
+        subject: &str,
+        evaluations: &[NewPolicyEvaluation],
+    ) -> Result<()>;
     /// Saves the plan's JSON (`show -json`) of the leased plan phase `fencing`.
     async fn put_run_plan_json(&self, run: &str, fencing: i64, body: &[u8]) -> Result<()>;
     /// The plan JSON uploaded for a run's plan, until the plan is reported.
