@@ -336,6 +336,7 @@ fn input_from_create(c: StackCreate) -> StackInput {
         runner_pool: c.runner_pool,
         aws: c.aws.map(aws_in),
         pr_feedback: c.pr_feedback,
+        labels: Vec::new(),
     }
 }
 
