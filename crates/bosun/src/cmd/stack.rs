@@ -333,6 +333,7 @@ fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
         runner_pool: f.runner_pool,
         aws,
         pr_feedback: f.pr_feedback.filter(|v| v != ORG_FEEDBACK),
+        labels: Vec::new(),
     })
 }
 
@@ -437,6 +438,7 @@ fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<Stac
             .pr_feedback
             .clone()
             .map(|v| (v != ORG_FEEDBACK).then_some(v)),
+        labels: None,
     })
 }
 
