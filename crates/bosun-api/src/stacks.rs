@@ -63,6 +63,9 @@ pub struct Stack {
     /// What the stack's runs report on GitHub: its own `pr_feedback`, else its org's.
     #[serde(default)]
     pub pr_feedback_effective: String,
+    /// Labels that select the stack (slugs, each once, at most 32), in the order given.
+    #[serde(default)]
+    pub labels: Vec<String>,
     /// Whether Bosun can reach the stack's repository.
     pub connection: StackConnection,
     /// How drift checking goes, for a stack with drift detection.
@@ -127,6 +130,9 @@ pub struct StackCreate {
     /// `none` [default: the org's setting].
     #[serde(default)]
     pub pr_feedback: Option<String>,
+    /// Labels that select the stack: slugs, each once, at most 32 [default: none].
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 /// The body of `PATCH /stacks/{id}`: fields present are changed; `null` clears an
@@ -202,6 +208,10 @@ pub struct StackPatch {
     )]
     #[schema(value_type = Option<String>)]
     pub pr_feedback: Option<Option<String>>,
+    /// Replaces the stack's labels whole (`[]` removes them all): slugs, each once, at
+    /// most 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
 }
 
 #[cfg(test)]
@@ -220,5 +230,11 @@ mod tests {
         assert_eq!(p.pr_feedback, Some(None));
         let p: StackPatch = serde_json::from_str(r#"{"pr_feedback": "checks"}"#).unwrap();
         assert_eq!(p.pr_feedback, Some(Some("checks".into())));
+        let p: StackPatch = serde_json::from_str(r#"{"labels": []}"#).unwrap();
+        assert_eq!(p.labels, Some(Vec::new()));
+        assert_eq!(p.name, None);
+        let c: StackCreate =
+            serde_json::from_str(r#"{"id": "net", "repository": "github:acme/infra"}"#).unwrap();
+        assert!(c.labels.is_empty());
     }
 }

@@ -1,4 +1,5 @@
-//! Slugs: the immutable, URL-safe identifiers of orgs, stacks, users and pools.
+//! Slugs: the immutable, URL-safe identifiers of orgs, stacks, users and pools, and the
+//! labels hosts and stacks carry.
 
 use std::fmt;
 
@@ -40,6 +41,28 @@ impl AsRef<str> for Slug {
     }
 }
 
+/// Labels (a host's, a stack's): slugs, each once. An error names the entry at fault
+/// (`labels[1]`).
+pub fn labels(field: &str, raw: &[String]) -> Result<(), ValidationError> {
+    label_slugs(field, raw).map(|_| ())
+}
+
+/// [`labels`], answering the labels as slugs in the order given.
+pub fn label_slugs(field: &str, raw: &[String]) -> Result<Vec<Slug>, ValidationError> {
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, l) in raw.iter().enumerate() {
+        let label = Slug::parse(&format!("{field}[{i}]"), l)?;
+        if raw[..i].contains(l) {
+            return Err(ValidationError::new(
+                format!("{field}[{i}]"),
+                format!("label {l:?} is listed twice"),
+            ));
+        }
+        out.push(label);
+    }
+    Ok(out)
+}
+
 fn check_slug(raw: &str) -> Result<(), &'static str> {
     let len = raw.len();
     if !(Slug::MIN_LEN..=Slug::MAX_LEN).contains(&len) {
@@ -61,6 +84,25 @@ fn check_slug(raw: &str) -> Result<(), &'static str> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn labels_are_slugs_each_once() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(labels("labels", &l(&["web", "eu-1"])).is_ok());
+        let ok = label_slugs("labels", &l(&["web", "eu-1"])).unwrap();
+        assert_eq!(
+            ok.iter().map(Slug::as_str).collect::<Vec<_>>(),
+            ["web", "eu-1"]
+        );
+        assert!(label_slugs("labels", &[]).unwrap().is_empty());
+        assert_eq!(
+            labels("labels", &l(&["web", "Web"])).unwrap_err().field,
+            "labels[1]"
+        );
+        let twice = labels("labels", &l(&["web", "db", "web"])).unwrap_err();
+        assert_eq!(twice.field, "labels[2]");
+        assert!(twice.message.contains("twice"), "{twice}");
+    }
 
     #[test]
     fn accepts_and_refuses() {

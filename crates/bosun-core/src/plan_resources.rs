@@ -96,19 +96,8 @@ pub fn port(field: &str, raw: i64) -> Result<u16, ValidationError> {
         .ok_or_else(|| ValidationError::new(field, format!("must be 1 to 65535 (got {raw})")))
 }
 
-/// Labels: slugs, each once.
-pub fn labels(field: &str, raw: &[String]) -> Result<(), ValidationError> {
-    for (i, l) in raw.iter().enumerate() {
-        Slug::parse(&format!("{field}[{i}]"), l)?;
-        if raw[..i].contains(l) {
-            return Err(ValidationError::new(
-                format!("{field}[{i}]"),
-                format!("label {l:?} is listed twice"),
-            ));
-        }
-    }
-    Ok(())
-}
+/// Labels: slugs, each once (the rule is the one stacks' labels follow too).
+pub use crate::id::labels;
 
 /// An environment id: a slug.
 pub fn environment_id(field: &str, raw: &str) -> Result<(), ValidationError> {
@@ -304,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn ports_connections_labels() {
+    fn ports_and_connections() {
         assert_eq!(port("port", 22).unwrap(), 22);
         assert_eq!(port("port", 65535).unwrap(), 65535);
         for bad in [0, -1, 65536] {
@@ -315,16 +304,6 @@ mod tests {
         }
         assert_eq!(Connection::parse("c", "local").unwrap(), Connection::Local);
         assert!(Connection::parse("c", "telnet").is_err());
-        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(labels("labels", &l(&["web", "eu-1"])).is_ok());
-        assert_eq!(
-            labels("labels", &l(&["web", "Web"])).unwrap_err().field,
-            "labels[1]"
-        );
-        assert!(labels("labels", &l(&["web", "web"]))
-            .unwrap_err()
-            .message
-            .contains("twice"));
     }
 
     #[test]

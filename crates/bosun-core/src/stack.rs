@@ -35,6 +35,8 @@ pub struct StackInput {
     pub aws: Option<AwsInput>,
     /// `both`, `checks`, `comment` or `none`; `None` follows the org's setting.
     pub pr_feedback: Option<String>,
+    /// Labels (slugs, each once) that select the stack, e.g. for policies.
+    pub labels: Vec<String>,
 }
 
 /// AWS through web identity: the role each phase assumes with the run's OIDC token.
@@ -86,6 +88,9 @@ pub struct StackSpec {
     pub aws: Option<AwsRoles>,
     /// What the stack's runs report on GitHub; `None` follows the org's setting.
     pub pr_feedback: Option<PrFeedback>,
+    /// Labels that select the stack (at most [`MAX_LABELS`], each once), in the order
+    /// given.
+    pub labels: Vec<Slug>,
 }
 
 /// The IAM roles a stack's runs assume, one per phase.
@@ -193,6 +198,8 @@ const MAX_VARIABLES: usize = 500;
 const MAX_VALUE: usize = 32 * 1024;
 const MAX_WATCH_PATHS: usize = 100;
 const MAX_DEPENDENCIES: usize = 100;
+/// The most labels a stack carries.
+pub const MAX_LABELS: usize = 32;
 
 impl StackSpec {
     pub fn from_input(input: StackInput) -> Result<Self, ValidationError> {
@@ -277,6 +284,13 @@ impl StackSpec {
             .pr_feedback
             .map(|f| f.parse::<PrFeedback>())
             .transpose()?;
+        if input.labels.len() > MAX_LABELS {
+            return Err(ValidationError::new(
+                "labels",
+                format!("at most {MAX_LABELS} labels (got {})", input.labels.len()),
+            ));
+        }
+        let labels = crate::id::label_slugs("labels", &input.labels)?;
         Ok(StackSpec {
             id,
             name,
@@ -294,6 +308,7 @@ impl StackSpec {
             runner_pool,
             aws,
             pr_feedback,
+            labels,
         })
     }
 
@@ -334,6 +349,7 @@ impl StackSpec {
                 audience: Some(a.audience.clone()),
             }),
             pr_feedback: self.pr_feedback.map(|f| f.as_str().to_string()),
+            labels: self.labels.iter().map(|l| l.to_string()).collect(),
         }
     }
 }
@@ -931,6 +947,34 @@ mod tests {
     }
 
     #[test]
+    fn labels_keep_their_order_and_round_trip_through_the_input() {
+        let s = StackSpec::from_input(StackInput {
+            labels: vec!["team-net".into(), "prod".into(), "eu-1".into()],
+            ..input()
+        })
+        .unwrap();
+        assert_eq!(
+            s.labels.iter().map(Slug::as_str).collect::<Vec<_>>(),
+            ["team-net", "prod", "eu-1"]
+        );
+        assert_eq!(StackSpec::from_input(s.to_input()).unwrap(), s);
+        assert!(StackSpec::from_input(input()).unwrap().labels.is_empty());
+        let most = StackSpec::from_input(StackInput {
+            labels: (0..MAX_LABELS).map(|n| format!("l{n}")).collect(),
+            ..input()
+        })
+        .unwrap();
+        assert_eq!(most.labels.len(), MAX_LABELS);
+        let e = StackSpec::from_input(StackInput {
+            labels: (0..=MAX_LABELS).map(|n| format!("l{n}")).collect(),
+            ..input()
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "labels");
+        assert!(e.message.contains("at most 32 labels"), "{e}");
+    }
+
+    #[test]
     fn paths_normalize() {
         for (raw, want) in [
             ("", ""),
@@ -1014,6 +1058,15 @@ mod tests {
             ),
             (|i| i.name = Some("   ".into()), "name"),
             (|i| i.pr_feedback = Some("all".into()), "pr_feedback"),
+            (
+                |i| i.labels = vec!["web".into(), "Prod".into()],
+                "labels[1]",
+            ),
+            (|i| i.labels = vec!["web".into(), "web".into()], "labels[1]"),
+            (
+                |i| i.labels = (0..=MAX_LABELS).map(|n| format!("l{n}")).collect(),
+                "labels",
+            ),
         ];
         for (mutate, field) in cases {
             let mut i = input();

@@ -169,6 +169,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0036_drift_alerts_by_org.sql"),
     include_str!("../migrations/postgres/0037_host_proxy_jump.sql"),
     include_str!("../migrations/postgres/0038_policies.sql"),
+    include_str!("../migrations/postgres/0039_stack_labels.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -142,6 +142,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0036_drift_alerts_by_org.sql"),
     include_str!("../migrations/sqlite/0037_host_proxy_jump.sql"),
     include_str!("../migrations/sqlite/0038_policies.sql"),
+    include_str!("../migrations/sqlite/0039_stack_labels.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -1011,3 +1011,57 @@ async fn migrates_a_v34_database_counting_held_locks_and_alerted_stale_checks() 
         acme(1)
     );
 }
+
+/// Stacks stored before v39 had no labels: they read back with none, and an update that
+/// gives one labels stores them as a JSON array of strings, in the order given.
+#[tokio::test]
+async fn migrates_a_v37_database_giving_its_stacks_no_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bosun.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        schema_at(&tx, 37);
+        tx.execute_batch(
+            "INSERT INTO orgs (id, name, created_at) VALUES ('acme', 'Acme', 1);
+             INSERT INTO stacks (org_id, id, name, repository, branch, path, watch_paths,
+                 engine, tier, autodeploy, variables, depends_on, runner_pool, created_at,
+                 updated_at, repo_key)
+             VALUES ('acme', 'net', 'net', 'file:///srv/git/infra', 'main', '', '[]',
+                 'terraform', 'small', 0, '{}', '[]', 'hosted', 1, 1, 'file:///srv/git/infra');",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let old = store.get_stack("acme", "net").await.unwrap().unwrap();
+    assert!(old.spec.labels.is_empty(), "{:?}", old.spec.labels);
+    let mut labelled = old.spec.clone();
+    labelled.labels = ["prod", "network"]
+        .into_iter()
+        .map(|l| bosun_core::Slug::parse("labels", l).unwrap())
+        .collect();
+    store
+        .update_stack(
+            "acme",
+            &labelled,
+            &bosun_store::Audit {
+                org: Some("acme".into()),
+                actor: "user:tester".into(),
+                token_id: None,
+                action: "stack.update".into(),
+                target: "stack:net".into(),
+                detail: serde_json::json!({}),
+            },
+        )
+        .await
+        .unwrap();
+    store.close().await;
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let stored: String = conn
+        .query_row("SELECT labels FROM stacks WHERE id = 'net'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(stored, r#"["prod","network"]"#);
+}

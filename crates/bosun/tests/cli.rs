@@ -163,6 +163,10 @@ const FULL_STACK: &[&str] = &[
     "edge",
     "--pr-feedback",
     "comment",
+    "--label",
+    "frontend",
+    "--label",
+    "prod",
 ];
 
 #[test]
@@ -200,6 +204,7 @@ fn stack_create_with_every_flag_round_trips_through_show() {
         "runner_pool": "edge",
         "pr_feedback": "comment",
         "pr_feedback_effective": "comment",
+        "labels": ["frontend", "prod"],
     });
     assert_eq!(shown["watch_paths"], json!(["modules/net", "modules/dns"]));
     for (key, want) in expected.as_object_mut().unwrap() {
@@ -237,6 +242,7 @@ engine version:   1.5.7
 tier:             medium
 autodeploy:       yes
 environment:      production
+labels:           frontend, prod
 variables:        region=eu-west-1
                   replicas=3
 depends on:       network
@@ -320,6 +326,107 @@ fn human_stack_list_is_a_table_of_ids() {
     assert!(
         lines[1..].iter().all(|l| l[..col].ends_with("  ")),
         "{text}"
+    );
+}
+
+/// `--label` sets a stack's labels on create and replaces them on update; `stack show`
+/// and `stack list` show them; a bad one is refused naming it; `--clear-labels` removes
+/// them.
+#[test]
+fn stack_labels_are_set_shown_listed_and_replaced() {
+    let env = start();
+    let created = ok_json(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "web",
+            "--repository",
+            "https://github.com/acme/infra.git",
+            "--label",
+            "prod",
+            "--label",
+            "team-net",
+        ],
+    );
+    assert_eq!(created["labels"], json!(["prod", "team-net"]));
+    ok(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "plain",
+            "--repository",
+            "https://github.com/acme/infra.git",
+        ],
+    );
+    let shown = ok(&env, &env.admin, &["stack", "show", "web"]);
+    assert_eq!(field(&shown, "labels"), Some("prod, team-net"), "{shown}");
+    let shown = ok(&env, &env.admin, &["stack", "show", "plain"]);
+    assert_eq!(field(&shown, "labels"), Some("-"), "{shown}");
+
+    let text = ok(&env, &env.admin, &["stack", "list"]);
+    let lines: Vec<&str> = text.lines().collect();
+    let col = lines[0].find("LABELS").unwrap_or_else(|| panic!("{text}"));
+    let web = lines.iter().find(|l| l.starts_with("web ")).unwrap();
+    assert!(web[col..].starts_with("prod,team-net "), "{text}");
+    let plain = lines.iter().find(|l| l.starts_with("plain ")).unwrap();
+    assert!(plain[col..].starts_with("- "), "{text}");
+
+    let replaced = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--label", "eu-1"],
+    );
+    assert_eq!(replaced["labels"], json!(["eu-1"]));
+    let renamed = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--name", "Web"],
+    );
+    assert_eq!(renamed["labels"], json!(["eu-1"]), "kept when not named");
+
+    let err = fails(
+        &env,
+        &env.admin,
+        &[
+            "stack", "update", "web", "--label", "eu-1", "--label", "EU 2",
+        ],
+    );
+    assert!(err.contains("labels[1]"), "{err}");
+    let err = fails(
+        &env,
+        &env.admin,
+        &[
+            "stack",
+            "create",
+            "bad",
+            "--repository",
+            "https://github.com/acme/infra.git",
+            "--label",
+            "web",
+            "--label",
+            "web",
+        ],
+    );
+    assert!(err.contains("labels[1]") && err.contains("twice"), "{err}");
+    assert_eq!(
+        ok_json(&env, &env.admin, &["stack", "show", "web"])["labels"],
+        json!(["eu-1"])
+    );
+
+    let cleared = ok_json(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--clear-labels"],
+    );
+    assert_eq!(cleared["labels"], json!([]));
+    usage_error(
+        &env,
+        &env.admin,
+        &["stack", "update", "web", "--label", "x1", "--clear-labels"],
     );
 }
 

@@ -233,6 +233,14 @@ async fn show(
             value: s.environment.clone().unwrap_or_else(|| "(none)".into()),
         },
         Fact {
+            name: "Labels",
+            value: if s.labels.is_empty() {
+                "(none)".into()
+            } else {
+                s.labels.join(", ")
+            },
+        },
+        Fact {
             name: "Connection",
             value: format!(
                 "{} ({}): {}",

@@ -285,6 +285,7 @@ pub fn to_wire(
         pr_feedback_effective: PrFeedback::resolve(s.pr_feedback, org_feedback)
             .as_str()
             .to_string(),
+        labels: s.labels.into_iter().map(|l| l.into_string()).collect(),
         connection,
         drift_status: None,
         created_at: r.created_at,
@@ -336,6 +337,7 @@ fn input_from_create(c: StackCreate) -> StackInput {
         runner_pool: c.runner_pool,
         aws: c.aws.map(aws_in),
         pr_feedback: c.pr_feedback,
+        labels: c.labels,
     }
 }
 
@@ -382,5 +384,6 @@ fn apply_patch(input: &mut StackInput, p: StackPatch) -> Result<Vec<&'static str
     set!(runner_pool, p.runner_pool.map(Some));
     set!(aws, p.aws.map(|a| a.map(aws_in)));
     set!(pr_feedback, p.pr_feedback);
+    set!(labels, p.labels);
     Ok(changed)
 }

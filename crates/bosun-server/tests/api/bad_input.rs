@@ -287,6 +287,18 @@ async fn invalid_values_name_their_field() {
             json!({"pr_feedback": "Checks"}),
             "pr_feedback",
         ),
+        (
+            Method::POST,
+            "/api/v1/orgs/default/stacks",
+            json!({"id": "ok-id", "repository": "github:a/b", "labels": ["web", "-web"]}),
+            "labels[1]",
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/orgs/default/stacks/net",
+            json!({"labels": ["web", "web"]}),
+            "labels[1]",
+        ),
     ];
     for (method, path, body, field) in cases {
         let r = t

@@ -211,7 +211,7 @@ async fn setup() -> TestServer {
     let t = TestServer::start().await;
     let r = t
         .create_stack(json!({"id": "net", "repository": "file:///srv/git/infra",
-            "path": "stacks/net", "watch_paths": ["modules"]}))
+            "path": "stacks/net", "watch_paths": ["modules"], "labels": ["team-net", "prod"]}))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
     let r = t
@@ -808,6 +808,10 @@ async fn stack_page_shows_definition_runs_outputs_dependencies_and_runs_now() {
     let mut a = Browser::login(&t, &admin).await;
     let html = a.page("/orgs/default/stacks/net").await;
     assert!(html.contains("<dd>stacks/net</dd>") && html.contains("<dd>modules</dd>"));
+    assert!(
+        html.contains("<dt>Labels</dt><dd>team-net, prod</dd>"),
+        "{html}"
+    );
     assert!(html.contains(r#"<tr data-output="vpc_id">"#) && html.contains("vpc-123"));
     assert!(
         !html.contains("hunter2"),
@@ -819,6 +823,7 @@ async fn stack_page_shows_definition_runs_outputs_dependencies_and_runs_now() {
     );
     assert!(html.contains("<code>vpc_id</code> → <code>TF_VAR_vpc</code>"));
     let app = a.page("/orgs/default/stacks/app").await;
+    assert!(app.contains("<dt>Labels</dt><dd>(none)</dd>"), "{app}");
     assert!(
         app.contains(r#"id="upstreams""#)
             && app.contains(r#"href="/orgs/default/stacks/net">net</a>"#)

@@ -82,3 +82,23 @@ fn runner_egress_is_described() {
     let report = s["RunnerReport"].to_string();
     assert!(report.contains("\"egress_refusals\""), "{report}");
 }
+
+/// A stack's labels: an array of strings on the stack, its creation and its changes, each
+/// documented.
+#[test]
+fn stack_labels_are_described() {
+    let doc = serde_json::to_value(document(&api_routes())).unwrap();
+    let s = &doc["components"]["schemas"];
+    for schema in ["Stack", "StackCreate", "StackPatch"] {
+        let labels = &s[schema]["properties"]["labels"];
+        assert_eq!(labels["items"]["type"], "string", "{schema}: {labels}");
+        assert!(
+            labels["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("slugs, each once")),
+            "{schema}: {labels}"
+        );
+    }
+    let required = s["StackCreate"]["required"].to_string();
+    assert!(!required.contains("labels"), "{required}");
+}

@@ -19,7 +19,8 @@ async fn stack_and_error_shapes() {
             "watch_paths": ["modules"],
             "variables": {"TF_VAR_region": "eu-west-1", "TOKEN": "secret://ci/token"},
             "depends_on": [{"stack": "net", "outputs": {"vpc_id": "vpc"}}],
-            "drift_detection": {"schedule": "0 3 * * *"}
+            "drift_detection": {"schedule": "0 3 * * *"},
+            "labels": ["team-app", "prod"]
         }))
         .await;
     assert_eq!(r.status, StatusCode::CREATED);

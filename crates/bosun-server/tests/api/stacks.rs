@@ -319,3 +319,94 @@ async fn pr_feedback_is_the_stacks_own_or_its_orgs() {
         ]
     );
 }
+
+/// Labels: kept in the order given on create, shown and listed, replaced whole by a
+/// PATCH that names them (`[]` removes them) and kept by one that does not; a label that
+/// is not a slug, one listed twice, or more than 32 are refused naming the field, and
+/// change nothing.
+#[tokio::test]
+async fn labels_are_kept_replaced_and_checked() {
+    let t = TestServer::start().await;
+    let stack = "/api/v1/orgs/default/stacks/net";
+    let patch = |body: serde_json::Value| {
+        let t = &t;
+        async move {
+            t.call(Method::PATCH, stack, Some(&t.admin), Some(body))
+                .await
+        }
+    };
+    let r = t
+        .create_stack(json!({"id": "net", "repository": "github:acme/infra",
+            "labels": ["team-net", "prod"]}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["labels"], json!(["team-net", "prod"]));
+    assert_eq!(
+        t.get(stack, &t.admin).await.body["labels"],
+        json!(["team-net", "prod"])
+    );
+    let plain = t
+        .create_stack(json!({"id": "plain", "repository": "github:acme/infra"}))
+        .await;
+    assert_eq!(plain.body["labels"], json!([]), "none unless given");
+    let listed = t.get("/api/v1/orgs/default/stacks", &t.admin).await.body;
+    let labels: Vec<(&str, &serde_json::Value)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), &s["labels"]))
+        .collect();
+    assert_eq!(
+        labels,
+        [("net", &json!(["team-net", "prod"])), ("plain", &json!([]))]
+    );
+
+    // A PATCH naming the labels replaces them; one that does not keeps them.
+    let r = patch(json!({"labels": ["eu-1"]})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["labels"], json!(["eu-1"]));
+    let r = patch(json!({"name": "Network"})).await;
+    assert_eq!(r.body["labels"], json!(["eu-1"]), "an absent field is kept");
+    assert_eq!(t.get(stack, &t.admin).await.body["labels"], json!(["eu-1"]));
+
+    // Refused, naming the field at fault, and nothing changes.
+    let refused = |r: &crate::harness::Reply, field: &str, says: &str| {
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::BAD_REQUEST, "validation_failed"),
+            "{:?}",
+            r.body
+        );
+        assert_eq!(r.body["error"]["field"], field, "{:?}", r.body);
+        assert!(r.message().contains(says), "{}", r.message());
+    };
+    let r = patch(json!({"labels": ["prod", "Prod EU"]})).await;
+    refused(&r, "labels[1]", "lowercase letters, digits and '-'");
+    let r = patch(json!({"labels": ["prod", "prod"]})).await;
+    refused(&r, "labels[1]", "listed twice");
+    let many: Vec<String> = (0..33).map(|i| format!("l{i}")).collect();
+    let r = patch(json!({ "labels": many })).await;
+    refused(&r, "labels", "at most 32 labels");
+    let r = t
+        .create_stack(json!({"id": "bad", "repository": "github:acme/infra",
+            "labels": ["ok", "not_a_slug"]}))
+        .await;
+    refused(&r, "labels[1]", "not_a_slug");
+    assert_eq!(
+        t.get("/api/v1/orgs/default/stacks/bad", &t.admin)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(t.get(stack, &t.admin).await.body["labels"], json!(["eu-1"]));
+    let most: Vec<String> = (0..32).map(|i| format!("l{i}")).collect();
+    let r = patch(json!({ "labels": most })).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["labels"].as_array().unwrap().len(), 32);
+
+    // `[]` removes them all.
+    let r = patch(json!({"labels": []})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["labels"], json!([]));
+    assert_eq!(t.get(stack, &t.admin).await.body["labels"], json!([]));
+}

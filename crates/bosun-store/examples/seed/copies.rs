@@ -309,6 +309,7 @@ impl Copier<'_> {
             "repo_key",
             "aws",
             "pr_feedback",
+            "labels",
         ];
         let from = format!(
             "tpl_stacks t JOIN seed_tpl_stack ts ON ts.id = t.id JOIN seed_copy k ON 1 = 1

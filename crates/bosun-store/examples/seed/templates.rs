@@ -123,6 +123,11 @@ pub(crate) fn stack_input(t: u64, width: usize) -> StackInput {
         runner_pool: None,
         aws: None,
         pr_feedback: None,
+        labels: if t.is_multiple_of(2) {
+            vec![env.to_string(), format!("svc-{svc:02}")]
+        } else {
+            Vec::new()
+        },
     }
 }
 

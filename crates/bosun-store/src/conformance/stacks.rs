@@ -38,6 +38,8 @@ fn full_spec() -> StackSpec {
             audience: None,
         }),
         pr_feedback: Some("comment".into()),
+        // Kept in the order given, not sorted.
+        labels: vec!["team-net".into(), "prod".into(), "eu-1".into()],
     })
     .unwrap()
 }
@@ -54,6 +56,9 @@ pub async fn stacks_roundtrip_every_field(store: Arc<dyn Store>) {
     let got = store.get_stack("acme", "app").await.unwrap().unwrap();
     assert_eq!(got.spec, want);
     assert_eq!(got.created_at, created.created_at);
+    let listed = store.list_stacks("acme", None, 10).await.unwrap();
+    let app = listed.iter().find(|s| s.spec.id.as_str() == "app").unwrap();
+    assert_eq!(app.spec, want, "a page reads every field too");
     assert_eq!(got.org, "acme");
     assert!(store.get_stack("acme", "missing").await.unwrap().is_none());
     let mut other = want.clone();
@@ -111,9 +116,14 @@ pub async fn stacks_update_and_delete(store: Arc<dyn Store>) {
         .create_stack("acme", &spec("web", &[]), &a)
         .await
         .unwrap();
+    assert!(created.spec.labels.is_empty());
     let mut changed = created.spec.clone();
     changed.name = "Web frontend".into();
     changed.autodeploy = true;
+    changed.labels = ["prod", "web"]
+        .into_iter()
+        .map(|l| bosun_core::Slug::parse("labels", l).unwrap())
+        .collect();
     let updated = store
         .update_stack(
             "acme",
@@ -128,6 +138,20 @@ pub async fn stacks_update_and_delete(store: Arc<dyn Store>) {
     assert_eq!(got.spec.name, "Web frontend");
     assert_eq!(got.spec.id.as_str(), "web");
     assert!(got.spec.autodeploy);
+    assert_eq!(got.spec.labels, changed.labels);
+    // An update replaces the labels whole: here, with none.
+    let mut unlabelled = got.spec.clone();
+    unlabelled.labels = Vec::new();
+    store
+        .update_stack(
+            "acme",
+            &unlabelled,
+            &audit(Some("acme"), "stack.update", "stack:web"),
+        )
+        .await
+        .unwrap();
+    let got = store.get_stack("acme", "web").await.unwrap().unwrap();
+    assert!(got.spec.labels.is_empty(), "{:?}", got.spec.labels);
 
     let ghost = store.update_stack("acme", &spec("ghost", &[]), &a).await;
     assert!(matches!(ghost, Err(StoreError::NotFound(_))), "{ghost:?}");

@@ -7,7 +7,7 @@ use super::*;
 pub(super) const STACK_COLUMNS: &str =
     "org_id, id, name, repository, branch, path, watch_paths, engine,
     engine_binary, engine_version, tier, autodeploy, environment, variables, depends_on,
-    drift_detection, runner_pool, created_at, updated_at, aws, pr_feedback";
+    drift_detection, runner_pool, created_at, updated_at, aws, pr_feedback, labels";
 
 /// Raw stack columns in `STACK_COLUMNS` order.
 pub(super) struct StackRow {
@@ -32,6 +32,7 @@ pub(super) struct StackRow {
     updated_at: i64,
     aws: Option<String>,
     pr_feedback: Option<String>,
+    labels: String,
 }
 
 pub(super) fn stack_row(r: &Row<'_>) -> db::Result<StackRow> {
@@ -57,6 +58,7 @@ pub(super) fn stack_row(r: &Row<'_>) -> db::Result<StackRow> {
         updated_at: r.get(18)?,
         aws: r.get(19)?,
         pr_feedback: r.get(20)?,
+        labels: r.get(21)?,
     })
 }
 
@@ -133,6 +135,7 @@ pub(super) fn stack_record(r: StackRow) -> Result<StackRecord> {
         runner_pool: Some(r.runner_pool),
         aws,
         pr_feedback: r.pr_feedback,
+        labels: strings(&json("labels", &r.labels)?),
     };
     // Loading re-validates, so a hand-edited row can never enter the server as valid.
     let spec = StackSpec::from_input(input).map_err(|e| corrupt("stack", e))?;
@@ -211,6 +214,7 @@ pub(super) struct StackColumns {
     depends_on: String,
     drift_detection: Option<String>,
     aws: Option<String>,
+    labels: String,
 }
 
 pub(super) fn stack_columns(spec: &StackSpec) -> StackColumns {
@@ -247,6 +251,7 @@ pub(super) fn stack_columns(spec: &StackSpec) -> StackColumns {
             })
             .to_string()
         }),
+        labels: json!(spec.labels.iter().map(|l| l.as_str()).collect::<Vec<_>>()).to_string(),
     }
 }
 
@@ -264,7 +269,7 @@ pub(super) fn write_stack_row(
     let insert = format!(
         "INSERT INTO stacks ({STACK_COLUMNS}, repo_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?20, ?21, ?22)"
+                 ?18, ?19, ?20, ?21, ?22, ?23)"
     );
     let sql = if fresh {
         insert
@@ -280,7 +285,8 @@ pub(super) fn write_stack_row(
             environment = excluded.environment, variables = excluded.variables,
             depends_on = excluded.depends_on, drift_detection = excluded.drift_detection,
             runner_pool = excluded.runner_pool, aws = excluded.aws,
-            pr_feedback = excluded.pr_feedback, updated_at = excluded.updated_at"
+            pr_feedback = excluded.pr_feedback, labels = excluded.labels,
+            updated_at = excluded.updated_at"
         )
     };
     tx.prepare_cached(&sql)?.execute(params![
@@ -305,6 +311,7 @@ pub(super) fn write_stack_row(
         updated_at,
         c.aws,
         spec.pr_feedback.map(|f| f.as_str()),
+        c.labels,
         spec.repository.key(),
     ])
 }

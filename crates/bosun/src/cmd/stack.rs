@@ -165,6 +165,10 @@ pub struct StackFields {
     /// setting [create default: org].
     #[arg(long, value_name = "FEEDBACK", value_parser = parse_pr_feedback)]
     pr_feedback: Option<String>,
+    /// A label that selects the stack, a slug (repeatable, at most 32; on update,
+    /// replaces the labels).
+    #[arg(long = "label", value_name = "LABEL")]
+    labels: Vec<String>,
 }
 
 #[derive(Args)]
@@ -216,6 +220,9 @@ pub struct UpdateArgs {
     /// Remove the AWS integration.
     #[arg(long, conflicts_with_all = ["aws_plan_role_arn", "aws_apply_role_arn"])]
     clear_aws: bool,
+    /// Remove every label.
+    #[arg(long, conflicts_with = "labels")]
+    clear_labels: bool,
 }
 
 /// `--pr-feedback`: a `PrFeedback` string form, or `org`.
@@ -333,6 +340,7 @@ fn create_body(args: CreateArgs) -> anyhow::Result<StackCreate> {
         runner_pool: f.runner_pool,
         aws,
         pr_feedback: f.pr_feedback.filter(|v| v != ORG_FEEDBACK),
+        labels: f.labels,
     })
 }
 
@@ -437,6 +445,7 @@ fn patch_body(args: &UpdateArgs, current: Option<&Stack>) -> anyhow::Result<Stac
             .pr_feedback
             .clone()
             .map(|v| (v != ORG_FEEDBACK).then_some(v)),
+        labels: non_empty(&f.labels, args.clear_labels),
     })
 }
 
@@ -450,6 +459,15 @@ fn shown_path(p: &str) -> String {
         ".".into()
     } else {
         p.to_string()
+    }
+}
+
+/// A stack's labels on one line, `-` for none.
+fn labels_text(labels: &[String], separator: &str) -> String {
+    if labels.is_empty() {
+        "-".into()
+    } else {
+        labels.join(separator)
     }
 }
 
@@ -552,6 +570,7 @@ pub fn stack_text(s: Stack) -> String {
         .add("tier", s.tier)
         .add("autodeploy", yes_no(s.autodeploy))
         .add("environment", or_dash(s.environment))
+        .add("labels", labels_text(&s.labels, ", "))
         .lines(
             "variables",
             s.variables
@@ -605,6 +624,7 @@ fn stack_table(org: &str, stacks: Vec<Stack>) -> String {
         "BRANCH",
         "PATH",
         "AUTODEPLOY",
+        "LABELS",
         "REPOSITORY",
     ]);
     for s in stacks {
@@ -615,6 +635,7 @@ fn stack_table(org: &str, stacks: Vec<Stack>) -> String {
             s.branch,
             shown_path(&s.path),
             yes_no(s.autodeploy).into(),
+            labels_text(&s.labels, ","),
             s.repository,
         ]);
     }
@@ -869,6 +890,12 @@ mod tests {
             json!({"drift_detection": {"schedule": "0 * * * *", "reconcile": true}})
         );
         assert!(update(&["web", "--drift-reconcile"]).is_err());
+        assert_eq!(
+            update(&["web", "--label", "prod", "--label", "team-net"])?,
+            json!({"labels": ["prod", "team-net"]})
+        );
+        assert_eq!(update(&["web", "--clear-labels"])?, json!({"labels": []}));
+        assert!(update(&["web", "--label", "prod", "--clear-labels"]).is_err());
         assert!(update(&["web", "--environment", "x", "--clear-environment"]).is_err());
         Ok(())
     }
