@@ -267,10 +267,11 @@ deny contains msg if {
 #[test]
 fn a_protected_destroy_is_denied_and_a_missing_tag_warned_on_real_plans() {
     let Some(w) = world() else { return };
+    // Attached to the stacks labelled `pci` only.
     w.policy(
         "no-protected-destroy",
         NO_PROTECTED_DESTROY,
-        &["--mode", "hard_mandatory"],
+        &["--mode", "hard_mandatory", "--label", "pci"],
     );
     w.policy("owner-tag", OWNER_TAG, &["--mode", "advisory"]);
     // A policy repository on the server's own disk is refused unless the server allows it.
@@ -305,7 +306,7 @@ resource "testing_thing" "b" {
   name = "b"
 }
 "#,
-        &["--autodeploy"],
+        &["--autodeploy", "--label", "pci"],
     );
 
     // Creates only: nothing denies; the advisory policy warns about b, and the run applies.
@@ -362,6 +363,27 @@ resource "testing_thing" "b" {
     assert!(refused.contains("nothing to override"), "{refused}");
     let text = w.ok(&["run", "show", &second]);
     assert!(text.contains("DENY no-protected-destroy"), "{text}");
+
+    // A stack without the label: the policy is not attached, its destroy goes through.
+    let scratch = w.stack(
+        "scratch",
+        r#"resource "testing_protected" "tmp" {
+  name = "tmp"
+  tags = { owner = "qa" }
+}"#,
+        &["--autodeploy"],
+    );
+    w.wait(&w.trigger("scratch"), "finished");
+    w.push(&scratch, "");
+    let r = w.wait(&w.trigger("scratch"), "finished");
+    let names: Vec<&str> = r["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["owner-tag"], "only the whole-org policy: {r:#}");
+    assert_eq!(w.state_versions("scratch"), 2);
 }
 
 #[test]

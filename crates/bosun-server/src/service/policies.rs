@@ -516,8 +516,7 @@ pub async fn evaluate_plan(
         .iter()
         .map(|e| e.to_string())
         .collect();
-    // Stack labels: not yet (STACK-LABELS).
-    let labels: Vec<String> = Vec::new();
+    let labels: Vec<String> = stack.spec.labels.iter().map(|l| l.to_string()).collect();
     let subject = Subject {
         labels: &labels,
         environments: &environments,
@@ -757,8 +756,7 @@ async fn subject_of(
             let Some(stack) = state.store.get_stack(org, &pending.target).await? else {
                 return Ok((Vec::new(), Vec::new()));
             };
-            // Stack labels: not yet (STACK-LABELS).
-            let labels: Vec<String> = Vec::new();
+            let labels = stack.spec.labels.iter().map(|l| l.to_string()).collect();
             let envs = stack
                 .spec
                 .environment
