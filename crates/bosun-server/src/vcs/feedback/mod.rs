@@ -288,6 +288,13 @@ async fn report_check(state: &AppState, d: &DueCheck) -> FeedbackReport {
     }
     let gate = gate_of(state, &d.run).await;
     let url = run_url(state, &d.run);
+    // The policies evaluated on the run: best effort, like the gate.
+    let policies = state
+        .store
+        .policy_evaluations(&d.run.id)
+        .await
+        .unwrap_or_default();
+    let policies = policies.as_slice();
     let (gate, url) = (gate.as_deref(), url.as_str());
     let result = with_token(
         state,
@@ -298,14 +305,14 @@ async fn report_check(state: &AppState, d: &DueCheck) -> FeedbackReport {
             let github = &state.vcs.github;
             match c.check_run_id {
                 Some(id) => {
-                    let body = render::check_body(&d.run, gate, &c.head_sha, url, false);
+                    let body = render::check_body(&d.run, gate, &c.head_sha, url, false, policies);
                     github
                         .update_check_run(token, &c.repository, id, &body)
                         .await
                         .map(|_| id)
                 }
                 None => {
-                    let body = render::check_body(&d.run, gate, &c.head_sha, url, true);
+                    let body = render::check_body(&d.run, gate, &c.head_sha, url, true, policies);
                     github.create_check_run(token, &c.repository, &body).await
                 }
             }

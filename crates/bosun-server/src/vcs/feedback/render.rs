@@ -3,8 +3,9 @@
 //! trimming the longest plan texts first.
 
 use bosun_api::PlanSummary;
+use bosun_core::policy::Verdict;
 use bosun_core::run::{RunKind, RunState};
-use bosun_store::RunRecord;
+use bosun_store::{PolicyEvaluationRecord, RunRecord};
 use serde_json::{json, Value};
 
 /// GitHub's limit on a comment's body and a check run's summary.
@@ -79,7 +80,10 @@ pub fn state_words(run: &RunRecord, gate: Option<&str>) -> String {
         RunState::Queued => "queued".into(),
         RunState::Preparing => "preparing".into(),
         RunState::Planning => "planning".into(),
-        RunState::Unconfirmed if gate.is_some() => "waiting for approval".into(),
+        RunState::Unconfirmed if run.policy_hold == Verdict::Override => "held by a policy".into(),
+        RunState::Unconfirmed if gate.is_some() || run.policy_hold == Verdict::Approval => {
+            "waiting for approval".into()
+        }
         RunState::Unconfirmed => "waiting for confirmation".into(),
         RunState::Applying => "applying".into(),
         RunState::Finished if run.kind == RunKind::Proposed => "planned".into(),
@@ -107,9 +111,14 @@ fn capitalised(s: &str) -> String {
 }
 
 /// The check run's Markdown summary: the run and its state, why (its reason), the
-/// resource changes, the output changes (names only: no output's value is ever shown),
-/// and what it waits for.
-pub fn summary(run: &RunRecord, gate: Option<&str>, details_url: &str) -> String {
+/// policies evaluated on its plan, the resource changes, the output changes (names only:
+/// no output's value is ever shown), and what it waits for.
+pub fn summary(
+    run: &RunRecord,
+    gate: Option<&str>,
+    details_url: &str,
+    policies: &[PolicyEvaluationRecord],
+) -> String {
     let mut md = format!(
         "**[Run `{}`]({details_url})** of stack `{}` ({} run): **{}**\n",
         run.id,
@@ -119,6 +128,31 @@ pub fn summary(run: &RunRecord, gate: Option<&str>, details_url: &str) -> String
     );
     if let Some(reason) = run.reason.as_deref().filter(|r| !r.is_empty()) {
         md.push_str(&format!("\n> {}\n", one_line(reason, 500)));
+    }
+    if !policies.is_empty() {
+        md.push_str("\n### Policies\n\n| policy | mode | result | messages |\n|---|---|---|---|\n");
+        for p in policies {
+            let e = &p.evaluation;
+            let said: Vec<&str> = e
+                .deny
+                .iter()
+                .chain(&e.require_approval)
+                .chain(&e.warn)
+                .chain(&e.errors)
+                .map(String::as_str)
+                .collect();
+            let overridden = match &p.overridden {
+                Some(o) => format!(" (overridden by {})", o.by),
+                None => String::new(),
+            };
+            md.push_str(&format!(
+                "| `{}` | {} | {}{overridden} | {} |\n",
+                code(&e.policy),
+                e.mode.as_str().replace('_', "-"),
+                e.outcome.as_str().replace('_', " "),
+                one_line(&said.join("; "), 300).replace('|', "\\|")
+            ));
+        }
     }
     if let Some(plan) = plan_of(run) {
         md.push_str(&format!("\n### Resource changes: {}\n", counts(&plan)));
@@ -153,12 +187,18 @@ pub fn summary(run: &RunRecord, gate: Option<&str>, details_url: &str) -> String
         }
     }
     if run.state == RunState::Unconfirmed {
-        let what = match gate {
-            Some(env) => format!(
+        let what = match (run.policy_hold, gate) {
+            (Verdict::Override, _) => {
+                "an org admin's override: a soft-mandatory policy denied the plan".into()
+            }
+            (Verdict::Approval, None) => {
+                "an approval a policy asks for, in Bosun's approvals inbox".into()
+            }
+            (_, Some(env)) => format!(
                 "an approval: environment `{}` requires one, in Bosun's approvals inbox",
                 code(env)
             ),
-            None => "a confirmation by an operator".into(),
+            (_, None) => "a confirmation by an operator".into(),
         };
         md.push_str(&format!(
             "\n### Waiting\n\nThis run waits for {what}: [open the run]({details_url}).\n"
@@ -174,12 +214,13 @@ pub fn check_body(
     head_sha: &str,
     details_url: &str,
     with_identity: bool,
+    policies: &[PolicyEvaluationRecord],
 ) -> Value {
     let s = check_status(run);
     let mut body = json!({
         "details_url": details_url,
         "status": s.status,
-        "output": {"title": title(run, gate), "summary": summary(run, gate, details_url)},
+        "output": {"title": title(run, gate), "summary": summary(run, gate, details_url, policies)},
     });
     if with_identity {
         body["name"] = json!(check_name(&run.stack));
@@ -482,7 +523,7 @@ mod tests {
     fn the_title_counts_changes_and_the_summary_never_shows_output_values() {
         let r = run(RunState::Finished, None);
         assert_eq!(title(&r, None), "+2 ~1 −0, 2 output changes — planned");
-        let md = summary(&r, None, "https://bosun.example/orgs/acme/runs/run-1");
+        let md = summary(&r, None, "https://bosun.example/orgs/acme/runs/run-1", &[]);
         assert!(md.contains("| create | `aws_s3_bucket.logs` |"), "{md}");
         assert!(
             !md.contains("data.aws_caller_identity.me"),
@@ -491,7 +532,7 @@ mod tests {
         assert!(md.contains("| `secret_token` | update |"));
         assert!(!md.contains("same"), "no-op outputs are left out");
         assert!(md.contains("(https://bosun.example/orgs/acme/runs/run-1)"));
-        let body = check_body(&r, None, &"a".repeat(40), "https://x/r", true);
+        let body = check_body(&r, None, &"a".repeat(40), "https://x/r", true, &[]);
         assert_eq!(body["name"], "bosun/net");
         assert_eq!(body["conclusion"], "success");
         assert_eq!(body["external_id"], "run-1");
@@ -501,6 +542,7 @@ mod tests {
             "a",
             "https://x/r",
             false,
+            &[],
         );
         assert!(update.get("name").is_none() && update.get("conclusion").is_none());
         assert!(update.get("started_at").is_none());
@@ -509,10 +551,64 @@ mod tests {
     #[test]
     fn a_waiting_run_says_what_it_waits_for() {
         let r = run(RunState::Unconfirmed, None);
-        let md = summary(&r, Some("prod"), "https://x/r");
+        let md = summary(&r, Some("prod"), "https://x/r", &[]);
         assert!(md.contains("environment `prod` requires one"), "{md}");
         assert_eq!(state_words(&r, Some("prod")), "waiting for approval");
-        assert!(summary(&r, None, "https://x/r").contains("a confirmation by an operator"));
+        assert!(summary(&r, None, "https://x/r", &[]).contains("a confirmation by an operator"));
+    }
+
+    #[test]
+    fn the_policies_and_their_holds_show_in_the_check_run() {
+        use bosun_core::policy::{Mode, Outcome, Point};
+        use bosun_store::{NewPolicyEvaluation, PolicyEvaluationRecord, PolicyOverride};
+        let eval =
+            |policy: &str, mode, outcome, msg: &str, overridden: bool| PolicyEvaluationRecord {
+                id: 1,
+                subject: "run-1".into(),
+                evaluation: NewPolicyEvaluation {
+                    point: Point::Plan,
+                    policy: policy.into(),
+                    version: "sha256:00".into(),
+                    mode,
+                    outcome,
+                    deny: vec![msg.into()],
+                    warn: vec![],
+                    require_approval: vec![],
+                    errors: vec![],
+                    duration_ms: 2,
+                },
+                evaluated_at: chrono::Utc::now(),
+                overridden: overridden.then(|| PolicyOverride {
+                    by: "user:root".into(),
+                    reason: "ok".into(),
+                    at: chrono::Utc::now(),
+                }),
+            };
+        let mut r = run(RunState::Unconfirmed, None);
+        r.kind = RunKind::Tracked;
+        r.policy_hold = Verdict::Override;
+        let all = [
+            eval(
+                "no-deletes",
+                Mode::SoftMandatory,
+                Outcome::Deny,
+                "db | gone",
+                false,
+            ),
+            eval("tags", Mode::SoftMandatory, Outcome::Deny, "x", true),
+        ];
+        let md = summary(&r, None, "https://x/r", &all);
+        assert!(md.contains("### Policies"), "{md}");
+        assert!(
+            md.contains("| `no-deletes` | soft-mandatory | deny | db \\| gone |"),
+            "{md}"
+        );
+        assert!(md.contains("| deny (overridden by user:root) |"), "{md}");
+        assert!(md.contains("an org admin's override"), "{md}");
+        assert_eq!(state_words(&r, None), "held by a policy");
+        r.policy_hold = Verdict::Approval;
+        assert!(summary(&r, None, "https://x/r", &[]).contains("an approval a policy asks for"));
+        assert_eq!(state_words(&r, None), "waiting for approval");
     }
 
     #[test]
