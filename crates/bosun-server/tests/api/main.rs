@@ -20,6 +20,7 @@ mod openapi;
 mod outputs;
 mod plan_runs;
 mod plans_resources;
+mod policies;
 mod retention;
 mod runners;
 mod runs;

@@ -1,0 +1,201 @@
+//! Policies as code at the API's edge: who may save, read and override them, and every
+//! way a saved policy can be malformed — refused with the field and the problem named,
+//! and nothing saved.
+
+use bosun_core::Role;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::harness::{Reply, TestServer};
+
+const OK_REGO: &str = "package bosun.ok\n\nimport rego.v1\n\ndeny contains \"no\" if { false }\n";
+
+async fn put(t: &TestServer, token: &str, name: &str, body: Value) -> Reply {
+    t.call(
+        Method::PUT,
+        &format!("/api/v1/orgs/default/policies/{name}"),
+        Some(token),
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn policies_are_saved_by_admins_and_read_by_members() {
+    let t = TestServer::start().await;
+    let viewer = t.user_token("vera", Some(Role::Viewer)).await;
+    let operator = t.user_token("otto", Some(Role::Operator)).await;
+    let body = json!({"files": {"ok.rego": OK_REGO}, "mode": "hard_mandatory",
+        "labels": ["pci"], "environments": ["prod"]});
+    let r = put(&t, &operator, "ok", body.clone()).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    let r = put(&t, &t.admin, "ok", body.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(
+        r.body["attached_to"],
+        "stacks labelled pci; environments prod"
+    );
+    assert!(r.body["version"].as_str().unwrap().starts_with("sha256:"));
+    let r = put(&t, &t.admin, "ok", body).await;
+    assert_eq!(r.status, StatusCode::OK, "replaced: {:?}", r.body);
+    // Members read them; the list names the files, one policy shows their text.
+    let r = t.get("/api/v1/orgs/default/policies", &viewer).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body[0]["files"], json!(["ok.rego"]));
+    assert!(r.body[0].get("texts").is_none(), "{:?}", r.body);
+    let r = t.get("/api/v1/orgs/default/policies/ok", &viewer).await;
+    assert_eq!(r.body["texts"]["ok.rego"], OK_REGO);
+    // Overriding a run is an admin's act.
+    let r = t
+        .post(
+            "/api/v1/orgs/default/runs/run-nope/override",
+            &operator,
+            json!({"reason": "x"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/runs/run-nope/override",
+            &t.admin,
+            json!({"reason": "x"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/policies/ok",
+            Some(&operator),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/policies/ok",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn malformed_policies_are_refused_naming_the_problem() {
+    let t = TestServer::start().await;
+    let big = format!("package bosun.big\n# {}\n", "x".repeat(300 * 1024));
+    let many: serde_json::Map<String, Value> = (0..201)
+        .map(|i| (format!("p{i}.rego"), json!(format!("package bosun.p{i}\n"))))
+        .collect();
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "Bad Name",
+            json!({"files": {"a.rego": OK_REGO}}),
+            "name",
+            "lowercase",
+        ),
+        ("none", json!({}), "files", "give the policy's files"),
+        (
+            "both",
+            json!({"files": {"a.rego": OK_REGO}, "repository": "https://x/y.git"}),
+            "files",
+            "not both",
+        ),
+        ("empty", json!({"files": {}}), "files", "at least one"),
+        (
+            "not-rego",
+            json!({"files": {"a.txt": OK_REGO}}),
+            "files[\"a.txt\"]",
+            ".rego",
+        ),
+        (
+            "folder",
+            json!({"files": {"../a.rego": OK_REGO}}),
+            "files[\"../a.rego\"]",
+            "no folder",
+        ),
+        (
+            "big",
+            json!({"files": {"big.rego": big}}),
+            "files[\"big.rego\"]",
+            "at most",
+        ),
+        ("many", json!({"files": many}), "files", "at most 200 files"),
+        (
+            "parse",
+            json!({"files": {"a.rego": "package bosun.a\ndeny contains if {"}}),
+            "files",
+            "a.rego",
+        ),
+        (
+            "mode",
+            json!({"files": {"a.rego": OK_REGO}, "mode": "sometimes"}),
+            "mode",
+            "advisory",
+        ),
+        (
+            "point",
+            json!({"files": {"a.rego": OK_REGO}, "points": ["apply"]}),
+            "point",
+            "plan_run",
+        ),
+        (
+            "no-points",
+            json!({"files": {"a.rego": OK_REGO}, "points": []}),
+            "points",
+            "at least one",
+        ),
+        (
+            "label",
+            json!({"files": {"a.rego": OK_REGO}, "labels": ["Not A Slug"]}),
+            "labels[0]",
+            "",
+        ),
+        (
+            "github",
+            json!({"repository": "github:acme/policies"}),
+            "repository",
+            "git URL",
+        ),
+        (
+            "file",
+            json!({"repository": "file:///srv/x.git"}),
+            "repository",
+            "file:// policy repositories are off",
+        ),
+        (
+            "branch",
+            json!({"repository": "https://git.example/p.git", "branch": "a..b"}),
+            "branch",
+            "..",
+        ),
+        (
+            "path",
+            json!({"repository": "https://git.example/p.git", "path": "../up"}),
+            "path",
+            "..",
+        ),
+        (
+            "unknown",
+            json!({"files": {"a.rego": OK_REGO}, "moed": "advisory"}),
+            "",
+            "moed",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (name, body, field, says) in cases {
+        let r = put(&t, &t.admin, name, body).await;
+        let text = format!("{} {}", r.body["error"]["field"], r.message());
+        if r.status != StatusCode::BAD_REQUEST || !text.contains(field) || !text.contains(says) {
+            wrong.push(format!(
+                "{name}: {} {text} (wanted {field:?}, {says:?})",
+                r.status
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let r = t.get("/api/v1/orgs/default/policies", &t.admin).await;
+    assert_eq!(r.body, json!([]), "nothing was saved");
+}
