@@ -433,6 +433,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sets_and_inputs_can_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<PolicySet>();
+        send_sync::<Input>();
+    }
+
+    #[test]
     fn an_input_converts_as_regorus_converts_a_json_value() {
         let document = serde_json::json!({
             "plan": {"resource_changes": [

@@ -352,3 +352,29 @@ test_this_one_fails if {
     );
     assert_eq!(results[1].why.as_deref(), Some("undefined"));
 }
+
+#[test]
+fn a_set_that_parses_but_cannot_be_analysed_says_why_in_every_decision() {
+    let set = PolicySet::from_policies(
+        vec![Policy {
+            path: "mismatch.rego".into(),
+            text: "package bosun.mismatch\n\nimport rego.v1\n\ndeny contains msg if {\n    [a, b] := [1, 2, 3]\n    msg := sprintf(\"%d\", [a + b])\n}\n\nwarn contains \"w\" if { true }\n".into(),
+        }],
+        Limits::default(),
+    )
+    .unwrap();
+    let input = Input::new(&json!({}), &Limits::default()).unwrap();
+    for _ in 0..2 {
+        let d = set.decide_input(&input).unwrap();
+        assert!(d.deny.is_empty() && d.warn.is_empty(), "{d:?}");
+        // Each rule read says so, as each did when every decision parsed the files anew.
+        assert_eq!(d.errors.len(), 3, "{d:?}");
+        for (e, rule) in d.errors.iter().zip(["deny", "warn", "require_approval"]) {
+            assert!(
+                e.starts_with(&format!("policy data.bosun.mismatch: {rule}: "))
+                    && e.contains("mismatch in number of array elements"),
+                "{e}"
+            );
+        }
+    }
+}
