@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Policy evaluation: 20 Rego policies on a 1,000-resource plan document, decided
-# BENCH_RUNS times by `bosun policy eval`; reports the engine's own evaluation time per
-# decision (loading the 20 policies, evaluating deny, warn and require_approval of every
-# package: `duration_ms` of the decision), p50 and p99, and the whole command's wall time.
+# Policy evaluation: 20 Rego policies on a 1,000-resource plan document.
+#
+# 1. `bosun policy eval` (the 20 files as one set), BENCH_RUNS times: the engine's own
+#    evaluation time per decision (loading the 20 policies, evaluating deny, warn and
+#    require_approval of every package: `duration_ms` of the decision), p50 and p99, and
+#    the whole command's wall time.
+# 2. The server's path: each policy its own set, on one plan document — the example
+#    `bench_sets` of bosun-policy (release), timing in one run, interleaved: the 20 files
+#    as one set, 20 sets the way the server did it before the shared input, 20 sets each
+#    `decide(&json)`, and 20 sets on one shared `Input` (`decide_input`).
 #
 # Usage: bench/policy.sh             (from anywhere; see bench/README.md)
 # Knobs (environment): BENCH_RUNS=100 BENCH_RESOURCES=1000 BENCH_POLICIES=20
 #                      BENCH_BOSUN_BIN=PATH (use this bosun binary; no cargo build)
+#                      BENCH_CLI=0 (skip part 1: no bosun build)  BENCH_SETS=0 (skip part 2)
+# The builds honour CARGO_TARGET_DIR.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,9 +23,15 @@ RUNS=${BENCH_RUNS:-100}
 RESOURCES=${BENCH_RESOURCES:-1000}
 POLICIES=${BENCH_POLICIES:-20}
 BIN=${BENCH_BOSUN_BIN:-}
-if [ -z "$BIN" ]; then
+CLI=${BENCH_CLI:-1}
+SETS=${BENCH_SETS:-1}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+if [ "$CLI" != 0 ] && [ -z "$BIN" ]; then
   (cd "$ROOT" && cargo build --release -q -p bosun)
-  BIN="$ROOT/target/release/bosun"
+  BIN="$TARGET/release/bosun"
+fi
+if [ "$SETS" != 0 ]; then
+  (cd "$ROOT" && cargo build --release -q -p bosun-policy --example bench_sets)
 fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -57,6 +71,7 @@ for i in range(p):
     open(f"{work}/policies/p{i:02d}.rego", "w").write(f"package bosun.p{i:02d}\n\nimport rego.v1\n\n{rule}\n")
 PY
 
+if [ "$CLI" != 0 ]; then
 durations=()
 walls=()
 for _ in $(seq 1 "$RUNS"); do
@@ -83,3 +98,10 @@ print(json.dumps({"policies": int(pol), "resources": int(res), "runs": int(runs)
                   "eval_ms": {"p50": q(d,50), "p99": q(d,99), "max": d[-1]},
                   "wall_ms": {"p50": q(w,50), "p99": q(w,99), "max": w[-1]}}))
 PY
+fi
+
+if [ "$SETS" != 0 ]; then
+  echo
+  echo "The server's path: each policy its own set ($RUNS decisions of all $POLICIES each way, interleaved)"
+  "$TARGET/release/examples/bench_sets" "$WORK/policies" "$WORK/input.json" "$RUNS"
+fi

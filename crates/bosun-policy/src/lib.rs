@@ -14,6 +14,10 @@
 //! Bounds: [`Limits::max_file_bytes`] per policy file and [`Limits::max_files`] per set
 //! (checked before parsing), [`Limits::max_input_bytes`] for an input document, and the
 //! evaluation time per rule.
+//!
+//! An input document is checked and converted once into an [`Input`], which any number of
+//! sets can then decide on ([`PolicySet::decide_input`]): the server evaluates each policy
+//! as a set of its own on the same plan document.
 
 use std::collections::BTreeSet;
 use std::num::NonZeroU32;
@@ -67,8 +71,10 @@ pub enum PolicyError {
     Empty { dir: String },
     #[error("{path}: {why}")]
     Parse { path: String, why: String },
-    #[error("the input is {size} bytes: at most {max}")]
-    InputTooLarge { size: usize, max: usize },
+    /// The input's JSON text is longer than `max` bytes (measured up to one byte past
+    /// the bound, never further).
+    #[error("the input is more than {max} bytes: that is the most an input may be")]
+    InputTooLarge { max: usize },
 }
 
 /// An evaluation that did not give an answer.
@@ -85,6 +91,51 @@ pub struct Policy {
     /// As given (a path, or a name for uploaded text).
     pub path: String,
     pub text: String,
+}
+
+/// An input document, checked against [`Limits::max_input_bytes`] and converted to the
+/// interpreter's values once: any number of sets can decide on it. Cloning it is cheap
+/// (the interpreter's values are reference-counted).
+#[derive(Debug, Clone)]
+pub struct Input {
+    value: regorus::Value,
+}
+
+impl Input {
+    /// `document` as an input, if its JSON text is at most `limits.max_input_bytes` bytes
+    /// (the text is counted, not built, and not past the bound).
+    pub fn new(document: &serde_json::Value, limits: &Limits) -> Result<Input, PolicyError> {
+        let max = limits.max_input_bytes;
+        let mut counter = Counter { bytes: 0, max };
+        if serde_json::to_writer(&mut counter, document).is_err() || counter.bytes > max {
+            return Err(PolicyError::InputTooLarge { max });
+        }
+        // As `regorus::Value::from(serde_json::Value)` does, without the copy: a document
+        // the interpreter cannot represent is undefined.
+        let value = <regorus::Value as serde::Deserialize>::deserialize(document)
+            .unwrap_or(regorus::Value::Undefined);
+        Ok(Input { value })
+    }
+}
+
+/// Counts the bytes written, failing once they pass `max`.
+struct Counter {
+    bytes: usize,
+    max: usize,
+}
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes = self.bytes.saturating_add(buf.len());
+        if self.bytes > self.max {
+            return Err(std::io::Error::other("past the bound"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// What a set's rules said about one input.
@@ -236,18 +287,24 @@ impl PolicySet {
             .collect())
     }
 
-    /// Evaluates `deny`, `warn` and `require_approval` of every package on `input`.
+    /// Evaluates `deny`, `warn` and `require_approval` of every package on `input`
+    /// (checked and converted here: to decide several sets on one document, make an
+    /// [`Input`] once and use [`PolicySet::decide_input`]). `duration_ms` includes the
+    /// conversion.
     pub fn decide(&self, input: &serde_json::Value) -> Result<Decision, PolicyError> {
         let started = Instant::now();
-        let text = input.to_string();
-        if text.len() > self.limits.max_input_bytes {
-            return Err(PolicyError::InputTooLarge {
-                size: text.len(),
-                max: self.limits.max_input_bytes,
-            });
-        }
+        let input = Input::new(input, &self.limits)?;
+        let mut decision = self.decide_input(&input)?;
+        decision.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(decision)
+    }
+
+    /// Evaluates `deny`, `warn` and `require_approval` of every package on an input
+    /// already checked and converted (its size bound is the one [`Input::new`] was given).
+    pub fn decide_input(&self, input: &Input) -> Result<Decision, PolicyError> {
+        let started = Instant::now();
         let mut engine = self.loaded(false)?;
-        engine.set_input(regorus::Value::from(input.clone()));
+        engine.set_input(input.value.clone());
         let mut decision = Decision::default();
         let packages: BTreeSet<String> = engine
             .get_packages()
@@ -367,5 +424,32 @@ fn messages(v: &regorus::Value) -> Vec<String> {
         regorus::Value::Set(s) => s.iter().map(text).collect(),
         regorus::Value::Array(a) => a.iter().map(text).collect(),
         other => vec![text(other)],
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_and_inputs_can_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<PolicySet>();
+        send_sync::<Input>();
+    }
+
+    #[test]
+    fn an_input_converts_as_regorus_converts_a_json_value() {
+        let document = serde_json::json!({
+            "plan": {"resource_changes": [
+                {"address": "a.b", "change": {"actions": ["delete", "create"], "after": null}},
+                {"size": 1.5, "n": -3, "big": 18446744073709551615u64, "e": 1e300, "ok": true},
+            ]},
+            "": [[], {}, "ünïcode \u{1F600}"],
+        });
+        let input = Input::new(&document, &Limits::default()).unwrap();
+        assert_eq!(input.value, regorus::Value::from(document.clone()));
+        assert_ne!(input.value, regorus::Value::Undefined);
     }
 }

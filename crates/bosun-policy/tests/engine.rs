@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bosun_policy::{Limits, PolicyError, PolicySet};
+use bosun_policy::{Decision, Input, Limits, Policy, PolicyError, PolicySet};
 use serde_json::json;
 
 fn write(dir: &Path, name: &str, text: &str) {
@@ -101,6 +101,117 @@ fn deny_warn_and_require_approval_are_read_from_every_package() {
         .unwrap();
     assert!(calm.deny.is_empty() && calm.warn.is_empty() && calm.require_approval.is_empty());
     assert!(calm.errors.is_empty(), "{:?}", calm.errors);
+}
+
+/// A decision without its timing.
+fn said(d: Decision) -> Decision {
+    Decision {
+        duration_ms: 0,
+        ..d
+    }
+}
+
+#[test]
+fn several_sets_decide_on_one_input_as_each_would_alone() {
+    let one = |path: &str, text: &str| {
+        PolicySet::from_policies(
+            vec![Policy {
+                path: path.into(),
+                text: text.into(),
+            }],
+            Limits::default(),
+        )
+        .unwrap()
+    };
+    let sets = [
+        one("protect.rego", PROTECT),
+        one(
+            "count.rego",
+            "package bosun.count\n\nimport rego.v1\n\nwarn contains msg if {\n    n := count(input.plan.resource_changes)\n    msg := sprintf(\"%d changes\", [n])\n}\n",
+        ),
+        one(
+            "helpers.rego",
+            "package bosun.helpers\n\nimport rego.v1\n\nanswer := 42\n",
+        ),
+        one(
+            "broken.rego",
+            "package bosun.broken\n\nimport rego.v1\n\ndeny contains msg if {\n    msg := sprintf(\"%d\", [1 / 0])\n}\n",
+        ),
+    ];
+    let documents = [
+        plan(&[
+            (
+                "aws_db_instance.main",
+                "aws_db_instance",
+                &["delete"],
+                json!(null),
+            ),
+            (
+                "aws_s3_bucket.logs",
+                "aws_s3_bucket",
+                &["create"],
+                json!({"tags": {}}),
+            ),
+            (
+                "aws_s3_bucket.data",
+                "aws_s3_bucket",
+                &["create"],
+                json!({"tags": {"owner": "net"}}),
+            ),
+        ]),
+        plan(&[]),
+    ];
+    for document in &documents {
+        let input = Input::new(document, &Limits::default()).unwrap();
+        for set in &sets {
+            let shared = set.decide_input(&input).unwrap();
+            // The same input again, through a clone: nothing is left over from before.
+            let again = set.decide_input(&input.clone()).unwrap();
+            let alone = set.decide(document).unwrap();
+            assert_eq!(said(shared.clone()), said(alone));
+            assert_eq!(said(shared), said(again));
+        }
+    }
+    let input = Input::new(&documents[0], &Limits::default()).unwrap();
+    let d = sets[0].decide_input(&input).unwrap();
+    assert_eq!(d.deny.len(), 1);
+    assert_eq!(d.warn.len(), 1);
+    assert_eq!(sets[1].decide_input(&input).unwrap().warn, ["3 changes"]);
+    let e = sets[3].decide_input(&input).unwrap();
+    assert_eq!(e.errors.len(), 1, "{e:?}");
+    assert!(
+        e.errors[0].starts_with("policy data.bosun.broken: deny: "),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn an_input_is_bounded_when_made() {
+    let limits = |max_input_bytes| Limits {
+        max_input_bytes,
+        ..Limits::default()
+    };
+    // `{"a":"0123456789"}` is 18 bytes of JSON text.
+    let document = json!({"a": "0123456789"});
+    assert!(Input::new(&document, &limits(18)).is_ok());
+    let e = Input::new(&document, &limits(17)).unwrap_err();
+    assert_eq!(e, PolicyError::InputTooLarge { max: 17 });
+    assert_eq!(
+        e.to_string(),
+        "the input is more than 17 bytes: that is the most an input may be"
+    );
+    assert!(matches!(
+        Input::new(&json!({}), &limits(1)),
+        Err(PolicyError::InputTooLarge { max: 1 })
+    ));
+    assert!(Input::new(&json!({}), &limits(2)).is_ok());
+
+    // A large document is refused without being written out whole.
+    let big =
+        json!({"plan": {"resource_changes": vec![json!({"address": "x".repeat(1000)}); 10_000]}});
+    let e = Input::new(&big, &limits(64 * 1024)).unwrap_err();
+    assert_eq!(e, PolicyError::InputTooLarge { max: 64 * 1024 });
+    assert!(Input::new(&big, &Limits::default()).is_ok());
 }
 
 #[test]
@@ -240,4 +351,30 @@ test_this_one_fails if {
         ]
     );
     assert_eq!(results[1].why.as_deref(), Some("undefined"));
+}
+
+#[test]
+fn a_set_that_parses_but_cannot_be_analysed_says_why_in_every_decision() {
+    let set = PolicySet::from_policies(
+        vec![Policy {
+            path: "mismatch.rego".into(),
+            text: "package bosun.mismatch\n\nimport rego.v1\n\ndeny contains msg if {\n    [a, b] := [1, 2, 3]\n    msg := sprintf(\"%d\", [a + b])\n}\n\nwarn contains \"w\" if { true }\n".into(),
+        }],
+        Limits::default(),
+    )
+    .unwrap();
+    let input = Input::new(&json!({}), &Limits::default()).unwrap();
+    for _ in 0..2 {
+        let d = set.decide_input(&input).unwrap();
+        assert!(d.deny.is_empty() && d.warn.is_empty(), "{d:?}");
+        // Each rule read says so, as each did when every decision parsed the files anew.
+        assert_eq!(d.errors.len(), 3, "{d:?}");
+        for (e, rule) in d.errors.iter().zip(["deny", "warn", "require_approval"]) {
+            assert!(
+                e.starts_with(&format!("policy data.bosun.mismatch: {rule}: "))
+                    && e.contains("mismatch in number of array elements"),
+                "{e}"
+            );
+        }
+    }
 }

@@ -14,7 +14,7 @@ use bosun_core::policy::{
 };
 use bosun_core::stack::{check_branch, RepoPath, Repository};
 use bosun_core::ValidationError;
-use bosun_policy::{Limits, Policy, PolicySet};
+use bosun_policy::{Input, Limits, Policy, PolicyError, PolicySet};
 use bosun_store::{
     NewPolicyEvaluation, PolicyEvaluationRecord, PolicyRecord, PolicySource, PolicySpec, RunRecord,
 };
@@ -419,8 +419,9 @@ fn bounded(mut all: Vec<String>) -> Vec<String> {
     all
 }
 
-/// Evaluates `policies` on `input` (each its own set, on a blocking thread) and records
-/// each under its mode; the verdict is what they add up to.
+/// Evaluates `policies` on `input` (each its own set, on a blocking thread, all on one
+/// [`Input`] converted once) and records each under its mode; the verdict is what they
+/// add up to.
 async fn evaluate(
     state: &AppState,
     point: Point,
@@ -433,6 +434,8 @@ async fn evaluate(
         loaded.push((p, files));
     }
     let evaluations = tokio::task::spawn_blocking(move || {
+        // Checked against the size bound and converted once, for every policy.
+        let input = input.map(|document| Input::new(&document, &limits()));
         loaded
             .into_iter()
             .map(|(p, files)| evaluate_one(point, &p, files, &input))
@@ -456,16 +459,20 @@ fn evaluate_one(
     point: Point,
     p: &PolicyRecord,
     files: Result<(String, Vec<Policy>), String>,
-    input: &Result<Value, String>,
+    input: &Result<Result<Input, PolicyError>, String>,
 ) -> NewPolicyEvaluation {
     let started = std::time::Instant::now();
     let (version, decision) = match (files, input) {
         (Err(why), _) => (String::new(), Err(why)),
         (Ok((version, _)), Err(why)) => (version, Err(why.clone())),
+        // A policy that does not load says so; one that does, that the input is refused.
         (Ok((version, files)), Ok(input)) => (
             version,
             PolicySet::from_policies(files, limits())
-                .and_then(|set| set.decide(input))
+                .and_then(|set| match input {
+                    Ok(input) => set.decide_input(input),
+                    Err(e) => Err(e.clone()),
+                })
                 .map_err(|e| e.to_string()),
         ),
     };
