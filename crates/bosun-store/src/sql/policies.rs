@@ -408,22 +408,7 @@ pub(super) fn put_plan_json(
     fencing: i64,
     body: &[u8],
 ) -> Result<()> {
-    if !exists(
-        tx,
-        "SELECT 1 FROM runs WHERE id = ?1 AND fencing = ?2 AND leased = 1",
-        params![id, fencing],
-    )? {
-        return Err(StoreError::Fenced {
-            run: id.to_string(),
-            fencing,
-        });
-    }
-    tx.prepare_cached(
-        "INSERT INTO run_plan_json (run_id, body) VALUES (?1, ?2)
-         ON CONFLICT (run_id) DO UPDATE SET body = excluded.body",
-    )?
-    .execute(params![id, body])?;
-    Ok(())
+    super::runs::put_leased_blob(tx, "run_plan_json", id, fencing, body)
 }
 
 pub(super) fn get_plan_json(c: &Connection, id: &str) -> Result<Option<Vec<u8>>> {

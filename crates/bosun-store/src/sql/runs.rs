@@ -854,6 +854,18 @@ pub(super) fn next_log_seq(c: &Connection, id: &str) -> Result<i64> {
 }
 
 pub(super) fn put_plan(tx: &Transaction<'_>, id: &str, fencing: i64, body: &[u8]) -> Result<()> {
+    put_leased_blob(tx, "run_plans", id, fencing, body)
+}
+
+/// Saves `body` as run `id`'s row of `table` (`run_plans`, `run_plan_json`), for the
+/// holder of its lease `fencing` only.
+pub(super) fn put_leased_blob(
+    tx: &Transaction<'_>,
+    table: &str,
+    id: &str,
+    fencing: i64,
+    body: &[u8],
+) -> Result<()> {
     if !exists(
         tx,
         "SELECT 1 FROM runs WHERE id = ?1 AND fencing = ?2 AND leased = 1",
@@ -864,10 +876,10 @@ pub(super) fn put_plan(tx: &Transaction<'_>, id: &str, fencing: i64, body: &[u8]
             fencing,
         });
     }
-    tx.prepare_cached(
-        "INSERT INTO run_plans (run_id, body) VALUES (?1, ?2)
-         ON CONFLICT (run_id) DO UPDATE SET body = excluded.body",
-    )?
+    tx.prepare_cached(&format!(
+        "INSERT INTO {table} (run_id, body) VALUES (?1, ?2)
+         ON CONFLICT (run_id) DO UPDATE SET body = excluded.body"
+    ))?
     .execute(params![id, body])?;
     Ok(())
 }

