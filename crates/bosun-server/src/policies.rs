@@ -11,7 +11,8 @@ use bosun_core::Role;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::paging::PageQuery;
 use crate::route::{route, Route};
 use crate::service::policies as service;
 
@@ -27,14 +28,18 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The org's policies, by name (uploaded files are named, not shown).
+///
+/// Answered whole, as one page (an org has at most 100): `limit` is checked, a `cursor`
+/// is refused.
 #[utoipa::path(get, path = "/api/v1/orgs/{org}/policies", tag = "policies",
-    params(("org" = String, Path)),
-    responses((status = 200, body = Vec<PolicyView>), (status = "4XX", body = bosun_api::ErrorBody)))]
+    params(("org" = String, Path), PageQuery),
+    responses((status = 200, body = bosun_api::Page<PolicyView>), (status = "4XX", body = bosun_api::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     ApiPath(org): ApiPath<String>,
-) -> Result<Json<Vec<PolicyView>>, ApiError> {
-    Ok(Json(service::list(&state, &org).await?))
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<bosun_api::Page<PolicyView>>, ApiError> {
+    Ok(Json(service::list(&state, &org, &q).await?))
 }
 
 /// One policy, with its uploaded files' texts.

@@ -239,14 +239,25 @@ pub async fn put(
     Ok((view(record, true), created))
 }
 
-pub async fn list(state: &AppState, org: &str) -> Result<Vec<PolicyView>, ApiError> {
-    Ok(state
+/// The org's policies by name, as one page: an org has at most
+/// [`policy::MAX_POLICIES_PER_ORG`], answered whole.
+pub async fn list(
+    state: &AppState,
+    org: &str,
+    q: &crate::paging::PageQuery,
+) -> Result<bosun_api::Page<PolicyView>, ApiError> {
+    q.whole()?;
+    let items = state
         .store
         .list_policies(org)
         .await?
         .into_iter()
         .map(|r| view(r, false))
-        .collect())
+        .collect();
+    Ok(bosun_api::Page {
+        items,
+        next_cursor: None,
+    })
 }
 
 pub async fn get(state: &AppState, org: &str, name: &str) -> Result<PolicyView, ApiError> {

@@ -610,6 +610,48 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         case(
             Method::GET,
+            "/orgs/{org}/policies",
+            "/orgs/default/policies",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::GET,
+            "/orgs/{org}/policies/{name}",
+            "/orgs/default/policies/ghost",
+            None,
+            Org(Viewer),
+        ),
+        case(
+            Method::PUT,
+            "/orgs/{org}/policies/{name}",
+            "/orgs/default/policies/ghost",
+            Some(json!({})),
+            Org(Admin),
+        ),
+        case(
+            Method::DELETE,
+            "/orgs/{org}/policies/{name}",
+            "/orgs/default/policies/ghost",
+            None,
+            Org(Admin),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/runs/{run}/override",
+            "/orgs/default/runs/ghost/override",
+            Some(json!({"reason": "x"})),
+            Org(Admin),
+        ),
+        case(
+            Method::POST,
+            "/orgs/{org}/plan-runs/{run}/override",
+            "/orgs/default/plan-runs/ghost/override",
+            Some(json!({"reason": "x"})),
+            Org(Admin),
+        ),
+        case(
+            Method::GET,
             "/orgs/{org}/plans/{plan}/schedule",
             "/orgs/default/plans/ghost/schedule",
             None,
@@ -633,13 +675,14 @@ pub(crate) fn cases() -> Vec<Case> {
 }
 
 /// The runner protocol: pool tokens only (checked in `runner_protocol_needs_a_pool_token`).
-const RUNNER_ROUTES: [(&str, &str); 15] = [
+const RUNNER_ROUTES: [(&str, &str); 16] = [
     ("POST", "/runner/register"),
     ("POST", "/runner/lease"),
     ("POST", "/runner/runs/{run}/heartbeat"),
     ("GET", "/runner/runs/{run}/logs/next"),
     ("POST", "/runner/runs/{run}/logs"),
     ("PUT", "/runner/runs/{run}/plan"),
+    ("PUT", "/runner/runs/{run}/plan-json"),
     ("GET", "/runner/runs/{run}/plan"),
     ("POST", "/runner/runs/{run}/report"),
     ("PUT", "/runner/runs/{run}/recovered-state"),

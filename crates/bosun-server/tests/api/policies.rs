@@ -41,8 +41,8 @@ async fn policies_are_saved_by_admins_and_read_by_members() {
     // Members read them; the list names the files, one policy shows their text.
     let r = t.get("/api/v1/orgs/default/policies", &viewer).await;
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.body[0]["files"], json!(["ok.rego"]));
-    assert!(r.body[0].get("texts").is_none(), "{:?}", r.body);
+    assert_eq!(r.body["items"][0]["files"], json!(["ok.rego"]));
+    assert!(r.body["items"][0].get("texts").is_none(), "{:?}", r.body);
     let r = t.get("/api/v1/orgs/default/policies/ok", &viewer).await;
     assert_eq!(r.body["texts"]["ok.rego"], OK_REGO);
     // Overriding a run is an admin's act.
@@ -197,5 +197,5 @@ async fn malformed_policies_are_refused_naming_the_problem() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     let r = t.get("/api/v1/orgs/default/policies", &t.admin).await;
-    assert_eq!(r.body, json!([]), "nothing was saved");
+    assert_eq!(r.body["items"], json!([]), "nothing was saved");
 }

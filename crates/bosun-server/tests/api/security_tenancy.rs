@@ -235,6 +235,18 @@ async fn setup(t: &TestServer) -> Victim {
         "notification target",
     )
     .await;
+    ok(
+        t.call(
+            Method::PUT,
+            "/api/v1/orgs/default/policies/guard",
+            Some(admin),
+            Some(json!({"files": {"guard.rego":
+                "package bosun.guard\n\nimport rego.v1\n\ndeny contains \"marker-policy-3c7e\" if { false }\n"}})),
+        )
+        .await,
+        "policy",
+    )
+    .await;
     let pool = ok(
         t.post(
             "/api/v1/orgs/default/pool-tokens",
@@ -268,6 +280,7 @@ async fn setup(t: &TestServer) -> Victim {
         ("id", "ops".to_string()),
         ("namespace", "aws".to_string()),
         ("key", "key".to_string()),
+        ("name", "guard".to_string()),
         ("token", pool_token_id),
         ("runner", edge["runner_id"].as_str().unwrap().to_string()),
     ]);

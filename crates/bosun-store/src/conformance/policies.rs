@@ -285,4 +285,74 @@ pub async fn policy_holds_record_evaluations_and_lift_on_override(store: Arc<dyn
         .await
         .unwrap()
         .is_empty());
+
+    // A stack whose environment requires approval, held by a soft deny: not in the inbox
+    // until the override; then there, gated by its environment.
+    store
+        .create_environment(
+            &environment("acme", "prod", true),
+            &a("environment.create", "prod"),
+        )
+        .await
+        .unwrap();
+    let gated = StackSpec::from_input(StackInput {
+        id: "gated".into(),
+        repository: "github:acme/infra".into(),
+        environment: Some("prod".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    store
+        .create_stack("acme", &gated, &a("stack.create", "gated"))
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run("run-2", "gated", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    // run-1's apply phase is leased first (it waits for a runner too).
+    let mut leased = store.lease_run(&r).await.unwrap().unwrap();
+    if leased.id == "run-1" {
+        leased = store.lease_run(&r).await.unwrap().unwrap();
+    }
+    assert_eq!(leased.id, "run-2");
+    store
+        .run_event("run-2", &ev(Event::PhaseStarted, leased.fencing))
+        .await
+        .unwrap();
+    let mut planned = ev(
+        Event::PlanFinished {
+            changes: true,
+            policy: Verdict::Override,
+        },
+        leased.fencing,
+    );
+    planned.update.policy_evaluations = vec![evaluation(
+        "no-deletes",
+        Mode::SoftMandatory,
+        Outcome::Deny,
+        "x deleted",
+    )];
+    store.run_event("run-2", &planned).await.unwrap();
+    assert!(store
+        .pending_approvals("acme", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .override_run_policies(
+            "acme",
+            "run-2",
+            "user:admin",
+            "fine",
+            &a("run.policy_override", "run:run-2"),
+        )
+        .await
+        .unwrap();
+    let pending = store.pending_approvals("acme", None, 10).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        (pending[0].subject.as_str(), pending[0].environments.clone()),
+        ("run-2", vec!["prod".to_string()])
+    );
 }

@@ -174,7 +174,8 @@ fn pending_stack_runs(
 pub(super) fn regate_stack(tx: &Transaction<'_>, org: &str, stack: &str) -> Result<()> {
     let gate = stack_gate(tx, org, stack)?;
     tx.prepare_cached(
-        "UPDATE runs SET gate = COALESCE(?3, CASE WHEN policy_hold = 'approval' THEN '' END)
+        "UPDATE runs SET gate = CASE WHEN policy_hold = 'override' THEN NULL
+                ELSE COALESCE(?3, CASE WHEN policy_hold = 'approval' THEN '' END) END
          WHERE org_id = ?1 AND stack_id = ?2 AND state = 'unconfirmed' AND kind = 'tracked'",
     )?
     .execute(params![org, stack, gate])?;
@@ -186,10 +187,10 @@ pub(super) fn regate_stack(tx: &Transaction<'_>, org: &str, stack: &str) -> Resu
 /// it exists and requires approval, none otherwise.
 pub(super) fn regate_environment(tx: &Transaction<'_>, org: &str, env: &str) -> Result<()> {
     tx.prepare_cached(
-        "UPDATE runs SET gate = COALESCE(
+        "UPDATE runs SET gate = CASE WHEN policy_hold = 'override' THEN NULL ELSE COALESCE(
                 (SELECT e.id FROM environments e
                  WHERE e.org_id = ?1 AND e.id = ?2 AND e.requires_approval = 1),
-                CASE WHEN policy_hold = 'approval' THEN '' END)
+                CASE WHEN policy_hold = 'approval' THEN '' END) END
          WHERE org_id = ?1 AND state = 'unconfirmed' AND kind = 'tracked'
            AND EXISTS (SELECT 1 FROM stacks s
                        WHERE s.org_id = ?1 AND s.id = runs.stack_id AND s.environment = ?2)",

@@ -269,7 +269,11 @@ pub(super) fn apply_event(
     // A tracked run waiting for a confirmation its environment's approval must give, or a
     // policy asks for, is in the approvals inbox (`sql/approvals.rs`): its gate is the
     // gated environment, or "" when only a policy asks.
-    let gate = match next.state == RunState::Unconfirmed && run.kind == RunKind::Tracked {
+    // Not while a soft-mandatory deny holds it: an override comes first.
+    let waits = next.state == RunState::Unconfirmed
+        && run.kind == RunKind::Tracked
+        && next.policy_hold != Verdict::Override;
+    let gate = match waits {
         true => super::approvals::stack_gate(tx, &run.org, &run.stack)?
             .or((next.policy_hold == Verdict::Approval).then(String::new)),
         false => None,

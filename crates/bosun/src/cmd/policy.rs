@@ -163,30 +163,36 @@ async fn stored(ctx: &Ctx, command: PolicyCommand) -> anyhow::Result<()> {
             })
         }
         PolicyCommand::List => {
-            let reply = ctx.client.get(&["orgs", org, "policies"], &[]).await?;
-            ctx.show(reply, |all: Vec<PolicyView>| {
-                let mut t =
-                    Table::new(&["NAME", "MODE", "POINTS", "ATTACHED TO", "SOURCE", "VERSION"]);
-                for p in all {
-                    let source = match &p.repository {
-                        Some(r) => format!(
-                            "{r}@{}:{}",
-                            p.branch.clone().unwrap_or_default(),
-                            p.path.clone().unwrap_or_default()
-                        ),
-                        None => format!("upload ({} files)", p.files.len()),
-                    };
-                    t.row(vec![
-                        p.name,
-                        p.mode,
-                        p.points.join(","),
-                        p.attached_to,
-                        source,
-                        p.version,
-                    ]);
-                }
-                t.render()
-            })
+            super::list_all(
+                ctx,
+                &["orgs", org, "policies"],
+                &[],
+                "policies",
+                |all: Vec<PolicyView>| {
+                    let mut t =
+                        Table::new(&["NAME", "MODE", "POINTS", "ATTACHED TO", "SOURCE", "VERSION"]);
+                    for p in all {
+                        let source = match &p.repository {
+                            Some(r) => format!(
+                                "{r}@{}:{}",
+                                p.branch.clone().unwrap_or_default(),
+                                p.path.clone().unwrap_or_default()
+                            ),
+                            None => format!("upload ({} files)", p.files.len()),
+                        };
+                        t.row(vec![
+                            p.name,
+                            p.mode,
+                            p.points.join(","),
+                            p.attached_to,
+                            source,
+                            p.version,
+                        ]);
+                    }
+                    t.render()
+                },
+            )
+            .await
         }
         PolicyCommand::Show { name } => {
             let reply = ctx
