@@ -507,6 +507,7 @@ async fn another_org_reaches_nothing_through_any_route() {
             let with_fencing = |p: String| {
                 if (runner_route && *method == Method::GET)
                     || template.ends_with("/plan")
+                    || template.ends_with("/plan-json")
                     || template.ends_with("/abandon")
                 {
                     format!("{p}?fencing={}", victim.fencing)
