@@ -71,6 +71,11 @@ const ORG_SETTINGS_TABLES: &[&str] = &[
 /// Matched by a fragment of their text.
 const ALLOWED_SCANS: &[(&str, &str)] = &[
     (
+        "FROM policies WHERE org_id = ?1 ORDER BY name",
+        "an org's policies, read whole at each decision point: at most 100 per org \
+         (MAX_POLICIES_PER_ORG), by the primary key",
+    ),
+    (
         "SELECT 1 FROM users LIMIT 1",
         "bootstrap, at start: whether any user exists — the first row answers",
     ),
@@ -480,6 +485,7 @@ async fn drive(t: &TestServer) -> Driven {
         ("{host}", "web-1".to_string()),
         ("{plan}", "deploy".to_string()),
         ("{id}", "no-such-target".to_string()),
+        ("{name}", "no-such-policy".to_string()),
     ]);
     let doc = serde_json::to_value(document(&api_routes())).unwrap();
     for (path, item) in doc["paths"].as_object().unwrap() {
