@@ -11,7 +11,7 @@ import sys
 LIMIT = 172
 GENERATED = "crates/bosun-server"
 # The store's folders with a row each; the rest of those folders is one file per domain.
-MAPPED = {f"crates/bosun-store/src/{f}" for f in ("sql/mod.rs", "sql/store.rs", "sql/common.rs", "conformance/mod.rs")}
+MAPPED = {f"crates/bosun-store/src/{f}" for f in ("sql/mod.rs", "sql/store/mod.rs", "sql/common.rs", "conformance/mod.rs")}
 BY_DOMAIN = tuple(f"crates/bosun-store/src/{d}/" for d in ("records", "sql", "store", "conformance"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

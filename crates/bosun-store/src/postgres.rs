@@ -30,7 +30,7 @@
 //! modules in `src/sql/` are compiled into both backends, here against `compat` (the same
 //! statement API as rusqlite), and read what differs — types, row locking for leases, the
 //! last insert id, the lease claim, `close`, the `/metrics` snapshot, `GREATEST` — through
-//! `db` below; the store traits' methods are shared too (`sql/store.rs`). This file owns
+//! `db` below; the store traits' methods are shared too (`sql/store/`). This file owns
 //! the connections, the transaction loop (`read`/`write`), migrations and those hooks.
 
 use std::collections::HashMap;

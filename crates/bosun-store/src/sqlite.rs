@@ -8,7 +8,7 @@
 //!
 //! The store's rules live in `src/sql/`, one source compiled into this backend and the
 //! PostgreSQL one, reading what differs through `db` below — the store traits' methods
-//! too (`sql/store.rs`). This file owns the connections, the `read`/`write` calls those
+//! too (`sql/store/`). This file owns the connections, the `read`/`write` calls those
 //! methods run their closures through, migrations, and the `db` hooks (`close`, the
 //! `/metrics` snapshot, the lease claim, `GREATEST`).
 
