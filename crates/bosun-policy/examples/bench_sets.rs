@@ -179,7 +179,10 @@ mod before {
     use std::num::NonZeroU32;
     use std::time::Instant;
 
-    use bosun_policy::{Decision, Limits, Policy, DECISION_RULES};
+    use bosun_policy::{Decision, Limits, Policy};
+
+    /// The rules read then.
+    const DECISION_RULES: [&str; 3] = ["deny", "warn", "require_approval"];
     use regorus::utils::limits::ExecutionTimerConfig;
 
     fn engine(limits: Limits) -> regorus::Engine {

@@ -5,9 +5,10 @@
 //! A **policy set** is the `.rego` files of one folder (not recursive). Files ending in
 //! `_test.rego` are its tests: loaded only by [`PolicySet::run_tests`].
 //!
-//! A **decision** reads three rules of every package in the set, each a set of messages
-//! (strings): `deny`, `warn` and `require_approval`. A package that defines none of them
-//! adds nothing. An evaluation that fails — a runtime error, or the time bound
+//! A **decision** reads five rules of every package in the set, each a set of messages
+//! (strings): `deny`, `warn` and `require_approval` (what the plan, plan_run and approval
+//! decision points act on), and `skip` and `trigger` (what the trigger decision point
+//! acts on). A package that defines none of them adds nothing. An evaluation that fails — a runtime error, or the time bound
 //! [`Limits::eval_time`] reached — is an [`EvalError`] naming the package: callers decide
 //! what it means (a deny, unless configured to warn).
 //!
@@ -28,7 +29,7 @@ use regorus::utils::limits::ExecutionTimerConfig;
 use serde::Serialize;
 
 /// The rules a decision reads, in this order.
-pub const DECISION_RULES: [&str; 3] = ["deny", "warn", "require_approval"];
+pub const DECISION_RULES: [&str; 5] = ["deny", "warn", "require_approval", "skip", "trigger"];
 
 /// How much a policy set may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +145,11 @@ pub struct Decision {
     pub deny: Vec<String>,
     pub warn: Vec<String>,
     pub require_approval: Vec<String>,
+    /// Do not start this stack's run for this delivery (the trigger point).
+    pub skip: Vec<String>,
+    /// Start this stack's run for this delivery though no watch path matched (the trigger
+    /// point).
+    pub trigger: Vec<String>,
     /// Packages whose evaluation failed, with why.
     pub errors: Vec<String>,
     pub duration_ms: u64,
@@ -287,7 +293,7 @@ impl PolicySet {
             .collect())
     }
 
-    /// Evaluates `deny`, `warn` and `require_approval` of every package on `input`
+    /// Evaluates the [`DECISION_RULES`] of every package on `input`
     /// (checked and converted here: to decide several sets on one document, make an
     /// [`Input`] once and use [`PolicySet::decide_input`]). `duration_ms` includes the
     /// conversion.
@@ -299,7 +305,7 @@ impl PolicySet {
         Ok(decision)
     }
 
-    /// Evaluates `deny`, `warn` and `require_approval` of every package on an input
+    /// Evaluates the [`DECISION_RULES`] of every package on an input
     /// already checked and converted (its size bound is the one [`Input::new`] was given).
     pub fn decide_input(&self, input: &Input) -> Result<Decision, PolicyError> {
         let started = Instant::now();
@@ -338,7 +344,9 @@ impl PolicySet {
                 let into = match rule {
                     "deny" => &mut decision.deny,
                     "warn" => &mut decision.warn,
-                    _ => &mut decision.require_approval,
+                    "require_approval" => &mut decision.require_approval,
+                    "skip" => &mut decision.skip,
+                    _ => &mut decision.trigger,
                 };
                 into.extend(messages);
             }

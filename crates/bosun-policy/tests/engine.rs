@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bosun_policy::{Decision, Input, Limits, Policy, PolicyError, PolicySet};
+use bosun_policy::{Decision, Input, Limits, Policy, PolicyError, PolicySet, DECISION_RULES};
 use serde_json::json;
 
 fn write(dir: &Path, name: &str, text: &str) {
@@ -101,6 +101,44 @@ fn deny_warn_and_require_approval_are_read_from_every_package() {
         .unwrap();
     assert!(calm.deny.is_empty() && calm.warn.is_empty() && calm.require_approval.is_empty());
     assert!(calm.errors.is_empty(), "{:?}", calm.errors);
+}
+
+#[test]
+fn skip_and_trigger_are_read_for_the_trigger_point() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "deliveries.rego",
+        r#"package bosun.deliveries
+
+import rego.v1
+
+skip contains "only docs changed" if {
+    count(input.delivery.changed_files) > 0
+    every f in input.delivery.changed_files { endswith(f, ".md") }
+}
+
+trigger contains msg if {
+    some f in input.delivery.changed_files
+    startswith(f, "modules/")
+    msg := sprintf("%s is a shared module", [f])
+}
+"#,
+    );
+    let set = PolicySet::from_dir(dir.path(), Limits::default()).unwrap();
+    let docs = set
+        .decide(&json!({"delivery": {"changed_files": ["README.md", "docs/a.md"]}}))
+        .unwrap();
+    assert_eq!(docs.skip, ["only docs changed"]);
+    assert!(docs.trigger.is_empty() && docs.deny.is_empty(), "{docs:?}");
+    let module = set
+        .decide(&json!({"delivery": {"changed_files": ["modules/vpc/main.tf"]}}))
+        .unwrap();
+    assert_eq!(module.trigger, ["modules/vpc/main.tf is a shared module"]);
+    assert!(
+        module.skip.is_empty() && module.errors.is_empty(),
+        "{module:?}"
+    );
 }
 
 /// A decision without its timing.
@@ -368,8 +406,8 @@ fn a_set_that_parses_but_cannot_be_analysed_says_why_in_every_decision() {
         let d = set.decide_input(&input).unwrap();
         assert!(d.deny.is_empty() && d.warn.is_empty(), "{d:?}");
         // Each rule read says so, as each did when every decision parsed the files anew.
-        assert_eq!(d.errors.len(), 3, "{d:?}");
-        for (e, rule) in d.errors.iter().zip(["deny", "warn", "require_approval"]) {
+        assert_eq!(d.errors.len(), DECISION_RULES.len(), "{d:?}");
+        for (e, rule) in d.errors.iter().zip(DECISION_RULES) {
             assert!(
                 e.starts_with(&format!("policy data.bosun.mismatch: {rule}: "))
                     && e.contains("mismatch in number of array elements"),

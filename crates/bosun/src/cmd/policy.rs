@@ -26,8 +26,8 @@ pub enum PolicyCommand {
         dir: PathBuf,
     },
     /// Evaluate DIR's policies on an input document (JSON, e.g. `terraform show -json`'s
-    /// plan wrapped as `{"plan": …}`): prints the deny, warn and require_approval
-    /// messages; exits 1 when something denies or an evaluation failed.
+    /// plan wrapped as `{"plan": …}`): prints the deny, warn, require_approval, skip and
+    /// trigger messages; exits 1 when something denies or an evaluation failed.
     Eval {
         /// The policy folder.
         dir: PathBuf,
@@ -294,6 +294,8 @@ fn eval(dir: &std::path::Path, input: &std::path::Path, json: bool) -> anyhow::R
             ("deny", &decision.deny),
             ("warn", &decision.warn),
             ("require approval", &decision.require_approval),
+            ("skip", &decision.skip),
+            ("trigger", &decision.trigger),
             ("error", &decision.errors),
         ] {
             for m in list {
@@ -301,7 +303,9 @@ fn eval(dir: &std::path::Path, input: &std::path::Path, json: bool) -> anyhow::R
             }
         }
         if out.is_empty() {
-            out.push_str("nothing to say: no deny, warn or require_approval message\n");
+            out.push_str(
+                "nothing to say: no deny, warn, require_approval, skip or trigger message\n",
+            );
         }
         out.push_str(&format!("({} ms)\n", decision.duration_ms));
         output::emit(&out)?;
