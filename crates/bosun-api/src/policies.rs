@@ -21,7 +21,9 @@ pub struct PolicyPut {
     /// What an evaluation error counts as: `deny` (default) or `warn`.
     #[serde(default)]
     pub on_error: Option<String>,
-    /// Where it is evaluated: `plan` (stack runs' plans; the default), `plan_run`.
+    /// Where it is evaluated: `plan` (stack runs' plans; the default), `plan_run` (host
+    /// plans' dry runs), `approval` (approvals), `trigger` (pushes, pull requests and
+    /// polled commits).
     #[serde(default)]
     pub points: Option<Vec<String>>,
     /// Stacks with one of these labels. With `environments` empty too: the whole org.
@@ -71,17 +73,24 @@ pub struct PolicyView {
 /// One policy's evaluation on a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PolicyEvaluationView {
-    /// The decision point: `plan`, `plan_run`.
+    /// The decision point: `plan`, `plan_run`, `approval` or `trigger`.
     pub point: String,
     pub policy: String,
     /// The digest or commit evaluated.
     pub version: String,
     pub mode: String,
-    /// After the mode: `pass`, `warn`, `require_approval` or `deny`.
+    /// After the mode: `pass`, `warn`, `require_approval` or `deny`; at the trigger point
+    /// `skip` or `trigger`.
     pub outcome: String,
     pub deny: Vec<String>,
     pub warn: Vec<String>,
     pub require_approval: Vec<String>,
+    /// The trigger point's `skip` messages.
+    #[serde(default)]
+    pub skip: Vec<String>,
+    /// The trigger point's `trigger` messages.
+    #[serde(default)]
+    pub trigger: Vec<String>,
     /// Why the evaluation failed (counted as `on_error` says).
     pub errors: Vec<String>,
     pub duration_ms: u64,

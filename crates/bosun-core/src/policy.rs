@@ -13,6 +13,12 @@
 //! An evaluation that fails (a runtime error, the time bound, a policy that cannot be
 //! loaded) counts as a `deny` with the error as its message, unless the policy says
 //! `on_error: warn`. A failing policy is never silent.
+//!
+//! The **trigger** point decides deliveries, before any run exists: a mandatory policy's
+//! `skip` (or `deny`, or an error counted as one) keeps a stack's run from starting, and
+//! its `trigger` starts one that no watch path asked for. Soft and hard mandatory act
+//! alike there — there is no run to hold for an override — and an advisory policy only
+//! says what it would have done.
 
 use std::collections::BTreeSet;
 
@@ -28,9 +34,13 @@ pub enum Point {
     PlanRun,
     /// An approver approving a run waiting in the approvals inbox: a deny refuses it.
     Approval,
+    /// A push, pull request or polled commit, for each stack on its branch: may skip the
+    /// stack's run or start one.
+    Trigger,
 }
 
-string_enum!(Point, "point", Plan => "plan", PlanRun => "plan_run", Approval => "approval");
+string_enum!(Point, "point", Plan => "plan", PlanRun => "plan_run", Approval => "approval",
+    Trigger => "trigger");
 
 /// What a policy's messages do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,10 +69,15 @@ pub enum Outcome {
     Warn,
     RequireApproval,
     Deny,
+    /// The trigger point: the stack's run does not start for this delivery.
+    Skip,
+    /// The trigger point: the stack's run starts for this delivery.
+    Trigger,
 }
 
 string_enum!(Outcome, "outcome", Pass => "pass", Warn => "warn",
-    RequireApproval => "require_approval", Deny => "deny");
+    RequireApproval => "require_approval", Deny => "deny", Skip => "skip",
+    Trigger => "trigger");
 
 /// The most decision points, labels and environments a policy names.
 pub const MAX_ATTACHMENTS: usize = 32;
@@ -132,7 +147,7 @@ pub fn validate(name: &str, points: &[Point]) -> Result<(), ValidationError> {
     if points.is_empty() {
         return Err(ValidationError::new(
             "points",
-            "name at least one decision point (plan, plan_run, approval)",
+            "name at least one decision point (plan, plan_run, approval, trigger)",
         ));
     }
     let unique: BTreeSet<&Point> = points.iter().collect();
@@ -146,16 +161,23 @@ pub fn validate(name: &str, points: &[Point]) -> Result<(), ValidationError> {
 }
 
 /// What one evaluation said, before the mode: the messages of each rule and the errors.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Said<'a> {
     pub deny: &'a [String],
     pub warn: &'a [String],
     pub require_approval: &'a [String],
+    pub skip: &'a [String],
+    pub trigger: &'a [String],
     pub errors: &'a [String],
 }
 
-/// The outcome of one evaluation under a policy's mode and error rule.
-pub fn outcome(mode: Mode, on_error: OnError, said: Said<'_>) -> Outcome {
+/// The outcome of one evaluation at `point` under a policy's mode and error rule. `skip`
+/// and `trigger` mean something at the trigger point only; `require_approval` means
+/// nothing there (there is no run to approve yet) and counts as a warning.
+pub fn outcome(point: Point, mode: Mode, on_error: OnError, said: Said<'_>) -> Outcome {
+    if point == Point::Trigger {
+        return trigger_outcome(mode, on_error, said);
+    }
     let denies = !said.deny.is_empty() || (on_error == OnError::Deny && !said.errors.is_empty());
     let any = denies
         || !said.warn.is_empty()
@@ -169,6 +191,49 @@ pub fn outcome(mode: Mode, on_error: OnError, said: Said<'_>) -> Outcome {
         _ if any => Outcome::Warn,
         _ => Outcome::Pass,
     }
+}
+
+fn trigger_outcome(mode: Mode, on_error: OnError, said: Said<'_>) -> Outcome {
+    let skips = !said.skip.is_empty()
+        || !said.deny.is_empty()
+        || (on_error == OnError::Deny && !said.errors.is_empty());
+    let any = skips
+        || !said.trigger.is_empty()
+        || !said.warn.is_empty()
+        || !said.require_approval.is_empty()
+        || !said.errors.is_empty();
+    match mode {
+        Mode::Advisory if any => Outcome::Warn,
+        Mode::Advisory => Outcome::Pass,
+        _ if skips => Outcome::Skip,
+        _ if !said.trigger.is_empty() => Outcome::Trigger,
+        _ if any => Outcome::Warn,
+        _ => Outcome::Pass,
+    }
+}
+
+/// What a stack's trigger-point outcomes make of a delivery's decision for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TriggerEffect {
+    /// The watch paths decide.
+    Keep,
+    /// No run, whatever the watch paths say.
+    Skip,
+    /// A run, whatever the watch paths say.
+    Trigger,
+}
+
+/// A skip wins over a trigger: when policies disagree, nothing starts.
+pub fn trigger_effect(outcomes: impl IntoIterator<Item = Outcome>) -> TriggerEffect {
+    let mut effect = TriggerEffect::Keep;
+    for o in outcomes {
+        match o {
+            Outcome::Skip => return TriggerEffect::Skip,
+            Outcome::Trigger => effect = TriggerEffect::Trigger,
+            _ => {}
+        }
+    }
+    effect
 }
 
 /// One recorded evaluation, as the verdict reads it.
@@ -275,7 +340,62 @@ mod tests {
             warn,
             require_approval: appr,
             errors,
+            ..Said::default()
         }
+    }
+
+    fn outcome(mode: Mode, on_error: OnError, said: Said<'_>) -> Outcome {
+        super::outcome(Point::Plan, mode, on_error, said)
+    }
+
+    #[test]
+    fn at_the_trigger_point_mandatory_policies_skip_or_trigger_and_skip_wins() {
+        let m = vec!["why".to_string()];
+        let at = |mode, on_error, said| super::outcome(Point::Trigger, mode, on_error, said);
+        let skip = Said {
+            skip: &m,
+            ..Said::default()
+        };
+        let trigger = Said {
+            trigger: &m,
+            ..Said::default()
+        };
+        let error = Said {
+            errors: &m,
+            ..Said::default()
+        };
+        let deny = Said {
+            deny: &m,
+            ..Said::default()
+        };
+        let approval = Said {
+            require_approval: &m,
+            ..Said::default()
+        };
+        for mode in [Mode::SoftMandatory, Mode::HardMandatory] {
+            assert_eq!(at(mode, OnError::Deny, skip), Outcome::Skip);
+            assert_eq!(at(mode, OnError::Deny, deny), Outcome::Skip);
+            assert_eq!(at(mode, OnError::Deny, trigger), Outcome::Trigger);
+            assert_eq!(at(mode, OnError::Deny, error), Outcome::Skip);
+            assert_eq!(at(mode, OnError::Warn, error), Outcome::Warn);
+            assert_eq!(at(mode, OnError::Deny, approval), Outcome::Warn);
+            assert_eq!(at(mode, OnError::Deny, Said::default()), Outcome::Pass);
+        }
+        assert_eq!(at(Mode::Advisory, OnError::Deny, skip), Outcome::Warn);
+        assert_eq!(at(Mode::Advisory, OnError::Deny, trigger), Outcome::Warn);
+        // skip and trigger mean nothing where a run is planned or approved.
+        for point in [Point::Plan, Point::PlanRun, Point::Approval] {
+            assert_eq!(
+                super::outcome(point, Mode::HardMandatory, OnError::Deny, skip),
+                Outcome::Pass
+            );
+        }
+        use TriggerEffect::*;
+        assert_eq!(trigger_effect([]), Keep);
+        assert_eq!(trigger_effect([Outcome::Warn, Outcome::Pass]), Keep);
+        assert_eq!(trigger_effect([Outcome::Trigger, Outcome::Warn]), Trigger);
+        assert_eq!(trigger_effect([Outcome::Trigger, Outcome::Skip]), Skip);
+        assert_eq!(trigger_effect([Outcome::Skip, Outcome::Trigger]), Skip);
     }
 
     #[test]

@@ -605,6 +605,7 @@ async fn two_replicas_racing_with_one_delivery_apply_it_once() {
                     pull_request: None,
                 }],
                 cancel: None,
+                evaluations: Vec::new(),
             };
             racers.push(tokio::spawn(async move {
                 store.record_delivery(&delivery).await

@@ -195,6 +195,7 @@ async fn migrates_a_v3_database_and_backfills_repository_keys() {
                 pull_request: Some(3),
             }],
             cancel: None,
+            evaluations: Vec::new(),
         })
         .await
         .unwrap();

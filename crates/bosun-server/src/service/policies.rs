@@ -1,7 +1,8 @@
 //! Policies as code: an org's policies (saved, listed, shown, deleted) and their
-//! evaluation at the decision points — a stack run's plan (`plan`) and a host plan's dry
-//! run (`plan_run`) — with each result recorded under its policy's mode, and an org
-//! admin's override of a soft-mandatory deny. The input documents, each attached policy's
+//! evaluation at the decision points — a stack run's plan (`plan`), a host plan's dry
+//! run (`plan_run`) and an approval (`approval`) — with each result recorded under its
+//! policy's mode, and an org admin's override of a soft-mandatory deny. (The `trigger`
+//! point, which decides deliveries, is `vcs::trigger_policies`, on these helpers.) The input documents, each attached policy's
 //! files (uploaded, or read from git at the branch head) and the engine (`bosun-policy`,
 //! on a blocking thread) are here; what a verdict does to a run is `bosun_core::policy`'s
 //! and the store's.
@@ -30,7 +31,7 @@ const MAX_MESSAGES: usize = 50;
 /// The longest message kept (longer ones are cut, saying so).
 const MAX_MESSAGE_CHARS: usize = 1000;
 
-fn limits() -> Limits {
+pub(crate) fn limits() -> Limits {
     Limits::default()
 }
 
@@ -349,6 +350,8 @@ pub fn evaluation_view(r: PolicyEvaluationRecord) -> PolicyEvaluationView {
         deny: e.deny,
         warn: e.warn,
         require_approval: e.require_approval,
+        skip: e.skip,
+        trigger: e.trigger,
         errors: e.errors,
         duration_ms: e.duration_ms,
         evaluated_at: r.evaluated_at,
@@ -377,7 +380,10 @@ pub async fn attached(
 
 /// A policy's files and the version read: uploaded ones as saved, a git source's at its
 /// branch head (the version is the commit).
-async fn files_of(state: &AppState, p: &PolicyRecord) -> Result<(String, Vec<Policy>), String> {
+pub(crate) async fn files_of(
+    state: &AppState,
+    p: &PolicyRecord,
+) -> Result<(String, Vec<Policy>), String> {
     match &p.spec.source {
         PolicySource::Files(files) => Ok((p.version.clone(), as_policies(files))),
         PolicySource::Git {
@@ -473,19 +479,43 @@ fn evaluate_one(
     input: &Result<Result<Input, PolicyError>, String>,
 ) -> NewPolicyEvaluation {
     let started = std::time::Instant::now();
-    let (version, decision) = match (files, input) {
-        (Err(why), _) => (String::new(), Err(why)),
-        (Ok((version, _)), Err(why)) => (version, Err(why.clone())),
-        // A policy that does not load says so; one that does, that the input is refused.
-        (Ok((version, files)), Ok(input)) => (
+    let input = match input {
+        Err(why) => Err(why.clone()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(input)) => Ok(input),
+    };
+    let (version, set) = load(files);
+    judge(point, p, version, &set, input, started)
+}
+
+/// A policy's files as a set: the version read, and the set or why it cannot be used.
+pub(crate) fn load(
+    files: Result<(String, Vec<Policy>), String>,
+) -> (String, Result<PolicySet, String>) {
+    match files {
+        Err(why) => (String::new(), Err(why)),
+        Ok((version, files)) => (
             version,
-            PolicySet::from_policies(files, limits())
-                .and_then(|set| match input {
-                    Ok(input) => set.decide_input(input),
-                    Err(e) => Err(e.clone()),
-                })
-                .map_err(|e| e.to_string()),
+            PolicySet::from_policies(files, limits()).map_err(|e| e.to_string()),
         ),
+    }
+}
+
+/// One policy's evaluation at `point` on an input (or why there is none), under its mode
+/// and error rule; the duration counts from `started`.
+pub(crate) fn judge(
+    point: Point,
+    p: &PolicyRecord,
+    version: String,
+    set: &Result<PolicySet, String>,
+    input: Result<&Input, String>,
+    started: std::time::Instant,
+) -> NewPolicyEvaluation {
+    // A policy that does not load says so; one that does, that the input is refused.
+    let decision = match (set, input) {
+        (Err(why), _) => Err(why.clone()),
+        (Ok(_), Err(why)) => Err(why),
+        (Ok(set), Ok(input)) => set.decide_input(input).map_err(|e| e.to_string()),
     };
     let d = match decision {
         Ok(d) => d,
@@ -498,9 +528,11 @@ fn evaluate_one(
         deny: &d.deny,
         warn: &d.warn,
         require_approval: &d.require_approval,
+        skip: &d.skip,
+        trigger: &d.trigger,
         errors: &d.errors,
     };
-    let outcome = policy::outcome(p.spec.mode, p.spec.on_error, said);
+    let outcome = policy::outcome(point, p.spec.mode, p.spec.on_error, said);
     NewPolicyEvaluation {
         point,
         policy: p.spec.name.clone(),
@@ -510,6 +542,8 @@ fn evaluate_one(
         deny: bounded(d.deny),
         warn: bounded(d.warn),
         require_approval: bounded(d.require_approval),
+        skip: bounded(d.skip),
+        trigger: bounded(d.trigger),
         errors: bounded(d.errors),
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     }
@@ -528,13 +562,7 @@ pub async fn evaluate_plan(
     let Some(stack) = state.store.get_stack(&run.org, &run.stack).await? else {
         return Ok((Vec::new(), Verdict::Pass));
     };
-    let environments: Vec<String> = stack
-        .spec
-        .environment
-        .iter()
-        .map(|e| e.to_string())
-        .collect();
-    let labels: Vec<String> = stack.spec.labels.iter().map(|l| l.to_string()).collect();
+    let (labels, environments) = stack_attachment(&stack);
     let subject = Subject {
         labels: &labels,
         environments: &environments,
@@ -582,20 +610,10 @@ async fn plan_input(
             .collect(),
         None => serde_json::Map::new(),
     };
-    let s = &stack.spec;
     Ok(Ok(json!({
         "point": "plan",
         "plan": plan,
-        "stack": {
-            "id": s.id.to_string(),
-            "name": s.name,
-            "labels": labels,
-            "environment": s.environment.as_ref().map(|e| e.to_string()),
-            "repository": s.repository.to_string(),
-            "branch": s.branch,
-            "path": s.path.as_str(),
-            "autodeploy": s.autodeploy,
-        },
+        "stack": stack_document(stack, labels),
         "run": {
             "id": run.id,
             "kind": run.kind.as_str(),
@@ -607,6 +625,33 @@ async fn plan_input(
         },
         "outputs": outputs,
     })))
+}
+
+/// A stack's labels and environment, for matching policies' attachments.
+pub(crate) fn stack_attachment(stack: &bosun_store::StackRecord) -> (Vec<String>, Vec<String>) {
+    let labels = stack.spec.labels.iter().map(|l| l.to_string()).collect();
+    let environments = stack
+        .spec
+        .environment
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    (labels, environments)
+}
+
+/// A stack as the `plan` and `trigger` points' input documents show it.
+pub(crate) fn stack_document(stack: &bosun_store::StackRecord, labels: &[String]) -> Value {
+    let s = &stack.spec;
+    json!({
+        "id": s.id.to_string(),
+        "name": s.name,
+        "labels": labels,
+        "environment": s.environment.as_ref().map(|e| e.to_string()),
+        "repository": s.repository.to_string(),
+        "branch": s.branch,
+        "path": s.path.as_str(),
+        "autodeploy": s.autodeploy,
+    })
 }
 
 /// The `plan_run` decision point: once the preview (dry run) of a real plan run that

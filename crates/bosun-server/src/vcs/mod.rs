@@ -8,8 +8,10 @@
 //! - `mirror`: server-side mirrors that give the changed files of a commit range.
 //! - `poller`: polling plain git remotes, deciding exactly like a push.
 //! - `source`: a run's clone address and token, and their revocation when it ends.
-//! - this module: the shared decision step (delivery → per-stack verdicts → runs) and
-//!   the trigger-history API.
+//! - `trigger_policies`: the `trigger` decision point — the org's policies may skip or
+//!   start each stack's run for a delivery.
+//! - this module: the shared decision step (delivery → per-stack verdicts → policies →
+//!   runs) and the trigger-history API.
 
 pub mod feedback;
 pub mod github;
@@ -18,6 +20,7 @@ pub mod poller;
 pub mod rerun;
 pub mod shared;
 pub mod source;
+pub mod trigger_policies;
 pub mod webhook;
 
 use axum::extract::State;
@@ -29,8 +32,8 @@ use bosun_core::stack::Repository;
 use bosun_core::vcs::{route, Verdict};
 use bosun_core::Role;
 use bosun_store::{
-    DeliveryOutcome, GithubBinding, InstallationChange, NewDelivery, NewRun, StackRecord,
-    TriggerDecision,
+    DeliveryOutcome, GithubBinding, InstallationChange, NewDelivery, NewRun, RunEvaluations,
+    StackRecord, TriggerDecision,
 };
 
 use crate::app::AppState;
@@ -48,6 +51,8 @@ pub fn routes() -> Vec<Route> {
 
 /// What a code change is, for deciding which stacks it starts.
 pub struct Change<'a> {
+    /// `push`, `pull_request` or `poll`.
+    pub event: &'a str,
     /// The branch pushed, or the pull request's base branch.
     pub branch: &'a str,
     /// The commit runs check out.
@@ -99,22 +104,7 @@ pub fn decide(
             });
             continue;
         };
-        let (kind, trigger) = match change.pull_request {
-            Some(_) => (RunKind::Proposed, Trigger::PullRequest),
-            None => (RunKind::Tracked, Trigger::Push),
-        };
-        let run = NewRun {
-            id: crate::service::runs::new_run_id(),
-            org: stack.org.clone(),
-            stack: stack.spec.id.to_string(),
-            kind,
-            trigger,
-            triggered_by: change.triggered_by.clone(),
-            commit: Some(change.commit.to_string()),
-            branch: stack.spec.branch.clone(),
-            retry_of: None,
-            pull_request: change.pull_request,
-        };
+        let run = new_run(stack, change);
         decisions.push(TriggerDecision {
             org: run.org.clone(),
             stack: run.stack.clone(),
@@ -124,6 +114,58 @@ pub fn decide(
         runs.push(run);
     }
     (decisions, runs)
+}
+
+/// The run a change starts for a stack: tracked for a push, proposed for a pull request.
+fn new_run(stack: &StackRecord, change: &Change<'_>) -> NewRun {
+    let (kind, trigger) = match change.pull_request {
+        Some(_) => (RunKind::Proposed, Trigger::PullRequest),
+        None => (RunKind::Tracked, Trigger::Push),
+    };
+    NewRun {
+        id: crate::service::runs::new_run_id(),
+        org: stack.org.clone(),
+        stack: stack.spec.id.to_string(),
+        kind,
+        trigger,
+        triggered_by: change.triggered_by.clone(),
+        commit: Some(change.commit.to_string()),
+        branch: stack.spec.branch.clone(),
+        retry_of: None,
+        pull_request: change.pull_request,
+    }
+}
+
+/// A change decided for every stack of its repository.
+pub struct Decided {
+    /// One per stack, in the order of the stacks.
+    pub decisions: Vec<TriggerDecision>,
+    pub runs: Vec<NewRun>,
+    /// The trigger point's policy evaluations, on the runs they concern.
+    pub evaluations: Vec<RunEvaluations>,
+}
+
+/// Decides a change as [`decide`] does, then lets the `trigger` point's policies skip or
+/// start each stack's run on the change's branch.
+pub async fn decide_with_policies(
+    state: &AppState,
+    stacks: &[StackRecord],
+    change: &Change<'_>,
+    changed: &ChangedFiles,
+) -> Result<Decided, ApiError> {
+    let (decisions, runs) = decide(stacks, change, changed);
+    trigger_policies::apply(
+        state,
+        stacks,
+        change,
+        changed,
+        Decided {
+            decisions,
+            runs,
+            evaluations: Vec::new(),
+        },
+    )
+    .await
 }
 
 /// Records a decided delivery and wakes runners for the runs it created.

@@ -13,7 +13,7 @@ use rand::RngCore;
 
 use super::mirror::{remote_head, Range};
 use super::webhook::summary;
-use super::{decide, record, Change, ChangedFiles};
+use super::{decide_with_policies, record, Change, ChangedFiles};
 use crate::app::AppState;
 use crate::error::ApiError;
 
@@ -94,12 +94,13 @@ async fn poll_remote(
     };
     let stacks = state.store.stacks_for_repository(key, None).await?;
     let change = Change {
+        event: "poll",
         branch,
         commit: &head,
         pull_request: None,
         triggered_by: "poll".into(),
     };
-    let (decisions, runs) = decide(&stacks, &change, &changed);
+    let decided = decide_with_policies(state, &stacks, &change, &changed).await?;
     let mut id = [0u8; 8];
     rand::thread_rng().fill_bytes(&mut id);
     let delivery = NewDelivery {
@@ -117,12 +118,13 @@ async fn poll_remote(
             branch,
             &new_head.commit,
             &changed,
-            runs.len(),
+            decided.runs.len(),
             stacks.len(),
         ),
-        decisions,
-        runs,
+        decisions: decided.decisions,
+        runs: decided.runs,
         cancel: None,
+        evaluations: decided.evaluations,
     };
     record(state, &delivery).await?;
     // After the record: a crash in between re-decides the same move, never loses it.

@@ -27,7 +27,7 @@ use sha2::Sha256;
 
 use super::mirror::Range;
 use super::shared::Counters;
-use super::{decide, record, Change, ChangedFiles};
+use super::{decide_with_policies, record, Change, ChangedFiles};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::read_body;
@@ -325,6 +325,7 @@ pub(super) fn bare_delivery(
         decisions: Vec::new(),
         runs: Vec::new(),
         cancel: None,
+        evaluations: Vec::new(),
     }
 }
 
@@ -559,22 +560,24 @@ async fn on_push(state: &AppState, guid: &str, p: Push) -> Result<NewDelivery, A
         ChangedFiles::Known(Vec::new())
     };
     let change = Change {
+        event: "push",
         branch: &branch,
         commit: &p.after,
         pull_request: None,
         triggered_by: actor(p.sender.as_ref()),
     };
-    let (decisions, runs) = decide(&stacks, &change, &changed);
+    let decided = decide_with_policies(state, &stacks, &change, &changed).await?;
     d.summary = summary(
         "push",
         &branch,
         &p.after,
         &changed,
-        runs.len(),
+        decided.runs.len(),
         stacks.len(),
     );
-    d.decisions = decisions;
-    d.runs = runs;
+    d.decisions = decided.decisions;
+    d.runs = decided.runs;
+    d.evaluations = decided.evaluations;
     Ok(d)
 }
 
@@ -638,22 +641,24 @@ async fn on_pull_request(
         ChangedFiles::Known(Vec::new())
     };
     let change = Change {
+        event: "pull_request",
         branch: &base,
         commit: &head,
         pull_request: Some(p.number),
         triggered_by: actor(p.sender.as_ref()),
     };
-    let (decisions, runs) = decide(&stacks, &change, &changed);
+    let decided = decide_with_policies(state, &stacks, &change, &changed).await?;
     d.summary = summary(
         &format!("pull request #{} {}", p.number, p.action),
         &base,
         &head,
         &changed,
-        runs.len(),
+        decided.runs.len(),
         stacks.len(),
     );
-    d.decisions = decisions;
-    d.runs = runs;
+    d.decisions = decided.decisions;
+    d.runs = decided.runs;
+    d.evaluations = decided.evaluations;
     // The newest commit wins: older proposed runs of this pull request are canceled.
     d.cancel = Some(CancelProposed {
         stacks: all,

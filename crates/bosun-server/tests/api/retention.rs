@@ -465,6 +465,7 @@ async fn vcs_deliveries_past_the_delivery_retention_go_with_their_decisions() {
         }],
         runs: vec![],
         cancel: None,
+        evaluations: Vec::new(),
     };
     store.record_delivery(&delivery).await.unwrap();
     let triggers = format!("{NET}/triggers");

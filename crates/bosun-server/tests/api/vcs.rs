@@ -894,3 +894,218 @@ fn clone_with(url: &str, token: &str, dest: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+async fn put_policy(f: &Fixture, name: &str, body: Value) {
+    let r =
+        f.t.call(
+            reqwest::Method::PUT,
+            &format!("/api/v1/orgs/default/policies/{name}"),
+            Some(&f.t.admin),
+            Some(body),
+        )
+        .await;
+    assert!(r.status.is_success(), "{name}: {:?}", r.body);
+}
+
+#[tokio::test]
+async fn trigger_policies_skip_and_start_runs_and_each_decision_says_why() {
+    let Some(f) = fixture(|_| {}).await else {
+        return;
+    };
+    for (id, branch, path, labels) in [
+        ("net", "main", "infra/net", json!(["network"])),
+        ("edge", "main", "infra/edge", json!(["network"])),
+        ("dev-net", "develop", "infra/net", json!(["network"])),
+        ("docs", "main", "docs", json!(["docs-team"])),
+    ] {
+        let r =
+            f.t.create_stack(json!({"id": id, "repository": "github:acme/infra",
+                "branch": branch, "path": path, "labels": labels}))
+                .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    // A shared module's change runs every network stack (attached by label).
+    put_policy(
+        &f,
+        "modules",
+        json!({"points": ["trigger"], "mode": "hard_mandatory",
+        "labels": ["network"], "files": {"modules.rego": r#"package bosun.modules
+
+import rego.v1
+
+trigger contains msg if {
+    some f in input.delivery.changed_files
+    startswith(f, "modules/")
+    msg := sprintf("%s is a shared module", [f])
+}
+"#}}),
+    )
+    .await;
+    // Markdown alone deploys nothing (the whole org).
+    put_policy(
+        &f,
+        "markdown",
+        json!({"points": ["trigger"], "mode": "soft_mandatory",
+        "files": {"markdown.rego": r#"package bosun.markdown
+
+import rego.v1
+
+skip contains "only markdown changed" if {
+    count(input.delivery.changed_files) > 0
+    every f in input.delivery.changed_files { endswith(f, ".md") }
+}
+"#}}),
+    )
+    .await;
+    // An advisory policy only says what it would do.
+    put_policy(
+        &f,
+        "quiet-hours",
+        json!({"points": ["trigger"], "mode": "advisory",
+        "files": {"quiet.rego": r#"package bosun.quiet
+
+import rego.v1
+
+skip contains sprintf("%s would wait for the morning", [input.stack.id]) if {
+    input.decision.run
+    input.delivery.event == "push"
+}
+"#}}),
+    )
+    .await;
+
+    let push = |guid: &'static str, files: &'static [(&'static str, &'static str)]| {
+        let f = &f;
+        async move {
+            let before = f.work.rev_parse("HEAD");
+            let after = f.work.commit(files, guid);
+            f.work.push("main");
+            f.deliver("push", guid, &f.push("refs/heads/main", &before, &after))
+                .await
+        }
+    };
+
+    // 1. No watch path is touched, but the module policy starts both network stacks.
+    let r = push("push-modules", &[("modules/vpc/main.tf", "# vpc\n")]).await;
+    assert_eq!(triggered_stacks(&r), ["edge", "net"]);
+    let net = &f.triggers("net").await[0];
+    assert_eq!(net["triggered"], true);
+    assert_eq!(
+        net["reason"],
+        "triggered by policy modules: modules/vpc/main.tf is a shared module (the watch \
+         paths said: no watch path touched: none of the 1 changed file(s) is under infra/net)"
+    );
+    let run = f.run(net["run"].as_str().unwrap()).await;
+    assert_eq!(
+        (run["kind"].as_str(), run["state"].as_str()),
+        (Some("tracked"), Some("queued"))
+    );
+    let policies = run["policies"].as_array().unwrap();
+    let modules = policies.iter().find(|p| p["policy"] == "modules").unwrap();
+    assert_eq!(
+        (modules["point"].as_str(), modules["outcome"].as_str()),
+        (Some("trigger"), Some("trigger"))
+    );
+    assert_eq!(
+        modules["trigger"],
+        json!(["modules/vpc/main.tf is a shared module"])
+    );
+    assert!(modules["version"].as_str().unwrap().starts_with("sha256:"));
+    // Another branch's stack is not evaluated: its run would check out another branch.
+    let dev = &f.triggers("dev-net").await[0];
+    assert_eq!(dev["triggered"], false);
+    assert!(
+        dev["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("branch not tracked"),
+        "{dev:?}"
+    );
+    assert!(f.runs("docs").await.is_empty());
+
+    // 2. Markdown only: the docs stack's watch path matched, the policy skips it.
+    let r = push("push-readme", &[("docs/README.md", "# docs\n")]).await;
+    assert!(triggered_stacks(&r).is_empty(), "{:?}", r.body);
+    let docs = &f.triggers("docs").await[0];
+    assert_eq!(docs["triggered"], false);
+    assert_eq!(
+        docs["reason"],
+        "skipped by policy markdown: only markdown changed (the watch paths said: triggered: \
+         docs/README.md changed, under watch path docs); warned by policy quiet-hours \
+         (advisory): docs would wait for the morning"
+    );
+    assert!(f.runs("docs").await.is_empty());
+
+    // 3. A watched change runs; the advisory policy's word is in the reason and on the run.
+    let r = push("push-net", &[("infra/net/main.tf", "# net\n")]).await;
+    assert_eq!(triggered_stacks(&r), ["net"]);
+    let net = &f.triggers("net").await[0];
+    assert_eq!(
+        net["reason"],
+        "triggered: infra/net/main.tf changed, under watch path infra/net; warned by policy \
+         quiet-hours (advisory): net would wait for the morning"
+    );
+    let run = f.run(net["run"].as_str().unwrap()).await;
+    let quiet = run["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["policy"] == "quiet-hours")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (quiet["outcome"].as_str(), quiet["mode"].as_str()),
+        (Some("warn"), Some("advisory"))
+    );
+
+    // 4. A policy that fails is never silent: it skips (on_error deny), then warns.
+    let broken = json!({"points": ["trigger"], "mode": "hard_mandatory",
+        "labels": ["docs-team"], "files": {"broken.rego": r#"package bosun.broken
+
+import rego.v1
+
+trigger contains "never" if { to_number("not a number") > 0 }
+"#}});
+    put_policy(&f, "broken", broken.clone()).await;
+    push("push-guide", &[("docs/guide.txt", "guide\n")]).await;
+    let docs = &f.triggers("docs").await[0];
+    assert_eq!(docs["triggered"], false, "{docs:?}");
+    let reason = docs["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("skipped by policy broken: policy data.bosun.broken: trigger:"),
+        "{reason}"
+    );
+    let mut warn = broken;
+    warn["on_error"] = json!("warn");
+    put_policy(&f, "broken", warn).await;
+    let r = push("push-guide-2", &[("docs/guide.txt", "guide 2\n")]).await;
+    assert_eq!(triggered_stacks(&r), ["docs"]);
+    let reason = f.triggers("docs").await[0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("; warned by policy broken: policy data.bosun.broken"),
+        "{reason}"
+    );
+
+    // 5. A pull request is decided the same way: proposed runs on the base branch.
+    let base = f.work.rev_parse("HEAD");
+    f.work.checkout_new_branch("dns");
+    let head = f.work.commit(&[("modules/dns/main.tf", "# dns\n")], "dns");
+    f.work.push_ref(&head, "refs/pull/9/head");
+    let r = f
+        .deliver(
+            "pull_request",
+            "pr-modules",
+            &f.pull_request("opened", 9, &base, &head),
+        )
+        .await;
+    assert_eq!(triggered_stacks(&r), ["edge", "net"]);
+    let edge = &f.triggers("edge").await[0];
+    let run = f.run(edge["run"].as_str().unwrap()).await;
+    assert_eq!(
+        (run["kind"].as_str(), run["pull_request"].as_i64()),
+        (Some("proposed"), Some(9))
+    );
+}

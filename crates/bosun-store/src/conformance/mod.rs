@@ -120,6 +120,7 @@ macro_rules! conformance_suite {
             secrets_namespaces_are_per_org,
             policies_saved_replaced_listed_and_deleted,
             policy_holds_record_evaluations_and_lift_on_override,
+            trigger_evaluations_are_recorded_with_the_delivery_on_its_runs,
             secrets_replace_keeps_created_at,
             signing_keys_rotate_and_prune,
             id_request_tokens_with_their_run,
@@ -403,6 +404,7 @@ fn delivery(guid: &str, event: &str) -> NewDelivery {
         decisions: vec![],
         runs: vec![],
         cancel: None,
+        evaluations: Vec::new(),
     }
 }
 

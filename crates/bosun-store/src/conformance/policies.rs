@@ -29,6 +29,8 @@ fn evaluation(policy: &str, mode: Mode, outcome: Outcome, message: &str) -> NewP
         deny: vec![],
         warn: vec![],
         require_approval: vec![],
+        skip: vec![],
+        trigger: vec![],
         errors: vec![],
         duration_ms: 3,
     };
@@ -355,4 +357,47 @@ pub async fn policy_holds_record_evaluations_and_lift_on_override(store: Arc<dyn
         (pending[0].subject.as_str(), pending[0].environments.clone()),
         ("run-2", vec!["prod".to_string()])
     );
+}
+
+pub async fn trigger_evaluations_are_recorded_with_the_delivery_on_its_runs(store: Arc<dyn Store>) {
+    seed_stack(&*store, "net").await;
+    let mut trig = evaluation("modules", Mode::HardMandatory, Outcome::Trigger, "");
+    trig.point = Point::Trigger;
+    trig.warn.clear();
+    trig.trigger = vec!["modules/vpc changed: every network stack runs".into()];
+    let mut push = delivery("guid-trigger", "push");
+    push.runs = vec![pr_run("r-trig", "net", RunKind::Tracked, None)];
+    push.decisions = vec![decision(
+        "net",
+        Some("r-trig"),
+        "triggered by policy modules: modules/vpc changed",
+    )];
+    push.evaluations = vec![RunEvaluations {
+        run_id: "r-trig".into(),
+        evaluations: vec![trig.clone()],
+    }];
+    recorded(store.record_delivery(&push).await.unwrap());
+    let stored = store.policy_evaluations("r-trig").await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].evaluation, trig, "skip and trigger messages kept");
+
+    // Evaluations name one of the delivery's runs, or nothing of it is recorded.
+    let mut stray = delivery("guid-stray", "push");
+    stray.runs = vec![pr_run("r-stray", "net", RunKind::Tracked, None)];
+    stray.decisions = vec![decision("net", Some("r-stray"), "triggered")];
+    stray.evaluations = vec![RunEvaluations {
+        run_id: "r-trig".into(),
+        evaluations: vec![trig],
+    }];
+    assert!(matches!(
+        store.record_delivery(&stray).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(store.get_run("r-stray").await.unwrap().is_none());
+    assert!(store
+        .find_delivery(DeliverySource::Github, "guid-stray")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(store.policy_evaluations("r-trig").await.unwrap().len(), 1);
 }

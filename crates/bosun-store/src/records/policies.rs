@@ -55,6 +55,10 @@ pub struct NewPolicyEvaluation {
     pub deny: Vec<String>,
     pub warn: Vec<String>,
     pub require_approval: Vec<String>,
+    /// The trigger point's `skip` messages.
+    pub skip: Vec<String>,
+    /// The trigger point's `trigger` messages.
+    pub trigger: Vec<String>,
     pub errors: Vec<String>,
     pub duration_ms: u64,
 }

@@ -103,6 +103,16 @@ pub struct NewDelivery {
     /// Runs to create (ids referenced by `decisions`).
     pub runs: Vec<NewRun>,
     pub cancel: Option<CancelProposed>,
+    /// The trigger point's policy evaluations, recorded on the run each started (a run
+    /// of `runs`).
+    pub evaluations: Vec<RunEvaluations>,
+}
+
+/// The policy evaluations that decided a delivery's run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEvaluations {
+    pub run_id: String,
+    pub evaluations: Vec<crate::NewPolicyEvaluation>,
 }
 
 /// What recording a delivery did.

@@ -185,7 +185,8 @@ pub(super) fn insert_evaluations(
             e.mode.as_str(),
             e.outcome.as_str(),
             json!({"deny": e.deny, "warn": e.warn,
-                "require_approval": e.require_approval, "errors": e.errors})
+                "require_approval": e.require_approval, "skip": e.skip,
+                "trigger": e.trigger, "errors": e.errors})
             .to_string(),
             i64::try_from(e.duration_ms).unwrap_or(i64::MAX),
             now,
@@ -243,6 +244,8 @@ fn evaluation_record(r: EvaluationRow) -> Result<PolicyEvaluationRecord> {
             deny: list("deny"),
             warn: list("warn"),
             require_approval: list("require_approval"),
+            skip: list("skip"),
+            trigger: list("trigger"),
             errors: list("errors"),
             duration_ms: u64::try_from(r.8).unwrap_or(0),
             policy: r.3,

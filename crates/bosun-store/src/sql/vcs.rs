@@ -240,6 +240,15 @@ pub(super) fn record_first(
                 }
             })?;
     }
+    for e in &d.evaluations {
+        let Some(run) = runs.iter().find(|r| r.id == e.run_id) else {
+            return Err(StoreError::NotFound(format!(
+                "run {:?} among the runs of delivery {:?}",
+                e.run_id, d.guid
+            )));
+        };
+        super::policies::insert_evaluations(tx, &run.org, &run.id, &e.evaluations, now)?;
+    }
     if let (Some(pr), Some(full_name)) = (
         d.pull_request,
         d.repository

@@ -56,7 +56,7 @@ pub enum PolicyCommand {
         /// advisory | soft_mandatory (default) | hard_mandatory.
         #[arg(long)]
         mode: Option<String>,
-        /// Where it is evaluated: plan (default), plan_run. Repeatable.
+        /// Where it is evaluated: plan (default), plan_run, approval, trigger. Repeatable.
         #[arg(long = "point")]
         points: Vec<String>,
         /// Attach it to the stacks with this label (repeatable).

@@ -574,6 +574,8 @@ mod tests {
                     deny: vec![msg.into()],
                     warn: vec![],
                     require_approval: vec![],
+                    skip: vec![],
+                    trigger: vec![],
                     errors: vec![],
                     duration_ms: 2,
                 },
