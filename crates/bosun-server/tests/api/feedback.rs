@@ -672,3 +672,61 @@ async fn feedback_figures() {
     );
     f.no_violations();
 }
+
+#[tokio::test]
+async fn the_comment_and_the_check_runs_list_the_policies_that_decided_each_run() {
+    let Some(f) = fixture(|_| {}).await else {
+        return;
+    };
+    for (id, path, labels) in [
+        ("net", "infra/net", json!(["network"])),
+        ("dns", "dns", json!([])),
+    ] {
+        let r =
+            f.t.create_stack(json!({"id": id, "repository": "github:acme/infra",
+                "branch": "main", "path": path, "labels": labels}))
+                .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    crate::vcs::put_policy(
+        &f,
+        "modules",
+        json!({"points": ["trigger"], "mode": "hard_mandatory", "labels": ["network"],
+            "files": {"m.rego": "package bosun.modules\n\nimport rego.v1\n\ntrigger contains sprintf(\"%s is a shared module\", [f]) if {\n    some f in input.delivery.changed_files\n    startswith(f, \"modules/\")\n}\n"}}),
+    )
+    .await;
+    let base = f.work.rev_parse("HEAD");
+    f.work.checkout_new_branch("change");
+    let head = f.pr_commit(11, &[("modules/vpc.tf", "# vpc\n")], "vpc");
+    let r = f
+        .deliver(
+            "pull_request",
+            "pr-policies",
+            &f.pull_request("opened", 11, &base, &head),
+        )
+        .await;
+    assert_eq!(triggered_stacks(&r), ["net"]);
+    let net = run_ids(&f, "net").await[0].clone();
+    wait_for(|| async {
+        f.check_of_run(&net).is_some()
+            && f.comment_bodies(11)
+                .first()
+                .is_some_and(|b| b.contains("`dns`"))
+    })
+    .await;
+    let body = &f.comment_bodies(11)[0];
+    let row = body.lines().find(|l| l.contains(&net)).unwrap();
+    assert!(
+        row.ends_with("| `modules` trigger: modules/vpc.tf is a shared module |"),
+        "{body}"
+    );
+    let summary = f.check_of_run(&net).unwrap().output_summary.unwrap();
+    assert!(
+        summary.contains("### Policies")
+            && summary.contains(
+                "| `modules` | hard-mandatory | trigger | modules/vpc.tf is a shared module |"
+            ),
+        "{summary}"
+    );
+    f.no_violations();
+}

@@ -895,7 +895,7 @@ fn clone_with(url: &str, token: &str, dest: &Path) {
     );
 }
 
-async fn put_policy(f: &Fixture, name: &str, body: Value) {
+pub(crate) async fn put_policy(f: &Fixture, name: &str, body: Value) {
     let r =
         f.t.call(
             reqwest::Method::PUT,

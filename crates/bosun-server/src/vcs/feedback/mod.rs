@@ -349,21 +349,34 @@ async fn report_comment(state: &AppState, d: &DuePrComment) -> FeedbackReport {
     }
     let mut gates = Vec::with_capacity(d.runs.len());
     let mut plans = Vec::with_capacity(d.runs.len());
+    let mut policies = Vec::with_capacity(d.runs.len());
     for run in &d.runs {
         gates.push(gate_of(state, run).await);
         plans.push(plan_text(state, run).await);
+        // Best effort, like the gate.
+        policies.push(
+            state
+                .store
+                .policy_evaluations(&run.id)
+                .await
+                .unwrap_or_default(),
+        );
     }
     let stacks: Vec<_> = d
         .runs
         .iter()
         .zip(&gates)
         .zip(plans)
-        .map(|((run, gate), plan_text)| render::CommentStack {
-            run,
-            gate: gate.as_deref(),
-            url: run_url(state, run),
-            plan_text,
-        })
+        .zip(policies)
+        .map(
+            |(((run, gate), plan_text), policies)| render::CommentStack {
+                run,
+                gate: gate.as_deref(),
+                url: run_url(state, run),
+                plan_text,
+                policies,
+            },
+        )
         .collect();
     let marker = comment_marker(&c.org);
     let body = render::comment(&marker, &c.org, &stacks, &d.not_triggered);

@@ -3,7 +3,7 @@
 //! trimming the longest plan texts first.
 
 use bosun_api::PlanSummary;
-use bosun_core::policy::Verdict;
+use bosun_core::policy::{Outcome, Verdict};
 use bosun_core::run::{RunKind, RunState};
 use bosun_store::{PolicyEvaluationRecord, RunRecord};
 use serde_json::{json, Value};
@@ -137,6 +137,8 @@ pub fn summary(
                 .deny
                 .iter()
                 .chain(&e.require_approval)
+                .chain(&e.skip)
+                .chain(&e.trigger)
                 .chain(&e.warn)
                 .chain(&e.errors)
                 .map(String::as_str)
@@ -254,6 +256,8 @@ pub struct CommentStack<'a> {
     pub url: String,
     /// The plan phase's log, secrets already masked.
     pub plan_text: Option<String>,
+    /// The policies evaluated on the run.
+    pub policies: Vec<PolicyEvaluationRecord>,
 }
 
 /// The pull request's comment: the marker, every stack the PR touched with its latest
@@ -305,19 +309,20 @@ fn compose(
     if stacks.is_empty() {
         md.push_str("No stack of this org runs for this pull request.\n");
     } else {
-        md.push_str("| stack | run | state | plan |\n|---|---|---|---|\n");
+        md.push_str("| stack | run | state | plan | policies |\n|---|---|---|---|---|\n");
         for s in stacks {
             let plan = plan_of(s.run)
                 .map(|p| counts(&p))
                 .unwrap_or_else(|| "—".into());
             md.push_str(&format!(
-                "| `{}` | [`{}`]({}) | {} {} | {} |\n",
+                "| `{}` | [`{}`]({}) | {} {} | {} | {} |\n",
                 code(&s.run.stack),
                 s.run.id,
                 s.url,
                 icon(s.run),
                 state_words(s.run, s.gate),
-                plan
+                plan,
+                policy_cell(&s.policies)
             ));
         }
         for ((s, plan), trimmed) in stacks.iter().zip(plans).zip(trimmed) {
@@ -355,6 +360,51 @@ fn compose(
         }
     }
     md
+}
+
+/// A run's policies in one table cell: each that said something, with its result and
+/// first message (a deny overridden says so); `N passed` for the rest; `—` for none.
+fn policy_cell(policies: &[PolicyEvaluationRecord]) -> String {
+    if policies.is_empty() {
+        return "—".into();
+    }
+    let mut parts = Vec::new();
+    let mut passed = 0;
+    for p in policies {
+        let e = &p.evaluation;
+        if e.outcome == Outcome::Pass {
+            passed += 1;
+            continue;
+        }
+        let first = [
+            &e.deny,
+            &e.require_approval,
+            &e.skip,
+            &e.trigger,
+            &e.errors,
+            &e.warn,
+        ]
+        .into_iter()
+        .find_map(|m| m.first());
+        let overridden = if p.overridden.is_some() {
+            ", overridden"
+        } else {
+            ""
+        };
+        let mut part = format!(
+            "`{}` {}{overridden}",
+            code(&e.policy),
+            e.outcome.as_str().replace('_', " ")
+        );
+        if let Some(m) = first {
+            part.push_str(&format!(": {}", one_line(m, 120)));
+        }
+        parts.push(part);
+    }
+    if passed > 0 {
+        parts.push(format!("{passed} passed"));
+    }
+    one_line(&parts.join("; "), 400).replace('|', "\\|")
 }
 
 fn icon(run: &RunRecord) -> &'static str {
@@ -613,6 +663,35 @@ mod tests {
         assert_eq!(state_words(&r, None), "waiting for approval");
     }
 
+    fn policy_record(policy: &str, outcome: Outcome, message: &str) -> PolicyEvaluationRecord {
+        use bosun_core::policy::{Mode, Point};
+        use bosun_store::NewPolicyEvaluation;
+        PolicyEvaluationRecord {
+            id: 1,
+            subject: "run-1".into(),
+            evaluation: NewPolicyEvaluation {
+                point: Point::Plan,
+                policy: policy.into(),
+                version: "sha256:00".into(),
+                mode: Mode::SoftMandatory,
+                outcome,
+                deny: vec![],
+                warn: if message.is_empty() {
+                    vec![]
+                } else {
+                    vec![message.into()]
+                },
+                require_approval: vec![],
+                skip: vec![],
+                trigger: vec![],
+                errors: vec![],
+                duration_ms: 1,
+            },
+            evaluated_at: chrono::Utc::now(),
+            overridden: None,
+        }
+    }
+
     #[test]
     fn the_comment_stays_under_the_limit_by_cutting_the_longest_plans_first() {
         let a = run(RunState::Finished, None);
@@ -626,12 +705,18 @@ mod tests {
                 gate: None,
                 url: "https://x/a".into(),
                 plan_text: Some(huge.clone()),
+                policies: vec![
+                    policy_record("tags", Outcome::Warn, "web has no owner tag"),
+                    policy_record("no-destroy", Outcome::Pass, ""),
+                    policy_record("size", Outcome::Pass, ""),
+                ],
             },
             CommentStack {
                 run: &b,
                 gate: None,
                 url: "https://x/b".into(),
                 plan_text: Some(format!("\u{1b}[1mPlan:\u{1b}[0m {big}")),
+                policies: vec![],
             },
         ];
         let not = [("dns".to_string(), "no watched path changed".to_string())];
@@ -653,6 +738,14 @@ mod tests {
             "a fence longer than the text's backticks, colours gone"
         );
         assert!(body.contains("- `dns`: no watched path changed"));
+        // Each stack's policies: what said something, then how many passed.
+        assert!(
+            body.contains("| `tags` warn: web has no owner tag; 2 passed |"),
+            "{}",
+            &body[..600]
+        );
+        let app_row = body.lines().find(|l| l.contains("(https://x/b)")).unwrap();
+        assert!(app_row.ends_with(" | — |"), "no policy: {app_row}");
         assert!(body.contains("**`app` failed:** terraform exited 1"));
         // Small enough: nothing cut.
         let small = [CommentStack {
@@ -660,6 +753,7 @@ mod tests {
             gate: None,
             url: "https://x/a".into(),
             plan_text: Some("Plan: 2 to add".into()),
+            policies: vec![],
         }];
         let body = comment("<!-- m -->", "acme", &small, &[]);
         assert!(body.contains("Plan: 2 to add") && !body.contains("left out"));
