@@ -15,6 +15,7 @@ mod drift;
 mod log;
 mod page;
 mod plans;
+mod policies;
 mod run;
 mod runners;
 mod session;

@@ -597,6 +597,9 @@ struct PlanRunPage {
     can_abort: bool,
     /// A paused run: may this user approve and reject it here, or why not.
     approval: Option<PlanRunApproval>,
+    /// The policies evaluated on its dry run and approval, and what they hold it for.
+    policies: Vec<super::policies::PolicyRow>,
+    policy_hold: Option<String>,
     /// A run that started paused: its preview (the dry run created with it).
     preview: Option<String>,
     /// A preview: the paused run it was created with.
@@ -827,6 +830,8 @@ async fn run_page(
     };
     let page = PlanRunPage {
         approval,
+        policies: super::policies::rows(&view.policies),
+        policy_hold: super::policies::hold_words(view.policy_hold.as_deref(), &view.id),
         can_abort: !terminal && layout.can(crate::plans::runs::ABORT),
         has_output: hosts.iter().any(|h| !h.outputs.is_empty()),
         hosts,

@@ -107,7 +107,7 @@ struct RunPage {
     /// What the run waits for when it waits for an approver, and this user's part.
     approval: Option<ApprovalBanner>,
     /// The policies evaluated on its plan, and what they hold it for, in words.
-    policies: Vec<PolicyRow>,
+    policies: Vec<super::policies::PolicyRow>,
     policy_hold: Option<String>,
     consumed: Vec<ConsumedRow>,
     /// The buttons shown: (action, label, class).
@@ -117,42 +117,6 @@ struct RunPage {
     log_more: bool,
     /// Why there is no log: retention summarised the run.
     log_removed: Option<String>,
-}
-
-/// One policy evaluation, as the run page shows it.
-struct PolicyRow {
-    policy: String,
-    outcome: String,
-    mode: String,
-    version: String,
-    /// "deny: …", "warn: …" lines.
-    messages: Vec<String>,
-    overridden: Option<String>,
-    duration_ms: u64,
-}
-
-fn policy_row(e: &bosun_api::PolicyEvaluationView) -> PolicyRow {
-    let mut messages = Vec::new();
-    for (kind, all) in [
-        ("deny", &e.deny),
-        ("require approval", &e.require_approval),
-        ("warn", &e.warn),
-        ("error", &e.errors),
-    ] {
-        messages.extend(all.iter().map(|m| format!("{kind}: {m}")));
-    }
-    PolicyRow {
-        policy: e.policy.clone(),
-        outcome: e.outcome.clone(),
-        mode: e.mode.replace('_', "-"),
-        version: e.version.chars().take(16).collect(),
-        messages,
-        overridden: match (&e.overridden_by, &e.override_reason) {
-            (Some(by), Some(reason)) => Some(format!("overridden by {by}: “{reason}”")),
-            _ => None,
-        },
-        duration_ms: e.duration_ms,
-    }
 }
 
 /// A run waiting for an approval, as its page shows it.
@@ -440,14 +404,8 @@ async fn show(
             written,
             late_write: r.late_write,
             approval,
-            policies: r.policies.iter().map(policy_row).collect(),
-            policy_hold: r.policy_hold.as_deref().map(|h| match h {
-                "override" => format!(
-                    "A soft-mandatory policy denied this plan: an org admin may override it with a reason (bosun run override {} --reason …).",
-                    r.id
-                ),
-                _ => "A policy asks for approval: the run waits in the approvals inbox.".into(),
-            }),
+            policies: super::policies::rows(&r.policies),
+            policy_hold: super::policies::hold_words(r.policy_hold.as_deref(), &r.id),
             actions,
             log,
             log_after,

@@ -1421,3 +1421,98 @@ async fn the_runners_page_pages_a_large_fleet() {
     assert!(second.contains("First page"), "{second}");
     assert!(!second.contains("rel=\"next\""), "{second}");
 }
+
+#[tokio::test]
+async fn a_plan_runs_page_shows_its_policies_and_what_they_hold_it_for() {
+    let t = TestServer::start().await;
+    seed(&t).await;
+    let carol = t.user_token("carol", Some(Role::Admin)).await;
+    let mut as_carol = Browser::login(&t, &carol).await;
+    let r = t
+        .call(
+            reqwest::Method::PUT,
+            "/api/v1/orgs/default/policies/etc-changes",
+            Some(&carol),
+            Some(json!({"points": ["plan_run"], "mode": "hard_mandatory",
+                "files": {"etc.rego": "package bosun.etc\n\nimport rego.v1\n\nrequire_approval contains sprintf(\"%s changes %s\", [r.host, r.path]) if {\n    some step in input.report.steps\n    some r in step.results\n    startswith(r.path, \"/etc/\")\n}\n"}})),
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    // A real run of `site` starts paused while its preview is checked.
+    let r = t
+        .post("/api/v1/orgs/default/plans/site/runs", &carol, json!({}))
+        .await;
+    assert_eq!(
+        (r.body["state"].as_str(), r.body["policy_hold"].as_str()),
+        (Some("paused"), Some("check")),
+        "{:?}",
+        r.body
+    );
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let preview = r.body["preview"].as_str().unwrap().to_string();
+    let page = as_carol
+        .page(&format!("/orgs/default/plan-runs/{id}"))
+        .await;
+    assert!(
+        page.contains("<p id=\"run-policy-hold\" class=\"approval\">The policies have not decided on this run&#39;s dry run")
+            || page.contains("<p id=\"run-policy-hold\" class=\"approval\">The policies have not decided on this run&#x27;s dry run"),
+        "{page}"
+    );
+    // The preview predicts a change under /etc: the policy asks for approval.
+    let runner = runner_post(
+        &t,
+        "register",
+        json!({"name": "r1", "version": "1.2.3", "egress": "restricted"}),
+    )
+    .await["runner_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lease = runner_post(
+        &t,
+        "lease",
+        json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
+    )
+    .await;
+    assert_eq!(lease["plan_run"]["run_id"], preview.as_str(), "{lease}");
+    let f = lease["plan_run"]["fencing"].clone();
+    for body in [
+        json!({"fencing": f, "event": "started"}),
+        json!({"fencing": f, "event": "finished", "ok": true, "report": {"unresolved": []}}),
+    ] {
+        if body["event"] == "finished" {
+            runner_post(
+                &t,
+                &format!("plan-runs/{preview}/results"),
+                json!({"fencing": f, "results": [{"step": 1, "step_name": "motd",
+                    "module": "file.copy", "host": "edge-1", "status": "changed",
+                    "changed": true, "exit_code": null, "duration_ms": 2,
+                    "message": "would write /etc/motd",
+                    "diff": "--- /etc/motd (before)\n+++ /etc/motd (after)\n-hi\n+hello"}]}),
+            )
+            .await;
+        }
+        runner_post(&t, &format!("plan-runs/{preview}/report"), body).await;
+    }
+    let page = as_carol
+        .page(&format!("/orgs/default/plan-runs/{id}"))
+        .await;
+    assert!(
+        page.contains("<p id=\"run-policy-hold\" class=\"approval\">A policy asks for approval"),
+        "{page}"
+    );
+    assert!(
+        page.contains("This run changes hosts and a policy asks for approval (see Policies)"),
+        "{page}"
+    );
+    let table = &page[page
+        .find("<table class=\"list\" id=\"policies\">")
+        .expect("a policies table")..];
+    let row = &table[..table.find("</tbody>").unwrap()];
+    assert!(
+        row.contains("<th scope=\"row\">etc-changes</th><td>plan run</td>")
+            && row.contains("state-require_approval")
+            && row.contains("require approval: edge-1 changes /etc/motd"),
+        "{row}"
+    );
+}
