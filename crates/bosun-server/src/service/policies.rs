@@ -168,14 +168,8 @@ fn spec_of(
                     .into())
                 }
                 Repository::Git(url) => url,
-                Repository::GitHub { .. } => {
-                    return Err(ValidationError::new(
-                        "repository",
-                        "give the repository's git URL (https://…, file://…): a policy \
-                         repository is read without the GitHub App",
-                    )
-                    .into())
-                }
+                // Read through the GitHub App's installation on it, as stacks are.
+                github @ Repository::GitHub { .. } => github.to_string(),
             };
             let branch = check_branch(body.branch.as_deref().unwrap_or("main"))?;
             let path = RepoPath::parse(body.path.as_deref().unwrap_or_default())
@@ -392,12 +386,27 @@ pub(crate) async fn files_of(
             path,
         } => {
             let limits = limits();
+            // A `github:` repository is read with a token of the App's installation on it,
+            // revoked once read.
+            let github = repository
+                .parse::<Repository>()
+                .ok()
+                .and_then(|r| r.github_full_name());
+            let (url, token) = match github {
+                Some(full_name) => {
+                    let token = crate::vcs::read_token(state, &full_name)
+                        .await
+                        .map_err(|e| format!("cannot read the policy's files: {e}"))?;
+                    (state.vcs.github.clone_url(&full_name), Some(token))
+                }
+                None => (repository.clone(), None),
+            };
             let snapshot = state
                 .vcs
                 .mirrors
                 .files_at(
-                    repository,
-                    None,
+                    &url,
+                    token.as_ref().map(|t| t.token.as_str()),
                     branch,
                     path,
                     &crate::vcs::mirror::FileLimits {
@@ -406,7 +415,11 @@ pub(crate) async fn files_of(
                     },
                 )
                 .await
-                .map_err(|e| format!("cannot read the policy's files: {e}"))?;
+                .map_err(|e| format!("cannot read the policy's files: {e}"));
+            if let Some(t) = token {
+                crate::vcs::revoke_quietly(state, &t.token).await;
+            }
+            let snapshot = snapshot?;
             let files = snapshot
                 .files
                 .into_iter()

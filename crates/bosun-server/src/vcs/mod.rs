@@ -195,6 +195,49 @@ pub async fn binding(
         .filter(|b| !b.suspended))
 }
 
+/// A token to read a `github:` repository (`owner/repo`) through the App's installation
+/// on it — the one bound, or asked of GitHub once. Revoke it after use
+/// ([`revoke_quietly`]).
+pub async fn read_token(
+    state: &AppState,
+    full_name: &str,
+) -> Result<github::InstallationToken, String> {
+    if !state.vcs.github.app_configured() {
+        return Err(format!(
+            "github:{full_name} is read through the GitHub App, which this server is not configured with"
+        ));
+    }
+    let repository: Repository = format!("github:{full_name}")
+        .parse()
+        .map_err(|e: bosun_core::ValidationError| e.to_string())?;
+    let bound = match binding(state, &repository).await {
+        Ok(Some(b)) => Some(b),
+        Ok(None) => resolve_binding(state, full_name)
+            .await
+            .map_err(|e| e.to_string())?
+            .filter(|b| !b.suspended),
+        Err(e) => return Err(e.to_string()),
+    };
+    let Some(b) = bound else {
+        return Err(format!(
+            "the GitHub App is not installed on {full_name} (or its installation is suspended)"
+        ));
+    };
+    state
+        .vcs
+        .github
+        .installation_token(b.installation, full_name)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Revokes a token handed out by [`read_token`], logging a failure (it expires anyway).
+pub async fn revoke_quietly(state: &AppState, token: &str) {
+    if let Err(e) = state.vcs.github.revoke(token).await {
+        tracing::warn!(error = %e, "could not revoke an installation token");
+    }
+}
+
 /// Asks GitHub which installation covers `owner/repo` and stores the binding: how a
 /// stack created before the App was installed heals on its next manual run or retry.
 pub async fn resolve_binding(

@@ -496,9 +496,7 @@ async fn changed_files(
         .await
         .map_err(|e| e.to_string());
     if let Some(t) = token {
-        if let Err(e) = github.revoke(&t.token).await {
-            tracing::warn!(error = %e, "could not revoke the mirror's installation token");
-        }
+        super::revoke_quietly(state, &t.token).await;
     }
     files
 }

@@ -154,12 +154,6 @@ async fn malformed_policies_are_refused_naming_the_problem() {
             "",
         ),
         (
-            "github",
-            json!({"repository": "github:acme/policies"}),
-            "repository",
-            "git URL",
-        ),
-        (
             "file",
             json!({"repository": "file:///srv/x.git"}),
             "repository",

@@ -1109,3 +1109,87 @@ trigger contains "never" if { to_number("not a number") > 0 }
         (Some("proposed"), Some(9))
     );
 }
+
+#[tokio::test]
+async fn a_policy_in_a_github_repository_is_read_through_the_app_at_its_branch_head() {
+    let Some(f) = fixture(|_| {}).await else {
+        return;
+    };
+    f.stack("net", "main", "infra/net", &[]).await;
+    // The policy lives in the same repository, read with the App's installation token.
+    let before = f.work.rev_parse("HEAD");
+    let after = f.work.commit(
+        &[(
+            "policies/markdown.rego",
+            "package bosun.markdown\n\nimport rego.v1\n\nskip contains \"only markdown changed\" if {\n    every f in input.delivery.changed_files { endswith(f, \".md\") }\n}\n",
+        )],
+        "policy",
+    );
+    f.work.push("main");
+    put_policy(
+        &f,
+        "markdown",
+        json!({"points": ["trigger"], "mode": "hard_mandatory",
+            "repository": "github:acme/infra", "branch": "main", "path": "policies"}),
+    )
+    .await;
+    let tokens_before = f.gh.issued_tokens().len();
+    f.deliver(
+        "push",
+        "push-policy",
+        &f.push("refs/heads/main", &before, &after),
+    )
+    .await;
+    let before = after;
+    let after = f.work.commit(&[("infra/net/README.md", "# net\n")], "docs");
+    f.work.push("main");
+    let r = f
+        .deliver(
+            "push",
+            "push-md",
+            &f.push("refs/heads/main", &before, &after),
+        )
+        .await;
+    assert!(triggered_stacks(&r).is_empty(), "{:?}", r.body);
+    let net = &f.triggers("net").await[0];
+    assert!(
+        net["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("skipped by policy markdown: only markdown changed"),
+        "{net:?}"
+    );
+    // Each read used a token of its own for that repository, revoked once read.
+    let issued = f.gh.issued_tokens();
+    assert!(issued.len() > tokens_before);
+    assert!(
+        issued
+            .iter()
+            .all(|t| t.revoked && t.repository == "acme/infra"),
+        "{issued:?}"
+    );
+
+    // A repository the App is not installed on: the evaluation fails, and says why.
+    put_policy(
+        &f,
+        "markdown",
+        json!({"points": ["trigger"], "mode": "hard_mandatory",
+            "repository": "github:elsewhere/policies", "path": "policies"}),
+    )
+    .await;
+    let before = after;
+    let after = f.work.commit(&[("infra/net/main.tf", "# net\n")], "net");
+    f.work.push("main");
+    f.deliver(
+        "push",
+        "push-tf",
+        &f.push("refs/heads/main", &before, &after),
+    )
+    .await;
+    let net = &f.triggers("net").await[0];
+    let reason = net["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("skipped by policy markdown: cannot read the policy's files: the GitHub App is not installed on elsewhere/policies"),
+        "{reason}"
+    );
+}
