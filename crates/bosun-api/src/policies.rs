@@ -34,6 +34,8 @@ pub struct PolicyPut {
     pub environments: Vec<String>,
     #[serde(default)]
     pub files: Option<BTreeMap<String, String>>,
+    /// A git URL (`https://`, `ssh://`, `git://`), or `github:owner/repo` read through the
+    /// GitHub App.
     #[serde(default)]
     pub repository: Option<String>,
     #[serde(default)]

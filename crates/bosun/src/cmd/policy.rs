@@ -44,7 +44,8 @@ pub enum PolicyCommand {
         /// Upload this folder's policy files (not recursive).
         #[arg(long, conflicts_with = "repository")]
         dir: Option<PathBuf>,
-        /// Read the policy from this git repository (a git URL) instead.
+        /// Read the policy from this git repository instead: a git URL, or
+        /// github:owner/repo (read through the GitHub App).
         #[arg(long)]
         repository: Option<String>,
         /// The repository's branch (default main).
