@@ -110,6 +110,15 @@ pub struct Lease {
     /// Values the runner masks (`***`) in every log line and report: resolved secrets.
     #[serde(default)]
     pub mask: Vec<String>,
+    /// A plan phase whose plan the server's policies read: upload the plan's JSON
+    /// (`terraform show -json`) after the plan file (`PUT /runner/runs/{run}/plan-json`).
+    /// Absent (an older server): upload it.
+    #[serde(default = "upload_by_default")]
+    pub plan_json: bool,
+}
+
+fn upload_by_default() -> bool {
+    true
 }
 
 /// A step of a run's environment the runner resolves itself.

@@ -702,7 +702,10 @@ async fn plan(ctx: &PhaseContext<'_>, engine: &Engine<'_>) -> Result<RunnerEvent
     })
     .await
     .map_err(|e| client_halt("cannot upload the plan file", e))?;
-    // The server's policies read the plan as Terraform shows it.
+    // The server's policies read the plan as Terraform shows it (when some apply).
+    if !lease.plan_json {
+        return Ok(RunnerEvent::Planned { summary });
+    }
     check_stop(ctx)?;
     let json = shown.stdout;
     retry("uploading the plan's JSON", ctx.shutdown.give_up(), || {

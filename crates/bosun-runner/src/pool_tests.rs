@@ -169,6 +169,22 @@ async fn an_auto_engine_runs_and_its_log_names_the_engine_chosen() {
 }
 
 #[tokio::test]
+async fn the_plans_json_is_uploaded_only_when_the_server_says_policies_read_it() {
+    let h = Harness::start(Duration::from_secs(5)).await;
+    h.repo.commit(&[("main.tf", "# fake\n")]);
+    let mut lease = h.lease("run-quiet");
+    lease.plan_json = false;
+    h.server.push(lease);
+    h.wait_events("run-quiet", &["started", "planned"]).await;
+    assert!(h.server.fake().plans.contains_key("run-quiet"));
+    assert!(
+        !h.server.fake().plan_jsons.contains_key("run-quiet"),
+        "no policy reads it: not uploaded"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
 async fn plan_then_apply_with_a_minimal_environment() {
     let h = Harness::start(Duration::from_secs(5)).await;
     h.repo.commit(&[("README", "hi\n")]);

@@ -492,6 +492,7 @@ fn lease_at(url: &str, run: &str, repo: &str, engine_binary: Option<&Path>) -> L
         id_token_request_token: String::new(),
         integrations: Vec::new(),
         mask: Vec::new(),
+        plan_json: true,
     }
 }
 

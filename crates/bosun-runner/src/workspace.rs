@@ -406,6 +406,7 @@ mod tests {
             id_token_request_token: String::new(),
             integrations: Vec::new(),
             mask: Vec::new(),
+            plan_json: true,
         }
     }
 

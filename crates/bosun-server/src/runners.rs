@@ -231,7 +231,13 @@ async fn build_lease(state: &AppState, run: &RunRecord) -> Result<Option<Lease>,
     state
         .lease_masks
         .register(LogKind::StackRun, &run.id, run.fencing, mask);
+    // The plan's JSON is uploaded only for the policies that read it.
+    let plan_json = run.phase == Phase::Plan
+        && !crate::service::policies::plan_policies(state, run, &stack)
+            .await?
+            .is_empty();
     Ok(Some(Lease {
+        plan_json,
         run_id: run.id.clone(),
         fencing: run.fencing,
         org: run.org.clone(),

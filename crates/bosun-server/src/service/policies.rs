@@ -569,23 +569,35 @@ pub async fn evaluate_plan(
     state: &AppState,
     run: &RunRecord,
 ) -> Result<(Vec<NewPolicyEvaluation>, Verdict), ApiError> {
-    if run.kind == bosun_core::run::RunKind::Drift {
-        return Ok((Vec::new(), Verdict::Pass));
-    }
     let Some(stack) = state.store.get_stack(&run.org, &run.stack).await? else {
         return Ok((Vec::new(), Verdict::Pass));
     };
-    let (labels, environments) = stack_attachment(&stack);
+    let policies = plan_policies(state, run, &stack.spec).await?;
+    if policies.is_empty() {
+        return Ok((Vec::new(), Verdict::Pass));
+    }
+    let (labels, _) = stack_attachment(&stack.spec);
+    let input = plan_input(state, run, &stack, &labels).await?;
+    Ok(evaluate(state, Point::Plan, policies, input).await)
+}
+
+/// The policies the `plan` point evaluates on a run of `stack`: those attached to it,
+/// unless the run is a drift run (it never applies). The runner uploads the plan's JSON
+/// only when there are some.
+pub async fn plan_policies(
+    state: &AppState,
+    run: &RunRecord,
+    stack: &bosun_core::stack::StackSpec,
+) -> Result<Vec<PolicyRecord>, ApiError> {
+    if run.kind == bosun_core::run::RunKind::Drift {
+        return Ok(Vec::new());
+    }
+    let (labels, environments) = stack_attachment(stack);
     let subject = Subject {
         labels: &labels,
         environments: &environments,
     };
-    let policies = attached(state, &run.org, Point::Plan, subject).await?;
-    if policies.is_empty() {
-        return Ok((Vec::new(), Verdict::Pass));
-    }
-    let input = plan_input(state, run, &stack, &labels).await?;
-    Ok(evaluate(state, Point::Plan, policies, input).await)
+    attached(state, &run.org, Point::Plan, subject).await
 }
 
 /// The `plan` point's input document (docs/policies.md): `plan` (Terraform's own
@@ -599,8 +611,9 @@ async fn plan_input(
 ) -> Result<Result<Value, String>, ApiError> {
     let Some(raw) = state.store.get_run_plan_json(&run.id).await? else {
         return Ok(Err(
-            "the runner did not upload the plan's JSON (a runner older than this server?): \
-             the policies cannot read the plan"
+            "the runner did not upload the plan's JSON (a runner older than this server, \
+             or a policy attached to the stack after its plan started): the policies \
+             cannot read the plan"
                 .into(),
         ));
     };
@@ -641,14 +654,9 @@ async fn plan_input(
 }
 
 /// A stack's labels and environment, for matching policies' attachments.
-pub(crate) fn stack_attachment(stack: &bosun_store::StackRecord) -> (Vec<String>, Vec<String>) {
-    let labels = stack.spec.labels.iter().map(|l| l.to_string()).collect();
-    let environments = stack
-        .spec
-        .environment
-        .iter()
-        .map(|e| e.to_string())
-        .collect();
+pub(crate) fn stack_attachment(stack: &bosun_core::stack::StackSpec) -> (Vec<String>, Vec<String>) {
+    let labels = stack.labels.iter().map(|l| l.to_string()).collect();
+    let environments = stack.environment.iter().map(|e| e.to_string()).collect();
     (labels, environments)
 }
 

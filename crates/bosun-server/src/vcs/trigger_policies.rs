@@ -48,7 +48,7 @@ pub async fn apply(
                 .collect();
             org_policies.insert(stack.org.as_str(), at_trigger);
         }
-        let (labels, environments) = stack_attachment(stack);
+        let (labels, environments) = stack_attachment(&stack.spec);
         let subject = Subject {
             labels: &labels,
             environments: &environments,
@@ -216,7 +216,7 @@ fn input(
         ChangedFiles::Known(files) => (json!(files), Value::Null),
         ChangedFiles::Unknown(why) => (Value::Null, json!(why)),
     };
-    let (labels, _) = stack_attachment(stack);
+    let (labels, _) = stack_attachment(&stack.spec);
     json!({
         "point": "trigger",
         "delivery": {

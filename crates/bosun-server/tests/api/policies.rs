@@ -193,3 +193,47 @@ async fn malformed_policies_are_refused_naming_the_problem() {
     let r = t.get("/api/v1/orgs/default/policies", &t.admin).await;
     assert_eq!(r.body["items"], json!([]), "nothing was saved");
 }
+
+#[tokio::test]
+async fn a_plan_lease_asks_for_the_plans_json_only_when_a_policy_reads_it() {
+    let t = TestServer::start().await;
+    for (id, labels) in [
+        ("net", json!(["pci"])),
+        ("db", json!(["pci"])),
+        ("app", json!([])),
+    ] {
+        let r = t
+            .create_stack(json!({"id": id, "repository": "file:///srv/git/infra",
+                "labels": labels}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let runner = crate::runs::Runner::register(&t, "r1").await;
+    let lease_of = |stack: &'static str| {
+        let (t, runner) = (&t, &runner);
+        async move {
+            let r = t
+                .post(
+                    &format!("/api/v1/orgs/default/stacks/{stack}/runs"),
+                    &t.admin,
+                    json!({}),
+                )
+                .await;
+            assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+            let lease = runner.lease(5).await.expect("a lease");
+            assert_eq!(lease["run_id"], r.body["id"]);
+            lease["plan_json"].as_bool()
+        }
+    };
+    assert_eq!(lease_of("net").await, Some(false), "no policy: no upload");
+    let r = put(
+        &t,
+        &t.admin,
+        "pci-plans",
+        json!({"files": {"ok.rego": OK_REGO}, "labels": ["pci"]}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(lease_of("db").await, Some(true), "a plan policy reads it");
+    assert_eq!(lease_of("app").await, Some(false), "not attached to app");
+}
