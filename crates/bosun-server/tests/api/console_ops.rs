@@ -227,6 +227,21 @@ pub(crate) async fn runner_post(t: &TestServer, path: &str, body: Value) -> Valu
     r.body
 }
 
+/// Registers a runner and leases the next phase, plan runs included.
+async fn lease_plan_run(t: &TestServer) -> Value {
+    let runner = runner_post(t, "register", json!({"name": "r1", "version": "1.2.3"})).await
+        ["runner_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    runner_post(
+        t,
+        "lease",
+        json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn runners_approvals_plans_and_audit_pages_show_the_apis_data_and_act_through_it() {
     let t = TestServer::start().await;
@@ -707,17 +722,7 @@ async fn a_plan_runs_page_shows_what_each_step_printed_on_each_host() {
         .await;
     assert_eq!(r.body["state"], "queued", "{:?}", r.body);
     let id = r.body["id"].as_str().unwrap().to_string();
-    let runner = runner_post(&t, "register", json!({"name": "r1", "version": "1.2.3"})).await
-        ["runner_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let lease = runner_post(
-        &t,
-        "lease",
-        json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
-    )
-    .await;
+    let lease = lease_plan_run(&t).await;
     assert_eq!(lease["plan_run"]["run_id"], id.as_str(), "{lease}");
     let fencing = lease["plan_run"]["fencing"].clone();
     runner_post(
@@ -1459,21 +1464,7 @@ async fn a_plan_runs_page_shows_its_policies_and_what_they_hold_it_for() {
         "{page}"
     );
     // The preview predicts a change under /etc: the policy asks for approval.
-    let runner = runner_post(
-        &t,
-        "register",
-        json!({"name": "r1", "version": "1.2.3", "egress": "restricted"}),
-    )
-    .await["runner_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let lease = runner_post(
-        &t,
-        "lease",
-        json!({"runner_id": runner, "wait_seconds": 5, "plan_runs": true}),
-    )
-    .await;
+    let lease = lease_plan_run(&t).await;
     assert_eq!(lease["plan_run"]["run_id"], preview.as_str(), "{lease}");
     let f = lease["plan_run"]["fencing"].clone();
     for body in [
