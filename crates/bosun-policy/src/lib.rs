@@ -33,7 +33,9 @@
 //! doubles as it grows, old and new both live for a moment). The check cannot stop a
 //! single allocation: one builtin call that builds a huge value in one go (a `sprintf`
 //! width in the billions, a `replace` or `concat` that multiplies its input) passes the
-//! bound by that value's size before it is stopped.
+//! bound by that value's size before it is stopped. `numbers.range` and
+//! `numbers.range_step`, which reserve their whole array at once (and abort the process
+//! when the system refuses), refuse a range whose array alone passes the bound instead.
 //!
 //! An input document is checked and converted once into an [`Input`], which any number of
 //! sets can then decide on ([`PolicySet::decide_input`]): the server evaluates each policy
@@ -293,6 +295,11 @@ impl PolicySet {
             check_interval: NonZeroU32::MIN,
         });
         engine.set_strict_builtin_errors(true);
+        let max = self.limits.max_memory_bytes;
+        for (name, nargs, step) in [("numbers.range", 2, false), ("numbers.range_step", 3, true)] {
+            // Only fails for a name added twice: a fresh engine has none.
+            let _ = engine.add_extension(name.into(), nargs, Box::new(bound::range(max, step)));
+        }
         engine
     }
 

@@ -42,6 +42,11 @@ fn runaway_policies_are_stopped_by_the_memory_bound_and_the_peak_stays_near_it()
         ..Limits::default()
     };
     let runaways = [
+        // 24 GB reserved at once by regorus' own numbers.range, filled element by element.
+        one("range", "x := numbers.range(1, 1e9)\n    count(x) > 0"),
+        // 240 TB: a reservation the system refuses, which aborts the process.
+        one("far", "x := numbers.range(1, 1e13)\n    count(x) > 0"),
+        one("step", "x := numbers.range_step(0, 1e10, 2)\n    count(x) > 0"),
         // A comprehension over 10 billion pairs, built pair by pair.
         one(
             "pairs",
