@@ -1,6 +1,6 @@
 //! Policies as code: Rego modules evaluated in-process (the `regorus` interpreter),
-//! each evaluation bounded in time, each policy file in size, and a policy set's own
-//! `test_` rules run the way `opa test` runs them.
+//! each evaluation bounded in time and memory, each policy file in size, and a policy
+//! set's own `test_` rules run the way `opa test` runs them.
 //!
 //! A **policy set** is the `.rego` files of one folder (not recursive). Files ending in
 //! `_test.rego` are its tests: loaded only by [`PolicySet::run_tests`].
@@ -9,12 +9,33 @@
 //! (strings): `deny`, `warn` and `require_approval` (what the plan, plan_run and approval
 //! decision points act on), and `skip` and `trigger` (what the trigger decision point
 //! acts on). A package that defines none of them adds nothing. An evaluation that fails — a runtime error, or the time bound
-//! [`Limits::eval_time`] reached — is an [`EvalError`] naming the package: callers decide
-//! what it means (a deny, unless configured to warn).
+//! [`Limits::eval_time`] or the memory bound [`Limits::max_memory_bytes`] reached — is an
+//! [`EvalError`] naming the package (`policy data.x: deny: the memory bound (256 MiB) was
+//! reached`): callers decide what it means (a deny, unless configured to warn). A test
+//! that reaches a bound fails, saying so.
 //!
 //! Bounds: [`Limits::max_file_bytes`] per policy file and [`Limits::max_files`] per set
 //! (checked before parsing), [`Limits::max_input_bytes`] for an input document, and the
-//! evaluation time per rule.
+//! evaluation time and memory per rule.
+//!
+//! The memory bound: a rule's evaluation (a decision's rule, or a test) may hold at most
+//! [`Limits::max_memory_bytes`] more than was live when it started (the loaded policies and
+//! the input are there before, and not counted); past that it fails, what it built is
+//! freed, and the process carries on. The bytes are counted by the allocator regorus
+//! declares as the global allocator of every binary linking this crate (mimalloc, with
+//! counters) and checked by the interpreter as it goes: every 16 steps or 32 KiB allocated,
+//! and inside the builtins that build collections element by element. Only the evaluating
+//! thread's allocations count, because this crate's regorus work (evaluating, parsing,
+//! converting an input) runs one at a time in the process: concurrent calls (such as
+//! [`PolicySet::decide_input`] from several threads) queue, rule by rule, and neither fail
+//! for each other's memory nor for the rest of the process's. A loop or comprehension that
+//! runs away is stopped with at most about three times the bound resident (a collection
+//! doubles as it grows, old and new both live for a moment). The check cannot stop a
+//! single allocation: one builtin call that builds a huge value in one go (a `sprintf`
+//! width in the billions, a `replace` or `concat` that multiplies its input) passes the
+//! bound by that value's size before it is stopped. `numbers.range` and
+//! `numbers.range_step`, which reserve their whole array at once (and abort the process
+//! when the system refuses), refuse a range whose array alone passes the bound instead.
 //!
 //! An input document is checked and converted once into an [`Input`], which any number of
 //! sets can then decide on ([`PolicySet::decide_input`]): the server evaluates each policy
@@ -27,6 +48,10 @@ use std::time::{Duration, Instant};
 
 use regorus::utils::limits::ExecutionTimerConfig;
 use serde::Serialize;
+
+mod bound;
+
+use bound::Gate;
 
 /// The rules a decision reads, in this order.
 pub const DECISION_RULES: [&str; 5] = ["deny", "warn", "require_approval", "skip", "trigger"];
@@ -42,6 +67,9 @@ pub struct Limits {
     pub max_files: usize,
     /// Largest input document (its JSON text).
     pub max_input_bytes: usize,
+    /// Memory one rule's evaluation may hold beyond what is live when it starts (the
+    /// loaded policies and the input are not counted: they are there before).
+    pub max_memory_bytes: usize,
 }
 
 impl Default for Limits {
@@ -51,6 +79,12 @@ impl Default for Limits {
             max_file_bytes: 256 * 1024,
             max_files: 200,
             max_input_bytes: 64 * 1024 * 1024,
+            // A rule of an ordinary decision holds well under 1 MiB (1,000 resources and a
+            // few rules: 64 KiB; 10,000: 256 KiB). This is 4 times the largest input, room
+            // for a policy that copies or re-serializes a whole input; a runaway is stopped
+            // with at most about 3 times this resident, and evaluations run one at a time,
+            // so that is all the policy engine adds to the process at worst.
+            max_memory_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -113,6 +147,7 @@ impl Input {
         }
         // As `regorus::Value::from(serde_json::Value)` does, without the copy: a document
         // the interpreter cannot represent is undefined.
+        let _gate = Gate::enter();
         let value = <regorus::Value as serde::Deserialize>::deserialize(document)
             .unwrap_or(regorus::Value::Undefined);
         Ok(Input { value })
@@ -232,6 +267,7 @@ impl PolicySet {
             tests,
             limits,
         };
+        let gate = Gate::enter();
         for p in set.policies.iter().chain(&set.tests) {
             if p.text.len() > limits.max_file_bytes {
                 return Err(PolicyError::TooLarge {
@@ -240,7 +276,7 @@ impl PolicySet {
                     max: limits.max_file_bytes,
                 });
             }
-            let mut engine = set.engine();
+            let mut engine = set.engine(&gate);
             engine
                 .add_policy(p.path.clone(), p.text.clone())
                 .map_err(|e| PolicyError::Parse {
@@ -251,19 +287,25 @@ impl PolicySet {
         Ok(set)
     }
 
-    fn engine(&self) -> regorus::Engine {
+    /// An engine for the set's limits (regorus work: the gate is held).
+    fn engine(&self, _gate: &Gate) -> regorus::Engine {
         let mut engine = regorus::Engine::new();
         engine.set_execution_timer_config(ExecutionTimerConfig {
             limit: self.limits.eval_time,
             check_interval: NonZeroU32::MIN,
         });
         engine.set_strict_builtin_errors(true);
+        let max = self.limits.max_memory_bytes;
+        for (name, nargs, step) in [("numbers.range", 2, false), ("numbers.range_step", 3, true)] {
+            // Only fails for a name added twice: a fresh engine has none.
+            let _ = engine.add_extension(name.into(), nargs, Box::new(bound::range(max, step)));
+        }
         engine
     }
 
     /// An engine with the set's policies (and its tests, if asked) loaded.
-    fn loaded(&self, with_tests: bool) -> Result<regorus::Engine, PolicyError> {
-        let mut engine = self.engine();
+    fn loaded(&self, gate: &Gate, with_tests: bool) -> Result<regorus::Engine, PolicyError> {
+        let mut engine = self.engine(gate);
         let files = self
             .policies
             .iter()
@@ -281,7 +323,8 @@ impl PolicySet {
 
     /// The set's packages (`data.…` paths), tests excluded.
     pub fn packages(&self) -> Result<Vec<String>, PolicyError> {
-        let engine = self.loaded(false)?;
+        let gate = Gate::enter();
+        let engine = self.loaded(&gate, false)?;
         let packages = engine.get_packages().map_err(|e| PolicyError::Parse {
             path: "policies".into(),
             why: e.to_string(),
@@ -309,24 +352,27 @@ impl PolicySet {
     /// already checked and converted (its size bound is the one [`Input::new`] was given).
     pub fn decide_input(&self, input: &Input) -> Result<Decision, PolicyError> {
         let started = Instant::now();
-        let mut engine = self.loaded(false)?;
-        engine.set_input(input.value.clone());
+        let (mut engine, packages) = {
+            let gate = Gate::enter();
+            let mut engine = self.loaded(&gate, false)?;
+            engine.set_input(input.value.clone());
+            let packages: BTreeSet<String> = engine
+                .get_packages()
+                .map_err(|e| PolicyError::Parse {
+                    path: "policies".into(),
+                    why: e.to_string(),
+                })?
+                .into_iter()
+                .collect();
+            (engine, packages)
+        };
         let mut decision = Decision::default();
-        let packages: BTreeSet<String> = engine
-            .get_packages()
-            .map_err(|e| PolicyError::Parse {
-                path: "policies".into(),
-                why: e.to_string(),
-            })?
-            .into_iter()
-            .collect();
         for package in packages {
             for rule in DECISION_RULES {
                 let path = format!("{package}.{rule}");
-                let messages = match engine.eval_rule(path.clone()) {
-                    Ok(v) => messages(&v),
-                    Err(e) => {
-                        let why = e.to_string();
+                let messages = match self.eval(&mut engine, path, messages) {
+                    Ok(messages) => messages,
+                    Err(why) => {
                         // A package without this rule adds nothing.
                         if why.contains("not a valid rule path") || why.contains("no rule") {
                             continue;
@@ -355,13 +401,34 @@ impl PolicySet {
         Ok(decision)
     }
 
+    /// Evaluates the rule at `path`, within the memory bound, and reads its value with
+    /// `read`, holding the gate throughout. Why it failed, if it did.
+    fn eval<T>(
+        &self,
+        engine: &mut regorus::Engine,
+        path: String,
+        read: impl FnOnce(&regorus::Value) -> T,
+    ) -> Result<T, String> {
+        let gate = Gate::enter();
+        let max = self.limits.max_memory_bytes;
+        match gate.bounded(max, || engine.eval_rule(path)) {
+            Ok(v) => Ok(read(&v)),
+            Err(e) if bound::is_memory_limit(&e) => Err(format!(
+                "the memory bound ({}) was reached",
+                bound::show_bytes(max)
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Runs every `test_` rule of the set's `_test.rego` files (with the policies
     /// loaded): a test passes when it is true.
     pub fn run_tests(&self) -> Result<Vec<TestResult>, PolicyError> {
-        let mut engine = self.loaded(true)?;
+        let gate = Gate::enter();
+        let mut engine = self.loaded(&gate, true)?;
         let mut names = Vec::new();
         for t in &self.tests {
-            let mut one = self.engine();
+            let mut one = self.engine(&gate);
             one.add_policy(t.path.clone(), t.text.clone())
                 .map_err(|e| PolicyError::Parse {
                     path: t.path.clone(),
@@ -380,14 +447,18 @@ impl PolicySet {
                 }
             }
         }
+        drop(gate);
         let mut results = Vec::new();
         for name in names {
             let started = Instant::now();
-            let (passed, why) = match engine.eval_rule(name.clone()) {
-                Ok(regorus::Value::Bool(true)) => (true, None),
-                Ok(regorus::Value::Undefined) => (false, Some("undefined".to_string())),
-                Ok(v) => (false, Some(v.to_json_str().unwrap_or_default())),
-                Err(e) => (false, Some(e.to_string())),
+            let outcome = self.eval(&mut engine, name.clone(), |v| match v {
+                regorus::Value::Bool(true) => None,
+                regorus::Value::Undefined => Some("undefined".to_string()),
+                v => Some(v.to_json_str().unwrap_or_default()),
+            });
+            let (passed, why) = match outcome {
+                Ok(None) => (true, None),
+                Ok(Some(why)) | Err(why) => (false, Some(why)),
             };
             results.push(TestResult {
                 name,
