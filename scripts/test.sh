@@ -9,6 +9,8 @@ log() { printf '==> %s\n' "$*"; }
 # Tools the tests drive for real. Each entry: command to probe, Debian package.
 apt_tools=(
   "git:git"
+  # A C compiler: bundled SQLite and the policy engine's allocator (mimalloc) build C.
+  "cc:gcc"
   "curl:curl"
   # ip (iproute2): the egress sandbox tests make a private network of their own.
   "ip:iproute2"

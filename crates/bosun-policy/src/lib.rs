@@ -8,7 +8,8 @@
 //! A **decision** reads five rules of every package in the set, each a set of messages
 //! (strings): `deny`, `warn` and `require_approval` (what the plan, plan_run and approval
 //! decision points act on), and `skip` and `trigger` (what the trigger decision point
-//! acts on). A package that defines none of them adds nothing. An evaluation that fails — a runtime error, or the time bound
+//! acts on). A package that defines none of them adds nothing. An evaluation that fails
+//! — a runtime error, or the time bound
 //! [`Limits::eval_time`] or the memory bound [`Limits::max_memory_bytes`] reached — is an
 //! [`EvalError`] naming the package (`policy data.x: deny: the memory bound (256 MiB) was
 //! reached`): callers decide what it means (a deny, unless configured to warn). A test

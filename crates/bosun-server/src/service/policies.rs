@@ -459,20 +459,41 @@ async fn evaluate(
     input: Result<Value, String>,
 ) -> (Vec<NewPolicyEvaluation>, Verdict) {
     let mut loaded = Vec::with_capacity(policies.len());
+    let mut heads = Vec::with_capacity(policies.len());
     for p in policies {
         let files = files_of(state, &p).await;
+        heads.push(head(&p));
         loaded.push((p, files));
     }
     let evaluations = tokio::task::spawn_blocking(move || {
         // Checked against the size bound and converted once, for every policy.
-        let input = input.map(|document| Input::new(&document, &limits()));
+        let input = match guard(|| input.map(|document| Input::new(&document, &limits()))) {
+            Ok(input) => input,
+            Err(why) => Err(why),
+        };
         loaded
             .into_iter()
             .map(|(p, files)| evaluate_one(point, &p, files, &input))
             .collect::<Vec<_>>()
     })
     .await
-    .unwrap_or_default();
+    // Never fails open: an evaluation that did not come back is an error for each policy.
+    .unwrap_or_else(|e| {
+        let why = format!("the policy evaluation did not finish: {e}");
+        heads
+            .iter()
+            .map(|p| {
+                judge(
+                    point,
+                    p,
+                    String::new(),
+                    &Err(why.clone()),
+                    Err(why.clone()),
+                    std::time::Instant::now(),
+                )
+            })
+            .collect()
+    });
     let counted: Vec<Counted> = evaluations
         .iter()
         .map(|e| Counted {
@@ -501,6 +522,32 @@ fn evaluate_one(
     judge(point, p, version, &set, input, started)
 }
 
+/// A policy without its files: what an evaluation's record needs of it.
+fn head(p: &PolicyRecord) -> PolicyRecord {
+    PolicyRecord {
+        org: p.org.clone(),
+        spec: PolicySpec {
+            name: p.spec.name.clone(),
+            mode: p.spec.mode,
+            on_error: p.spec.on_error,
+            points: p.spec.points.clone(),
+            attachment: p.spec.attachment.clone(),
+            source: PolicySource::Files(BTreeMap::new()),
+        },
+        version: p.version.clone(),
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+        updated_by: p.updated_by.clone(),
+    }
+}
+
+/// Runs the engine, turning a panic in it into an error (the evaluation then fails as
+/// any other, never silently).
+pub(crate) fn guard<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|_| "the policy engine failed (it panicked) on this policy".to_string())
+}
+
 /// A policy's files as a set: the version read, and the set or why it cannot be used.
 pub(crate) fn load(
     files: Result<(String, Vec<Policy>), String>,
@@ -509,7 +556,8 @@ pub(crate) fn load(
         Err(why) => (String::new(), Err(why)),
         Ok((version, files)) => (
             version,
-            PolicySet::from_policies(files, limits()).map_err(|e| e.to_string()),
+            guard(|| PolicySet::from_policies(files, limits()))
+                .and_then(|set| set.map_err(|e| e.to_string())),
         ),
     }
 }
@@ -528,7 +576,9 @@ pub(crate) fn judge(
     let decision = match (set, input) {
         (Err(why), _) => Err(why.clone()),
         (Ok(_), Err(why)) => Err(why),
-        (Ok(set), Ok(input)) => set.decide_input(input).map_err(|e| e.to_string()),
+        (Ok(set), Ok(input)) => {
+            guard(|| set.decide_input(input)).and_then(|d| d.map_err(|e| e.to_string()))
+        }
     };
     let d = match decision {
         Ok(d) => d,
@@ -1029,4 +1079,45 @@ pub async fn override_run(
         state.wake_dispatch();
     }
     crate::service::runs::show(state, org, id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_engine_is_an_error_that_denies_not_a_pass() {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let caught = guard(|| -> u8 { panic!("engine bug") });
+        std::panic::set_hook(prev);
+        let why = caught.unwrap_err();
+        assert!(why.contains("panicked"), "{why}");
+        let now = chrono::Utc::now();
+        let p = PolicyRecord {
+            org: "acme".into(),
+            spec: PolicySpec {
+                name: "tags".into(),
+                mode: Mode::HardMandatory,
+                on_error: OnError::Deny,
+                points: vec![Point::Plan],
+                attachment: Attachment::default(),
+                source: PolicySource::Files(BTreeMap::new()),
+            },
+            version: "sha256:0".into(),
+            created_at: now,
+            updated_at: now,
+            updated_by: "user:root".into(),
+        };
+        let e = judge(
+            Point::Plan,
+            &head(&p),
+            String::new(),
+            &Err(why.clone()),
+            Err(why),
+            std::time::Instant::now(),
+        );
+        assert_eq!(e.outcome, Outcome::Deny);
+        assert!(e.errors[0].contains("panicked"), "{e:?}");
+    }
 }

@@ -20,7 +20,9 @@ use serde_json::{json, Value};
 use super::{new_run, Change, ChangedFiles, Decided};
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::service::policies::{files_of, judge, limits, load, stack_attachment, stack_document};
+use crate::service::policies::{
+    files_of, guard, judge, limits, load, stack_attachment, stack_document,
+};
 
 /// The longest message of a policy quoted in a trigger decision's reason.
 const REASON_MESSAGE_CHARS: usize = 200;
@@ -97,7 +99,8 @@ pub async fn apply(
         let sets: BTreeMap<_, _> = files.into_iter().map(|(key, f)| (key, load(f))).collect();
         jobs.into_iter()
             .map(|(i, document, policies)| {
-                let input = Input::new(&document, &limits()).map_err(|e| e.to_string());
+                let input = guard(|| Input::new(&document, &limits()))
+                    .and_then(|input| input.map_err(|e| e.to_string()));
                 let evaluations: Vec<NewPolicyEvaluation> = policies
                     .iter()
                     .map(|p| {
