@@ -499,6 +499,19 @@ deny contains "never" if {
 "#,
         &["--mode", "hard_mandatory"],
     );
+    // Gigabytes in one builtin call: the memory bound refuses it, and the server lives on.
+    w.policy(
+        "hog",
+        r#"package bosun.hog
+
+import rego.v1
+
+deny contains "never" if {
+	count(numbers.range(1, 1000000000)) < 0
+}
+"#,
+        &["--mode", "hard_mandatory"],
+    );
     w.stack(
         "slow",
         r#"resource "testing_thing" "a" { name = "a" }"#,
@@ -516,6 +529,14 @@ deny contains "never" if {
         "stopped by the bound: {e:#}"
     );
     assert!(started.elapsed() < Duration::from_secs(110));
+    let hog = evaluation(&r, "hog");
+    assert_eq!(hog["outcome"], "deny", "{r:#}");
+    let errors = strings(&hog["errors"]).join(" ");
+    assert!(
+        errors.contains("the memory bound (256 MiB) was reached"),
+        "{errors}"
+    );
+    w.ok(&["policy", "delete", "hog"]);
 
     // Configured to warn: the same error lets the run through, shown as a warning.
     let dir: &Path = &w.dir.path().join("policies").join("runaway");
