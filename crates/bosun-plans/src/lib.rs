@@ -22,6 +22,7 @@ pub mod condition;
 pub mod connection;
 pub mod exec;
 pub mod facts;
+pub mod host_source;
 pub mod lineinfile;
 pub mod live;
 pub mod model;
