@@ -124,6 +124,11 @@ error_codes! {
     NotAwaitingApproval => "not_awaiting_approval",
     /// The stored plan no longer parses.
     InvalidPlan => "invalid_plan",
+    /// An environment's `hosts_from` names a stack or output that gives no hosts (missing,
+    /// sensitive, not a list or map, or an entry that does not render).
+    HostSourceUnresolved => "host_source_unresolved",
+    /// Changing or deleting a host an environment takes from a stack's output.
+    HostFromStack => "host_from_stack",
     /// The run waits for an approval in the approvals inbox.
     ApprovalRequired => "approval_required",
     /// A force-unlock of a state that is not locked.

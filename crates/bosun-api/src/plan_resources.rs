@@ -132,6 +132,11 @@ pub struct HostInfo {
     /// The bastion the host is reached through, by name; `null`: connected to directly.
     #[serde(default)]
     pub proxy_jump: Option<String>,
+    /// A host taken from a stack's output: `{environment, stack, output, version}` (the
+    /// state version a plan run's start read); `null`: added by hand or imported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub source: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -151,6 +156,13 @@ pub struct EnvironmentCreate {
     /// Approvers additionally need a grant on it.
     #[serde(default)]
     pub protected: bool,
+    /// Hosts taken from stacks' outputs, resolved when a plan run starts: a list of
+    /// `{stack, output, name, address, port?, user?, labels?, vars?, host_key?}`, each
+    /// field but `stack` and `output` a template over `item` (an entry of the output)
+    /// and `key` (its index or key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub hosts_from: Option<serde_json::Value>,
 }
 
 /// The body of `PATCH /orgs/{org}/environments/{env}`: only the given fields change.
@@ -165,6 +177,10 @@ pub struct EnvironmentPatch {
     pub requires_approval: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protected: Option<bool>,
+    /// Replaces the sources of hosts (`[]`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub hosts_from: Option<serde_json::Value>,
 }
 
 /// An environment as the API shows it.
@@ -179,6 +195,16 @@ pub struct EnvironmentInfo {
     pub grants: Vec<String>,
     /// The hosts in it, by name.
     pub hosts: Vec<String>,
+    /// Where it takes hosts from (see `EnvironmentCreate::hosts_from`); empty: nowhere.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub hosts_from: Vec<serde_json::Value>,
+    /// One environment shown alone: what each source gives now, from its stack's current
+    /// state (`{stack, output, version, hosts: [{name, address, port, user, labels}]}`, or
+    /// `{stack, output, error}`). A plan run's start resolves them the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub hosts_from_preview: Option<Vec<serde_json::Value>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

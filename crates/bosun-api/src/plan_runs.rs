@@ -94,6 +94,11 @@ pub struct PlanRunView {
     /// one run, empty in lists.
     #[serde(default)]
     pub policies: Vec<crate::PolicyEvaluationView>,
+    /// The hosts its start took from stacks' outputs: `[{environment, stack, output,
+    /// version, hosts}]` (the state version read, the host names it gave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub sources: Option<serde_json::Value>,
     pub runner_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

@@ -170,6 +170,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0037_host_proxy_jump.sql"),
     include_str!("../migrations/postgres/0038_policies.sql"),
     include_str!("../migrations/postgres/0039_stack_labels.sql"),
+    include_str!("../migrations/postgres/0040_host_sources.sql"),
 ];
 
 /// The schema version this binary writes.

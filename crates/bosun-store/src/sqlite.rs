@@ -143,6 +143,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0037_host_proxy_jump.sql"),
     include_str!("../migrations/sqlite/0038_policies.sql"),
     include_str!("../migrations/sqlite/0039_stack_labels.sql"),
+    include_str!("../migrations/sqlite/0040_host_sources.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -407,6 +407,7 @@ async fn two_replicas_racing_plan_runs_on_one_host_start_one() {
                 concurrent: false,
                 preview: None,
                 policy_check: false,
+                sources: None,
             };
             racers.push(tokio::spawn(async move {
                 store.create_plan_run(&run, &audit).await

@@ -116,6 +116,7 @@ impl Cron for PlanScheduleRecord {
             &self.plan,
             &plan.source,
             &inputs,
+            REQUESTER,
         )
         .await
         {
@@ -137,6 +138,7 @@ impl Cron for PlanScheduleRecord {
                     requested_by: REQUESTER.to_string(),
                     trigger: PlanTrigger::Schedule,
                     hosts: resolved.hosts,
+                    sources: resolved.sources,
                     gated_environments: resolved.gated,
                     concurrent: resolved.plan.concurrent_runs,
                     policy_check: resolved.policy_check,

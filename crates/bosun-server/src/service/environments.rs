@@ -6,7 +6,7 @@ use bosun_api::{EnvironmentCreate, EnvironmentInfo, EnvironmentPatch, Page};
 use bosun_core::plan_resources as rules;
 use bosun_core::Role;
 use bosun_store::{EnvironmentRecord, HostRecord, NewEnvironment};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -21,6 +21,13 @@ fn environment_wire(e: EnvironmentRecord, hosts: &[HostRecord]) -> EnvironmentIn
             .filter(|h| h.environment.as_deref() == Some(e.id.as_str()))
             .map(|h| h.name.clone())
             .collect(),
+        hosts_from: e
+            .hosts_from
+            .as_ref()
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        hosts_from_preview: None,
         id: e.id,
         vars: e.vars,
         requires_approval: e.requires_approval,
@@ -83,21 +90,29 @@ pub async fn create(
         vars: vars_of("vars", body.vars.as_ref())?,
         requires_approval: body.requires_approval,
         protected: body.protected,
+        hosts_from: crate::service::host_sources::check(body.hosts_from.as_ref())?,
     };
     let audit = caller.audit(
         Some(org),
         "environment.create",
         format!("environment:{}", env.id),
-        json!({"requires_approval": env.requires_approval, "protected": env.protected}),
+        json!({"requires_approval": env.requires_approval, "protected": env.protected,
+            "hosts_from": env.hosts_from}),
     );
     let created = state.store.create_environment(&env, &audit).await?;
     environment_answer(state, org, created).await
 }
 
-/// One environment of `org`, with its grants and hosts.
+/// One environment of `org`, with its grants and hosts, and what each of its sources of
+/// hosts gives now.
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<EnvironmentInfo, ApiError> {
     let env = load_environment(state, org, id).await?;
-    environment_answer(state, org, env).await
+    let preview = crate::service::host_sources::preview(state, &env).await?;
+    let mut info = environment_answer(state, org, env).await?;
+    if !info.hosts_from.is_empty() {
+        info.hosts_from_preview = Some(preview);
+    }
+    Ok(info)
 }
 
 /// Changes an environment's variables or flags for `caller`; grants stay.
@@ -119,13 +134,17 @@ pub async fn update(
         vars,
         requires_approval: body.requires_approval.unwrap_or(current.requires_approval),
         protected: body.protected.unwrap_or(current.protected),
+        hosts_from: match &body.hosts_from {
+            Some(raw) => crate::service::host_sources::check(Some(raw))?,
+            None => current.hosts_from,
+        },
     };
     let audit = caller.audit(
         Some(org),
         "environment.update",
         format!("environment:{id}"),
         json!({"requires_approval": env.requires_approval, "protected": env.protected,
-            "vars_changed": body.vars.is_some()}),
+            "vars_changed": body.vars.is_some(), "hosts_from": env.hosts_from}),
     );
     let updated = state.store.update_environment(&env, &audit).await?;
     environment_answer(state, org, updated).await

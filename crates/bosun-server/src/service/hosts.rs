@@ -38,6 +38,7 @@ fn host_wire(h: HostRecord) -> HostInfo {
         host_key: h.host_key,
         known_hosts: h.known_hosts,
         proxy_jump: h.proxy_jump,
+        source: h.source,
         created_at: h.created_at,
         updated_at: h.updated_at,
     }
@@ -330,6 +331,7 @@ pub async fn update(
     body: HostPatch,
 ) -> Result<HostInfo, ApiError> {
     let current = load_host(state, org, name).await?;
+    refuse_sourced(&current)?;
     let port = match body.port {
         Some(p) => rules::port("port", p)?,
         None => current.port,
@@ -364,6 +366,22 @@ pub async fn update(
     Ok(host_wire(state.store.update_host(&host, &audit).await?))
 }
 
+/// A host taken from a stack's output is the stack's to change: refused, saying where
+/// it comes from.
+fn refuse_sourced(h: &HostRecord) -> Result<(), ApiError> {
+    let Some(s) = &h.source else {
+        return Ok(());
+    };
+    Err(ApiError::Conflict {
+        code: bosun_api::ErrorCode::HostFromStack,
+        message: format!(
+            "host {:?} comes from output {} of stack {} (environment {}'s hosts_from): change \
+             the stack's output, or the environment's hosts_from",
+            h.name, s["output"], s["stack"], s["environment"]
+        ),
+    })
+}
+
 /// Deletes a host for `caller`.
 pub async fn delete(
     state: &AppState,
@@ -371,6 +389,9 @@ pub async fn delete(
     org: &str,
     name: &str,
 ) -> Result<(), ApiError> {
+    if let Some(current) = state.store.get_host(org, name).await? {
+        refuse_sourced(&current)?;
+    }
     let audit = caller.audit(Some(org), "host.delete", format!("host:{name}"), json!({}));
     let done = state.store.delete_host(org, name, &audit).await?;
     deleted(done, "host", name, org)

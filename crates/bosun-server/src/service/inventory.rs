@@ -57,6 +57,8 @@ pub async fn import(
             vars: e.vars.clone(),
             requires_approval: e.requires_approval,
             protected: e.protected,
+            // An inventory file has no sources: the store keeps an existing one's.
+            hosts_from: None,
         });
     }
     let mut hosts = Vec::new();

@@ -5,6 +5,7 @@
 pub mod approvals;
 pub mod drift;
 pub mod environments;
+pub mod host_sources;
 pub mod hosts;
 pub mod identity;
 pub mod inventory;

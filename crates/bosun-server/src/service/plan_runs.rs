@@ -24,6 +24,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::logs::LogsQuery;
 use crate::paging::{page, require_known_cursor, PageQuery};
+use crate::service::host_sources;
 
 /// A new plan-run id: time-ordered like stack runs, `prun-` so the two never collide.
 pub fn new_plan_run_id() -> String {
@@ -72,6 +73,7 @@ pub(crate) fn to_wire(r: PlanRunRecord, results: Vec<PlanHostResultRecord>) -> P
         preview_of: r.preview_of,
         policy_hold: r.policy_hold.map(|h| h.to_string()),
         policies: Vec::new(),
+        sources: r.sources,
         runner_id: r.runner_id,
         created_at: r.created_at,
         updated_at: r.updated_at,
@@ -199,14 +201,19 @@ pub struct Resolved {
     /// Policies of the `plan_run` point attach to its targets (their labels or
     /// environments, or the whole org): a real run waits for their verdict on its dry run.
     pub policy_check: bool,
+    /// The hosts taken from stacks' outputs (see [`host_sources::sync`]).
+    pub sources: Option<Value>,
 }
 
+/// Resolves a new run of `plan`: first the org's hosts taken from stacks' outputs, kept
+/// as they stand now (`actor` is audited for the change), then the targets.
 pub async fn resolve(
     state: &AppState,
     org: &str,
     name: &str,
     source: &str,
     inputs: &BTreeMap<String, Value>,
+    actor: &str,
 ) -> Result<Resolved, ApiError> {
     let file = format!("{name}.yaml");
     let plan = bosun_plans::model::parse_plan(Path::new(&file), source).map_err(|e| {
@@ -230,6 +237,7 @@ pub async fn resolve(
         )
         .into());
     }
+    let sources = host_sources::sync(state, org, actor).await?;
     let hosts = state.store.list_hosts(org).await?;
     let environments = state.store.list_environments(org).await?;
     let all: Vec<&HostRecord> = hosts.iter().collect();
@@ -292,6 +300,7 @@ pub async fn resolve(
         hosts: targets,
         gated,
         policy_check,
+        sources,
     })
 }
 
@@ -314,7 +323,7 @@ pub async fn start(
         .get_plan(org, name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("plan {name:?}")))?;
-    let resolved = resolve(state, org, name, &plan.source, &body.inputs).await?;
+    let resolved = resolve(state, org, name, &plan.source, &body.inputs, &requested_by).await?;
     let (id, preview) = new_run_ids(body.dry_run, &resolved.gated, resolved.policy_check);
     let run = NewPlanRun {
         id,
@@ -335,6 +344,7 @@ pub async fn start(
         concurrent: resolved.plan.concurrent_runs,
         preview,
         policy_check: resolved.policy_check && !body.dry_run,
+        sources: resolved.sources,
     };
     let created = state.store.create_plan_run(&run, &audit).await?;
     if created.needs_lease || created.preview.is_some() {

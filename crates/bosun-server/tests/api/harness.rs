@@ -78,6 +78,7 @@ impl TestServer {
             vars: Default::default(),
             requires_approval,
             protected,
+            hosts_from: None,
         };
         let store = &self.server.state().store;
         store.create_environment(&env, &seed_audit()).await.unwrap();

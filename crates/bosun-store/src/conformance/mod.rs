@@ -508,6 +508,7 @@ fn environment(org: &str, id: &str, gated: bool) -> NewEnvironment {
         vars: BTreeMap::from([("app_port".to_string(), json!(8080))]),
         requires_approval: gated,
         protected: gated,
+        hosts_from: None,
     }
 }
 
@@ -555,6 +556,7 @@ fn plan_run(id: &str, hosts: &[&str]) -> NewPlanRun {
         concurrent: false,
         preview: None,
         policy_check: false,
+        sources: None,
     }
 }
 

@@ -10,6 +10,9 @@ pub struct NewEnvironment {
     pub vars: std::collections::BTreeMap<String, serde_json::Value>,
     pub requires_approval: bool,
     pub protected: bool,
+    /// Where it takes hosts from: stacks' outputs (a JSON list of sources, checked by the
+    /// server); `None`: nowhere.
+    pub hosts_from: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +24,7 @@ pub struct EnvironmentRecord {
     pub protected: bool,
     /// User ids granted approval on a protected environment, sorted.
     pub grants: Vec<String>,
+    pub hosts_from: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -66,6 +70,9 @@ pub struct HostRecord {
     /// The bastion the host is reached through (`proxy_jump`): another host of the org,
     /// by name; `None`: connected to directly.
     pub proxy_jump: Option<String>,
+    /// Where a host taken from a stack's output came from (`{environment, stack, output,
+    /// version}`); `None`: added by hand or by an inventory import.
+    pub source: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -119,4 +126,21 @@ pub struct InventoryImported {
     pub environments_updated: Vec<String>,
     pub hosts_created: Vec<String>,
     pub hosts_updated: Vec<String>,
+}
+
+/// The hosts an environment takes from stacks' outputs, as a plan run's start resolved
+/// them: each with its `source` (`{environment, stack, output, version}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourcedHosts {
+    pub org: String,
+    pub environment: String,
+    pub hosts: Vec<(NewHost, serde_json::Value)>,
+}
+
+/// What syncing an environment's sourced hosts changed, by host name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourcedSync {
+    pub added: Vec<String>,
+    pub updated: Vec<String>,
+    pub removed: Vec<String>,
 }

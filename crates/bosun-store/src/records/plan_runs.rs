@@ -33,6 +33,9 @@ pub struct NewPlanRun {
     /// Policies of the `plan_run` point attach to a real run: it starts paused, with its
     /// preview, held until they are evaluated on the preview's report.
     pub policy_check: bool,
+    /// The hosts its start took from stacks' outputs: `[{environment, stack, output,
+    /// version, hosts}]`; `None`: none.
+    pub sources: Option<serde_json::Value>,
 }
 
 /// A plan run as stored.
@@ -74,6 +77,8 @@ pub struct PlanRunRecord {
     pub summarised_at: Option<DateTime<Utc>>,
     /// What the policies hold it for while it is paused.
     pub policy_hold: Option<bosun_core::policy::PlanRunHold>,
+    /// The hosts its start took from stacks' outputs (see [`NewPlanRun::sources`]).
+    pub sources: Option<serde_json::Value>,
 }
 
 impl PlanRunRecord {

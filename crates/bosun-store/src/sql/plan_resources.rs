@@ -11,9 +11,10 @@
 use super::audit::append_audit;
 use super::*;
 
-const ENV_COLUMNS: &str = "org_id, id, vars, requires_approval, protected, created_at, updated_at";
+const ENV_COLUMNS: &str =
+    "org_id, id, vars, requires_approval, protected, created_at, updated_at, hosts_from";
 
-type EnvRow = (String, String, String, bool, bool, i64, i64);
+type EnvRow = (String, String, String, bool, bool, i64, i64, Option<String>);
 
 fn env_row(r: &Row<'_>) -> db::Result<EnvRow> {
     EnvRow::try_from(r)
@@ -31,6 +32,11 @@ fn env_record(r: EnvRow) -> Result<EnvironmentRecord> {
         requires_approval: r.3,
         protected: r.4,
         grants: Vec::new(),
+        hosts_from: r
+            .7
+            .map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| corrupt("environment hosts_from", e))?,
         created_at: from_millis(r.5)?,
         updated_at: from_millis(r.6)?,
     })
@@ -88,8 +94,8 @@ fn require_org(c: &Connection, org: &str) -> Result<()> {
 fn insert_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO environments (org_id, id, vars, requires_approval, protected,
-            created_at, updated_at, updated_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
+            created_at, updated_at, updated_by, hosts_from)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8)",
     )?
     .execute(params![
         e.org,
@@ -99,17 +105,25 @@ fn insert_env(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<()> 
         e.protected,
         millis(Utc::now()),
         by,
+        e.hosts_from.as_ref().map(Value::to_string),
     ])
     .map_err(|err| exists_or(err, || format!("environment {:?}", e.id)))?;
     super::approvals::regate_environment(tx, &e.org, &e.id)
 }
 
-/// Returns whether the environment existed.
-fn update_env_row(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<bool> {
+/// Returns whether the environment existed. An inventory import (`keep_sources`) keeps
+/// the environment's `hosts_from`: an inventory file does not have it.
+fn update_env_row(
+    tx: &Transaction<'_>,
+    e: &NewEnvironment,
+    by: &str,
+    keep_sources: bool,
+) -> Result<bool> {
     let n = tx
         .prepare_cached(
             "UPDATE environments SET vars = ?3, requires_approval = ?4, protected = ?5,
-                updated_at = ?6, updated_by = ?7
+                updated_at = ?6, updated_by = ?7,
+                hosts_from = CASE WHEN ?9 THEN hosts_from ELSE ?8 END
              WHERE org_id = ?1 AND id = ?2",
         )?
         .execute(params![
@@ -120,6 +134,8 @@ fn update_env_row(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<
             e.protected,
             millis(Utc::now()),
             by,
+            e.hosts_from.as_ref().map(Value::to_string),
+            keep_sources,
         ])?;
     if n > 0 {
         super::approvals::regate_environment(tx, &e.org, &e.id)?;
@@ -128,7 +144,8 @@ fn update_env_row(tx: &Transaction<'_>, e: &NewEnvironment, by: &str) -> Result<
 }
 
 const HOST_COLUMNS: &str = "org_id, name, address, port, \"user\", connection, labels, vars,
-    environment_id, identity_file, host_key, known_hosts, created_at, updated_at, proxy_jump";
+    environment_id, identity_file, host_key, known_hosts, created_at, updated_at, proxy_jump,
+    source";
 
 type HostRow = (
     String,
@@ -145,6 +162,7 @@ type HostRow = (
     Option<String>,
     i64,
     i64,
+    Option<String>,
     Option<String>,
 );
 
@@ -169,6 +187,7 @@ fn host_record(r: HostRow) -> Result<HostRecord> {
         c,
         u,
         jump,
+        source,
     ) = r;
     Ok(HostRecord {
         port: u16::try_from(port).map_err(|e| corrupt("host port", e))?,
@@ -184,6 +203,10 @@ fn host_record(r: HostRow) -> Result<HostRecord> {
         host_key: key,
         known_hosts: kh,
         proxy_jump: jump,
+        source: source
+            .map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| corrupt("host source", e))?,
         created_at: from_millis(c)?,
         updated_at: from_millis(u)?,
     })
@@ -398,7 +421,7 @@ pub(super) fn update_environment(
     e: &NewEnvironment,
     audit: &Audit,
 ) -> Result<EnvironmentRecord> {
-    if !update_env_row(tx, e, &audit.actor)? {
+    if !update_env_row(tx, e, &audit.actor, false)? {
         return Err(StoreError::NotFound(format!("environment {:?}", e.id)));
     }
     append_audit(tx, audit)?;
@@ -557,7 +580,7 @@ pub(super) fn import_inventory(
     require_org(tx, &import.org)?;
     let mut out = InventoryImported::default();
     for e in &import.environments {
-        if update_env_row(tx, e, &audit.actor)? {
+        if update_env_row(tx, e, &audit.actor, true)? {
             out.environments_updated.push(e.id.clone());
         } else {
             insert_env(tx, e, &audit.actor)?;
@@ -659,4 +682,96 @@ pub(super) fn delete_plan(
         append_audit(tx, audit)?;
     }
     Ok(n > 0)
+}
+
+/// Replaces the hosts `environment` takes from stacks' outputs with `s.hosts`, in one
+/// transaction: a host already there from this environment is updated (when it changed),
+/// a new one added, one no longer given removed. A name taken by a host added by hand, or
+/// taken from another environment's sources, is refused naming it: a stack's output never
+/// replaces a host someone else manages.
+pub(super) fn sync_sourced_hosts(
+    tx: &Transaction<'_>,
+    s: &SourcedHosts,
+    audit: &Audit,
+) -> Result<SourcedSync> {
+    require_org(tx, &s.org)?;
+    if !env_exists(tx, &s.org, &s.environment)? {
+        return Err(StoreError::UnknownEnvironment(s.environment.clone()));
+    }
+    let mut out = SourcedSync::default();
+    for (host, source) in &s.hosts {
+        let owner: Option<Option<String>> = tx
+            .prepare_cached("SELECT source_env FROM hosts WHERE org_id = ?1 AND name = ?2")?
+            .query_row(params![s.org, host.name], |r| r.get(0))
+            .optional()?;
+        let current = load_host(tx, &s.org, &host.name)?;
+        match owner {
+            None => {
+                insert_host(tx, host, &audit.actor)?;
+                out.added.push(host.name.clone());
+            }
+            Some(Some(env)) if env == s.environment => {
+                let unchanged = current.as_ref().is_some_and(|c| {
+                    c.address == host.address
+                        && c.port == host.port
+                        && c.user == host.user
+                        && c.labels == host.labels
+                        && c.vars == host.vars
+                        && c.host_key == host.host_key
+                        && c.environment == host.environment
+                        && c.source.as_ref() == Some(source)
+                });
+                if unchanged {
+                    continue;
+                }
+                update_host_row(tx, host, &audit.actor)?;
+                out.updated.push(host.name.clone());
+            }
+            Some(Some(env)) => {
+                return Err(StoreError::AlreadyExists(format!(
+                    "host {:?} (taken from a stack's output by environment {env:?})",
+                    host.name
+                )))
+            }
+            Some(None) => {
+                return Err(StoreError::AlreadyExists(format!(
+                    "host {:?} (added by hand or by an inventory import)",
+                    host.name
+                )))
+            }
+        }
+        tx.prepare_cached(
+            "UPDATE hosts SET source_env = ?3, source = ?4 WHERE org_id = ?1 AND name = ?2",
+        )?
+        .execute(params![s.org, host.name, s.environment, source.to_string()])?;
+        check_host_bastion(tx, &s.org, &host.name)?;
+    }
+    let stale: Vec<String> = tx
+        .prepare_cached(
+            "SELECT name FROM hosts WHERE org_id = ?1 AND source_env = ?2 ORDER BY name",
+        )?
+        .query_map(params![s.org, s.environment], |r| r.get(0))?
+        .collect::<db::Result<Vec<String>>>()?
+        .into_iter()
+        .filter(|name| !s.hosts.iter().any(|(h, _)| &h.name == name))
+        .collect();
+    for name in stale {
+        let jumping = jumping_through(tx, &s.org, &name)?;
+        if !jumping.is_empty() {
+            return Err(StoreError::HostInUse {
+                host: name,
+                hosts: jumping,
+            });
+        }
+        tx.prepare_cached("DELETE FROM hosts WHERE org_id = ?1 AND name = ?2")?
+            .execute(params![s.org, name])?;
+        out.removed.push(name);
+    }
+    if !(out.added.is_empty() && out.updated.is_empty() && out.removed.is_empty()) {
+        let mut audit = audit.clone();
+        audit.detail = json!({"environment": s.environment, "added": out.added,
+            "updated": out.updated, "removed": out.removed});
+        append_audit(tx, &audit)?;
+    }
+    Ok(out)
 }

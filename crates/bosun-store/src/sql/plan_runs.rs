@@ -21,7 +21,7 @@ use super::*;
 const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,
     requested_by, trigger, hosts, gated_environments, concurrent, needs_lease, leased, started,
     cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at,
-    preview, preview_of, summarised_at, policy_hold";
+    preview, preview_of, summarised_at, policy_hold, sources";
 
 fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
     Ok(PlanRunRecordRow {
@@ -54,6 +54,7 @@ fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
         preview_of: r.get(26)?,
         summarised_at: r.get(27)?,
         policy_hold: r.get(28)?,
+        sources: r.get(29)?,
     })
 }
 
@@ -87,6 +88,7 @@ struct PlanRunRecordRow {
     preview_of: Option<String>,
     summarised_at: Option<i64>,
     policy_hold: Option<String>,
+    sources: Option<String>,
 }
 
 fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
@@ -115,6 +117,11 @@ fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
             .map(|h| h.parse())
             .transpose()
             .map_err(|e| corrupt("plan run policy_hold", e))?,
+        sources: r
+            .sources
+            .map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| corrupt("plan run sources", e))?,
         id: r.id,
         org: r.org,
         plan: r.plan,
@@ -199,9 +206,9 @@ fn insert(
     tx.prepare_cached(
         "INSERT INTO plan_runs (id, org_id, plan, plan_version, source, inputs, dry_run, state,
             requested_by, trigger, hosts, gated_environments, concurrent, needs_lease,
-            created_at, updated_at, preview, preview_of, policy_hold)
+            created_at, updated_at, preview, preview_of, policy_hold, sources)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17,
-            ?18)",
+            ?18, ?19)",
     )?
     .execute(params![
         run.id,
@@ -222,6 +229,7 @@ fn insert(
         preview,
         preview_of,
         checked.then_some(PlanRunHold::Check.as_str()),
+        run.sources.as_ref().map(Value::to_string),
     ])
     .map_err(|e| exists_or(e, || format!("plan run {:?}", run.id)))?;
     Ok(())

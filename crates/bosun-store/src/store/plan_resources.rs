@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use crate::{
     Audit, EnvironmentRecord, HostRecord, InventoryImport, InventoryImported, NewEnvironment,
-    NewHost, NewPlan, PlanRecord, Result,
+    NewHost, NewPlan, PlanRecord, Result, SourcedHosts, SourcedSync,
 };
 
 /// What plans run against: environments and their grants, hosts, inventory imports
@@ -72,6 +72,10 @@ pub trait PlanResourceStore: Send + Sync {
         import: &InventoryImport,
         audit: &Audit,
     ) -> Result<InventoryImported>;
+    /// Replaces the hosts an environment takes from stacks' outputs (added, updated when
+    /// changed, removed when no longer given), in one transaction, audited once when
+    /// something changed. `AlreadyExists` for a name a host managed otherwise has.
+    async fn sync_sourced_hosts(&self, hosts: &SourcedHosts, audit: &Audit) -> Result<SourcedSync>;
     /// Stores a plan file: version 1 when new, the next version when the name exists.
     async fn save_plan(&self, plan: &NewPlan, audit: &Audit) -> Result<PlanRecord>;
     async fn get_plan(&self, org: &str, name: &str) -> Result<Option<PlanRecord>>;

@@ -27,6 +27,10 @@ pub enum EnvCommand {
         /// Approvers additionally need a grant on it (`bosun env grant`).
         #[arg(long)]
         protected: bool,
+        /// Take hosts from stacks' outputs: a YAML or JSON file with a list of sources
+        /// (`stack`, `output`, and templates over `item` for `name`, `address`, …).
+        #[arg(long, value_name = "FILE")]
+        hosts_from: Option<std::path::PathBuf>,
     },
     /// The org's environments.
     List,
@@ -49,6 +53,12 @@ pub enum EnvCommand {
         requires_approval: Option<bool>,
         #[arg(long, value_name = "BOOL")]
         protected: Option<bool>,
+        /// Replace where it takes hosts from: a YAML or JSON file with a list of sources.
+        #[arg(long, value_name = "FILE", conflicts_with = "clear_hosts_from")]
+        hosts_from: Option<std::path::PathBuf>,
+        /// Take no more hosts from stacks' outputs.
+        #[arg(long)]
+        clear_hosts_from: bool,
     },
     /// Delete an environment (org admins); refused while hosts are in it.
     Delete {
@@ -82,11 +92,75 @@ pub fn parse_var(raw: &str) -> Result<(String, Value), String> {
     }
 }
 
+/// A `--hosts-from` file: a list of sources, in YAML or JSON.
+fn hosts_from_file(path: &std::path::Path) -> anyhow::Result<Value> {
+    use anyhow::Context;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if text.len() > 256 * 1024 {
+        anyhow::bail!("{} is larger than 256 KiB", path.display());
+    }
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(_) => serde_norway::from_str(&text)
+            .with_context(|| format!("{} is neither JSON nor YAML", path.display()))?,
+    };
+    Ok(value)
+}
+
+/// Each source, and what it gives now (shown alone): `web-fleet.instances (v3): web-1
+/// 10.0.0.1:22, …` or its error.
+fn sources_text(e: &EnvironmentInfo) -> (Vec<String>, Vec<String>) {
+    let name = |s: &Value| {
+        format!(
+            "stack {} output {}",
+            s["stack"].as_str().unwrap_or("?"),
+            s["output"].as_str().unwrap_or("?")
+        )
+    };
+    let sources = e.hosts_from.iter().map(name).collect();
+    let preview = e
+        .hosts_from_preview
+        .iter()
+        .flatten()
+        .map(|p| match p["error"].as_str() {
+            Some(why) => format!("{}: {why}", name(p)),
+            None => {
+                let hosts: Vec<String> = p["hosts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|h| {
+                        format!(
+                            "{} {}:{}",
+                            h["name"].as_str().unwrap_or("?"),
+                            h["address"].as_str().unwrap_or("?"),
+                            h["port"]
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{} (state version {}): {}",
+                    name(p),
+                    p["version"],
+                    if hosts.is_empty() {
+                        "no hosts".to_string()
+                    } else {
+                        hosts.join(", ")
+                    }
+                )
+            }
+        })
+        .collect();
+    (sources, preview)
+}
+
 pub fn vars_text(vars: &BTreeMap<String, Value>) -> Vec<String> {
     vars.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
 fn env_text(e: EnvironmentInfo) -> String {
+    let (sources, preview) = sources_text(&e);
     let mut f = Fields::new();
     f.add("environment", e.id)
         .add("requires approval", yes_no(e.requires_approval))
@@ -94,6 +168,8 @@ fn env_text(e: EnvironmentInfo) -> String {
         .lines("vars", vars_text(&e.vars))
         .lines("grants", e.grants)
         .lines("hosts", e.hosts)
+        .lines("hosts from", sources)
+        .lines("sources now", preview)
         .add("updated", timestamp(&e.updated_at));
     f.render()
 }
@@ -106,12 +182,14 @@ pub async fn run(ctx: &Ctx, command: EnvCommand) -> anyhow::Result<()> {
             vars,
             requires_approval,
             protected,
+            hosts_from,
         } => {
             let body = EnvironmentCreate {
                 id,
                 vars: Some(Value::Object(vars.into_iter().collect())),
                 requires_approval,
                 protected,
+                hosts_from: hosts_from.as_deref().map(hosts_from_file).transpose()?,
             };
             let reply = ctx
                 .client
@@ -164,6 +242,8 @@ pub async fn run(ctx: &Ctx, command: EnvCommand) -> anyhow::Result<()> {
             unset_vars,
             requires_approval,
             protected,
+            hosts_from,
+            clear_hosts_from,
         } => {
             let new_vars = if vars.is_empty() && unset_vars.is_empty() {
                 None
@@ -180,10 +260,16 @@ pub async fn run(ctx: &Ctx, command: EnvCommand) -> anyhow::Result<()> {
                 merged.extend(vars);
                 Some(Value::Object(merged.into_iter().collect()))
             };
+            let hosts_from = match (hosts_from, clear_hosts_from) {
+                (Some(path), _) => Some(hosts_from_file(&path)?),
+                (None, true) => Some(Value::Array(Vec::new())),
+                (None, false) => None,
+            };
             let body = EnvironmentPatch {
                 vars: new_vars,
                 requires_approval,
                 protected,
+                hosts_from,
             };
             let reply = ctx
                 .client

@@ -29,7 +29,14 @@ pub enum HostCommand {
     /// Add a host to the org (org admins).
     Add(AddArgs),
     /// The org's hosts, by name, a page at a time.
-    List(super::PageArgs),
+    List {
+        #[command(flatten)]
+        paging: super::PageArgs,
+        /// Add a SOURCE column: where a host taken from a stack's output came from (stack,
+        /// output, state version), or `-` for one added by hand.
+        #[arg(long)]
+        source: bool,
+    },
     /// One host.
     Show {
         /// The host's name.
@@ -175,15 +182,29 @@ fn host_text(h: HostInfo) -> String {
         .add("host key", or_dash(h.host_key))
         .add("known hosts", or_dash(h.known_hosts))
         .add("proxy jump", or_dash(h.proxy_jump))
+        .add("source", source_text(&h.source))
         .add("updated", timestamp(&h.updated_at));
     f.render()
 }
 
-fn host_table(org: &str, hosts: Vec<HostInfo>) -> String {
+/// Where a host came from: `stack web-fleet output instances (state version 3)`.
+fn source_text(source: &Option<serde_json::Value>) -> String {
+    match source {
+        Some(s) => format!(
+            "stack {} output {} (state version {})",
+            s["stack"].as_str().unwrap_or("?"),
+            s["output"].as_str().unwrap_or("?"),
+            s["version"]
+        ),
+        None => "-".into(),
+    }
+}
+
+fn host_table(org: &str, hosts: Vec<HostInfo>, with_source: bool) -> String {
     if hosts.is_empty() {
         return format!("No hosts in org {org}.\n");
     }
-    let mut t = Table::new(&[
+    let mut columns = vec![
         "NAME",
         "ADDRESS",
         "CONNECTION",
@@ -191,9 +212,14 @@ fn host_table(org: &str, hosts: Vec<HostInfo>) -> String {
         "ENVIRONMENT",
         "LABELS",
         "PROXY JUMP",
-    ]);
+    ];
+    if with_source {
+        columns.push("SOURCE");
+    }
+    let mut t = Table::new(&columns);
     for h in hosts {
-        t.row(vec![
+        let source = source_text(&h.source);
+        let mut row = vec![
             h.name,
             format!("{}:{}", h.address, h.port),
             h.connection,
@@ -205,7 +231,11 @@ fn host_table(org: &str, hosts: Vec<HostInfo>) -> String {
                 h.labels.join(",")
             },
             or_dash(h.proxy_jump),
-        ]);
+        ];
+        if with_source {
+            row.push(source);
+        }
+        t.row(row);
     }
     t.render()
 }
@@ -450,10 +480,10 @@ pub async fn run(
                 format!("added host {}\n{}", h.name, host_text(h.clone()))
             })?;
         }
-        HostCommand::List(paging) => {
+        HostCommand::List { paging, source } => {
             let path = ["orgs", org, "hosts"];
             super::list_pages(&ctx, &path, &[], paging, "hosts", |hosts: Vec<HostInfo>| {
-                host_table(org, hosts)
+                host_table(org, hosts, source)
             })
             .await?;
         }

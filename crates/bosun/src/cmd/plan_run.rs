@@ -165,6 +165,32 @@ fn render(run: &PlanRunView, preview: Option<&PlanRunView>) -> String {
         .add("requested by", run.requested_by.clone())
         .add("trigger", run.trigger.clone())
         .add("hosts", run.hosts.join(", "));
+    if let Some(sources) = run.sources.as_ref().and_then(|s| s.as_array()) {
+        f.lines(
+            "hosts from",
+            sources
+                .iter()
+                .map(|s| {
+                    format!(
+                        "environment {}: stack {} output {} (state version {}): {}",
+                        s["environment"].as_str().unwrap_or("?"),
+                        s["stack"].as_str().unwrap_or("?"),
+                        s["output"].as_str().unwrap_or("?"),
+                        s["version"],
+                        s["hosts"]
+                            .as_array()
+                            .map(|h| {
+                                h.iter()
+                                    .filter_map(|n| n.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            })
+                            .unwrap_or_default()
+                    )
+                })
+                .collect(),
+        );
+    }
     if !run.gated_environments.is_empty() {
         f.add("gated environments", run.gated_environments.join(", "));
     }
@@ -527,6 +553,7 @@ mod tests {
             preview_of: None,
             policy_hold: None,
             policies: Vec::new(),
+            sources: None,
             runner_id: None,
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),

@@ -126,6 +126,12 @@ impl PlanResourceStore for db::Store {
             .await
     }
 
+    async fn sync_sourced_hosts(&self, hosts: &SourcedHosts, audit: &Audit) -> Result<SourcedSync> {
+        let (hosts, audit) = (hosts.clone(), audit.clone());
+        self.write(move |tx| plan_resources::sync_sourced_hosts(tx, &hosts, &audit))
+            .await
+    }
+
     async fn save_plan(&self, plan: &NewPlan, audit: &Audit) -> Result<PlanRecord> {
         let (p, audit) = (plan.clone(), audit.clone());
         self.write(move |tx| plan_resources::save_plan(tx, &p, &audit))
