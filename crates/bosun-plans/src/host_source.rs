@@ -48,6 +48,12 @@ pub struct HostsFrom {
     pub vars: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_key: Option<String>,
+    /// The private key's path on the runner's machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_file: Option<String>,
+    /// The known_hosts path on the runner's machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_hosts: Option<String>,
 }
 
 /// A host as one entry renders it, before the caller checks its fields.
@@ -60,6 +66,8 @@ pub struct RenderedHost {
     pub labels: Vec<String>,
     pub vars: BTreeMap<String, String>,
     pub host_key: Option<String>,
+    pub identity_file: Option<String>,
+    pub known_hosts: Option<String>,
 }
 
 /// Why a source is refused or does not render: the field (`hosts_from[0].address`) and
@@ -89,6 +97,8 @@ impl HostsFrom {
             ("port", &self.port),
             ("user", &self.user),
             ("host_key", &self.host_key),
+            ("identity_file", &self.identity_file),
+            ("known_hosts", &self.known_hosts),
         ] {
             if let Some(t) = t {
                 all.push((field.to_string(), t.as_str()));
@@ -252,6 +262,8 @@ pub fn render(source: &HostsFrom, output: &Value) -> Result<Vec<RenderedHost>, S
             labels,
             vars,
             host_key: optional("host_key", &source.host_key)?,
+            identity_file: optional("identity_file", &source.identity_file)?,
+            known_hosts: optional("known_hosts", &source.known_hosts)?,
         });
     }
     Ok(hosts)

@@ -121,9 +121,9 @@ pub async fn resolve(
                 .map(|(k, v)| (k, Value::String(v)))
                 .collect(),
             environment: Some(env.to_string()),
-            identity_file: None,
+            identity_file: r.identity_file,
             host_key: r.host_key,
-            known_hosts: None,
+            known_hosts: r.known_hosts,
             proxy_jump: None,
         };
         if let Err(e) = check_host("", &host) {

@@ -718,6 +718,8 @@ pub(super) fn sync_sourced_hosts(
                         && c.labels == host.labels
                         && c.vars == host.vars
                         && c.host_key == host.host_key
+                        && c.identity_file == host.identity_file
+                        && c.known_hosts == host.known_hosts
                         && c.environment == host.environment
                         && c.source.as_ref() == Some(source)
                 });
