@@ -864,6 +864,7 @@ pub(crate) async fn make_templates(args: &Args) -> R<Templates> {
                         )]),
                         requires_approval: *env == "prod",
                         protected: false,
+                        hosts_from: None,
                     },
                     &admin_audit(
                         Some(org),
