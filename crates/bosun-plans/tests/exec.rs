@@ -68,6 +68,7 @@ fn plan(inv: &Inventory, steps: Vec<Step>) -> Plan {
         inputs: BTreeMap::new(),
         vars: BTreeMap::new(),
         schedule: None,
+        on_stack_change: None,
         steps,
         handlers: Vec::new(),
         force_handlers: false,

@@ -111,6 +111,7 @@ fn the_spec_plan_parses_to_the_expected_model() {
         )]),
         vars: map(json!({"app": "shop"})),
         schedule: None,
+        on_stack_change: None,
         steps: vec![
             bosun_plans::model::Step {
                 name: "pin release".into(),
@@ -1429,4 +1430,37 @@ steps:
             ("7:67", "`vars.key` is not defined"),
         ],
     );
+}
+
+#[test]
+fn on_stack_change_names_a_stack_and_the_outputs_that_start_a_run() {
+    let base = "name: p\ntargets: { labels: [web] }\nsteps:\n  - command: [\"true\"]\n";
+    let p = plan(&format!(
+        "{base}on_stack_change:\n  stack: web-fleet\n  outputs: [instances, dns_name]\n"
+    ));
+    assert_eq!(
+        p.on_stack_change,
+        Some(bosun_plans::model::OnStackChange {
+            stack: "web-fleet".into(),
+            outputs: vec!["instances".into(), "dns_name".into()],
+        })
+    );
+    let any = plan(&format!("{base}on_stack_change: {{ stack: net }}\n"));
+    assert_eq!(any.on_stack_change.unwrap().outputs, Vec::<String>::new());
+    assert!(plan(base).on_stack_change.is_none());
+    for (extra, says) in [
+        ("on_stack_change: { outputs: [a] }\n", "name the `stack`"),
+        ("on_stack_change: { stack: \"a b\" }\n", "is not a stack id"),
+        (
+            "on_stack_change: { stack: s, outputs: [a, a] }\n",
+            "output \"a\" is named twice",
+        ),
+        (
+            "on_stack_change: { stack: s, colour: red }\n",
+            "unknown field `colour`",
+        ),
+    ] {
+        let e = plan_err(&format!("{base}{extra}"));
+        assert!(e.contains(says), "{extra}: {e}");
+    }
 }

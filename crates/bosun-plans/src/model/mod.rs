@@ -62,6 +62,9 @@ pub struct Plan {
     pub vars: BTreeMap<String, Value>,
     /// The file's `schedule:`: the server keeps the plan's schedule to it on upload.
     pub schedule: Option<FileSchedule>,
+    /// The file's `on_stack_change:`: the server starts a run when a tracked run of that
+    /// stack changes one of these outputs (any output when none is named).
+    pub on_stack_change: Option<OnStackChange>,
     pub steps: Vec<Step>,
     /// Steps that run only where a step naming them in `notify` changed the host: once
     /// per host at the next flush (a `flush: handlers` step, or the end of the host's
@@ -127,6 +130,15 @@ impl Rollout {
         }
         out
     }
+}
+
+/// A plan file's `on_stack_change:`: runs started by a stack's output change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnStackChange {
+    /// A stack of the plan's org, by id.
+    pub stack: String,
+    /// The outputs whose change starts a run; empty: any output.
+    pub outputs: Vec<String>,
 }
 
 /// A plan file's `schedule:` — a cron string, or a mapping with `cron`, `timezone` and

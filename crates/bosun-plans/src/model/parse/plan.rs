@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use super::index::{join_key, Index};
 use super::raw::{
-    OneOrMany, RawGroup, RawModule, RawNumberOrText, RawPackage, RawPlan, RawSchedule, RawStep,
-    RawUser, Words,
+    OneOrMany, RawGroup, RawModule, RawNumberOrText, RawOnStackChange, RawPackage, RawPlan,
+    RawSchedule, RawStep, RawUser, Words,
 };
 use crate::model::{
     BatchSize, CopySource, FileSchedule, GroupArgs, HealthCheck, InputDef, LineInFileArgs,
-    ModelError, Module, PackageArgs, PackageManager, PackageState, Plan, Presence, Rollout, Step,
-    Targets, UserArgs, Value,
+    ModelError, Module, OnStackChange, PackageArgs, PackageManager, PackageState, Plan, Presence,
+    Rollout, Step, Targets, UserArgs, Value,
 };
 use crate::modules::{accounts, package};
 
@@ -103,6 +103,10 @@ pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, Mo
         .schedule
         .map(|s| validate_schedule(ix, &inputs, s))
         .transpose()?;
+    let on_stack_change = raw
+        .on_stack_change
+        .map(|o| validate_on_stack_change(ix, o))
+        .transpose()?;
     let raw_steps = match raw.steps {
         None => return Err(ix.err_value("", "a plan needs `steps`")),
         Some(s) if s.is_empty() => {
@@ -153,6 +157,7 @@ pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, Mo
         inputs,
         vars: raw.vars.unwrap_or_default(),
         schedule,
+        on_stack_change,
         steps,
         handlers,
         force_handlers: raw.force_handlers.unwrap_or(false),
@@ -290,6 +295,57 @@ fn health_check(ix: &Index, base: &Path, raw: RawStep) -> Result<HealthCheck, Mo
         retries,
         delay,
     })
+}
+
+/// An `on_stack_change:`: a stack id and output names, each a name Terraform accepts
+/// (letters, digits, `_`, `-`), at most 32 outputs, none twice.
+fn validate_on_stack_change(
+    ix: &Index,
+    raw: RawOnStackChange,
+) -> Result<OnStackChange, ModelError> {
+    let name_ok = |s: &str, max: usize| {
+        !s.is_empty()
+            && s.len() <= max
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    let stack = match raw.stack {
+        Some(s) if name_ok(&s, 63) => s,
+        Some(s) => {
+            return Err(ix.err_value(
+                "on_stack_change.stack",
+                format!("{s:?} is not a stack id (letters, digits, `-`, `_`)"),
+            ))
+        }
+        None => {
+            return Err(ix.err_value(
+                "on_stack_change",
+                "name the `stack` whose output changes start a run",
+            ))
+        }
+    };
+    let outputs = raw.outputs.unwrap_or_default();
+    if outputs.len() > 32 {
+        return Err(ix.err_value(
+            "on_stack_change.outputs",
+            format!("at most 32 outputs (got {})", outputs.len()),
+        ));
+    }
+    for (i, o) in outputs.iter().enumerate() {
+        if !name_ok(o, 128) {
+            return Err(ix.err_value(
+                &format!("on_stack_change.outputs[{i}]"),
+                format!("{o:?} is not an output name"),
+            ));
+        }
+        if outputs[..i].contains(o) {
+            return Err(ix.err_value(
+                &format!("on_stack_change.outputs[{i}]"),
+                format!("output {o:?} is named twice"),
+            ));
+        }
+    }
+    Ok(OnStackChange { stack, outputs })
 }
 
 /// A `schedule:` as the server takes it: a cron, an optional zone, declared inputs only

@@ -41,6 +41,7 @@ pub(super) struct RawPlan {
     pub(super) inputs: Option<BTreeMap<String, Option<RawInput>>>,
     pub(super) vars: Option<BTreeMap<String, Value>>,
     pub(super) schedule: Option<RawSchedule>,
+    pub(super) on_stack_change: Option<RawOnStackChange>,
     pub(super) steps: Option<Vec<RawStep>>,
     pub(super) handlers: Option<Vec<RawStep>>,
     pub(super) force_handlers: Option<bool>,
@@ -48,6 +49,16 @@ pub(super) struct RawPlan {
     pub(super) max_fail_percentage: Option<Value>,
     pub(super) pause_between_batches: Option<RawNumberOrText>,
     pub(super) health_check: Option<RawStep>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "on_stack_change: a mapping with stack and outputs"
+)]
+pub(super) struct RawOnStackChange {
+    pub(super) stack: Option<String>,
+    pub(super) outputs: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
