@@ -99,6 +99,11 @@ pub struct PlanRunView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub sources: Option<serde_json::Value>,
+    /// A run a stack's change started (trigger `stack`): `{stack, run, outputs}` — the
+    /// stack's tracked run and the watched outputs it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub upstream: Option<serde_json::Value>,
     pub runner_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

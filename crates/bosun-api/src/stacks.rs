@@ -68,6 +68,10 @@ pub struct Stack {
     pub labels: Vec<String>,
     /// Whether Bosun can reach the stack's repository.
     pub connection: StackConnection,
+    /// The host plans whose runs a change of its outputs starts (their `on_stack_change`),
+    /// by name. Filled when one stack is shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feeds_plans: Vec<String>,
     /// How drift checking goes, for a stack with drift detection.
     #[serde(default)]
     pub drift_status: Option<StackDriftStatus>,

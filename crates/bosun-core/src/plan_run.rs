@@ -35,12 +35,15 @@ pub enum PlanRunState {
 pub enum PlanTrigger {
     Manual,
     Schedule,
+    /// A tracked run of a stack changed outputs the plan's `on_stack_change` watches.
+    Stack,
 }
 
 string_enum!(PlanRunState, "state", Queued => "queued", Paused => "paused", Running => "running",
     Succeeded => "succeeded", Failed => "failed", Rejected => "rejected", Aborted => "aborted",
     Interrupted => "interrupted");
-string_enum!(PlanTrigger, "trigger", Manual => "manual", Schedule => "schedule");
+string_enum!(PlanTrigger, "trigger", Manual => "manual", Schedule => "schedule",
+    Stack => "stack");
 
 impl PlanRunState {
     pub const ALL: [PlanRunState; 8] = [

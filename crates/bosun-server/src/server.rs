@@ -124,6 +124,7 @@ impl RunningServer {
             crate::notify::deliver::delivery_duty(&state),
             crate::vcs::feedback::feedback_duty(&state),
             crate::schedules::schedule_duty(&state),
+            crate::plans::triggers::trigger_duty(),
             crate::retention::duty(&state),
             crate::metrics::fold_duty(),
         ];

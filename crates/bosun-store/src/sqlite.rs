@@ -144,6 +144,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0038_policies.sql"),
     include_str!("../migrations/sqlite/0039_stack_labels.sql"),
     include_str!("../migrations/sqlite/0040_host_sources.sql"),
+    include_str!("../migrations/sqlite/0041_plan_triggers.sql"),
 ];
 
 /// The schema version this binary writes.

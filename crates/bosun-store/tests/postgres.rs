@@ -408,6 +408,9 @@ async fn two_replicas_racing_plan_runs_on_one_host_start_one() {
                 preview: None,
                 policy_check: false,
                 sources: None,
+                upstream: None,
+                settles_trigger: None,
+                failed: None,
             };
             racers.push(tokio::spawn(async move {
                 store.create_plan_run(&run, &audit).await

@@ -90,6 +90,11 @@ impl World {
 
     /// The module: one output listing the first `n` sshd hosts as objects.
     fn module(&self, n: usize) -> String {
+        self.module_in(n, "eu-west-1")
+    }
+
+    /// [`World::module`] with another `region` output.
+    fn module_in(&self, n: usize, region: &str) -> String {
         let items: Vec<String> = self.fleet.hosts()[..n]
             .iter()
             .enumerate()
@@ -103,7 +108,7 @@ impl World {
             })
             .collect();
         format!(
-            "output \"instances\" {{\n  value = [\n{}\n  ]\n}}\n\noutput \"region\" {{\n  value = \"eu-west-1\"\n}}\n",
+            "output \"instances\" {{\n  value = [\n{}\n  ]\n}}\n\noutput \"region\" {{\n  value = \"{region}\"\n}}\n",
             items.join(",\n")
         )
     }
@@ -176,10 +181,16 @@ impl World {
 
     /// Stores the host plan `configure`: every host labelled `web` writes a marker.
     fn plan(&self) {
+        self.plan_with("")
+    }
+
+    /// [`World::plan`] with more top-level YAML (`on_stack_change: …`).
+    fn plan_with(&self, extra: &str) {
         let plan = format!(
             r#"name: configure
 targets:
   labels: [web]
+{extra}
 steps:
   - name: mark
     file.copy:
@@ -197,9 +208,44 @@ steps:
     fn configure(&self) -> Value {
         let started = self.json(&["plan-run", "start", "configure"]);
         let id = started["id"].as_str().unwrap().to_string();
+        self.wait_run(&id)
+    }
+
+    /// The plan's runs, newest first.
+    fn plan_runs(&self) -> Vec<Value> {
+        self.json(&["plan-run", "list", "configure"])["items"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// Waits for the plan's `n`th run (counting its previews out) to appear; that run.
+    fn wait_started(&self, n: usize) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let r = self.json(&["plan-run", "show", &id]);
+            let runs: Vec<Value> = self
+                .plan_runs()
+                .into_iter()
+                .filter(|r| !r["dry_run"].as_bool().unwrap_or(false))
+                .collect();
+            if runs.len() >= n {
+                assert_eq!(runs.len(), n, "one run per change: {runs:#?}");
+                return runs[0].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no run {n} of the plan: {runs:#?}\n{}",
+                support::log_tail(&self.server, 40)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for plan run `id` to end (or pause); the run.
+    fn wait_run(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = self.json(&["plan-run", "show", id]);
             if ["succeeded", "failed", "aborted", "rejected", "interrupted"]
                 .contains(&r["state"].as_str().unwrap_or_default())
             {
@@ -351,4 +397,101 @@ fn a_missing_output_or_stack_refuses_the_run_before_any_step_naming_it() {
         assert!(said.contains(says), "{said}");
         assert!(w.configured().is_empty(), "no step ran");
     }
+}
+
+/// Pushes `main_tf` and deploys it; the stack run's id.
+fn push_and_deploy(w: &World, wt: &WorkTree, main_tf: &str) -> String {
+    wt.commit(&[("main.tf", main_tf)], "change");
+    wt.push("main");
+    w.deploy()["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_stacks_output_change_starts_a_plan_run_on_the_new_hosts_and_nothing_else_does() {
+    let Some(w) = world(4) else { return };
+    prepare_roots(&w.root(), 4);
+    let wt = w.stack(3);
+    w.deploy();
+    w.ok(&[
+        "env",
+        "create",
+        "fleet",
+        "--hosts-from",
+        w.sources("web-fleet", "instances").to_str().unwrap(),
+    ]);
+    w.plan_with("on_stack_change:\n  stack: web-fleet\n  outputs: [instances]\n");
+    // Both sides say so.
+    let stack = w.ok(&["stack", "show", "web-fleet"]);
+    assert!(
+        stack.contains("feeds plans") && stack.contains("configure"),
+        "{stack}"
+    );
+
+    // The output grows to four (an output-only change: the module has no resource):
+    // one run, on the four hosts, started by that stack run.
+    let upstream = push_and_deploy(&w, &wt, &w.module(4));
+    let run = w.wait_started(1);
+    let run = w.wait_run(run["id"].as_str().unwrap());
+    assert_eq!(run["state"], "succeeded", "{run:#}");
+    assert_eq!(run["trigger"], "stack");
+    assert_eq!(
+        (
+            run["upstream"]["stack"].as_str(),
+            run["upstream"]["run"].as_str()
+        ),
+        (Some("web-fleet"), Some(upstream.as_str()))
+    );
+    assert_eq!(run["upstream"]["outputs"], json!(["instances"]));
+    assert_eq!(run["requested_by"], "stack:web-fleet");
+    assert_eq!(run["hosts"], json!(["web-0", "web-1", "web-2", "web-3"]));
+    assert_eq!(w.configured(), ["web-0", "web-1", "web-2", "web-3"]);
+    let shown = w.ok(&["plan-run", "show", run["id"].as_str().unwrap()]);
+    assert!(
+        shown.contains(&format!("started by run {upstream} of stack web-fleet")),
+        "{shown}"
+    );
+
+    // Unchanged outputs, then a change of an output the plan does not watch: no run.
+    // The next watched change gives exactly one more, from its own stack run.
+    w.deploy();
+    push_and_deploy(&w, &wt, &w.module_in(4, "us-east-2"));
+    let upstream = push_and_deploy(&w, &wt, &w.module_in(3, "us-east-2"));
+    let run = w.wait_started(2);
+    assert_eq!(run["upstream"]["run"], upstream.as_str(), "{run:#}");
+    let run = w.wait_run(run["id"].as_str().unwrap());
+    assert_eq!(w.configured(), ["web-0", "web-1", "web-2"], "{run:#}");
+
+    // A gated environment pauses the run a change starts, for an approver.
+    w.ok(&["env", "update", "fleet", "--requires-approval", "true"]);
+    push_and_deploy(&w, &wt, &w.module_in(2, "us-east-2"));
+    let run = w.wait_started(3);
+    let id = run["id"].as_str().unwrap().to_string();
+    assert_eq!(run["state"], "paused", "{run:#}");
+    assert!(
+        w.configured().is_empty(),
+        "nothing runs before the approval"
+    );
+    w.ok(&["approvals", "approve", &id]);
+    let run = w.wait_run(&id);
+    assert_eq!(run["state"], "succeeded", "{run:#}");
+    assert_eq!(w.configured(), ["web-0", "web-1"]);
+
+    // A source that gives no hosts fails the run before any step, naming why.
+    w.ok(&["env", "update", "fleet", "--requires-approval", "false"]);
+    w.ok(&[
+        "env",
+        "update",
+        "fleet",
+        "--hosts-from",
+        w.sources("web-fleet", "servers").to_str().unwrap(),
+    ]);
+    push_and_deploy(&w, &wt, &w.module_in(1, "us-east-2"));
+    let run = w.wait_started(4);
+    assert_eq!(run["state"], "failed", "{run:#}");
+    let reason = run["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("has no output \"servers\"") && reason.contains("started by run"),
+        "{reason}"
+    );
+    assert!(w.configured().is_empty());
 }

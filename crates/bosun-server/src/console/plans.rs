@@ -859,7 +859,14 @@ async fn run_page(
         state: view.state,
         reason: view.reason,
         dry_run: view.dry_run,
-        trigger: view.trigger,
+        trigger: match &view.upstream {
+            Some(u) => format!(
+                "stack: started by run {} of stack {}",
+                u["run"].as_str().unwrap_or("?"),
+                u["stack"].as_str().unwrap_or("?")
+            ),
+            None => view.trigger,
+        },
         requested_by: view.requested_by,
         runner: view.runner_id,
         layout,

@@ -114,6 +114,8 @@ struct StackPage {
     outputs_version: Option<(i64, bool)>,
     upstreams: Vec<Edge>,
     downstreams: Vec<Edge>,
+    /// The plans whose runs a change of its outputs starts (`on_stack_change`).
+    feeds_plans: Vec<String>,
 }
 
 fn short(commit: &str) -> String {
@@ -384,6 +386,7 @@ async fn show(
         }
     };
 
+    let feeds_plans = state.store.plans_fed_by(&org, &stack).await?;
     // The stacks that depend on this one: one query over the dependency index.
     let downstreams = state
         .store
@@ -439,6 +442,7 @@ async fn show(
             outputs_version,
             upstreams: s.depends_on.iter().map(edge).collect(),
             downstreams,
+            feeds_plans,
             layout,
         },
     )

@@ -5,3 +5,4 @@ pub mod resources;
 pub mod runs;
 pub mod schedule;
 pub mod secrets;
+pub mod triggers;

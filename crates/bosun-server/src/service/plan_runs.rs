@@ -74,6 +74,7 @@ pub(crate) fn to_wire(r: PlanRunRecord, results: Vec<PlanHostResultRecord>) -> P
         policy_hold: r.policy_hold.map(|h| h.to_string()),
         policies: Vec::new(),
         sources: r.sources,
+        upstream: r.upstream,
         runner_id: r.runner_id,
         created_at: r.created_at,
         updated_at: r.updated_at,
@@ -345,6 +346,9 @@ pub async fn start(
         preview,
         policy_check: resolved.policy_check && !body.dry_run,
         sources: resolved.sources,
+        upstream: None,
+        settles_trigger: None,
+        failed: None,
     };
     let created = state.store.create_plan_run(&run, &audit).await?;
     if created.needs_lease || created.preview.is_some() {

@@ -116,6 +116,11 @@ pub async fn upload(
                         inputs: s.inputs.clone(),
                     }
                 }),
+                on_stack_change: checked
+                    .plan
+                    .on_stack_change
+                    .as_ref()
+                    .map(|o| (o.stack.clone(), o.outputs.clone())),
             },
             &audit,
         )
@@ -312,6 +317,20 @@ pub(crate) async fn check_plan(
             format!("{}:{}:{}: {}", f.file, f.line, f.column, f.message),
         )
     })?;
+    // A plan fed by a stack names one of its org: a stack feeds plans, and plans feed
+    // nothing, so the edge can make no cycle.
+    if let Some(on) = &plan.on_stack_change {
+        if state.store.get_stack(org, &on.stack).await?.is_none() {
+            return Err(invalid(
+                "source",
+                format!(
+                    "{}: on_stack_change.stack: org {org:?} has no stack {:?}",
+                    plan.locations.locate("on_stack_change.stack"),
+                    on.stack
+                ),
+            ));
+        }
+    }
     let inventory = org_inventory(state, org).await?;
     let warnings = engine::lint(&plan, Some(&inventory))
         .findings

@@ -62,7 +62,9 @@ pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Stack, ApiErr
         .get_stack_in_context(org, id)
         .await?
         .ok_or_else(|| not_found(org, id))?;
-    Ok(in_context(state, record, &context))
+    let mut stack = in_context(state, record, &context);
+    stack.feeds_plans = state.store.plans_fed_by(org, id).await?;
+    Ok(stack)
 }
 
 /// Creates a stack of the org from the body, validated into a [`StackSpec`].
@@ -287,6 +289,7 @@ pub fn to_wire(
             .to_string(),
         labels: s.labels.into_iter().map(|l| l.into_string()).collect(),
         connection,
+        feeds_plans: Vec::new(),
         drift_status: None,
         created_at: r.created_at,
         updated_at: r.updated_at,

@@ -114,6 +114,7 @@ impl TestServer {
             name: name.into(),
             source: source.into(),
             schedule: None,
+            on_stack_change: None,
         };
         let store = &self.server.state().store;
         store.save_plan(&plan, &seed_audit()).await.unwrap();

@@ -648,6 +648,7 @@ async fn save_plan_named(store: &dyn Store, org: &str, name: &str) {
                 name: name.into(),
                 source: format!("name: {name}\nsteps: []\n"),
                 schedule: None,
+                on_stack_change: None,
             },
             &audit(Some(org), "plan.save", &format!("plan:{name}")),
         )
@@ -686,6 +687,7 @@ async fn save_plan_scheduled(
                     timezone: timezone.into(),
                     inputs: BTreeMap::from([("release".to_string(), json!("3.0"))]),
                 }),
+                on_stack_change: None,
             },
             &a,
         )
@@ -834,6 +836,7 @@ pub async fn plan_schedules_from_files_follow_the_file(store: Arc<dyn Store>) {
         name: "app-config".into(),
         source: "name: app-config\nsteps: []\n".into(),
         schedule: None,
+        on_stack_change: None,
     };
     assert!(store.save_plan(&theirs, &a("plan.save")).await.is_err());
     theirs.org = "other".into();

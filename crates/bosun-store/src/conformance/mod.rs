@@ -557,6 +557,9 @@ fn plan_run(id: &str, hosts: &[&str]) -> NewPlanRun {
         preview: None,
         policy_check: false,
         sources: None,
+        upstream: None,
+        settles_trigger: None,
+        failed: None,
     }
 }
 

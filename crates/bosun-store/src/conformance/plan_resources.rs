@@ -595,6 +595,7 @@ pub async fn plan_files_versioned_and_org_scoped(store: Arc<dyn Store>) {
         name: "app-config".into(),
         source: "name: app-config\nsteps: []\n  # kept exactly, comments too\n".into(),
         schedule: None,
+        on_stack_change: None,
     };
     let first = store.save_plan(&v1, &a).await.unwrap();
     assert_eq!(
@@ -684,6 +685,7 @@ pub async fn plan_hosts_and_plans_page_by_name(store: Arc<dyn Store>) {
             name: format!("p-{name}"),
             source: format!("name: p-{name}\nsteps: []\n"),
             schedule: None,
+            on_stack_change: None,
         };
         store.save_plan(&plan, &a).await.unwrap();
     }

@@ -87,6 +87,8 @@ pub struct NewPlan {
     /// The file's `schedule:`, checked: saved as the plan's schedule (marked as the
     /// file's). `None` removes a schedule the file had set; one set through the API stays.
     pub schedule: Option<PlanFileSchedule>,
+    /// The file's `on_stack_change`: (stack, outputs; empty: any output).
+    pub on_stack_change: Option<(String, Vec<String>)>,
 }
 
 /// A plan file's schedule, as saved with the plan.

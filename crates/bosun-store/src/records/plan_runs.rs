@@ -36,6 +36,14 @@ pub struct NewPlanRun {
     /// The hosts its start took from stacks' outputs: `[{environment, stack, output,
     /// version, hosts}]`; `None`: none.
     pub sources: Option<serde_json::Value>,
+    /// A run a stack's change started (trigger `stack`): `{stack, run, outputs}`.
+    pub upstream: Option<serde_json::Value>,
+    /// The plan trigger this run settles, in its creating transaction (a run whose
+    /// trigger was settled already is refused `AlreadyExists`).
+    pub settles_trigger: Option<i64>,
+    /// Created ended: `failed` with this reason before any step (a stack-started run
+    /// whose hosts could not be resolved). Not guarded, never leased.
+    pub failed: Option<String>,
 }
 
 /// A plan run as stored.
@@ -79,6 +87,8 @@ pub struct PlanRunRecord {
     pub policy_hold: Option<bosun_core::policy::PlanRunHold>,
     /// The hosts its start took from stacks' outputs (see [`NewPlanRun::sources`]).
     pub sources: Option<serde_json::Value>,
+    /// See [`NewPlanRun::upstream`].
+    pub upstream: Option<serde_json::Value>,
 }
 
 impl PlanRunRecord {
@@ -120,4 +130,18 @@ pub struct PlanRunEventInput {
     pub reason: Option<String>,
     pub report: Option<serde_json::Value>,
     pub audit: Option<Audit>,
+}
+
+/// A stack's tracked run changed outputs a plan watches: a run of the plan to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanTriggerRecord {
+    pub id: i64,
+    pub org: String,
+    pub plan: String,
+    pub stack: String,
+    /// The stack's run.
+    pub run: String,
+    /// The watched outputs it changed.
+    pub outputs: Vec<String>,
+    pub created_at: DateTime<Utc>,
 }

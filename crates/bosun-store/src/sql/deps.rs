@@ -138,7 +138,7 @@ fn trigger_always(
 
 /// The outputs the versions written by `run` changed: its last version against the one
 /// before its first (none written → no change).
-fn changed_outputs(tx: &Transaction<'_>, run: &RunRecord) -> Result<Vec<String>> {
+pub(super) fn changed_outputs(tx: &Transaction<'_>, run: &RunRecord) -> Result<Vec<String>> {
     let range: Option<(i64, i64)> = tx
         .prepare_cached(
             "SELECT MIN(version), MAX(version) FROM state_versions

@@ -621,13 +621,24 @@ pub(super) fn save_plan(tx: &Transaction<'_>, p: &NewPlan, audit: &Audit) -> Res
     let now = millis(Utc::now());
     tx.prepare_cached(
         "INSERT INTO plans (org_id, name, source, version, created_at, updated_at,
-            updated_by)
-         VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5)
+            updated_by, watch_stack, watch_outputs)
+         VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5, ?6, ?7)
          ON CONFLICT (org_id, name) DO UPDATE SET source = excluded.source,
             version = plans.version + 1, updated_at = excluded.updated_at,
-            updated_by = excluded.updated_by",
+            updated_by = excluded.updated_by, watch_stack = excluded.watch_stack,
+            watch_outputs = excluded.watch_outputs",
     )?
-    .execute(params![p.org, p.name, p.source, now, audit.actor])?;
+    .execute(params![
+        p.org,
+        p.name,
+        p.source,
+        now,
+        audit.actor,
+        p.on_stack_change.as_ref().map(|(stack, _)| stack.clone()),
+        p.on_stack_change
+            .as_ref()
+            .map(|(_, outputs)| json!(outputs).to_string()),
+    ])?;
     let saved = load_plan(tx, &p.org, &p.name)?.ok_or_else(|| vanished("plan"))?;
     let schedule = super::approvals::save_file_schedule(tx, p, &audit.actor)?;
     let mut audit = audit.clone();

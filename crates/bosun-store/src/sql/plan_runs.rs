@@ -21,7 +21,7 @@ use super::*;
 const COLUMNS: &str = "id, org_id, plan, plan_version, source, inputs, dry_run, state, reason,
     requested_by, trigger, hosts, gated_environments, concurrent, needs_lease, leased, started,
     cancel_requested, runner_id, fencing, last_heartbeat, report, created_at, updated_at, ended_at,
-    preview, preview_of, summarised_at, policy_hold, sources";
+    preview, preview_of, summarised_at, policy_hold, sources, upstream";
 
 fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
     Ok(PlanRunRecordRow {
@@ -55,6 +55,7 @@ fn record(r: &Row<'_>) -> db::Result<PlanRunRecordRow> {
         summarised_at: r.get(27)?,
         policy_hold: r.get(28)?,
         sources: r.get(29)?,
+        upstream: r.get(30)?,
     })
 }
 
@@ -89,16 +90,28 @@ struct PlanRunRecordRow {
     summarised_at: Option<i64>,
     policy_hold: Option<String>,
     sources: Option<String>,
+    upstream: Option<String>,
 }
 
 fn decode(r: PlanRunRecordRow) -> Result<PlanRunRecord> {
+    let upstream: Option<Value> = r
+        .upstream
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| corrupt("plan run upstream", e))?;
     Ok(PlanRunRecord {
         inputs: serde_json::from_str(&r.inputs).map_err(|e| corrupt("plan run inputs", e))?,
         state: r.state.parse().map_err(|e| corrupt("plan run state", e))?,
-        trigger: r
-            .trigger
-            .parse()
-            .map_err(|e| corrupt("plan run trigger", e))?,
+        // A stack-started run keeps 'manual' in the column (see migration 41).
+        trigger: match &upstream {
+            Some(_) => bosun_core::plan_run::PlanTrigger::Stack,
+            None => r
+                .trigger
+                .parse()
+                .map_err(|e| corrupt("plan run trigger", e))?,
+        },
+        upstream,
         hosts: serde_json::from_str(&r.hosts).map_err(|e| corrupt("plan run hosts", e))?,
         gated_environments: serde_json::from_str(&r.gated)
             .map_err(|e| corrupt("plan run environments", e))?,
@@ -201,14 +214,24 @@ fn insert(
     preview: Option<&str>,
     preview_of: Option<&str>,
 ) -> Result<()> {
-    let checked = run.policy_check && !run.dry_run;
+    let checked = run.policy_check && !run.dry_run && run.failed.is_none();
     let start = initial(!run.gated_environments.is_empty() || checked);
+    let (state, needs_lease, ended) = match &run.failed {
+        Some(_) => (PlanRunState::Failed.as_str(), false, Some(now)),
+        None => (start.state.as_str(), start.needs_lease, None),
+    };
+    // The column's CHECK predates `stack`: such a run is known by its `upstream`.
+    let trigger = match run.trigger {
+        bosun_core::plan_run::PlanTrigger::Stack => "manual",
+        other => other.as_str(),
+    };
     tx.prepare_cached(
         "INSERT INTO plan_runs (id, org_id, plan, plan_version, source, inputs, dry_run, state,
             requested_by, trigger, hosts, gated_environments, concurrent, needs_lease,
-            created_at, updated_at, preview, preview_of, policy_hold, sources)
+            created_at, updated_at, preview, preview_of, policy_hold, sources, upstream, reason,
+            ended_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17,
-            ?18, ?19)",
+            ?18, ?19, ?20, ?21, ?22)",
     )?
     .execute(params![
         run.id,
@@ -218,18 +241,21 @@ fn insert(
         run.source,
         Value::Object(run.inputs.clone().into_iter().collect()).to_string(),
         run.dry_run,
-        start.state.as_str(),
+        state,
         run.requested_by,
-        run.trigger.as_str(),
+        trigger,
         json_text(&run.hosts),
         json_text(&run.gated_environments),
         run.concurrent,
-        start.needs_lease,
+        needs_lease,
         now,
         preview,
         preview_of,
         checked.then_some(PlanRunHold::Check.as_str()),
         run.sources.as_ref().map(Value::to_string),
+        run.upstream.as_ref().map(Value::to_string),
+        run.failed,
+        ended,
     ])
     .map_err(|e| exists_or(e, || format!("plan run {:?}", run.id)))?;
     Ok(())
@@ -244,7 +270,20 @@ pub(super) fn create(
     run: &NewPlanRun,
     audit: &Audit,
 ) -> Result<PlanRunRecord> {
-    if !run.concurrent {
+    if let Some(trigger) = run.settles_trigger {
+        let n = tx
+            .prepare_cached(
+                "UPDATE plan_triggers SET plan_run_id = ?2, settled_at = ?3
+                 WHERE id = ?1 AND settled_at IS NULL",
+            )?
+            .execute(params![trigger, run.id, millis(Utc::now())])?;
+        if n == 0 {
+            return Err(StoreError::AlreadyExists(format!(
+                "a run for plan trigger {trigger}"
+            )));
+        }
+    }
+    if !run.concurrent && run.failed.is_none() {
         guard(tx, run)?;
     }
     let paused = initial(!run.gated_environments.is_empty() || run.policy_check).state
@@ -260,6 +299,7 @@ pub(super) fn create(
             gated_environments: Vec::new(),
             preview: None,
             policy_check: false,
+            settles_trigger: None,
             ..run.clone()
         };
         insert(tx, &dry, now, None, Some(&run.id))?;
@@ -575,4 +615,112 @@ pub(super) fn read_logs(
 
 pub(super) fn next_log_seq(conn: &Connection, id: &str) -> Result<i64> {
     logs::next_seq(conn, LogOf::PlanRun, id)
+}
+
+/// After the tracked run `run` ended in `state`: when it finished having changed outputs
+/// a plan of its org watches (`on_stack_change`), a trigger for that plan is recorded in
+/// the same transaction, naming the watched outputs it changed.
+pub(super) fn stack_run_ended(
+    tx: &Transaction<'_>,
+    run: &crate::RunRecord,
+    state: bosun_core::run::RunState,
+) -> Result<()> {
+    if state != bosun_core::run::RunState::Finished || run.kind != bosun_core::run::RunKind::Tracked
+    {
+        return Ok(());
+    }
+    let watching: Vec<(String, Option<String>)> = tx
+        .prepare_cached(
+            "SELECT name, watch_outputs FROM plans WHERE org_id = ?1 AND watch_stack = ?2
+             ORDER BY name",
+        )?
+        .query_map(params![run.org, run.stack], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<db::Result<_>>()?;
+    if watching.is_empty() {
+        return Ok(());
+    }
+    let changed = super::deps::changed_outputs(tx, run)?;
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let now = millis(Utc::now());
+    for (plan, outputs) in watching {
+        let watched: Vec<String> = match outputs {
+            Some(t) => serde_json::from_str(&t).map_err(|e| corrupt("plan watch_outputs", e))?,
+            None => Vec::new(),
+        };
+        let hit: Vec<&String> = changed
+            .iter()
+            .filter(|c| watched.is_empty() || watched.contains(c))
+            .collect();
+        if hit.is_empty() {
+            continue;
+        }
+        tx.prepare_cached(
+            "INSERT INTO plan_triggers (org_id, plan, stack, run_id, outputs, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            run.org,
+            plan,
+            run.stack,
+            run.id,
+            json!(hit).to_string(),
+            now
+        ])?;
+        crate::signal::emit(Signal::Run(run.id.clone()));
+    }
+    Ok(())
+}
+
+/// Plan triggers no run was started for yet, oldest first.
+pub(super) fn pending_triggers(conn: &Connection, limit: u32) -> Result<Vec<PlanTriggerRecord>> {
+    let rows: Vec<(i64, String, String, String, String, String, i64)> = conn
+        .prepare_cached(
+            "SELECT id, org_id, plan, stack, run_id, outputs, created_at FROM plan_triggers
+             WHERE settled_at IS NULL ORDER BY id LIMIT ?1",
+        )?
+        .query_map(params![limit], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })?
+        .collect::<db::Result<_>>()?;
+    rows.into_iter()
+        .map(|(id, org, plan, stack, run, outputs, at)| {
+            Ok(PlanTriggerRecord {
+                id,
+                org,
+                plan,
+                stack,
+                run,
+                outputs: serde_json::from_str(&outputs)
+                    .map_err(|e| corrupt("plan trigger outputs", e))?,
+                created_at: from_millis(at)?,
+            })
+        })
+        .collect()
+}
+
+/// Settles a trigger without a run: its plan is gone, or no longer watches the stack.
+pub(super) fn drop_trigger(tx: &Transaction<'_>, id: i64) -> Result<()> {
+    tx.prepare_cached("UPDATE plan_triggers SET settled_at = ?2 WHERE id = ?1")?
+        .execute(params![id, millis(Utc::now())])?;
+    Ok(())
+}
+
+/// The plans of `org` whose runs a change of `stack`'s outputs starts, by name.
+pub(super) fn plans_fed_by(conn: &Connection, org: &str, stack: &str) -> Result<Vec<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT name FROM plans WHERE org_id = ?1 AND watch_stack = ?2 ORDER BY name",
+        )?
+        .query_map(params![org, stack], |r| r.get(0))?
+        .collect::<db::Result<_>>()?)
 }

@@ -328,6 +328,7 @@ pub(super) fn apply_event(
     }
     if next.state.is_terminal() {
         deps::upstream_ended(tx, run, next.state)?;
+        super::plan_runs::stack_run_ended(tx, run, next.state)?;
     }
     let had_commit = run.commit.is_some();
     let run =

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    Audit, LogRecord, NewPlanRun, PlanHostResultRecord, PlanRunEventInput, PlanRunRecord, Result,
-    RunnerRecord,
+    Audit, LogRecord, NewPlanRun, PlanHostResultRecord, PlanRunEventInput, PlanRunRecord,
+    PlanTriggerRecord, Result, RunnerRecord,
 };
 
 /// Plan runs: created behind the concurrency guard, listed, moved through their state
@@ -18,6 +18,14 @@ pub trait PlanRunStore: Send + Sync {
     /// queued, paused or running on one of its hosts.
     async fn create_plan_run(&self, run: &NewPlanRun, audit: &Audit) -> Result<PlanRunRecord>;
     async fn get_plan_run(&self, id: &str) -> Result<Option<PlanRunRecord>>;
+    /// Plan triggers (a stack's tracked run changed outputs a plan watches) no run was
+    /// started for yet, oldest first. A run settles its trigger in its creating
+    /// transaction ([`NewPlanRun::settles_trigger`]).
+    async fn pending_plan_triggers(&self, limit: u32) -> Result<Vec<PlanTriggerRecord>>;
+    /// Settles a trigger with no run (its plan is gone or watches another stack now).
+    async fn drop_plan_trigger(&self, id: i64) -> Result<()>;
+    /// The plans of `org` a change of `stack`'s outputs starts runs of, by name.
+    async fn plans_fed_by(&self, org: &str, stack: &str) -> Result<Vec<String>>;
     /// The org's plan runs (of one plan), newest first.
     /// Plan runs of `org` (of one plan, when given), newest first; with `before`, only
     /// those older than that run (a page's cursor; a run not in the org lists nothing).

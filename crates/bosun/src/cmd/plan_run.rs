@@ -163,7 +163,25 @@ fn render(run: &PlanRunView, preview: Option<&PlanRunView>) -> String {
     }
     f.add("mode", if run.dry_run { "dry run" } else { "run" })
         .add("requested by", run.requested_by.clone())
-        .add("trigger", run.trigger.clone())
+        .add(
+            "trigger",
+            match &run.upstream {
+                Some(u) => format!(
+                    "stack: started by run {} of stack {} (changed outputs: {})",
+                    u["run"].as_str().unwrap_or("?"),
+                    u["stack"].as_str().unwrap_or("?"),
+                    u["outputs"]
+                        .as_array()
+                        .map(|o| o
+                            .iter()
+                            .filter_map(|x| x.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default()
+                ),
+                None => run.trigger.clone(),
+            },
+        )
         .add("hosts", run.hosts.join(", "));
     if let Some(sources) = run.sources.as_ref().and_then(|s| s.as_array()) {
         f.lines(
@@ -554,6 +572,7 @@ mod tests {
             policy_hold: None,
             policies: Vec::new(),
             sources: None,
+            upstream: None,
             runner_id: None,
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),

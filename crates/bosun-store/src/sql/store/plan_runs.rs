@@ -15,6 +15,21 @@ impl PlanRunStore for db::Store {
         self.read(move |c| plan_runs::load(c, &id)).await
     }
 
+    async fn pending_plan_triggers(&self, limit: u32) -> Result<Vec<PlanTriggerRecord>> {
+        self.read(move |c| plan_runs::pending_triggers(c, limit))
+            .await
+    }
+
+    async fn drop_plan_trigger(&self, id: i64) -> Result<()> {
+        self.write(move |tx| plan_runs::drop_trigger(tx, id)).await
+    }
+
+    async fn plans_fed_by(&self, org: &str, stack: &str) -> Result<Vec<String>> {
+        let (org, stack) = (org.to_string(), stack.to_string());
+        self.read(move |c| plan_runs::plans_fed_by(c, &org, &stack))
+            .await
+    }
+
     async fn list_plan_runs(
         &self,
         org: &str,
