@@ -1443,6 +1443,7 @@ fn on_stack_change_names_a_stack_and_the_outputs_that_start_a_run() {
         Some(bosun_plans::model::OnStackChange {
             stack: "web-fleet".into(),
             outputs: vec!["instances".into(), "dns_name".into()],
+            inputs: BTreeMap::new(),
         })
     );
     let any = plan(&format!("{base}on_stack_change: {{ stack: net }}\n"));
@@ -1458,6 +1459,10 @@ fn on_stack_change_names_a_stack_and_the_outputs_that_start_a_run() {
         (
             "on_stack_change: { stack: s, colour: red }\n",
             "unknown field `colour`",
+        ),
+        (
+            "on_stack_change: { stack: s, inputs: { release: version } }\n",
+            "the plan declares no input \"release\"",
         ),
     ] {
         let e = plan_err(&format!("{base}{extra}"));

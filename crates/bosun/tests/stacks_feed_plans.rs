@@ -419,7 +419,10 @@ fn a_stacks_output_change_starts_a_plan_run_on_the_new_hosts_and_nothing_else_do
         "--hosts-from",
         w.sources("web-fleet", "instances").to_str().unwrap(),
     ]);
-    w.plan_with("on_stack_change:\n  stack: web-fleet\n  outputs: [instances]\n");
+    // The run's `region` input comes from the stack's output of that name.
+    w.plan_with(
+        "inputs:\n  region:\non_stack_change:\n  stack: web-fleet\n  outputs: [instances]\n  inputs: { region: region }\n",
+    );
     // Both sides say so.
     let stack = w.ok(&["stack", "show", "web-fleet"]);
     assert!(
@@ -443,6 +446,7 @@ fn a_stacks_output_change_starts_a_plan_run_on_the_new_hosts_and_nothing_else_do
     );
     assert_eq!(run["upstream"]["outputs"], json!(["instances"]));
     assert_eq!(run["requested_by"], "stack:web-fleet");
+    assert_eq!(run["inputs"], json!({"region": "eu-west-1"}));
     assert_eq!(run["hosts"], json!(["web-0", "web-1", "web-2", "web-3"]));
     assert_eq!(w.configured(), ["web-0", "web-1", "web-2", "web-3"]);
     let shown = w.ok(&["plan-run", "show", run["id"].as_str().unwrap()]);
@@ -458,6 +462,11 @@ fn a_stacks_output_change_starts_a_plan_run_on_the_new_hosts_and_nothing_else_do
     let upstream = push_and_deploy(&w, &wt, &w.module_in(3, "us-east-2"));
     let run = w.wait_started(2);
     assert_eq!(run["upstream"]["run"], upstream.as_str(), "{run:#}");
+    assert_eq!(
+        run["inputs"],
+        json!({"region": "us-east-2"}),
+        "the state now"
+    );
     let run = w.wait_run(run["id"].as_str().unwrap());
     assert_eq!(w.configured(), ["web-0", "web-1", "web-2"], "{run:#}");
 

@@ -139,6 +139,8 @@ pub struct OnStackChange {
     pub stack: String,
     /// The outputs whose change starts a run; empty: any output.
     pub outputs: Vec<String>,
+    /// The run's inputs taken from the stack's outputs: input name → output name.
+    pub inputs: BTreeMap<String, String>,
 }
 
 /// A plan file's `schedule:` — a cron string, or a mapping with `cron`, `timezone` and

@@ -59,7 +59,20 @@ async fn start(state: &AppState, t: &PlanTriggerRecord) -> Result<(), ApiError> 
     };
     let requested_by = format!("stack:{}", t.stack);
     let upstream = json!({"stack": t.stack, "run": t.run, "outputs": t.outputs});
-    let inputs = BTreeMap::new();
+    let parsed = bosun_plans::model::parse_plan(
+        std::path::Path::new(&format!("{}.yaml", t.plan)),
+        &plan.source,
+    )
+    .ok();
+    let mapped = parsed
+        .as_ref()
+        .and_then(|p| p.on_stack_change.as_ref())
+        .map(|o| o.inputs.clone())
+        .unwrap_or_default();
+    let (inputs, unmapped) = match inputs_from_outputs(state, t, &mapped).await? {
+        Ok(inputs) => (inputs, None),
+        Err(why) => (BTreeMap::new(), Some(why)),
+    };
     let base = NewPlanRun {
         id: String::new(),
         org: t.org.clone(),
@@ -80,7 +93,14 @@ async fn start(state: &AppState, t: &PlanTriggerRecord) -> Result<(), ApiError> 
         settles_trigger: Some(t.id),
         failed: None,
     };
-    let run = match resolve(state, &t.org, &t.plan, &plan.source, &inputs, &requested_by).await {
+    let resolved = match unmapped {
+        Some(why) => Err(ApiError::Conflict {
+            code: bosun_api::ErrorCode::HostSourceUnresolved,
+            message: why,
+        }),
+        None => resolve(state, &t.org, &t.plan, &plan.source, &inputs, &requested_by).await,
+    };
+    let run = match resolved {
         Ok(resolved) => {
             let watches = resolved
                 .plan
@@ -131,6 +151,44 @@ async fn start(state: &AppState, t: &PlanTriggerRecord) -> Result<(), ApiError> 
         Err(StoreError::AlreadyExists(_)) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The run's inputs its `on_stack_change.inputs` maps from the stack's current outputs
+/// (`input → output`), or why one cannot be read: a missing output, or a sensitive one
+/// (a run's inputs are shown with it).
+async fn inputs_from_outputs(
+    state: &AppState,
+    t: &PlanTriggerRecord,
+    mapped: &BTreeMap<String, String>,
+) -> Result<Result<BTreeMap<String, serde_json::Value>, String>, ApiError> {
+    if mapped.is_empty() {
+        return Ok(Ok(BTreeMap::new()));
+    }
+    let Some((meta, _)) = state.store.state_version(&t.org, &t.stack, None).await? else {
+        return Ok(Err(format!("stack {:?} has no state", t.stack)));
+    };
+    let mut inputs = BTreeMap::new();
+    for (input, output) in mapped {
+        match meta.outputs.get(output) {
+            None => {
+                return Ok(Err(format!(
+                    "input {input:?} maps output {output:?}, which stack {:?} does not have",
+                    t.stack
+                )))
+            }
+            Some(o) if o.sensitive => {
+                return Ok(Err(format!(
+                    "input {input:?} maps output {output:?} of stack {:?}, which is sensitive: a \
+                     run's inputs are shown with it",
+                    t.stack
+                )))
+            }
+            Some(o) => {
+                inputs.insert(input.clone(), o.value.clone());
+            }
+        }
+    }
+    Ok(Ok(inputs))
 }
 
 fn failed(base: NewPlanRun, reason: String) -> NewPlanRun {

@@ -105,7 +105,7 @@ pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, Mo
         .transpose()?;
     let on_stack_change = raw
         .on_stack_change
-        .map(|o| validate_on_stack_change(ix, o))
+        .map(|o| validate_on_stack_change(ix, &inputs, o))
         .transpose()?;
     let raw_steps = match raw.steps {
         None => return Err(ix.err_value("", "a plan needs `steps`")),
@@ -301,6 +301,7 @@ fn health_check(ix: &Index, base: &Path, raw: RawStep) -> Result<HealthCheck, Mo
 /// (letters, digits, `_`, `-`), at most 32 outputs, none twice.
 fn validate_on_stack_change(
     ix: &Index,
+    declared: &BTreeMap<String, InputDef>,
     raw: RawOnStackChange,
 ) -> Result<OnStackChange, ModelError> {
     let name_ok = |s: &str, max: usize| {
@@ -345,7 +346,26 @@ fn validate_on_stack_change(
             ));
         }
     }
-    Ok(OnStackChange { stack, outputs })
+    let inputs = raw.inputs.unwrap_or_default();
+    for (input, output) in &inputs {
+        if !declared.contains_key(input) {
+            return Err(ix.err_key(
+                &format!("on_stack_change.inputs.{input}"),
+                format!("the plan declares no input {input:?}"),
+            ));
+        }
+        if !name_ok(output, 128) {
+            return Err(ix.err_value(
+                &format!("on_stack_change.inputs.{input}"),
+                format!("{output:?} is not an output name"),
+            ));
+        }
+    }
+    Ok(OnStackChange {
+        stack,
+        outputs,
+        inputs,
+    })
 }
 
 /// A `schedule:` as the server takes it: a cron, an optional zone, declared inputs only

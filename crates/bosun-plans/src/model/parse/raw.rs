@@ -59,6 +59,7 @@ pub(super) struct RawPlan {
 pub(super) struct RawOnStackChange {
     pub(super) stack: Option<String>,
     pub(super) outputs: Option<Vec<String>>,
+    pub(super) inputs: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]
