@@ -72,7 +72,18 @@ fn every_example_in_the_reference_parses() {
     for (line, block) in &blocks {
         let top = first_key(block);
         let has = |key: &str| block.lines().any(|l| l.starts_with(key));
-        let outcome = if top.starts_with("- ") {
+        let outcome = if top.starts_with("- stack:") {
+            // An environment's hosts_from: sources of hosts from stacks' outputs.
+            let value: serde_json::Value = serde_norway::from_str(block)
+                .unwrap_or_else(|e| panic!("docs/plans.md:{line}: not YAML: {e}"));
+            if let Err(e) = bosun_plans::host_source::parse(&value) {
+                panic!("docs/plans.md:{line}: the sources do not parse: {e}");
+            }
+            Ok(())
+        } else if has("on_stack_change:") {
+            let plan = format!("name: doc-example\n{block}steps:\n  - command: [true]\n");
+            parse_plan(file, &plan).map(|_| ())
+        } else if top.starts_with("- ") {
             parse_plan(file, &plan_of_steps(block)).map(|_| ())
         } else if has("steps:") {
             parse_plan(file, block).map(|_| ())

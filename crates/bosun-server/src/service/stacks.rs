@@ -63,7 +63,7 @@ pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Stack, ApiErr
         .await?
         .ok_or_else(|| not_found(org, id))?;
     let mut stack = in_context(state, record, &context);
-    stack.feeds_plans = state.store.plans_fed_by(org, id).await?;
+    stack.feeds_plans = context.feeds_plans;
     Ok(stack)
 }
 

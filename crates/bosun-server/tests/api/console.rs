@@ -822,6 +822,40 @@ async fn stack_page_shows_definition_runs_outputs_dependencies_and_runs_now() {
             && html.contains(r#"href="/orgs/default/stacks/app">app</a>"#)
     );
     assert!(html.contains("<code>vpc_id</code> → <code>TF_VAR_vpc</code>"));
+    // The plans it feeds: saved through the API, their file naming the stack.
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &admin,
+            json!({"source": "name: edge-config\ntargets: { labels: [edge] }\non_stack_change: { stack: net }\nsteps:\n  - command: [\"true\"]\n"}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &admin,
+            json!({"source": "name: nowhere\ntargets: { labels: [edge] }\non_stack_change: { stack: ghost }\nsteps:\n  - command: [\"true\"]\n"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("on_stack_change.stack: org \"default\" has no stack \"ghost\""),
+        "{:?}",
+        r.body
+    );
+    let html = a.page("/orgs/default/stacks/net").await;
+    assert!(
+        html.contains(r#"id="feeds-plans""#)
+            && html
+                .contains(r#"<li><a href="/orgs/default/plans/edge-config">edge-config</a></li>"#),
+        "{html}"
+    );
+    let shown = t.get("/api/v1/orgs/default/stacks/net", &admin).await;
+    assert_eq!(shown.body["feeds_plans"], json!(["edge-config"]));
     let app = a.page("/orgs/default/stacks/app").await;
     assert!(app.contains("<dt>Labels</dt><dd>(none)</dd>"), "{app}");
     assert!(

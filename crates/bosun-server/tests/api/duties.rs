@@ -236,6 +236,7 @@ async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
             "metric_counts",
             "notify",
             "oidc_key_rotation",
+            "plan_triggers",
             "retention",
             "schedules",
             "stale_sweep",
@@ -243,7 +244,7 @@ async fn readyz_lists_every_duty_with_its_last_pass_and_lease() {
         ],
         "{ready}"
     );
-    let sweep = &ready["duties"][7];
+    let sweep = &ready["duties"][8];
     assert_eq!(sweep["lease_held"], true, "{ready}");
     // A duty that passed here held its lease to do so.
     for d in ready["duties"].as_array().unwrap() {

@@ -123,7 +123,7 @@ fn update_env_row(
         .prepare_cached(
             "UPDATE environments SET vars = ?3, requires_approval = ?4, protected = ?5,
                 updated_at = ?6, updated_by = ?7,
-                hosts_from = CASE WHEN ?9 THEN hosts_from ELSE ?8 END
+                hosts_from = CASE WHEN ?9 = 1 THEN hosts_from ELSE ?8 END
              WHERE org_id = ?1 AND id = ?2",
         )?
         .execute(params![
@@ -135,7 +135,7 @@ fn update_env_row(
             millis(Utc::now()),
             by,
             e.hosts_from.as_ref().map(Value::to_string),
-            keep_sources,
+            i64::from(keep_sources),
         ])?;
     if n > 0 {
         super::approvals::regate_environment(tx, &e.org, &e.id)?;

@@ -41,7 +41,8 @@ impl StackStore for db::Store {
             let Some(stack) = stacks::get(c, &org, &id)? else {
                 return Ok(None);
             };
-            let context = stacks::context(c, &org, std::slice::from_ref(&stack))?;
+            let mut context = stacks::context(c, &org, std::slice::from_ref(&stack))?;
+            context.feeds_plans = plan_runs::plans_fed_by(c, &org, &id)?;
             Ok(Some((stack, context)))
         })
         .await
