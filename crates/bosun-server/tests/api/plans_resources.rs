@@ -842,3 +842,178 @@ async fn bastions_import_show_patch_clear_and_refusals() {
     let r = delete(&t, "/api/v1/orgs/default/hosts/db", &t.admin).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
 }
+
+/// Writes a state of stack `stack` whose outputs are `outputs` (locking around it as
+/// terraform does).
+async fn state_with_outputs(t: &TestServer, stack: &str, serial: u64, outputs: Value) {
+    let url = format!("/api/v1/orgs/default/stacks/{stack}/state");
+    let lock = json!({"ID": "L", "Operation": "OperationTypeApply", "Info": "", "Who": "t",
+        "Version": "1.0.3", "Created": "2026-11-30T10:00:00.000000Z", "Path": ""});
+    let doc = json!({"version": 4, "terraform_version": "1.0.3", "serial": serial,
+        "lineage": "L-1", "outputs": outputs, "resources": []});
+    for (method, path, body) in [
+        (
+            Method::from_bytes(b"LOCK").unwrap(),
+            url.clone(),
+            lock.clone(),
+        ),
+        (Method::POST, format!("{url}?ID=L"), doc),
+        (Method::from_bytes(b"UNLOCK").unwrap(), url.clone(), lock),
+    ] {
+        let r = t.call(method, &path, Some(&t.admin), Some(body)).await;
+        assert!(r.status.is_success(), "{path}: {:?}", r.body);
+    }
+}
+
+#[tokio::test]
+async fn hosts_from_is_bounded_and_the_hosts_it_gives_are_the_stacks_to_change() {
+    let t = TestServer::start().await;
+    // Malformed sources are refused naming the field, and nothing is created.
+    let many: Vec<Value> = (0..17)
+        .map(|_| json!({"stack": "s", "output": "o", "name": "n", "address": "a"}))
+        .collect();
+    for (bad, field) in [
+        (json!({"stack": "s"}), "hosts_from"),
+        (json!(many), "hosts_from"),
+        (
+            json!([{"stack": "s", "output": "o", "name": "n"}]),
+            "hosts_from[0]",
+        ),
+        (
+            json!([{"stack": "Not A Stack", "output": "o", "name": "n", "address": "a"}]),
+            "hosts_from[0].stack",
+        ),
+        (
+            json!([{"stack": "s", "output": "o", "name": "{% for x in y %}{% endfor %}", "address": "a"}]),
+            "hosts_from[0].name",
+        ),
+        (
+            json!([{"stack": "s", "output": "o", "name": "x".repeat(2000), "address": "a"}]),
+            "hosts_from[0].name",
+        ),
+    ] {
+        let r = t
+            .post(
+                "/api/v1/orgs/default/environments",
+                &t.admin,
+                json!({"id": "web", "hosts_from": bad}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {:?}", r.body);
+        assert_eq!(r.body["error"]["field"], field, "{:?}", r.body);
+    }
+    let r = t.get("/api/v1/orgs/default/environments", &t.admin).await;
+    assert_eq!(r.body["items"], json!([]));
+
+    // A stack whose state lists two hosts; an environment takes them.
+    let r = t
+        .create_stack(json!({"id": "fleet", "repository": "file:///srv/git/infra"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    state_with_outputs(
+        &t,
+        "fleet",
+        1,
+        json!({"hosts": {"value": [{"n": "w-1", "ip": "10.0.0.1"}, {"n": "w-2", "ip": "10.0.0.2"}],
+            "type": ["list", "dynamic"]},
+            "secret_hosts": {"value": [{"n": "s-1", "ip": "10.9.9.9"}], "type": ["list", "dynamic"],
+            "sensitive": true}}),
+    )
+    .await;
+    let sources = json!([{"stack": "fleet", "output": "hosts", "name": "{{ item.n }}",
+        "address": "{{ item.ip }}", "labels": ["web"]}]);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/environments",
+            &t.admin,
+            json!({"id": "web", "hosts_from": sources}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let shown = t
+        .get("/api/v1/orgs/default/environments/web", &t.admin)
+        .await;
+    let preview = &shown.body["hosts_from_preview"][0];
+    assert_eq!(preview["version"], 1, "{:?}", shown.body);
+    assert_eq!(preview["hosts"][1]["address"], "10.0.0.2");
+    // A plan run's start keeps them as the environment's hosts.
+    let plan = "name: web-config\ntargets: { labels: [web] }\nsteps:\n  - command: [\"true\"]\n";
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans",
+            &t.admin,
+            json!({"source": plan}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/web-config/runs",
+            &t.admin,
+            json!({"dry_run": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["hosts"], json!(["w-1", "w-2"]));
+    assert_eq!(r.body["sources"][0]["hosts"], json!(["w-1", "w-2"]));
+    let host = t.get("/api/v1/orgs/default/hosts/w-1", &t.admin).await;
+    assert_eq!(
+        host.body["source"],
+        json!({"environment": "web", "stack": "fleet", "output": "hosts", "version": 1})
+    );
+    assert_eq!(host.body["environment"], "web");
+    // They are the stack's to change: neither the API nor an inventory replaces them.
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/hosts/w-1",
+        &t.admin,
+        json!({"port": 2222}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "host_from_stack");
+    let r = delete(&t, "/api/v1/orgs/default/hosts/w-1", &t.admin).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/inventory",
+            &t.admin,
+            json!({"source": "hosts:\n  w-2: { address: 10.5.5.5 }\n"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    assert_eq!(
+        t.get("/api/v1/orgs/default/hosts/w-2", &t.admin).await.body["address"],
+        "10.0.0.2"
+    );
+    // A sensitive output is never read; the run is refused naming it.
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/environments/web",
+        &t.admin,
+        json!({"hosts_from": [{"stack": "fleet", "output": "secret_hosts",
+            "name": "{{ item.n }}", "address": "{{ item.ip }}"}]}),
+    )
+    .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    let r = t
+        .post(
+            "/api/v1/orgs/default/plans/web-config/runs",
+            &t.admin,
+            json!({"dry_run": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "host_source_unresolved");
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"secret_hosts\" of stack \"fleet\" is sensitive"),
+        "{message}"
+    );
+    assert!(!message.contains("10.9.9.9"));
+    let hosts = t.get("/api/v1/orgs/default/hosts", &t.admin).await;
+    assert!(
+        !hosts.body.to_string().contains("10.9.9.9"),
+        "a sensitive value never becomes a host"
+    );
+}

@@ -588,6 +588,18 @@ pub(super) fn import_inventory(
         }
     }
     for h in &import.hosts {
+        // A host taken from a stack's output is its environment's sources' to change.
+        let sourced: Option<Option<String>> = tx
+            .prepare_cached("SELECT source_env FROM hosts WHERE org_id = ?1 AND name = ?2")?
+            .query_row(params![import.org, h.name], |r| r.get(0))
+            .optional()?;
+        if let Some(Some(env)) = sourced {
+            return Err(StoreError::AlreadyExists(format!(
+                "host {:?} (taken from a stack's output by environment {env:?}; an inventory \
+                 does not replace it)",
+                h.name
+            )));
+        }
         if update_host_row(tx, h, &audit.actor)? {
             out.hosts_updated.push(h.name.clone());
         } else {
