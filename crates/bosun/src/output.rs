@@ -114,6 +114,14 @@ impl Fields {
         self
     }
 
+    /// [`Fields::lines`], left out when there are none.
+    pub fn lines_if_any(&mut self, key: &'static str, values: Vec<String>) -> &mut Self {
+        if !values.is_empty() {
+            self.lines(key, values);
+        }
+        self
+    }
+
     pub fn render(&self) -> String {
         let width = self
             .entries

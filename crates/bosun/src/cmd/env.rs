@@ -168,8 +168,8 @@ fn env_text(e: EnvironmentInfo) -> String {
         .lines("vars", vars_text(&e.vars))
         .lines("grants", e.grants)
         .lines("hosts", e.hosts)
-        .lines("hosts from", sources)
-        .lines("sources now", preview)
+        .lines_if_any("hosts from", sources)
+        .lines_if_any("sources now", preview)
         .add("updated", timestamp(&e.updated_at));
     f.render()
 }

@@ -182,7 +182,10 @@ fn host_text(h: HostInfo) -> String {
         .add("host key", or_dash(h.host_key))
         .add("known hosts", or_dash(h.known_hosts))
         .add("proxy jump", or_dash(h.proxy_jump))
-        .add("source", source_text(&h.source))
+        .lines_if_any(
+            "source",
+            h.source.iter().map(|_| source_text(&h.source)).collect(),
+        )
         .add("updated", timestamp(&h.updated_at));
     f.render()
 }

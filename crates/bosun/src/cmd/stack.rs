@@ -579,7 +579,7 @@ pub fn stack_text(s: Stack) -> String {
                 .collect(),
         )
         .lines("depends on", deps)
-        .lines("feeds plans", s.feeds_plans.clone())
+        .lines_if_any("feeds plans", s.feeds_plans.clone())
         .add("drift detection", drift);
     for (key, value) in drift_status {
         f.add(key, value);
