@@ -80,7 +80,7 @@ fn every_example_in_the_reference_parses() {
                 panic!("docs/plans.md:{line}: the sources do not parse: {e}");
             }
             Ok(())
-        } else if has("on_stack_change:") {
+        } else if has("on_stack_change:") || (has("targets:") && !has("steps:")) {
             let plan = format!("name: doc-example\n{block}steps:\n  - command: [true]\n");
             parse_plan(file, &plan).map(|_| ())
         } else if top.starts_with("- ") {

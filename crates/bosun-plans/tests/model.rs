@@ -99,6 +99,7 @@ fn the_spec_plan_parses_to_the_expected_model() {
             hosts: vec!["web-1".into()],
             labels: vec!["web".into()],
             environments: vec!["staging".into()],
+            hosts_from: vec![],
         },
         concurrent_runs: false,
         strict_vars: false,

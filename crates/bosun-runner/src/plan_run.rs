@@ -253,6 +253,7 @@ fn on_the_runs_hosts(mut plan: Plan, hosts: &[String]) -> Plan {
             hosts: hosts.to_vec(),
             labels: Vec::new(),
             environments: Vec::new(),
+            hosts_from: Vec::new(),
         };
     }
     plan

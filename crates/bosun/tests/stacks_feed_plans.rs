@@ -504,3 +504,67 @@ fn a_stacks_output_change_starts_a_plan_run_on_the_new_hosts_and_nothing_else_do
     );
     assert!(w.configured().is_empty());
 }
+
+#[test]
+fn a_plans_own_targets_take_hosts_from_a_stacks_output() {
+    let Some(w) = world(3) else { return };
+    prepare_roots(&w.root(), 3);
+    let wt = w.stack(2);
+    w.deploy();
+    let sources: Value = serde_json::from_str(
+        &std::fs::read_to_string(w.sources("web-fleet", "instances")).unwrap(),
+    )
+    .unwrap();
+    let plan = format!(
+        r#"name: direct
+targets:
+  hosts_from: {sources}
+steps:
+  - name: mark
+    file.copy:
+      path: "{root}/{{{{ host.name }}}}/marker"
+      content: "direct\n"
+"#,
+        root = w.root().display()
+    );
+    let path = w.dir.path().join("direct.yaml");
+    std::fs::write(&path, &plan).unwrap();
+    // Only the server has stacks: run here, the plan is refused saying so.
+    let inventory = w.dir.path().join("empty-inventory.yaml");
+    std::fs::write(&inventory, "hosts: {}\n").unwrap();
+    let said = w.refused(&[
+        "plan",
+        "exec",
+        path.to_str().unwrap(),
+        "--inventory",
+        inventory.to_str().unwrap(),
+    ]);
+    assert!(said.contains("only the server has"), "{said}");
+    w.ok(&["plan", "apply", path.to_str().unwrap()]);
+    let run = |w: &World| {
+        let id = w.json(&["plan-run", "start", "direct"])["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        w.wait_run(&id)
+    };
+    let r = run(&w);
+    assert_eq!(r["state"], "succeeded", "{r:#}");
+    assert_eq!(r["hosts"], json!(["web-0", "web-1"]));
+    assert_eq!(r["sources"][0]["plan"], "direct", "{r:#}");
+    assert_eq!(w.configured(), ["web-0", "web-1"]);
+    let listed = w.ok(&["host", "list", "--source"]);
+    assert!(
+        listed.contains("stack web-fleet output instances (state version 1)"),
+        "{listed}"
+    );
+    // The output changes: the next run follows it.
+    wt.commit(&[("main.tf", &w.module(3))], "three");
+    wt.push("main");
+    w.deploy();
+    let r = run(&w);
+    assert_eq!(w.configured(), ["web-0", "web-1", "web-2"], "{r:#}");
+    // Deleting the plan removes the hosts it took.
+    w.ok(&["plan", "delete", "direct"]);
+    assert_eq!(w.json(&["host", "list"])["items"], json!([]));
+}

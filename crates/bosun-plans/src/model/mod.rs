@@ -198,6 +198,9 @@ pub struct Targets {
     pub hosts: Vec<String>,
     pub labels: Vec<String>,
     pub environments: Vec<String>,
+    /// On the server: hosts taken from stacks' outputs when a run starts, targeted too
+    /// (see [`crate::host_source`]). `bosun plan exec` has no stacks and refuses them.
+    pub hosts_from: Vec<crate::host_source::HostsFrom>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -54,12 +54,12 @@ pub struct Resolved {
     pub hosts: Vec<NewHost>,
 }
 
-/// Resolves one source of environment `env` from its stack's current state, or says why
-/// it gives no hosts.
+/// Resolves one source of environment `env` (`None`: a plan's targets) from its stack's
+/// current state, or says why it gives no hosts.
 pub async fn resolve(
     state: &AppState,
     org: &str,
-    env: &str,
+    env: Option<&str>,
     source: &HostsFrom,
 ) -> Result<Result<Resolved, String>, ApiError> {
     let (stack, output) = (&source.stack, &source.output);
@@ -120,7 +120,7 @@ pub async fn resolve(
                 .into_iter()
                 .map(|(k, v)| (k, Value::String(v)))
                 .collect(),
-            environment: Some(env.to_string()),
+            environment: env.map(str::to_string),
             identity_file: r.identity_file,
             host_key: r.host_key,
             known_hosts: r.known_hosts,
@@ -149,7 +149,7 @@ pub async fn resolve(
 pub async fn preview(state: &AppState, env: &EnvironmentRecord) -> Result<Vec<Value>, ApiError> {
     let mut out = Vec::new();
     for s in sources_of(env) {
-        out.push(match resolve(state, &env.org, &env.id, &s).await? {
+        out.push(match resolve(state, &env.org, Some(&env.id), &s).await? {
             Ok(r) => json!({"stack": r.stack, "output": r.output, "version": r.version,
                 "hosts": r.hosts.iter().map(|h| json!({"name": h.name, "address": h.address,
                     "port": h.port, "user": h.user, "labels": h.labels})).collect::<Vec<_>>()}),
@@ -173,7 +173,7 @@ pub async fn sync(state: &AppState, org: &str, actor: &str) -> Result<Option<Val
         }
         let mut hosts = Vec::new();
         for (i, s) in sources.iter().enumerate() {
-            let r = match resolve(state, org, &env.id, s).await? {
+            let r = match resolve(state, org, Some(&env.id), s).await? {
                 Ok(r) => r,
                 Err(why) => {
                     return Err(unresolved(format!(
@@ -212,7 +212,8 @@ pub async fn sync(state: &AppState, org: &str, actor: &str) -> Result<Option<Val
         };
         let sourced = SourcedHosts {
             org: org.to_string(),
-            environment: env.id.clone(),
+            owner: env.id.clone(),
+            environment: Some(env.id.clone()),
             hosts,
         };
         match state.store.sync_sourced_hosts(&sourced, &audit).await {
@@ -227,6 +228,68 @@ pub async fn sync(state: &AppState, org: &str, actor: &str) -> Result<Option<Val
         }
     }
     Ok((!record.is_empty()).then_some(Value::Array(record)))
+}
+
+/// Resolves a plan's own `targets.hosts_from` and keeps their hosts (no environment;
+/// owned by `plan:<name>`), as [`sync`] does for environments. The hosts' names, and
+/// what was read for the run's record.
+pub async fn sync_plan(
+    state: &AppState,
+    org: &str,
+    plan: &str,
+    sources: &[HostsFrom],
+    actor: &str,
+) -> Result<(Vec<String>, Vec<Value>), ApiError> {
+    let owner = format!("plan:{plan}");
+    let mut hosts: Vec<(NewHost, Value)> = Vec::new();
+    let mut record = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        let r = match resolve(state, org, None, s).await? {
+            Ok(r) => r,
+            Err(why) => {
+                return Err(unresolved(format!(
+                    "plan {plan:?}, targets.hosts_from[{i}] (stack {:?}, output {:?}): {why}",
+                    s.stack, s.output
+                )))
+            }
+        };
+        let from = json!({"plan": plan, "stack": r.stack, "output": r.output,
+            "version": r.version});
+        record.push(json!({"plan": plan, "stack": r.stack, "output": r.output,
+            "version": r.version,
+            "hosts": r.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>()}));
+        for h in r.hosts {
+            if hosts.iter().any(|(other, _)| other.name == h.name) {
+                return Err(unresolved(format!(
+                    "plan {plan:?}: the host name {:?} is given by two sources",
+                    h.name
+                )));
+            }
+            hosts.push((h, from.clone()));
+        }
+    }
+    let names = hosts.iter().map(|(h, _)| h.name.clone()).collect();
+    let audit = Audit {
+        org: Some(org.to_string()),
+        actor: actor.to_string(),
+        token_id: None,
+        action: "host.sync".into(),
+        target: format!("plan:{plan}"),
+        detail: json!({}),
+    };
+    let sourced = SourcedHosts {
+        org: org.to_string(),
+        owner,
+        environment: None,
+        hosts,
+    };
+    match state.store.sync_sourced_hosts(&sourced, &audit).await {
+        Ok(_) => Ok((names, record)),
+        Err(StoreError::AlreadyExists(what)) => Err(unresolved(format!(
+            "plan {plan:?}: a stack's output gives {what}, which exists already"
+        ))),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn unresolved(message: String) -> ApiError {

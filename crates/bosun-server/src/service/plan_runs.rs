@@ -238,7 +238,21 @@ pub async fn resolve(
         )
         .into());
     }
-    let sources = host_sources::sync(state, org, actor).await?;
+    let mut sources = host_sources::sync(state, org, actor).await?;
+    // The plan's own sources: their hosts are targets whatever their labels.
+    let (own_hosts, own_record) = if plan.targets.hosts_from.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        host_sources::sync_plan(state, org, name, &plan.targets.hosts_from, actor).await?
+    };
+    if !own_record.is_empty() {
+        let mut all = match sources.take() {
+            Some(Value::Array(a)) => a,
+            _ => Vec::new(),
+        };
+        all.extend(own_record);
+        sources = Some(Value::Array(all));
+    }
     let hosts = state.store.list_hosts(org).await?;
     let environments = state.store.list_environments(org).await?;
     let all: Vec<&HostRecord> = hosts.iter().collect();
@@ -251,6 +265,8 @@ pub async fn resolve(
         .target_hosts(&inventory)
         .into_iter()
         .map(|h| h.name.clone())
+        .filter(|h| !own_hosts.contains(h))
+        .chain(own_hosts.iter().cloned())
         .collect();
     if targets.is_empty() {
         return Err(ValidationError::new(

@@ -1016,4 +1016,16 @@ async fn hosts_from_is_bounded_and_the_hosts_it_gives_are_the_stacks_to_change()
         !hosts.body.to_string().contains("10.9.9.9"),
         "a sensitive value never becomes a host"
     );
+    // Taking no more hosts from stacks removes those it took.
+    let r = patch(
+        &t,
+        "/api/v1/orgs/default/environments/web",
+        &t.admin,
+        json!({"hosts_from": []}),
+    )
+    .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    assert_eq!(r.body["hosts"], json!([]), "{:?}", r.body);
+    let hosts = t.get("/api/v1/orgs/default/hosts", &t.admin).await;
+    assert_eq!(hosts.body["items"], json!([]));
 }

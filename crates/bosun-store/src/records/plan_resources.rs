@@ -130,12 +130,16 @@ pub struct InventoryImported {
     pub hosts_updated: Vec<String>,
 }
 
-/// The hosts an environment takes from stacks' outputs, as a plan run's start resolved
-/// them: each with its `source` (`{environment, stack, output, version}`).
+/// The hosts an environment (or a plan's targets) takes from stacks' outputs, as a plan
+/// run's start resolved them: each with its `source` (`{environment | plan, stack,
+/// output, version}`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourcedHosts {
     pub org: String,
-    pub environment: String,
+    /// Who takes them: an environment's id, or `plan:<name>` for a plan's targets.
+    pub owner: String,
+    /// The environment they are in (an environment's own; `None` for a plan's).
+    pub environment: Option<String>,
     pub hosts: Vec<(NewHost, serde_json::Value)>,
 }
 

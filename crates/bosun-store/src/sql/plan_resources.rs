@@ -139,8 +139,32 @@ fn update_env_row(
         ])?;
     if n > 0 {
         super::approvals::regate_environment(tx, &e.org, &e.id)?;
+        if !keep_sources && e.hosts_from.is_none() {
+            drop_sourced_hosts(tx, &e.org, &e.id)?;
+        }
     }
     Ok(n > 0)
+}
+
+/// Removes the hosts `owner` (an environment, or `plan:<name>`) took from stacks'
+/// outputs: it takes none any more. Refused while other hosts jump through one.
+fn drop_sourced_hosts(tx: &Transaction<'_>, org: &str, owner: &str) -> Result<()> {
+    let names: Vec<String> = tx
+        .prepare_cached("SELECT name FROM hosts WHERE org_id = ?1 AND source_env = ?2")?
+        .query_map(params![org, owner], |r| r.get(0))?
+        .collect::<db::Result<_>>()?;
+    for name in names {
+        let jumping = jumping_through(tx, org, &name)?;
+        if !jumping.is_empty() {
+            return Err(StoreError::HostInUse {
+                host: name,
+                hosts: jumping,
+            });
+        }
+        tx.prepare_cached("DELETE FROM hosts WHERE org_id = ?1 AND name = ?2")?
+            .execute(params![org, name])?;
+    }
+    Ok(())
 }
 
 const HOST_COLUMNS: &str = "org_id, name, address, port, \"user\", connection, labels, vars,
@@ -702,24 +726,28 @@ pub(super) fn delete_plan(
         .prepare_cached("DELETE FROM plans WHERE org_id = ?1 AND name = ?2")?
         .execute(params![org, name])?;
     if n > 0 {
+        // The hosts its targets took from stacks' outputs go with it.
+        drop_sourced_hosts(tx, org, &format!("plan:{name}"))?;
         append_audit(tx, audit)?;
     }
     Ok(n > 0)
 }
 
-/// Replaces the hosts `environment` takes from stacks' outputs with `s.hosts`, in one
-/// transaction: a host already there from this environment is updated (when it changed),
-/// a new one added, one no longer given removed. A name taken by a host added by hand, or
-/// taken from another environment's sources, is refused naming it: a stack's output never
-/// replaces a host someone else manages.
+/// Replaces the hosts `s.owner` (an environment, or a plan's targets) takes from stacks'
+/// outputs with `s.hosts`, in one transaction: a host already there from this owner is
+/// updated (when it changed), a new one added, one no longer given removed. A name taken
+/// by a host added by hand, or taken from another owner's sources, is refused naming it:
+/// a stack's output never replaces a host someone else manages.
 pub(super) fn sync_sourced_hosts(
     tx: &Transaction<'_>,
     s: &SourcedHosts,
     audit: &Audit,
 ) -> Result<SourcedSync> {
     require_org(tx, &s.org)?;
-    if !env_exists(tx, &s.org, &s.environment)? {
-        return Err(StoreError::UnknownEnvironment(s.environment.clone()));
+    if let Some(env) = &s.environment {
+        if !env_exists(tx, &s.org, env)? {
+            return Err(StoreError::UnknownEnvironment(env.clone()));
+        }
     }
     let mut out = SourcedSync::default();
     for (host, source) in &s.hosts {
@@ -733,7 +761,7 @@ pub(super) fn sync_sourced_hosts(
                 insert_host(tx, host, &audit.actor)?;
                 out.added.push(host.name.clone());
             }
-            Some(Some(env)) if env == s.environment => {
+            Some(Some(owner)) if owner == s.owner => {
                 let unchanged = current.as_ref().is_some_and(|c| {
                     c.address == host.address
                         && c.port == host.port
@@ -752,9 +780,9 @@ pub(super) fn sync_sourced_hosts(
                 update_host_row(tx, host, &audit.actor)?;
                 out.updated.push(host.name.clone());
             }
-            Some(Some(env)) => {
+            Some(Some(owner)) => {
                 return Err(StoreError::AlreadyExists(format!(
-                    "host {:?} (taken from a stack's output by environment {env:?})",
+                    "host {:?} (taken from a stack's output by {owner:?})",
                     host.name
                 )))
             }
@@ -768,14 +796,14 @@ pub(super) fn sync_sourced_hosts(
         tx.prepare_cached(
             "UPDATE hosts SET source_env = ?3, source = ?4 WHERE org_id = ?1 AND name = ?2",
         )?
-        .execute(params![s.org, host.name, s.environment, source.to_string()])?;
+        .execute(params![s.org, host.name, s.owner, source.to_string()])?;
         check_host_bastion(tx, &s.org, &host.name)?;
     }
     let stale: Vec<String> = tx
         .prepare_cached(
             "SELECT name FROM hosts WHERE org_id = ?1 AND source_env = ?2 ORDER BY name",
         )?
-        .query_map(params![s.org, s.environment], |r| r.get(0))?
+        .query_map(params![s.org, s.owner], |r| r.get(0))?
         .collect::<db::Result<Vec<String>>>()?
         .into_iter()
         .filter(|name| !s.hosts.iter().any(|(h, _)| &h.name == name))
@@ -794,7 +822,7 @@ pub(super) fn sync_sourced_hosts(
     }
     if !(out.added.is_empty() && out.updated.is_empty() && out.removed.is_empty()) {
         let mut audit = audit.clone();
-        audit.detail = json!({"environment": s.environment, "added": out.added,
+        audit.detail = json!({"owner": s.owner, "added": out.added,
             "updated": out.updated, "removed": out.removed});
         append_audit(tx, &audit)?;
     }

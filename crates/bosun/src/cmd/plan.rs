@@ -163,6 +163,13 @@ pub async fn run(
 
 async fn exec_cmd(args: ExecArgs, json: bool) -> anyhow::Result<ExitCode> {
     let plan = read_plan(&args.file)?;
+    if !plan.targets.hosts_from.is_empty() {
+        anyhow::bail!(
+            "{}: targets.hosts_from takes hosts from stacks' outputs, which only the server \
+             has: run the plan on the server (`bosun plan-run start`)",
+            args.file.display()
+        );
+    }
     let inventory = read_inventory(&args.inventory)?;
     let options = RunOptions {
         dry_run: args.dry_run,

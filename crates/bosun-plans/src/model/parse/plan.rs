@@ -82,10 +82,20 @@ pub(super) fn validate(ix: &Index, base: &Path, raw: RawPlan) -> Result<Plan, Mo
         }
         Ok(v)
     };
+    let hosts_from = match &raw_targets.hosts_from {
+        None => Vec::new(),
+        Some(v) => crate::host_source::parse(v).map_err(|e| {
+            ix.err_value(
+                &format!("targets.{}", e.field),
+                format!("targets.{}: {}", e.field, e.message),
+            )
+        })?,
+    };
     let targets = Targets {
         hosts: list("hosts", raw_targets.hosts)?,
         labels: list("labels", raw_targets.labels)?,
         environments: list("environments", raw_targets.environments)?,
+        hosts_from,
     };
     let inputs = raw
         .inputs

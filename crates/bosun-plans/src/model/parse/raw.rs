@@ -71,6 +71,7 @@ pub(super) struct RawTargets {
     pub(super) hosts: Option<Vec<String>>,
     pub(super) labels: Option<Vec<String>>,
     pub(super) environments: Option<Vec<String>>,
+    pub(super) hosts_from: Option<Value>,
 }
 
 #[derive(Deserialize)]
