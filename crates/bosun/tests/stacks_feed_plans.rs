@@ -58,29 +58,16 @@ impl World {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            out.status.success(),
-            "bosun {args:?} failed\nstdout:\n{}\nstderr:\n{}\nserver log:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            support::log_tail(&self.server, 40)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        support::bosun_ok(&self.server, &self.admin, args)
     }
 
     /// A command that must fail; its stderr.
     fn refused(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(!out.status.success(), "bosun {args:?} should fail");
-        String::from_utf8_lossy(&out.stderr).to_string()
+        support::bosun_refused(&self.server, &self.admin, args)
     }
 
     fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let text = self.ok(&all);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+        support::bosun_json(&self.server, &self.admin, args)
     }
 
     /// Where the plan writes on host `name` (every sshd host shares this machine).

@@ -159,80 +159,143 @@ pub async fn preview(state: &AppState, env: &EnvironmentRecord) -> Result<Vec<Va
     Ok(out)
 }
 
-/// Resolves every environment's sources of `org` and keeps their hosts (added, updated,
-/// removed), before a plan run's targets are chosen. `None` when no environment takes
-/// hosts from a stack; else what was read, for the run's record:
-/// `[{environment, stack, output, version, hosts}]`. A source that gives no hosts
-/// refuses the run (`409 host_source_unresolved`), naming it.
+/// Who takes hosts from stacks' outputs: an environment, or a plan's own targets.
+#[derive(Clone, Copy)]
+enum Owner<'a> {
+    Environment(&'a str),
+    Plan(&'a str),
+}
+
+impl<'a> Owner<'a> {
+    /// The store's owner key: the environment's id, or `plan:<name>`.
+    fn key(self) -> String {
+        match self {
+            Owner::Environment(id) => id.to_string(),
+            Owner::Plan(name) => format!("plan:{name}"),
+        }
+    }
+
+    /// `environment "web"`, `plan "direct"`: how refusals name it.
+    fn named(self) -> String {
+        match self {
+            Owner::Environment(id) => format!("environment {id:?}"),
+            Owner::Plan(name) => format!("plan {name:?}"),
+        }
+    }
+
+    /// Where its sources are written.
+    fn field(self) -> &'static str {
+        match self {
+            Owner::Environment(_) => "hosts_from",
+            Owner::Plan(_) => "targets.hosts_from",
+        }
+    }
+
+    /// `{"environment": id}` or `{"plan": name}`, extended with `rest`.
+    fn tag(self, rest: Value) -> Value {
+        let mut v = match self {
+            Owner::Environment(id) => json!({"environment": id}),
+            Owner::Plan(name) => json!({"plan": name}),
+        };
+        if let (Value::Object(m), Value::Object(r)) = (&mut v, rest) {
+            m.extend(r);
+        }
+        v
+    }
+
+    fn environment(self) -> Option<&'a str> {
+        match self {
+            Owner::Environment(id) => Some(id),
+            Owner::Plan(_) => None,
+        }
+    }
+}
+
+/// Resolves `owner`'s sources and keeps their hosts (added, updated, removed) in one
+/// store transaction; what was read, per source: `{environment | plan, stack, output,
+/// version, hosts}`. A source that gives no hosts refuses the run
+/// (`409 host_source_unresolved`), naming it.
+async fn keep(
+    state: &AppState,
+    org: &str,
+    owner: Owner<'_>,
+    sources: &[HostsFrom],
+    actor: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let mut record = Vec::new();
+    let mut hosts: Vec<(NewHost, Value)> = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        let r = match resolve(state, org, owner.environment(), s).await? {
+            Ok(r) => r,
+            Err(why) => {
+                return Err(unresolved(format!(
+                    "{}, {}[{i}] (stack {:?}, output {:?}): {why}",
+                    owner.named(),
+                    owner.field(),
+                    s.stack,
+                    s.output
+                )))
+            }
+        };
+        let from = owner.tag(json!({"stack": r.stack, "output": r.output, "version": r.version}));
+        record.push(owner.tag(json!({"stack": r.stack, "output": r.output,
+            "version": r.version,
+            "hosts": r.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>()})));
+        for h in r.hosts {
+            if hosts.iter().any(|(other, _)| other.name == h.name) {
+                return Err(unresolved(format!(
+                    "{}: the host name {:?} is given by two sources",
+                    owner.named(),
+                    h.name
+                )));
+            }
+            hosts.push((h, from.clone()));
+        }
+    }
+    let audit = Audit {
+        org: Some(org.to_string()),
+        actor: actor.to_string(),
+        token_id: None,
+        action: "host.sync".into(),
+        target: match owner {
+            Owner::Environment(id) => format!("environment:{id}"),
+            Owner::Plan(name) => format!("plan:{name}"),
+        },
+        detail: json!({}),
+    };
+    let sourced = SourcedHosts {
+        org: org.to_string(),
+        owner: owner.key(),
+        environment: owner.environment().map(str::to_string),
+        hosts,
+    };
+    match state.store.sync_sourced_hosts(&sourced, &audit).await {
+        Ok(_) => Ok(record),
+        Err(StoreError::AlreadyExists(what)) => Err(unresolved(format!(
+            "{}: a stack's output gives {what}, which exists already",
+            owner.named()
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Resolves every environment's sources of `org` and keeps their hosts, before a plan
+/// run's targets are chosen. `None` when no environment takes hosts from a stack; else
+/// what was read, for the run's record.
 pub async fn sync(state: &AppState, org: &str, actor: &str) -> Result<Option<Value>, ApiError> {
     let mut record = Vec::new();
     for env in state.store.list_environments(org).await? {
         let sources = sources_of(&env);
-        if sources.is_empty() {
-            continue;
-        }
-        let mut hosts = Vec::new();
-        for (i, s) in sources.iter().enumerate() {
-            let r = match resolve(state, org, Some(&env.id), s).await? {
-                Ok(r) => r,
-                Err(why) => {
-                    return Err(unresolved(format!(
-                        "environment {:?}, hosts_from[{i}] (stack {:?}, output {:?}): {why}",
-                        env.id, s.stack, s.output
-                    )))
-                }
-            };
-            let from = json!({"environment": env.id, "stack": r.stack, "output": r.output,
-                "version": r.version});
-            record.push(
-                json!({"environment": env.id, "stack": r.stack, "output": r.output,
-                "version": r.version,
-                "hosts": r.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>()}),
-            );
-            for h in r.hosts {
-                if hosts
-                    .iter()
-                    .any(|(other, _): &(NewHost, Value)| other.name == h.name)
-                {
-                    return Err(unresolved(format!(
-                        "environment {:?}: the host name {:?} is given by two sources",
-                        env.id, h.name
-                    )));
-                }
-                hosts.push((h, from.clone()));
-            }
-        }
-        let audit = Audit {
-            org: Some(org.to_string()),
-            actor: actor.to_string(),
-            token_id: None,
-            action: "host.sync".into(),
-            target: format!("environment:{}", env.id),
-            detail: json!({}),
-        };
-        let sourced = SourcedHosts {
-            org: org.to_string(),
-            owner: env.id.clone(),
-            environment: Some(env.id.clone()),
-            hosts,
-        };
-        match state.store.sync_sourced_hosts(&sourced, &audit).await {
-            Ok(_) => {}
-            Err(StoreError::AlreadyExists(what)) => {
-                return Err(unresolved(format!(
-                    "environment {:?}: a stack's output gives {what}, which exists already",
-                    env.id
-                )))
-            }
-            Err(e) => return Err(e.into()),
+        if !sources.is_empty() {
+            record.extend(keep(state, org, Owner::Environment(&env.id), &sources, actor).await?);
         }
     }
     Ok((!record.is_empty()).then_some(Value::Array(record)))
 }
 
-/// Resolves a plan's own `targets.hosts_from` and keeps their hosts (no environment;
-/// owned by `plan:<name>`), as [`sync`] does for environments. The hosts' names, and
-/// what was read for the run's record.
+/// Resolves a plan's own `targets.hosts_from` and keeps their hosts (in no environment;
+/// owned by `plan:<name>`, removed with the plan). The hosts' names, and what was read
+/// for the run's record.
 pub async fn sync_plan(
     state: &AppState,
     org: &str,
@@ -240,56 +303,13 @@ pub async fn sync_plan(
     sources: &[HostsFrom],
     actor: &str,
 ) -> Result<(Vec<String>, Vec<Value>), ApiError> {
-    let owner = format!("plan:{plan}");
-    let mut hosts: Vec<(NewHost, Value)> = Vec::new();
-    let mut record = Vec::new();
-    for (i, s) in sources.iter().enumerate() {
-        let r = match resolve(state, org, None, s).await? {
-            Ok(r) => r,
-            Err(why) => {
-                return Err(unresolved(format!(
-                    "plan {plan:?}, targets.hosts_from[{i}] (stack {:?}, output {:?}): {why}",
-                    s.stack, s.output
-                )))
-            }
-        };
-        let from = json!({"plan": plan, "stack": r.stack, "output": r.output,
-            "version": r.version});
-        record.push(json!({"plan": plan, "stack": r.stack, "output": r.output,
-            "version": r.version,
-            "hosts": r.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>()}));
-        for h in r.hosts {
-            if hosts.iter().any(|(other, _)| other.name == h.name) {
-                return Err(unresolved(format!(
-                    "plan {plan:?}: the host name {:?} is given by two sources",
-                    h.name
-                )));
-            }
-            hosts.push((h, from.clone()));
-        }
-    }
-    let names = hosts.iter().map(|(h, _)| h.name.clone()).collect();
-    let audit = Audit {
-        org: Some(org.to_string()),
-        actor: actor.to_string(),
-        token_id: None,
-        action: "host.sync".into(),
-        target: format!("plan:{plan}"),
-        detail: json!({}),
-    };
-    let sourced = SourcedHosts {
-        org: org.to_string(),
-        owner,
-        environment: None,
-        hosts,
-    };
-    match state.store.sync_sourced_hosts(&sourced, &audit).await {
-        Ok(_) => Ok((names, record)),
-        Err(StoreError::AlreadyExists(what)) => Err(unresolved(format!(
-            "plan {plan:?}: a stack's output gives {what}, which exists already"
-        ))),
-        Err(e) => Err(e.into()),
-    }
+    let record = keep(state, org, Owner::Plan(plan), sources, actor).await?;
+    let names = record
+        .iter()
+        .flat_map(|r| r["hosts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|h| h.as_str().map(str::to_string))
+        .collect();
+    Ok((names, record))
 }
 
 fn unresolved(message: String) -> ApiError {

@@ -172,6 +172,35 @@ pub fn bosun(server: &ServerProcess, token: &str, args: &[&str]) -> Output {
         .expect("run bosun")
 }
 
+/// `bosun ARGS` as `token`, which must succeed: its stdout (the failure shows stdout,
+/// stderr and the server's log tail).
+pub fn bosun_ok(server: &ServerProcess, token: &str, args: &[&str]) -> String {
+    let out = bosun(server, token, args);
+    assert!(
+        out.status.success(),
+        "bosun {args:?} failed\nstdout:\n{}\nstderr:\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        log_tail(server, 40)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `bosun ARGS` as `token`, which must fail: its stderr.
+pub fn bosun_refused(server: &ServerProcess, token: &str, args: &[&str]) -> String {
+    let out = bosun(server, token, args);
+    assert!(!out.status.success(), "bosun {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// `bosun --json ARGS` as `token`, which must succeed: its output, parsed.
+pub fn bosun_json(server: &ServerProcess, token: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let text = bosun_ok(server, token, &all);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
 /// One HTTP/1.1 exchange on its own connection (JSON body, bearer token); returns the
 /// status and the body. For protocol methods (LOCK, UNLOCK) and requests the CLI does not
 /// make.
