@@ -1,8 +1,9 @@
 -- Bosun schema v41: stacks feed plans. A plan file's `on_stack_change` is kept with the
 -- plan (`watch_stack`, and `watch_outputs`: a JSON list, empty for any output). When a
 -- tracked run of that stack ends having changed a watched output, the transaction that
--- ends it records a `plan_triggers` row; the server then starts the plan's run from it
--- (`plan_run_id`, in the run's own creating transaction) and the row is settled. A run a
+-- ends it records a `plan_triggers` row; the server then starts the plan's run from it,
+-- and the run's own creating transaction deletes the row: the table holds only the
+-- triggers no run was started for yet. A run a
 -- stack's change started names it in `plan_runs.upstream` (`{stack, run}`); its
 -- `trigger` column keeps 'manual', the value its older CHECK allows, and the store reads
 -- such a run's trigger as `stack`.
@@ -16,9 +17,6 @@ CREATE TABLE plan_triggers (
     stack        TEXT COLLATE "C" NOT NULL,
     run_id       TEXT COLLATE "C" NOT NULL,
     outputs      TEXT NOT NULL,        -- JSON list: the watched outputs the run changed
-    created_at   BIGINT NOT NULL,
-    settled_at   BIGINT,
-    plan_run_id  TEXT COLLATE "C"
+    created_at   BIGINT NOT NULL
 );
-CREATE INDEX plan_triggers_pending ON plan_triggers(id) WHERE settled_at IS NULL;
 ALTER TABLE plan_runs ADD COLUMN upstream TEXT;

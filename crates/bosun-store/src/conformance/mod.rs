@@ -121,6 +121,8 @@ macro_rules! conformance_suite {
             policies_saved_replaced_listed_and_deleted,
             policy_holds_record_evaluations_and_lift_on_override,
             trigger_evaluations_are_recorded_with_the_delivery_on_its_runs,
+            a_stacks_changed_outputs_record_plan_triggers_each_settled_by_one_run,
+            sourced_hosts_are_kept_per_owner_and_never_replace_others,
             secrets_replace_keeps_created_at,
             signing_keys_rotate_and_prune,
             id_request_tokens_with_their_run,

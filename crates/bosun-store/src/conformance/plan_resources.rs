@@ -726,3 +726,87 @@ pub async fn plan_hosts_and_plans_page_by_name(store: Arc<dyn Store>) {
         .unwrap()
         .is_empty());
 }
+
+pub async fn sourced_hosts_are_kept_per_owner_and_never_replace_others(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    let mut web = environment("acme", "web", false);
+    web.hosts_from = Some(
+        json!([{"stack": "fleet", "output": "hosts", "name": "{{ item.n }}",
+        "address": "{{ item.ip }}"}]),
+    );
+    let a = audit(Some("acme"), "x", "y");
+    store.create_environment(&web, &a).await.unwrap();
+    store
+        .create_host(&host("acme", "manual", None), &a)
+        .await
+        .unwrap();
+    let from =
+        |v: i64| json!({"environment": "web", "stack": "fleet", "output": "hosts", "version": v});
+    let sync = |names: &[&str], version: i64| SourcedHosts {
+        org: "acme".into(),
+        owner: "web".into(),
+        environment: Some("web".into()),
+        hosts: names
+            .iter()
+            .map(|n| (host("acme", n, Some("web")), from(version)))
+            .collect(),
+    };
+    let out = store
+        .sync_sourced_hosts(&sync(&["w-1", "w-2"], 1), &a)
+        .await
+        .unwrap();
+    assert_eq!(out.added, ["w-1", "w-2"]);
+    assert_eq!(
+        store.get_host("acme", "w-1").await.unwrap().unwrap().source,
+        Some(from(1))
+    );
+    // The same again changes nothing; a new version updates, a host no longer given goes.
+    let out = store
+        .sync_sourced_hosts(&sync(&["w-1", "w-2"], 1), &a)
+        .await
+        .unwrap();
+    assert_eq!(out, SourcedSync::default());
+    let out = store
+        .sync_sourced_hosts(&sync(&["w-2", "w-3"], 2), &a)
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.added, out.updated, out.removed),
+        (
+            vec!["w-3".to_string()],
+            vec!["w-2".to_string()],
+            vec!["w-1".to_string()]
+        )
+    );
+    // A host added by hand, or another owner's, is never replaced; nothing is written.
+    assert!(matches!(
+        store
+            .sync_sourced_hosts(&sync(&["w-2", "manual"], 3), &a)
+            .await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    assert_eq!(
+        store.get_host("acme", "w-2").await.unwrap().unwrap().source,
+        Some(from(2))
+    );
+    let plan_owned = SourcedHosts {
+        owner: "plan:direct".into(),
+        environment: None,
+        ..sync(&["w-3"], 1)
+    };
+    assert!(matches!(
+        store.sync_sourced_hosts(&plan_owned, &a).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    // The environment takes hosts from nowhere any more: the hosts it took go.
+    web.hosts_from = None;
+    store.update_environment(&web, &a).await.unwrap();
+    let left: Vec<String> = store
+        .list_hosts("acme")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(left, ["manual"]);
+}

@@ -654,3 +654,123 @@ pub async fn plan_runs_an_approved_run_waits_for_its_previews_runner_to_let_go(
     assert_eq!(leased.id, "prun-g");
     assert!(!leased.dry_run);
 }
+
+pub async fn a_stacks_changed_outputs_record_plan_triggers_each_settled_by_one_run(
+    store: Arc<dyn Store>,
+) {
+    seed_stack(&*store, "net").await;
+    let a = audit(Some("acme"), "plan.save", "plan");
+    for (name, outputs) in [
+        ("watch-name", vec!["name".to_string()]),
+        ("watch-other", vec!["other".to_string()]),
+        ("watch-any", vec![]),
+    ] {
+        store
+            .save_plan(
+                &NewPlan {
+                    org: "acme".into(),
+                    name: name.into(),
+                    source: format!("name: {name}\n"),
+                    schedule: None,
+                    on_stack_change: Some(("net".into(), outputs)),
+                },
+                &a,
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.plans_fed_by("acme", "net").await.unwrap(),
+        ["watch-any", "watch-name", "watch-other"]
+    );
+    let r = runner(&*store, "runner-1").await;
+    // A run that wrote no state changed no output: no trigger.
+    store
+        .create_run(&new_run("t1", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    run_phase(&*store, &r, "t1", Event::planned(false)).await;
+    assert!(store.pending_plan_triggers(10).await.unwrap().is_empty());
+    // An apply that changed outputs: one trigger per plan whose watch it matches.
+    store
+        .create_run(&new_run("t2", "net", RunKind::Tracked), None)
+        .await
+        .unwrap();
+    run_phase(&*store, &r, "t2", Event::planned(true)).await;
+    store
+        .run_event(
+            "t2",
+            &RunEventInput {
+                event: Event::Confirm,
+                fencing: None,
+                update: RunUpdate::default(),
+                audit: None,
+            },
+        )
+        .await
+        .unwrap();
+    let t2 = run_phase(&*store, &r, "t2", Event::ApplyFinished).await;
+    assert_eq!(t2.state, RunState::Finished);
+    let pending = store.pending_plan_triggers(10).await.unwrap();
+    let seen: Vec<(&str, &str, Vec<String>)> = pending
+        .iter()
+        .map(|t| (t.plan.as_str(), t.run.as_str(), t.outputs.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "watch-any",
+                "t2",
+                vec!["name".to_string(), "pw".to_string()]
+            ),
+            ("watch-name", "t2", vec!["name".to_string()]),
+        ]
+    );
+    // A run settles its trigger in its creating transaction, once.
+    let mut run = plan_run("prun-t1", &["web-1"]);
+    run.plan = "watch-name".into();
+    run.trigger = bosun_core::plan_run::PlanTrigger::Stack;
+    run.upstream = Some(json!({"stack": "net", "run": "t2", "outputs": ["name"]}));
+    run.settles_trigger = Some(pending[1].id);
+    let created = store
+        .create_plan_run(&run, &audit(Some("acme"), "plan_run.create", "plan"))
+        .await
+        .unwrap();
+    assert_eq!(created.trigger, bosun_core::plan_run::PlanTrigger::Stack);
+    assert_eq!(created.upstream, run.upstream);
+    let again = NewPlanRun {
+        id: "prun-t2".into(),
+        ..run.clone()
+    };
+    assert!(matches!(
+        store
+            .create_plan_run(&again, &audit(Some("acme"), "plan_run.create", "plan"))
+            .await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    assert!(store.get_plan_run("prun-t2").await.unwrap().is_none());
+    // A run that cannot resolve is created failed, before any step, and never leased.
+    let failed = NewPlanRun {
+        id: "prun-t3".into(),
+        plan: "watch-any".into(),
+        hosts: vec![],
+        settles_trigger: Some(pending[0].id),
+        failed: Some("stack \"net\" has no output \"servers\"".into()),
+        ..run
+    };
+    let f = store
+        .create_plan_run(&failed, &audit(Some("acme"), "plan_run.create", "plan"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (f.state, f.needs_lease, f.reason.as_deref()),
+        (
+            bosun_core::plan_run::PlanRunState::Failed,
+            false,
+            Some("stack \"net\" has no output \"servers\"")
+        )
+    );
+    assert!(f.ended_at.is_some());
+    assert!(store.pending_plan_triggers(10).await.unwrap().is_empty());
+}

@@ -272,11 +272,8 @@ pub(super) fn create(
 ) -> Result<PlanRunRecord> {
     if let Some(trigger) = run.settles_trigger {
         let n = tx
-            .prepare_cached(
-                "UPDATE plan_triggers SET plan_run_id = ?2, settled_at = ?3
-                 WHERE id = ?1 AND settled_at IS NULL",
-            )?
-            .execute(params![trigger, run.id, millis(Utc::now())])?;
+            .prepare_cached("DELETE FROM plan_triggers WHERE id = ?1")?
+            .execute(params![trigger])?;
         if n == 0 {
             return Err(StoreError::AlreadyExists(format!(
                 "a run for plan trigger {trigger}"
@@ -673,12 +670,12 @@ pub(super) fn stack_run_ended(
     Ok(())
 }
 
-/// Plan triggers no run was started for yet, oldest first.
+/// Plan triggers no run was started for yet (the others are gone), oldest first.
 pub(super) fn pending_triggers(conn: &Connection, limit: u32) -> Result<Vec<PlanTriggerRecord>> {
     let rows: Vec<(i64, String, String, String, String, String, i64)> = conn
         .prepare_cached(
             "SELECT id, org_id, plan, stack, run_id, outputs, created_at FROM plan_triggers
-             WHERE settled_at IS NULL ORDER BY id LIMIT ?1",
+             ORDER BY id LIMIT ?1",
         )?
         .query_map(params![limit], |r| {
             Ok((
@@ -710,8 +707,8 @@ pub(super) fn pending_triggers(conn: &Connection, limit: u32) -> Result<Vec<Plan
 
 /// Settles a trigger without a run: its plan is gone, or no longer watches the stack.
 pub(super) fn drop_trigger(tx: &Transaction<'_>, id: i64) -> Result<()> {
-    tx.prepare_cached("UPDATE plan_triggers SET settled_at = ?2 WHERE id = ?1")?
-        .execute(params![id, millis(Utc::now())])?;
+    tx.prepare_cached("DELETE FROM plan_triggers WHERE id = ?1")?
+        .execute(params![id])?;
     Ok(())
 }
 
