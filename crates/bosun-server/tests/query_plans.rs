@@ -71,6 +71,11 @@ const ORG_SETTINGS_TABLES: &[&str] = &[
 /// Matched by a fragment of their text.
 const ALLOWED_SCANS: &[(&str, &str)] = &[
     (
+        "FROM plan_triggers ORDER BY id LIMIT",
+        "the plan triggers not started yet, oldest first: the run that settles a trigger \
+         deletes it, so the table holds only pending ones (read in batches of 50)",
+    ),
+    (
         "FROM policies WHERE org_id = ?1 ORDER BY name",
         "an org's policies, read whole at each decision point: at most 100 per org \
          (MAX_POLICIES_PER_ORG), by the primary key",
