@@ -59,27 +59,13 @@ async fn start(state: &AppState, t: &PlanTriggerRecord) -> Result<(), ApiError> 
     };
     let requested_by = format!("stack:{}", t.stack);
     let upstream = json!({"stack": t.stack, "run": t.run, "outputs": t.outputs});
-    let parsed = bosun_plans::model::parse_plan(
-        std::path::Path::new(&format!("{}.yaml", t.plan)),
-        &plan.source,
-    )
-    .ok();
-    let mapped = parsed
-        .as_ref()
-        .and_then(|p| p.on_stack_change.as_ref())
-        .map(|o| o.inputs.clone())
-        .unwrap_or_default();
-    let (inputs, unmapped) = match inputs_from_outputs(state, t, &mapped).await? {
-        Ok(inputs) => (inputs, None),
-        Err(why) => (BTreeMap::new(), Some(why)),
-    };
     let base = NewPlanRun {
         id: String::new(),
         org: t.org.clone(),
         plan: t.plan.clone(),
         plan_version: plan.version,
         source: plan.source.clone(),
-        inputs: inputs.clone(),
+        inputs: BTreeMap::new(),
         dry_run: false,
         requested_by: requested_by.clone(),
         trigger: PlanTrigger::Stack,
@@ -93,33 +79,43 @@ async fn start(state: &AppState, t: &PlanTriggerRecord) -> Result<(), ApiError> 
         settles_trigger: Some(t.id),
         failed: None,
     };
-    let resolved = match unmapped {
-        Some(why) => Err(ApiError::Conflict {
-            code: bosun_api::ErrorCode::HostSourceUnresolved,
-            message: why,
-        }),
-        None => resolve(state, &t.org, &t.plan, &plan.source, &inputs, &requested_by).await,
-    };
+    // Resolved with no inputs: the mapped ones are declared inputs, read from the stack
+    // once the plan is parsed.
+    let resolved = resolve(
+        state,
+        &t.org,
+        &t.plan,
+        &plan.source,
+        &BTreeMap::new(),
+        &requested_by,
+    )
+    .await;
     let run = match resolved {
         Ok(resolved) => {
-            let watches = resolved
+            let Some(on) = resolved
                 .plan
                 .on_stack_change
                 .as_ref()
-                .is_some_and(|o| o.stack == t.stack);
-            if !watches {
+                .filter(|o| o.stack == t.stack)
+            else {
                 return Ok(state.store.drop_plan_trigger(t.id).await?);
-            }
-            let (id, preview) = new_run_ids(false, &resolved.gated, resolved.policy_check);
-            NewPlanRun {
-                id,
-                preview,
-                hosts: resolved.hosts,
-                gated_environments: resolved.gated,
-                concurrent: resolved.plan.concurrent_runs,
-                policy_check: resolved.policy_check,
-                sources: resolved.sources,
-                ..base
+            };
+            match inputs_from_outputs(state, t, &on.inputs).await? {
+                Err(why) => failed(base, why),
+                Ok(inputs) => {
+                    let (id, preview) = new_run_ids(false, &resolved.gated, resolved.policy_check);
+                    NewPlanRun {
+                        id,
+                        preview,
+                        inputs,
+                        hosts: resolved.hosts,
+                        gated_environments: resolved.gated,
+                        concurrent: resolved.plan.concurrent_runs,
+                        policy_check: resolved.policy_check,
+                        sources: resolved.sources,
+                        ..base
+                    }
+                }
             }
         }
         // What keeps the run from resolving is its reason: a run that fails before any
@@ -164,7 +160,7 @@ async fn inputs_from_outputs(
     if mapped.is_empty() {
         return Ok(Ok(BTreeMap::new()));
     }
-    let Some((meta, _)) = state.store.state_version(&t.org, &t.stack, None).await? else {
+    let Some(meta) = state.store.state_head(&t.org, &t.stack).await?.current else {
         return Ok(Err(format!("stack {:?} has no state", t.stack)));
     };
     let mut inputs = BTreeMap::new();

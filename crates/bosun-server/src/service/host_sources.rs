@@ -68,7 +68,8 @@ pub async fn resolve(
             "stack {stack:?} does not exist in org {org:?}"
         )));
     }
-    let Some((meta, _)) = state.store.state_version(org, stack, None).await? else {
+    // The current version's outputs, without reading its body.
+    let Some(meta) = state.store.state_head(org, stack).await?.current else {
         return Ok(Err(format!(
             "stack {stack:?} has no state yet: its output {output:?} cannot be read"
         )));

@@ -671,21 +671,18 @@ async fn plan_input(
         Ok(v) => v,
         Err(e) => return Ok(Err(format!("the plan's JSON does not parse: {e}"))),
     };
-    let outputs: serde_json::Map<String, Value> = match state
-        .store
-        .state_version(&run.org, &run.stack, None)
-        .await?
-    {
-        Some((meta, _)) => meta
-            .outputs
-            .into_iter()
-            .map(|(name, o)| {
-                let value = if o.sensitive { Value::Null } else { o.value };
-                (name, json!({"value": value, "sensitive": o.sensitive}))
-            })
-            .collect(),
-        None => serde_json::Map::new(),
-    };
+    let outputs: serde_json::Map<String, Value> =
+        match state.store.state_head(&run.org, &run.stack).await?.current {
+            Some(meta) => meta
+                .outputs
+                .into_iter()
+                .map(|(name, o)| {
+                    let value = if o.sensitive { Value::Null } else { o.value };
+                    (name, json!({"value": value, "sensitive": o.sensitive}))
+                })
+                .collect(),
+            None => serde_json::Map::new(),
+        };
     Ok(Ok(json!({
         "point": "plan",
         "plan": plan,
