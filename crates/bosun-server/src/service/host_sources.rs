@@ -283,10 +283,15 @@ async fn keep(
 /// Resolves every environment's sources of `org` and keeps their hosts, before a plan
 /// run's targets are chosen. `None` when no environment takes hosts from a stack; else
 /// what was read, for the run's record.
-pub async fn sync(state: &AppState, org: &str, actor: &str) -> Result<Option<Value>, ApiError> {
+pub async fn sync(
+    state: &AppState,
+    org: &str,
+    environments: &[EnvironmentRecord],
+    actor: &str,
+) -> Result<Option<Value>, ApiError> {
     let mut record = Vec::new();
-    for env in state.store.list_environments(org).await? {
-        let sources = sources_of(&env);
+    for env in environments {
+        let sources = sources_of(env);
         if !sources.is_empty() {
             record.extend(keep(state, org, Owner::Environment(&env.id), &sources, actor).await?);
         }

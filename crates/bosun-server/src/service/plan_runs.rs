@@ -238,7 +238,8 @@ pub async fn resolve(
         )
         .into());
     }
-    let mut sources = host_sources::sync(state, org, actor).await?;
+    let environments = state.store.list_environments(org).await?;
+    let mut sources = host_sources::sync(state, org, &environments, actor).await?;
     // The plan's own sources: their hosts are targets whatever their labels.
     let (own_hosts, own_record) = if plan.targets.hosts_from.is_empty() {
         (Vec::new(), Vec::new())
@@ -254,7 +255,6 @@ pub async fn resolve(
         sources = Some(Value::Array(all));
     }
     let hosts = state.store.list_hosts(org).await?;
-    let environments = state.store.list_environments(org).await?;
     let all: Vec<&HostRecord> = hosts.iter().collect();
     let inventory = bosun_plans::model::parse_inventory(
         Path::new("inventory"),
