@@ -68,8 +68,13 @@ pub struct Stack {
     pub labels: Vec<String>,
     /// Whether Bosun can reach the stack's repository.
     pub connection: StackConnection,
+    /// The stacks that depend on it (their `depends_on` names it), by id: its downstream
+    /// in the org's dependency graph. Filled when one stack is shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub downstream_stacks: Vec<String>,
     /// The host plans whose runs a change of its outputs starts (their `on_stack_change`),
-    /// by name. Filled when one stack is shown.
+    /// by name: its other downstream in the dependency graph. Filled when one stack is
+    /// shown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feeds_plans: Vec<String>,
     /// How drift checking goes, for a stack with drift detection.

@@ -8,6 +8,7 @@ pub mod authz;
 pub mod cron;
 pub mod drift;
 pub mod feedback;
+pub mod graph;
 pub mod id;
 pub mod integrations;
 pub mod outputs;

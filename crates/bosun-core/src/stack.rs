@@ -826,49 +826,6 @@ impl DriftDetection {
     }
 }
 
-/// Finds a dependency cycle in a graph of stack id → upstream ids, returning it as a path
-/// that starts and ends at the same stack (`a → b → a`), or `None` for a DAG.
-pub fn find_cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        Active,
-        Done,
-    }
-    let mut marks: BTreeMap<&str, Mark> = BTreeMap::new();
-    for start in graph.keys() {
-        if marks.contains_key(start.as_str()) {
-            continue;
-        }
-        // Iterative DFS: (node, index of next edge to follow).
-        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
-        marks.insert(start, Mark::Active);
-        while let Some((node, next)) = stack.last_mut() {
-            let edges = graph.get(*node).map(Vec::as_slice).unwrap_or(&[]);
-            if let Some(up) = edges.get(*next) {
-                *next += 1;
-                match marks.get(up.as_str()) {
-                    Some(Mark::Active) => {
-                        let from = stack.iter().position(|(n, _)| *n == up)?;
-                        let mut cycle: Vec<String> =
-                            stack[from..].iter().map(|(n, _)| n.to_string()).collect();
-                        cycle.push(up.clone());
-                        return Some(cycle);
-                    }
-                    Some(Mark::Done) => {}
-                    None => {
-                        marks.insert(up, Mark::Active);
-                        stack.push((up, 0));
-                    }
-                }
-            } else {
-                marks.insert(node, Mark::Done);
-                stack.pop();
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1096,30 +1053,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn cycles() {
-        let g = |edges: &[(&str, &[&str])]| {
-            edges
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
-                .collect::<BTreeMap<_, _>>()
-        };
-        assert_eq!(
-            find_cycle(&g(&[("a", &["b"]), ("b", &["c"]), ("c", &[])])),
-            None
-        );
-        assert_eq!(
-            find_cycle(&g(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])])),
-            Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
-        );
-        assert!(find_cycle(&g(&[("a", &["a"])])).is_some());
-        // Diamond is fine.
-        assert_eq!(
-            find_cycle(&g(&[("a", &["b", "c"]), ("b", &["d"]), ("c", &["d"])])),
-            None
-        );
-    }
-
     proptest! {
         #[test]
         fn normalized_paths_are_fixed_points(raw in "[a-z./]{0,30}") {
@@ -1129,20 +1062,6 @@ mod tests {
                 prop_assert!(!p.as_str().starts_with('/'));
                 prop_assert!(!p.as_str().split('/').any(|s| s == ".." || s == "."));
             }
-        }
-
-        #[test]
-        fn random_dags_have_no_cycle(n in 1usize..30, seed in proptest::collection::vec(any::<u16>(), 0..80)) {
-            // Edges only from higher to lower index: always acyclic.
-            let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for i in 0..n { g.insert(format!("s{i}"), vec![]); }
-            for pair in seed.chunks(2) {
-                if let [a, b] = pair {
-                    let (a, b) = (*a as usize % n, *b as usize % n);
-                    if a > b { g.entry(format!("s{a}")).or_default().push(format!("s{b}")); }
-                }
-            }
-            prop_assert_eq!(find_cycle(&g), None);
         }
     }
 }

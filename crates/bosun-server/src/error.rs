@@ -144,8 +144,8 @@ impl From<StoreError> for ApiError {
                 code: ErrorCode::HasDependents,
                 message: e.to_string(),
             },
-            StoreError::UnknownUpstream(_) => {
-                ApiError::Validation(ValidationError::new("depends_on", e.to_string()))
+            StoreError::UnknownUpstream { field, .. } => {
+                ApiError::Validation(ValidationError::new(field.to_string(), e.to_string()))
             }
             StoreError::StateLocked(lock) => ApiError::Locked(lock),
             StoreError::HasOpenRuns { .. } => ApiError::Conflict {

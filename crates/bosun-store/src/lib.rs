@@ -34,11 +34,15 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0} already exists")]
     AlreadyExists(String),
-    #[error("dependency cycle: {}", .0.join(" → "))]
+    /// Saving would close a cycle: the path along the edges, each one's changes starting
+    /// runs of the next, back to where it started.
+    #[error("dependency cycle: {} (each starts runs of the next)", .0.join(" → "))]
     DependencyCycle(Vec<String>),
-    #[error("upstream stack {0:?} does not exist in this org")]
-    UnknownUpstream(String),
-    #[error("stack {stack:?} is a dependency of {}: remove those dependencies first", .dependents.join(", "))]
+    /// An edge names a stack the org does not have; `field` is what declared it.
+    #[error("upstream stack {stack:?} does not exist in this org")]
+    UnknownUpstream { field: &'static str, stack: String },
+    /// Stacks depend on it, or plans are fed by it (`app`, `plan deploy`).
+    #[error("stack {stack:?} is a dependency of {}: remove those dependencies (depends_on, on_stack_change) first", .dependents.join(", "))]
     HasDependents {
         stack: String,
         dependents: Vec<String>,

@@ -257,6 +257,15 @@ created:          [timestamp]
 updated:          [timestamp]
 ";
     assert_eq!(text, expected);
+    // The upstream shows its downstream, from the same dependency graph.
+    let network = ok(&env, &env.admin, &["stack", "show", "network"]);
+    assert!(
+        network
+            .lines()
+            .any(|l| l.starts_with("downstream stacks:") && l.ends_with(" web")),
+        "{network}"
+    );
+    assert!(!text.contains("downstream stacks"), "web has none");
 }
 
 #[test]

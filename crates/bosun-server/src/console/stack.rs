@@ -7,6 +7,7 @@ use axum::extract::{Form, Path, Query, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
+use bosun_core::graph::{Link, Node};
 use serde::Deserialize;
 
 use super::session::redirect_with_flash;
@@ -90,6 +91,12 @@ pub struct Edge {
     pub trigger_always: bool,
 }
 
+/// A plan the stack feeds, and the outputs whose change starts its runs (empty: any).
+pub struct FedPlan {
+    pub plan: String,
+    pub outputs: Vec<String>,
+}
+
 #[derive(askama::Template)]
 #[template(path = "console/stack.html")]
 struct StackPage {
@@ -115,7 +122,7 @@ struct StackPage {
     upstreams: Vec<Edge>,
     downstreams: Vec<Edge>,
     /// The plans whose runs a change of its outputs starts (`on_stack_change`).
-    feeds_plans: Vec<String>,
+    feeds_plans: Vec<FedPlan>,
 }
 
 fn short(commit: &str) -> String {
@@ -129,16 +136,27 @@ fn json_text(v: &serde_json::Value) -> String {
     }
 }
 
-fn edge(d: &bosun_api::Dependency) -> Edge {
-    Edge {
-        stack: d.stack.clone(),
-        outputs: d
-            .outputs
+/// A stack's `depends_on` edge as the page lists it, naming the stack at its other end;
+/// `None` for an edge of another kind.
+fn edge(other: &Node, link: &Link) -> Option<Edge> {
+    let (
+        Node::Stack(stack),
+        Link::DependsOn {
+            outputs,
+            trigger_always,
+        },
+    ) = (other, link)
+    else {
+        return None;
+    };
+    Some(Edge {
+        stack: stack.clone(),
+        outputs: outputs
             .iter()
             .map(|(o, v)| (o.clone(), v.clone()))
             .collect(),
-        trigger_always: d.trigger_always,
-    }
+        trigger_always: *trigger_always,
+    })
 }
 
 /// What the stack's runs report on GitHub, in words: the stack's own setting, or its
@@ -174,7 +192,7 @@ async fn show(
 ) -> Result<Response, PageError> {
     let mut layout = Layout::new(session, &org, "stacks", &stack, crate::stacks::SHOW)?;
     let _key = || ApiPath((org.clone(), stack.clone()));
-    let s = crate::service::stacks::show(&state, &org, &stack).await?;
+    let (s, graph) = crate::service::stacks::show_in_graph(&state, &org, &stack).await?;
     // A stack in an environment that requires approval never applies without an approver.
     let gated = match &s.environment {
         Some(env) => state
@@ -386,30 +404,23 @@ async fn show(
         }
     };
 
-    let feeds_plans = state.store.plans_fed_by(&org, &stack).await?;
-    // The stacks that depend on this one: one query over the dependency index.
-    let downstreams = state
-        .store
-        .downstream_stacks(&org, &stack)
-        .await?
-        .iter()
-        .flat_map(|other| {
-            other
-                .spec
-                .depends_on
-                .iter()
-                .filter(|d| d.stack.as_str() == stack)
-                .map(|d| Edge {
-                    stack: other.spec.id.to_string(),
-                    outputs: d
-                        .outputs
-                        .iter()
-                        .map(|(o, v)| (o.clone(), v.clone()))
-                        .collect(),
-                    trigger_always: d.trigger_always,
-                })
-        })
+    // Its neighbours in the org's dependency graph, read with the stack.
+    let node = Node::stack(stack.as_str());
+    let upstreams = graph
+        .upstream(&node)
+        .filter_map(|(up, link)| edge(up, link))
         .collect();
+    let mut downstreams = Vec::new();
+    let mut feeds_plans = Vec::new();
+    for (down, link) in graph.downstream(&node) {
+        match (down, link) {
+            (Node::Plan(plan), Link::Feeds { outputs }) => feeds_plans.push(FedPlan {
+                plan: plan.clone(),
+                outputs: outputs.clone(),
+            }),
+            _ => downstreams.extend(edge(down, link)),
+        }
+    }
 
     let lock = state.store.state_head(&org, &stack).await?.lock.map(|l| {
         format!(
@@ -440,7 +451,7 @@ async fn show(
             triggers_first: q.triggers_after.is_none(),
             outputs,
             outputs_version,
-            upstreams: s.depends_on.iter().map(edge).collect(),
+            upstreams,
             downstreams,
             feeds_plans,
             layout,

@@ -317,8 +317,9 @@ pub(crate) async fn check_plan(
             format!("{}:{}:{}: {}", f.file, f.line, f.column, f.message),
         )
     })?;
-    // A plan fed by a stack names one of its org: a stack feeds plans, and plans feed
-    // nothing, so the edge can make no cycle.
+    // A plan fed by a stack names one of its org, refused here with the file's line; the
+    // store checks the edge again in the save's own transaction, over the org's dependency
+    // graph, like a stack's `depends_on` (the stack exists, no cycle closes).
     if let Some(on) = &plan.on_stack_change {
         if state.store.get_stack(org, &on.stack).await?.is_none() {
             return Err(invalid(

@@ -5,6 +5,7 @@
 
 use bosun_api::{ErrorCode, Page, Stack, StackCreate, StackPatch};
 use bosun_core::feedback::PrFeedback;
+use bosun_core::graph::{Graph, Node};
 use bosun_core::stack::{DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_store::{StackContext, StackRecord};
 use serde_json::json;
@@ -57,14 +58,30 @@ pub async fn list_with_activity(
 
 /// One stack of the org, and all it shows, in one store call.
 pub async fn show(state: &AppState, org: &str, id: &str) -> Result<Stack, ApiError> {
+    Ok(show_in_graph(state, org, id).await?.0)
+}
+
+/// [`show`], with the stack's neighbours in the org's dependency graph (the edges into it
+/// and out of it, with what each carries), still in one store call.
+pub async fn show_in_graph(
+    state: &AppState,
+    org: &str,
+    id: &str,
+) -> Result<(Stack, Graph), ApiError> {
     let (record, context) = state
         .store
         .get_stack_in_context(org, id)
         .await?
         .ok_or_else(|| not_found(org, id))?;
     let mut stack = in_context(state, record, &context);
-    stack.feeds_plans = context.feeds_plans;
-    Ok(stack)
+    // Its downstream in the dependency graph: the stacks, then the plans.
+    for (node, _) in context.graph.downstream(&Node::stack(id)) {
+        match node {
+            Node::Stack(s) => stack.downstream_stacks.push(s.clone()),
+            Node::Plan(p) => stack.feeds_plans.push(p.clone()),
+        }
+    }
+    Ok((stack, context.graph))
 }
 
 /// Creates a stack of the org from the body, validated into a [`StackSpec`].
@@ -289,6 +306,7 @@ pub fn to_wire(
             .to_string(),
         labels: s.labels.into_iter().map(|l| l.into_string()).collect(),
         connection,
+        downstream_stacks: Vec::new(),
         feeds_plans: Vec::new(),
         drift_status: None,
         created_at: r.created_at,

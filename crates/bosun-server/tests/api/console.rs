@@ -827,7 +827,7 @@ async fn stack_page_shows_definition_runs_outputs_dependencies_and_runs_now() {
         .post(
             "/api/v1/orgs/default/plans",
             &admin,
-            json!({"source": "name: edge-config\ntargets: { labels: [edge] }\non_stack_change: { stack: net }\nsteps:\n  - command: [\"true\"]\n"}),
+            json!({"source": "name: edge-config\ntargets: { labels: [edge] }\non_stack_change: { stack: net, outputs: [vpc_id] }\nsteps:\n  - command: [\"true\"]\n"}),
         )
         .await;
     assert!(r.status.is_success(), "{:?}", r.body);
@@ -851,11 +851,32 @@ async fn stack_page_shows_definition_runs_outputs_dependencies_and_runs_now() {
     assert!(
         html.contains(r#"id="feeds-plans""#)
             && html
-                .contains(r#"<li><a href="/orgs/default/plans/edge-config">edge-config</a></li>"#),
+                .contains(r#"<li><a href="/orgs/default/plans/edge-config">edge-config</a> <small>(when <code>vpc_id</code> changes)</small></li>"#),
         "{html}"
     );
+    // The API shows both kinds of downstream from the same graph.
     let shown = t.get("/api/v1/orgs/default/stacks/net", &admin).await;
     assert_eq!(shown.body["feeds_plans"], json!(["edge-config"]));
+    assert_eq!(shown.body["downstream_stacks"], json!(["app"]));
+    // A stack others hang from is not deleted; the refusal names the stack and the plan.
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/orgs/default/stacks/net",
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "has_dependents");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is a dependency of app, plan edge-config"),
+        "{:?}",
+        r.body
+    );
     let app = a.page("/orgs/default/stacks/app").await;
     assert!(app.contains("<dt>Labels</dt><dd>(none)</dd>"), "{app}");
     assert!(

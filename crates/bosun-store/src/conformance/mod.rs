@@ -116,6 +116,7 @@ macro_rules! conformance_suite {
             vcs_tokens_due_after_run_ends,
             vcs_poll_heads_upsert,
             stacks_aws_roles_update_and_clear,
+            one_graph_holds_stacks_and_the_plans_they_feed,
             stacks_pr_feedback_set_and_cleared,
             secrets_namespaces_are_per_org,
             policies_saved_replaced_listed_and_deleted,

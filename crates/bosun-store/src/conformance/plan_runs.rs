@@ -679,9 +679,16 @@ pub async fn a_stacks_changed_outputs_record_plan_triggers_each_settled_by_one_r
             .await
             .unwrap();
     }
+    let net = bosun_core::graph::Node::stack("net");
     assert_eq!(
-        store.plans_fed_by("acme", "net").await.unwrap(),
-        ["watch-any", "watch-name", "watch-other"]
+        store
+            .dependency_graph("acme", &net)
+            .await
+            .unwrap()
+            .downstream(&net)
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>(),
+        ["plan watch-any", "plan watch-name", "plan watch-other"]
     );
     let r = runner(&*store, "runner-1").await;
     // A run that wrote no state changed no output: no trigger.

@@ -1,6 +1,8 @@
 //! Conformance cases for stacks: every field kept, pages, updates and deletes, org isolation,
 //! the dependency graph's checks and AWS roles.
 
+use bosun_core::graph::{Graph, Link, Node};
+
 use super::*;
 
 fn full_spec() -> StackSpec {
@@ -203,7 +205,7 @@ pub async fn stacks_isolated_by_org(store: Arc<dyn Store>) {
         .create_stack("acme", &spec("app", &["only-globex"]), &a)
         .await;
     assert!(
-        matches!(cross, Err(StoreError::UnknownUpstream(_))),
+        matches!(cross, Err(StoreError::UnknownUpstream { .. })),
         "{cross:?}"
     );
     store
@@ -224,7 +226,7 @@ pub async fn dependencies_enforced(store: Arc<dyn Store>) {
     let a = audit(Some("acme"), "stack.create", "stack");
     let unknown = store.create_stack("acme", &spec("app", &["net"]), &a).await;
     assert!(
-        matches!(unknown, Err(StoreError::UnknownUpstream(ref s)) if s == "net"),
+        matches!(unknown, Err(StoreError::UnknownUpstream { field: "depends_on", ref stack }) if stack == "net"),
         "{unknown:?}"
     );
     store
@@ -357,37 +359,30 @@ pub async fn stacks_page_reads_by_id_range(store: Arc<dyn Store>) {
         .await
         .unwrap();
 
-    // Dependents: direct ones only, by id, of this org only.
     let ids = |v: Vec<StackRecord>| -> Vec<String> {
         v.into_iter().map(|s| s.spec.id.to_string()).collect()
     };
-    assert_eq!(
-        ids(store.downstream_stacks("acme", "s-a").await.unwrap()),
-        ["s-b", "s-d"]
-    );
-    assert_eq!(
-        ids(store.downstream_stacks("acme", "s-b").await.unwrap()),
-        ["s-d"]
-    );
-    assert!(store
-        .downstream_stacks("acme", "s-d")
-        .await
-        .unwrap()
-        .is_empty());
-    assert!(store
-        .downstream_stacks("other", "s-a")
-        .await
-        .unwrap()
-        .is_empty());
+    // Dependents: direct ones only, by id, of this org only.
+    let down = |org: &'static str, id: &'static str| {
+        let store = store.clone();
+        async move {
+            let node = Node::stack(id);
+            let g = store.dependency_graph(org, &node).await.unwrap();
+            g.downstream(&node)
+                .map(|(n, _)| n.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(down("acme", "s-a").await, ["s-b", "s-d"]);
+    assert_eq!(down("acme", "s-b").await, ["s-d"]);
+    assert!(down("acme", "s-d").await.is_empty());
+    assert!(down("other", "s-a").await.is_empty());
     // An update that drops the dependency drops the dependent.
     store
         .update_stack("acme", &spec("s-d", &["s-b"]), &a("acme"))
         .await
         .unwrap();
-    assert_eq!(
-        ids(store.downstream_stacks("acme", "s-a").await.unwrap()),
-        ["s-b"]
-    );
+    assert_eq!(down("acme", "s-a").await, ["s-b"]);
 
     // Last runs: the newest of each stack in the range, the same as listing one per stack.
     for (id, stack) in [
@@ -694,4 +689,146 @@ pub async fn stacks_read_in_context(store: Arc<dyn Store>) {
             .org_pr_feedback,
         None
     );
+}
+
+/// Stacks and the plans they feed are nodes of one dependency graph: a plan's
+/// `on_stack_change` is checked like a stack's `depends_on` when saved (the stack exists in
+/// the org), read back with the stack's neighbours, and keeps the stack from being deleted.
+pub async fn one_graph_holds_stacks_and_the_plans_they_feed(store: Arc<dyn Store>) {
+    seed_org(&*store, "acme").await;
+    seed_org(&*store, "globex").await;
+    let a = audit(Some("acme"), "stack.create", "stack");
+    store
+        .create_stack("acme", &spec("net", &[]), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("acme", &spec("app", &["net"]), &a)
+        .await
+        .unwrap();
+    store
+        .create_stack("globex", &spec("edge", &[]), &a)
+        .await
+        .unwrap();
+    let plan = |name: &str, stack: &str, outputs: &[&str]| NewPlan {
+        org: "acme".into(),
+        name: name.into(),
+        source: format!("name: {name}\n"),
+        schedule: None,
+        on_stack_change: Some((
+            stack.into(),
+            outputs.iter().map(|o| o.to_string()).collect(),
+        )),
+    };
+    let p = audit(Some("acme"), "plan.save", "plan");
+    // A plan fed by a stack the org lacks (another org's too) is refused, naming the field;
+    // nothing is saved.
+    for missing in ["nowhere", "edge"] {
+        match store.save_plan(&plan("deploy", missing, &[]), &p).await {
+            Err(StoreError::UnknownUpstream { field, stack }) => {
+                assert_eq!((field, stack.as_str()), ("on_stack_change.stack", missing))
+            }
+            other => panic!("expected an unknown upstream, got {other:?}"),
+        }
+    }
+    assert!(store.get_plan("acme", "deploy").await.unwrap().is_none());
+    store
+        .save_plan(&plan("deploy", "net", &["subnets"]), &p)
+        .await
+        .unwrap();
+    store
+        .save_plan(&plan("rollout", "app", &[]), &p)
+        .await
+        .unwrap();
+
+    // The stack's neighbours: the stack it depends on, the stack that depends on it, the
+    // plans it feeds with what they watch.
+    let (net, app) = (Node::stack("net"), Node::stack("app"));
+    let g = store.dependency_graph("acme", &net).await.unwrap();
+    let down: Vec<(String, Link)> = g
+        .downstream(&net)
+        .map(|(n, l)| (n.to_string(), l.clone()))
+        .collect();
+    assert_eq!(
+        down,
+        [
+            (
+                "app".to_string(),
+                Link::DependsOn {
+                    outputs: Default::default(),
+                    trigger_always: false
+                }
+            ),
+            (
+                "plan deploy".to_string(),
+                Link::Feeds {
+                    outputs: vec!["subnets".into()]
+                }
+            ),
+        ]
+    );
+    let g = store.dependency_graph("acme", &app).await.unwrap();
+    assert_eq!(
+        g.upstream(&app)
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>(),
+        ["net"]
+    );
+    assert_eq!(
+        g.downstream(&app)
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>(),
+        ["plan rollout"]
+    );
+    let deploy = Node::plan("deploy");
+    let g = store.dependency_graph("acme", &deploy).await.unwrap();
+    assert_eq!(
+        g.upstream(&deploy)
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>(),
+        ["net"]
+    );
+    // Another org sees none of it.
+    assert_eq!(
+        store.dependency_graph("globex", &net).await.unwrap(),
+        Graph::new()
+    );
+
+    // A stack a plan hangs from is not deleted: the refusal names the plan.
+    let d = audit(Some("acme"), "stack.delete", "stack:app");
+    match store.delete_stack("acme", "app", false, &d).await {
+        Err(StoreError::HasDependents { dependents, .. }) => {
+            assert_eq!(dependents, ["plan rollout"])
+        }
+        other => panic!("expected dependents, got {other:?}"),
+    }
+    match store.delete_stack("acme", "net", false, &d).await {
+        Err(StoreError::HasDependents { dependents, .. }) => {
+            assert_eq!(dependents, ["app", "plan deploy"])
+        }
+        other => panic!("expected dependents, got {other:?}"),
+    }
+    // Moving the plan's edge moves what it hangs from: app is free once rollout watches net.
+    store
+        .save_plan(&plan("rollout", "net", &[]), &p)
+        .await
+        .unwrap();
+    store.delete_stack("acme", "app", false, &d).await.unwrap();
+    // Dropping `on_stack_change` (or the plan) takes its edge away.
+    let mut unfed = plan("deploy", "net", &[]);
+    unfed.on_stack_change = None;
+    store.save_plan(&unfed, &p).await.unwrap();
+    store
+        .delete_plan(
+            "acme",
+            "rollout",
+            &audit(Some("acme"), "plan.delete", "plan"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.dependency_graph("acme", &net).await.unwrap(),
+        Graph::new()
+    );
+    store.delete_stack("acme", "net", false, &d).await.unwrap();
 }

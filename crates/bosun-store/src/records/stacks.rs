@@ -38,6 +38,7 @@ pub struct StackContext {
     pub poll_heads: std::collections::BTreeMap<(String, String), crate::PollHead>,
     /// The drift schedule of each stack with drift detection, by stack id.
     pub drift: std::collections::BTreeMap<String, crate::DriftScheduleRecord>,
-    /// One stack shown alone: the plans its output changes start runs of, by name.
-    pub feeds_plans: Vec<String>,
+    /// One stack shown alone: its neighbours in the org's dependency graph (the stacks it
+    /// depends on, the stacks that depend on it, the plans it feeds).
+    pub graph: bosun_core::graph::Graph,
 }

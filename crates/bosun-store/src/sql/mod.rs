@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bosun_core::run::{transition, Event, RunKind, RunState, STALE_REASON};
-use bosun_core::stack::{find_cycle, AwsInput, DependencyInput, DriftInput, StackInput, StackSpec};
+use bosun_core::stack::{AwsInput, DependencyInput, DriftInput, StackInput, StackSpec};
 use bosun_core::state::{
     decide_lock, decide_unlock, decide_write, Current, Lock, Output, StateDoc, UnlockDecision,
     UnlockRequest, Writer,
@@ -32,6 +32,7 @@ mod deps;
 pub(super) mod drift;
 mod duties;
 mod feedback;
+mod graph;
 mod identity;
 mod logs;
 mod metrics;

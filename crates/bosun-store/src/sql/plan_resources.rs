@@ -654,6 +654,15 @@ pub(super) fn import_inventory(
 
 pub(super) fn save_plan(tx: &Transaction<'_>, p: &NewPlan, audit: &Audit) -> Result<PlanRecord> {
     require_org(tx, &p.org)?;
+    // A plan fed by a stack is a node of the org's dependency graph: its edge is checked
+    // like a stack's `depends_on` (the stack exists, no cycle closes).
+    let plan = bosun_core::graph::Node::plan(p.name.as_str());
+    let edges: Vec<bosun_core::graph::Edge> = p
+        .on_stack_change
+        .iter()
+        .map(|(stack, outputs)| bosun_core::graph::Edge::feeds(stack, &p.name, outputs))
+        .collect();
+    super::graph::check_upstreams(tx, &p.org, &plan, &edges, "on_stack_change.stack")?;
     let now = millis(Utc::now());
     tx.prepare_cached(
         "INSERT INTO plans (org_id, name, source, version, created_at, updated_at,

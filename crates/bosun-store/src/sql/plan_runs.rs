@@ -626,13 +626,7 @@ pub(super) fn stack_run_ended(
     {
         return Ok(());
     }
-    let watching: Vec<(String, Option<String>)> = tx
-        .prepare_cached(
-            "SELECT name, watch_outputs FROM plans WHERE org_id = ?1 AND watch_stack = ?2
-             ORDER BY name",
-        )?
-        .query_map(params![run.org, run.stack], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<db::Result<_>>()?;
+    let watching = super::graph::plans_fed_by(tx, &run.org, &run.stack)?;
     if watching.is_empty() {
         return Ok(());
     }
@@ -641,11 +635,11 @@ pub(super) fn stack_run_ended(
         return Ok(());
     }
     let now = millis(Utc::now());
-    for (plan, outputs) in watching {
-        let watched: Vec<String> = match outputs {
-            Some(t) => serde_json::from_str(&t).map_err(|e| corrupt("plan watch_outputs", e))?,
-            None => Vec::new(),
+    for edge in watching {
+        let bosun_core::graph::Link::Feeds { outputs: watched } = &edge.link else {
+            continue;
         };
+        let plan = edge.downstream.id();
         let hit: Vec<&String> = changed
             .iter()
             .filter(|c| watched.is_empty() || watched.contains(c))
@@ -710,14 +704,4 @@ pub(super) fn drop_trigger(tx: &Transaction<'_>, id: i64) -> Result<()> {
     tx.prepare_cached("DELETE FROM plan_triggers WHERE id = ?1")?
         .execute(params![id])?;
     Ok(())
-}
-
-/// The plans of `org` whose runs a change of `stack`'s outputs starts, by name.
-pub(super) fn plans_fed_by(conn: &Connection, org: &str, stack: &str) -> Result<Vec<String>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT name FROM plans WHERE org_id = ?1 AND watch_stack = ?2 ORDER BY name",
-        )?
-        .query_map(params![org, stack], |r| r.get(0))?
-        .collect::<db::Result<_>>()?)
 }

@@ -1,6 +1,8 @@
 //! Stacks: their rows, the dependency graph's checks, and the reads of a stack other
 //! domains share.
 
+use bosun_core::graph::{Edge, Node};
+
 use super::audit::append_audit;
 use super::*;
 
@@ -62,6 +64,33 @@ pub(super) fn stack_row(r: &Row<'_>) -> db::Result<StackRow> {
     })
 }
 
+/// A stored JSON object of strings (other values left out).
+fn string_map(v: &Value) -> BTreeMap<String, String> {
+    v.as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The entries of a stored `depends_on` column, as written by [`stack_columns`].
+pub(super) fn dependency_inputs(column: &Value) -> Vec<DependencyInput> {
+    column
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|d| DependencyInput {
+                    stack: d["stack"].as_str().unwrap_or_default().to_string(),
+                    outputs: string_map(&d["outputs"]),
+                    trigger_always: d["trigger_always"].as_bool().unwrap_or(false),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub(super) fn stack_record(r: StackRow) -> Result<StackRecord> {
     let json = |col: &str, s: &str| -> Result<Value> {
         serde_json::from_str(s).map_err(|e| corrupt(col, e))
@@ -75,27 +104,7 @@ pub(super) fn stack_record(r: StackRow) -> Result<StackRecord> {
             })
             .unwrap_or_default()
     };
-    let string_map = |v: &Value| -> BTreeMap<String, String> {
-        v.as_object()
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let depends_on = json("depends_on", &r.depends_on)?
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|d| DependencyInput {
-                    stack: d["stack"].as_str().unwrap_or_default().to_string(),
-                    outputs: string_map(&d["outputs"]),
-                    trigger_always: d["trigger_always"].as_bool().unwrap_or(false),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let depends_on = dependency_inputs(&json("depends_on", &r.depends_on)?);
     let drift_detection = r
         .drift_detection
         .as_deref()
@@ -147,10 +156,9 @@ pub(super) fn stack_record(r: StackRow) -> Result<StackRecord> {
     })
 }
 
-/// Checks upstreams exist and that the org's graph with `spec`'s edges stays acyclic,
-/// then writes the edge table. Runs inside the caller's write transaction.
-/// Checks a stack's dependencies (each upstream exists, no cycle) and writes them;
-/// `fresh` for a stack created in this transaction, which has none to replace.
+/// Checks a stack's dependencies (each upstream exists, no cycle in the org's graph) and
+/// writes their index; `fresh` for a stack created in this transaction, which has none to
+/// replace.
 pub(super) fn check_and_write_dependencies(
     tx: &Transaction<'_>,
     org: &str,
@@ -158,43 +166,12 @@ pub(super) fn check_and_write_dependencies(
     fresh: bool,
 ) -> Result<()> {
     let id = spec.id.as_str();
-    for dep in &spec.depends_on {
-        if !exists(
-            tx,
-            "SELECT 1 FROM stacks WHERE org_id = ?1 AND id = ?2",
-            params![org, dep.stack.as_str()],
-        )? {
-            return Err(StoreError::UnknownUpstream(dep.stack.to_string()));
-        }
-    }
-    // A cycle through this stack runs from it to an upstream and back: only what lies
-    // upstream of its dependencies is read (one indexed lookup per stack reached), never
-    // the org's whole graph. A stack without dependencies closes no cycle.
-    let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    graph.insert(
-        id.to_string(),
-        spec.depends_on
-            .iter()
-            .map(|d| d.stack.to_string())
-            .collect(),
-    );
-    let mut upstream_of = tx.prepare_cached(
-        "SELECT upstream FROM stack_dependencies WHERE org_id = ?1 AND stack_id = ?2",
-    )?;
-    let mut next: Vec<String> = graph[id].clone();
-    while let Some(stack) = next.pop() {
-        if graph.contains_key(&stack) {
-            continue;
-        }
-        let ups = upstream_of
-            .query_map(params![org, stack], |r| r.get::<_, String>(0))?
-            .collect::<db::Result<Vec<_>>>()?;
-        next.extend(ups.iter().cloned());
-        graph.insert(stack, ups);
-    }
-    if let Some(cycle) = find_cycle(&graph) {
-        return Err(StoreError::DependencyCycle(cycle));
-    }
+    let edges: Vec<Edge> = spec
+        .depends_on
+        .iter()
+        .map(|d| Edge::depends_on(id, d))
+        .collect();
+    graph::check_upstreams(tx, org, &Node::stack(id), &edges, "depends_on")?;
     if !fresh {
         tx.prepare_cached("DELETE FROM stack_dependencies WHERE org_id = ?1 AND stack_id = ?2")?
             .execute(params![org, id])?;
@@ -447,19 +424,6 @@ pub(super) fn context(c: &Connection, org: &str, stacks: &[StackRecord]) -> Resu
     Ok(out)
 }
 
-pub(super) fn downstream(c: &Connection, org: &str, stack: &str) -> Result<Vec<StackRecord>> {
-    query_stacks(
-        c,
-        &format!(
-            "SELECT {STACK_COLUMNS} FROM stacks WHERE org_id = ?1 AND id IN (
-                SELECT stack_id FROM stack_dependencies
-                WHERE org_id = ?1 AND upstream = ?2)
-             ORDER BY id"
-        ),
-        params![org, stack],
-    )
-}
-
 pub(super) fn update(
     tx: &Transaction<'_>,
     org: &str,
@@ -498,14 +462,8 @@ pub(super) fn delete(
     delete_state: bool,
     audit: &Audit,
 ) -> Result<()> {
-    let dependents: Vec<String> = {
-        let mut stmt = tx.prepare_cached(
-            "SELECT stack_id FROM stack_dependencies WHERE org_id = ?1 AND upstream = ?2
-             ORDER BY stack_id",
-        )?;
-        let rows = stmt.query_map(params![org, id], |r| r.get(0))?;
-        rows.collect::<db::Result<_>>()?
-    };
+    // Nothing may hang from it: no stack depending on it, no plan it feeds.
+    let dependents = graph::dependents(tx, org, &Node::stack(id))?;
     if !dependents.is_empty() {
         return Err(StoreError::HasDependents {
             stack: id.to_string(),

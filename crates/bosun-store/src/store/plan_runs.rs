@@ -24,8 +24,6 @@ pub trait PlanRunStore: Send + Sync {
     async fn pending_plan_triggers(&self, limit: u32) -> Result<Vec<PlanTriggerRecord>>;
     /// Settles a trigger with no run (its plan is gone or watches another stack now).
     async fn drop_plan_trigger(&self, id: i64) -> Result<()>;
-    /// The plans of `org` a change of `stack`'s outputs starts runs of, by name.
-    async fn plans_fed_by(&self, org: &str, stack: &str) -> Result<Vec<String>>;
     /// The org's plan runs (of one plan), newest first.
     /// Plan runs of `org` (of one plan, when given), newest first; with `before`, only
     /// those older than that run (a page's cursor; a run not in the org lists nothing).

@@ -2,11 +2,13 @@
 //! is made of.
 
 use async_trait::async_trait;
+use bosun_core::graph::{Graph, Node};
 use bosun_core::stack::StackSpec;
 
 use crate::{Audit, Result, StackActivity, StackContext, StackRecord};
 
-/// Stacks: their definitions, pages, dependents, updates and deletes.
+/// Stacks: their definitions, pages, neighbours in the dependency graph, updates and
+/// deletes.
 #[async_trait]
 pub trait StackStore: Send + Sync {
     /// Creates a stack, checking in the same transaction that its upstreams exist and
@@ -44,13 +46,14 @@ pub trait StackStore: Send + Sync {
     ) -> Result<(Vec<StackRecord>, StackContext, StackActivity)>;
     /// The [`StackContext`] of stacks of `org` already read (a stack just written).
     async fn stack_context(&self, org: &str, stacks: &[StackRecord]) -> Result<StackContext>;
-    /// The stacks of an org that depend on `stack` (its direct downstreams), by id.
-    async fn downstream_stacks(&self, org: &str, stack: &str) -> Result<Vec<StackRecord>>;
+    /// `node`'s neighbours in the org's dependency graph: the edges into it and out of it
+    /// (the stacks that depend on a stack and the plans it feeds, by id).
+    async fn dependency_graph(&self, org: &str, node: &Node) -> Result<Graph>;
     /// Replaces a stack's definition (same id), with the same checks as create.
     async fn update_stack(&self, org: &str, spec: &StackSpec, audit: &Audit)
         -> Result<StackRecord>;
-    /// Refuses while other stacks depend on it or runs of it are open; refuses to drop
-    /// its state versions unless `delete_state`.
+    /// Refuses while other stacks depend on it, plans are fed by it, or runs of it are
+    /// open; refuses to drop its state versions unless `delete_state`.
     async fn delete_stack(
         &self,
         org: &str,

@@ -579,6 +579,7 @@ pub fn stack_text(s: Stack) -> String {
                 .collect(),
         )
         .lines("depends on", deps)
+        .lines_if_any("downstream stacks", s.downstream_stacks.clone())
         .lines_if_any("feeds plans", s.feeds_plans.clone())
         .add("drift detection", drift);
     for (key, value) in drift_status {

@@ -24,12 +24,6 @@ impl PlanRunStore for db::Store {
         self.write(move |tx| plan_runs::drop_trigger(tx, id)).await
     }
 
-    async fn plans_fed_by(&self, org: &str, stack: &str) -> Result<Vec<String>> {
-        let (org, stack) = (org.to_string(), stack.to_string());
-        self.read(move |c| plan_runs::plans_fed_by(c, &org, &stack))
-            .await
-    }
-
     async fn list_plan_runs(
         &self,
         org: &str,

@@ -42,7 +42,7 @@ impl StackStore for db::Store {
                 return Ok(None);
             };
             let mut context = stacks::context(c, &org, std::slice::from_ref(&stack))?;
-            context.feeds_plans = plan_runs::plans_fed_by(c, &org, &id)?;
+            context.graph = graph::around(c, &org, &bosun_core::graph::Node::stack(id))?;
             Ok(Some((stack, context)))
         })
         .await
@@ -95,10 +95,13 @@ impl StackStore for db::Store {
         self.read(move |c| stacks::context(c, &org, &records)).await
     }
 
-    async fn downstream_stacks(&self, org: &str, stack: &str) -> Result<Vec<StackRecord>> {
-        let (org, stack) = (org.to_string(), stack.to_string());
-        self.read(move |c| stacks::downstream(c, &org, &stack))
-            .await
+    async fn dependency_graph(
+        &self,
+        org: &str,
+        node: &bosun_core::graph::Node,
+    ) -> Result<bosun_core::graph::Graph> {
+        let (org, node) = (org.to_string(), node.clone());
+        self.read(move |c| graph::around(c, &org, &node)).await
     }
 
     async fn update_stack(
