@@ -54,6 +54,17 @@ pub struct UserCreate {
 pub struct Member {
     pub user: String,
     pub role: String,
+    /// Where the membership came from: `manual` (an admin gave it) or `provider` (the
+    /// identity provider's claims, under the sign-in rules, at the person's last sign-in).
+    #[serde(default = "manual")]
+    pub source: String,
+    /// For a provider's: the rule that gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_detail: Option<String>,
+}
+
+fn manual() -> String {
+    "manual".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

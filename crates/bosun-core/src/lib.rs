@@ -18,6 +18,7 @@ pub mod policy;
 pub mod role;
 pub mod run;
 pub mod runner;
+pub mod sign_in;
 pub mod stack;
 pub mod state;
 mod string_enum;

@@ -904,12 +904,15 @@ fn orgs_users_and_roles() {
         &env.admin,
         &["org", "set-member", "bob", "--role", "viewer"],
     );
-    assert_eq!(member, json!({"user": "bob", "role": "viewer"}));
+    assert_eq!(
+        member,
+        json!({"user": "bob", "role": "viewer", "source": "manual"})
+    );
     let members = ok(&env, &env.admin, &["org", "members"]);
     assert!(
         members
             .lines()
-            .any(|l| l.starts_with("bob ") && l.ends_with("viewer")),
+            .any(|l| l.starts_with("bob ") && l.contains(" viewer ") && l.ends_with("manual")),
         "{members}"
     );
 
@@ -1199,6 +1202,6 @@ fn every_list_prints_items_and_next_cursor() {
     let members = ok_json(&env, &env.admin, &["org", "members"]);
     assert_eq!(
         members["items"],
-        json!([{"user": "admin", "role": "admin"}])
+        json!([{"user": "admin", "role": "admin", "source": "manual"}])
     );
 }

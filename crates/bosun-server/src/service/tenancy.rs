@@ -8,6 +8,7 @@ use bosun_api::{
 };
 use bosun_core::authz::PrincipalKind;
 use bosun_core::feedback::PrFeedback;
+use bosun_core::sign_in::MembershipSource;
 use bosun_core::{Role, Slug, ValidationError};
 use bosun_store::{AuditRecord, NewOrg, NewUser, OrgUpdate};
 use serde::Deserialize;
@@ -175,9 +176,11 @@ pub async fn list_members(
     Ok(whole(
         members
             .into_iter()
-            .map(|(user, role)| Member {
-                user,
-                role: role.to_string(),
+            .map(|m| Member {
+                user: m.user,
+                role: m.role.to_string(),
+                source: m.source.to_string(),
+                source_detail: m.source_detail,
             })
             .collect(),
     ))
@@ -187,8 +190,8 @@ async fn refuse_losing_last_admin(state: &AppState, org: &str, user: &str) -> Re
     let members = state.store.list_members(org).await?;
     let admins: Vec<&String> = members
         .iter()
-        .filter(|(_, r)| *r == Role::Admin)
-        .map(|(u, _)| u)
+        .filter(|m| m.role == Role::Admin)
+        .map(|m| &m.user)
         .collect();
     if admins.len() == 1 && admins[0] == user {
         return Err(ApiError::Conflict {
@@ -223,6 +226,8 @@ pub async fn put_member(
     Ok(Member {
         user: user.to_string(),
         role: role.to_string(),
+        source: MembershipSource::Manual.to_string(),
+        source_detail: None,
     })
 }
 

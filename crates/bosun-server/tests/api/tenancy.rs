@@ -62,7 +62,10 @@ async fn members_and_the_last_admin() {
     assert_eq!(
         members.body,
         json!({
-            "items": [{"user": "admin", "role": "admin"}, {"user": "bob", "role": "viewer"}],
+            "items": [
+                {"user": "admin", "role": "admin", "source": "manual"},
+                {"user": "bob", "role": "viewer", "source": "manual"}
+            ],
             "next_cursor": null
         })
     );

@@ -1,5 +1,7 @@
 //! Conformance cases for orgs, users and their memberships, and the first-start bootstrap.
 
+use bosun_core::sign_in::MembershipSource;
+
 use super::*;
 
 pub async fn bootstrap_only_once(store: Arc<dyn Store>) {
@@ -69,10 +71,20 @@ pub async fn orgs_and_members(store: Arc<dyn Store>) {
         Some(&Role::Operator)
     );
     assert_eq!(
-        store.list_members("acme").await.unwrap(),
+        store
+            .list_members("acme")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.user, m.role, m.source))
+            .collect::<Vec<_>>(),
         vec![
-            ("alice".to_string(), Role::Operator),
-            ("owner".to_string(), Role::Admin)
+            (
+                "alice".to_string(),
+                Role::Operator,
+                MembershipSource::Manual
+            ),
+            ("owner".to_string(), Role::Admin, MembershipSource::Manual)
         ]
     );
     let missing = store.set_member("acme", "ghost", Role::Viewer, &a).await;

@@ -41,6 +41,7 @@ mod retention;
 mod runners;
 mod runs;
 mod secrets;
+mod sign_in;
 mod stacks;
 mod state;
 mod tokens;
@@ -63,6 +64,7 @@ pub use retention::*;
 pub use runners::*;
 pub use runs::*;
 pub use secrets::*;
+pub use sign_in::*;
 pub use stacks::*;
 pub use state::*;
 pub use tokens::*;
@@ -128,6 +130,9 @@ macro_rules! conformance_suite {
             signing_keys_rotate_and_prune,
             id_request_tokens_with_their_run,
             sealed_values_reseal_all_or_nothing,
+            sign_in_links_identities_and_follows_the_providers_rules,
+            sign_in_attempts_are_taken_once_and_expire,
+            sessions_open_refresh_end_and_list,
             metrics_count_and_time_from_the_store,
             dependency_runs_held_released_removed_skipped,
             held_runs_do_not_block_their_stack,

@@ -94,6 +94,11 @@ pub(crate) fn exists(conn: &Connection, sql: &str, args: &[&dyn db::ToSql]) -> R
         .is_some())
 }
 
+/// A row this transaction just wrote could not be read back.
+pub(crate) fn vanished(what: &str) -> StoreError {
+    StoreError::Backend(format!("the {what} just written vanished"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -225,8 +225,9 @@ pub(super) fn set_member(
 ) -> Result<()> {
     membership_target_exists(tx, org, user)?;
     tx.execute(
-        "INSERT INTO memberships (org_id, user_id, role) VALUES (?1, ?2, ?3)
-         ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role",
+        "INSERT INTO memberships (org_id, user_id, role, source) VALUES (?1, ?2, ?3, 'manual')
+         ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role,
+            source = 'manual', source_detail = NULL",
         params![org, user, role.as_str()],
     )?;
     append_audit(tx, audit)
@@ -248,17 +249,30 @@ pub(super) fn remove_member(
     Ok(done)
 }
 
-pub(super) fn list_members(c: &Connection, org: &str) -> Result<Vec<(String, Role)>> {
+pub(super) fn list_members(c: &Connection, org: &str) -> Result<Vec<MemberRecord>> {
     let mut stmt = c.prepare_cached(
-        "SELECT user_id, role FROM memberships WHERE org_id = ?1 ORDER BY user_id",
+        "SELECT user_id, role, source, source_detail FROM memberships WHERE org_id = ?1
+         ORDER BY user_id",
     )?;
     let rows = stmt.query_map([&org], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, Option<String>>(3)?,
+        ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (user, role) = row?;
-        out.push((user, role.parse().map_err(|e| corrupt("role", e))?));
+        let (user, role, source, source_detail) = row?;
+        out.push(MemberRecord {
+            user,
+            role: role.parse().map_err(|e| corrupt("role", e))?,
+            source: source
+                .parse()
+                .map_err(|e| corrupt("membership source", e))?,
+            source_detail,
+        });
     }
     Ok(out)
 }

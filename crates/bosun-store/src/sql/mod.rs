@@ -44,6 +44,7 @@ mod retention;
 mod runners;
 mod runs;
 mod secrets;
+mod sign_in;
 mod stacks;
 mod state;
 mod store;

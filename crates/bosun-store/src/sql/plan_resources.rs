@@ -425,10 +425,6 @@ pub(super) fn load_plan(c: &Connection, org: &str, name: &str) -> Result<Option<
     .pop())
 }
 
-fn vanished(what: &str) -> StoreError {
-    StoreError::Backend(format!("the {what} just written vanished"))
-}
-
 pub(super) fn create_environment(
     tx: &Transaction<'_>,
     e: &NewEnvironment,

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use bosun_core::Role;
 
-use crate::{Audit, Bootstrap, NewOrg, NewUser, OrgRecord, OrgUpdate, Result, UserRecord};
+use crate::{
+    Audit, Bootstrap, MemberRecord, NewOrg, NewUser, OrgRecord, OrgUpdate, Result, UserRecord,
+};
 
 /// Orgs, users and their memberships, and the first-start bootstrap.
 #[async_trait]
@@ -23,9 +25,11 @@ pub trait IdentityStore: Send + Sync {
     async fn get_user(&self, id: &str) -> Result<Option<UserRecord>>;
     /// Each org the user belongs to, with their role there.
     async fn roles_of(&self, user: &str) -> Result<BTreeMap<String, Role>>;
-    /// Adds a member or changes their role.
+    /// Adds a member or changes their role; the membership is manual from then on (a
+    /// provider's sign-in no longer changes it).
     async fn set_member(&self, org: &str, user: &str, role: Role, audit: &Audit) -> Result<()>;
     /// Returns false when the user was not a member.
     async fn remove_member(&self, org: &str, user: &str, audit: &Audit) -> Result<bool>;
-    async fn list_members(&self, org: &str) -> Result<Vec<(String, Role)>>;
+    /// The org's members by user id, each with where the membership came from.
+    async fn list_members(&self, org: &str) -> Result<Vec<MemberRecord>>;
 }

@@ -17,6 +17,7 @@ mod retention;
 mod runners;
 mod runs;
 mod secrets;
+mod sign_in;
 mod signals;
 mod stacks;
 mod state;
@@ -39,6 +40,7 @@ pub use retention::*;
 pub use runners::*;
 pub use runs::*;
 pub use secrets::*;
+pub use sign_in::*;
 pub use signals::*;
 pub use stacks::*;
 pub use state::*;
@@ -71,6 +73,7 @@ pub trait Store:
     + ApprovalStore
     + DutyStore
     + RetentionStore
+    + SignInStore
     + Send
     + Sync
     + 'static
@@ -100,6 +103,7 @@ impl<T> Store for T where
         + ApprovalStore
         + DutyStore
         + RetentionStore
+        + SignInStore
         + Send
         + Sync
         + 'static

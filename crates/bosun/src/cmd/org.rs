@@ -102,9 +102,13 @@ pub async fn run(ctx: &Ctx, cmd: OrgCommand) -> anyhow::Result<()> {
         OrgCommand::Members => {
             let path = ["orgs", org, "members"];
             super::list_all(ctx, &path, &[], "members", |members: Vec<Member>| {
-                let mut t = Table::new(&["USER", "ROLE"]);
+                let mut t = Table::new(&["USER", "ROLE", "SOURCE"]);
                 for m in members {
-                    t.row(vec![m.user, m.role]);
+                    let source = match m.source_detail {
+                        Some(rule) => format!("{} ({rule})", m.source),
+                        None => m.source,
+                    };
+                    t.row(vec![m.user, m.role, source]);
                 }
                 t.render()
             })

@@ -54,7 +54,7 @@ impl IdentityStore for db::Store {
             .await
     }
 
-    async fn list_members(&self, org: &str) -> Result<Vec<(String, Role)>> {
+    async fn list_members(&self, org: &str) -> Result<Vec<MemberRecord>> {
         let org = org.to_string();
         self.read(move |c| identity::list_members(c, &org)).await
     }

@@ -24,6 +24,7 @@ mod retention;
 mod runners;
 mod runs;
 mod secrets;
+mod sign_in;
 mod signals;
 mod stacks;
 mod state;

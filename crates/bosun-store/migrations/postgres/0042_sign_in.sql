@@ -1,0 +1,59 @@
+-- Bosun schema v42: people sign in through their identity provider (OpenID Connect).
+--
+-- `identities` links a provider's (issuer, subject) to the Bosun user a first sign-in
+-- created: never an email alone. `sign_in_attempts` holds each sign-in begun and not
+-- finished (its `state`, hashed; the browser's binding cookie, hashed; the nonce and the
+-- PKCE verifier): the callback takes it once, so a replayed `state` finds nothing.
+-- `sessions` are the console's sessions, both kinds (a personal token typed in, or a
+-- provider's sign-in), kept server-side so an admin can list and end them; the cookie
+-- holds a secret whose hash is `secret_hash`. A provider session keeps its refresh token
+-- sealed with the server's secrets key. A membership records where it came from:
+-- `manual` (an admin) or `provider` (the rules over the claims at the last sign-in,
+-- `source_detail` naming the rule).
+CREATE TABLE identities (
+    issuer          TEXT COLLATE "C" NOT NULL,
+    subject         TEXT COLLATE "C" NOT NULL,
+    provider        TEXT COLLATE "C" NOT NULL,
+    user_id         TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    email           TEXT COLLATE "C",
+    username        TEXT COLLATE "C",
+    created_at      BIGINT NOT NULL,
+    last_sign_in_at BIGINT NOT NULL,
+    PRIMARY KEY (issuer, subject)
+);
+CREATE INDEX identities_user ON identities(user_id);
+
+CREATE TABLE sign_in_attempts (
+    state_hash   TEXT COLLATE "C" PRIMARY KEY,
+    provider     TEXT COLLATE "C" NOT NULL,
+    binding_hash TEXT COLLATE "C" NOT NULL,
+    nonce        TEXT COLLATE "C" NOT NULL,
+    verifier     TEXT COLLATE "C" NOT NULL,
+    next         TEXT COLLATE "C" NOT NULL,
+    created_at   BIGINT NOT NULL,
+    expires_at   BIGINT NOT NULL
+);
+CREATE INDEX sign_in_attempts_expiry ON sign_in_attempts(expires_at);
+
+CREATE TABLE sessions (
+    id                TEXT COLLATE "C" PRIMARY KEY,
+    secret_hash       TEXT COLLATE "C" NOT NULL UNIQUE,
+    user_id           TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    method            TEXT COLLATE "C" NOT NULL CHECK (method IN ('token', 'provider')),
+    provider          TEXT COLLATE "C",
+    token_id          TEXT COLLATE "C",
+    id_token          TEXT COLLATE "C",
+    refresh_ciphertext BYTEA,
+    refresh_nonce     BYTEA,
+    refresh_key_id    TEXT COLLATE "C",
+    created_at        BIGINT NOT NULL,
+    last_seen_at      BIGINT NOT NULL,
+    refreshed_at      BIGINT NOT NULL,
+    expires_at        BIGINT NOT NULL,
+    ended_at          BIGINT,
+    ended_reason      TEXT COLLATE "C"
+);
+CREATE INDEX sessions_user ON sessions(user_id, created_at);
+
+ALTER TABLE memberships ADD COLUMN source TEXT COLLATE "C" NOT NULL DEFAULT 'manual';
+ALTER TABLE memberships ADD COLUMN source_detail TEXT COLLATE "C";

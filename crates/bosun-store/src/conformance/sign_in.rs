@@ -1,0 +1,378 @@
+//! Conformance cases for people's sign-in: identities linked by (issuer, subject),
+//! provider-given memberships following the rules while manual ones stay, sign-ins begun
+//! taken once, and console sessions.
+
+use std::collections::BTreeMap;
+
+use bosun_core::sign_in::{Granted, MembershipChange, MembershipSource};
+use chrono::{Duration, Utc};
+
+use super::*;
+
+fn granted(pairs: &[(&str, Role)]) -> BTreeMap<String, Granted> {
+    pairs
+        .iter()
+        .map(|(org, role)| {
+            (
+                org.to_string(),
+                Granted {
+                    role: *role,
+                    because: format!("claim \"groups\" holds \"team-{org}\""),
+                },
+            )
+        })
+        .collect()
+}
+
+fn person(issuer: &str, subject: &str, grants: &[(&str, Role)]) -> ProviderSignIn {
+    ProviderSignIn {
+        provider: "corp".into(),
+        issuer: issuer.into(),
+        subject: subject.into(),
+        email: Some("alice@example.com".into()),
+        username: Some("alice".into()),
+        proposed_user: "alice".into(),
+        granted: granted(grants),
+    }
+}
+
+fn session(id: &str, secret: &str) -> NewSession {
+    NewSession {
+        id: id.into(),
+        secret_hash: secret.into(),
+        user: String::new(),
+        method: SessionMethod::Provider,
+        provider: Some("corp".into()),
+        token_id: None,
+        id_token: Some("header.claims.signature".into()),
+        refresh: Some(Sealed {
+            ciphertext: vec![1, 2, 3],
+            nonce: vec![4; 12],
+            key_id: "k1".into(),
+        }),
+        expires_at: Utc::now() + Duration::hours(12),
+    }
+}
+
+fn sign_in_audit() -> Audit {
+    audit(None, "session.create", "user")
+}
+
+pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc<dyn Store>) {
+    seed_org(&*store, "net").await;
+    seed_org(&*store, "web").await;
+    // A user made by hand already has the name the provider proposes, and the same email.
+    store
+        .create_user(
+            &NewUser {
+                id: "alice".into(),
+                server_admin: false,
+            },
+            &audit(None, "user.create", "user:alice"),
+        )
+        .await
+        .unwrap();
+    let issuer = "https://idp.example.com";
+
+    // A first sign-in never takes over that user: it makes its own, linked by subject.
+    let (first, s1) = store
+        .sign_in(
+            &person(issuer, "sub-1", &[("net", Role::Operator)]),
+            &session("ses-1", "h1"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    assert!(first.created);
+    assert_eq!(first.user.id, "alice-2");
+    assert_eq!(s1.user, "alice-2");
+    assert_eq!(
+        first.changes,
+        [MembershipChange::Add {
+            org: "net".into(),
+            role: Role::Operator,
+            because: "claim \"groups\" holds \"team-net\"".into()
+        }]
+    );
+    assert!(store.roles_of("alice").await.unwrap().is_empty());
+
+    // The same subject again: the same user, nothing to change.
+    let (again, _) = store
+        .sign_in(
+            &person(issuer, "sub-1", &[("net", Role::Operator)]),
+            &session("ses-2", "h2"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((again.user.id.as_str(), again.created), ("alice-2", false));
+    assert!(again.changes.is_empty());
+    // The same subject at another issuer is another person.
+    let (other, _) = store
+        .sign_in(
+            &person("https://other.example.com", "sub-1", &[]),
+            &session("ses-3", "h3"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(other.user.id, "alice-3");
+
+    // An admin's membership is manual; the provider's rules leave it, and remove theirs.
+    store
+        .set_member(
+            "web",
+            "alice-2",
+            Role::Admin,
+            &audit(Some("web"), "member.set", "user:alice-2"),
+        )
+        .await
+        .unwrap();
+    let (later, _) = store
+        .sign_in(
+            &person(issuer, "sub-1", &[("web", Role::Viewer)]),
+            &session("ses-4", "h4"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        later.changes,
+        [MembershipChange::Remove {
+            org: "net".into(),
+            role: Role::Operator
+        }]
+    );
+    let roles = store.roles_of("alice-2").await.unwrap();
+    assert_eq!(
+        roles.into_iter().collect::<Vec<_>>(),
+        [("web".to_string(), Role::Admin)]
+    );
+    let members = store.list_members("web").await.unwrap();
+    let m = members.iter().find(|m| m.user == "alice-2").unwrap();
+    assert_eq!(m.source, MembershipSource::Manual);
+
+    // A role the rules change is changed, and each change is audited with its rule.
+    store
+        .sign_in(
+            &person(
+                issuer,
+                "sub-1",
+                &[("web", Role::Viewer), ("net", Role::Viewer)],
+            ),
+            &session("ses-5", "h5"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    store
+        .sign_in(
+            &person(
+                issuer,
+                "sub-1",
+                &[("web", Role::Viewer), ("net", Role::Admin)],
+            ),
+            &session("ses-6", "h6"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    let net = store.list_members("net").await.unwrap();
+    assert_eq!(
+        (net[0].user.as_str(), net[0].role, net[0].source),
+        ("alice-2", Role::Admin, MembershipSource::Provider)
+    );
+    assert_eq!(
+        net[0].source_detail.as_deref(),
+        Some("claim \"groups\" holds \"team-net\"")
+    );
+    let trail = store
+        .search_audit(
+            Some("net"),
+            &AuditFilter {
+                actor: Some("provider:corp".into()),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    let actions: Vec<&str> = trail.iter().map(|r| r.entry.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        ["member.update", "member.add", "member.remove", "member.add"]
+    );
+    assert_eq!(trail[0].entry.detail["old"], "viewer");
+    assert_eq!(
+        trail[0].entry.detail["rule"],
+        "claim \"groups\" holds \"team-net\""
+    );
+    assert_eq!(trail[0].entry.detail["subject"], "sub-1");
+}
+
+pub async fn sign_in_attempts_are_taken_once_and_expire(store: Arc<dyn Store>) {
+    let attempt = |state: &str, expires_in: Duration| SignInAttempt {
+        state_hash: state.into(),
+        provider: "corp".into(),
+        binding_hash: "b".into(),
+        nonce: "n".into(),
+        verifier: "v".into(),
+        next: "/orgs/net".into(),
+        expires_at: Utc::now() + expires_in,
+    };
+    store
+        .begin_sign_in(&attempt("s1", Duration::minutes(10)))
+        .await
+        .unwrap();
+    // The same state twice is refused.
+    assert!(matches!(
+        store
+            .begin_sign_in(&attempt("s1", Duration::minutes(10)))
+            .await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    let taken = store.take_sign_in("s1").await.unwrap().unwrap();
+    assert_eq!(
+        (taken.nonce.as_str(), taken.next.as_str()),
+        ("n", "/orgs/net")
+    );
+    // Taken once: a replay finds nothing.
+    assert!(store.take_sign_in("s1").await.unwrap().is_none());
+    // An expired one is not answered, and is gone.
+    store
+        .begin_sign_in(&attempt("s2", -Duration::seconds(1)))
+        .await
+        .unwrap();
+    assert!(store.take_sign_in("s2").await.unwrap().is_none());
+    assert!(store.take_sign_in("unknown").await.unwrap().is_none());
+}
+
+pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
+    seed_org(&*store, "net").await;
+    let issuer = "https://idp.example.com";
+    let (who, s) = store
+        .sign_in(
+            &person(issuer, "sub-9", &[("net", Role::Viewer)]),
+            &session("ses-a", "secret-a"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    let user = who.user.id.clone();
+    assert_eq!(s.method, SessionMethod::Provider);
+    let grant = store.open_session("secret-a").await.unwrap().unwrap();
+    assert_eq!(grant.session.id, "ses-a");
+    assert_eq!(grant.user.id, user);
+    assert_eq!(grant.roles.get("net"), Some(&Role::Viewer));
+    assert_eq!(grant.session.refresh.as_ref().unwrap().key_id, "k1");
+    assert!(store.open_session("secret-b").await.unwrap().is_none());
+
+    // Seen later: the idle clock restarts.
+    let later = Utc::now() + Duration::minutes(5);
+    store.touch_session("ses-a", later).await.unwrap();
+    let seen = store.get_session("ses-a").await.unwrap().unwrap();
+    assert_eq!(seen.last_seen_at.timestamp(), later.timestamp());
+
+    // A refresh brings the memberships in line and keeps the new tokens.
+    let rotated = Sealed {
+        ciphertext: vec![9, 9],
+        nonce: vec![8; 12],
+        key_id: "k2".into(),
+    };
+    let changes = store
+        .refresh_session(
+            "ses-a",
+            &person(issuer, "sub-9", &[]),
+            Some("new.id.token"),
+            Some(&rotated),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        changes,
+        [MembershipChange::Remove {
+            org: "net".into(),
+            role: Role::Viewer
+        }]
+    );
+    let grant = store.open_session("secret-a").await.unwrap().unwrap();
+    assert!(grant.roles.is_empty());
+    assert_eq!(grant.session.id_token.as_deref(), Some("new.id.token"));
+    assert_eq!(grant.session.refresh, Some(rotated));
+
+    // A token login's session carries its token.
+    store
+        .create_user(
+            &NewUser {
+                id: "bob".into(),
+                server_admin: false,
+            },
+            &audit(None, "user.create", "user:bob"),
+        )
+        .await
+        .unwrap();
+    store
+        .create_token(
+            &token("tok-bob", TokenKind::Personal, Some("bob"), None),
+            Some(&audit(None, "token.create", "token:tok-bob")),
+        )
+        .await
+        .unwrap();
+    let t = store
+        .open_token_session(
+            &NewSession {
+                id: "ses-t".into(),
+                secret_hash: "secret-t".into(),
+                user: "bob".into(),
+                method: SessionMethod::Token,
+                provider: None,
+                token_id: Some("tok-bob".into()),
+                id_token: None,
+                refresh: None,
+                expires_at: Utc::now() + Duration::hours(1),
+            },
+            &audit(None, "session.create", "user:bob"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(t.method, SessionMethod::Token);
+    let grant = store.open_session("secret-t").await.unwrap().unwrap();
+    assert_eq!(grant.token.unwrap().id, "tok-bob");
+
+    // Ended once, with the reason; its refresh token is dropped.
+    let end = audit(None, "session.revoke", "session:ses-a");
+    assert!(store
+        .end_session("ses-a", "revoked by user:root", Some(&end))
+        .await
+        .unwrap());
+    assert!(!store.end_session("ses-a", "again", None).await.unwrap());
+    let ended = store.get_session("ses-a").await.unwrap().unwrap();
+    assert_eq!(ended.ended_reason.as_deref(), Some("revoked by user:root"));
+    assert!(ended.ended_at.is_some() && ended.refresh.is_none());
+    assert!(matches!(
+        store
+            .refresh_session("ses-a", &person(issuer, "sub-9", &[]), None, None)
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Listed newest first.
+    store
+        .sign_in(
+            &person(issuer, "sub-9", &[]),
+            &session("ses-b", "secret-b"),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    let listed: Vec<String> = store
+        .list_sessions(&user, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, ["ses-b", "ses-a"]);
+    assert_eq!(store.list_sessions(&user, 1).await.unwrap().len(), 1);
+}
