@@ -39,6 +39,8 @@ pub struct AppState {
     pub replica: Arc<str>,
     /// The secret values of the leases this replica knows, masked in their log chunks.
     pub lease_masks: Arc<crate::secrets::mask::LeaseMasks>,
+    /// The identity providers people sign in with.
+    pub sign_in: Arc<crate::sign_in::Providers>,
 }
 
 impl AppState {

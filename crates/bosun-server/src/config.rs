@@ -37,6 +37,8 @@ pub struct FileConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// A file holding the bearer token `/metrics` requires.
     pub metrics_token_file: Option<PathBuf>,
+    /// `[sign_in]`: identity providers, token login and session lifetimes.
+    pub sign_in: Option<crate::sign_in::config::SignInFile>,
 }
 
 /// The `[notify]` table of the config file.
@@ -154,6 +156,8 @@ pub struct ServerConfig {
     pub listener: ListenerConfig,
     /// Who may read `/metrics`, and where.
     pub metrics: MetricsConfig,
+    /// How people sign in to the console: identity providers, token login, sessions.
+    pub sign_in: crate::sign_in::config::SignInConfig,
 }
 
 /// The listener's TLS, timeouts and connection cap.
@@ -545,6 +549,7 @@ impl ServerConfig {
             duty_lease: DEFAULT_DUTY_LEASE,
             listener,
             metrics,
+            sign_in: crate::sign_in::config::SignInConfig::from_file(f.sign_in.as_ref())?,
         })
     }
 

@@ -93,6 +93,7 @@ impl RunningServer {
             config.public_url = format!("{scheme}://{local_addr}");
         }
         let vcs = Arc::new(crate::vcs::shared::Vcs::new(&config)?);
+        let sign_in = Arc::new(crate::sign_in::Providers::new(&config.sign_in)?);
         let replica = crate::duties::leases::replica_id(&config)?;
         let hosted_runner_token =
             crate::runners::hosted_pool_token(store.as_ref(), &replica).await?;
@@ -111,6 +112,7 @@ impl RunningServer {
             runner_counters: Arc::default(),
             replica: replica.into(),
             lease_masks: Arc::default(),
+            sign_in,
         };
         // Before anything is served: runs of the previous process's embedded runners
         // are settled, not left `running` with nothing executing them.

@@ -32,6 +32,8 @@ pub enum StartError {
     },
     #[error("cannot use the secrets key: {0}")]
     Secrets(#[from] crate::secrets::KeyError),
+    #[error("invalid sign-in configuration: {0}")]
+    SignIn(#[from] crate::sign_in::oidc::OidcError),
     #[error("invalid GitHub configuration: {0}")]
     Github(#[from] crate::vcs::github::GithubError),
     #[error("server failed: {0}")]

@@ -19,6 +19,7 @@ mod policies;
 mod run;
 mod runners;
 mod session;
+mod sign_in;
 mod stack;
 mod stacks;
 mod state;
@@ -35,6 +36,7 @@ use crate::app::AppState;
 use crate::error::ApiError;
 use crate::route::Endpoint;
 pub use page::{refusal, render, urlencode, Flash, PageError};
+pub(crate) use session::constant_eq;
 pub use session::Session;
 
 /// The console's routes, merged into the server's router.
@@ -43,6 +45,7 @@ pub fn router() -> Router<AppState> {
         .route("/", get(home))
         .route("/login", get(session::login_form).post(session::login))
         .route("/logout", post(session::logout))
+        .merge(sign_in::router())
         .route("/console/static/{file}", get(static_file))
         .merge(stacks::router())
         .merge(stack::router())

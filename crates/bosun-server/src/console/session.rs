@@ -21,7 +21,7 @@ use base64::Engine as _;
 use bosun_api::ErrorCode;
 use bosun_core::authz::{Principal, PrincipalKind};
 use bosun_core::ValidationError;
-use bosun_store::Sealed;
+use bosun_store::{NewSession, SessionGrant, SessionMethod};
 use chrono::Utc;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -35,8 +35,9 @@ const COOKIE_NAME: &str = "bosun_session";
 /// The org whose page this browser showed last (not a secret: `/` goes back to it).
 const LAST_ORG_COOKIE: &str = "bosun_org";
 const FLASH_COOKIE: &str = "bosun_flash";
-/// A session lasts at most this long, whatever the token's own expiry.
-const SESSION_SECONDS: i64 = 12 * 3600;
+/// A session's last use is written down at most this often (the idle timeout counts
+/// from it).
+const TOUCH_EVERY_SECONDS: i64 = 60;
 
 /// The person looking at a console page: their principal and the CSRF token their
 /// forms carry.
@@ -45,6 +46,12 @@ pub struct Session {
     pub csrf: String,
     /// A message left by the action that redirected here (shown once).
     pub flash: Option<Flash>,
+    /// The session's id (`ses-…`).
+    pub session_id: String,
+    /// The identity provider it was signed in with, if any, and its last ID token (sent
+    /// back when signing out there too).
+    provider: Option<String>,
+    id_token: Option<String>,
 }
 
 impl Session {
@@ -63,8 +70,7 @@ impl Session {
 
     /// Refuses a form whose CSRF token is not this session's.
     pub fn check_csrf(&self, presented: &str) -> Result<(), PageError> {
-        use subtle_eq::eq;
-        if eq(presented.as_bytes(), self.csrf.as_bytes()) {
+        if constant_eq(presented.as_bytes(), self.csrf.as_bytes()) {
             Ok(())
         } else {
             Err(PageError::Api(ApiError::Forbidden(
@@ -75,11 +81,10 @@ impl Session {
     }
 }
 
-/// Constant-time comparison, so a CSRF guess learns nothing from timing.
-mod subtle_eq {
-    pub fn eq(a: &[u8], b: &[u8]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-    }
+/// Constant-time comparison, so a guess (a CSRF token, a nonce) learns nothing from
+/// timing.
+pub(crate) fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The value of one cookie in the request.
@@ -152,50 +157,105 @@ fn unb64(text: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
-/// Seals `token` into a session cookie value.
-fn seal_session(state: &AppState, token: &str) -> Result<String, ApiError> {
-    let plain = format!("v1\n{}\n{token}", Utc::now().timestamp());
-    let sealed = state
-        .secrets_key
-        .seal(plain.as_bytes())
-        .map_err(|e| ApiError::Internal(format!("cannot seal a console session: {e}")))?;
-    Ok(format!(
-        "{}.{}.{}",
-        sealed.key_id,
-        b64(&sealed.nonce),
-        b64(&sealed.ciphertext)
-    ))
+/// The hash a session's cookie secret is kept as.
+fn secret_hash(secret: &str) -> String {
+    hex::encode(
+        Sha256::new()
+            .chain_update(b"bosun-console-session\0")
+            .chain_update(secret.as_bytes())
+            .finalize(),
+    )
 }
 
-/// Opens a session cookie: the token inside, or why the session is over.
-fn open_session(state: &AppState, value: &str) -> Result<String, &'static str> {
-    let mut parts = value.split('.');
-    let (Some(key_id), Some(nonce), Some(ct), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err("the session cookie is malformed; log in again");
+/// A new session's public id, its cookie secret and that secret's hash.
+pub(super) fn new_session_secret() -> (String, String, String) {
+    let id: [u8; 9] = rand::random();
+    let secret = crate::sign_in::oidc::random_text();
+    let hash = secret_hash(&secret);
+    (format!("ses-{}", hex::encode(id)), secret, hash)
+}
+
+/// The `Set-Cookie` that gives this browser a session, for as long as it may last.
+pub(super) fn session_cookie(
+    state: &AppState,
+    secret: &str,
+    max_age: i64,
+) -> Result<HeaderValue, ApiError> {
+    let secure = if secure_cookies(&state.config.public_url) {
+        "; Secure"
+    } else {
+        ""
     };
-    let sealed = Sealed {
-        key_id: key_id.to_string(),
-        nonce: unb64(nonce).ok_or("the session cookie is malformed; log in again")?,
-        ciphertext: unb64(ct).ok_or("the session cookie is malformed; log in again")?,
-    };
-    let plain = state
-        .secrets_key
-        .open(&sealed)
-        .map_err(|_| "the session was made with another secrets key; log in again")?;
-    let plain = String::from_utf8(plain).map_err(|_| "the session cookie is malformed")?;
-    let mut lines = plain.splitn(3, '\n');
-    let (Some("v1"), Some(issued), Some(token)) = (lines.next(), lines.next(), lines.next()) else {
-        return Err("the session cookie is malformed; log in again");
-    };
-    let issued: i64 = issued
-        .parse()
-        .map_err(|_| "the session cookie is malformed")?;
-    if Utc::now().timestamp() - issued > SESSION_SECONDS {
-        return Err("your session expired after 12 hours; log in again");
+    HeaderValue::from_str(&format!(
+        "{COOKIE_NAME}={secret}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict{secure}",
+        max_age.max(0)
+    ))
+    .map_err(|_| ApiError::Internal("cannot build the session cookie".into()))
+}
+
+/// Why a session can no longer be used, when it cannot; ends it in the store (so its
+/// list shows why). A provider session due for it is vouched for again first: `Ok(true)`
+/// when it was (its person's roles may have changed).
+async fn check_session(state: &AppState, grant: &SessionGrant) -> Result<bool, String> {
+    let s = &grant.session;
+    let now = Utc::now();
+    if let Some(reason) = &s.ended_reason {
+        return Err(format!("your session ended ({reason}); sign in again"));
     }
-    Ok(token.to_string())
+    if s.ended_at.is_some() {
+        return Err("your session ended; sign in again".into());
+    }
+    let sign_in = &state.config.sign_in;
+    let idle = chrono::Duration::from_std(sign_in.session_idle).unwrap_or(chrono::Duration::MAX);
+    let mut refreshed = false;
+    let why = if now >= s.expires_at {
+        Some("it reached its longest life".to_string())
+    } else if now - s.last_seen_at > idle {
+        Some(format!(
+            "unused for more than {}",
+            humantime::format_duration(sign_in.session_idle)
+        ))
+    } else {
+        match s.method {
+            SessionMethod::Token => match &grant.token {
+                None => Some("its token no longer exists".to_string()),
+                Some(t) if t.revoked_at.is_some() => Some(format!("token {} was revoked", t.id)),
+                Some(t) if t.expires_at.is_some_and(|e| e <= now) => {
+                    Some(format!("token {} expired", t.id))
+                }
+                Some(_) => None,
+            },
+            SessionMethod::Provider => {
+                let every = chrono::Duration::from_std(sign_in.refresh_every)
+                    .unwrap_or(chrono::Duration::MAX);
+                if now - s.refreshed_at < every {
+                    None
+                } else {
+                    match crate::sign_in::refresh(state, grant).await {
+                        Ok(()) => {
+                            refreshed = true;
+                            None
+                        }
+                        Err(e) => Some(format!(
+                            "the identity provider no longer vouches for you: {e}"
+                        )),
+                    }
+                }
+            }
+        }
+    };
+    if let Some(why) = why {
+        let _ = state.store.end_session(&s.id, &why, None).await;
+        return Err(format!("your session ended: {why}; sign in again"));
+    }
+    if now - s.last_seen_at > chrono::Duration::seconds(TOUCH_EVERY_SECONDS) {
+        state
+            .store
+            .touch_session(&s.id, now)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(refreshed)
 }
 
 /// Refuses a POST whose `Origin` is not this server's public URL. Browsers send `Origin`
@@ -269,19 +329,37 @@ impl FromRequestParts<AppState> for Session {
             }
         };
         let value = cookie(&parts.headers, COOKIE_NAME).ok_or_else(login)?;
-        let token = open_session(state, value).map_err(|reason| PageError::Login {
+        let ended = |reason: String| PageError::Login {
             next: parts.uri.path().to_string(),
-            reason: Some(reason.to_string()),
-        })?;
-        let principal = crate::auth::authenticate_token(state.store.as_ref(), &token)
+            reason: Some(reason),
+        };
+        let mut grant = state
+            .store
+            .open_session(&secret_hash(value))
             .await
-            .map_err(|e| match e {
-                ApiError::Unauthenticated(reason) => PageError::Login {
-                    next: parts.uri.path().to_string(),
-                    reason: Some(reason),
-                },
-                other => PageError::Api(other),
-            })?;
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ended("your session has ended; sign in again".into()))?;
+        // A refresh may have changed the person's roles: read them as they now are.
+        if check_session(state, &grant).await.map_err(ended)? {
+            grant = state
+                .store
+                .open_session(&secret_hash(value))
+                .await
+                .map_err(ApiError::from)?
+                .ok_or_else(|| ended("your session has ended; sign in again".into()))?;
+        }
+        let principal = Principal {
+            token_id: grant
+                .session
+                .token_id
+                .clone()
+                .unwrap_or_else(|| grant.session.id.clone()),
+            kind: PrincipalKind::User {
+                roles: grant.roles,
+                user: grant.user.id,
+                server_admin: grant.user.server_admin,
+            },
+        };
         if parts.method == axum::http::Method::POST {
             check_origin(&parts.headers, &state.config.public_url)?;
         }
@@ -298,6 +376,9 @@ impl FromRequestParts<AppState> for Session {
             principal,
             csrf: csrf_of(value),
             flash,
+            session_id: grant.session.id,
+            provider: grant.session.provider,
+            id_token: grant.session.id_token,
         })
     }
 }
@@ -328,6 +409,37 @@ pub struct LoginQuery {
 struct LoginPage {
     next: String,
     reason: Option<String>,
+    /// The identity providers to sign in with: (id, button label).
+    providers: Vec<(String, String)>,
+    token_login: bool,
+}
+
+impl LoginPage {
+    fn new(state: &AppState, next: String, reason: Option<String>) -> Self {
+        LoginPage {
+            next,
+            reason,
+            providers: state
+                .sign_in
+                .all()
+                .iter()
+                .map(|p| (p.config.id.clone(), p.config.name.clone()))
+                .collect(),
+            token_login: state.config.sign_in.token_login,
+        }
+    }
+}
+
+/// The login page again, saying why, answered `401`.
+pub(super) fn login_again(
+    state: &AppState,
+    next: String,
+    reason: String,
+) -> Result<Response, PageError> {
+    render(None, &LoginPage::new(state, next, Some(reason))).map(|mut r| {
+        *r.status_mut() = StatusCode::UNAUTHORIZED;
+        r
+    })
 }
 
 /// Where the browser goes after login: a path of this site, never another host. A `next`
@@ -335,7 +447,7 @@ struct LoginPage {
 /// non-ASCII) becomes `/`; one holding a control character is refused, since browsers
 /// drop tabs and newlines from a URL (`/\t/evil.example` is `//evil.example` to them) and
 /// no page of the console has one in its address.
-fn safe_next(next: Option<&str>) -> Result<String, ApiError> {
+pub(super) fn safe_next(next: Option<&str>) -> Result<String, ApiError> {
     let Some(n) = next else {
         return Ok("/".to_string());
     };
@@ -358,15 +470,14 @@ fn safe_next(next: Option<&str>) -> Result<String, ApiError> {
     })
 }
 
-/// `GET /login`: the token form.
-pub async fn login_form(Query(q): Query<LoginQuery>) -> Result<Response, PageError> {
-    render(
-        None,
-        &LoginPage {
-            next: safe_next(q.next.as_deref()).unwrap_or_else(|_| "/".to_string()),
-            reason: q.reason,
-        },
-    )
+/// `GET /login`: a button per identity provider, and the token form unless token login
+/// is off.
+pub async fn login_form(
+    State(state): State<AppState>,
+    Query(q): Query<LoginQuery>,
+) -> Result<Response, PageError> {
+    let next = safe_next(q.next.as_deref()).unwrap_or_else(|_| "/".to_string());
+    render(None, &LoginPage::new(&state, next, q.reason))
 }
 
 #[derive(Deserialize)]
@@ -375,7 +486,8 @@ pub struct LoginForm {
     next: Option<String>,
 }
 
-/// `POST /login`: checks the token like the API would and starts a session.
+/// `POST /login`: checks the token like the API would and starts a session (break-glass
+/// beside the identity providers; refused when `token_login` is off).
 pub async fn login(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -383,47 +495,81 @@ pub async fn login(
 ) -> Result<Response, PageError> {
     check_origin(&headers, &state.config.public_url)?;
     let next = safe_next(form.next.as_deref())?;
-    let again = |reason: String| {
-        render(
-            None,
-            &LoginPage {
-                next: next.clone(),
-                reason: Some(reason),
-            },
-        )
-        .map(|mut r| {
-            *r.status_mut() = axum::http::StatusCode::UNAUTHORIZED;
-            r
-        })
-    };
+    if !state.config.sign_in.token_login {
+        return login_again(
+            &state,
+            next,
+            "logging in with a personal token is turned off on this server (sign_in.token_login); \
+             sign in with your identity provider"
+                .into(),
+        );
+    }
     let token = form.token.trim();
     if token.is_empty() {
-        return again("enter a personal token (bosun token create prints one)".into());
+        return login_again(
+            &state,
+            next,
+            "enter a personal token (bosun token create prints one)".into(),
+        );
     }
     let principal = match crate::auth::authenticate_token(state.store.as_ref(), token).await {
         Ok(p) => p,
-        Err(ApiError::Unauthenticated(reason)) => return again(reason),
+        Err(ApiError::Unauthenticated(reason)) => return login_again(&state, next, reason),
         Err(e) => return Err(PageError::Api(e)),
     };
-    if principal.user().is_none() {
-        return again(format!(
-            "token {} is not a personal token; the console takes personal tokens only",
-            principal.token_id
-        ));
-    }
-    let value = seal_session(&state, token)?;
-    let mut resp = see_other(&next)?;
-    let secure = if secure_cookies(&state.config.public_url) {
-        "; Secure"
-    } else {
-        ""
+    let Some(user) = principal.user().map(str::to_string) else {
+        return login_again(
+            &state,
+            next,
+            format!(
+                "token {} is not a personal token; the console takes personal tokens only",
+                principal.token_id
+            ),
+        );
     };
-    let cookie = format!(
-        "{COOKIE_NAME}={value}; Path=/; Max-Age={SESSION_SECONDS}; HttpOnly; SameSite=Strict{secure}"
+    let token_expiry = state
+        .store
+        .token_by_hash(&bosun_core::token::hash_token(token))
+        .await
+        .map_err(ApiError::from)?
+        .and_then(|t| t.expires_at);
+    let longest = Utc::now()
+        + chrono::Duration::from_std(state.config.sign_in.session_max)
+            .unwrap_or(chrono::Duration::days(1));
+    let expires_at = token_expiry.map_or(longest, |t| t.min(longest));
+    let (id, secret, hash) = new_session_secret();
+    let audit = bosun_store::Audit {
+        org: None,
+        actor: format!("user:{user}"),
+        token_id: Some(principal.token_id.clone()),
+        action: "session.create".into(),
+        target: format!("user:{user}"),
+        detail: serde_json::json!({"session": id, "method": "token"}),
+    };
+    state
+        .store
+        .open_token_session(
+            &NewSession {
+                id,
+                secret_hash: hash,
+                user,
+                method: SessionMethod::Token,
+                provider: None,
+                subject: None,
+                token_id: Some(principal.token_id),
+                id_token: None,
+                refresh: None,
+                expires_at,
+            },
+            &audit,
+        )
+        .await
+        .map_err(ApiError::from)?;
+    let mut resp = see_other(&next)?;
+    resp.headers_mut().append(
+        SET_COOKIE,
+        session_cookie(&state, &secret, (expires_at - Utc::now()).num_seconds())?,
     );
-    let cookie = HeaderValue::from_str(&cookie)
-        .map_err(|_| ApiError::Internal("cannot build the session cookie".into()))?;
-    resp.headers_mut().append(SET_COOKIE, cookie);
     Ok(resp)
 }
 
@@ -432,10 +578,43 @@ pub struct CsrfOnly {
     pub csrf: String,
 }
 
-/// `POST /logout`: ends the session in this browser.
-pub async fn logout(session: Session, Form(form): Form<CsrfOnly>) -> Result<Response, PageError> {
+/// `POST /logout`: ends the session, here and (for a provider's sign-in whose provider
+/// offers it) at the identity provider too: the browser goes to its end-session endpoint
+/// with the session's ID token, and comes back to the login page.
+pub async fn logout(
+    State(state): State<AppState>,
+    session: Session,
+    Form(form): Form<CsrfOnly>,
+) -> Result<Response, PageError> {
     session.check_csrf(&form.csrf)?;
-    let mut resp = see_other("/login")?;
+    let user = session.user().to_string();
+    let audit = bosun_store::Audit {
+        org: None,
+        actor: format!("user:{user}"),
+        token_id: Some(session.principal.token_id.clone()),
+        action: "session.end".into(),
+        target: format!("session:{}", session.session_id),
+        detail: serde_json::json!({"reason": "signed out"}),
+    };
+    state
+        .store
+        .end_session(&session.session_id, "signed out", Some(&audit))
+        .await
+        .map_err(ApiError::from)?;
+    let back = format!("{}/login", state.config.public_url.trim_end_matches('/'));
+    let provider = session
+        .provider
+        .as_deref()
+        .and_then(|p| state.sign_in.get(p));
+    let to = match provider {
+        Some(p) => match p.end_session_url(session.id_token.as_deref(), &back).await {
+            Ok(Some(url)) => url,
+            // A provider that cannot be asked still leaves this session ended.
+            Ok(None) | Err(_) => "/login".to_string(),
+        },
+        None => "/login".to_string(),
+    };
+    let mut resp = see_other(&to)?;
     resp.headers_mut().append(
         SET_COOKIE,
         HeaderValue::from_static("bosun_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
@@ -503,8 +682,8 @@ mod tests {
     #[test]
     fn csrf_differs_per_session_and_compares_exactly() {
         assert_ne!(csrf_of("a"), csrf_of("b"));
-        assert!(subtle_eq::eq(b"abc", b"abc"));
-        assert!(!subtle_eq::eq(b"abc", b"abd"));
-        assert!(!subtle_eq::eq(b"abc", b"ab"));
+        assert!(constant_eq(b"abc", b"abc"));
+        assert!(!constant_eq(b"abc", b"abd"));
+        assert!(!constant_eq(b"abc", b"ab"));
     }
 }

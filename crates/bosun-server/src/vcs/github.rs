@@ -545,25 +545,17 @@ fn rate_limited_until(
 }
 
 /// An answer's body, read a chunk at a time up to [`MAX_REPLY_BYTES`].
-async fn bounded_body(what: &str, mut reply: reqwest::Response) -> Result<Vec<u8>, GithubError> {
-    let too_big = || GithubError::Api {
-        what: what.to_string(),
-        message: format!("the answer is larger than {MAX_REPLY_BYTES} bytes"),
-    };
-    if reply
-        .content_length()
-        .is_some_and(|n| n > MAX_REPLY_BYTES as u64)
-    {
-        return Err(too_big());
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = reply.chunk().await.map_err(|e| api_error(what, e))? {
-        if body.len() + chunk.len() > MAX_REPLY_BYTES {
-            return Err(too_big());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+async fn bounded_body(what: &str, reply: reqwest::Response) -> Result<Vec<u8>, GithubError> {
+    use crate::http_out::{read_bounded, ReadError};
+    read_bounded(reply, MAX_REPLY_BYTES)
+        .await
+        .map_err(|e| match e {
+            ReadError::TooLarge => GithubError::Api {
+                what: what.to_string(),
+                message: format!("the answer is larger than {MAX_REPLY_BYTES} bytes"),
+            },
+            ReadError::Transport(e) => api_error(what, e),
+        })
 }
 
 fn id_of(what: &str, reply: &Value) -> Result<i64, GithubError> {

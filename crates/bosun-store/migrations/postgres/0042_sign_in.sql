@@ -41,6 +41,7 @@ CREATE TABLE sessions (
     user_id           TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     method            TEXT COLLATE "C" NOT NULL CHECK (method IN ('token', 'provider')),
     provider          TEXT COLLATE "C",
+    subject           TEXT COLLATE "C",
     token_id          TEXT COLLATE "C",
     id_token          TEXT COLLATE "C",
     refresh_ciphertext BYTEA,

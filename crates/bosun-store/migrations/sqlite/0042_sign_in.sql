@@ -41,6 +41,7 @@ CREATE TABLE sessions (
     user_id           TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     method            TEXT NOT NULL CHECK (method IN ('token', 'provider')),
     provider          TEXT,
+    subject           TEXT,
     token_id          TEXT,
     id_token          TEXT,
     refresh_ciphertext BLOB,

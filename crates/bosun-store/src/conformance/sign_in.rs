@@ -43,6 +43,7 @@ fn session(id: &str, secret: &str) -> NewSession {
         user: String::new(),
         method: SessionMethod::Provider,
         provider: Some("corp".into()),
+        subject: None,
         token_id: None,
         id_token: Some("header.claims.signature".into()),
         refresh: Some(Sealed {
@@ -61,6 +62,8 @@ fn sign_in_audit() -> Audit {
 pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc<dyn Store>) {
     seed_org(&*store, "net").await;
     seed_org(&*store, "web").await;
+    assert_eq!(store.org_ids(10).await.unwrap(), ["net", "web"]);
+    assert_eq!(store.org_ids(1).await.unwrap(), ["net"]);
     // A user made by hand already has the name the provider proposes, and the same email.
     store
         .create_user(
@@ -261,6 +264,7 @@ pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
         .unwrap();
     let user = who.user.id.clone();
     assert_eq!(s.method, SessionMethod::Provider);
+    assert_eq!(s.subject.as_deref(), Some("sub-9"));
     let grant = store.open_session("secret-a").await.unwrap().unwrap();
     assert_eq!(grant.session.id, "ses-a");
     assert_eq!(grant.user.id, user);
@@ -327,6 +331,7 @@ pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
                 user: "bob".into(),
                 method: SessionMethod::Token,
                 provider: None,
+                subject: None,
                 token_id: Some("tok-bob".into()),
                 id_token: None,
                 refresh: None,

@@ -53,6 +53,8 @@ pub struct NewSession {
     pub method: SessionMethod,
     /// The provider's id, for a provider sign-in.
     pub provider: Option<String>,
+    /// The person's subject at that provider (the store sets it for a sign-in).
+    pub subject: Option<String>,
     /// The personal token's id, for a token login.
     pub token_id: Option<String>,
     /// The last ID token (RP-initiated logout sends it back as `id_token_hint`).
@@ -70,6 +72,7 @@ pub struct SessionRecord {
     pub user: String,
     pub method: SessionMethod,
     pub provider: Option<String>,
+    pub subject: Option<String>,
     pub token_id: Option<String>,
     pub id_token: Option<String>,
     pub refresh: Option<Sealed>,

@@ -146,6 +146,14 @@ pub(super) fn create_org(tx: &Transaction<'_>, org: &NewOrg, audit: &Audit) -> R
     })
 }
 
+pub(super) fn org_ids(c: &Connection, limit: u32) -> Result<Vec<String>> {
+    Ok(
+        c.prepare_cached("SELECT id FROM orgs ORDER BY id LIMIT ?1")?
+            .query_map(params![limit], |r| r.get(0))?
+            .collect::<db::Result<_>>()?,
+    )
+}
+
 pub(super) fn get_org(c: &Connection, id: &str) -> Result<Option<OrgRecord>> {
     let row = c
         .prepare_cached("SELECT id, name, created_at, pr_feedback FROM orgs WHERE id = ?1")?

@@ -248,7 +248,7 @@ fn apply_memberships(
 
 const SESSION_COLUMNS: &str = "id, user_id, method, provider, token_id, id_token,
     refresh_ciphertext, refresh_nonce, refresh_key_id, created_at, last_seen_at,
-    refreshed_at, expires_at, ended_at, ended_reason";
+    refreshed_at, expires_at, ended_at, ended_reason, subject";
 
 type SessionRow = (
     String,
@@ -259,6 +259,7 @@ type SessionRow = (
     Option<String>,
     (Option<Vec<u8>>, Option<Vec<u8>>, Option<String>),
     (i64, i64, i64, i64, Option<i64>),
+    Option<String>,
     Option<String>,
 );
 
@@ -273,11 +274,13 @@ fn session_row(r: &Row<'_>) -> db::Result<SessionRow> {
         (r.get(6)?, r.get(7)?, r.get(8)?),
         (r.get(9)?, r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?),
         r.get(14)?,
+        r.get(15)?,
     ))
 }
 
 fn session_record(row: SessionRow) -> Result<SessionRecord> {
-    let (id, user, method, provider, token_id, id_token, sealed, times, ended_reason) = row;
+    let (id, user, method, provider, token_id, id_token, sealed, times, ended_reason, subject) =
+        row;
     let method = match method.as_str() {
         "token" => SessionMethod::Token,
         "provider" => SessionMethod::Provider,
@@ -297,6 +300,7 @@ fn session_record(row: SessionRow) -> Result<SessionRecord> {
         user,
         method,
         provider,
+        subject,
         token_id,
         id_token,
         refresh,
@@ -326,8 +330,8 @@ pub(super) fn create_session(
     tx.prepare_cached(
         "INSERT INTO sessions (id, secret_hash, user_id, method, provider, token_id, id_token,
             refresh_ciphertext, refresh_nonce, refresh_key_id, created_at, last_seen_at,
-            refreshed_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?11, ?12)",
+            refreshed_at, expires_at, subject)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?11, ?12, ?13)",
     )?
     .execute(params![
         s.id,
@@ -341,7 +345,8 @@ pub(super) fn create_session(
         nonce,
         key_id,
         now,
-        millis(s.expires_at)
+        millis(s.expires_at),
+        s.subject
     ])?;
     append_audit(tx, audit)?;
     get_session(tx, &s.id)?.ok_or_else(|| vanished("session"))

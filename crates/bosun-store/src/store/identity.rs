@@ -18,6 +18,9 @@ pub trait IdentityStore: Send + Sync {
     async fn bootstrap(&self, seed: &Bootstrap) -> Result<bool>;
     async fn create_org(&self, org: &NewOrg, audit: &Audit) -> Result<OrgRecord>;
     async fn get_org(&self, id: &str) -> Result<Option<OrgRecord>>;
+    /// Every org's id, in order, at most `limit` (a sign-in rule for every org grants in
+    /// each).
+    async fn org_ids(&self, limit: u32) -> Result<Vec<String>>;
     /// Sets the fields `change` gives and returns the org as it now is; `NotFound` for an
     /// unknown org. The audit entry's detail gains each changed field's `{"old", "new"}`.
     async fn update_org(&self, id: &str, change: &OrgUpdate, audit: &Audit) -> Result<OrgRecord>;

@@ -15,6 +15,10 @@ impl IdentityStore for db::Store {
             .await
     }
 
+    async fn org_ids(&self, limit: u32) -> Result<Vec<String>> {
+        self.read(move |c| identity::org_ids(c, limit)).await
+    }
+
     async fn get_org(&self, id: &str) -> Result<Option<OrgRecord>> {
         let id = id.to_string();
         self.read(move |c| identity::get_org(c, &id)).await

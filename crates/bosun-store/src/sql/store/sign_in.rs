@@ -25,6 +25,7 @@ impl SignInStore for db::Store {
             let signed = sign_in::sign_in(tx, &who)?;
             let session = NewSession {
                 user: signed.user.id.clone(),
+                subject: Some(who.subject.clone()),
                 ..session
             };
             let audit = Audit {

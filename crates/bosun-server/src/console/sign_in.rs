@@ -1,0 +1,329 @@
+//! Signing in at an identity provider from the console. `GET /login/{provider}` begins:
+//! a fresh `state`, `nonce` and PKCE verifier are kept with the sign-in (the state
+//! hashed), the browser is bound to it by a short-lived cookie, and it goes to the
+//! provider. `GET /login/{provider}/callback` finishes: the sign-in is taken once (a
+//! replayed state finds nothing), the binding cookie must match, the code is exchanged,
+//! the ID token validated with the nonce sent, userinfo read, and the store links or
+//! creates the user, brings their provider-given memberships in line with the rules and
+//! opens the session, in one transaction. Every refusal lands on the login page, saying
+//! why.
+//!
+//! The session cookie is `SameSite=Strict`, which a browser does not send on a navigation
+//! another site began — the provider's redirect here is one. So the callback answers a
+//! page of this site that moves on to `next` itself, and that navigation carries it.
+
+use axum::extract::{Path, Query, State};
+use axum::http::header::SET_COOKIE;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use bosun_store::{Audit, NewSession, SessionMethod, SignInAttempt};
+use chrono::Utc;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::page::{render, PageError};
+use super::session::{
+    cookie, login_again, new_session_secret, safe_next, see_other, session_cookie,
+};
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::sign_in::oidc::{random_text, Challenge};
+use crate::web_headers::secure_cookies;
+
+/// Binds a sign-in to the browser that began it.
+const BINDING_COOKIE: &str = "bosun_sign_in";
+/// A sign-in must come back within this.
+const ATTEMPT_SECONDS: i64 = 600;
+/// The longest `code` or `state` read from a callback.
+const MAX_PARAM: usize = 4096;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/login/{provider}", get(start))
+        .route("/login/{provider}/callback", get(callback))
+}
+
+fn hashed(text: &str) -> String {
+    hex::encode(
+        Sha256::new()
+            .chain_update(b"bosun-sign-in\0")
+            .chain_update(text.as_bytes())
+            .finalize(),
+    )
+}
+
+/// Where the provider sends the browser back to.
+fn redirect_uri(state: &AppState, provider: &str) -> String {
+    format!(
+        "{}/login/{provider}/callback",
+        state.config.public_url.trim_end_matches('/')
+    )
+}
+
+fn binding_cookie(state: &AppState, value: &str, max_age: i64) -> Result<HeaderValue, ApiError> {
+    let secure = if secure_cookies(&state.config.public_url) {
+        "; Secure"
+    } else {
+        ""
+    };
+    // Lax: the provider's redirect back is a navigation another site began.
+    HeaderValue::from_str(&format!(
+        "{BINDING_COOKIE}={value}; Path=/login/; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}"
+    ))
+    .map_err(|_| ApiError::Internal("cannot build the sign-in cookie".into()))
+}
+
+#[derive(Deserialize)]
+pub struct StartQuery {
+    next: Option<String>,
+}
+
+/// `GET /login/{provider}`: begins a sign-in and sends the browser to the provider.
+async fn start(
+    State(state): State<AppState>,
+    Path(provider): Path<String>,
+    Query(q): Query<StartQuery>,
+) -> Result<Response, PageError> {
+    let next = safe_next(q.next.as_deref())?;
+    let Some(client) = state.sign_in.get(&provider) else {
+        return login_again(
+            &state,
+            next,
+            format!("no identity provider {provider:?} is configured on this server"),
+        );
+    };
+    let challenge = Challenge::new();
+    let url = match client
+        .authorization_url(&challenge, &redirect_uri(&state, &provider))
+        .await
+    {
+        Ok(url) => url,
+        Err(e) => {
+            tracing::warn!(provider = %provider, "sign-in cannot begin: {e}");
+            return login_again(&state, next, format!("cannot sign in now: {e}"));
+        }
+    };
+    let binding = random_text();
+    state
+        .store
+        .begin_sign_in(&SignInAttempt {
+            state_hash: hashed(&challenge.state),
+            provider: provider.clone(),
+            binding_hash: hashed(&binding),
+            nonce: challenge.nonce.clone(),
+            verifier: challenge.verifier.clone(),
+            next,
+            expires_at: Utc::now() + chrono::Duration::seconds(ATTEMPT_SECONDS),
+        })
+        .await
+        .map_err(ApiError::from)?;
+    let mut resp = see_other(&url)?;
+    resp.headers_mut().append(
+        SET_COOKIE,
+        binding_cookie(&state, &binding, ATTEMPT_SECONDS)?,
+    );
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+    iss: Option<String>,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/signed_in.html")]
+struct SignedInPage {
+    user: String,
+    next: String,
+}
+
+/// `GET /login/{provider}/callback`: finishes a sign-in (see the module's docs).
+async fn callback(
+    State(state): State<AppState>,
+    Path(provider): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<CallbackQuery>,
+) -> Result<Response, PageError> {
+    let refuse = |next: &str, why: String| {
+        tracing::warn!(provider = %provider, "sign-in refused: {why}");
+        login_again(&state, next.to_string(), why).map(|mut r| {
+            if let Ok(v) = binding_cookie(&state, "", 0) {
+                r.headers_mut().append(SET_COOKIE, v);
+            }
+            r
+        })
+    };
+    let too_long = [&q.code, &q.state, &q.error, &q.error_description, &q.iss]
+        .iter()
+        .any(|p| p.as_ref().is_some_and(|v| v.len() > MAX_PARAM));
+    if too_long {
+        return refuse(
+            "/",
+            format!("the sign-in's answer has a parameter over {MAX_PARAM} bytes"),
+        );
+    }
+    let Some(returned) = q.state.as_deref() else {
+        return refuse(
+            "/",
+            "the identity provider came back without a state; sign in again".into(),
+        );
+    };
+    // Taken once: from here the sign-in is spent, whatever happens next.
+    let Some(attempt) = state
+        .store
+        .take_sign_in(&hashed(returned))
+        .await
+        .map_err(ApiError::from)?
+    else {
+        return refuse(
+            "/",
+            "this sign-in was already used or has expired (its state is unknown); sign in again"
+                .into(),
+        );
+    };
+    let next = attempt.next.clone();
+    if attempt.provider != provider {
+        return refuse(&next, "this sign-in was begun with another provider".into());
+    }
+    let bound = cookie(&headers, BINDING_COOKIE).is_some_and(|b| {
+        crate::console::constant_eq(hashed(b).as_bytes(), attempt.binding_hash.as_bytes())
+    });
+    if !bound {
+        return refuse(
+            &next,
+            "this sign-in was begun in another browser (or its cookie is gone); sign in again from this one"
+                .into(),
+        );
+    }
+    if let Some(error) = &q.error {
+        return refuse(
+            &next,
+            format!(
+                "identity provider {provider} refused the sign-in: {error}{}",
+                q.error_description
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            ),
+        );
+    }
+    let Some(client) = state.sign_in.get(&provider) else {
+        return refuse(
+            &next,
+            format!("no identity provider {provider:?} is configured"),
+        );
+    };
+    if let Some(iss) = &q.iss {
+        if *iss != client.config.issuer {
+            return refuse(
+                &next,
+                format!(
+                    "the answer names issuer {iss:?}, not this provider's {:?}",
+                    client.config.issuer
+                ),
+            );
+        }
+    }
+    let Some(code) = q.code.as_deref() else {
+        return refuse(
+            &next,
+            "the identity provider came back without a code".into(),
+        );
+    };
+    let tokens = match client
+        .exchange_code(code, &attempt.verifier, &redirect_uri(&state, &provider))
+        .await
+    {
+        Ok(t) => t,
+        Err(e) => return refuse(&next, e.to_string()),
+    };
+    let Some(id_token) = tokens.id_token.as_deref() else {
+        return refuse(&next, "the identity provider answered no ID token".into());
+    };
+    let claims = match client
+        .validate_id_token(id_token, Some(&attempt.nonce))
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => return refuse(&next, e.to_string()),
+    };
+    let subject = claims
+        .get("sub")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let userinfo = match client.userinfo(&tokens.access_token, &subject).await {
+        Ok(u) => u,
+        Err(e) => return refuse(&next, e.to_string()),
+    };
+    let claims = crate::sign_in::merge_claims(claims, userinfo);
+    let who = match crate::sign_in::vouched(&state, &client, &claims).await {
+        Ok(w) => w,
+        Err(e) => return refuse(&next, e),
+    };
+    let refresh = match &tokens.refresh_token {
+        Some(t) => Some(
+            state
+                .secrets_key
+                .seal(t.as_bytes())
+                .map_err(|e| ApiError::Internal(format!("cannot seal a refresh token: {e}")))?,
+        ),
+        None => None,
+    };
+    let (id, secret, hash) = new_session_secret();
+    let max_age = chrono::Duration::from_std(state.config.sign_in.session_max)
+        .unwrap_or(chrono::Duration::days(1));
+    let audit = Audit {
+        org: None,
+        actor: format!("provider:{provider}"),
+        token_id: None,
+        action: "session.create".into(),
+        target: String::new(),
+        detail: serde_json::json!({
+            "session": id,
+            "method": "provider",
+            "provider": provider,
+            "subject": who.subject,
+        }),
+    };
+    let (signed, _) = state
+        .store
+        .sign_in(
+            &who,
+            &NewSession {
+                id,
+                secret_hash: hash,
+                user: String::new(),
+                method: SessionMethod::Provider,
+                provider: Some(provider.clone()),
+                subject: None,
+                token_id: None,
+                id_token: Some(id_token.to_string()),
+                refresh,
+                expires_at: Utc::now() + max_age,
+            },
+            &audit,
+        )
+        .await
+        .map_err(ApiError::from)?;
+    let mut resp = render(
+        None,
+        &SignedInPage {
+            user: signed.user.id,
+            next,
+        },
+    )?;
+    resp.headers_mut().append(
+        SET_COOKIE,
+        session_cookie(&state, &secret, max_age.num_seconds())?,
+    );
+    resp.headers_mut()
+        .append(SET_COOKIE, binding_cookie(&state, "", 0)?);
+    Ok(resp)
+}

@@ -1,0 +1,211 @@
+//! People sign in through their identity provider: the configured providers
+//! ([`Providers`]), what a provider's claims make of a person ([`vouched`]: their
+//! identity, the user id a first sign-in proposes, and the memberships the rules grant),
+//! and a provider session vouched for again ([`refresh`]), so roles follow the provider
+//! between sign-ins. The console's pages for it are `console/sign_in.rs`; the relying
+//! party's protocol is [`oidc`]; the `[sign_in]` settings are [`config`].
+
+pub mod config;
+pub mod oidc;
+
+use std::sync::Arc;
+
+use bosun_core::sign_in::{memberships_from_claims, proposed_user_id, OrgScope};
+use bosun_store::{ProviderSignIn, SessionGrant};
+use serde_json::Value;
+
+use crate::app::AppState;
+use config::SignInConfig;
+use oidc::{OidcClient, OidcError};
+
+/// The most orgs a rule for every org (`org = "*"`) grants a role in.
+pub const MAX_ORGS: u32 = 10_000;
+
+/// The identity providers this server signs people in with, by id, in configured order.
+#[derive(Default)]
+pub struct Providers {
+    list: Vec<Arc<OidcClient>>,
+}
+
+impl Providers {
+    pub fn new(config: &SignInConfig) -> Result<Self, OidcError> {
+        Ok(Providers {
+            list: config
+                .providers
+                .iter()
+                .map(|p| OidcClient::new(p.clone()).map(Arc::new))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<OidcClient>> {
+        self.list.iter().find(|p| p.config.id == id).cloned()
+    }
+
+    pub fn all(&self) -> &[Arc<OidcClient>] {
+        &self.list
+    }
+}
+
+/// Claims too large to keep: each string claim Bosun reads is cut to this.
+const MAX_CLAIM_TEXT: usize = 256;
+
+fn text_claim(claims: &Value, name: &str) -> Option<String> {
+    claims
+        .get(name)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.chars().take(MAX_CLAIM_TEXT).collect())
+}
+
+/// The ID token's claims with the userinfo answer's laid over them (it is the fresher
+/// for profile claims and groups); the token's own protocol claims stay.
+pub fn merge_claims(id_token: Value, userinfo: Value) -> Value {
+    let mut claims = id_token;
+    if let (Value::Object(into), Value::Object(from)) = (&mut claims, userinfo) {
+        for (k, v) in from {
+            if !matches!(
+                k.as_str(),
+                "iss" | "aud" | "exp" | "iat" | "nbf" | "nonce" | "sub" | "azp"
+            ) {
+                into.insert(k, v);
+            }
+        }
+    }
+    claims
+}
+
+/// What `provider`'s claims make of the person: identity, proposed user id, and the
+/// memberships its rules grant now. A claim the rules cannot read is a refusal naming it.
+pub async fn vouched(
+    state: &AppState,
+    provider: &OidcClient,
+    claims: &Value,
+) -> Result<ProviderSignIn, String> {
+    let p = &provider.config;
+    let subject = text_claim(claims, "sub").ok_or("the provider named no subject (sub)")?;
+    let issuer = text_claim(claims, "iss").unwrap_or_else(|| p.issuer.clone());
+    let email = text_claim(claims, &p.email_claim);
+    let username = text_claim(claims, &p.username_claim);
+    let every_org = p.rules.iter().any(|r| r.org == OrgScope::Every);
+    let orgs: Vec<String> = if every_org {
+        state
+            .store
+            .org_ids(MAX_ORGS)
+            .await
+            .map_err(|e| format!("cannot read the orgs: {e}"))?
+    } else {
+        p.rules
+            .iter()
+            .filter_map(|r| match &r.org {
+                OrgScope::One(o) => Some(o.to_string()),
+                OrgScope::Every => None,
+            })
+            .collect()
+    };
+    let granted = memberships_from_claims(&p.rules, claims, &orgs)
+        .map_err(|e| format!("claim {}: {}", e.field, e.message))?;
+    // Only orgs that exist get a membership (a rule may name one not created yet).
+    let mut existing = std::collections::BTreeMap::new();
+    for (org, g) in granted {
+        if every_org
+            || state
+                .store
+                .get_org(&org)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some()
+        {
+            existing.insert(org, g);
+        }
+    }
+    let name = username
+        .clone()
+        .or_else(|| email.clone())
+        .unwrap_or_else(|| subject.clone());
+    Ok(ProviderSignIn {
+        provider: p.id.clone(),
+        issuer,
+        subject,
+        email,
+        username,
+        proposed_user: proposed_user_id(&name),
+        granted: existing,
+    })
+}
+
+/// Asks the provider of a session to vouch for its person again (the refresh token's
+/// grant, the new ID token, userinfo) and brings their memberships in line. An error is
+/// why the session must end: the provider no longer vouches, or cannot be asked.
+pub async fn refresh(state: &AppState, grant: &SessionGrant) -> Result<(), String> {
+    let session = &grant.session;
+    let provider = session
+        .provider
+        .as_deref()
+        .and_then(|id| state.sign_in.get(id))
+        .ok_or("its identity provider is no longer configured")?;
+    let sealed = session
+        .refresh
+        .as_ref()
+        .ok_or("the identity provider gave no refresh token; sign in again")?;
+    let refresh_token = state
+        .secrets_key
+        .open(sealed)
+        .map_err(|e| format!("its refresh token cannot be opened: {e}"))?;
+    let refresh_token = String::from_utf8(refresh_token)
+        .map_err(|_| "its refresh token is not text".to_string())?;
+    let tokens = provider
+        .refresh(&refresh_token)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut claims = match &tokens.id_token {
+        Some(t) => provider
+            .validate_id_token(t, None)
+            .await
+            .map_err(|e| e.to_string())?,
+        None => serde_json::json!({}),
+    };
+    // The subject is the session's person's, whatever the provider answers.
+    let sub = session
+        .subject
+        .clone()
+        .ok_or("the session's subject is unknown; sign in again")?;
+    if claims
+        .get("sub")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s != sub)
+    {
+        return Err("the identity provider answered for another subject".into());
+    }
+    let userinfo = provider
+        .userinfo(&tokens.access_token, &sub)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Value::Object(o) = &mut claims {
+        o.insert("sub".into(), Value::String(sub.clone()));
+        o.entry("iss")
+            .or_insert(Value::String(provider.config.issuer.clone()));
+    }
+    let claims = merge_claims(claims, userinfo);
+    let who = vouched(state, &provider, &claims).await?;
+    let rotated = match &tokens.refresh_token {
+        Some(t) => Some(
+            state
+                .secrets_key
+                .seal(t.as_bytes())
+                .map_err(|e| format!("cannot seal the new refresh token: {e}"))?,
+        ),
+        None => None,
+    };
+    state
+        .store
+        .refresh_session(
+            &session.id,
+            &who,
+            tokens.id_token.as_deref(),
+            rotated.as_ref(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
