@@ -167,6 +167,34 @@ if ! openapi_ok; then
   }
 fi
 
+# oidc-provider: the certified Node.js OpenID Provider the sign-in tests run on loopback
+# (bosun-testkit starts it from target/npm). It needs Node.js 20 or later.
+oidc_provider_version=9.13.3
+oidc_provider_dir=target/npm/node_modules/oidc-provider
+oidc_provider_ok() {
+  [ -f "$oidc_provider_dir/package.json" ] &&
+    grep -q "\"version\": \"$oidc_provider_version\"" "$oidc_provider_dir/package.json"
+}
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  echo "Node.js 20 or later is required for oidc-provider (found: $(node --version 2>/dev/null || echo none))" >&2
+  exit 1
+fi
+if ! oidc_provider_ok; then
+  log "installing oidc-provider $oidc_provider_version (npm)"
+  npm install --prefix target/npm --no-audit --no-fund --silent \
+    "oidc-provider@$oidc_provider_version"
+  oidc_provider_ok || {
+    echo "oidc-provider $oidc_provider_version is not usable after npm install" >&2
+    exit 1
+  }
+  # One npm prefix for every package: the earlier ones must have survived.
+  webhook_examples_ok && openapi_ok || {
+    echo "an npm package went missing installing oidc-provider" >&2
+    exit 1
+  }
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is required (the Rust toolchain)" >&2
   exit 1

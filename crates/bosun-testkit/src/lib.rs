@@ -32,6 +32,7 @@ pub mod git;
 pub mod github;
 pub mod keys;
 pub mod netns;
+pub mod oidc;
 pub mod postgres;
 pub mod sshd;
 pub mod tf_provider;

@@ -2,9 +2,10 @@
 //! Discovery from the issuer URL (its `issuer` must be the configured one), the
 //! authorization URL of the code flow with PKCE (`S256`), `state` and `nonce`, the code
 //! and refresh-token exchanges, the userinfo read, and the ID token's validation: the
-//! signature by a key of the provider's JWKS (fetched again when a token names a key it
-//! lacks, so a provider rotating its keys is followed, at most once per
-//! [`JWKS_REFETCH_GAP`]), `iss`, `aud` (and `azp`), `exp` and `iat` within
+//! signature by a key of the provider's JWKS (fetched again, once, when a token names a
+//! key it lacks, so a provider rotating its keys is followed: ID tokens reach Bosun only
+//! from the provider's own token endpoint, so no one else can make it fetch), `iss`,
+//! `aud` (and `azp`), `exp` and `iat` within
 //! [`CLOCK_SKEW`], and the `nonce` sent. Every answer is read within a size and a time
 //! bound; an asymmetric algorithm is required (never `none`, never a shared secret).
 
@@ -23,8 +24,6 @@ use crate::http_out::{read_bounded, ReadError};
 
 /// How far the provider's clock and ours may disagree on `exp` and `iat`.
 pub const CLOCK_SKEW: u64 = 60;
-/// A token naming a key the cached JWKS lacks fetches it again, but not more often.
-pub const JWKS_REFETCH_GAP: Duration = Duration::from_secs(10);
 /// The cached discovery document and JWKS are read again after this.
 pub const CACHE_FOR: Duration = Duration::from_secs(3600);
 /// Each request to the provider must be answered within this.
@@ -436,19 +435,12 @@ impl OidcClient {
                 }
             }
         };
-        let stale = {
-            let cache = self.keys.read().await;
-            match cache.as_ref() {
-                Some(c) => {
-                    if let Some(k) = find(&c.value).filter(|_| c.at.elapsed() < CACHE_FOR) {
-                        return Ok(k);
-                    }
-                    c.at.elapsed() >= JWKS_REFETCH_GAP
-                }
-                None => true,
+        if let Some(c) = self.keys.read().await.as_ref() {
+            if let Some(k) = find(&c.value).filter(|_| c.at.elapsed() < CACHE_FOR) {
+                return Ok(k);
             }
-        };
-        if stale {
+        }
+        {
             let meta = self.metadata().await?;
             let set: Value = self.get_json(&meta.jwks_uri, MAX_JWKS_BYTES, None).await?;
             // Keys Bosun cannot read (another kind, another use) are passed over.

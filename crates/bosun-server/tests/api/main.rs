@@ -30,6 +30,7 @@ mod security_listener;
 mod security_secrets;
 mod security_tenancy;
 mod security_web;
+mod sign_in;
 mod snapshots;
 mod stacks;
 mod state;

@@ -1,0 +1,593 @@
+//! People signing in to the console through a real OpenID Provider (`oidc-provider`, on
+//! loopback): the whole authorization-code flow with PKCE driven over HTTP as a browser
+//! would (its cookies per host, each redirect followed by hand, the provider's own login
+//! and consent forms filled in), users made on first sign-in, groups mapped to roles and
+//! followed at each refresh, and every way a sign-in must fail: a tampered ID token
+//! (audience, expiry, signature, nonce), a replayed state, another browser's callback.
+
+use std::collections::BTreeMap;
+
+use bosun_core::sign_in::MembershipSource;
+use bosun_core::Role;
+use bosun_server::sign_in::config::{SignInConfig, SignInProvider};
+use bosun_testkit::oidc::{require_oidc_provider, OpenIdProvider};
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::harness::TestServer;
+
+const CLIENT_ID: &str = "bosun-console";
+const CLIENT_SECRET: &str = "a-client-secret-for-tests";
+
+fn rule(group: &str, org: &str, role: &str) -> bosun_core::sign_in::RoleRule {
+    bosun_core::sign_in::RoleRule::parse("roles[0]", "groups", group, org, role).unwrap()
+}
+
+fn users() -> Value {
+    json!({
+        "alice": {"email": "alice@example.com", "preferred_username": "alice",
+                  "groups": ["platform-admins"]},
+        "bob": {"email": "bob@example.com", "preferred_username": "bob",
+                "groups": ["team-net"]},
+    })
+}
+
+/// A provider with alice and bob, and a server signing in with it: `platform-admins`
+/// are admins of every org, `team-net` operators of `net`. `tweak` changes the sign-in
+/// settings.
+async fn setup(tweak: impl FnOnce(&mut SignInConfig)) -> Option<(OpenIdProvider, TestServer)> {
+    if !require_oidc_provider() {
+        return None;
+    }
+    let op = OpenIdProvider::start(users());
+    let issuer = op.issuer.clone();
+    let t = TestServer::start_with(move |c| {
+        c.sign_in.providers = vec![SignInProvider {
+            id: "corp".into(),
+            name: "Corp SSO".into(),
+            issuer,
+            client_id: CLIENT_ID.into(),
+            client_secret: Some(bosun_server::config::Secret(CLIENT_SECRET.into())),
+            scopes: ["openid", "email", "profile", "groups"]
+                .map(String::from)
+                .to_vec(),
+            username_claim: "preferred_username".into(),
+            email_claim: "email".into(),
+            groups_claim: "groups".into(),
+            rules: vec![
+                rule("platform-admins", "*", "admin"),
+                rule("team-net", "net", "operator"),
+            ],
+        }];
+        tweak(&mut c.sign_in);
+    })
+    .await;
+    op.set_clients(json!([{
+        "client_id": CLIENT_ID,
+        "client_secret": CLIENT_SECRET,
+        "redirect_uris": [format!("{}/login/corp/callback", t.url)],
+        "post_logout_redirect_uris": [format!("{}/login", t.url)],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+    }]))
+    .await;
+    let r = t
+        .post(
+            "/api/v1/orgs",
+            &t.admin,
+            json!({"id": "net", "name": "Net"}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    Some((op, t))
+}
+
+/// A browser: cookies per host (attributes other than deletion ignored), redirects
+/// followed by hand.
+struct Browser {
+    client: reqwest::Client,
+    cookies: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+struct Answer {
+    url: String,
+    status: StatusCode,
+    location: Option<String>,
+    body: String,
+}
+
+fn host_of(url: &str) -> String {
+    let u = reqwest::Url::parse(url).unwrap();
+    format!(
+        "{}:{}",
+        u.host_str().unwrap(),
+        u.port_or_known_default().unwrap()
+    )
+}
+
+impl Browser {
+    fn new() -> Self {
+        Browser {
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            cookies: BTreeMap::new(),
+        }
+    }
+
+    async fn send(&mut self, method: Method, url: &str, form: Option<&[(&str, &str)]>) -> Answer {
+        let host = host_of(url);
+        let mut req = self.client.request(method, url);
+        if let Some(jar) = self.cookies.get(&host).filter(|j| !j.is_empty()) {
+            let header: Vec<String> = jar.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            req = req.header(COOKIE, header.join("; "));
+        }
+        if let Some(f) = form {
+            req = req.form(f);
+        }
+        let resp = req.send().await.unwrap();
+        let jar = self.cookies.entry(host).or_default();
+        for c in resp.headers().get_all(SET_COOKIE) {
+            let c = c.to_str().unwrap();
+            let (pair, attrs) = c.split_once(';').unwrap_or((c, ""));
+            let (k, v) = pair.split_once('=').unwrap();
+            let lower = attrs.to_ascii_lowercase();
+            if lower.contains("max-age=0") || lower.contains("expires=thu, 01 jan 1970") {
+                jar.remove(k.trim());
+            } else {
+                jar.insert(k.trim().to_string(), v.to_string());
+            }
+        }
+        let status = resp.status();
+        let location = resp.headers().get(LOCATION).map(|l| {
+            reqwest::Url::parse(url)
+                .unwrap()
+                .join(l.to_str().unwrap())
+                .unwrap()
+                .to_string()
+        });
+        Answer {
+            url: url.to_string(),
+            status,
+            location,
+            body: resp.text().await.unwrap(),
+        }
+    }
+
+    async fn get(&mut self, url: &str) -> Answer {
+        self.send(Method::GET, url, None).await
+    }
+
+    /// From `url`, follows redirects and fills in the provider's login (as `login`) and
+    /// consent forms, until an answer comes from `until` (a URL prefix) that is no
+    /// redirect, or a redirect to `stop` (a URL prefix) is seen (answered, not followed).
+    async fn walk(&mut self, url: &str, login: &str, until: &str, stop: Option<&str>) -> Answer {
+        let mut next = url.to_string();
+        for _ in 0..20 {
+            let a = self.get(&next).await;
+            if let Some(to) = &a.location {
+                if stop.is_some_and(|s| to.starts_with(s)) {
+                    return a;
+                }
+                next = to.clone();
+                continue;
+            }
+            if a.url.starts_with(until) {
+                return a;
+            }
+            // A form of the provider: login, or consent.
+            let action = form_action(&a.body)
+                .unwrap_or_else(|| panic!("no form at {} ({}): {}", a.url, a.status, a.body));
+            let action = reqwest::Url::parse(&a.url)
+                .unwrap()
+                .join(&action)
+                .unwrap()
+                .to_string();
+            let fields: Vec<(&str, &str)> = if a.body.contains(r#"name="login""#) {
+                vec![("prompt", "login"), ("login", login), ("password", "any")]
+            } else {
+                vec![("prompt", "consent")]
+            };
+            let posted = self.send(Method::POST, &action, Some(&fields)).await;
+            next = posted.location.unwrap_or_else(|| {
+                panic!(
+                    "the form at {} answered {}: {}",
+                    a.url, posted.status, posted.body
+                )
+            });
+        }
+        panic!("sign-in did not finish in 20 steps");
+    }
+
+    /// Signs in from the console's button for `corp` as `login`: the last answer (the
+    /// signed-in page, or the login page saying why not).
+    async fn sign_in(&mut self, t: &TestServer, login: &str) -> Answer {
+        let start = format!("{}/login/corp?next=/orgs/net/stacks", t.url);
+        let callback = format!("{}/login/corp/callback", t.url);
+        self.walk(&start, login, &callback, None).await
+    }
+
+    fn has_session(&self, t: &TestServer) -> bool {
+        self.cookies
+            .get(&host_of(&t.url))
+            .is_some_and(|j| j.contains_key("bosun_session"))
+    }
+}
+
+fn form_action(html: &str) -> Option<String> {
+    let i = html.find("<form")?;
+    let rest = &html[i..];
+    let a = rest.find("action=\"")? + 8;
+    let end = rest[a..].find('"')?;
+    Some(rest[a..a + end].replace("&amp;", "&"))
+}
+
+fn signed_in_as(a: &Answer) -> Option<String> {
+    let i = a.body.find(r#"id="signed-in-user">"#)? + 20;
+    let end = a.body[i..].find('<')?;
+    Some(a.body[i..i + end].to_string())
+}
+
+#[tokio::test]
+async fn a_person_signs_in_with_the_provider_and_gets_the_roles_its_groups_give() {
+    let Some((_op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    let store = &t.server.state().store;
+    // The console offers the provider beside the token form.
+    let mut b = Browser::new();
+    let login = b.get(&format!("{}/login", t.url)).await;
+    assert!(
+        login.body.contains(r#"id="sign-in-corp""#) && login.body.contains("Sign in with Corp SSO"),
+        "{}",
+        login.body
+    );
+    assert!(login.body.contains(r#"id="token-login""#));
+
+    // alice: made on first sign-in, admin of every org by her group.
+    let done = b.sign_in(&t, "alice").await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert_eq!(
+        signed_in_as(&done).as_deref(),
+        Some("alice"),
+        "{}",
+        done.body
+    );
+    assert!(
+        done.body.contains(r#"content="0;url=/orgs/net/stacks""#),
+        "{}",
+        done.body
+    );
+    assert!(b.has_session(&t));
+    let page = b.get(&format!("{}/orgs/net/stacks", t.url)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let roles = store.roles_of("alice").await.unwrap();
+    assert_eq!(roles.get("net"), Some(&Role::Admin));
+    assert_eq!(roles.get("default"), Some(&Role::Admin));
+    let members = store.list_members("net").await.unwrap();
+    let alice = members.iter().find(|m| m.user == "alice").unwrap();
+    assert_eq!(alice.source, MembershipSource::Provider);
+    assert!(
+        alice
+            .source_detail
+            .as_deref()
+            .unwrap()
+            .contains("platform-admins"),
+        "{alice:?}"
+    );
+    // The API shows where the membership came from.
+    let listed = t.get("/api/v1/orgs/net/members", &t.admin).await;
+    let row = listed.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["user"] == "alice")
+        .unwrap()
+        .clone();
+    assert_eq!(row["source"], "provider", "{row}");
+
+    // bob: operator of net only; default's pages are not his.
+    let mut bob = Browser::new();
+    let done = bob.sign_in(&t, "bob").await;
+    assert_eq!(signed_in_as(&done).as_deref(), Some("bob"), "{}", done.body);
+    let roles = store.roles_of("bob").await.unwrap();
+    assert_eq!(
+        roles.into_iter().collect::<Vec<_>>(),
+        [("net".to_string(), Role::Operator)]
+    );
+    let refused = bob.get(&format!("{}/orgs/default/stacks", t.url)).await;
+    assert!(!refused.status.is_success(), "{}", refused.status);
+
+    // Signing in again is the same person: no new user.
+    let mut again = Browser::new();
+    let done = again.sign_in(&t, "alice").await;
+    assert_eq!(signed_in_as(&done).as_deref(), Some("alice"));
+    assert!(store.get_user("alice-2").await.unwrap().is_none());
+
+    // Each change is audited with the rule and the subject that caused it.
+    let trail = t
+        .get("/api/v1/orgs/net/audit?actor=provider:corp", &t.admin)
+        .await;
+    let entries = trail.body["items"].as_array().unwrap();
+    let add = entries
+        .iter()
+        .find(|e| e["action"] == "member.add" && e["target"] == "user:bob")
+        .unwrap_or_else(|| panic!("{}", trail.body));
+    assert!(
+        add["detail"]["rule"].as_str().unwrap().contains("team-net"),
+        "{add}"
+    );
+    assert_eq!(add["detail"]["subject"], "bob");
+}
+
+#[tokio::test]
+async fn roles_follow_the_provider_at_each_refresh_and_manual_memberships_stay() {
+    let Some((op, t)) = setup(|s| s.refresh_every = std::time::Duration::ZERO).await else {
+        return;
+    };
+    let store = &t.server.state().store;
+    let mut bob = Browser::new();
+    bob.sign_in(&t, "bob").await;
+    assert!(bob.has_session(&t));
+    let net = format!("{}/orgs/net/stacks", t.url);
+    assert_eq!(bob.get(&net).await.status, StatusCode::OK);
+    // An admin makes bob a viewer of default by hand.
+    let r = t
+        .call(
+            Method::PUT,
+            "/api/v1/orgs/default/members/bob",
+            Some(&t.admin),
+            Some(json!({"role": "viewer"})),
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+
+    // bob leaves team-net at the provider: the next page refreshes and his role goes.
+    op.set_users(json!({"bob": {"preferred_username": "bob", "groups": []}}))
+        .await;
+    let refused = bob.get(&net).await;
+    assert!(!refused.status.is_success(), "{}", refused.status);
+    let roles = store.roles_of("bob").await.unwrap();
+    assert_eq!(
+        roles.into_iter().collect::<Vec<_>>(),
+        [("default".to_string(), Role::Viewer)],
+        "the manual membership stays"
+    );
+    let still = bob.get(&format!("{}/orgs/default/stacks", t.url)).await;
+    assert_eq!(still.status, StatusCode::OK, "{}", still.body);
+
+    // Back in the group: the role comes back at the next refresh.
+    op.set_users(users()).await;
+    assert_eq!(bob.get(&net).await.status, StatusCode::OK);
+
+    // Removed at the provider altogether: the refresh is refused and the session ends.
+    op.set_users(json!({})).await;
+    let ended = bob.get(&net).await;
+    assert_eq!(ended.status, StatusCode::SEE_OTHER);
+    let login = bob.get(&ended.location.unwrap()).await;
+    assert!(
+        login.body.contains("no longer vouches for you"),
+        "{}",
+        login.body
+    );
+    let sessions = store.list_sessions("bob", 10).await.unwrap();
+    assert!(
+        sessions[0]
+            .ended_reason
+            .as_deref()
+            .unwrap()
+            .contains("no longer vouches"),
+        "{sessions:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_tampered_id_token_is_refused_naming_what_is_wrong() {
+    let Some((op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    for (mode, says) in [
+        ("aud", "audience (aud) is not this client"),
+        ("expired", "has expired"),
+        ("signature", "signature does not verify"),
+        ("nonce", "nonce is not the one this sign-in sent"),
+    ] {
+        op.tamper_next(mode).await;
+        let mut b = Browser::new();
+        let done = b.sign_in(&t, "alice").await;
+        assert_eq!(
+            done.status,
+            StatusCode::UNAUTHORIZED,
+            "{mode}: {}",
+            done.body
+        );
+        assert!(done.body.contains(says), "{mode}: {}", done.body);
+        assert!(!b.has_session(&t), "{mode}: a session was opened");
+    }
+    assert!(
+        t.server
+            .state()
+            .store
+            .get_user("alice")
+            .await
+            .unwrap()
+            .is_none(),
+        "no refused sign-in made a user"
+    );
+    // The next, untouched, goes through.
+    let mut b = Browser::new();
+    let done = b.sign_in(&t, "alice").await;
+    assert_eq!(
+        signed_in_as(&done).as_deref(),
+        Some("alice"),
+        "{}",
+        done.body
+    );
+}
+
+#[tokio::test]
+async fn a_replayed_state_or_another_browsers_callback_is_refused() {
+    let Some((_op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    let callback = format!("{}/login/corp/callback", t.url);
+    // Walk to the provider's redirect back, and stop there.
+    let mut b = Browser::new();
+    let start = format!("{}/login/corp?next=/", t.url);
+    let back = b.walk(&start, "alice", &callback, Some(&callback)).await;
+    let back = back.location.unwrap();
+    // Another browser (no binding cookie) presenting it is refused, and spends it.
+    let mut other = Browser::new();
+    let refused = other.get(&back).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        refused.body.contains("begun in another browser"),
+        "{}",
+        refused.body
+    );
+    // So the browser that began it finds it used.
+    let replay = b.get(&back).await;
+    assert_eq!(replay.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        replay.body.contains("already used or has expired"),
+        "{}",
+        replay.body
+    );
+
+    // A finished sign-in's callback replayed is refused too.
+    let mut c = Browser::new();
+    let back = c.walk(&start, "alice", &callback, Some(&callback)).await;
+    let back = back.location.unwrap();
+    let done = c.get(&back).await;
+    assert_eq!(
+        signed_in_as(&done).as_deref(),
+        Some("alice"),
+        "{}",
+        done.body
+    );
+    let replay = c.get(&back).await;
+    assert!(
+        replay.body.contains("already used or has expired"),
+        "{}",
+        replay.body
+    );
+    // A callback with no state, or an error from the provider, is refused plainly.
+    let none = c.get(&format!("{callback}?code=x")).await;
+    assert!(none.body.contains("without a state"), "{}", none.body);
+}
+
+#[tokio::test]
+async fn a_provider_rotating_its_keys_is_followed() {
+    let Some((op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    let mut b = Browser::new();
+    assert_eq!(
+        signed_in_as(&b.sign_in(&t, "alice").await).as_deref(),
+        Some("alice")
+    );
+    // The provider signs with a key the server has not seen: it fetches the keys again.
+    op.rotate_keys().await;
+    let mut c = Browser::new();
+    let done = c.sign_in(&t, "alice").await;
+    assert_eq!(
+        signed_in_as(&done).as_deref(),
+        Some("alice"),
+        "{}",
+        done.body
+    );
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_session_here_and_at_the_provider() {
+    let Some((_op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    let mut b = Browser::new();
+    b.sign_in(&t, "alice").await;
+    let page = b.get(&format!("{}/orgs/net/stacks", t.url)).await;
+    let csrf = {
+        let i = page.body.find(r#"name="csrf" value=""#).unwrap() + 19;
+        let end = page.body[i..].find('"').unwrap();
+        page.body[i..i + end].to_string()
+    };
+    let session_cookie = b.cookies[&host_of(&t.url)]["bosun_session"].clone();
+    let out = b
+        .send(
+            Method::POST,
+            &format!("{}/logout", t.url),
+            Some(&[("csrf", csrf.as_str())]),
+        )
+        .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    let to = reqwest::Url::parse(out.location.as_deref().unwrap()).unwrap();
+    assert!(
+        to.as_str()
+            .starts_with(&format!("{}/session/end", _op.issuer)),
+        "{to}"
+    );
+    let query: BTreeMap<String, String> = to.query_pairs().into_owned().collect();
+    assert_eq!(query["client_id"], CLIENT_ID);
+    assert_eq!(
+        query["post_logout_redirect_uri"],
+        format!("{}/login", t.url)
+    );
+    assert!(query["id_token_hint"].split('.').count() == 3);
+    // The session is over even with the old cookie presented again.
+    assert!(!b.has_session(&t));
+    b.cookies
+        .entry(host_of(&t.url))
+        .or_default()
+        .insert("bosun_session".into(), session_cookie);
+    let after = b.get(&format!("{}/orgs/net/stacks", t.url)).await;
+    assert_eq!(after.status, StatusCode::SEE_OTHER);
+    let login = b.get(&after.location.unwrap()).await;
+    assert!(login.body.contains("signed out"), "{}", login.body);
+}
+
+#[tokio::test]
+async fn sessions_end_when_idle_or_old_and_token_login_can_be_turned_off() {
+    let Some((_op, t)) = setup(|s| s.token_login = false).await else {
+        return;
+    };
+    let store = &t.server.state().store;
+    // No token form, and a token posted anyway is refused saying why.
+    let mut b = Browser::new();
+    let login = b.get(&format!("{}/login", t.url)).await;
+    assert!(
+        !login.body.contains(r#"id="token-login""#),
+        "{}",
+        login.body
+    );
+    let refused = b
+        .send(
+            Method::POST,
+            &format!("{}/login", t.url),
+            Some(&[("token", t.admin.as_str()), ("next", "/")]),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert!(refused.body.contains("turned off"), "{}", refused.body);
+
+    // A session unused for longer than the idle timeout ends.
+    b.sign_in(&t, "alice").await;
+    let page = format!("{}/orgs/net/stacks", t.url);
+    assert_eq!(b.get(&page).await.status, StatusCode::OK);
+    let session = store.list_sessions("alice", 1).await.unwrap().remove(0);
+    store
+        .touch_session(&session.id, chrono::Utc::now() - chrono::Duration::hours(9))
+        .await
+        .unwrap();
+    let ended = b.get(&page).await;
+    assert_eq!(ended.status, StatusCode::SEE_OTHER);
+    let login = b.get(&ended.location.unwrap()).await;
+    assert!(
+        login.body.contains("unused for more than 8h"),
+        "{}",
+        login.body
+    );
+    let session = store.get_session(&session.id).await.unwrap().unwrap();
+    assert!(session.ended_at.is_some());
+}
