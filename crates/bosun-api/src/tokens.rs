@@ -52,3 +52,33 @@ pub struct PoolTokenCreate {
     #[serde(default)]
     pub expires_in_seconds: Option<u64>,
 }
+
+/// A console session (a personal token typed in, or a sign-in at an identity provider),
+/// kept by the server so it can be listed and ended.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Session {
+    /// `ses-…`.
+    pub id: String,
+    pub user: String,
+    /// `token` (a personal token typed in) or `provider` (a sign-in at an identity
+    /// provider).
+    pub method: String,
+    /// The identity provider's id, for a provider's sign-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The personal token a token login was opened with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// When it was last used (the idle timeout counts from here; written at most once a
+    /// minute).
+    pub last_seen_at: DateTime<Utc>,
+    /// When the identity provider last vouched for the person.
+    pub refreshed_at: DateTime<Utc>,
+    /// When it ends whatever happens.
+    pub expires_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Why it ended: `signed out`, `revoked by user:…`, an idle timeout, the provider no
+    /// longer vouching.
+    pub ended_reason: Option<String>,
+}

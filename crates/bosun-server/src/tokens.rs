@@ -1,10 +1,11 @@
 //! Tokens over the API: personal and runner-pool tokens created (the secret shown once),
-//! listed and revoked; the work is `service::tokens`.
+//! listed and revoked, and console sessions listed and ended; the work is
+//! `service::tokens` and `service::sessions`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{Page, PersonalTokenCreate, PoolTokenCreate, Token, TokenCreated};
+use bosun_api::{Page, PersonalTokenCreate, PoolTokenCreate, Session, Token, TokenCreated};
 use bosun_core::authz::Access;
 use bosun_core::Role;
 
@@ -21,6 +22,8 @@ pub fn routes() -> Vec<Route> {
         route!(Access::User, create_personal),
         route!(Access::User, list_personal),
         route!(Access::User, revoke_personal),
+        route!(Access::User, list_sessions),
+        route!(Access::User, revoke_session),
         route!(Access::Org(Role::Admin), create_pool),
         route!(Access::Org(Role::Admin), list_pool),
         route!(Access::Org(Role::Admin), revoke_pool),
@@ -109,4 +112,37 @@ pub async fn revoke_pool(
 ) -> Result<StatusCode, ApiError> {
     service::revoke_pool(&state, &caller, &org, &id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// List console sessions: your own, or (server admins) `user`'s, newest first — open and
+/// ended, with why each ended.
+///
+/// Answered whole, as one page: `next_cursor` is always null; `limit` (1–1000) caps how
+/// many of the newest are answered.
+#[utoipa::path(get, path = "/api/v1/sessions", tag = "tokens",
+    params(crate::service::sessions::SessionQuery),
+    responses((status = 200, body = Page<Session>), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn list_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<crate::service::sessions::SessionQuery>,
+) -> Result<Json<Page<Session>>, ApiError> {
+    Ok(Json(
+        crate::service::sessions::list(&state, &caller, &q).await?,
+    ))
+}
+
+/// End a console session of yours (server admins: anyone's): its browser must sign in
+/// again.
+#[utoipa::path(delete, path = "/api/v1/sessions/{session}", tag = "tokens",
+    params(("session" = String, Path, description = "session id (ses-…)")),
+    responses((status = 200, body = Session), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn revoke_session(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(
+        crate::service::sessions::revoke(&state, &caller, &id).await?,
+    ))
 }

@@ -95,6 +95,9 @@ enum ClientCommand {
     /// Personal and runner-pool API tokens.
     #[command(subcommand)]
     Token(cmd::token::TokenCommand),
+    /// Console sessions: list them (yours, or a user's) and end one.
+    #[command(subcommand)]
+    Session(cmd::session::SessionCommand),
     /// Stacks: OpenTofu/Terraform root modules tracked from a repository.
     #[command(subcommand)]
     Stack(cmd::stack::StackCommand),
@@ -149,6 +152,7 @@ async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Resul
         ClientCommand::Org(c) => cmd::org::run(&ctx, c).await,
         ClientCommand::User(c) => cmd::user::run(&ctx, c).await,
         ClientCommand::Token(c) => cmd::token::run(&ctx, c).await,
+        ClientCommand::Session(c) => cmd::session::run(&ctx, c).await,
         ClientCommand::Stack(c) => cmd::stack::run(&ctx, c).await,
         ClientCommand::State(c) => cmd::state::run(&ctx, c).await,
         ClientCommand::Run(c) => cmd::run::run(&ctx, c).await,

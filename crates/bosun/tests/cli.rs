@@ -1205,3 +1205,40 @@ fn every_list_prints_items_and_next_cursor() {
         json!([{"user": "admin", "role": "admin", "source": "manual"}])
     );
 }
+
+#[test]
+fn sessions_are_listed_and_ended_from_the_cli() {
+    let env = start();
+    // A console login (curl posting the login form) opens a session for the admin.
+    let login = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--data-urlencode",
+        ])
+        .arg(format!("token={}", env.admin))
+        .args(["--data-urlencode", "next=/"])
+        .arg(format!("http://{}/login", env.server.addr))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&login.stdout), "303");
+    let listed = ok_json(&env, &env.admin, &["session", "list"]);
+    let id = listed["items"][0]["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("ses-"), "{listed}");
+    let text = ok(&env, &env.admin, &["session", "list"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&id) && l.contains("admin") && l.ends_with("open")),
+        "{text}"
+    );
+    let ended = ok(&env, &env.admin, &["session", "revoke", &id]);
+    assert!(
+        ended.contains(&format!("Ended session {id} of admin.")),
+        "{ended}"
+    );
+    let text = ok(&env, &env.admin, &["session", "list", "--user", "admin"]);
+    assert!(text.contains("ended: revoked by user:admin"), "{text}");
+}

@@ -18,6 +18,7 @@ pub mod policies;
 pub mod runners;
 pub mod runs;
 pub mod secrets;
+pub mod sessions;
 pub mod stacks;
 pub mod state;
 pub mod tenancy;

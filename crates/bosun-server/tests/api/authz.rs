@@ -115,6 +115,14 @@ pub(crate) fn cases() -> Vec<Case> {
             AnyUser,
         ),
         case(Method::GET, "/tokens", "/tokens", None, AnyUser),
+        case(Method::GET, "/sessions", "/sessions", None, AnyUser),
+        case(
+            Method::DELETE,
+            "/sessions/{session}",
+            "/sessions/ses-missing",
+            None,
+            AnyUser,
+        ),
         case(Method::GET, "/audit", "/audit", None, ServerAdmin),
         case(
             Method::DELETE,

@@ -77,7 +77,7 @@ async fn ok(r: crate::harness::Reply, what: &str) -> Value {
 async fn setup(t: &TestServer) -> Victim {
     let admin = t.admin.as_str();
     let alice = "alice";
-    t.user_token(alice, Some(Role::Operator)).await;
+    let alice_token = t.user_token(alice, Some(Role::Operator)).await;
     ok(
         t.create_stack(json!({
             "id": "net",
@@ -269,7 +269,28 @@ async fn setup(t: &TestServer) -> Victim {
         "edge runner",
     )
     .await;
+    // alice has a console session (bob may neither list nor end it).
+    let login = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/login", t.url))
+        .form(&[("token", alice_token.as_str()), ("next", "/")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    let session = t
+        .server
+        .state()
+        .store
+        .list_sessions(alice, 1)
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
     let ids = BTreeMap::from([
+        ("session", session),
         ("stack", "net".to_string()),
         ("version", "1".to_string()),
         ("env", "prod".to_string()),

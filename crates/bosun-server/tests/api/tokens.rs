@@ -177,3 +177,137 @@ async fn pool_tokens_and_run_tokens() {
     let r = t.get("/api/v1/orgs/default/stacks", &secret).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
 }
+
+/// Logs in to the console with `token`; answers the session cookie's value.
+async fn console_login(t: &TestServer, token: &str) -> String {
+    let r = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/login", t.url))
+        .form(&[("token", token), ("next", "/")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .find(|c| c.starts_with("bosun_session="))
+        .unwrap();
+    cookie
+        .trim_start_matches("bosun_session=")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A console page's status with `cookie` as the session.
+async fn page_status(t: &TestServer, cookie: &str) -> StatusCode {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/orgs/default/stacks", t.url))
+        .header(reqwest::header::COOKIE, format!("bosun_session={cookie}"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn console_sessions_are_listed_per_user_and_ended_by_their_person_or_an_admin() {
+    let t = TestServer::start().await;
+    let carol = t.user_token("carol", Some(bosun_core::Role::Viewer)).await;
+    let dave = t.user_token("dave", Some(bosun_core::Role::Viewer)).await;
+    let first = console_login(&t, &carol).await;
+    let second = console_login(&t, &carol).await;
+    console_login(&t, &dave).await;
+    assert_eq!(page_status(&t, &first).await, StatusCode::OK);
+
+    // carol sees her own two, newest first, each saying how it was opened.
+    let mine = t.get("/api/v1/sessions", &carol).await;
+    assert_eq!(mine.status, StatusCode::OK, "{:?}", mine.body);
+    let items = mine.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{:?}", mine.body);
+    assert!(items
+        .iter()
+        .all(|s| s["user"] == "carol" && s["method"] == "token"));
+    assert_eq!(mine.body["next_cursor"], json!(null));
+    let newest = items[0]["id"].as_str().unwrap().to_string();
+    let oldest = items[1]["id"].as_str().unwrap().to_string();
+    // Not dave's: neither listed nor ended by her.
+    let theirs = t.get("/api/v1/sessions?user=dave", &carol).await;
+    assert_eq!(theirs.status, StatusCode::FORBIDDEN, "{:?}", theirs.body);
+    let dave_sessions = t.get("/api/v1/sessions?user=dave", &t.admin).await;
+    let dave_session = dave_sessions.body["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/sessions/{dave_session}"),
+            Some(&carol),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
+    // A cursor is refused: the list is answered whole.
+    let r = t.get("/api/v1/sessions?cursor=x", &carol).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+
+    // She ends her older one; an admin ends the other. Each browser must log in again,
+    // told who ended it.
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/sessions/{oldest}"),
+            Some(&carol),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["ended_reason"], "revoked by user:carol");
+    assert_eq!(page_status(&t, &first).await, StatusCode::SEE_OTHER);
+    assert_eq!(page_status(&t, &second).await, StatusCode::OK);
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/sessions/{newest}"),
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(
+        r.body["ended_reason"], "revoked by user:admin",
+        "{:?}",
+        r.body
+    );
+    assert_eq!(page_status(&t, &second).await, StatusCode::SEE_OTHER);
+    // Revoking the token a session was opened with ends it too.
+    let dave_cookie = console_login(&t, &dave).await;
+    assert_eq!(page_status(&t, &dave_cookie).await, StatusCode::OK);
+    let tokens = t.get("/api/v1/tokens", &dave).await;
+    let token_id = tokens.body["items"][0]["id"].as_str().unwrap().to_string();
+    t.call(
+        Method::DELETE,
+        &format!("/api/v1/tokens/{token_id}"),
+        Some(&dave),
+        None,
+    )
+    .await;
+    assert_eq!(page_status(&t, &dave_cookie).await, StatusCode::SEE_OTHER);
+    // The ends are audited.
+    let audit = t.get("/api/v1/audit?action=session.revoke", &t.admin).await;
+    assert_eq!(
+        audit.body["items"].as_array().unwrap().len(),
+        2,
+        "{:?}",
+        audit.body
+    );
+}

@@ -15,6 +15,7 @@ pub mod policy;
 pub mod run;
 pub mod runners;
 pub mod secret;
+pub mod session;
 pub mod stack;
 pub mod state;
 pub mod token;
