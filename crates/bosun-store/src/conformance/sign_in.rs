@@ -345,6 +345,27 @@ pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
     let grant = store.open_session("secret-t").await.unwrap().unwrap();
     assert_eq!(grant.token.unwrap().id, "tok-bob");
 
+    // A secrets-key rotation re-seals an open session's refresh token with the rest.
+    let owner = SealedOwner::SessionRefresh {
+        session: "ses-a".into(),
+    };
+    let sealed = store.sealed_values().await.unwrap();
+    assert!(sealed.iter().any(|(o, _)| *o == owner), "{sealed:?}");
+    let resealed = Sealed {
+        ciphertext: vec![7; 4],
+        nonce: vec![6; 12],
+        key_id: "k3".into(),
+    };
+    store
+        .reseal(
+            &[(owner.clone(), resealed.clone())],
+            &audit(None, "secrets.rotate", "server"),
+        )
+        .await
+        .unwrap();
+    let grant = store.open_session("secret-a").await.unwrap().unwrap();
+    assert_eq!(grant.session.refresh, Some(resealed.clone()));
+
     // Ended once, with the reason; its refresh token is dropped.
     let end = audit(None, "session.revoke", "session:ses-a");
     assert!(store
@@ -355,6 +376,16 @@ pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
     let ended = store.get_session("ses-a").await.unwrap().unwrap();
     assert_eq!(ended.ended_reason.as_deref(), Some("revoked by user:root"));
     assert!(ended.ended_at.is_some() && ended.refresh.is_none());
+    // An ended session has nothing to re-seal, and re-sealing it is no error.
+    let sealed = store.sealed_values().await.unwrap();
+    assert!(!sealed.iter().any(|(o, _)| *o == owner));
+    store
+        .reseal(
+            &[(owner, resealed)],
+            &audit(None, "secrets.rotate", "server"),
+        )
+        .await
+        .unwrap();
     assert!(matches!(
         store
             .refresh_session("ses-a", &person(issuer, "sub-9", &[]), None, None)

@@ -50,6 +50,10 @@ pub enum SealedOwner {
         org: String,
         id: String,
     },
+    /// A console session's refresh token from its identity provider.
+    SessionRefresh {
+        session: String,
+    },
 }
 
 /// An OIDC signing key: its private half sealed, its public half as a JWK.

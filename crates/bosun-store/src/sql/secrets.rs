@@ -113,6 +113,11 @@ pub(super) fn reseal_one(tx: &Transaction<'_>, owner: &SealedOwner, value: &Seal
             )?
             .execute(params![kid, value.ciphertext, value.nonce, value.key_id])?,
         SealedOwner::NotificationTarget { org, id } => notify::reseal_secret(tx, org, id, value)?,
+        // A session that ended meanwhile dropped its token: nothing to re-seal, no error.
+        SealedOwner::SessionRefresh { session } => {
+            super::sign_in::reseal_refresh(tx, session, value)?;
+            return Ok(());
+        }
     };
     if changed == 0 {
         return Err(StoreError::NotFound(match owner {
@@ -125,6 +130,7 @@ pub(super) fn reseal_one(tx: &Transaction<'_>, owner: &SealedOwner, value: &Seal
             SealedOwner::NotificationTarget { org, id } => {
                 format!("notification target {org}/{id}")
             }
+            SealedOwner::SessionRefresh { session } => format!("session {session:?}"),
         }));
     }
     Ok(())
@@ -272,6 +278,7 @@ pub(super) fn sealed_values(c: &Connection) -> Result<Vec<(SealedOwner, Sealed)>
         out.push((SealedOwner::SigningKey { kid }, sealed));
     }
     out.extend(notify::sealed_secrets(c)?);
+    out.extend(super::sign_in::sealed_refresh_tokens(c)?);
     Ok(out)
 }
 

@@ -463,3 +463,37 @@ pub(super) fn list_sessions(c: &Connection, user: &str, limit: u32) -> Result<Ve
     .map(session_record)
     .collect()
 }
+
+/// Every open session's sealed refresh token, for re-sealing under a new secrets key.
+pub(super) fn sealed_refresh_tokens(c: &Connection) -> Result<Vec<(SealedOwner, Sealed)>> {
+    let rows: Vec<(String, Vec<u8>, Vec<u8>, String)> = c
+        .prepare_cached(
+            "SELECT id, refresh_ciphertext, refresh_nonce, refresh_key_id FROM sessions
+             WHERE refresh_ciphertext IS NOT NULL AND ended_at IS NULL ORDER BY id",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<db::Result<_>>()?;
+    Ok(rows
+        .into_iter()
+        .map(|(session, ciphertext, nonce, key_id)| {
+            (
+                SealedOwner::SessionRefresh { session },
+                Sealed {
+                    ciphertext,
+                    nonce,
+                    key_id,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Replaces an open session's sealed refresh token in a re-seal transaction.
+pub(super) fn reseal_refresh(tx: &Transaction<'_>, session: &str, v: &Sealed) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE sessions SET refresh_ciphertext = ?2, refresh_nonce = ?3, refresh_key_id = ?4
+         WHERE id = ?1 AND refresh_ciphertext IS NOT NULL",
+    )?
+    .execute(params![session, v.ciphertext, v.nonce, v.key_id])?;
+    Ok(())
+}
