@@ -1267,3 +1267,127 @@ fn the_first_hour_in_the_console() {
     b.visit("/", "home-default");
     assert_eq!(b.path(), "/orgs/default/stacks");
 }
+
+#[test]
+fn a_person_signs_in_with_their_identity_provider_and_out_again() {
+    use bosun_testkit::oidc::{require_oidc_provider, OpenIdProvider};
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    if !require_oidc_provider() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let op = OpenIdProvider::start(json!({
+        "carol": {"preferred_username": "carol", "email": "carol@example.com",
+                  "groups": ["platform-admins"]},
+    }));
+    // The server reads its providers from the config file, the client secret from a file.
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("corp-secret");
+    std::fs::write(&secret, "browser-client-secret\n").unwrap();
+    let config = dir.path().join("bosun.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[sign_in]
+token_login = true
+
+[[sign_in.providers]]
+id = "corp"
+name = "Corp SSO"
+issuer = "{issuer}"
+client_id = "bosun-browser"
+client_secret_file = "{secret}"
+scopes = ["openid", "email", "profile", "groups"]
+
+[[sign_in.providers.roles]]
+group = "platform-admins"
+org = "*"
+role = "admin"
+"#,
+            issuer = op.issuer,
+            secret = secret.display()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let server = ServerProcess::start(&data, &["--config", config.to_str().unwrap()], &[]);
+    rt.block_on(op.set_clients(json!([{
+        "client_id": "bosun-browser",
+        "client_secret": "browser-client-secret",
+        "redirect_uris": [format!("{}/login/corp/callback", server.url())],
+        "post_logout_redirect_uris": [format!("{}/login", server.url())],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+    }])));
+
+    let b = Browser::open(&bins, &server, "sign_in");
+    b.visit("/orgs/default/stacks", "sign-in-asked");
+    // Sent to log in; the provider's button keeps where the person was going.
+    b.wait("the login page", || {
+        b.path().starts_with("/login").then_some(())
+    });
+    assert_eq!(b.count("#sign-in-corp"), 1, "{}", b.html());
+    b.click_and_wait("#sign-in-corp");
+    // The provider's own login and consent forms.
+    b.wait("the provider's login form", || {
+        (b.count("input[name=login]") == 1).then_some(())
+    });
+    b.shot("provider-login");
+    b.fill("input[name=login]", "carol");
+    b.fill("input[name=password]", "any password");
+    b.click_and_wait("button[type=submit]");
+    b.wait("the provider's consent form", || {
+        (b.count("input[name=prompt][value=consent]") == 1).then_some(())
+    });
+    b.click_and_wait("button[type=submit]");
+    // Back on Bosun, signed in (the Strict session cookie rides the same-site move on),
+    // on the page first asked for, as the user her first sign-in made.
+    b.wait("the org's stacks page", || {
+        (b.path() == "/orgs/default/stacks" && b.count("span.user") == 1).then_some(())
+    });
+    b.shot("signed-in");
+    assert_eq!(
+        b.text("span.user").as_deref(),
+        Some("carol"),
+        "{}",
+        b.html()
+    );
+    let (status, body) = http(
+        server.addr,
+        "GET",
+        "/api/v1/orgs/default/members",
+        &server.admin_token(),
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let members: Value = serde_json::from_str(&body).unwrap();
+    let carol = members["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["user"] == "carol")
+        .unwrap_or_else(|| panic!("{members}"))
+        .clone();
+    assert_eq!(
+        (carol["role"].as_str(), carol["source"].as_str()),
+        (Some("admin"), Some("provider"))
+    );
+
+    // Signing out ends the session here and goes to the provider's sign-out.
+    b.click_and_wait("form[action='/logout'] button");
+    b.shot("signed-out-at-provider");
+    let at = b.rt.block_on(b.c().current_url()).unwrap();
+    assert!(
+        at.as_str().starts_with(&op.issuer),
+        "signing out went to {at}, not the provider"
+    );
+    b.visit("/orgs/default/stacks", "after-sign-out");
+    b.wait("the login page again", || {
+        b.path().starts_with("/login").then_some(())
+    });
+}

@@ -573,6 +573,13 @@ pub async fn login(
     Ok(resp)
 }
 
+#[derive(askama::Template)]
+#[template(path = "console/signed_out.html")]
+struct SignedOutPage {
+    provider: String,
+    to: String,
+}
+
 #[derive(Deserialize)]
 pub struct CsrfOnly {
     pub csrf: String,
@@ -606,15 +613,22 @@ pub async fn logout(
         .provider
         .as_deref()
         .and_then(|p| state.sign_in.get(p));
-    let to = match provider {
-        Some(p) => match p.end_session_url(session.id_token.as_deref(), &back).await {
-            Ok(Some(url)) => url,
-            // A provider that cannot be asked still leaves this session ended.
-            Ok(None) | Err(_) => "/login".to_string(),
-        },
-        None => "/login".to_string(),
+    let at_provider = match &provider {
+        // A provider that cannot be asked still leaves this session ended.
+        Some(p) => p
+            .end_session_url(session.id_token.as_deref(), &back)
+            .await
+            .ok()
+            .flatten()
+            .map(|url| (p.config.name.clone(), url)),
+        None => None,
     };
-    let mut resp = see_other(&to)?;
+    // To the provider by a page of this site moving on (the console's CSP keeps form
+    // posts, and their redirects, on this site).
+    let mut resp = match at_provider {
+        Some((provider, to)) => render(None, &SignedOutPage { provider, to })?,
+        None => see_other("/login")?,
+    };
     resp.headers_mut().append(
         SET_COOKIE,
         HeaderValue::from_static("bosun_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
