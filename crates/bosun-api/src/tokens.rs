@@ -82,3 +82,49 @@ pub struct Session {
     /// longer vouching.
     pub ended_reason: Option<String>,
 }
+
+/// `POST /cli-login`: begin a CLI login at an identity provider (the device authorization
+/// grant).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CliLoginStart {
+    /// The provider's id; absent: the server's only (or first) provider.
+    #[serde(default)]
+    pub provider: Option<String>,
+}
+
+/// A CLI login begun: the person opens `verification_uri` and enters `user_code` (or opens
+/// `verification_uri_complete`), while the CLI polls with `login`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CliLoginStarted {
+    /// Opaque: what the CLI sends back to poll (sealed by the server).
+    pub login: String,
+    pub provider: String,
+    pub user_code: String,
+    pub verification_uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_uri_complete: Option<String>,
+    pub expires_at: DateTime<Utc>,
+    /// Seconds to wait between polls.
+    pub interval: u64,
+}
+
+/// `POST /cli-login/poll`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CliLoginPoll {
+    pub login: String,
+}
+
+/// Where a CLI login stands: `pending` (poll again after `interval` seconds) or `done`
+/// (with the short-lived token the CLI keeps).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CliLoginStatus {
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<TokenCreated>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}

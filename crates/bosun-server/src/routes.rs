@@ -98,6 +98,12 @@ pub fn router(state: AppState) -> Router {
         crate::identity::TOKEN_PATH,
         routing::get(crate::identity::token),
     )
+    // `bosun login`: no token yet (the identity provider vouches for the person).
+    .route("/cli-login", routing::post(crate::tokens::cli_login_start))
+    .route(
+        "/cli-login/poll",
+        routing::post(crate::tokens::cli_login_poll),
+    )
     // Authenticated by its HMAC signature, not a bearer token, so anyone may post a body:
     // its own, smaller cap (`--webhook-max-bytes`), checked by the handler before reading.
     .route(

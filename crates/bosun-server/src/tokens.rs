@@ -24,6 +24,7 @@ pub fn routes() -> Vec<Route> {
         route!(Access::User, revoke_personal),
         route!(Access::User, list_sessions),
         route!(Access::User, revoke_session),
+        route!(Access::User, refresh_login),
         route!(Access::Org(Role::Admin), create_pool),
         route!(Access::Org(Role::Admin), list_pool),
         route!(Access::Org(Role::Admin), revoke_pool),
@@ -144,5 +145,41 @@ pub async fn revoke_session(
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(
         crate::service::sessions::revoke(&state, &caller, &id).await?,
+    ))
+}
+
+/// Replace the token a `bosun login` holds: the identity provider is asked again (your
+/// roles follow it) and a new short-lived token made, the old one revoked. Refused, and the
+/// login ended, when the provider no longer vouches for you.
+#[utoipa::path(post, path = "/api/v1/login/refresh", tag = "tokens",
+    responses((status = 200, body = TokenCreated), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn refresh_login(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<TokenCreated>, ApiError> {
+    Ok(Json(
+        crate::service::cli_login::refresh(&state, &caller).await?,
+    ))
+}
+
+/// `POST /cli-login`: begins a `bosun login` at an identity provider (no token: the person
+/// has none yet). Outside the guarded API, like the console's login.
+pub async fn cli_login_start(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<bosun_api::CliLoginStart>,
+) -> Result<Json<bosun_api::CliLoginStarted>, ApiError> {
+    Ok(Json(
+        crate::service::cli_login::start(&state, body.provider.as_deref()).await?,
+    ))
+}
+
+/// `POST /cli-login/poll`: whether the person approved a `bosun login` yet; its token once
+/// they have.
+pub async fn cli_login_poll(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<bosun_api::CliLoginPoll>,
+) -> Result<Json<bosun_api::CliLoginStatus>, ApiError> {
+    Ok(Json(
+        crate::service::cli_login::poll(&state, &body.login).await?,
     ))
 }

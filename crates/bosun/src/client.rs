@@ -52,6 +52,7 @@ impl Client {
     pub fn new(config: ClientConfig) -> anyhow::Result<Self> {
         let token = config
             .token
+            .clone()
             .filter(|t| !t.trim().is_empty())
             .ok_or_else(|| {
                 anyhow!(
@@ -59,6 +60,22 @@ impl Client {
                      first admin token to <data-dir>/admin-token)"
                 )
             })?;
+        let mut auth =
+            HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
+                anyhow!("the API token contains characters that cannot be sent in an HTTP header")
+            })?;
+        // Keeps the secret out of any debug output of the request.
+        auth.set_sensitive(true);
+        Self::build(&config, Some(auth))
+    }
+
+    /// A client with no token, for the few calls a person makes before they have one
+    /// (`bosun login`).
+    pub fn anonymous(config: ClientConfig) -> anyhow::Result<Self> {
+        Self::build(&config, None)
+    }
+
+    fn build(config: &ClientConfig, auth: Option<HeaderValue>) -> anyhow::Result<Self> {
         let base = Url::parse(&config.url)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
@@ -68,14 +85,10 @@ impl Client {
                     config.url
                 )
             })?;
-        let mut auth =
-            HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
-                anyhow!("the API token contains characters that cannot be sent in an HTTP header")
-            })?;
-        // Keeps the secret out of any debug output of the request.
-        auth.set_sensitive(true);
         let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, auth);
+        if let Some(auth) = auth {
+            headers.insert(AUTHORIZATION, auth);
+        }
         let mut builder = reqwest::Client::builder()
             .default_headers(headers)
             .user_agent(concat!("bosun-cli/", env!("CARGO_PKG_VERSION")))
@@ -120,6 +133,41 @@ impl Client {
             .extend(["api", "v1"])
             .extend(segments);
         Ok(url)
+    }
+
+    /// POSTs `body` as JSON to a path outside the API (`/cli-login`), answering the JSON.
+    pub async fn post_outside_api<B: Serialize + ?Sized>(
+        &self,
+        path: &[&str],
+        body: &B,
+    ) -> anyhow::Result<Value> {
+        let mut url = self.base.clone();
+        url.set_query(None);
+        url.path_segments_mut()
+            .map_err(|()| anyhow!("server URL {} cannot have a path", self.base))?
+            .pop_if_empty()
+            .extend(path);
+        let reply = self
+            .http
+            .post(url.clone())
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&url, e))?;
+        let status = reply.status();
+        let bytes = reply
+            .bytes()
+            .await
+            .map_err(|e| self.transport_error(&url, e))?;
+        let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if !status.is_success() {
+            let message = value["error"]["message"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("the server answered {status}"));
+            anyhow::bail!("{message}");
+        }
+        Ok(value)
     }
 
     /// Sends a request and returns the response's JSON (`Value::Null` for an empty body).

@@ -77,6 +77,11 @@ enum Command {
     /// Policies as code (Rego): run a policy folder's own tests (`test`), with no server.
     #[command(subcommand)]
     Policy(cmd::policy::PolicyCommand),
+    /// Log the CLI in at the server's identity provider (open a URL, confirm a code): a
+    /// short-lived token kept for this server, used when no --token or BOSUN_TOKEN is given.
+    Login(cmd::login::LoginArgs),
+    /// End this server's `bosun login` and forget its token.
+    Logout,
     #[command(flatten)]
     Client(ClientCommand),
 }
@@ -134,10 +139,14 @@ enum ClientCommand {
 
 /// The client context of the global options; `Err` (no token, a bad URL) says why.
 fn client_ctx(global: GlobalArgs) -> anyhow::Result<Ctx> {
+    // No token given: the one `bosun login` kept for this server, if any.
+    let token = global
+        .token
+        .or_else(|| cmd::login::stored_token(&global.url));
     Ok(Ctx {
         client: Client::new(ClientConfig {
             url: global.url,
-            token: global.token,
+            token,
             ca_file: global.ca_file,
         })?,
         org: global.org,
@@ -295,6 +304,26 @@ fn main() -> ExitCode {
             Command::Host(command) => cmd::host::run(command, json, client_ctx(cli.global)).await,
             Command::Policy(command) => {
                 cmd::policy::run(command, json, client_ctx(cli.global)).await
+            }
+            Command::Login(args) => {
+                let config = ClientConfig {
+                    url: cli.global.url,
+                    token: None,
+                    ca_file: cli.global.ca_file,
+                };
+                cmd::login::login(config, args, json)
+                    .await
+                    .map(|()| ExitCode::SUCCESS)
+            }
+            Command::Logout => {
+                let config = ClientConfig {
+                    url: cli.global.url,
+                    token: None,
+                    ca_file: cli.global.ca_file,
+                };
+                cmd::login::logout(config, json)
+                    .await
+                    .map(|()| ExitCode::SUCCESS)
             }
             Command::Client(command) => run_client(cli.global, command)
                 .await

@@ -1268,23 +1268,22 @@ fn the_first_hour_in_the_console() {
     assert_eq!(b.path(), "/orgs/default/stacks");
 }
 
-#[test]
-fn a_person_signs_in_with_their_identity_provider_and_out_again() {
-    use bosun_testkit::oidc::{require_oidc_provider, OpenIdProvider};
-    let Some(bins) = browser_or_skip() else {
-        return;
-    };
-    if !require_oidc_provider() {
-        return;
-    }
+/// An OpenID Provider (`oidc-provider`) with `users`, and a server signing people in with
+/// it from its config file: `platform-admins` admin of every org, `team-net` operator of
+/// org `net` (created). Answers the runtime the provider's calls run on.
+fn provider_and_server(
+    users: Value,
+) -> (
+    tokio::runtime::Runtime,
+    bosun_testkit::oidc::OpenIdProvider,
+    ServerProcess,
+    TempDir,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let op = OpenIdProvider::start(json!({
-        "carol": {"preferred_username": "carol", "email": "carol@example.com",
-                  "groups": ["platform-admins"]},
-    }));
+    let op = bosun_testkit::oidc::OpenIdProvider::start(users);
     // The server reads its providers from the config file, the client secret from a file.
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("corp-secret");
@@ -1302,12 +1301,17 @@ name = "Corp SSO"
 issuer = "{issuer}"
 client_id = "bosun-browser"
 client_secret_file = "{secret}"
-scopes = ["openid", "email", "profile", "groups"]
+scopes = ["openid", "email", "profile", "groups", "offline_access"]
 
 [[sign_in.providers.roles]]
 group = "platform-admins"
 org = "*"
 role = "admin"
+
+[[sign_in.providers.roles]]
+group = "team-net"
+org = "net"
+role = "operator"
 "#,
             issuer = op.issuer,
             secret = secret.display()
@@ -1321,10 +1325,37 @@ role = "admin"
         "client_secret": "browser-client-secret",
         "redirect_uris": [format!("{}/login/corp/callback", server.url())],
         "post_logout_redirect_uris": [format!("{}/login", server.url())],
-        "grant_types": ["authorization_code", "refresh_token"],
+        "grant_types": [
+            "authorization_code",
+            "refresh_token",
+            "urn:ietf:params:oauth:grant-type:device_code"
+        ],
         "response_types": ["code"],
     }])));
+    let (status, body) = http(
+        server.addr,
+        "POST",
+        "/api/v1/orgs",
+        &server.admin_token(),
+        Some(r#"{"id": "net", "name": "Net"}"#),
+    );
+    assert_eq!(status, 201, "{body}");
+    (rt, op, server, dir)
+}
 
+#[test]
+fn a_person_signs_in_with_their_identity_provider_and_out_again() {
+    use bosun_testkit::oidc::require_oidc_provider;
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    if !require_oidc_provider() {
+        return;
+    }
+    let (_rt, op, server, _dir) = provider_and_server(json!({
+        "carol": {"preferred_username": "carol", "email": "carol@example.com",
+                  "groups": ["platform-admins"]},
+    }));
     let b = Browser::open(&bins, &server, "sign_in");
     b.visit("/orgs/default/stacks", "sign-in-asked");
     // Sent to log in; the provider's button keeps where the person was going.
@@ -1390,4 +1421,156 @@ role = "admin"
     b.wait("the login page again", || {
         b.path().starts_with("/login").then_some(())
     });
+}
+
+#[test]
+fn bosun_login_signs_the_cli_in_through_the_device_flow_and_roles_follow_each_refresh() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    if !bosun_testkit::oidc::require_oidc_provider() {
+        return;
+    }
+    let (rt, op, server, dir) = provider_and_server(json!({
+        "dana": {"preferred_username": "dana", "email": "dana@example.com",
+                 "groups": ["team-net"]},
+    }));
+    let credentials = dir.path().join("credentials.json");
+    let cli = |args: &[&str]| {
+        Command::new(support::BIN)
+            .args(args)
+            .env("BOSUN_URL", server.url())
+            .env("BOSUN_CREDENTIALS", &credentials)
+            .env_remove("BOSUN_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // `bosun login` prints where to go and waits for the person.
+    let mut login = Command::new(support::BIN)
+        .args(["login"])
+        .env("BOSUN_URL", server.url())
+        .env("BOSUN_CREDENTIALS", &credentials)
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(login.stderr.take().unwrap());
+    let (url, code) = loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "bosun login ended early"
+        );
+        if let Some(rest) = line.trim().strip_prefix("verification: ") {
+            let (url, code) = rest.split_once(" code: ").unwrap();
+            break (url.to_string(), code.to_string());
+        }
+    };
+    assert!(
+        url.starts_with(&op.issuer) && url.contains(&code),
+        "{url} {code}"
+    );
+
+    // The person, in a browser: the provider's confirm, login and consent pages.
+    let b = Browser::open(&bins, &server, "cli_login");
+    b.rt.block_on(b.c().goto(&url)).unwrap();
+    b.shot("device-confirm");
+    b.click_and_wait("button[autofocus]");
+    b.wait("the provider's login form", || {
+        (b.count("input[name=login]") == 1).then_some(())
+    });
+    b.fill("input[name=login]", "dana");
+    b.fill("input[name=password]", "any password");
+    b.click_and_wait("button[type=submit]");
+    b.wait("the provider's consent form", || {
+        (b.count("input[name=prompt][value=consent]") == 1).then_some(())
+    });
+    b.click_and_wait("button[type=submit]");
+    b.shot("device-done");
+
+    // The CLI finishes on its own, keeping a short-lived token (0600) for this server.
+    let status = login.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(status.success(), "bosun login failed: {rest}");
+    assert!(
+        rest.contains("Logged in to") && rest.contains("as dana"),
+        "{rest}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&credentials)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the credentials file is the user's alone"
+    );
+    let whoami = |want_ok: bool| {
+        let out = cli(&["whoami", "--json"]);
+        assert_eq!(
+            out.status.success(),
+            want_ok,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+    };
+    let me = whoami(true);
+    assert_eq!(me["user"], "dana", "{me}");
+    assert_eq!(
+        me["orgs"],
+        json!([{"org": "net", "role": "operator"}]),
+        "{me}"
+    );
+    // Listed with the person's tokens, short-lived.
+    let tokens: Value = serde_json::from_slice(&cli(&["token", "list", "--json"]).stdout).unwrap();
+    let first = tokens["items"][0].clone();
+    assert_eq!(first["description"], "bosun login (corp)", "{tokens}");
+    let lifetime = chrono::DateTime::parse_from_rfc3339(first["expires_at"].as_str().unwrap())
+        .unwrap()
+        - chrono::DateTime::parse_from_rfc3339(first["created_at"].as_str().unwrap()).unwrap();
+    assert!(lifetime <= chrono::Duration::hours(1), "{first}");
+
+    // dana leaves team-net at the provider: the next refresh takes the role away.
+    rt.block_on(op.set_users(json!({
+        "dana": {"preferred_username": "dana", "groups": []},
+    })));
+    let refreshed = cli(&["login", "--refresh"]);
+    assert!(
+        refreshed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&refreshed.stderr)
+    );
+    let me = whoami(true);
+    assert_eq!(me["orgs"], json!([]), "{me}");
+    let tokens: Value = serde_json::from_slice(&cli(&["token", "list", "--json"]).stdout).unwrap();
+    let old = tokens["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == first["id"])
+        .unwrap()
+        .clone();
+    assert!(
+        !old["revoked_at"].is_null(),
+        "the old token is revoked: {old}"
+    );
+
+    // Logging out ends the login on the server: the token no longer works.
+    let saved: Value = serde_json::from_slice(&std::fs::read(&credentials).unwrap()).unwrap();
+    let token = saved[server.url()]["token"].as_str().unwrap().to_string();
+    let out = cli(&["logout"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, body) = http(server.addr, "GET", "/api/v1/whoami", &token, None);
+    assert_eq!(status, 401, "{body}");
+    whoami(false);
 }

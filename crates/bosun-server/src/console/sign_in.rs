@@ -308,6 +308,7 @@ async fn callback(
                 refresh,
                 expires_at: Utc::now() + max_age,
             },
+            None,
             &audit,
         )
         .await

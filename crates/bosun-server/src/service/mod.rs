@@ -3,6 +3,7 @@
 //! the background duties alike, which only adapt their inputs and outputs.
 
 pub mod approvals;
+pub mod cli_login;
 pub mod drift;
 pub mod environments;
 pub mod host_sources;

@@ -71,6 +71,19 @@ pub struct Metadata {
     pub code_challenge_methods_supported: Vec<String>,
 }
 
+/// The device authorization endpoint's answer (RFC 8628).
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeviceAuthorization {
+    pub device_code: String,
+    pub user_code: String,
+    pub verification_uri: String,
+    #[serde(default)]
+    pub verification_uri_complete: Option<String>,
+    pub expires_in: u64,
+    #[serde(default)]
+    pub interval: Option<u64>,
+}
+
 /// The token endpoint's answer.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Tokens {
@@ -277,6 +290,39 @@ impl OidcClient {
         .await
     }
 
+    /// Begins a device authorization (a CLI login): the codes the person enters at the
+    /// provider. Refused when the provider offers no device authorization endpoint.
+    pub async fn device_authorization(&self) -> Result<DeviceAuthorization, OidcError> {
+        let meta = self.metadata().await?;
+        let endpoint = meta.device_authorization_endpoint.ok_or_else(|| {
+            self.error("it offers no device authorization endpoint (RFC 8628); sign in to the console instead")
+        })?;
+        let scope = self.config.scopes.join(" ");
+        let mut form: Vec<(&str, &str)> = vec![("scope", &scope)];
+        let mut req = self.http.post(&endpoint);
+        match &self.config.client_secret {
+            Some(secret) => req = req.basic_auth(&self.config.client_id, Some(&secret.0)),
+            None => form.push(("client_id", &self.config.client_id)),
+        }
+        let reply =
+            req.form(&form).send().await.map_err(|e| {
+                self.error(format!("its device authorization endpoint: {}", plain(&e)))
+            })?;
+        let value = self.answer(reply, "device authorization endpoint").await?;
+        serde_json::from_value(value)
+            .map_err(|e| self.error(format!("its device authorization answer: {e}")))
+    }
+
+    /// Asks whether the person has approved a device authorization: tokens when they
+    /// have; `Refused` with `authorization_pending` or `slow_down` while not yet.
+    pub async fn poll_device(&self, device_code: &str) -> Result<Tokens, OidcError> {
+        self.token_request(&[
+            ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+            ("device_code", device_code),
+        ])
+        .await
+    }
+
     /// New tokens for a refresh token.
     pub async fn refresh(&self, refresh_token: &str) -> Result<Tokens, OidcError> {
         self.token_request(&[
@@ -299,11 +345,16 @@ impl OidcClient {
             .send()
             .await
             .map_err(|e| self.error(format!("its token endpoint: {}", plain(&e))))?;
+        let value = self.answer(reply, "token endpoint").await?;
+        serde_json::from_value(value).map_err(|e| self.error(format!("its token answer: {e}")))
+    }
+
+    /// An OAuth endpoint's JSON answer; its `error` as [`OidcError::Refused`].
+    async fn answer(&self, reply: reqwest::Response, what: &str) -> Result<Value, OidcError> {
         let status = reply.status();
         let body = self.read(reply, MAX_DOCUMENT_BYTES).await?;
-        let value: Value = serde_json::from_slice(&body).map_err(|_| {
-            self.error(format!("its token endpoint answered {status} without JSON"))
-        })?;
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|_| self.error(format!("its {what} answered {status} without JSON")))?;
         if let Some(error) = value.get("error").and_then(Value::as_str) {
             return Err(OidcError::Refused {
                 provider: self.config.id.clone(),
@@ -315,9 +366,9 @@ impl OidcClient {
             });
         }
         if !status.is_success() {
-            return Err(self.error(format!("its token endpoint answered {status}")));
+            return Err(self.error(format!("its {what} answered {status}")));
         }
-        serde_json::from_value(value).map_err(|e| self.error(format!("its token answer: {e}")))
+        Ok(value)
     }
 
     /// The userinfo endpoint's claims for an access token, when the provider has one;

@@ -7,7 +7,8 @@
 -- `sessions` are the console's sessions, both kinds (a personal token typed in, or a
 -- provider's sign-in), kept server-side so an admin can list and end them; the cookie
 -- holds a secret whose hash is `secret_hash`. A provider session keeps its refresh token
--- sealed with the server's secrets key. A membership records where it came from:
+-- sealed with the server's secrets key. A `bosun login` is a provider session too, whose
+-- `token_id` is the short-lived personal token the CLI holds. A membership records where it came from:
 -- `manual` (an admin) or `provider` (the rules over the claims at the last sign-in,
 -- `source_detail` naming the rule).
 CREATE TABLE identities (
@@ -55,6 +56,7 @@ CREATE TABLE sessions (
     ended_reason      TEXT
 );
 CREATE INDEX sessions_user ON sessions(user_id, created_at);
+CREATE INDEX sessions_token ON sessions(token_id);
 
 ALTER TABLE memberships ADD COLUMN source TEXT NOT NULL DEFAULT 'manual';
 ALTER TABLE memberships ADD COLUMN source_detail TEXT;

@@ -82,6 +82,7 @@ pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc
         .sign_in(
             &person(issuer, "sub-1", &[("net", Role::Operator)]),
             &session("ses-1", "h1"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -104,6 +105,7 @@ pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc
         .sign_in(
             &person(issuer, "sub-1", &[("net", Role::Operator)]),
             &session("ses-2", "h2"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -115,6 +117,7 @@ pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc
         .sign_in(
             &person("https://other.example.com", "sub-1", &[]),
             &session("ses-3", "h3"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -135,6 +138,7 @@ pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc
         .sign_in(
             &person(issuer, "sub-1", &[("web", Role::Viewer)]),
             &session("ses-4", "h4"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -164,6 +168,7 @@ pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc
                 &[("web", Role::Viewer), ("net", Role::Viewer)],
             ),
             &session("ses-5", "h5"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -176,6 +181,7 @@ pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc
                 &[("web", Role::Viewer), ("net", Role::Admin)],
             ),
             &session("ses-6", "h6"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -258,6 +264,7 @@ pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
         .sign_in(
             &person(issuer, "sub-9", &[("net", Role::Viewer)]),
             &session("ses-a", "secret-a"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -398,6 +405,7 @@ pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
         .sign_in(
             &person(issuer, "sub-9", &[]),
             &session("ses-b", "secret-b"),
+            None,
             &sign_in_audit(),
         )
         .await
@@ -411,4 +419,85 @@ pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {
         .collect();
     assert_eq!(listed, ["ses-b", "ses-a"]);
     assert_eq!(store.list_sessions(&user, 1).await.unwrap().len(), 1);
+}
+
+pub async fn a_cli_login_holds_a_token_that_goes_with_its_session(store: Arc<dyn Store>) {
+    seed_org(&*store, "net").await;
+    let token = |id: &str| NewToken {
+        expires_at: Some(Utc::now() + Duration::hours(1)),
+        ..token(id, TokenKind::Personal, None, None)
+    };
+    let mut cli = session("ses-cli", "secret-cli");
+    cli.token_id = Some("tok-cli-1".into());
+    let (who, opened) = store
+        .sign_in(
+            &person("https://idp.example.com", "sub-c", &[("net", Role::Viewer)]),
+            &cli,
+            Some(&token("tok-cli-1")),
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(opened.token_id.as_deref(), Some("tok-cli-1"));
+    // The token is the new user's, made in the same transaction.
+    let made = store.get_token("tok-cli-1").await.unwrap().unwrap();
+    assert_eq!(made.user.as_deref(), Some(who.user.id.as_str()));
+    let grant = store.session_of_token("tok-cli-1").await.unwrap().unwrap();
+    assert_eq!(grant.session.id, "ses-cli");
+    assert_eq!(grant.roles.get("net"), Some(&Role::Viewer));
+    assert!(store
+        .session_of_token("tok-nobody")
+        .await
+        .unwrap()
+        .is_none());
+
+    // A refresh's new token replaces the old one, which is revoked.
+    let renewed = store
+        .replace_session_token(
+            "ses-cli",
+            &token("tok-cli-2"),
+            &audit(None, "token.create", "token:tok-cli-2"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(renewed.user.as_deref(), Some(who.user.id.as_str()));
+    assert!(store
+        .get_token("tok-cli-1")
+        .await
+        .unwrap()
+        .unwrap()
+        .revoked_at
+        .is_some());
+    assert_eq!(
+        store
+            .session_of_token("tok-cli-2")
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .id,
+        "ses-cli"
+    );
+    // Ending the session revokes the token it holds.
+    store
+        .end_session("ses-cli", "signed out", None)
+        .await
+        .unwrap();
+    assert!(store
+        .get_token("tok-cli-2")
+        .await
+        .unwrap()
+        .unwrap()
+        .revoked_at
+        .is_some());
+    assert!(matches!(
+        store
+            .replace_session_token(
+                "ses-cli",
+                &token("tok-cli-3"),
+                &audit(None, "token.create", "token:tok-cli-3"),
+            )
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
 }

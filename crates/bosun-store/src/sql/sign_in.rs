@@ -365,11 +365,22 @@ pub(super) fn get_session(c: &Connection, id: &str) -> Result<Option<SessionReco
 /// The session whose cookie secret hashes to `secret_hash`, with its person's user,
 /// memberships and (for a token login) token.
 pub(super) fn open_session(c: &Connection, secret_hash: &str) -> Result<Option<SessionGrant>> {
+    session_grant(c, "secret_hash", secret_hash)
+}
+
+/// The session a CLI login's token belongs to, with its person.
+pub(super) fn session_of_token(c: &Connection, token_id: &str) -> Result<Option<SessionGrant>> {
+    session_grant(c, "token_id", token_id)
+}
+
+/// The session whose `column` (a unique or indexed one) is `value`, with its person.
+fn session_grant(c: &Connection, column: &str, value: &str) -> Result<Option<SessionGrant>> {
     let Some(session) = c
         .prepare_cached(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE secret_hash = ?1"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE {column} = ?1
+             ORDER BY created_at DESC LIMIT 1"
         ))?
-        .query_row(params![secret_hash], session_row)
+        .query_row(params![value], session_row)
         .optional()?
         .map(session_record)
         .transpose()?
@@ -428,6 +439,30 @@ pub(super) fn refresh_session(
     Ok(changes)
 }
 
+/// Makes `token` for the session's user, revokes the session's old one and moves the
+/// session to the new one.
+pub(super) fn replace_session_token(
+    tx: &Transaction<'_>,
+    session: &str,
+    token: &NewToken,
+    audit: &Audit,
+) -> Result<TokenRecord> {
+    let s = get_session(tx, session)?
+        .filter(|s| s.ended_at.is_none())
+        .ok_or_else(|| StoreError::NotFound(format!("session {session:?}")))?;
+    if let Some(old) = &s.token_id {
+        super::tokens::revoke(tx, old, None)?;
+    }
+    let token = NewToken {
+        user: Some(s.user.clone()),
+        ..token.clone()
+    };
+    let created = super::tokens::create(tx, &token, Some(audit))?;
+    tx.prepare_cached("UPDATE sessions SET token_id = ?2 WHERE id = ?1")?
+        .execute(params![session, token.id])?;
+    Ok(created)
+}
+
 /// Ends a session that has not ended, saying why; false when it had (or is unknown).
 pub(super) fn end_session(
     tx: &Transaction<'_>,
@@ -444,6 +479,15 @@ pub(super) fn end_session(
         .execute(params![id, millis(Utc::now()), reason])?
         > 0;
     if done {
+        // A CLI login's token goes with its session (a token login's stays the person's).
+        let cli_token: Option<String> = tx
+            .prepare_cached("SELECT token_id FROM sessions WHERE id = ?1 AND method = 'provider'")?
+            .query_row(params![id], |r| r.get(0))
+            .optional()?
+            .flatten();
+        if let Some(token) = cli_token {
+            super::tokens::revoke(tx, &token, None)?;
+        }
         if let Some(a) = audit {
             append_audit(tx, a)?;
         }

@@ -6,8 +6,8 @@ use bosun_core::sign_in::MembershipChange;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    Audit, NewSession, ProviderSignIn, Result, Sealed, SessionGrant, SessionRecord, SignInAttempt,
-    SignedIn,
+    Audit, NewSession, NewToken, ProviderSignIn, Result, Sealed, SessionGrant, SessionRecord,
+    SignInAttempt, SignedIn, TokenRecord,
 };
 
 /// People's sign-in: sign-ins begun at an identity provider, the identities it vouched
@@ -22,13 +22,25 @@ pub trait SignInStore: Send + Sync {
     /// One transaction: the user linked to the identity (created, with the identity, on
     /// a first sign-in), their provider-given memberships brought in line with
     /// `who.granted` (manual ones untouched; each change audited with its rule), and the
-    /// session opened for them (`session.user` is set to that user).
+    /// session opened for them (`session.user` is set to that user) — for a CLI login
+    /// with `token`, the personal token it holds, made for that user.
     async fn sign_in(
         &self,
         who: &ProviderSignIn,
         session: &NewSession,
+        token: Option<&NewToken>,
         audit: &Audit,
     ) -> Result<(SignedIn, SessionRecord)>;
+    /// The open-or-ended session a CLI login's token belongs to, with its person.
+    async fn session_of_token(&self, token_id: &str) -> Result<Option<SessionGrant>>;
+    /// A CLI login's new token: `token` made, the session's old one revoked and the
+    /// session moved to the new one, in one transaction.
+    async fn replace_session_token(
+        &self,
+        session: &str,
+        token: &NewToken,
+        audit: &Audit,
+    ) -> Result<TokenRecord>;
     /// Opens a session for a personal token typed in.
     async fn open_token_session(
         &self,
@@ -48,8 +60,8 @@ pub trait SignInStore: Send + Sync {
         id_token: Option<&str>,
         refresh: Option<&Sealed>,
     ) -> Result<Vec<MembershipChange>>;
-    /// Ends an open session, saying why (audited when `audit` is given); false when it
-    /// had ended or is unknown.
+    /// Ends an open session, saying why (audited when `audit` is given), and revokes the
+    /// token a CLI login holds; false when it had ended or is unknown.
     async fn end_session(&self, id: &str, reason: &str, audit: Option<&Audit>) -> Result<bool>;
     async fn get_session(&self, id: &str) -> Result<Option<SessionRecord>>;
     /// A user's sessions, newest first, at most `limit`.

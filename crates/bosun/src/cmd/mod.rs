@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod audit;
 pub mod env;
 pub mod host;
+pub mod login;
 pub mod notify;
 pub mod oidc;
 pub mod org;

@@ -18,11 +18,20 @@ impl SignInStore for db::Store {
         &self,
         who: &ProviderSignIn,
         session: &NewSession,
+        token: Option<&NewToken>,
         audit: &Audit,
     ) -> Result<(SignedIn, SessionRecord)> {
         let (who, session, audit) = (who.clone(), session.clone(), audit.clone());
+        let token = token.cloned();
         self.write(move |tx| {
             let signed = sign_in::sign_in(tx, &who)?;
+            if let Some(t) = &token {
+                let t = NewToken {
+                    user: Some(signed.user.id.clone()),
+                    ..t.clone()
+                };
+                tokens::create(tx, &t, None)?;
+            }
             let session = NewSession {
                 user: signed.user.id.clone(),
                 subject: Some(who.subject.clone()),
@@ -36,6 +45,23 @@ impl SignInStore for db::Store {
             Ok((signed, opened))
         })
         .await
+    }
+
+    async fn session_of_token(&self, token_id: &str) -> Result<Option<SessionGrant>> {
+        let token_id = token_id.to_string();
+        self.read(move |c| sign_in::session_of_token(c, &token_id))
+            .await
+    }
+
+    async fn replace_session_token(
+        &self,
+        session: &str,
+        token: &NewToken,
+        audit: &Audit,
+    ) -> Result<TokenRecord> {
+        let (session, token, audit) = (session.to_string(), token.clone(), audit.clone());
+        self.write(move |tx| sign_in::replace_session_token(tx, &session, &token, &audit))
+            .await
     }
 
     async fn open_token_session(

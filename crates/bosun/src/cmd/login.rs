@@ -1,0 +1,250 @@
+//! `bosun login` and `bosun logout`: signing the CLI in at the server's identity provider
+//! with the device authorization grant (open a URL, enter a code, approve), and keeping
+//! the short-lived personal token it gets in the credentials file, per server URL (mode
+//! 0600). Client commands use that token when neither --token nor BOSUN_TOKEN is given.
+//! `bosun login --refresh` replaces it before it expires (the provider is asked again, so
+//! roles follow it); `bosun logout` ends the login on the server and forgets the token.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use bosun_api::{CliLoginPoll, CliLoginStart, CliLoginStarted, CliLoginStatus, TokenCreated};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use crate::client::{Client, ClientConfig};
+use crate::output::timestamp;
+
+#[derive(Args)]
+pub struct LoginArgs {
+    /// The identity provider to sign in with (its id on the server; default: its first).
+    #[arg(long)]
+    provider: Option<String>,
+    /// Replace the token of an earlier `bosun login` with a new one.
+    #[arg(long, conflicts_with = "provider")]
+    refresh: bool,
+}
+
+/// One server's saved login.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Saved {
+    token: String,
+    token_id: String,
+    expires_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    session: Option<String>,
+}
+
+/// Where logins are kept: `$BOSUN_CREDENTIALS`, else `$XDG_CONFIG_HOME/bosun/credentials.json`,
+/// else `~/.config/bosun/credentials.json`.
+fn credentials_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BOSUN_CREDENTIALS").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(config.join("bosun").join("credentials.json"))
+}
+
+/// The server URL as a key: without a trailing slash.
+fn key(url: &str) -> String {
+    url.trim_end_matches('/').to_string()
+}
+
+fn load() -> BTreeMap<String, Saved> {
+    credentials_path()
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+fn store(all: &BTreeMap<String, Saved>) -> anyhow::Result<PathBuf> {
+    let path = credentials_path()
+        .ok_or_else(|| anyhow!("no place for credentials: set BOSUN_CREDENTIALS or HOME"))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(&serde_json::to_vec_pretty(all)?)?;
+    }
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// The token of this server's saved login, while it has not expired.
+pub fn stored_token(url: &str) -> Option<String> {
+    load()
+        .remove(&key(url))
+        .filter(|s| s.expires_at.is_none_or(|e| e > Utc::now()))
+        .map(|s| s.token)
+}
+
+fn keep(url: &str, created: &TokenCreated, session: Option<String>) -> anyhow::Result<PathBuf> {
+    let mut all = load();
+    all.insert(
+        key(url),
+        Saved {
+            token: created.secret.clone(),
+            token_id: created.token.id.clone(),
+            expires_at: created.token.expires_at,
+            session,
+        },
+    );
+    store(&all)
+}
+
+fn say(json: bool, text: &str) {
+    if !json {
+        eprintln!("{text}");
+    }
+}
+
+pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow::Result<()> {
+    let url = config.url.clone();
+    if args.refresh {
+        let saved = load()
+            .remove(&key(&url))
+            .ok_or_else(|| anyhow!("no login to refresh for {url}: run bosun login first"))?;
+        let client = Client::new(ClientConfig {
+            token: Some(saved.token.clone()),
+            ..config
+        })?;
+        let value = client
+            .post(&["login", "refresh"], &serde_json::json!({}))
+            .await?;
+        let created: TokenCreated = serde_json::from_value(value)?;
+        let path = keep(&url, &created, saved.session)?;
+        return done(json, &url, &created, &path);
+    }
+    let client = Client::anonymous(config)?;
+    let started: CliLoginStarted = serde_json::from_value(
+        client
+            .post_outside_api(
+                &["cli-login"],
+                &CliLoginStart {
+                    provider: args.provider,
+                },
+            )
+            .await?,
+    )?;
+    let open = started
+        .verification_uri_complete
+        .clone()
+        .unwrap_or_else(|| started.verification_uri.clone());
+    // Machine-readable even with --json: a script must be able to show it to the person.
+    eprintln!(
+        "To log in to {url}, open {open}\nand confirm the code {} (it expires at {}).",
+        started.user_code,
+        timestamp(&started.expires_at)
+    );
+    eprintln!("verification: {open} code: {}", started.user_code);
+    let mut interval = Duration::from_secs(started.interval);
+    loop {
+        if Utc::now() > started.expires_at {
+            anyhow::bail!("the login expired before it was approved; run bosun login again");
+        }
+        tokio::time::sleep(interval).await;
+        let status: CliLoginStatus = serde_json::from_value(
+            client
+                .post_outside_api(
+                    &["cli-login", "poll"],
+                    &CliLoginPoll {
+                        login: started.login.clone(),
+                    },
+                )
+                .await?,
+        )?;
+        match (status.status.as_str(), status.token) {
+            ("done", Some(created)) => {
+                let path = keep(&url, &created, status.session)?;
+                return done(json, &url, &created, &path);
+            }
+            _ => {
+                if let Some(s) = status.interval {
+                    interval = Duration::from_secs(s.clamp(1, 60));
+                }
+            }
+        }
+    }
+}
+
+fn done(
+    json: bool,
+    url: &str,
+    created: &TokenCreated,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "server": url,
+                "token": created.token,
+                "credentials": path,
+            })
+        );
+    } else {
+        say(
+            json,
+            &format!(
+                "Logged in to {url} as {} (token {}, expires {}); kept in {}.",
+                created.token.user.as_deref().unwrap_or("?"),
+                created.token.id,
+                created
+                    .token
+                    .expires_at
+                    .as_ref()
+                    .map(timestamp)
+                    .unwrap_or_else(|| "never".into()),
+                path.display()
+            ),
+        );
+    }
+    Ok(())
+}
+
+pub async fn logout(config: ClientConfig, json: bool) -> anyhow::Result<()> {
+    let url = config.url.clone();
+    let mut all = load();
+    let Some(saved) = all.remove(&key(&url)) else {
+        say(json, &format!("Not logged in to {url}."));
+        return Ok(());
+    };
+    let client = Client::new(ClientConfig {
+        token: Some(saved.token.clone()),
+        ..config
+    })?;
+    // Ending the login's session revokes its token; without one, the token alone.
+    let ended = match &saved.session {
+        Some(s) => client.delete(&["sessions", s]).await.map(|_| ()),
+        None => client
+            .delete(&["tokens", &saved.token_id])
+            .await
+            .map(|_| ()),
+    };
+    store(&all)?;
+    match ended {
+        Ok(()) => say(json, &format!("Logged out of {url}.")),
+        // Already ended or expired on the server: forgotten here all the same.
+        Err(e) => say(
+            json,
+            &format!("Forgot the login to {url} (the server said: {e})."),
+        ),
+    }
+    Ok(())
+}
