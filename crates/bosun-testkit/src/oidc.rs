@@ -142,7 +142,7 @@ impl OpenIdProvider {
     }
 
     /// The next ID token is re-signed with one thing wrong: `aud`, `expired`,
-    /// `signature` or `nonce`.
+    /// `signature`, `nonce`, `hs256` (a shared secret) or `none` (unsigned).
     pub async fn tamper_next(&self, mode: &str) {
         self.post("tamper", serde_json::json!({ "mode": mode }))
             .await

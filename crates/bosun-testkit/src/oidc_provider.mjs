@@ -14,7 +14,8 @@
 //   stays published beside it, as a provider rotating its keys does.
 // - `POST /__test/tamper` `{"mode": M}`: the next token response's ID token is re-signed
 //   with `aud` wrong (`aud`), expired (`expired`), with another key under the same `kid`
-//   (`signature`), or with another nonce (`nonce`).
+//   (`signature`), with another nonce (`nonce`), with a shared secret (`hs256`), or not
+//   at all (`none`).
 // - `GET /__test/requests`: the token and end-session requests seen, in order.
 //
 // Sign-in goes through oidc-provider's development interactions: a login form (`login`,
@@ -101,6 +102,15 @@ async function retoken(idToken, mode) {
   }
   if (mode === 'nonce') claims.nonce = 'not-the-one-sent';
   if (mode === 'signature') key = { ...(await newKey()), kid: header.kid };
+  if (mode === 'hs256') {
+    return new jose.SignJWT(claims)
+      .setProtectedHeader({ alg: 'HS256', kid: header.kid })
+      .sign(new TextEncoder().encode('a-shared-secret-anyone-could-guess'));
+  }
+  if (mode === 'none') {
+    const part = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    return `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.`;
+  }
   return new jose.SignJWT(claims)
     .setProtectedHeader({ alg: 'RS256', kid: key.kid, typ: header.typ })
     .sign(await jose.importJWK(key, 'RS256'));

@@ -393,6 +393,8 @@ async fn a_tampered_id_token_is_refused_naming_what_is_wrong() {
         ("expired", "has expired"),
         ("signature", "signature does not verify"),
         ("nonce", "nonce is not the one this sign-in sent"),
+        ("hs256", "a shared secret; an asymmetric key is required"),
+        ("none", "its header"),
     ] {
         op.tamper_next(mode).await;
         let mut b = Browser::new();
@@ -593,4 +595,92 @@ async fn sessions_end_when_idle_or_old_and_token_login_can_be_turned_off() {
     );
     let session = store.get_session(&session.id).await.unwrap().unwrap();
     assert!(session.ended_at.is_some());
+}
+
+#[tokio::test]
+async fn hostile_input_to_the_sign_in_endpoints_is_bounded_and_refused() {
+    let Some((_op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    let mut b = Browser::new();
+    // A callback parameter past the bound is refused before anything is looked up.
+    let long = "x".repeat(5000);
+    let r = b
+        .get(&format!(
+            "{}/login/corp/callback?state={long}&code=c",
+            t.url
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.body.contains("over 4096 bytes"), "{}", r.body);
+    // An unknown provider's button says so.
+    let r = b.get(&format!("{}/login/nowhere", t.url)).await;
+    assert!(r.body.contains("no identity provider"), "{}", r.body);
+    let client = reqwest::Client::new();
+    // A CLI login's handle that is not one this server sealed, or too long, is refused
+    // naming the field; an unknown provider is named.
+    for login in ["not-a-handle", "a.b.c", &"y".repeat(10_000)] {
+        let r = client
+            .post(format!("{}/cli-login/poll", t.url))
+            .json(&json!({ "login": login }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["field"], "login", "{body}");
+    }
+    let r = client
+        .post(format!("{}/cli-login", t.url))
+        .json(&json!({"provider": "nowhere"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = client
+        .post(format!("{}/cli-login", t.url))
+        .json(&json!({"provider": "corp", "extra": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::BAD_REQUEST,
+        "unknown fields are refused"
+    );
+}
+
+#[tokio::test]
+async fn a_provider_answering_too_much_is_cut_off_and_named() {
+    // A "provider" whose discovery document is larger than any real one.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/.well-known/openid-configuration",
+        axum::routing::get(|| async { "x".repeat(200_000) }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let t = TestServer::start_with(move |c| {
+        c.sign_in.providers = vec![SignInProvider {
+            id: "huge".into(),
+            name: "Huge".into(),
+            issuer,
+            client_id: CLIENT_ID.into(),
+            client_secret: None,
+            scopes: vec!["openid".into()],
+            username_claim: "preferred_username".into(),
+            email_claim: "email".into(),
+            groups_claim: "groups".into(),
+            rules: vec![],
+        }];
+    })
+    .await;
+    let mut b = Browser::new();
+    let r = b.get(&format!("{}/login/huge?next=/", t.url)).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        r.body.contains("an answer was larger than 65536 bytes"),
+        "{}",
+        r.body
+    );
 }
