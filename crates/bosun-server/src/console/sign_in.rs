@@ -243,39 +243,12 @@ async fn callback(
         Ok(t) => t,
         Err(e) => return refuse(&next, e.to_string()),
     };
-    let Some(id_token) = tokens.id_token.as_deref() else {
-        return refuse(&next, "the identity provider answered no ID token".into());
-    };
-    let claims = match client
-        .validate_id_token(id_token, Some(&attempt.nonce))
-        .await
-    {
-        Ok(c) => c,
-        Err(e) => return refuse(&next, e.to_string()),
-    };
-    let subject = claims
-        .get("sub")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let userinfo = match client.userinfo(&tokens.access_token, &subject).await {
-        Ok(u) => u,
-        Err(e) => return refuse(&next, e.to_string()),
-    };
-    let claims = crate::sign_in::merge_claims(claims, userinfo);
-    let who = match crate::sign_in::vouched(&state, &client, &claims).await {
-        Ok(w) => w,
-        Err(e) => return refuse(&next, e),
-    };
-    let refresh = match &tokens.refresh_token {
-        Some(t) => Some(
-            state
-                .secrets_key
-                .seal(t.as_bytes())
-                .map_err(|e| ApiError::Internal(format!("cannot seal a refresh token: {e}")))?,
-        ),
-        None => None,
-    };
+    let vouched =
+        match crate::sign_in::from_tokens(&state, &client, &tokens, Some(&attempt.nonce)).await {
+            Ok(v) => v,
+            Err(e) => return refuse(&next, e),
+        };
+    let who = vouched.who;
     let (id, secret, hash) = new_session_secret();
     let max_age = chrono::Duration::from_std(state.config.sign_in.session_max)
         .unwrap_or(chrono::Duration::days(1));
@@ -304,8 +277,8 @@ async fn callback(
                 provider: Some(provider.clone()),
                 subject: None,
                 token_id: None,
-                id_token: Some(id_token.to_string()),
-                refresh,
+                id_token: Some(vouched.id_token),
+                refresh: vouched.refresh,
                 expires_at: Utc::now() + max_age,
             },
             None,

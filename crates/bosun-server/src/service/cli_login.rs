@@ -15,6 +15,7 @@ use bosun_store::{NewSession, SessionMethod};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use sha2::Digest as _;
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -162,35 +163,10 @@ pub async fn poll(state: &AppState, login: &str) -> Result<CliLoginStatus, ApiEr
         }
         Err(e) => return Err(provider_error(e)),
     };
-    let id_token = tokens.id_token.as_deref().ok_or_else(|| {
-        ApiError::Unauthenticated("the identity provider answered no ID token".into())
-    })?;
-    let claims = client
-        .validate_id_token(id_token, None)
-        .await
-        .map_err(provider_error)?;
-    let subject = claims
-        .get("sub")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let userinfo = client
-        .userinfo(&tokens.access_token, &subject)
-        .await
-        .map_err(provider_error)?;
-    let claims = crate::sign_in::merge_claims(claims, userinfo);
-    let who = crate::sign_in::vouched(state, &client, &claims)
+    let vouched = crate::sign_in::from_tokens(state, &client, &tokens, None)
         .await
         .map_err(ApiError::Unauthenticated)?;
-    let refresh = match &tokens.refresh_token {
-        Some(t) => Some(
-            state
-                .secrets_key
-                .seal(t.as_bytes())
-                .map_err(|e| ApiError::Internal(format!("cannot seal a refresh token: {e}")))?,
-        ),
-        None => None,
-    };
+    let who = vouched.who;
     let session_max = chrono::Duration::from_std(state.config.sign_in.session_max)
         .unwrap_or(chrono::Duration::days(1));
     let now = Utc::now();
@@ -218,7 +194,7 @@ pub async fn poll(state: &AppState, login: &str) -> Result<CliLoginStatus, ApiEr
     };
     // The CLI's session holds no cookie: its secret is one nobody has.
     let unused = crate::sign_in::oidc::random_text();
-    let (signed, session) = state
+    let (_, session) = state
         .store
         .sign_in(
             &who,
@@ -233,8 +209,8 @@ pub async fn poll(state: &AppState, login: &str) -> Result<CliLoginStatus, ApiEr
                 provider: Some(client.config.id.clone()),
                 subject: None,
                 token_id: Some(token.id.clone()),
-                id_token: Some(id_token.to_string()),
-                refresh,
+                id_token: Some(vouched.id_token),
+                refresh: vouched.refresh,
                 expires_at: now + session_max,
             },
             Some(&token),
@@ -246,7 +222,6 @@ pub async fn poll(state: &AppState, login: &str) -> Result<CliLoginStatus, ApiEr
         .get_token(&token.id)
         .await?
         .ok_or_else(|| ApiError::Internal("the CLI's token vanished".into()))?;
-    let _ = signed;
     Ok(CliLoginStatus {
         status: "done".into(),
         interval: None,
@@ -323,5 +298,3 @@ pub async fn refresh(state: &AppState, caller: &Caller) -> Result<TokenCreated, 
         secret,
     })
 }
-
-use sha2::Digest as _;

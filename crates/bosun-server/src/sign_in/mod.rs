@@ -134,6 +134,58 @@ pub async fn vouched(
     })
 }
 
+/// What a provider's fresh tokens (from a code or a device grant) make of the person:
+/// the ID token validated (with the `nonce` the sign-in sent, if it sent one), userinfo
+/// read and laid over it, the person vouched for; with the ID token itself and the
+/// refresh token sealed for the session. An error says what was wrong.
+pub async fn from_tokens(
+    state: &AppState,
+    provider: &OidcClient,
+    tokens: &oidc::Tokens,
+    nonce: Option<&str>,
+) -> Result<Vouched, String> {
+    let id_token = tokens
+        .id_token
+        .clone()
+        .ok_or("the identity provider answered no ID token")?;
+    let claims = provider
+        .validate_id_token(&id_token, nonce)
+        .await
+        .map_err(|e| e.to_string())?;
+    let subject = claims
+        .get("sub")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let userinfo = provider
+        .userinfo(&tokens.access_token, &subject)
+        .await
+        .map_err(|e| e.to_string())?;
+    let who = vouched(state, provider, &merge_claims(claims, userinfo)).await?;
+    let refresh = match &tokens.refresh_token {
+        Some(t) => Some(
+            state
+                .secrets_key
+                .seal(t.as_bytes())
+                .map_err(|e| format!("cannot seal the refresh token: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(Vouched {
+        who,
+        id_token,
+        refresh,
+    })
+}
+
+/// A person a provider's fresh tokens vouched for ([`from_tokens`]).
+pub struct Vouched {
+    pub who: ProviderSignIn,
+    pub id_token: String,
+    /// The provider's refresh token, sealed with the secrets key.
+    pub refresh: Option<bosun_store::Sealed>,
+}
+
 /// Asks the provider of a session to vouch for its person again (the refresh token's
 /// grant, the new ID token, userinfo) and brings their memberships in line. An error is
 /// why the session must end: the provider no longer vouches, or cannot be asked.

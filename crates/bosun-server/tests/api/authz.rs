@@ -117,6 +117,13 @@ pub(crate) fn cases() -> Vec<Case> {
         case(Method::GET, "/tokens", "/tokens", None, AnyUser),
         case(Method::GET, "/sessions", "/sessions", None, AnyUser),
         case(
+            Method::POST,
+            "/login/refresh",
+            "/login/refresh",
+            Some(json!({})),
+            AnyUser,
+        ),
+        case(
             Method::DELETE,
             "/sessions/{session}",
             "/sessions/ses-missing",

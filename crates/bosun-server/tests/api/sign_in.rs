@@ -554,13 +554,31 @@ async fn signing_out_ends_the_session_here_and_at_the_provider() {
 
 #[tokio::test]
 async fn sessions_end_when_idle_or_old_and_token_login_can_be_turned_off() {
-    let Some((_op, t)) = setup(|s| s.token_login = false).await else {
+    // Two providers, and no token login.
+    let Some((_op, t)) = setup(|s| {
+        s.token_login = false;
+        let mut backup = s.providers[0].clone();
+        backup.id = "backup".into();
+        backup.name = "Backup SSO".into();
+        s.providers.push(backup);
+    })
+    .await
+    else {
         return;
     };
     let store = &t.server.state().store;
-    // No token form, and a token posted anyway is refused saying why.
+    // A button per provider; no token form, and a token posted anyway is refused saying
+    // why.
     let mut b = Browser::new();
     let login = b.get(&format!("{}/login", t.url)).await;
+    for (id, name) in [("corp", "Corp SSO"), ("backup", "Backup SSO")] {
+        assert!(
+            login.body.contains(&format!(r#"id="sign-in-{id}""#))
+                && login.body.contains(&format!("Sign in with {name}")),
+            "{}",
+            login.body
+        );
+    }
     assert!(
         !login.body.contains(r#"id="token-login""#),
         "{}",
