@@ -93,6 +93,12 @@ const ALLOWED_SCANS: &[(&str, &str)] = &[
         "at start only: every sealed value is checked against the secrets key",
     ),
     (
+        "FROM sessions WHERE refresh_ciphertext IS NOT NULL AND ended_at IS NULL",
+        "at start only: every sealed value is checked against the secrets key — the open \
+         provider sessions' refresh tokens, which a partial index holds (an ended session \
+         drops its token)",
+    ),
+    (
         "FROM runners ORDER BY created_at, id",
         "/metrics: one series per registered runner, every row its answer",
     ),

@@ -57,6 +57,7 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_user ON sessions(user_id, created_at);
 CREATE INDEX sessions_token ON sessions(token_id);
+CREATE INDEX sessions_sealed ON sessions(id) WHERE refresh_ciphertext IS NOT NULL;
 
 ALTER TABLE memberships ADD COLUMN source TEXT NOT NULL DEFAULT 'manual';
 ALTER TABLE memberships ADD COLUMN source_detail TEXT;
