@@ -486,6 +486,17 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         &[],
         r.deliveries_pruned.load(Ordering::Relaxed),
     );
+    out.family(
+        "bosun_sessions_pruned_total",
+        "counter",
+        "Console sessions this server process deleted as ended (or expired) longer ago \
+         than sign_in.keep_ended_sessions.",
+    );
+    out.sample(
+        "bosun_sessions_pruned_total",
+        &[],
+        r.sessions_pruned.load(Ordering::Relaxed),
+    );
 
     out.family(
         "bosun_duty_last_pass_timestamp_seconds",

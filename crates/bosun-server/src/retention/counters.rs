@@ -17,4 +17,7 @@ pub struct Counters {
     pub plan_runs_summarised: AtomicU64,
     /// VCS deliveries (webhooks, polls) deleted with their trigger decisions.
     pub deliveries_pruned: AtomicU64,
+    /// Console sessions deleted as ended (or expired) longer ago than
+    /// `sign_in.keep_ended_sessions`.
+    pub sessions_pruned: AtomicU64,
 }

@@ -6,7 +6,8 @@
 //! `--run-retention` (their log, and a stack run's plan detail or a plan run's step output,
 //! deleted, their record kept), and deletes
 //! the VCS deliveries received longer ago than `--delivery-retention` with their trigger
-//! decisions, a batch per transaction, logging what it did and counting it for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
+//! decisions, and the console sessions ended longer ago than
+//! `sign_in.keep_ended_sessions`, a batch per transaction, logging what it did and counting it for `/metrics`. What is kept is the store's rule (`bosun_store::RetentionStore`); this
 //! module only decides when and with which settings.
 
 pub mod counters;
@@ -38,6 +39,7 @@ pub fn duty(state: &AppState) -> Duty {
                 compress_logs(&state).await,
                 summarise_runs(&state).await,
                 prune_deliveries(&state).await,
+                prune_sessions(&state).await,
             ];
             done.into_iter().collect::<Result<Vec<()>, _>>()?;
             Ok(None)
@@ -123,6 +125,30 @@ async fn prune_deliveries(state: &AppState) -> Result<(), PassError> {
             deliveries = pruned,
             retention = %humantime::format_duration(retention),
             "deleted VCS deliveries and their trigger decisions past the delivery retention"
+        );
+    }
+    Ok(())
+}
+
+/// Deletes the console sessions ended (or expired) longer ago than
+/// `sign_in.keep_ended_sessions`, and the sign-ins begun and never finished; says how many
+/// sessions went.
+async fn prune_sessions(state: &AppState) -> Result<(), PassError> {
+    let keep = state.config.sign_in.keep_ended_sessions;
+    let Some(before) = cutoff(keep) else {
+        return Ok(());
+    };
+    let pruned = state.store.prune_sessions(before, BATCH).await?;
+    state
+        .retention
+        .sessions_pruned
+        .fetch_add(pruned, Ordering::Relaxed);
+    if pruned > 0 {
+        tracing::info!(
+            duty = "retention",
+            sessions = pruned,
+            keep = %humantime::format_duration(keep),
+            "deleted console sessions ended longer ago than sign_in.keep_ended_sessions"
         );
     }
     Ok(())

@@ -8,6 +8,7 @@
 //! session_idle = "8h"       # a session unused this long ends
 //! session_max = "24h"       # and none lasts longer than this
 //! refresh_every = "10m"     # how often a provider session is vouched for again
+//! keep_ended_sessions = "90days"  # ended (or expired) sessions are then deleted; 0s: keep
 //!
 //! [[sign_in.providers]]
 //! id = "corp"               # a slug: in URLs, audit entries and `bosun login --provider`
@@ -38,6 +39,7 @@ use crate::config::{ConfigError, Secret};
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(8 * 3600);
 pub const DEFAULT_SESSION_MAX: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_REFRESH_EVERY: Duration = Duration::from_secs(600);
+pub const DEFAULT_KEEP_ENDED_SESSIONS: Duration = Duration::from_secs(90 * 24 * 3600);
 /// The most providers one server may have.
 pub const MAX_PROVIDERS: usize = 16;
 
@@ -49,6 +51,7 @@ pub struct SignInFile {
     pub session_idle: Option<String>,
     pub session_max: Option<String>,
     pub refresh_every: Option<String>,
+    pub keep_ended_sessions: Option<String>,
     #[serde(default)]
     pub providers: Vec<ProviderFile>,
 }
@@ -88,6 +91,9 @@ pub struct SignInConfig {
     pub session_idle: Duration,
     pub session_max: Duration,
     pub refresh_every: Duration,
+    /// How long an ended (or expired) session is kept, for its person's list and the
+    /// audit of why it ended; zero: forever.
+    pub keep_ended_sessions: Duration,
     pub providers: Vec<SignInProvider>,
 }
 
@@ -98,6 +104,7 @@ impl Default for SignInConfig {
             session_idle: DEFAULT_SESSION_IDLE,
             session_max: DEFAULT_SESSION_MAX,
             refresh_every: DEFAULT_REFRESH_EVERY,
+            keep_ended_sessions: DEFAULT_KEEP_ENDED_SESSIONS,
             providers: Vec::new(),
         }
     }
@@ -173,6 +180,11 @@ impl SignInConfig {
             f.refresh_every.as_ref(),
             DEFAULT_REFRESH_EVERY,
         )?;
+        let keep_ended_sessions = duration(
+            "keep_ended_sessions",
+            f.keep_ended_sessions.as_ref(),
+            DEFAULT_KEEP_ENDED_SESSIONS,
+        )?;
         if session_idle.is_zero() || session_max.is_zero() {
             return Err(invalid(
                 "session_idle and session_max must be longer than 0s".into(),
@@ -205,6 +217,7 @@ impl SignInConfig {
             session_idle,
             session_max,
             refresh_every,
+            keep_ended_sessions,
             providers,
         })
     }

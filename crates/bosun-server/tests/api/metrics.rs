@@ -631,6 +631,8 @@ async fn metrics_expose_every_series_in_the_text_format() {
         deliveries.value("bosun_vcs_deliveries_pruned_total", &[]),
         0.0
     );
+    let sessions = family(&families, "bosun_sessions_pruned", "counter");
+    assert_eq!(sessions.value("bosun_sessions_pruned_total", &[]), 0.0);
     let logs = family(&families, "bosun_run_log_chunks_compressed", "counter");
     for kind in ["stack_run", "plan_run"] {
         assert_eq!(
@@ -701,6 +703,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_runners",
             "bosun_runs",
             "bosun_runs_summarised",
+            "bosun_sessions_pruned",
             "bosun_state_late_writes",
             "bosun_state_lock_age_seconds",
             "bosun_state_locks_held",

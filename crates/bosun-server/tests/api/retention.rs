@@ -623,3 +623,49 @@ async fn plan_runs_past_the_run_retention_are_summarised_and_their_log_says_so()
         "{m}"
     );
 }
+
+#[tokio::test]
+async fn ended_console_sessions_past_their_keep_are_deleted_open_ones_stay() {
+    let t = setup(|c| c.sign_in.keep_ended_sessions = Duration::from_millis(50)).await;
+    let store = &t.server.state().store;
+    let alice = t.user_token("alice", Some(bosun_core::Role::Viewer)).await;
+    let login = || async {
+        let r = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .post(format!("{}/login", t.url))
+            .form(&[("token", alice.as_str()), ("next", "/")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    };
+    login().await;
+    login().await;
+    let sessions = store.list_sessions("alice", 10).await.unwrap();
+    let (ended, open) = (sessions[1].id.clone(), sessions[0].id.clone());
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/sessions/{ended}"),
+            Some(&alice),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    eventually("the ended session's deletion", || async {
+        t.metrics_text()
+            .await
+            .contains("bosun_sessions_pruned_total 1\n")
+    })
+    .await;
+    let left: Vec<String> = store
+        .list_sessions("alice", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(left, [open]);
+}

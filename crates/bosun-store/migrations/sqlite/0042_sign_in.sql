@@ -58,6 +58,8 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_user ON sessions(user_id, created_at);
 CREATE INDEX sessions_token ON sessions(token_id);
 CREATE INDEX sessions_sealed ON sessions(id) WHERE refresh_ciphertext IS NOT NULL;
+CREATE INDEX sessions_ended ON sessions(ended_at) WHERE ended_at IS NOT NULL;
+CREATE INDEX sessions_open_expiry ON sessions(expires_at) WHERE ended_at IS NULL;
 
 ALTER TABLE memberships ADD COLUMN source TEXT NOT NULL DEFAULT 'manual';
 ALTER TABLE memberships ADD COLUMN source_detail TEXT;

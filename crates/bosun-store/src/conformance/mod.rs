@@ -134,6 +134,7 @@ macro_rules! conformance_suite {
             sign_in_attempts_are_taken_once_and_expire,
             sessions_open_refresh_end_and_list,
             a_cli_login_holds_a_token_that_goes_with_its_session,
+            ended_and_expired_sessions_are_pruned_open_ones_kept,
             metrics_count_and_time_from_the_store,
             dependency_runs_held_released_removed_skipped,
             held_runs_do_not_block_their_stack,

@@ -501,3 +501,47 @@ pub async fn a_cli_login_holds_a_token_that_goes_with_its_session(store: Arc<dyn
         Err(StoreError::NotFound(_))
     ));
 }
+
+pub async fn ended_and_expired_sessions_are_pruned_open_ones_kept(store: Arc<dyn Store>) {
+    let issuer = "https://idp.example.com";
+    let mut old = session("ses-old", "h-old");
+    old.expires_at = Utc::now() - Duration::minutes(1);
+    for (id, secret) in [("ses-ended", "h-ended"), ("ses-open", "h-open")] {
+        store
+            .sign_in(
+                &person(issuer, "sub-r", &[]),
+                &session(id, secret),
+                None,
+                &sign_in_audit(),
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .sign_in(&person(issuer, "sub-r", &[]), &old, None, &sign_in_audit())
+        .await
+        .unwrap();
+    store
+        .end_session("ses-ended", "signed out", None)
+        .await
+        .unwrap();
+    // Nothing ended before an hour ago: nothing goes.
+    assert_eq!(
+        store
+            .prune_sessions(Utc::now() - Duration::hours(1), 10)
+            .await
+            .unwrap(),
+        0
+    );
+    // Up to now: the ended one and the expired one go, one per batch; the open one stays.
+    assert_eq!(
+        store
+            .prune_sessions(Utc::now() + Duration::seconds(1), 1)
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(store.get_session("ses-ended").await.unwrap().is_none());
+    assert!(store.get_session("ses-old").await.unwrap().is_none());
+    assert!(store.get_session("ses-open").await.unwrap().is_some());
+}

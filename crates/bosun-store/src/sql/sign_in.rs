@@ -541,3 +541,40 @@ pub(super) fn reseal_refresh(tx: &Transaction<'_>, session: &str, v: &Sealed) ->
     .execute(params![session, v.ciphertext, v.nonce, v.key_id])?;
     Ok(())
 }
+
+/// Removes every sign-in begun and past its expiry (retention's sweep; new sign-ins also
+/// remove some as they begin).
+pub(super) fn prune_attempts(tx: &Transaction<'_>) -> Result<()> {
+    tx.prepare_cached("DELETE FROM sign_in_attempts WHERE expires_at < ?1")?
+        .execute(params![millis(Utc::now())])?;
+    Ok(())
+}
+
+/// One batch of [`crate::RetentionStore::prune_sessions`]: the sessions that ended (or
+/// expired unended) before `before`, oldest first; how many went, and whether the batch
+/// was full.
+pub(super) fn prune_sessions(tx: &Transaction<'_>, before: i64, batch: u32) -> Result<(u64, bool)> {
+    let mut ids: Vec<String> = tx
+        .prepare_cached(
+            "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1
+             ORDER BY ended_at LIMIT ?2",
+        )?
+        .query_map(params![before, batch], |r| r.get(0))?
+        .collect::<db::Result<_>>()?;
+    let left = batch.saturating_sub(ids.len() as u32);
+    if left > 0 {
+        ids.extend(
+            tx.prepare_cached(
+                "SELECT id FROM sessions WHERE ended_at IS NULL AND expires_at < ?1
+                 ORDER BY expires_at LIMIT ?2",
+            )?
+            .query_map(params![before, left], |r| r.get::<_, String>(0))?
+            .collect::<db::Result<Vec<_>>>()?,
+        );
+    }
+    let mut delete = tx.prepare_cached("DELETE FROM sessions WHERE id = ?1")?;
+    for id in &ids {
+        delete.execute(params![id])?;
+    }
+    Ok((ids.len() as u64, ids.len() == batch as usize))
+}

@@ -62,4 +62,12 @@ pub trait RetentionStore: Send + Sync {
         before: chrono::DateTime<chrono::Utc>,
         batch: u32,
     ) -> Result<u64>;
+    /// Deletes the console sessions that ended, or expired unended, before `before`,
+    /// oldest first, `batch` per write transaction, and every sign-in begun and past its
+    /// expiry. Returns how many sessions went.
+    async fn prune_sessions(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<u64>;
 }

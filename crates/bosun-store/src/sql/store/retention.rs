@@ -97,6 +97,12 @@ impl RetentionStore for db::Store {
         })
         .await
     }
+
+    async fn prune_sessions(&self, before: DateTime<Utc>, batch: u32) -> Result<u64> {
+        let (before, batch) = (millis(before), batch.max(1));
+        self.write(sign_in::prune_attempts).await?;
+        in_batches(self, move |tx| sign_in::prune_sessions(tx, before, batch)).await
+    }
 }
 
 /// Runs `step` in one write transaction after another while it answers a full batch:
