@@ -155,6 +155,15 @@ fn client_ctx(global: GlobalArgs) -> anyhow::Result<Ctx> {
 }
 
 async fn run_client(global: GlobalArgs, command: ClientCommand) -> anyhow::Result<()> {
+    if global.token.is_none() {
+        // A `bosun login` token near its end is replaced first.
+        cmd::login::refresh_if_due(ClientConfig {
+            url: global.url.clone(),
+            token: None,
+            ca_file: global.ca_file.clone(),
+        })
+        .await;
+    }
     let ctx = client_ctx(global)?;
     match command {
         ClientCommand::Whoami => cmd::whoami::run(&ctx).await,

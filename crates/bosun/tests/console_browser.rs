@@ -1536,6 +1536,25 @@ fn bosun_login_signs_the_cli_in_through_the_device_flow_and_roles_follow_each_re
         - chrono::DateTime::parse_from_rfc3339(first["created_at"].as_str().unwrap()).unwrap();
     assert!(lifetime <= chrono::Duration::hours(1), "{first}");
 
+    // A command near the token's end replaces it by itself (here, the saved expiry moved
+    // to within the refresh margin).
+    let mut saved: Value = serde_json::from_slice(&std::fs::read(&credentials).unwrap()).unwrap();
+    let before = saved[server.url()]["token_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    saved[server.url()]["expires_at"] =
+        json!((chrono::Utc::now() + chrono::Duration::minutes(5)).to_rfc3339());
+    std::fs::write(&credentials, serde_json::to_vec(&saved).unwrap()).unwrap();
+    assert_eq!(whoami(true)["user"], "dana");
+    let saved: Value = serde_json::from_slice(&std::fs::read(&credentials).unwrap()).unwrap();
+    let after = saved[server.url()]["token_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(before, after, "the token was replaced");
+    let first = json!({"id": after});
+
     // dana leaves team-net at the provider: the next refresh takes the role away.
     rt.block_on(op.set_users(json!({
         "dana": {"preferred_username": "dana", "groups": []},

@@ -3,7 +3,9 @@
 //! the short-lived personal token it gets in the credentials file, per server URL (mode
 //! 0600). Client commands use that token when neither --token nor BOSUN_TOKEN is given.
 //! `bosun login --refresh` replaces it before it expires (the provider is asked again, so
-//! roles follow it); `bosun logout` ends the login on the server and forgets the token.
+//! roles follow it), and client commands do so themselves once less than
+//! [`REFRESH_WHEN_LEFT`] of it is left; `bosun logout` ends the login on the server and
+//! forgets the token.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -28,6 +30,9 @@ pub struct LoginArgs {
     #[arg(long, conflicts_with = "provider")]
     refresh: bool,
 }
+
+/// A client command replaces a saved login's token once less than this is left of it.
+pub const REFRESH_WHEN_LEFT: chrono::Duration = chrono::Duration::minutes(20);
 
 /// One server's saved login.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -114,21 +119,47 @@ fn say(json: bool, text: &str) {
     }
 }
 
+/// Replaces the saved login's token with a new one from the server; where it is kept.
+async fn refresh(config: ClientConfig, saved: Saved) -> anyhow::Result<(TokenCreated, PathBuf)> {
+    let url = config.url.clone();
+    let client = Client::new(ClientConfig {
+        token: Some(saved.token.clone()),
+        ..config
+    })?;
+    let value = client
+        .post(&["login", "refresh"], &serde_json::json!({}))
+        .await?;
+    let created: TokenCreated = serde_json::from_value(value)?;
+    let path = keep(&url, &created, saved.session)?;
+    Ok((created, path))
+}
+
+/// Before a client command: replaces this server's saved login token when less than
+/// [`REFRESH_WHEN_LEFT`] of it is left (and it has not expired). A refusal is said on
+/// stderr; the command goes on with the token it has.
+pub async fn refresh_if_due(config: ClientConfig) {
+    let Some(saved) = load().remove(&key(&config.url)) else {
+        return;
+    };
+    let now = Utc::now();
+    let due = saved
+        .expires_at
+        .is_some_and(|e| e > now && e - now < REFRESH_WHEN_LEFT);
+    if !due {
+        return;
+    }
+    if let Err(e) = refresh(config, saved).await {
+        eprintln!("warning: could not refresh the bosun login token: {e}");
+    }
+}
+
 pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow::Result<()> {
     let url = config.url.clone();
     if args.refresh {
         let saved = load()
             .remove(&key(&url))
             .ok_or_else(|| anyhow!("no login to refresh for {url}: run bosun login first"))?;
-        let client = Client::new(ClientConfig {
-            token: Some(saved.token.clone()),
-            ..config
-        })?;
-        let value = client
-            .post(&["login", "refresh"], &serde_json::json!({}))
-            .await?;
-        let created: TokenCreated = serde_json::from_value(value)?;
-        let path = keep(&url, &created, saved.session)?;
+        let (created, path) = refresh(config, saved).await?;
         return done(json, &url, &created, &path);
     }
     let client = Client::anonymous(config)?;
