@@ -33,6 +33,22 @@ fn users() -> Value {
     })
 }
 
+/// A public client of `issuer` named `id`, scope `openid`, default claims, no rules.
+fn provider(id: &str, issuer: String) -> SignInProvider {
+    SignInProvider {
+        id: id.into(),
+        name: id.into(),
+        issuer,
+        client_id: CLIENT_ID.into(),
+        client_secret: None,
+        scopes: vec!["openid".into()],
+        username_claim: "preferred_username".into(),
+        email_claim: "email".into(),
+        groups_claim: "groups".into(),
+        rules: vec![],
+    }
+}
+
 /// A provider with alice and bob, and a server signing in with it: `platform-admins`
 /// are admins of every org, `team-net` operators of `net`. `tweak` changes the sign-in
 /// settings.
@@ -44,21 +60,16 @@ async fn setup(tweak: impl FnOnce(&mut SignInConfig)) -> Option<(OpenIdProvider,
     let issuer = op.issuer.clone();
     let t = TestServer::start_with(move |c| {
         c.sign_in.providers = vec![SignInProvider {
-            id: "corp".into(),
             name: "Corp SSO".into(),
-            issuer,
-            client_id: CLIENT_ID.into(),
             client_secret: Some(bosun_server::config::Secret(CLIENT_SECRET.into())),
             scopes: ["openid", "email", "profile", "groups"]
                 .map(String::from)
                 .to_vec(),
-            username_claim: "preferred_username".into(),
-            email_claim: "email".into(),
-            groups_claim: "groups".into(),
             rules: vec![
                 rule("platform-admins", "*", "admin"),
                 rule("team-net", "net", "operator"),
             ],
+            ..provider("corp", issuer)
         }];
         tweak(&mut c.sign_in);
     })
@@ -679,18 +690,7 @@ async fn a_provider_answering_too_much_is_cut_off_and_named() {
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
     let t = TestServer::start_with(move |c| {
-        c.sign_in.providers = vec![SignInProvider {
-            id: "huge".into(),
-            name: "Huge".into(),
-            issuer,
-            client_id: CLIENT_ID.into(),
-            client_secret: None,
-            scopes: vec!["openid".into()],
-            username_claim: "preferred_username".into(),
-            email_claim: "email".into(),
-            groups_claim: "groups".into(),
-            rules: vec![],
-        }];
+        c.sign_in.providers = vec![provider("huge", issuer)];
     })
     .await;
     let mut b = Browser::new();
