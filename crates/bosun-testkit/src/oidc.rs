@@ -107,7 +107,12 @@ impl OpenIdProvider {
         OpenIdProvider {
             child,
             issuer: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
+            // No pooled connections: Node closes an idle one after 5 s, and a request
+            // sent on it as it closes fails.
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .expect("an HTTP client"),
         }
     }
 

@@ -157,8 +157,26 @@ pub async fn from_tokens(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
+    let (who, refresh) = vouch(state, provider, claims, tokens, &subject).await?;
+    Ok(Vouched {
+        who,
+        id_token,
+        refresh,
+    })
+}
+
+/// The step both a sign-in and a refresh end with: the validated ID token's `claims` with
+/// the userinfo answer (about `subject`) laid over them, the person vouched for, and the
+/// provider's refresh token sealed.
+async fn vouch(
+    state: &AppState,
+    provider: &OidcClient,
+    claims: Value,
+    tokens: &oidc::Tokens,
+    subject: &str,
+) -> Result<(ProviderSignIn, Option<bosun_store::Sealed>), String> {
     let userinfo = provider
-        .userinfo(&tokens.access_token, &subject)
+        .userinfo(&tokens.access_token, subject)
         .await
         .map_err(|e| e.to_string())?;
     let who = vouched(state, provider, &merge_claims(claims, userinfo)).await?;
@@ -171,11 +189,7 @@ pub async fn from_tokens(
         ),
         None => None,
     };
-    Ok(Vouched {
-        who,
-        id_token,
-        refresh,
-    })
+    Ok((who, refresh))
 }
 
 /// A person a provider's fresh tokens vouched for ([`from_tokens`]).
@@ -229,26 +243,12 @@ pub async fn refresh(state: &AppState, grant: &SessionGrant) -> Result<(), Strin
     {
         return Err("the identity provider answered for another subject".into());
     }
-    let userinfo = provider
-        .userinfo(&tokens.access_token, &sub)
-        .await
-        .map_err(|e| e.to_string())?;
     if let Value::Object(o) = &mut claims {
         o.insert("sub".into(), Value::String(sub.clone()));
         o.entry("iss")
             .or_insert(Value::String(provider.config.issuer.clone()));
     }
-    let claims = merge_claims(claims, userinfo);
-    let who = vouched(state, &provider, &claims).await?;
-    let rotated = match &tokens.refresh_token {
-        Some(t) => Some(
-            state
-                .secrets_key
-                .seal(t.as_bytes())
-                .map_err(|e| format!("cannot seal the new refresh token: {e}"))?,
-        ),
-        None => None,
-    };
+    let (who, rotated) = vouch(state, &provider, claims, &tokens, &sub).await?;
     state
         .store
         .refresh_session(
