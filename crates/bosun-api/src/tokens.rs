@@ -83,30 +83,73 @@ pub struct Session {
     pub ended_reason: Option<String>,
 }
 
-/// `POST /cli-login`: begin a CLI login at an identity provider (the device authorization
-/// grant).
+/// `POST /cli-login`: begin a CLI login at an identity provider: the device authorization
+/// grant where the provider offers it, else (or when `browser` asks) a sign-in through the
+/// browser of the CLI's machine, which comes back to the CLI's `loopback`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CliLoginStart {
     /// The provider's id; absent: the server's only (or first) provider.
     #[serde(default)]
     pub provider: Option<String>,
+    /// Where the CLI listens for the browser's return, for a sign-in through the browser.
+    #[serde(default)]
+    pub loopback: Option<CliLoopback>,
+    /// Sign in through the browser even where the provider offers the device flow.
+    #[serde(default)]
+    pub browser: bool,
 }
 
-/// A CLI login begun: the person opens `verification_uri` and enters `user_code` (or opens
-/// `verification_uri_complete`), while the CLI polls with `login`.
+/// The CLI's side of a sign-in through the browser (RFC 8252's loopback redirect).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CliLoopback {
+    /// `http://127.0.0.1:PORT/PATH` (or `[::1]`, `localhost`): where the browser is sent
+    /// with `code` (or `error`) once the person signed in.
+    pub redirect_uri: String,
+    /// The PKCE S256 challenge of a verifier only the CLI holds: the exchange must show it.
+    pub code_challenge: String,
+}
+
+/// How a CLI login goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CliLoginMethod {
+    /// The person opens `verification_uri` anywhere and confirms `user_code`, while the CLI
+    /// polls with `login`.
+    Device,
+    /// The person opens `verification_uri` in this machine's browser; the CLI's loopback
+    /// receives a `code` it exchanges (`POST /cli-login/exchange`).
+    Browser,
+}
+
+/// A CLI login begun.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CliLoginStarted {
-    /// Opaque: what the CLI sends back to poll (sealed by the server).
-    pub login: String,
+    pub method: CliLoginMethod,
+    /// Opaque: what the CLI sends back to poll (sealed by the server); device flow only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
     pub provider: String,
-    pub user_code: String,
+    /// The code the person confirms; device flow only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_code: Option<String>,
     pub verification_uri: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification_uri_complete: Option<String>,
     pub expires_at: DateTime<Utc>,
-    /// Seconds to wait between polls.
-    pub interval: u64,
+    /// Seconds to wait between polls; device flow only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<u64>,
+}
+
+/// `POST /cli-login/exchange`: the `code` the CLI's loopback received, with the verifier
+/// behind the challenge it began with.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CliLoginExchange {
+    pub code: String,
+    pub verifier: String,
 }
 
 /// `POST /cli-login/poll`.

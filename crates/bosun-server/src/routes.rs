@@ -104,6 +104,10 @@ pub fn router(state: AppState) -> Router {
         "/cli-login/poll",
         routing::post(crate::tokens::cli_login_poll),
     )
+    .route(
+        "/cli-login/exchange",
+        routing::post(crate::tokens::cli_login_exchange),
+    )
     // Authenticated by its HMAC signature, not a bearer token, so anyone may post a body:
     // its own, smaller cap (`--webhook-max-bytes`), checked by the handler before reading.
     .route(

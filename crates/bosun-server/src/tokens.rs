@@ -168,9 +168,7 @@ pub async fn cli_login_start(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<bosun_api::CliLoginStart>,
 ) -> Result<Json<bosun_api::CliLoginStarted>, ApiError> {
-    Ok(Json(
-        crate::service::cli_login::start(&state, body.provider.as_deref()).await?,
-    ))
+    Ok(Json(crate::service::cli_login::start(&state, &body).await?))
 }
 
 /// `POST /cli-login/poll`: whether the person approved a `bosun login` yet; its token once
@@ -181,5 +179,16 @@ pub async fn cli_login_poll(
 ) -> Result<Json<bosun_api::CliLoginStatus>, ApiError> {
     Ok(Json(
         crate::service::cli_login::poll(&state, &body.login).await?,
+    ))
+}
+
+/// `POST /cli-login/exchange`: the token of a `bosun login` through the browser, for the
+/// `code` its loopback received and the verifier behind its challenge.
+pub async fn cli_login_exchange(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<bosun_api::CliLoginExchange>,
+) -> Result<Json<bosun_api::CliLoginStatus>, ApiError> {
+    Ok(Json(
+        crate::service::cli_login::exchange(&state, &body).await?,
     ))
 }

@@ -173,6 +173,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0040_host_sources.sql"),
     include_str!("../migrations/postgres/0041_plan_triggers.sql"),
     include_str!("../migrations/postgres/0042_sign_in.sql"),
+    include_str!("../migrations/postgres/0043_cli_loopback.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -146,6 +146,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0040_host_sources.sql"),
     include_str!("../migrations/sqlite/0041_plan_triggers.sql"),
     include_str!("../migrations/sqlite/0042_sign_in.sql"),
+    include_str!("../migrations/sqlite/0043_cli_loopback.sql"),
 ];
 
 /// The schema version this binary writes.

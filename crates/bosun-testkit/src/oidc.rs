@@ -79,8 +79,18 @@ pub struct OpenIdProvider {
 impl OpenIdProvider {
     /// Starts the provider with `users` (account id → claims) and no client yet.
     pub fn start(users: Value) -> OpenIdProvider {
+        Self::spawn(users, true)
+    }
+
+    /// Starts a provider like [`Self::start`], but one that offers no device authorization
+    /// grant (its discovery names no endpoint for it).
+    pub fn start_without_device_flow(users: Value) -> OpenIdProvider {
+        Self::spawn(users, false)
+    }
+
+    fn spawn(users: Value, device_flow: bool) -> OpenIdProvider {
         let script = script_path();
-        let config = serde_json::json!({"clients": [], "users": users});
+        let config = serde_json::json!({"clients": [], "users": users, "device_flow": device_flow});
         let mut child = Command::new("node")
             .arg(&script)
             .env("OP_CONFIG", config.to_string())

@@ -2,7 +2,8 @@
 // Node.js implementation, on loopback, with the clients and users the test gives.
 //
 // Started by `bosun_testkit::oidc::OpenIdProvider` with `OP_CONFIG` (JSON: `clients`, as
-// oidc-provider takes them, and `users`: account id → claims). It prints `listening PORT`
+// oidc-provider takes them, `users`: account id → claims, and `device_flow`: false for a
+// provider without the device authorization grant). It prints `listening PORT`
 // once it answers; its issuer is `http://127.0.0.1:PORT`. Besides the provider's own
 // endpoints, the test drives it through `/__test/…`:
 //
@@ -57,7 +58,8 @@ function build(issuer) {
     },
     features: {
       devInteractions: { enabled: true },
-      deviceFlow: { enabled: true },
+      // Off when the test asks for a provider without it (`device_flow: false`).
+      deviceFlow: { enabled: config.device_flow !== false },
       revocation: { enabled: true },
       rpInitiatedLogout: { enabled: true },
     },

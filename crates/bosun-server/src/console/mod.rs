@@ -19,7 +19,7 @@ mod policies;
 mod run;
 mod runners;
 mod session;
-mod sign_in;
+pub(crate) mod sign_in;
 mod stack;
 mod stacks;
 mod state;

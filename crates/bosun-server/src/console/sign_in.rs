@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use bosun_store::{Audit, NewSession, SessionMethod, SignInAttempt};
+use bosun_store::{Audit, NewSession, SessionMethod, SignInAttempt, SignInBinding};
 use chrono::Utc;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -35,7 +35,7 @@ use crate::web_headers::secure_cookies;
 /// Binds a sign-in to the browser that began it.
 const BINDING_COOKIE: &str = "bosun_sign_in";
 /// A sign-in must come back within this.
-const ATTEMPT_SECONDS: i64 = 600;
+pub(crate) const ATTEMPT_SECONDS: i64 = 600;
 /// The longest `code` or `state` read from a callback.
 const MAX_PARAM: usize = 4096;
 
@@ -45,7 +45,8 @@ pub fn router() -> Router<AppState> {
         .route("/login/{provider}/callback", get(callback))
 }
 
-fn hashed(text: &str) -> String {
+/// How a sign-in's `state` and binding cookie are kept.
+pub(crate) fn hashed(text: &str) -> String {
     hex::encode(
         Sha256::new()
             .chain_update(b"bosun-sign-in\0")
@@ -55,7 +56,7 @@ fn hashed(text: &str) -> String {
 }
 
 /// Where the provider sends the browser back to.
-fn redirect_uri(state: &AppState, provider: &str) -> String {
+pub(crate) fn redirect_uri(state: &AppState, provider: &str) -> String {
     format!(
         "{}/login/{provider}/callback",
         state.config.public_url.trim_end_matches('/')
@@ -106,25 +107,45 @@ async fn start(
         }
     };
     let binding = random_text();
-    state
-        .store
-        .begin_sign_in(&SignInAttempt {
-            state_hash: hashed(&challenge.state),
-            provider: provider.clone(),
-            binding_hash: hashed(&binding),
-            nonce: challenge.nonce.clone(),
-            verifier: challenge.verifier.clone(),
-            next,
-            expires_at: Utc::now() + chrono::Duration::seconds(ATTEMPT_SECONDS),
-        })
-        .await
-        .map_err(ApiError::from)?;
+    keep_attempt(
+        &state,
+        &provider,
+        &challenge,
+        SignInBinding::Browser {
+            cookie_hash: hashed(&binding),
+        },
+        next,
+    )
+    .await?;
     let mut resp = see_other(&url)?;
     resp.headers_mut().append(
         SET_COOKIE,
         binding_cookie(&state, &binding, ATTEMPT_SECONDS)?,
     );
     Ok(resp)
+}
+
+/// Keeps a sign-in begun with `challenge` at `provider`, for its callback to take once.
+pub(crate) async fn keep_attempt(
+    state: &AppState,
+    provider: &str,
+    challenge: &Challenge,
+    binding: SignInBinding,
+    next: String,
+) -> Result<(), ApiError> {
+    state
+        .store
+        .begin_sign_in(&SignInAttempt {
+            state_hash: hashed(&challenge.state),
+            provider: provider.to_string(),
+            binding,
+            nonce: challenge.nonce.clone(),
+            verifier: challenge.verifier.clone(),
+            next,
+            expires_at: Utc::now() + chrono::Duration::seconds(ATTEMPT_SECONDS),
+        })
+        .await?;
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -150,26 +171,21 @@ async fn callback(
     headers: HeaderMap,
     Query(q): Query<CallbackQuery>,
 ) -> Result<Response, PageError> {
-    let refuse = |next: &str, why: String| {
-        tracing::warn!(provider = %provider, "sign-in refused: {why}");
-        login_again(&state, next.to_string(), why).map(|mut r| {
-            if let Ok(v) = binding_cookie(&state, "", 0) {
-                r.headers_mut().append(SET_COOKIE, v);
-            }
-            r
-        })
-    };
     let too_long = [&q.code, &q.state, &q.error, &q.error_description, &q.iss]
         .iter()
         .any(|p| p.as_ref().is_some_and(|v| v.len() > MAX_PARAM));
     if too_long {
-        return refuse(
+        return refuse_in_browser(
+            &state,
+            &provider,
             "/",
             format!("the sign-in's answer has a parameter over {MAX_PARAM} bytes"),
         );
     }
     let Some(returned) = q.state.as_deref() else {
-        return refuse(
+        return refuse_in_browser(
+            &state,
+            &provider,
             "/",
             "the identity provider came back without a state; sign in again".into(),
         );
@@ -181,73 +197,130 @@ async fn callback(
         .await
         .map_err(ApiError::from)?
     else {
-        return refuse(
+        return refuse_in_browser(
+            &state,
+            &provider,
             "/",
             "this sign-in was already used or has expired (its state is unknown); sign in again"
                 .into(),
         );
     };
-    let next = attempt.next.clone();
-    if attempt.provider != provider {
-        return refuse(&next, "this sign-in was begun with another provider".into());
+    match &attempt.binding {
+        SignInBinding::Browser { cookie_hash } => {
+            let next = attempt.next.clone();
+            let bound = cookie(&headers, BINDING_COOKIE).is_some_and(|b| {
+                crate::console::constant_eq(hashed(b).as_bytes(), cookie_hash.as_bytes())
+            });
+            if !bound {
+                return refuse_in_browser(
+                    &state,
+                    &provider,
+                    &next,
+                    "this sign-in was begun in another browser (or its cookie is gone); sign in again from this one"
+                        .into(),
+                );
+            }
+            match vouch(&state, &provider, &q, &attempt).await {
+                Ok(vouched) => open_console_session(&state, &provider, vouched, next).await,
+                Err(why) => refuse_in_browser(&state, &provider, &next, why),
+            }
+        }
+        SignInBinding::Cli {
+            redirect_uri,
+            code_challenge,
+        } => {
+            let answer = match vouch(&state, &provider, &q, &attempt).await {
+                Ok(vouched) => {
+                    let client = state.sign_in.get(&provider).ok_or_else(|| {
+                        ApiError::Internal("the provider vanished mid sign-in".into())
+                    })?;
+                    let code = crate::service::cli_login::hand_off(
+                        &state,
+                        &client,
+                        vouched,
+                        code_challenge,
+                    )
+                    .await?;
+                    ("code", code)
+                }
+                Err(why) => {
+                    tracing::warn!(provider = %provider, "bosun login refused: {why}");
+                    ("error", why)
+                }
+            };
+            let mut to = reqwest::Url::parse(redirect_uri)
+                .map_err(|e| ApiError::Internal(format!("a kept CLI redirect: {e}")))?;
+            to.query_pairs_mut().append_pair(answer.0, &answer.1);
+            Ok(see_other(to.as_str())?)
+        }
     }
-    let bound = cookie(&headers, BINDING_COOKIE).is_some_and(|b| {
-        crate::console::constant_eq(hashed(b).as_bytes(), attempt.binding_hash.as_bytes())
-    });
-    if !bound {
-        return refuse(
-            &next,
-            "this sign-in was begun in another browser (or its cookie is gone); sign in again from this one"
-                .into(),
-        );
+}
+
+/// A refused sign-in in the console: the login page, saying why (the binding cookie
+/// cleared).
+fn refuse_in_browser(
+    state: &AppState,
+    provider: &str,
+    next: &str,
+    why: String,
+) -> Result<Response, PageError> {
+    tracing::warn!(provider = %provider, "sign-in refused: {why}");
+    login_again(state, next.to_string(), why).map(|mut r| {
+        if let Ok(v) = binding_cookie(state, "", 0) {
+            r.headers_mut().append(SET_COOKIE, v);
+        }
+        r
+    })
+}
+
+/// What the provider's answer to `attempt` makes of the person, or why it is refused.
+async fn vouch(
+    state: &AppState,
+    provider: &str,
+    q: &CallbackQuery,
+    attempt: &SignInAttempt,
+) -> Result<crate::sign_in::Vouched, String> {
+    if attempt.provider != provider {
+        return Err("this sign-in was begun with another provider".into());
     }
     if let Some(error) = &q.error {
-        return refuse(
-            &next,
-            format!(
-                "identity provider {provider} refused the sign-in: {error}{}",
-                q.error_description
-                    .as_deref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default()
-            ),
-        );
+        return Err(format!(
+            "identity provider {provider} refused the sign-in: {error}{}",
+            q.error_description
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        ));
     }
-    let Some(client) = state.sign_in.get(&provider) else {
-        return refuse(
-            &next,
-            format!("no identity provider {provider:?} is configured"),
-        );
+    let Some(client) = state.sign_in.get(provider) else {
+        return Err(format!("no identity provider {provider:?} is configured"));
     };
     if let Some(iss) = &q.iss {
         if *iss != client.config.issuer {
-            return refuse(
-                &next,
-                format!(
-                    "the answer names issuer {iss:?}, not this provider's {:?}",
-                    client.config.issuer
-                ),
-            );
+            return Err(format!(
+                "the answer names issuer {iss:?}, not this provider's {:?}",
+                client.config.issuer
+            ));
         }
     }
     let Some(code) = q.code.as_deref() else {
-        return refuse(
-            &next,
-            "the identity provider came back without a code".into(),
-        );
+        return Err("the identity provider came back without a code".into());
     };
-    let tokens = match client
-        .exchange_code(code, &attempt.verifier, &redirect_uri(&state, &provider))
+    let tokens = client
+        .exchange_code(code, &attempt.verifier, &redirect_uri(state, provider))
         .await
-    {
-        Ok(t) => t,
-        Err(e) => return refuse(&next, e.to_string()),
-    };
-    let vouched =
-        match crate::sign_in::from_tokens(&state, &client, &tokens, Some(&attempt.nonce)).await {
-            Ok(v) => v,
-            Err(e) => return refuse(&next, e),
-        };
+        .map_err(|e| e.to_string())?;
+    crate::sign_in::from_tokens(state, &client, &tokens, Some(&attempt.nonce)).await
+}
+
+/// Signs the vouched person in to the console: the session opened, its cookie set, and a
+/// page moving on to `next`.
+async fn open_console_session(
+    state: &AppState,
+    provider: &str,
+    vouched: crate::sign_in::Vouched,
+    next: String,
+) -> Result<Response, PageError> {
     let who = vouched.who;
     let (id, secret, hash) = new_session_secret();
     let max_age = chrono::Duration::from_std(state.config.sign_in.session_max)
@@ -274,7 +347,7 @@ async fn callback(
                 secret_hash: hash,
                 user: String::new(),
                 method: SessionMethod::Provider,
-                provider: Some(provider.clone()),
+                provider: Some(provider.to_string()),
                 subject: None,
                 token_id: None,
                 id_token: Some(vouched.id_token),
@@ -295,9 +368,9 @@ async fn callback(
     )?;
     resp.headers_mut().append(
         SET_COOKIE,
-        session_cookie(&state, &secret, max_age.num_seconds())?,
+        session_cookie(state, &secret, max_age.num_seconds())?,
     );
     resp.headers_mut()
-        .append(SET_COOKIE, binding_cookie(&state, "", 0)?);
+        .append(SET_COOKIE, binding_cookie(state, "", 0)?);
     Ok(resp)
 }

@@ -290,6 +290,15 @@ impl OidcClient {
         .await
     }
 
+    /// Whether the provider offers the device authorization grant (RFC 8628).
+    pub async fn offers_device_flow(&self) -> Result<bool, OidcError> {
+        Ok(self
+            .metadata()
+            .await?
+            .device_authorization_endpoint
+            .is_some())
+    }
+
     /// Begins a device authorization (a CLI login): the codes the person enters at the
     /// provider. Refused when the provider offers no device authorization endpoint.
     pub async fn device_authorization(&self) -> Result<DeviceAuthorization, OidcError> {

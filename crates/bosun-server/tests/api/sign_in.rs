@@ -3,7 +3,9 @@
 //! would (its cookies per host, each redirect followed by hand, the provider's own login
 //! and consent forms filled in), users made on first sign-in, groups mapped to roles and
 //! followed at each refresh, and every way a sign-in must fail: a tampered ID token
-//! (audience, expiry, signature, nonce), a replayed state, another browser's callback.
+//! (audience, expiry, signature, nonce), a replayed state, another browser's callback;
+//! and `bosun login` through the browser and the CLI's loopback where the provider has no
+//! device flow.
 
 use std::collections::BTreeMap;
 
@@ -56,7 +58,14 @@ async fn setup(tweak: impl FnOnce(&mut SignInConfig)) -> Option<(OpenIdProvider,
     if !require_oidc_provider() {
         return None;
     }
-    let op = OpenIdProvider::start(users());
+    Some(serve(OpenIdProvider::start(users()), tweak).await)
+}
+
+/// A server signing in with `op` as [`setup`] describes.
+async fn serve(
+    op: OpenIdProvider,
+    tweak: impl FnOnce(&mut SignInConfig),
+) -> (OpenIdProvider, TestServer) {
     let issuer = op.issuer.clone();
     let t = TestServer::start_with(move |c| {
         c.sign_in.providers = vec![SignInProvider {
@@ -91,7 +100,7 @@ async fn setup(tweak: impl FnOnce(&mut SignInConfig)) -> Option<(OpenIdProvider,
         )
         .await;
     assert!(r.status.is_success(), "{:?}", r.body);
-    Some((op, t))
+    (op, t)
 }
 
 /// A browser: cookies per host (attributes other than deletion ignored), redirects
@@ -701,4 +710,259 @@ async fn a_provider_answering_too_much_is_cut_off_and_named() {
         "{}",
         r.body
     );
+}
+
+/// Posts `body` to `path` outside the API (no token), answering status and JSON.
+async fn post_public(t: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}{path}", t.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_cli_login_without_device_flow_goes_through_the_browser_to_the_clis_loopback() {
+    use bosun_server::sign_in::oidc::{pkce_challenge, random_text};
+    if !require_oidc_provider() {
+        return;
+    }
+    let (op, t) = serve(OpenIdProvider::start_without_device_flow(users()), |_| {}).await;
+    // Without a loopback to come back to, the login cannot go on, and says why.
+    let (status, body) = post_public(&t, "/cli-login", json!({"provider": "corp"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["field"], "loopback", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("offers no device flow"),
+        "{body}"
+    );
+    // Only a loopback address may receive the token's code, and only a real challenge.
+    let verifier = random_text();
+    let challenge = pkce_challenge(&verifier);
+    for (redirect, code_challenge, field) in [
+        (
+            "http://evil.example:8080/cb",
+            challenge.as_str(),
+            "loopback.redirect_uri",
+        ),
+        (
+            "https://127.0.0.1:8080/cb",
+            challenge.as_str(),
+            "loopback.redirect_uri",
+        ),
+        (
+            "http://127.0.0.1/cb",
+            challenge.as_str(),
+            "loopback.redirect_uri",
+        ),
+        (
+            "http://127.0.0.1:8080/cb?x=1",
+            challenge.as_str(),
+            "loopback.redirect_uri",
+        ),
+        (
+            "http://user@127.0.0.1:8080/cb",
+            challenge.as_str(),
+            "loopback.redirect_uri",
+        ),
+        (
+            &format!("http://127.0.0.1:8080/{}", "a".repeat(300)),
+            challenge.as_str(),
+            "loopback.redirect_uri",
+        ),
+        (
+            "http://127.0.0.1:8080/cb",
+            "too-short",
+            "loopback.code_challenge",
+        ),
+    ] {
+        let (status, body) = post_public(
+            &t,
+            "/cli-login",
+            json!({"loopback": {"redirect_uri": redirect, "code_challenge": code_challenge}}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{redirect}: {body}");
+        assert_eq!(body["error"]["field"], field, "{redirect}: {body}");
+    }
+    // The CLI's loopback (nothing listens: the walk stops at the redirect to it).
+    let loopback = "http://127.0.0.1:9/bosun-login";
+    let begin = || {
+        post_public(
+            &t,
+            "/cli-login",
+            json!({"loopback": {"redirect_uri": loopback, "code_challenge": challenge}}),
+        )
+    };
+    let (status, started) = begin().await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    assert_eq!(started["method"], "browser", "{started}");
+    assert!(started.get("user_code").is_none(), "{started}");
+    let url = started["verification_uri"].as_str().unwrap();
+    assert!(url.starts_with(&op.issuer), "{url}");
+
+    // The person signs in at the provider in a browser that never saw Bosun before (no
+    // binding cookie: the CLI's challenge binds this sign-in).
+    let mut b = Browser::new();
+    let back = b.walk(url, "bob", loopback, Some(loopback)).await;
+    let to = reqwest::Url::parse(back.location.as_deref().unwrap()).unwrap();
+    assert_eq!(to.path(), "/bosun-login");
+    let code = to
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| panic!("no code in {to}"));
+
+    // The code is worth nothing without the verifier, or when forged.
+    let (status, body) = post_public(
+        &t,
+        "/cli-login/exchange",
+        json!({"code": code, "verifier": random_text()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not answer the challenge"),
+        "{body}"
+    );
+    for forged in ["a.b.c", "nothing", &"z".repeat(10_000)] {
+        let (status, body) = post_public(
+            &t,
+            "/cli-login/exchange",
+            json!({"code": forged, "verifier": verifier}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(body["error"]["field"], "code", "{body}");
+    }
+    // With it, the CLI's short-lived token: bob, operator of net by his group.
+    let (status, done) = post_public(
+        &t,
+        "/cli-login/exchange",
+        json!({"code": code, "verifier": verifier}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["status"], "done");
+    let secret = done["token"]["secret"].as_str().unwrap();
+    assert_eq!(done["token"]["token"]["description"], "bosun login (corp)");
+    let me = t.get("/api/v1/whoami", secret).await;
+    assert_eq!(me.status, StatusCode::OK, "{:?}", me.body);
+    assert_eq!(me.body["user"], "bob");
+    assert_eq!(
+        me.body["orgs"],
+        json!([{"org": "net", "role": "operator"}]),
+        "{:?}",
+        me.body
+    );
+    let session = done["session"].as_str().unwrap();
+    let sessions = t.get("/api/v1/sessions", secret).await;
+    assert!(
+        sessions.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == session),
+        "{:?}",
+        sessions.body
+    );
+    // Once the session ends, its code gives nothing any more.
+    let r = t
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/sessions/{session}"),
+            Some(secret),
+            None,
+        )
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    let (status, body) = post_public(
+        &t,
+        "/cli-login/exchange",
+        json!({"code": code, "verifier": verifier}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revoked"),
+        "{body}"
+    );
+
+    // A refusal at the provider comes back to the CLI's loopback, named.
+    let (_, started) = begin().await;
+    let url = reqwest::Url::parse(started["verification_uri"].as_str().unwrap()).unwrap();
+    let state = url
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let refused = Browser::new()
+        .get(&format!(
+            "{}/login/corp/callback?state={state}&error=access_denied",
+            t.url
+        ))
+        .await;
+    let to = reqwest::Url::parse(refused.location.as_deref().unwrap()).unwrap();
+    assert!(to.as_str().starts_with(loopback), "{to}");
+    let error = to
+        .query_pairs()
+        .find(|(k, _)| k == "error")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| panic!("no error in {to}"));
+    assert!(error.contains("access_denied"), "{error}");
+    // And its state is spent.
+    let replay = Browser::new()
+        .get(&format!(
+            "{}/login/corp/callback?state={state}&code=x",
+            t.url
+        ))
+        .await;
+    assert!(
+        replay.body.contains("already used or has expired"),
+        "{}",
+        replay.body
+    );
+}
+
+#[tokio::test]
+async fn a_cli_login_may_ask_for_the_browser_where_the_provider_has_the_device_flow() {
+    let Some((op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    op.set_clients(json!([{
+        "client_id": CLIENT_ID,
+        "client_secret": CLIENT_SECRET,
+        "redirect_uris": [format!("{}/login/corp/callback", t.url)],
+        "grant_types": ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"],
+        "response_types": ["code"],
+    }]))
+    .await;
+    let challenge =
+        bosun_server::sign_in::oidc::pkce_challenge(&bosun_server::sign_in::oidc::random_text());
+    let loopback =
+        json!({"redirect_uri": "http://[::1]:4711/bosun-login", "code_challenge": challenge});
+    let (status, started) = post_public(&t, "/cli-login", json!({"loopback": loopback})).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    assert_eq!(started["method"], "device", "{started}");
+    assert!(started["user_code"].is_string(), "{started}");
+    let (status, started) = post_public(
+        &t,
+        "/cli-login",
+        json!({"loopback": loopback, "browser": true}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    assert_eq!(started["method"], "browser", "{started}");
 }

@@ -224,7 +224,9 @@ pub async fn sign_in_attempts_are_taken_once_and_expire(store: Arc<dyn Store>) {
     let attempt = |state: &str, expires_in: Duration| SignInAttempt {
         state_hash: state.into(),
         provider: "corp".into(),
-        binding_hash: "b".into(),
+        binding: SignInBinding::Browser {
+            cookie_hash: "b".into(),
+        },
         nonce: "n".into(),
         verifier: "v".into(),
         next: "/orgs/net".into(),
@@ -255,6 +257,21 @@ pub async fn sign_in_attempts_are_taken_once_and_expire(store: Arc<dyn Store>) {
         .unwrap();
     assert!(store.take_sign_in("s2").await.unwrap().is_none());
     assert!(store.take_sign_in("unknown").await.unwrap().is_none());
+    // A `bosun login` through the browser keeps the CLI's loopback and challenge.
+    let cli = SignInBinding::Cli {
+        redirect_uri: "http://127.0.0.1:4711/bosun-login".into(),
+        code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM".into(),
+    };
+    store
+        .begin_sign_in(&SignInAttempt {
+            binding: cli.clone(),
+            ..attempt("s3", Duration::minutes(10))
+        })
+        .await
+        .unwrap();
+    let taken = store.take_sign_in("s3").await.unwrap().unwrap();
+    assert_eq!(taken.binding, cli);
+    assert!(store.take_sign_in("s3").await.unwrap().is_none());
 }
 
 pub async fn sessions_open_refresh_end_and_list(store: Arc<dyn Store>) {

@@ -9,19 +9,33 @@ use chrono::{DateTime, Utc};
 
 use crate::{Sealed, TokenRecord, UserRecord};
 
-/// A sign-in begun: what the callback must find to finish it. `state` and the browser's
-/// binding cookie are kept hashed.
+/// A sign-in begun: what the callback must find to finish it. `state` is kept hashed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignInAttempt {
     pub state_hash: String,
     pub provider: String,
-    pub binding_hash: String,
+    /// Who may finish it.
+    pub binding: SignInBinding,
     pub nonce: String,
     /// The PKCE code verifier.
     pub verifier: String,
     /// Where the browser goes once signed in (a path of this site).
     pub next: String,
     pub expires_at: DateTime<Utc>,
+}
+
+/// Who may finish a sign-in begun.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignInBinding {
+    /// The console, in the browser holding the binding cookie (kept hashed).
+    Browser { cookie_hash: String },
+    /// A `bosun login` through this machine's browser: the callback sends the browser on
+    /// to the CLI's loopback address, and only the holder of the verifier behind the CLI's
+    /// PKCE challenge gets the token.
+    Cli {
+        redirect_uri: String,
+        code_challenge: String,
+    },
 }
 
 /// How a console session was opened.

@@ -19,20 +19,29 @@ pub(super) fn begin(tx: &Transaction<'_>, a: &SignInAttempt) -> Result<()> {
             ORDER BY expires_at LIMIT ?2)",
     )?
     .execute(params![now, PRUNE_BATCH])?;
+    let (binding_hash, cli_redirect, cli_challenge) = match &a.binding {
+        SignInBinding::Browser { cookie_hash } => (cookie_hash.as_str(), None, None),
+        SignInBinding::Cli {
+            redirect_uri,
+            code_challenge,
+        } => ("", Some(redirect_uri), Some(code_challenge)),
+    };
     tx.prepare_cached(
         "INSERT INTO sign_in_attempts (state_hash, provider, binding_hash, nonce, verifier,
-            next, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            next, created_at, expires_at, cli_redirect, cli_challenge)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         a.state_hash,
         a.provider,
-        a.binding_hash,
+        binding_hash,
         a.nonce,
         a.verifier,
         a.next,
         now,
-        millis(a.expires_at)
+        millis(a.expires_at),
+        cli_redirect,
+        cli_challenge
     ])
     .map_err(|e| exists_or(e, || "sign-in state".to_string()))?;
     Ok(())
@@ -43,22 +52,43 @@ pub(super) fn begin(tx: &Transaction<'_>, a: &SignInAttempt) -> Result<()> {
 pub(super) fn take(tx: &Transaction<'_>, state_hash: &str) -> Result<Option<SignInAttempt>> {
     let row = tx
         .prepare_cached(
-            "SELECT provider, binding_hash, nonce, verifier, next, expires_at
+            "SELECT provider, binding_hash, nonce, verifier, next, expires_at,
+                    cli_redirect, cli_challenge
              FROM sign_in_attempts WHERE state_hash = ?1",
         )?
         .query_row(params![state_hash], |r| {
             Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, i64>(5)?,
+                (
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                ),
+                (
+                    r.get::<_, Option<String>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                ),
             ))
         })
         .optional()?;
-    let Some((provider, binding_hash, nonce, verifier, next, expires)) = row else {
+    let Some(((provider, binding_hash, nonce, verifier, next, expires), cli)) = row else {
         return Ok(None);
+    };
+    let binding = match cli {
+        (None, None) => SignInBinding::Browser {
+            cookie_hash: binding_hash,
+        },
+        (Some(redirect_uri), Some(code_challenge)) => SignInBinding::Cli {
+            redirect_uri,
+            code_challenge,
+        },
+        _ => {
+            return Err(StoreError::Corrupt(
+                "a sign-in has a CLI redirect without a challenge, or one without the other".into(),
+            ))
+        }
     };
     tx.prepare_cached("DELETE FROM sign_in_attempts WHERE state_hash = ?1")?
         .execute(params![state_hash])?;
@@ -68,7 +98,7 @@ pub(super) fn take(tx: &Transaction<'_>, state_hash: &str) -> Result<Option<Sign
     Ok(Some(SignInAttempt {
         state_hash: state_hash.to_string(),
         provider,
-        binding_hash,
+        binding,
         nonce,
         verifier,
         next,

@@ -1,7 +1,8 @@
 //! `bosun login` and `bosun logout`: signing the CLI in at the server's identity provider
-//! with the device authorization grant (open a URL, enter a code, approve), and keeping
-//! the short-lived personal token it gets in the credentials file, per server URL (mode
-//! 0600). Client commands use that token when neither --token nor BOSUN_TOKEN is given.
+//! with the device authorization grant (open a URL, enter a code, approve) or, where the
+//! provider lacks it (or `--browser` asks), through this machine's browser, which comes
+//! back to a listener of the CLI on loopback (RFC 8252); and keeping the short-lived
+//! personal token it gets in the credentials file, per server URL (mode 0600). Client commands use that token when neither --token nor BOSUN_TOKEN is given.
 //! `bosun login --refresh` replaces it before it expires (the provider is asked again, so
 //! roles follow it), and client commands do so themselves once less than
 //! [`REFRESH_WHEN_LEFT`] of it is left; `bosun logout` ends the login on the server and
@@ -13,7 +14,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use bosun_api::{CliLoginPoll, CliLoginStart, CliLoginStarted, CliLoginStatus, TokenCreated};
+use bosun_api::{
+    CliLoginExchange, CliLoginMethod, CliLoginPoll, CliLoginStart, CliLoginStarted, CliLoginStatus,
+    CliLoopback, TokenCreated,
+};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -27,9 +31,18 @@ pub struct LoginArgs {
     #[arg(long)]
     provider: Option<String>,
     /// Replace the token of an earlier `bosun login` with a new one.
-    #[arg(long, conflicts_with = "provider")]
+    #[arg(long, conflicts_with_all = ["provider", "browser"])]
     refresh: bool,
+    /// Sign in through this machine's browser even where the provider offers the device
+    /// flow (the browser comes back to this command on 127.0.0.1).
+    #[arg(long)]
+    browser: bool,
 }
+
+/// The path the CLI's loopback listener answers the browser's return on.
+const LOOPBACK_PATH: &str = "/bosun-login";
+/// The longest request head the loopback listener reads.
+const MAX_REQUEST_HEAD: usize = 16 * 1024;
 
 /// A client command replaces a saved login's token once less than this is left of it.
 pub const REFRESH_WHEN_LEFT: chrono::Duration = chrono::Duration::minutes(20);
@@ -163,28 +176,82 @@ pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow:
         return done(json, &url, &created, &path);
     }
     let client = Client::anonymous(config)?;
+    // Listening before asking: the server may send the person through this machine's
+    // browser, back to here.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .context("cannot listen on 127.0.0.1 for the browser's return")?;
+    let verifier = bosun_server::sign_in::oidc::random_text();
+    let redirect_uri = format!(
+        "http://127.0.0.1:{}{LOOPBACK_PATH}",
+        listener.local_addr()?.port()
+    );
     let started: CliLoginStarted = serde_json::from_value(
         client
             .post_outside_api(
                 &["cli-login"],
                 &CliLoginStart {
                     provider: args.provider,
+                    loopback: Some(CliLoopback {
+                        redirect_uri,
+                        code_challenge: bosun_server::sign_in::oidc::pkce_challenge(&verifier),
+                    }),
+                    browser: args.browser,
                 },
             )
             .await?,
     )?;
+    let status = match started.method {
+        CliLoginMethod::Device => {
+            drop(listener);
+            device_flow(&client, &url, &started).await?
+        }
+        CliLoginMethod::Browser => {
+            // Machine-readable even with --json: a script must be able to show it.
+            eprintln!(
+                "To log in to {url}, open this in a browser on this machine (it comes back here once you signed in; it expires at {}):\n{}",
+                timestamp(&started.expires_at),
+                started.verification_uri
+            );
+            eprintln!("verification: {}", started.verification_uri);
+            let code = loopback_code(&listener, started.expires_at).await?;
+            serde_json::from_value(
+                client
+                    .post_outside_api(
+                        &["cli-login", "exchange"],
+                        &CliLoginExchange { code, verifier },
+                    )
+                    .await?,
+            )?
+        }
+    };
+    let Some(created) = status.token else {
+        anyhow::bail!("the server finished the login without a token");
+    };
+    let path = keep(&url, &created, status.session)?;
+    done(json, &url, &created, &path)
+}
+
+/// The device flow: the person confirms the code anywhere while this polls.
+async fn device_flow(
+    client: &Client,
+    url: &str,
+    started: &CliLoginStarted,
+) -> anyhow::Result<CliLoginStatus> {
+    let (Some(login), Some(user_code)) = (&started.login, &started.user_code) else {
+        anyhow::bail!("the server began a device login without its login handle or code");
+    };
     let open = started
         .verification_uri_complete
         .clone()
         .unwrap_or_else(|| started.verification_uri.clone());
     // Machine-readable even with --json: a script must be able to show it to the person.
     eprintln!(
-        "To log in to {url}, open {open}\nand confirm the code {} (it expires at {}).",
-        started.user_code,
+        "To log in to {url}, open {open}\nand confirm the code {user_code} (it expires at {}).",
         timestamp(&started.expires_at)
     );
-    eprintln!("verification: {open} code: {}", started.user_code);
-    let mut interval = Duration::from_secs(started.interval);
+    eprintln!("verification: {open} code: {user_code}");
+    let mut interval = Duration::from_secs(started.interval.unwrap_or(5).clamp(1, 60));
     loop {
         if Utc::now() > started.expires_at {
             anyhow::bail!("the login expired before it was approved; run bosun login again");
@@ -195,22 +262,110 @@ pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow:
                 .post_outside_api(
                     &["cli-login", "poll"],
                     &CliLoginPoll {
-                        login: started.login.clone(),
+                        login: login.clone(),
                     },
                 )
                 .await?,
         )?;
-        match (status.status.as_str(), status.token) {
-            ("done", Some(created)) => {
-                let path = keep(&url, &created, status.session)?;
-                return done(json, &url, &created, &path);
-            }
-            _ => {
-                if let Some(s) = status.interval {
-                    interval = Duration::from_secs(s.clamp(1, 60));
-                }
-            }
+        if status.status == "done" && status.token.is_some() {
+            return Ok(status);
         }
+        if let Some(s) = status.interval {
+            interval = Duration::from_secs(s.clamp(1, 60));
+        }
+    }
+}
+
+/// Waits on the loopback listener for the browser's return: the `code` it carries, or
+/// the refusal it names. Other requests (a favicon, a stray visitor) are answered 404 and
+/// waited past; each is read within a bound of size and time.
+async fn loopback_code(
+    listener: &tokio::net::TcpListener,
+    expires_at: DateTime<Utc>,
+) -> anyhow::Result<String> {
+    let left = (expires_at - Utc::now()).to_std().unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + left;
+    loop {
+        let (mut conn, _) = tokio::time::timeout_at(deadline, listener.accept())
+            .await
+            .map_err(|_| {
+                anyhow!("the login expired before the browser came back; run bosun login again")
+            })?
+            .context("the loopback listener failed")?;
+        let head = match tokio::time::timeout(Duration::from_secs(10), read_head(&mut conn)).await {
+            Ok(Ok(head)) => head,
+            _ => continue,
+        };
+        let answer = loopback_answer(&head);
+        let (status, page) = match &answer {
+            Some(Ok(_)) => (
+                "200 OK",
+                "Signed in to Bosun. You can close this tab and go back to the terminal.",
+            ),
+            Some(Err(_)) => (
+                "200 OK",
+                "Bosun could not sign you in; the terminal says why.",
+            ),
+            None => ("404 Not Found", "Not a Bosun login."),
+        };
+        let reply = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{page}",
+            page.len()
+        );
+        use tokio::io::AsyncWriteExt;
+        let _ = conn.write_all(reply.as_bytes()).await;
+        let _ = conn.shutdown().await;
+        match answer {
+            Some(Ok(code)) => return Ok(code),
+            Some(Err(why)) => anyhow::bail!("the login was refused: {why}"),
+            None => continue,
+        }
+    }
+}
+
+/// A request's head, up to the blank line (at most [`MAX_REQUEST_HEAD`] bytes).
+async fn read_head(conn: &mut tokio::net::TcpStream) -> anyhow::Result<String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        if buf.len() > MAX_REQUEST_HEAD {
+            anyhow::bail!("request head over {MAX_REQUEST_HEAD} bytes");
+        }
+        let n = conn.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// What a request to the loopback says: `None` when it is not the login's return,
+/// else its `code`, or the refusal its `error` names.
+fn loopback_answer(head: &str) -> Option<Result<String, String>> {
+    let line = head.lines().next()?;
+    let mut parts = line.split(' ');
+    let (Some("GET"), Some(target)) = (parts.next(), parts.next()) else {
+        return None;
+    };
+    let url = reqwest::Url::parse(&format!("http://127.0.0.1{target}")).ok()?;
+    if url.path() != LOOPBACK_PATH {
+        return None;
+    }
+    let mut code = None;
+    let mut error = None;
+    for (k, v) in url.query_pairs() {
+        match k.as_ref() {
+            "code" => code = Some(v.into_owned()),
+            "error" => error = Some(v.into_owned()),
+            _ => {}
+        }
+    }
+    match (code, error) {
+        (_, Some(why)) => Some(Err(why)),
+        (Some(code), None) => Some(Ok(code)),
+        (None, None) => None,
     }
 }
 
