@@ -1270,9 +1270,11 @@ fn the_first_hour_in_the_console() {
 
 /// An OpenID Provider (`oidc-provider`) with `users`, and a server signing people in with
 /// it from its config file: `platform-admins` admin of every org, `team-net` operator of
-/// org `net` (created). Answers the runtime the provider's calls run on.
+/// org `net` (created). The provider offers the device flow when `device_flow`. Answers
+/// the runtime the provider's calls run on.
 fn provider_and_server(
     users: Value,
+    device_flow: bool,
 ) -> (
     tokio::runtime::Runtime,
     bosun_testkit::oidc::OpenIdProvider,
@@ -1283,7 +1285,11 @@ fn provider_and_server(
         .enable_all()
         .build()
         .unwrap();
-    let op = bosun_testkit::oidc::OpenIdProvider::start(users);
+    let op = if device_flow {
+        bosun_testkit::oidc::OpenIdProvider::start(users)
+    } else {
+        bosun_testkit::oidc::OpenIdProvider::start_without_device_flow(users)
+    };
     // The server reads its providers from the config file, the client secret from a file.
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("corp-secret");
@@ -1325,11 +1331,11 @@ role = "operator"
         "client_secret": "browser-client-secret",
         "redirect_uris": [format!("{}/login/corp/callback", server.url())],
         "post_logout_redirect_uris": [format!("{}/login", server.url())],
-        "grant_types": [
-            "authorization_code",
-            "refresh_token",
-            "urn:ietf:params:oauth:grant-type:device_code"
-        ],
+        "grant_types": if device_flow {
+            json!(["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"])
+        } else {
+            json!(["authorization_code", "refresh_token"])
+        },
         "response_types": ["code"],
     }])));
     let (status, body) = http(
@@ -1352,10 +1358,13 @@ fn a_person_signs_in_with_their_identity_provider_and_out_again() {
     if !require_oidc_provider() {
         return;
     }
-    let (_rt, op, server, _dir) = provider_and_server(json!({
-        "carol": {"preferred_username": "carol", "email": "carol@example.com",
-                  "groups": ["platform-admins"]},
-    }));
+    let (_rt, op, server, _dir) = provider_and_server(
+        json!({
+            "carol": {"preferred_username": "carol", "email": "carol@example.com",
+                      "groups": ["platform-admins"]},
+        }),
+        true,
+    );
     let b = Browser::open(&bins, &server, "sign_in");
     b.visit("/orgs/default/stacks", "sign-in-asked");
     // Sent to log in; the provider's button keeps where the person was going.
@@ -1431,10 +1440,13 @@ fn bosun_login_signs_the_cli_in_through_the_device_flow_and_roles_follow_each_re
     if !bosun_testkit::oidc::require_oidc_provider() {
         return;
     }
-    let (rt, op, server, dir) = provider_and_server(json!({
-        "dana": {"preferred_username": "dana", "email": "dana@example.com",
-                 "groups": ["team-net"]},
-    }));
+    let (rt, op, server, dir) = provider_and_server(
+        json!({
+            "dana": {"preferred_username": "dana", "email": "dana@example.com",
+                     "groups": ["team-net"]},
+        }),
+        true,
+    );
     let credentials = dir.path().join("credentials.json");
     let cli = |args: &[&str]| {
         Command::new(support::BIN)
@@ -1592,4 +1604,99 @@ fn bosun_login_signs_the_cli_in_through_the_device_flow_and_roles_follow_each_re
     let (status, body) = http(server.addr, "GET", "/api/v1/whoami", &token, None);
     assert_eq!(status, 401, "{body}");
     whoami(false);
+}
+
+#[test]
+fn bosun_login_goes_through_this_machines_browser_where_the_provider_has_no_device_flow() {
+    let Some(bins) = browser_or_skip() else {
+        return;
+    };
+    if !bosun_testkit::oidc::require_oidc_provider() {
+        return;
+    }
+    let (_rt, op, server, dir) = provider_and_server(
+        json!({
+            "erin": {"preferred_username": "erin", "email": "erin@example.com",
+                     "groups": ["team-net"]},
+        }),
+        false,
+    );
+    let credentials = dir.path().join("credentials.json");
+    // `bosun login` prints the provider's page to open, and listens for the browser.
+    let mut login = Command::new(support::BIN)
+        .args(["login"])
+        .env("BOSUN_URL", server.url())
+        .env("BOSUN_CREDENTIALS", &credentials)
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(login.stderr.take().unwrap());
+    let url = loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "bosun login ended early"
+        );
+        if let Some(rest) = line.trim().strip_prefix("verification: ") {
+            break rest.to_string();
+        }
+    };
+    assert!(
+        url.starts_with(&op.issuer) && !url.contains(" code: "),
+        "{url}"
+    );
+
+    // The person signs in in the browser; the provider sends it to Bosun, and Bosun on to
+    // the CLI's loopback, whose page says it is done.
+    let b = Browser::open(&bins, &server, "cli_login_browser");
+    b.rt.block_on(b.c().goto(&url)).unwrap();
+    b.wait("the provider's login form", || {
+        (b.count("input[name=login]") == 1).then_some(())
+    });
+    b.fill("input[name=login]", "erin");
+    b.fill("input[name=password]", "any password");
+    b.click_and_wait("button[type=submit]");
+    b.wait("the provider's consent form", || {
+        (b.count("input[name=prompt][value=consent]") == 1).then_some(())
+    });
+    b.click_and_wait("button[type=submit]");
+    b.wait("the CLI's page", || {
+        b.html().contains("Signed in to Bosun").then_some(())
+    });
+    b.shot("loopback-done");
+    let at = b.rt.block_on(b.c().current_url()).unwrap();
+    assert_eq!(at.host_str(), Some("127.0.0.1"), "{at}");
+    assert_eq!(at.path(), "/bosun-login", "{at}");
+
+    let status = login.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(status.success(), "bosun login failed: {rest}");
+    assert!(
+        rest.contains("Logged in to") && rest.contains("as erin"),
+        "{rest}"
+    );
+    let out = Command::new(support::BIN)
+        .args(["whoami", "--json"])
+        .env("BOSUN_URL", server.url())
+        .env("BOSUN_CREDENTIALS", &credentials)
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let me: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(me["user"], "erin", "{me}");
+    assert_eq!(
+        me["orgs"],
+        json!([{"org": "net", "role": "operator"}]),
+        "{me}"
+    );
 }
