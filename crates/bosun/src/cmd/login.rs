@@ -276,51 +276,66 @@ async fn device_flow(
     }
 }
 
+/// How many requests to the loopback listener are read at once: a browser may hold a
+/// preconnected socket idle beside the one it sends on.
+const LOOPBACK_CONNECTIONS: usize = 8;
+
 /// Waits on the loopback listener for the browser's return: the `code` it carries, or
 /// the refusal it names. Other requests (a favicon, a stray visitor) are answered 404 and
-/// waited past; each is read within a bound of size and time.
+/// waited past; each is read on its own within a bound of size and time, so an idle
+/// socket holds nothing up.
 async fn loopback_code(
     listener: &tokio::net::TcpListener,
     expires_at: DateTime<Utc>,
 ) -> anyhow::Result<String> {
     let left = (expires_at - Utc::now()).to_std().unwrap_or_default();
     let deadline = tokio::time::Instant::now() + left;
+    let mut reading = tokio::task::JoinSet::new();
     loop {
-        let (mut conn, _) = tokio::time::timeout_at(deadline, listener.accept())
-            .await
-            .map_err(|_| {
-                anyhow!("the login expired before the browser came back; run bosun login again")
-            })?
-            .context("the loopback listener failed")?;
-        let head = match tokio::time::timeout(Duration::from_secs(10), read_head(&mut conn)).await {
-            Ok(Ok(head)) => head,
-            _ => continue,
-        };
-        let answer = loopback_answer(&head);
-        let (status, page) = match &answer {
-            Some(Ok(_)) => (
-                "200 OK",
-                "Signed in to Bosun. You can close this tab and go back to the terminal.",
+        tokio::select! {
+            accepted = listener.accept(), if reading.len() < LOOPBACK_CONNECTIONS => {
+                let (conn, _) = accepted.context("the loopback listener failed")?;
+                reading.spawn(answer_loopback(conn));
+            }
+            Some(read) = reading.join_next() => match read {
+                Ok(Some(Ok(code))) => return Ok(code),
+                Ok(Some(Err(why))) => anyhow::bail!("the login was refused: {why}"),
+                Ok(None) | Err(_) => {}
+            },
+            _ = tokio::time::sleep_until(deadline) => anyhow::bail!(
+                "the login expired before the browser came back; run bosun login again"
             ),
-            Some(Err(_)) => (
-                "200 OK",
-                "Bosun could not sign you in; the terminal says why.",
-            ),
-            None => ("404 Not Found", "Not a Bosun login."),
-        };
-        let reply = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{page}",
-            page.len()
-        );
-        use tokio::io::AsyncWriteExt;
-        let _ = conn.write_all(reply.as_bytes()).await;
-        let _ = conn.shutdown().await;
-        match answer {
-            Some(Ok(code)) => return Ok(code),
-            Some(Err(why)) => anyhow::bail!("the login was refused: {why}"),
-            None => continue,
         }
     }
+}
+
+/// Reads one request to the loopback listener (within 10 s) and answers it: what it says
+/// (see [`loopback_answer`]), `None` for anything else.
+async fn answer_loopback(mut conn: tokio::net::TcpStream) -> Option<Result<String, String>> {
+    use tokio::io::AsyncWriteExt;
+    let head = tokio::time::timeout(Duration::from_secs(10), read_head(&mut conn))
+        .await
+        .ok()?
+        .ok()?;
+    let answer = loopback_answer(&head);
+    let (status, page) = match &answer {
+        Some(Ok(_)) => (
+            "200 OK",
+            "Signed in to Bosun. You can close this tab and go back to the terminal.",
+        ),
+        Some(Err(_)) => (
+            "200 OK",
+            "Bosun could not sign you in; the terminal says why.",
+        ),
+        None => ("404 Not Found", "Not a Bosun login."),
+    };
+    let reply = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{page}",
+        page.len()
+    );
+    let _ = conn.write_all(reply.as_bytes()).await;
+    let _ = conn.shutdown().await;
+    answer
 }
 
 /// A request's head, up to the blank line (at most [`MAX_REQUEST_HEAD`] bytes).
@@ -433,4 +448,81 @@ pub async fn logout(config: ClientConfig, json: bool) -> anyhow::Result<()> {
         ),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn only_the_logins_return_is_read_from_a_request() {
+        let get = |target: &str| format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        assert_eq!(
+            loopback_answer(&get("/bosun-login?code=a%2Eb.c&state=x")),
+            Some(Ok("a.b.c".to_string()))
+        );
+        assert_eq!(
+            loopback_answer(&get("/bosun-login?error=access%20denied&code=c")),
+            Some(Err("access denied".to_string()))
+        );
+        for stray in [
+            get("/favicon.ico"),
+            get("/bosun-login"),
+            get("/elsewhere?code=c"),
+            "POST /bosun-login?code=c HTTP/1.1\r\n\r\n".to_string(),
+            "garbage".to_string(),
+            String::new(),
+        ] {
+            assert_eq!(loopback_answer(&stray), None, "{stray:?}");
+        }
+    }
+
+    async fn send(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // The listener may close as soon as it read a head past its bound.
+        let _ = conn.write_all(bytes).await;
+        let mut reply = String::new();
+        let _ = conn.read_to_string(&mut reply).await;
+        reply
+    }
+
+    #[tokio::test]
+    async fn the_loopback_listener_waits_past_strays_and_oversized_requests() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let waiting = tokio::spawn(async move {
+            loopback_code(&listener, Utc::now() + chrono::Duration::minutes(1)).await
+        });
+        // A socket held open and idle (as a browser's preconnect) holds nothing up.
+        let _idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // A head past the bound is dropped unanswered; a stray is answered 404.
+        let huge = format!("GET /bosun-login?code={} HTTP/1.1\r\n", "x".repeat(40_000));
+        assert_eq!(send(addr, huge.as_bytes()).await, "");
+        let stray = send(addr, b"GET /favicon.ico HTTP/1.1\r\n\r\n").await;
+        assert!(stray.starts_with("HTTP/1.1 404"), "{stray}");
+        // Then the browser's return.
+        // Answered while the idle socket is still open: well inside its 10 s read bound.
+        let done = tokio::time::timeout(
+            Duration::from_secs(5),
+            send(addr, b"GET /bosun-login?code=the-code HTTP/1.1\r\n\r\n"),
+        )
+        .await
+        .expect("the return is answered beside an idle socket");
+        assert!(done.contains("Signed in to Bosun"), "{done}");
+        assert_eq!(waiting.await.unwrap().unwrap(), "the-code");
+    }
+
+    #[tokio::test]
+    async fn the_loopback_listener_gives_up_when_the_login_expires() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let err = loopback_code(&listener, Utc::now() + chrono::Duration::milliseconds(50))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("expired"), "{err}");
+    }
 }
