@@ -143,6 +143,9 @@ error_codes! {
     UnsupportedMediaType => "unsupported_media_type",
     /// The state is locked by someone else.
     StateLocked => "state_locked",
+    // 429.
+    /// Too many requests of this kind right now; retry after `Retry-After`.
+    RateLimited => "rate_limited",
     // 500, 503.
     Internal => "internal",
     Unavailable => "unavailable",

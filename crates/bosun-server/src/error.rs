@@ -43,6 +43,10 @@ pub enum ApiError {
     RouteNotFound(String),
     #[error("method {method} is not allowed on {path}")]
     MethodNotAllowed { method: String, path: String },
+    /// Too many requests of this kind on this server right now: 429 `rate_limited` with
+    /// `Retry-After`.
+    #[error("{message}; try again in {retry_after}s")]
+    TooManyRequests { message: String, retry_after: u64 },
     #[error("{0}")]
     Unavailable(String),
     /// The database is not there or cannot write right now (`StoreError::Unavailable`):
@@ -67,6 +71,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) | ApiError::StoreUnavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -87,6 +92,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::RouteNotFound(_) => ErrorCode::RouteNotFound,
             ApiError::MethodNotAllowed { .. } => ErrorCode::MethodNotAllowed,
+            ApiError::TooManyRequests { .. } => ErrorCode::RateLimited,
             ApiError::Unavailable(_) => ErrorCode::Unavailable,
             ApiError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
             ApiError::Internal(_) => ErrorCode::Internal,
@@ -238,6 +244,10 @@ impl IntoResponse for ApiError {
                 header::RETRY_AFTER,
                 HeaderValue::from(STORE_RETRY_AFTER_SECS),
             );
+        }
+        if let ApiError::TooManyRequests { retry_after, .. } = self {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
         }
         resp
     }

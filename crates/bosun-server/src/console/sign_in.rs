@@ -95,6 +95,13 @@ async fn start(
             format!("no identity provider {provider:?} is configured on this server"),
         );
     };
+    if let Err(secs) = state.sign_in.begin_start() {
+        return login_again(
+            &state,
+            next,
+            format!("too many sign-ins are beginning on this server; try again in {secs}s"),
+        );
+    }
     let challenge = Challenge::new();
     let url = match client
         .authorization_url(&challenge, &redirect_uri(&state, &provider))

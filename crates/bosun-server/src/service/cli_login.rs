@@ -148,6 +148,13 @@ fn provider_error(e: OidcError) -> ApiError {
 /// loopback.
 pub async fn start(state: &AppState, req: &CliLoginStart) -> Result<CliLoginStarted, ApiError> {
     let client = provider(state, req.provider.as_deref())?;
+    state
+        .sign_in
+        .begin_start()
+        .map_err(|retry_after| ApiError::TooManyRequests {
+            message: "too many sign-ins are beginning on this server".into(),
+            retry_after,
+        })?;
     let device = !req.browser && client.offers_device_flow().await.map_err(provider_error)?;
     if !device {
         let Some(loopback) = &req.loopback else {

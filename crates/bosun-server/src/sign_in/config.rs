@@ -9,6 +9,7 @@
 //! session_max = "24h"       # and none lasts longer than this
 //! refresh_every = "10m"     # how often a provider session is vouched for again
 //! keep_ended_sessions = "90days"  # ended (or expired) sessions are then deleted; 0s: keep
+//! starts_per_minute = 300   # sign-ins begun on this server (console and bosun login)
 //!
 //! [[sign_in.providers]]
 //! id = "corp"               # a slug: in URLs, audit entries and `bosun login --provider`
@@ -40,6 +41,11 @@ pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(8 * 3600);
 pub const DEFAULT_SESSION_MAX: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_REFRESH_EVERY: Duration = Duration::from_secs(600);
 pub const DEFAULT_KEEP_ENDED_SESSIONS: Duration = Duration::from_secs(90 * 24 * 3600);
+/// Sign-ins one server begins per minute (each asks the provider and keeps a row for up to
+/// ten minutes), a burst of as many at once.
+pub const DEFAULT_STARTS_PER_MINUTE: u32 = 300;
+/// The most `starts_per_minute` may be.
+pub const MAX_STARTS_PER_MINUTE: u32 = 100_000;
 /// The most providers one server may have.
 pub const MAX_PROVIDERS: usize = 16;
 
@@ -52,6 +58,7 @@ pub struct SignInFile {
     pub session_max: Option<String>,
     pub refresh_every: Option<String>,
     pub keep_ended_sessions: Option<String>,
+    pub starts_per_minute: Option<u32>,
     #[serde(default)]
     pub providers: Vec<ProviderFile>,
 }
@@ -94,6 +101,9 @@ pub struct SignInConfig {
     /// How long an ended (or expired) session is kept, for its person's list and the
     /// audit of why it ended; zero: forever.
     pub keep_ended_sessions: Duration,
+    /// Sign-ins this server begins per minute (console buttons and `bosun login` alike);
+    /// more are refused until the budget refills.
+    pub starts_per_minute: u32,
     pub providers: Vec<SignInProvider>,
 }
 
@@ -105,6 +115,7 @@ impl Default for SignInConfig {
             session_max: DEFAULT_SESSION_MAX,
             refresh_every: DEFAULT_REFRESH_EVERY,
             keep_ended_sessions: DEFAULT_KEEP_ENDED_SESSIONS,
+            starts_per_minute: DEFAULT_STARTS_PER_MINUTE,
             providers: Vec::new(),
         }
     }
@@ -190,6 +201,12 @@ impl SignInConfig {
                 "session_idle and session_max must be longer than 0s".into(),
             ));
         }
+        let starts_per_minute = f.starts_per_minute.unwrap_or(DEFAULT_STARTS_PER_MINUTE);
+        if !(1..=MAX_STARTS_PER_MINUTE).contains(&starts_per_minute) {
+            return Err(invalid(format!(
+                "starts_per_minute = {starts_per_minute}: must be 1 to {MAX_STARTS_PER_MINUTE}"
+            )));
+        }
         if f.providers.len() > MAX_PROVIDERS {
             return Err(invalid(format!(
                 "{} providers; at most {MAX_PROVIDERS}",
@@ -218,6 +235,7 @@ impl SignInConfig {
             session_max,
             refresh_every,
             keep_ended_sessions,
+            starts_per_minute,
             providers,
         })
     }
@@ -384,6 +402,11 @@ mod tests {
                 r#"[sign_in]
                 session_max = "soon""#,
                 "session_max",
+            ),
+            (
+                r#"[sign_in]
+                starts_per_minute = 0"#,
+                "starts_per_minute = 0: must be 1 to",
             ),
         ] {
             let e = parse(bad).unwrap_err().to_string();

@@ -21,10 +21,20 @@ use oidc::{OidcClient, OidcError};
 /// The most orgs a rule for every org (`org = "*"`) grants a role in.
 pub const MAX_ORGS: u32 = 10_000;
 
-/// The identity providers this server signs people in with, by id, in configured order.
-#[derive(Default)]
+/// The identity providers this server signs people in with, by id, in configured order,
+/// and the budget of sign-ins it begins.
 pub struct Providers {
     list: Vec<Arc<OidcClient>>,
+    starts: StartBudget,
+}
+
+impl Default for Providers {
+    fn default() -> Self {
+        Providers {
+            list: Vec::new(),
+            starts: StartBudget::new(config::DEFAULT_STARTS_PER_MINUTE),
+        }
+    }
 }
 
 impl Providers {
@@ -35,7 +45,16 @@ impl Providers {
                 .iter()
                 .map(|p| OidcClient::new(p.clone()).map(Arc::new))
                 .collect::<Result<_, _>>()?,
+            starts: StartBudget::new(config.starts_per_minute),
         })
+    }
+
+    /// Takes one sign-in start from the budget (a console button, or a `bosun login`):
+    /// refused while it is spent, with the seconds until one is back. Each start asks the
+    /// provider and keeps a row until it expires, and needs no token, so no one can make
+    /// the server do either without bound.
+    pub fn begin_start(&self) -> Result<(), u64> {
+        self.starts.take()
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<OidcClient>> {
@@ -44,6 +63,59 @@ impl Providers {
 
     pub fn all(&self) -> &[Arc<OidcClient>] {
         &self.list
+    }
+}
+
+/// A token bucket of `per_minute` starts, refilled evenly, as many as that at once.
+struct StartBudget {
+    per_minute: u32,
+    /// Starts left, and when that was counted.
+    left: std::sync::Mutex<(f64, std::time::Instant)>,
+}
+
+impl StartBudget {
+    fn new(per_minute: u32) -> Self {
+        StartBudget {
+            per_minute: per_minute.max(1),
+            left: std::sync::Mutex::new((per_minute.max(1) as f64, std::time::Instant::now())),
+        }
+    }
+
+    fn take(&self) -> Result<(), u64> {
+        let rate = self.per_minute as f64 / 60.0;
+        let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        left.0 =
+            (left.0 + now.duration_since(left.1).as_secs_f64() * rate).min(self.per_minute as f64);
+        left.1 = now;
+        if left.0 >= 1.0 {
+            left.0 -= 1.0;
+            Ok(())
+        } else {
+            Err((((1.0 - left.0) / rate).ceil() as u64).max(1))
+        }
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::StartBudget;
+
+    #[test]
+    fn the_start_budget_allows_its_burst_then_refuses_saying_when() {
+        let budget = StartBudget::new(3);
+        for _ in 0..3 {
+            assert_eq!(budget.take(), Ok(()));
+        }
+        // Three a minute: one is back within 20 s.
+        let wait = budget.take().unwrap_err();
+        assert!((1..=20).contains(&wait), "{wait}");
+        // Refilled as time passes (here, the last count moved back a minute).
+        budget.left.lock().unwrap().1 -= std::time::Duration::from_secs(60);
+        for _ in 0..3 {
+            assert_eq!(budget.take(), Ok(()));
+        }
+        assert!(budget.take().is_err());
     }
 }
 

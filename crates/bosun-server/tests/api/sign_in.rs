@@ -966,3 +966,47 @@ async fn a_cli_login_may_ask_for_the_browser_where_the_provider_has_the_device_f
     assert_eq!(status, StatusCode::OK, "{started}");
     assert_eq!(started["method"], "browser", "{started}");
 }
+
+#[tokio::test]
+async fn sign_ins_begun_past_the_servers_budget_are_refused_saying_when_to_try_again() {
+    let Some((_op, t)) = setup(|c| c.starts_per_minute = 2).await else {
+        return;
+    };
+    let challenge =
+        bosun_server::sign_in::oidc::pkce_challenge(&bosun_server::sign_in::oidc::random_text());
+    let begin = || {
+        reqwest::Client::new()
+            .post(format!("{}/cli-login", t.url))
+            .json(&json!({"browser": true, "loopback":
+                {"redirect_uri": "http://127.0.0.1:4711/bosun-login", "code_challenge": challenge}}))
+            .send()
+    };
+    for _ in 0..2 {
+        let r = begin().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    // The third within the minute: 429, with when to try again.
+    let r = begin().await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = r.headers()[reqwest::header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&retry), "{retry}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    // The console's button shares the budget, and says so on the login page.
+    let page = Browser::new()
+        .get(&format!("{}/login/corp?next=/", t.url))
+        .await;
+    assert!(
+        page.location.is_none() && page.body.contains("too many sign-ins are beginning"),
+        "{:?} {}",
+        page.location,
+        page.body
+    );
+    // Token login is not a sign-in begun at a provider: still open.
+    let me = t.get("/api/v1/whoami", &t.admin).await;
+    assert_eq!(me.status, StatusCode::OK);
+}
