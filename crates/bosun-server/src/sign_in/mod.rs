@@ -97,28 +97,6 @@ impl StartBudget {
     }
 }
 
-#[cfg(test)]
-mod budget_tests {
-    use super::StartBudget;
-
-    #[test]
-    fn the_start_budget_allows_its_burst_then_refuses_saying_when() {
-        let budget = StartBudget::new(3);
-        for _ in 0..3 {
-            assert_eq!(budget.take(), Ok(()));
-        }
-        // Three a minute: one is back within 20 s.
-        let wait = budget.take().unwrap_err();
-        assert!((1..=20).contains(&wait), "{wait}");
-        // Refilled as time passes (here, the last count moved back a minute).
-        budget.left.lock().unwrap().1 -= std::time::Duration::from_secs(60);
-        for _ in 0..3 {
-            assert_eq!(budget.take(), Ok(()));
-        }
-        assert!(budget.take().is_err());
-    }
-}
-
 /// Claims too large to keep: each string claim Bosun reads is cut to this.
 const MAX_CLAIM_TEXT: usize = 256;
 
@@ -332,4 +310,26 @@ pub async fn refresh(state: &AppState, grant: &SessionGrant) -> Result<(), Strin
         .await
         .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::StartBudget;
+
+    #[test]
+    fn the_start_budget_allows_its_burst_then_refuses_saying_when() {
+        let budget = StartBudget::new(3);
+        for _ in 0..3 {
+            assert_eq!(budget.take(), Ok(()));
+        }
+        // Three a minute: one is back within 20 s.
+        let wait = budget.take().unwrap_err();
+        assert!((1..=20).contains(&wait), "{wait}");
+        // Refilled as time passes (here, the last count moved back a minute).
+        budget.left.lock().unwrap().1 -= std::time::Duration::from_secs(60);
+        for _ in 0..3 {
+            assert_eq!(budget.take(), Ok(()));
+        }
+        assert!(budget.take().is_err());
+    }
 }
