@@ -14,7 +14,7 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -310,6 +310,21 @@ impl Browser {
     }
 
     /// The text of the flash message (`ok` or `error`) the page shows, if any.
+    /// Signs in as `user` on the OpenID Provider's own login and consent forms.
+    fn sign_in_at_provider(&self, user: &str) {
+        self.wait("the provider's login form", || {
+            (self.count("input[name=login]") == 1).then_some(())
+        });
+        self.shot("provider-login");
+        self.fill("input[name=login]", user);
+        self.fill("input[name=password]", "any password");
+        self.click_and_wait("button[type=submit]");
+        self.wait("the provider's consent form", || {
+            (self.count("input[name=prompt][value=consent]") == 1).then_some(())
+        });
+        self.click_and_wait("button[type=submit]");
+    }
+
     fn flash(&self, kind: &str) -> Option<String> {
         self.text(&format!(".flash.{kind}"))
     }
@@ -1349,6 +1364,49 @@ role = "operator"
     (rt, op, server, dir)
 }
 
+/// The CLI against `server`, with the login kept in `credentials` (no other token).
+fn logged_in_cli(server: &ServerProcess, credentials: &Path, args: &[&str]) -> Output {
+    Command::new(support::BIN)
+        .args(args)
+        .env("BOSUN_URL", server.url())
+        .env("BOSUN_CREDENTIALS", credentials)
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Starts `bosun login` against `server`, keeping the login in `credentials`: the running
+/// command, its stderr from after its `verification:` line, and what that line says.
+// The command is returned for the caller to wait on.
+#[allow(clippy::zombie_processes)]
+fn start_login(
+    server: &ServerProcess,
+    credentials: &Path,
+) -> (Child, BufReader<ChildStderr>, String) {
+    let mut login = Command::new(support::BIN)
+        .args(["login"])
+        .env("BOSUN_URL", server.url())
+        .env("BOSUN_CREDENTIALS", credentials)
+        .env_remove("BOSUN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(login.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let status = login.wait().unwrap();
+            panic!("bosun login ended early ({status})");
+        }
+        if let Some(rest) = line.trim().strip_prefix("verification: ") {
+            return (login, err, rest.to_string());
+        }
+    }
+}
+
 #[test]
 fn a_person_signs_in_with_their_identity_provider_and_out_again() {
     use bosun_testkit::oidc::require_oidc_provider;
@@ -1374,17 +1432,7 @@ fn a_person_signs_in_with_their_identity_provider_and_out_again() {
     assert_eq!(b.count("#sign-in-corp"), 1, "{}", b.html());
     b.click_and_wait("#sign-in-corp");
     // The provider's own login and consent forms.
-    b.wait("the provider's login form", || {
-        (b.count("input[name=login]") == 1).then_some(())
-    });
-    b.shot("provider-login");
-    b.fill("input[name=login]", "carol");
-    b.fill("input[name=password]", "any password");
-    b.click_and_wait("button[type=submit]");
-    b.wait("the provider's consent form", || {
-        (b.count("input[name=prompt][value=consent]") == 1).then_some(())
-    });
-    b.click_and_wait("button[type=submit]");
+    b.sign_in_at_provider("carol");
     // Back on Bosun, signed in (the Strict session cookie rides the same-site move on),
     // on the page first asked for, as the user her first sign-in made.
     b.wait("the org's stacks page", || {
@@ -1448,39 +1496,11 @@ fn bosun_login_signs_the_cli_in_through_the_device_flow_and_roles_follow_each_re
         true,
     );
     let credentials = dir.path().join("credentials.json");
-    let cli = |args: &[&str]| {
-        Command::new(support::BIN)
-            .args(args)
-            .env("BOSUN_URL", server.url())
-            .env("BOSUN_CREDENTIALS", &credentials)
-            .env_remove("BOSUN_TOKEN")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let cli = |args: &[&str]| logged_in_cli(&server, &credentials, args);
     // `bosun login` prints where to go and waits for the person.
-    let mut login = Command::new(support::BIN)
-        .args(["login"])
-        .env("BOSUN_URL", server.url())
-        .env("BOSUN_CREDENTIALS", &credentials)
-        .env_remove("BOSUN_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(login.stderr.take().unwrap());
-    let (url, code) = loop {
-        let mut line = String::new();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "bosun login ended early"
-        );
-        if let Some(rest) = line.trim().strip_prefix("verification: ") {
-            let (url, code) = rest.split_once(" code: ").unwrap();
-            break (url.to_string(), code.to_string());
-        }
-    };
+    let (mut login, mut err, verification) = start_login(&server, &credentials);
+    let (url, code) = verification.split_once(" code: ").unwrap();
+    let (url, code) = (url.to_string(), code.to_string());
     assert!(
         url.starts_with(&op.issuer) && url.contains(&code),
         "{url} {code}"
@@ -1491,16 +1511,7 @@ fn bosun_login_signs_the_cli_in_through_the_device_flow_and_roles_follow_each_re
     b.rt.block_on(b.c().goto(&url)).unwrap();
     b.shot("device-confirm");
     b.click_and_wait("button[autofocus]");
-    b.wait("the provider's login form", || {
-        (b.count("input[name=login]") == 1).then_some(())
-    });
-    b.fill("input[name=login]", "dana");
-    b.fill("input[name=password]", "any password");
-    b.click_and_wait("button[type=submit]");
-    b.wait("the provider's consent form", || {
-        (b.count("input[name=prompt][value=consent]") == 1).then_some(())
-    });
-    b.click_and_wait("button[type=submit]");
+    b.sign_in_at_provider("dana");
     b.shot("device-done");
 
     // The CLI finishes on its own, keeping a short-lived token (0600) for this server.
@@ -1623,27 +1634,7 @@ fn bosun_login_goes_through_this_machines_browser_where_the_provider_has_no_devi
     );
     let credentials = dir.path().join("credentials.json");
     // `bosun login` prints the provider's page to open, and listens for the browser.
-    let mut login = Command::new(support::BIN)
-        .args(["login"])
-        .env("BOSUN_URL", server.url())
-        .env("BOSUN_CREDENTIALS", &credentials)
-        .env_remove("BOSUN_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(login.stderr.take().unwrap());
-    let url = loop {
-        let mut line = String::new();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "bosun login ended early"
-        );
-        if let Some(rest) = line.trim().strip_prefix("verification: ") {
-            break rest.to_string();
-        }
-    };
+    let (mut login, mut err, url) = start_login(&server, &credentials);
     assert!(
         url.starts_with(&op.issuer) && !url.contains(" code: "),
         "{url}"
@@ -1653,16 +1644,7 @@ fn bosun_login_goes_through_this_machines_browser_where_the_provider_has_no_devi
     // the CLI's loopback, whose page says it is done.
     let b = Browser::open(&bins, &server, "cli_login_browser");
     b.rt.block_on(b.c().goto(&url)).unwrap();
-    b.wait("the provider's login form", || {
-        (b.count("input[name=login]") == 1).then_some(())
-    });
-    b.fill("input[name=login]", "erin");
-    b.fill("input[name=password]", "any password");
-    b.click_and_wait("button[type=submit]");
-    b.wait("the provider's consent form", || {
-        (b.count("input[name=prompt][value=consent]") == 1).then_some(())
-    });
-    b.click_and_wait("button[type=submit]");
+    b.sign_in_at_provider("erin");
     b.wait("the CLI's page", || {
         b.html().contains("Signed in to Bosun").then_some(())
     });
@@ -1679,14 +1661,7 @@ fn bosun_login_goes_through_this_machines_browser_where_the_provider_has_no_devi
         rest.contains("Logged in to") && rest.contains("as erin"),
         "{rest}"
     );
-    let out = Command::new(support::BIN)
-        .args(["whoami", "--json"])
-        .env("BOSUN_URL", server.url())
-        .env("BOSUN_CREDENTIALS", &credentials)
-        .env_remove("BOSUN_TOKEN")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = logged_in_cli(&server, &credentials, &["whoami", "--json"]);
     assert!(
         out.status.success(),
         "{}",

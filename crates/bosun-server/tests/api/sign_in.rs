@@ -712,6 +712,14 @@ async fn a_provider_answering_too_much_is_cut_off_and_named() {
     );
 }
 
+/// The query parameter `name` of `url`.
+fn query_param(url: &reqwest::Url, name: &str) -> String {
+    url.query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| panic!("no {name} in {url}"))
+}
+
 /// Posts `body` to `path` outside the API (no token), answering status and JSON.
 async fn post_public(t: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
     let r = reqwest::Client::new()
@@ -813,11 +821,7 @@ async fn a_cli_login_without_device_flow_goes_through_the_browser_to_the_clis_lo
     let back = b.walk(url, "bob", loopback, Some(loopback)).await;
     let to = reqwest::Url::parse(back.location.as_deref().unwrap()).unwrap();
     assert_eq!(to.path(), "/bosun-login");
-    let code = to
-        .query_pairs()
-        .find(|(k, _)| k == "code")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| panic!("no code in {to}"));
+    let code = query_param(&to, "code");
 
     // The code is worth nothing without the verifier, or when forged.
     let (status, body) = post_public(
@@ -903,11 +907,7 @@ async fn a_cli_login_without_device_flow_goes_through_the_browser_to_the_clis_lo
     // A refusal at the provider comes back to the CLI's loopback, named.
     let (_, started) = begin().await;
     let url = reqwest::Url::parse(started["verification_uri"].as_str().unwrap()).unwrap();
-    let state = url
-        .query_pairs()
-        .find(|(k, _)| k == "state")
-        .map(|(_, v)| v.into_owned())
-        .unwrap();
+    let state = query_param(&url, "state");
     let refused = Browser::new()
         .get(&format!(
             "{}/login/corp/callback?state={state}&error=access_denied",
@@ -916,11 +916,7 @@ async fn a_cli_login_without_device_flow_goes_through_the_browser_to_the_clis_lo
         .await;
     let to = reqwest::Url::parse(refused.location.as_deref().unwrap()).unwrap();
     assert!(to.as_str().starts_with(loopback), "{to}");
-    let error = to
-        .query_pairs()
-        .find(|(k, _)| k == "error")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| panic!("no error in {to}"));
+    let error = query_param(&to, "error");
     assert!(error.contains("access_denied"), "{error}");
     // And its state is spent.
     let replay = Browser::new()
