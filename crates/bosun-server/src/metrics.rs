@@ -499,6 +499,31 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
     );
 
     out.family(
+        "bosun_sign_ins_total",
+        "counter",
+        "Sign-ins at an identity provider this server process finished, by provider, way \
+         (console, cli_device, cli_browser) and result (signed_in, refused).",
+    );
+    let (finished, limited) = state.sign_in.counts();
+    for ((provider, way, signed_in), n) in finished {
+        out.sample(
+            "bosun_sign_ins_total",
+            &[
+                ("provider", provider.as_str()),
+                ("way", way.as_str()),
+                ("result", if signed_in { "signed_in" } else { "refused" }),
+            ],
+            n,
+        );
+    }
+    out.family(
+        "bosun_sign_in_starts_limited_total",
+        "counter",
+        "Sign-ins this server process refused to begin, past sign_in.starts_per_minute.",
+    );
+    out.sample("bosun_sign_in_starts_limited_total", &[], limited);
+
+    out.family(
         "bosun_duty_last_pass_timestamp_seconds",
         "gauge",
         "When a background duty of this server process last completed a pass (Unix \

@@ -30,6 +30,7 @@ use super::session::{
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::sign_in::oidc::{random_text, Challenge};
+use crate::sign_in::Way;
 use crate::web_headers::secure_cookies;
 
 /// Binds a sign-in to the browser that began it.
@@ -219,6 +220,7 @@ async fn callback(
                 crate::console::constant_eq(hashed(b).as_bytes(), cookie_hash.as_bytes())
             });
             if !bound {
+                state.sign_in.count(&attempt.provider, Way::Console, false);
                 return refuse_in_browser(
                     &state,
                     &provider,
@@ -227,7 +229,11 @@ async fn callback(
                         .into(),
                 );
             }
-            match vouch(&state, &provider, &q, &attempt).await {
+            let vouched = vouch(&state, &provider, &q, &attempt).await;
+            state
+                .sign_in
+                .count(&attempt.provider, Way::Console, vouched.is_ok());
+            match vouched {
                 Ok(vouched) => open_console_session(&state, &provider, vouched, next).await,
                 Err(why) => refuse_in_browser(&state, &provider, &next, why),
             }
@@ -236,7 +242,11 @@ async fn callback(
             redirect_uri,
             code_challenge,
         } => {
-            let answer = match vouch(&state, &provider, &q, &attempt).await {
+            let vouched = vouch(&state, &provider, &q, &attempt).await;
+            state
+                .sign_in
+                .count(&attempt.provider, Way::CliBrowser, vouched.is_ok());
+            let answer = match vouched {
                 Ok(vouched) => {
                     let client = state.sign_in.get(&provider).ok_or_else(|| {
                         ApiError::Internal("the provider vanished mid sign-in".into())

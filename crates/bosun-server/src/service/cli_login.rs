@@ -35,6 +35,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::service::tokens::{new_token, to_wire, TokenOwner};
 use crate::sign_in::oidc::{pkce_challenge, Challenge, OidcClient, OidcError};
+use crate::sign_in::Way;
 
 /// How long a CLI login's token lives before `bosun login --refresh` replaces it.
 pub const CLI_TOKEN_LIFETIME: chrono::Duration = chrono::Duration::hours(1);
@@ -310,11 +311,16 @@ pub async fn poll(state: &AppState, login: &str) -> Result<CliLoginStatus, ApiEr
                 session: None,
             });
         }
-        Err(e) => return Err(provider_error(e)),
+        Err(e) => {
+            state.sign_in.count(&handle.provider, Way::CliDevice, false);
+            return Err(provider_error(e));
+        }
     };
-    let vouched = crate::sign_in::from_tokens(state, &client, &tokens, None)
-        .await
-        .map_err(ApiError::Unauthenticated)?;
+    let vouched = crate::sign_in::from_tokens(state, &client, &tokens, None).await;
+    state
+        .sign_in
+        .count(&handle.provider, Way::CliDevice, vouched.is_ok());
+    let vouched = vouched.map_err(ApiError::Unauthenticated)?;
     let (token, session) = open_session(state, &client, vouched).await?;
     Ok(CliLoginStatus {
         status: "done".into(),

@@ -26,6 +26,31 @@ pub const MAX_ORGS: u32 = 10_000;
 pub struct Providers {
     list: Vec<Arc<OidcClient>>,
     starts: StartBudget,
+    /// Sign-ins finished, by (provider, way, result), for `/metrics`.
+    finished: std::sync::Mutex<std::collections::BTreeMap<(String, Way, bool), u64>>,
+    /// Sign-in starts refused for the budget, for `/metrics`.
+    limited: std::sync::atomic::AtomicU64,
+}
+
+/// How a person signed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Way {
+    /// The console's button.
+    Console,
+    /// `bosun login` through the device flow.
+    CliDevice,
+    /// `bosun login` through this machine's browser.
+    CliBrowser,
+}
+
+impl Way {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Way::Console => "console",
+            Way::CliDevice => "cli_device",
+            Way::CliBrowser => "cli_browser",
+        }
+    }
 }
 
 impl Default for Providers {
@@ -33,6 +58,8 @@ impl Default for Providers {
         Providers {
             list: Vec::new(),
             starts: StartBudget::new(config::DEFAULT_STARTS_PER_MINUTE),
+            finished: Default::default(),
+            limited: Default::default(),
         }
     }
 }
@@ -46,7 +73,29 @@ impl Providers {
                 .map(|p| OidcClient::new(p.clone()).map(Arc::new))
                 .collect::<Result<_, _>>()?,
             starts: StartBudget::new(config.starts_per_minute),
+            finished: Default::default(),
+            limited: Default::default(),
         })
+    }
+
+    /// Counts a sign-in at a configured `provider` finished `way`: signed in, or refused.
+    pub fn count(&self, provider: &str, way: Way, signed_in: bool) {
+        if self.get(provider).is_none() {
+            return;
+        }
+        let mut finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        *finished
+            .entry((provider.to_string(), way, signed_in))
+            .or_default() += 1;
+    }
+
+    /// Sign-ins finished, by (provider, way, signed in), and starts refused for the budget.
+    pub fn counts(&self) -> (Vec<((String, Way, bool), u64)>, u64) {
+        let finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        (
+            finished.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            self.limited.load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// Takes one sign-in start from the budget (a console button, or a `bosun login`):
@@ -54,7 +103,10 @@ impl Providers {
     /// provider and keeps a row until it expires, and needs no token, so no one can make
     /// the server do either without bound.
     pub fn begin_start(&self) -> Result<(), u64> {
-        self.starts.take()
+        self.starts.take().inspect_err(|_| {
+            self.limited
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<OidcClient>> {

@@ -633,6 +633,16 @@ async fn metrics_expose_every_series_in_the_text_format() {
     );
     let sessions = family(&families, "bosun_sessions_pruned", "counter");
     assert_eq!(sessions.value("bosun_sessions_pruned_total", &[]), 0.0);
+    // No provider here: no sign-in counted, none refused to begin (their values are
+    // checked with a real provider, in sign_in.rs).
+    assert!(family(&families, "bosun_sign_ins", "counter")
+        .samples
+        .is_empty());
+    let limited = family(&families, "bosun_sign_in_starts_limited", "counter");
+    assert_eq!(
+        limited.value("bosun_sign_in_starts_limited_total", &[]),
+        0.0
+    );
     let logs = family(&families, "bosun_run_log_chunks_compressed", "counter");
     for kind in ["stack_run", "plan_run"] {
         assert_eq!(
@@ -704,6 +714,8 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_runs",
             "bosun_runs_summarised",
             "bosun_sessions_pruned",
+            "bosun_sign_in_starts_limited",
+            "bosun_sign_ins",
             "bosun_state_late_writes",
             "bosun_state_lock_age_seconds",
             "bosun_state_locks_held",

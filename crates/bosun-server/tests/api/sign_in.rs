@@ -281,6 +281,9 @@ async fn a_person_signs_in_with_the_provider_and_gets_the_roles_its_groups_give(
         done.body
     );
     assert!(b.has_session(&t));
+    assert!(t.metrics_text().await.contains(
+        "bosun_sign_ins_total{provider=\"corp\",way=\"console\",result=\"signed_in\"} 1\n"
+    ));
     let page = b.get(&format!("{}/orgs/net/stacks", t.url)).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     let roles = store.roles_of("alice").await.unwrap();
@@ -469,6 +472,9 @@ async fn a_replayed_state_or_another_browsers_callback_is_refused() {
         "{}",
         refused.body
     );
+    assert!(t.metrics_text().await.contains(
+        "bosun_sign_ins_total{provider=\"corp\",way=\"console\",result=\"refused\"} 1\n"
+    ));
     // So the browser that began it finds it used.
     let replay = b.get(&back).await;
     assert_eq!(replay.status, StatusCode::UNAUTHORIZED);
@@ -918,6 +924,14 @@ async fn a_cli_login_without_device_flow_goes_through_the_browser_to_the_clis_lo
     assert!(to.as_str().starts_with(loopback), "{to}");
     let error = query_param(&to, "error");
     assert!(error.contains("access_denied"), "{error}");
+    // Both counted: one signed in through the browser, one refused.
+    let metrics = t.metrics_text().await;
+    for line in [
+        "bosun_sign_ins_total{provider=\"corp\",way=\"cli_browser\",result=\"signed_in\"} 1\n",
+        "bosun_sign_ins_total{provider=\"corp\",way=\"cli_browser\",result=\"refused\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
     // And its state is spent.
     let replay = Browser::new()
         .get(&format!(
@@ -1002,6 +1016,11 @@ async fn sign_ins_begun_past_the_servers_budget_are_refused_saying_when_to_try_a
         page.location,
         page.body
     );
+    // Counted for the operator.
+    assert!(t
+        .metrics_text()
+        .await
+        .contains("bosun_sign_in_starts_limited_total 2\n"));
     // Token login is not a sign-in begun at a provider: still open.
     let me = t.get("/api/v1/whoami", &t.admin).await;
     assert_eq!(me.status, StatusCode::OK);
