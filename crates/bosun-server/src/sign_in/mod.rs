@@ -27,10 +27,14 @@ pub struct Providers {
     list: Vec<Arc<OidcClient>>,
     starts: StartBudget,
     /// Sign-ins finished, by (provider, way, result), for `/metrics`.
-    finished: std::sync::Mutex<std::collections::BTreeMap<(String, Way, bool), u64>>,
+    finished: std::sync::Mutex<std::collections::BTreeMap<Finished, u64>>,
     /// Sign-in starts refused for the budget, for `/metrics`.
     limited: std::sync::atomic::AtomicU64,
 }
+
+/// A kind of sign-in finished: at which provider, which way, and whether it signed the
+/// person in.
+pub type Finished = (String, Way, bool);
 
 /// How a person signed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -90,7 +94,7 @@ impl Providers {
     }
 
     /// Sign-ins finished, by (provider, way, signed in), and starts refused for the budget.
-    pub fn counts(&self) -> (Vec<((String, Way, bool), u64)>, u64) {
+    pub fn counts(&self) -> (Vec<(Finished, u64)>, u64) {
         let finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
         (
             finished.iter().map(|(k, v)| (k.clone(), *v)).collect(),
