@@ -83,6 +83,33 @@ pub struct Session {
     pub ended_reason: Option<String>,
 }
 
+/// A person's identity at an identity provider, linked to a Bosun user: made by their
+/// first sign-in, or linked ahead of it by a server admin (so that a user made before the
+/// provider was configured signs in as themself).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SignInIdentity {
+    pub user: String,
+    /// The configured provider's id.
+    pub provider: String,
+    pub issuer: String,
+    /// The person's `sub` at the provider.
+    pub subject: String,
+    pub email: Option<String>,
+    pub username: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// Null for a link no sign-in has used yet.
+    pub last_sign_in_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /api/v1/identities`: link a provider's subject to an existing user.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignInIdentityLink {
+    pub user: String,
+    pub provider: String,
+    pub subject: String,
+}
+
 /// `POST /cli-login`: begin a CLI login at an identity provider: the device authorization
 /// grant where the provider offers it, else (or when `browser` asks) a sign-in through the
 /// browser of the CLI's machine, which comes back to the CLI's `loopback`.

@@ -135,6 +135,7 @@ macro_rules! conformance_suite {
             sessions_open_refresh_end_and_list,
             a_cli_login_holds_a_token_that_goes_with_its_session,
             ended_and_expired_sessions_are_pruned_open_ones_kept,
+            an_admin_links_an_identity_ahead_of_its_sign_in_and_unlinks_it,
             metrics_count_and_time_from_the_store,
             dependency_runs_held_released_removed_skipped,
             held_runs_do_not_block_their_stack,

@@ -562,3 +562,103 @@ pub async fn ended_and_expired_sessions_are_pruned_open_ones_kept(store: Arc<dyn
     assert!(store.get_session("ses-old").await.unwrap().is_none());
     assert!(store.get_session("ses-open").await.unwrap().is_some());
 }
+
+pub async fn an_admin_links_an_identity_ahead_of_its_sign_in_and_unlinks_it(store: Arc<dyn Store>) {
+    seed_org(&*store, "net").await;
+    store
+        .create_user(
+            &NewUser {
+                id: "alice".into(),
+                server_admin: false,
+            },
+            &audit(None, "user.create", "user:alice"),
+        )
+        .await
+        .unwrap();
+    let issuer = "https://idp.example.com";
+    let link = IdentityLink {
+        issuer: issuer.into(),
+        subject: "00u1a2b3".into(),
+        provider: "corp".into(),
+        user: "alice".into(),
+    };
+    let linked = store
+        .link_identity(&link, &audit(None, "identity.link", "user:alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (linked.user.as_str(), linked.last_sign_in_at),
+        ("alice", None)
+    );
+    // Linked once: again, or to someone else, is refused naming who has it.
+    match store
+        .link_identity(&link, &audit(None, "identity.link", "user:alice"))
+        .await
+    {
+        Err(StoreError::AlreadyExists(what)) => assert!(what.contains("alice"), "{what}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        store
+            .link_identity(
+                &IdentityLink {
+                    user: "ghost".into(),
+                    subject: "other".into(),
+                    ..link.clone()
+                },
+                &audit(None, "identity.link", "user:ghost"),
+            )
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // The person's first sign-in is alice's, not a new user's.
+    let (signed, opened) = store
+        .sign_in(
+            &ProviderSignIn {
+                proposed_user: "alice-at-corp".into(),
+                ..person(issuer, "00u1a2b3", &[("net", Role::Operator)])
+            },
+            &session("ses-linked", "h-linked"),
+            None,
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((signed.user.id.as_str(), signed.created), ("alice", false));
+    assert_eq!(
+        store.roles_of("alice").await.unwrap().get("net"),
+        Some(&Role::Operator)
+    );
+    let listed = store.list_identities("alice").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].last_sign_in_at.is_some(), "{listed:?}");
+    assert_eq!(listed[0].email.as_deref(), Some("alice@example.com"));
+
+    // Unlinked: gone, and the session it signed in ended; a second unlink finds nothing.
+    let gone = store
+        .unlink_identity(
+            issuer,
+            "00u1a2b3",
+            &audit(None, "identity.unlink", "user:alice"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(gone.user, "alice");
+    assert!(store.list_identities("alice").await.unwrap().is_empty());
+    let ended = store.get_session(&opened.id).await.unwrap().unwrap();
+    assert_eq!(
+        ended.ended_reason.as_deref(),
+        Some("its identity was unlinked")
+    );
+    assert!(store
+        .unlink_identity(
+            issuer,
+            "00u1a2b3",
+            &audit(None, "identity.unlink", "user:alice")
+        )
+        .await
+        .unwrap()
+        .is_none());
+}

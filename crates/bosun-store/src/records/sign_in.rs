@@ -38,6 +38,30 @@ pub enum SignInBinding {
     },
 }
 
+/// A person's identity at a provider, linked to a user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityRecord {
+    pub issuer: String,
+    pub subject: String,
+    /// The id of the configured provider that linked it.
+    pub provider: String,
+    pub user: String,
+    pub email: Option<String>,
+    pub username: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// None for a link made by an admin that no sign-in has used yet.
+    pub last_sign_in_at: Option<DateTime<Utc>>,
+}
+
+/// An identity linked to an existing user ahead of its first sign-in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityLink {
+    pub issuer: String,
+    pub subject: String,
+    pub provider: String,
+    pub user: String,
+}
+
 /// How a console session was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionMethod {

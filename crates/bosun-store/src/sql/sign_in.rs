@@ -538,6 +538,118 @@ pub(super) fn list_sessions(c: &Connection, user: &str, limit: u32) -> Result<Ve
     .collect()
 }
 
+const IDENTITY_COLUMNS: &str =
+    "issuer, subject, provider, user_id, email, username, created_at, last_sign_in_at";
+
+/// An identity's row. A link an admin made before any sign-in keeps `last_sign_in_at` 0
+/// (the column predates such links and holds no null).
+fn identity_row(r: &Row<'_>) -> db::Result<(IdentityRecord, i64, i64)> {
+    Ok((
+        IdentityRecord {
+            issuer: r.get(0)?,
+            subject: r.get(1)?,
+            provider: r.get(2)?,
+            user: r.get(3)?,
+            email: r.get(4)?,
+            username: r.get(5)?,
+            created_at: Utc::now(),
+            last_sign_in_at: None,
+        },
+        r.get(6)?,
+        r.get(7)?,
+    ))
+}
+
+fn identity_record((mut i, created, last): (IdentityRecord, i64, i64)) -> Result<IdentityRecord> {
+    i.created_at = from_millis(created)?;
+    i.last_sign_in_at = if last == 0 {
+        None
+    } else {
+        Some(from_millis(last)?)
+    };
+    Ok(i)
+}
+
+fn get_identity(c: &Connection, issuer: &str, subject: &str) -> Result<Option<IdentityRecord>> {
+    c.prepare_cached(&format!(
+        "SELECT {IDENTITY_COLUMNS} FROM identities WHERE issuer = ?1 AND subject = ?2"
+    ))?
+    .query_row(params![issuer, subject], identity_row)
+    .optional()?
+    .map(identity_record)
+    .transpose()
+}
+
+pub(super) fn link_identity(
+    tx: &Transaction<'_>,
+    link: &IdentityLink,
+    audit: &Audit,
+) -> Result<IdentityRecord> {
+    if super::identity::get_user(tx, &link.user)?.is_none() {
+        return Err(StoreError::NotFound(format!("user {:?}", link.user)));
+    }
+    if let Some(linked) = get_identity(tx, &link.issuer, &link.subject)? {
+        return Err(StoreError::AlreadyExists(format!(
+            "identity {:?} of provider {} (linked to user {})",
+            link.subject, linked.provider, linked.user
+        )));
+    }
+    tx.prepare_cached(
+        "INSERT INTO identities (issuer, subject, provider, user_id, created_at,
+            last_sign_in_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0)",
+    )?
+    .execute(params![
+        link.issuer,
+        link.subject,
+        link.provider,
+        link.user,
+        millis(Utc::now())
+    ])?;
+    append_audit(tx, audit)?;
+    get_identity(tx, &link.issuer, &link.subject)?.ok_or_else(|| vanished("identity"))
+}
+
+pub(super) fn list_identities(c: &Connection, user: &str) -> Result<Vec<IdentityRecord>> {
+    c.prepare_cached(&format!(
+        "SELECT {IDENTITY_COLUMNS} FROM identities WHERE user_id = ?1
+         ORDER BY created_at, issuer, subject LIMIT ?2"
+    ))?
+    .query_map(params![user, crate::MAX_IDENTITIES], identity_row)?
+    .collect::<db::Result<Vec<_>>>()?
+    .into_iter()
+    .map(identity_record)
+    .collect()
+}
+
+pub(super) fn unlink_identity(
+    tx: &Transaction<'_>,
+    issuer: &str,
+    subject: &str,
+    audit: &Audit,
+) -> Result<Option<IdentityRecord>> {
+    let Some(identity) = get_identity(tx, issuer, subject)? else {
+        return Ok(None);
+    };
+    tx.prepare_cached("DELETE FROM identities WHERE issuer = ?1 AND subject = ?2")?
+        .execute(params![issuer, subject])?;
+    // The sessions it signed in end with it (a CLI login's token with its session).
+    let open: Vec<String> = tx
+        .prepare_cached(
+            "SELECT id FROM sessions WHERE user_id = ?1 AND provider = ?2 AND subject = ?3
+             AND ended_at IS NULL ORDER BY id",
+        )?
+        .query_map(params![identity.user, identity.provider, subject], |r| {
+            r.get(0)
+        })?
+        .collect::<db::Result<_>>()?;
+    for id in open {
+        end_session(tx, &id, "its identity was unlinked", None)?;
+    }
+    append_audit(tx, audit)?;
+    Ok(Some(identity))
+}
+
 /// Every open session's sealed refresh token, for re-sealing under a new secrets key.
 pub(super) fn sealed_refresh_tokens(c: &Connection) -> Result<Vec<(SealedOwner, Sealed)>> {
     let rows: Vec<(String, Vec<u8>, Vec<u8>, String)> = c

@@ -6,8 +6,8 @@ use bosun_core::sign_in::MembershipChange;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    Audit, NewSession, NewToken, ProviderSignIn, Result, Sealed, SessionGrant, SessionRecord,
-    SignInAttempt, SignedIn, TokenRecord,
+    Audit, IdentityLink, IdentityRecord, NewSession, NewToken, ProviderSignIn, Result, Sealed,
+    SessionGrant, SessionRecord, SignInAttempt, SignedIn, TokenRecord,
 };
 
 /// People's sign-in: sign-ins begun at an identity provider, the identities it vouched
@@ -66,4 +66,21 @@ pub trait SignInStore: Send + Sync {
     async fn get_session(&self, id: &str) -> Result<Option<SessionRecord>>;
     /// A user's sessions, newest first, at most `limit`.
     async fn list_sessions(&self, user: &str, limit: u32) -> Result<Vec<SessionRecord>>;
+    /// Links a provider's subject to an existing user ahead of its first sign-in (audited):
+    /// `NotFound` for no such user, `AlreadyExists` naming the user it is linked to.
+    async fn link_identity(&self, link: &IdentityLink, audit: &Audit) -> Result<IdentityRecord>;
+    /// A user's identities, oldest first, at most [`MAX_IDENTITIES`].
+    async fn list_identities(&self, user: &str) -> Result<Vec<IdentityRecord>>;
+    /// Unlinks the identity (issuer, subject) and ends the open sessions it signed in,
+    /// revoking their CLI tokens, in one transaction (audited); the unlinked identity, or
+    /// `None` when there was none.
+    async fn unlink_identity(
+        &self,
+        issuer: &str,
+        subject: &str,
+        audit: &Audit,
+    ) -> Result<Option<IdentityRecord>>;
 }
+
+/// The most identities one user's list answers.
+pub const MAX_IDENTITIES: u32 = 100;

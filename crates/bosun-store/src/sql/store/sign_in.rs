@@ -117,4 +117,26 @@ impl SignInStore for db::Store {
         self.read(move |c| sign_in::list_sessions(c, &user, limit))
             .await
     }
+
+    async fn link_identity(&self, link: &IdentityLink, audit: &Audit) -> Result<IdentityRecord> {
+        let (link, audit) = (link.clone(), audit.clone());
+        self.write(move |tx| sign_in::link_identity(tx, &link, &audit))
+            .await
+    }
+
+    async fn list_identities(&self, user: &str) -> Result<Vec<IdentityRecord>> {
+        let user = user.to_string();
+        self.read(move |c| sign_in::list_identities(c, &user)).await
+    }
+
+    async fn unlink_identity(
+        &self,
+        issuer: &str,
+        subject: &str,
+        audit: &Audit,
+    ) -> Result<Option<IdentityRecord>> {
+        let (issuer, subject, audit) = (issuer.to_string(), subject.to_string(), audit.clone());
+        self.write(move |tx| sign_in::unlink_identity(tx, &issuer, &subject, &audit))
+            .await
+    }
 }
