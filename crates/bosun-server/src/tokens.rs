@@ -1,11 +1,15 @@
 //! Tokens over the API: personal and runner-pool tokens created (the secret shown once),
-//! listed and revoked, and console sessions listed and ended; the work is
-//! `service::tokens` and `service::sessions`.
+//! listed and revoked, console sessions listed and ended, and people's identities at
+//! their providers listed, linked and unlinked; the work is `service::tokens`,
+//! `service::sessions` and `service::identities`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bosun_api::{Page, PersonalTokenCreate, PoolTokenCreate, Session, Token, TokenCreated};
+use bosun_api::{
+    Page, PersonalTokenCreate, PoolTokenCreate, Session, SignInIdentity, SignInIdentityLink, Token,
+    TokenCreated,
+};
 use bosun_core::authz::Access;
 use bosun_core::Role;
 
@@ -25,6 +29,9 @@ pub fn routes() -> Vec<Route> {
         route!(Access::User, list_sessions),
         route!(Access::User, revoke_session),
         route!(Access::User, refresh_login),
+        route!(Access::User, list_identities),
+        route!(Access::ServerAdmin, link_identity),
+        route!(Access::ServerAdmin, unlink_identity),
         route!(Access::Org(Role::Admin), create_pool),
         route!(Access::Org(Role::Admin), list_pool),
         route!(Access::Org(Role::Admin), revoke_pool),
@@ -159,6 +166,53 @@ pub async fn refresh_login(
 ) -> Result<Json<TokenCreated>, ApiError> {
     Ok(Json(
         crate::service::cli_login::refresh(&state, &caller).await?,
+    ))
+}
+
+/// List identities at identity providers: your own, or (server admins) `user`'s, oldest
+/// first, with when each last signed in (null for a link not used yet).
+///
+/// Answered whole, as one page: `next_cursor` is always null.
+#[utoipa::path(get, path = "/api/v1/identities", tag = "tokens",
+    params(crate::service::identities::IdentityQuery),
+    responses((status = 200, body = Page<SignInIdentity>), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn list_identities(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<crate::service::identities::IdentityQuery>,
+) -> Result<Json<Page<SignInIdentity>>, ApiError> {
+    Ok(Json(
+        crate::service::identities::list(&state, &caller, &q).await?,
+    ))
+}
+
+/// Link a person's subject at a configured provider to an existing user (server
+/// admins), so that their first sign-in is that user rather than a new one. Refused
+/// (409 `already_exists`, naming the user) for a subject already linked.
+#[utoipa::path(post, path = "/api/v1/identities", tag = "tokens",
+    request_body = SignInIdentityLink,
+    responses((status = 201, body = SignInIdentity), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn link_identity(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<SignInIdentityLink>,
+) -> Result<(StatusCode, Json<SignInIdentity>), ApiError> {
+    let linked = crate::service::identities::link(&state, &caller, body).await?;
+    Ok((StatusCode::CREATED, Json(linked)))
+}
+
+/// Unlink an identity (server admins): the sessions it signed in end, and the person's
+/// next sign-in makes a new user.
+#[utoipa::path(delete, path = "/api/v1/identities/{provider}/{subject}", tag = "tokens",
+    params(("provider" = String, Path), ("subject" = String, Path, description = "the person's `sub`, percent-encoded")),
+    responses((status = 200, body = SignInIdentity), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn unlink_identity(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((provider, subject)): ApiPath<(String, String)>,
+) -> Result<Json<SignInIdentity>, ApiError> {
+    Ok(Json(
+        crate::service::identities::unlink(&state, &caller, &provider, &subject).await?,
     ))
 }
 

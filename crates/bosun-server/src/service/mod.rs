@@ -8,6 +8,7 @@ pub mod drift;
 pub mod environments;
 pub mod host_sources;
 pub mod hosts;
+pub mod identities;
 pub mod identity;
 pub mod inventory;
 pub mod notify;

@@ -116,6 +116,21 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         case(Method::GET, "/tokens", "/tokens", None, AnyUser),
         case(Method::GET, "/sessions", "/sessions", None, AnyUser),
+        case(Method::GET, "/identities", "/identities", None, AnyUser),
+        case(
+            Method::POST,
+            "/identities",
+            "/identities",
+            Some(json!({"user": "ghost", "provider": "nowhere", "subject": "s"})),
+            ServerAdmin,
+        ),
+        case(
+            Method::DELETE,
+            "/identities/{provider}/{subject}",
+            "/identities/nowhere/s",
+            None,
+            ServerAdmin,
+        ),
         case(
             Method::POST,
             "/login/refresh",

@@ -297,6 +297,8 @@ async fn setup(t: &TestServer) -> Victim {
         ("user", alice.to_string()),
         ("host", "web-1".to_string()),
         ("plan", "app-config".to_string()),
+        // An identity provider's id (none is configured here).
+        ("provider", "corp".to_string()),
         ("subject", plan_run.clone()),
         ("id", "ops".to_string()),
         ("namespace", "aws".to_string()),

@@ -1025,3 +1025,136 @@ async fn sign_ins_begun_past_the_servers_budget_are_refused_saying_when_to_try_a
     let me = t.get("/api/v1/whoami", &t.admin).await;
     assert_eq!(me.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn an_admin_links_a_user_made_before_the_provider_and_its_person_signs_in_as_them() {
+    let Some((_op, t)) = setup(|_| {}).await else {
+        return;
+    };
+    let store = &t.server.state().store;
+    // robert was made by hand, a viewer of default, before the provider was configured;
+    // at the provider he is `bob`.
+    let robert = t.user_token("robert", Some(Role::Viewer)).await;
+    let link = json!({"user": "robert", "provider": "corp", "subject": "bob"});
+    let r = t.post("/api/v1/identities", &robert, link.clone()).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    for (bad, status, field) in [
+        (
+            json!({"user": "robert", "provider": "nowhere", "subject": "bob"}),
+            StatusCode::BAD_REQUEST,
+            Some("provider"),
+        ),
+        (
+            json!({"user": "robert", "provider": "corp", "subject": ""}),
+            StatusCode::BAD_REQUEST,
+            Some("subject"),
+        ),
+        (
+            json!({"user": "robert", "provider": "corp", "subject": "x".repeat(300)}),
+            StatusCode::BAD_REQUEST,
+            Some("subject"),
+        ),
+        (
+            json!({"user": "ghost", "provider": "corp", "subject": "bob"}),
+            StatusCode::NOT_FOUND,
+            None,
+        ),
+    ] {
+        let r = t.post("/api/v1/identities", &t.admin, bad.clone()).await;
+        assert_eq!(r.status, status, "{bad}: {:?}", r.body);
+        if let Some(field) = field {
+            assert_eq!(r.body["error"]["field"], field, "{bad}: {:?}", r.body);
+        }
+    }
+    let r = t.post("/api/v1/identities", &t.admin, link.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["user"], "robert");
+    assert_eq!(r.body["last_sign_in_at"], Value::Null);
+    // Linked once: a second link is refused naming who has it.
+    let r = t.post("/api/v1/identities", &t.admin, link).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    assert!(r.message().contains("robert"), "{:?}", r.body);
+
+    // bob signs in, and is robert: his manual membership kept, the rules' added.
+    let mut b = Browser::new();
+    let done = b.sign_in(&t, "bob").await;
+    assert_eq!(
+        signed_in_as(&done).as_deref(),
+        Some("robert"),
+        "{}",
+        done.body
+    );
+    let roles = store.roles_of("robert").await.unwrap();
+    assert_eq!(roles.get("default"), Some(&Role::Viewer));
+    assert_eq!(roles.get("net"), Some(&Role::Operator));
+    assert!(store.get_user("bob").await.unwrap().is_none());
+    let mine = t.get("/api/v1/identities", &robert).await;
+    assert_eq!(mine.status, StatusCode::OK, "{:?}", mine.body);
+    assert_eq!(mine.body["items"][0]["subject"], "bob", "{:?}", mine.body);
+    assert!(mine.body["items"][0]["last_sign_in_at"].is_string());
+    // Only a server admin lists another's.
+    let r = t.get("/api/v1/identities?user=admin", &robert).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+
+    // A subject with characters a path must encode is linked and unlinked all the same.
+    let odd = "auth0|a/b c";
+    let r = t
+        .post(
+            "/api/v1/identities",
+            &t.admin,
+            json!({"user": "robert", "provider": "corp", "subject": odd}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/identities/corp/auth0%7Ca%2Fb%20c",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["subject"], odd);
+
+    // Unlinked (by a server admin only): the session it signed in ends, and bob's next
+    // sign-in makes a user of its own.
+    let unlink = "/api/v1/identities/corp/bob";
+    let r = t.call(Method::DELETE, unlink, Some(&robert), None).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    let r = t.call(Method::DELETE, unlink, Some(&t.admin), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let page = b.get(&format!("{}/orgs/net/stacks", t.url)).await;
+    assert!(
+        page.location
+            .as_deref()
+            .is_some_and(|l| l.contains("/login")),
+        "{:?} {}",
+        page.location,
+        page.body
+    );
+    let r = t.call(Method::DELETE, unlink, Some(&t.admin), None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
+    let again = Browser::new().sign_in(&t, "bob").await;
+    assert_eq!(
+        signed_in_as(&again).as_deref(),
+        Some("bob"),
+        "{}",
+        again.body
+    );
+    // Both audited, naming the user and the subject.
+    let trail = t.get("/api/v1/audit?limit=200", &t.admin).await;
+    for action in ["identity.link", "identity.unlink"] {
+        assert!(
+            trail.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["action"] == action
+                    && e["target"] == "user:robert"
+                    && e["detail"]["subject"] == "bob"),
+            "{action}: {:?}",
+            trail.body
+        );
+    }
+}

@@ -646,7 +646,13 @@ pub(super) fn unlink_identity(
     for id in open {
         end_session(tx, &id, "its identity was unlinked", None)?;
     }
-    append_audit(tx, audit)?;
+    append_audit(
+        tx,
+        &Audit {
+            target: format!("user:{}", identity.user),
+            ..audit.clone()
+        },
+    )?;
     Ok(Some(identity))
 }
 

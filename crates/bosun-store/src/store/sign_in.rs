@@ -72,7 +72,8 @@ pub trait SignInStore: Send + Sync {
     /// A user's identities, oldest first, at most [`MAX_IDENTITIES`].
     async fn list_identities(&self, user: &str) -> Result<Vec<IdentityRecord>>;
     /// Unlinks the identity (issuer, subject) and ends the open sessions it signed in,
-    /// revoking their CLI tokens, in one transaction (audited); the unlinked identity, or
+    /// revoking their CLI tokens, in one transaction (audited, the target set to its
+    /// user); the unlinked identity, or
     /// `None` when there was none.
     async fn unlink_identity(
         &self,
