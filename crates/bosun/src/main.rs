@@ -94,7 +94,7 @@ enum ClientCommand {
     /// Orgs and their members.
     #[command(subcommand)]
     Org(cmd::org::OrgCommand),
-    /// Users (server administrators only).
+    /// Users: create one, link one to a person at an identity provider, list identities.
     #[command(subcommand)]
     User(cmd::user::UserCommand),
     /// Personal and runner-pool API tokens.

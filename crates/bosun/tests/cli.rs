@@ -1242,3 +1242,109 @@ fn sessions_are_listed_and_ended_from_the_cli() {
     let text = ok(&env, &env.admin, &["session", "list", "--user", "admin"]);
     assert!(text.contains("ended: revoked by user:admin"), "{text}");
 }
+
+#[test]
+fn a_user_is_linked_to_an_identity_and_unlinked_from_the_cli() {
+    // A provider configured (linking needs only its issuer: nothing is asked of it).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bosun.toml");
+    std::fs::write(
+        &config,
+        r#"[sign_in]
+[[sign_in.providers]]
+id = "corp"
+issuer = "http://127.0.0.1:9"
+client_id = "bosun"
+"#,
+    )
+    .unwrap();
+    let server = ServerProcess::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let env = Env {
+        admin: server.admin_token(),
+        server,
+        _dir: dir,
+    };
+    ok(&env, &env.admin, &["user", "create", "robert"]);
+    let linked = ok(
+        &env,
+        &env.admin,
+        &[
+            "user",
+            "link",
+            "robert",
+            "--provider",
+            "corp",
+            "--subject",
+            "00u/42",
+        ],
+    );
+    assert!(
+        linked.contains("robert")
+            && linked.contains("00u/42")
+            && linked.contains("http://127.0.0.1:9"),
+        "{linked}"
+    );
+    // Linked once: the server's refusal names who has it.
+    let refused = fails(
+        &env,
+        &env.admin,
+        &[
+            "user",
+            "link",
+            "admin",
+            "--provider",
+            "corp",
+            "--subject",
+            "00u/42",
+        ],
+    );
+    assert!(refused.contains("linked to user robert"), "{refused}");
+    let listed = ok_json(
+        &env,
+        &env.admin,
+        &["user", "identities", "--user", "robert"],
+    );
+    assert_eq!(listed["items"][0]["subject"], "00u/42", "{listed}");
+    assert_eq!(
+        listed["items"][0]["last_sign_in_at"],
+        Value::Null,
+        "{listed}"
+    );
+    let text = ok(
+        &env,
+        &env.admin,
+        &["user", "identities", "--user", "robert"],
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("robert") && l.contains("corp") && l.contains("00u/42")),
+        "{text}"
+    );
+    // A subject with a slash reaches the server whole.
+    let unlinked = ok(
+        &env,
+        &env.admin,
+        &[
+            "user",
+            "unlink",
+            "--provider",
+            "corp",
+            "--subject",
+            "00u/42",
+        ],
+    );
+    assert!(
+        unlinked.contains("Unlinked 00u/42 at corp from user robert."),
+        "{unlinked}"
+    );
+    let listed = ok_json(
+        &env,
+        &env.admin,
+        &["user", "identities", "--user", "robert"],
+    );
+    assert_eq!(listed["items"], json!([]), "{listed}");
+}
