@@ -12,6 +12,8 @@
 //! another site began — the provider's redirect here is one. So the callback answers a
 //! page of this site that moves on to `next` itself, and that navigation carries it.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, Query, State};
 use axum::http::header::SET_COOKIE;
 use axum::http::{HeaderMap, HeaderValue};
@@ -29,7 +31,7 @@ use super::session::{
 };
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::sign_in::oidc::{random_text, Challenge};
+use crate::sign_in::oidc::{random_text, Challenge, OidcClient};
 use crate::sign_in::Way;
 use crate::web_headers::secure_cookies;
 
@@ -234,7 +236,7 @@ async fn callback(
                 .sign_in
                 .count(&attempt.provider, Way::Console, vouched.is_ok());
             match vouched {
-                Ok(vouched) => open_console_session(&state, &provider, vouched, next).await,
+                Ok((_, vouched)) => open_console_session(&state, &provider, vouched, next).await,
                 Err(why) => refuse_in_browser(&state, &provider, &next, why),
             }
         }
@@ -247,10 +249,7 @@ async fn callback(
                 .sign_in
                 .count(&attempt.provider, Way::CliBrowser, vouched.is_ok());
             let answer = match vouched {
-                Ok(vouched) => {
-                    let client = state.sign_in.get(&provider).ok_or_else(|| {
-                        ApiError::Internal("the provider vanished mid sign-in".into())
-                    })?;
+                Ok((client, vouched)) => {
                     let code = crate::service::cli_login::hand_off(
                         &state,
                         &client,
@@ -290,13 +289,14 @@ fn refuse_in_browser(
     })
 }
 
-/// What the provider's answer to `attempt` makes of the person, or why it is refused.
+/// What the provider's answer to `attempt` makes of the person (with the provider), or
+/// why it is refused.
 async fn vouch(
     state: &AppState,
     provider: &str,
     q: &CallbackQuery,
     attempt: &SignInAttempt,
-) -> Result<crate::sign_in::Vouched, String> {
+) -> Result<(Arc<OidcClient>, crate::sign_in::Vouched), String> {
     if attempt.provider != provider {
         return Err("this sign-in was begun with another provider".into());
     }
@@ -327,7 +327,9 @@ async fn vouch(
         .exchange_code(code, &attempt.verifier, &redirect_uri(state, provider))
         .await
         .map_err(|e| e.to_string())?;
-    crate::sign_in::from_tokens(state, &client, &tokens, Some(&attempt.nonce)).await
+    let vouched =
+        crate::sign_in::from_tokens(state, &client, &tokens, Some(&attempt.nonce)).await?;
+    Ok((client, vouched))
 }
 
 /// Signs the vouched person in to the console: the session opened, its cookie set, and a

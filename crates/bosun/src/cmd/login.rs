@@ -177,25 +177,34 @@ pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow:
     }
     let client = Client::anonymous(config)?;
     // Listening before asking: the server may send the person through this machine's
-    // browser, back to here.
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .context("cannot listen on 127.0.0.1 for the browser's return")?;
+    // browser, back to here. Where nothing can listen, only the device flow is offered.
+    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", 0)).await {
+        Ok(l) => Some(l),
+        Err(e) if !args.browser => {
+            tracing::debug!("no loopback listener ({e}); the device flow only");
+            None
+        }
+        Err(e) => {
+            return Err(anyhow!(
+                "cannot listen on 127.0.0.1 for the browser's return: {e}"
+            ))
+        }
+    };
     let verifier = bosun_server::sign_in::oidc::random_text();
-    let redirect_uri = format!(
-        "http://127.0.0.1:{}{LOOPBACK_PATH}",
-        listener.local_addr()?.port()
-    );
+    let loopback = match &listener {
+        Some(l) => Some(CliLoopback {
+            redirect_uri: format!("http://127.0.0.1:{}{LOOPBACK_PATH}", l.local_addr()?.port()),
+            code_challenge: bosun_server::sign_in::oidc::pkce_challenge(&verifier),
+        }),
+        None => None,
+    };
     let started: CliLoginStarted = serde_json::from_value(
         client
             .post_outside_api(
                 &["cli-login"],
                 &CliLoginStart {
                     provider: args.provider,
-                    loopback: Some(CliLoopback {
-                        redirect_uri,
-                        code_challenge: bosun_server::sign_in::oidc::pkce_challenge(&verifier),
-                    }),
+                    loopback,
                     browser: args.browser,
                 },
             )
@@ -207,6 +216,9 @@ pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow:
             device_flow(&client, &url, &started).await?
         }
         CliLoginMethod::Browser => {
+            let Some(listener) = listener else {
+                anyhow::bail!("the server asked for a login through the browser, but nothing listens here for its return");
+            };
             // Machine-readable even with --json: a script must be able to show it.
             eprintln!(
                 "To log in to {url}, open this in a browser on this machine (it comes back here once you signed in; it expires at {}):\n{}",
