@@ -517,6 +517,21 @@ async fn exposition(state: &AppState) -> Result<axum::response::Response, ApiErr
         );
     }
     out.family(
+        "bosun_sign_in_provider_up",
+        "gauge",
+        "1 when an identity provider's discovery last answered a document Bosun can use, 0 \
+         when it failed (asked at start, then as its cache of an hour runs out), by provider.",
+    );
+    for (provider, up) in state.sign_in.reachability() {
+        if let Some(up) = up {
+            out.sample(
+                "bosun_sign_in_provider_up",
+                &[("provider", provider.as_str())],
+                u64::from(up),
+            );
+        }
+    }
+    out.family(
         "bosun_sign_in_starts_limited_total",
         "counter",
         "Sign-ins this server process refused to begin, past sign_in.starts_per_minute.",

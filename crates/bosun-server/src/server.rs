@@ -138,6 +138,7 @@ impl RunningServer {
             state.clone(),
         )));
         duties.push(tokio::spawn(forward_signals(state.clone())));
+        crate::sign_in::probe(Arc::clone(&state.sign_in));
         if let Some(tls) = &tls {
             duties.push(tokio::spawn(crate::tls::watch(
                 Arc::clone(tls),

@@ -93,6 +93,15 @@ impl Providers {
             .or_default() += 1;
     }
 
+    /// Each provider's id, and whether its discovery last answered well (`None`: not asked
+    /// yet).
+    pub fn reachability(&self) -> Vec<(String, Option<bool>)> {
+        self.list
+            .iter()
+            .map(|p| (p.config.id.clone(), p.reachable()))
+            .collect()
+    }
+
     /// Sign-ins finished, by (provider, way, signed in), and starts refused for the budget.
     pub fn counts(&self) -> (Vec<(Finished, u64)>, u64) {
         let finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
@@ -119,6 +128,27 @@ impl Providers {
 
     pub fn all(&self) -> &[Arc<OidcClient>] {
         &self.list
+    }
+}
+
+/// Asks each provider for its discovery document once, as the server starts, so a
+/// misconfigured or unreachable provider is logged (and shown by
+/// `bosun_sign_in_provider_up`) before anyone tries to sign in. Nothing waits on it.
+pub fn probe(providers: Arc<Providers>) {
+    for client in providers.all().iter().cloned() {
+        tokio::spawn(async move {
+            match client.metadata().await {
+                Ok(meta) => tracing::info!(
+                    provider = %client.config.id,
+                    device_flow = meta.device_authorization_endpoint.is_some(),
+                    "identity provider answers its discovery"
+                ),
+                Err(e) => tracing::warn!(
+                    provider = %client.config.id,
+                    "identity provider cannot be used yet, sign-ins with it will fail: {e}"
+                ),
+            }
+        });
     }
 }
 

@@ -145,6 +145,8 @@ pub struct OidcClient {
     http: reqwest::Client,
     metadata: RwLock<Option<Cached<Metadata>>>,
     keys: RwLock<Option<Cached<Vec<Jwk>>>>,
+    /// How its discovery last went: 0 not asked yet, 1 answered well, 2 failed.
+    up: std::sync::atomic::AtomicU8,
 }
 
 impl OidcClient {
@@ -162,6 +164,7 @@ impl OidcClient {
             http,
             metadata: RwLock::new(None),
             keys: RwLock::new(None),
+            up: std::sync::atomic::AtomicU8::new(0),
         })
     }
 
@@ -179,6 +182,16 @@ impl OidcClient {
         }
     }
 
+    /// Whether its discovery last answered a document Bosun can use; `None` before it
+    /// was first asked.
+    pub fn reachable(&self) -> Option<bool> {
+        match self.up.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => Some(true),
+            2 => Some(false),
+            _ => None,
+        }
+    }
+
     /// The discovery document (cached for [`CACHE_FOR`]).
     pub async fn metadata(&self) -> Result<Metadata, OidcError> {
         if let Some(c) = self.metadata.read().await.as_ref() {
@@ -186,6 +199,16 @@ impl OidcClient {
                 return Ok(c.value.clone());
             }
         }
+        let found = self.discover().await;
+        self.up.store(
+            if found.is_ok() { 1 } else { 2 },
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        found
+    }
+
+    /// Reads and checks the discovery document, caching it.
+    async fn discover(&self) -> Result<Metadata, OidcError> {
         let url = format!(
             "{}/.well-known/openid-configuration",
             self.config.issuer.trim_end_matches('/')

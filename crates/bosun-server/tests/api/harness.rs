@@ -254,3 +254,19 @@ pub fn seed_audit() -> bosun_store::Audit {
         detail: json!({}),
     }
 }
+
+/// Polls `done` every 20 ms until it holds (deadline 20 s), saying `what` if it never does.
+pub async fn eventually<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -714,6 +714,7 @@ async fn metrics_expose_every_series_in_the_text_format() {
             "bosun_runs",
             "bosun_runs_summarised",
             "bosun_sessions_pruned",
+            "bosun_sign_in_provider_up",
             "bosun_sign_in_starts_limited",
             "bosun_sign_ins",
             "bosun_state_late_writes",

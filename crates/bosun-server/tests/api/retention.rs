@@ -9,25 +9,9 @@ use serde_json::{json, Value};
 
 use crate::console::Browser;
 use crate::console_ops::runner_post;
-use crate::harness::{seed_audit, TestServer};
+use crate::harness::{eventually, seed_audit, TestServer};
 
 const NET: &str = "/api/v1/orgs/default/stacks/net";
-
-/// Polls `done` every 20 ms until it holds (deadline 20 s), saying `what` if it never does.
-async fn eventually<F, Fut>(what: &str, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !done().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} never happened"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn setup(tweak: impl FnOnce(&mut ServerConfig)) -> TestServer {
     let t = TestServer::start_with(|c| {

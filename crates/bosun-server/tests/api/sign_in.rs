@@ -1158,3 +1158,27 @@ async fn an_admin_links_a_user_made_before_the_provider_and_its_person_signs_in_
         );
     }
 }
+
+#[tokio::test]
+async fn a_provider_that_cannot_be_used_is_found_as_the_server_starts() {
+    if !require_oidc_provider() {
+        return;
+    }
+    let op = OpenIdProvider::start(users());
+    // A provider nothing answers for: a port bound, then let go.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", gone.local_addr().unwrap());
+    drop(gone);
+    let issuer = op.issuer.clone();
+    let t = TestServer::start_with(move |c| {
+        c.sign_in.providers = vec![provider("corp", issuer), provider("down", dead)];
+    })
+    .await;
+    // Asked at start, before anyone signs in: the gauge tells them apart.
+    crate::harness::eventually("both providers probed", || async {
+        let text = t.metrics_text().await;
+        text.contains("bosun_sign_in_provider_up{provider=\"corp\"} 1\n")
+            && text.contains("bosun_sign_in_provider_up{provider=\"down\"} 0\n")
+    })
+    .await;
+}
