@@ -244,6 +244,11 @@ fn form_action(html: &str) -> Option<String> {
     Some(rest[a..a + end].replace("&amp;", "&"))
 }
 
+/// Asserts the answer is the signed-in page of `user`.
+fn assert_signed_in(a: &Answer, user: &str) {
+    assert_eq!(signed_in_as(a).as_deref(), Some(user), "{}", a.body);
+}
+
 fn signed_in_as(a: &Answer) -> Option<String> {
     let i = a.body.find(r#"id="signed-in-user">"#)? + 20;
     let end = a.body[i..].find('<')?;
@@ -269,12 +274,7 @@ async fn a_person_signs_in_with_the_provider_and_gets_the_roles_its_groups_give(
     // alice: made on first sign-in, admin of every org by her group.
     let done = b.sign_in(&t, "alice").await;
     assert_eq!(done.status, StatusCode::OK, "{}", done.body);
-    assert_eq!(
-        signed_in_as(&done).as_deref(),
-        Some("alice"),
-        "{}",
-        done.body
-    );
+    assert_signed_in(&done, "alice");
     assert!(
         done.body.contains(r#"content="0;url=/orgs/net/stacks""#),
         "{}",
@@ -314,7 +314,7 @@ async fn a_person_signs_in_with_the_provider_and_gets_the_roles_its_groups_give(
     // bob: operator of net only; default's pages are not his.
     let mut bob = Browser::new();
     let done = bob.sign_in(&t, "bob").await;
-    assert_eq!(signed_in_as(&done).as_deref(), Some("bob"), "{}", done.body);
+    assert_signed_in(&done, "bob");
     let roles = store.roles_of("bob").await.unwrap();
     assert_eq!(
         roles.into_iter().collect::<Vec<_>>(),
@@ -326,7 +326,7 @@ async fn a_person_signs_in_with_the_provider_and_gets_the_roles_its_groups_give(
     // Signing in again is the same person: no new user.
     let mut again = Browser::new();
     let done = again.sign_in(&t, "alice").await;
-    assert_eq!(signed_in_as(&done).as_deref(), Some("alice"));
+    assert_signed_in(&done, "alice");
     assert!(store.get_user("alice-2").await.unwrap().is_none());
 
     // Each change is audited with the rule and the subject that caused it.
@@ -444,12 +444,7 @@ async fn a_tampered_id_token_is_refused_naming_what_is_wrong() {
     // The next, untouched, goes through.
     let mut b = Browser::new();
     let done = b.sign_in(&t, "alice").await;
-    assert_eq!(
-        signed_in_as(&done).as_deref(),
-        Some("alice"),
-        "{}",
-        done.body
-    );
+    assert_signed_in(&done, "alice");
 }
 
 #[tokio::test]
@@ -489,12 +484,7 @@ async fn a_replayed_state_or_another_browsers_callback_is_refused() {
     let back = c.walk(&start, "alice", &callback, Some(&callback)).await;
     let back = back.location.unwrap();
     let done = c.get(&back).await;
-    assert_eq!(
-        signed_in_as(&done).as_deref(),
-        Some("alice"),
-        "{}",
-        done.body
-    );
+    assert_signed_in(&done, "alice");
     let replay = c.get(&back).await;
     assert!(
         replay.body.contains("already used or has expired"),
@@ -512,20 +502,12 @@ async fn a_provider_rotating_its_keys_is_followed() {
         return;
     };
     let mut b = Browser::new();
-    assert_eq!(
-        signed_in_as(&b.sign_in(&t, "alice").await).as_deref(),
-        Some("alice")
-    );
+    assert_signed_in(&b.sign_in(&t, "alice").await, "alice");
     // The provider signs with a key the server has not seen: it fetches the keys again.
     op.rotate_keys().await;
     let mut c = Browser::new();
     let done = c.sign_in(&t, "alice").await;
-    assert_eq!(
-        signed_in_as(&done).as_deref(),
-        Some("alice"),
-        "{}",
-        done.body
-    );
+    assert_signed_in(&done, "alice");
 }
 
 #[tokio::test]
@@ -1078,12 +1060,7 @@ async fn an_admin_links_a_user_made_before_the_provider_and_its_person_signs_in_
     // bob signs in, and is robert: his manual membership kept, the rules' added.
     let mut b = Browser::new();
     let done = b.sign_in(&t, "bob").await;
-    assert_eq!(
-        signed_in_as(&done).as_deref(),
-        Some("robert"),
-        "{}",
-        done.body
-    );
+    assert_signed_in(&done, "robert");
     let roles = store.roles_of("robert").await.unwrap();
     assert_eq!(roles.get("default"), Some(&Role::Viewer));
     assert_eq!(roles.get("net"), Some(&Role::Operator));
@@ -1136,12 +1113,7 @@ async fn an_admin_links_a_user_made_before_the_provider_and_its_person_signs_in_
     let r = t.call(Method::DELETE, unlink, Some(&t.admin), None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
     let again = Browser::new().sign_in(&t, "bob").await;
-    assert_eq!(
-        signed_in_as(&again).as_deref(),
-        Some("bob"),
-        "{}",
-        again.body
-    );
+    assert_signed_in(&again, "bob");
     // Both audited, naming the user and the subject.
     let trail = t.get("/api/v1/audit?limit=200", &t.admin).await;
     for action in ["identity.link", "identity.unlink"] {
