@@ -29,6 +29,7 @@ use sha2::{Digest, Sha256};
 use super::page::{render, Flash, PageError};
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::sign_in::RefreshError;
 use crate::web_headers::secure_cookies;
 
 const COOKIE_NAME: &str = "bosun_session";
@@ -236,8 +237,13 @@ async fn check_session(state: &AppState, grant: &SessionGrant) -> Result<bool, S
                             refreshed = true;
                             None
                         }
-                        Err(e) => Some(format!(
-                            "the identity provider no longer vouches for you: {e}"
+                        Err(RefreshError::Unavailable(why)) => {
+                            tracing::warn!(session = %s.id,
+                                "session not refreshed, kept until its provider answers: {why}");
+                            None
+                        }
+                        Err(RefreshError::Refused(why)) => Some(format!(
+                            "the identity provider no longer vouches for you: {why}"
                         )),
                     }
                 }

@@ -35,7 +35,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::service::tokens::{new_token, to_wire, TokenOwner};
 use crate::sign_in::oidc::{pkce_challenge, Challenge, OidcClient, OidcError};
-use crate::sign_in::Way;
+use crate::sign_in::{RefreshError, Way};
 
 /// How long a CLI login's token lives before `bosun login --refresh` replaces it.
 pub const CLI_TOKEN_LIFETIME: chrono::Duration = chrono::Duration::hours(1);
@@ -497,7 +497,15 @@ pub async fn refresh(state: &AppState, caller: &Caller) -> Result<TokenCreated, 
             "this login reached its longest life; run bosun login again".into(),
         ));
     }
-    if let Err(why) = crate::sign_in::refresh(state, &grant).await {
+    if let Err(e) = crate::sign_in::refresh(state, &grant).await {
+        let why = match e {
+            RefreshError::Unavailable(why) => {
+                return Err(ApiError::Unavailable(format!(
+                    "{why}; your login stays as it is: try again shortly"
+                )))
+            }
+            RefreshError::Refused(why) => why,
+        };
         let reason = format!("the identity provider no longer vouches for you: {why}");
         let _ = state
             .store

@@ -336,10 +336,53 @@ pub struct Vouched {
     pub refresh: Option<bosun_store::Sealed>,
 }
 
+/// Why a session could not be vouched for again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefreshError {
+    /// The provider no longer vouches for the person (or the session cannot be refreshed
+    /// at all): the session ends.
+    Refused(String),
+    /// The provider (or the store) cannot be asked right now: the session stays as it is
+    /// and is refreshed later, so an outage of the provider signs no one out.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for RefreshError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefreshError::Refused(why) | RefreshError::Unavailable(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for RefreshError {
+    fn from(why: String) -> Self {
+        RefreshError::Refused(why)
+    }
+}
+
+impl From<&str> for RefreshError {
+    fn from(why: &str) -> Self {
+        RefreshError::Refused(why.to_string())
+    }
+}
+
+impl From<OidcError> for RefreshError {
+    fn from(e: OidcError) -> Self {
+        match e {
+            OidcError::Provider { .. } => RefreshError::Unavailable(e.to_string()),
+            OidcError::Refused { .. } | OidcError::InvalidToken { .. } => {
+                RefreshError::Refused(e.to_string())
+            }
+        }
+    }
+}
+
 /// Asks the provider of a session to vouch for its person again (the refresh token's
-/// grant, the new ID token, userinfo) and brings their memberships in line. An error is
-/// why the session must end: the provider no longer vouches, or cannot be asked.
-pub async fn refresh(state: &AppState, grant: &SessionGrant) -> Result<(), String> {
+/// grant, the new ID token, userinfo) and brings their memberships in line. A
+/// [`RefreshError::Refused`] is why the session must end; an `Unavailable` one leaves it
+/// be.
+pub async fn refresh(state: &AppState, grant: &SessionGrant) -> Result<(), RefreshError> {
     let session = &grant.session;
     let provider = session
         .provider
@@ -356,15 +399,9 @@ pub async fn refresh(state: &AppState, grant: &SessionGrant) -> Result<(), Strin
         .map_err(|e| format!("its refresh token cannot be opened: {e}"))?;
     let refresh_token = String::from_utf8(refresh_token)
         .map_err(|_| "its refresh token is not text".to_string())?;
-    let tokens = provider
-        .refresh(&refresh_token)
-        .await
-        .map_err(|e| e.to_string())?;
+    let tokens = provider.refresh(&refresh_token).await?;
     let mut claims = match &tokens.id_token {
-        Some(t) => provider
-            .validate_id_token(t, None)
-            .await
-            .map_err(|e| e.to_string())?,
+        Some(t) => provider.validate_id_token(t, None).await?,
         None => serde_json::json!({}),
     };
     // The subject is the session's person's, whatever the provider answers.
@@ -394,7 +431,7 @@ pub async fn refresh(state: &AppState, grant: &SessionGrant) -> Result<(), Strin
             rotated.as_ref(),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| RefreshError::Unavailable(e.to_string()))?;
     Ok(())
 }
 

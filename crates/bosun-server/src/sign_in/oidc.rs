@@ -147,7 +147,13 @@ pub struct OidcClient {
     keys: RwLock<Option<Cached<Vec<Jwk>>>>,
     /// How its discovery last went: 0 not asked yet, 1 answered well, 2 failed.
     up: std::sync::atomic::AtomicU8,
+    /// Until when a refresh is not asked of it again, after it could not be reached.
+    resting_until: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How long sessions' refreshes leave a provider alone after it could not be reached:
+/// pages stay fast through its outage, and it is asked again soon after.
+pub const REST_AFTER_FAILURE: Duration = Duration::from_secs(30);
 
 impl OidcClient {
     pub fn new(config: SignInProvider) -> Result<Self, OidcError> {
@@ -165,6 +171,7 @@ impl OidcClient {
             metadata: RwLock::new(None),
             keys: RwLock::new(None),
             up: std::sync::atomic::AtomicU8::new(0),
+            resting_until: std::sync::Mutex::new(None),
         })
     }
 
@@ -180,6 +187,15 @@ impl OidcClient {
             provider: self.config.id.clone(),
             message: message.into(),
         }
+    }
+
+    /// Whether refreshes leave it alone for now, since it could not be reached a moment
+    /// ago.
+    fn resting(&self) -> bool {
+        self.resting_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// Whether its discovery last answered a document Bosun can use; `None` before it
@@ -357,11 +373,23 @@ impl OidcClient {
 
     /// New tokens for a refresh token.
     pub async fn refresh(&self, refresh_token: &str) -> Result<Tokens, OidcError> {
-        self.token_request(&[
-            ("grant_type", "refresh_token"),
-            ("refresh_token", refresh_token),
-        ])
-        .await
+        if self.resting() {
+            return Err(self.error(format!(
+                "it could not be reached less than {}s ago; it is asked again shortly",
+                REST_AFTER_FAILURE.as_secs()
+            )));
+        }
+        let answered = self
+            .token_request(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh_token),
+            ])
+            .await;
+        if let Err(OidcError::Provider { .. }) = &answered {
+            *self.resting_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Instant::now() + REST_AFTER_FAILURE);
+        }
+        answered
     }
 
     async fn token_request(&self, form: &[(&str, &str)]) -> Result<Tokens, OidcError> {

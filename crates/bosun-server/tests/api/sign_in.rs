@@ -1154,3 +1154,81 @@ async fn a_provider_that_cannot_be_used_is_found_as_the_server_starts() {
     })
     .await;
 }
+
+/// `bosun login` through the browser for `login`, as the CLI does it: begun with a
+/// loopback and a challenge, walked through the provider, the code exchanged. Answers the
+/// token's secret.
+async fn cli_login_through_the_browser(t: &TestServer, login: &str) -> String {
+    use bosun_server::sign_in::oidc::{pkce_challenge, random_text};
+    let verifier = random_text();
+    let loopback = "http://127.0.0.1:9/bosun-login";
+    let (status, started) = post_public(
+        t,
+        "/cli-login",
+        json!({"browser": true, "loopback":
+            {"redirect_uri": loopback, "code_challenge": pkce_challenge(&verifier)}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let url = started["verification_uri"].as_str().unwrap();
+    let back = Browser::new()
+        .walk(url, login, loopback, Some(loopback))
+        .await;
+    let code = query_param(
+        &reqwest::Url::parse(back.location.as_deref().unwrap()).unwrap(),
+        "code",
+    );
+    let (status, done) = post_public(
+        t,
+        "/cli-login/exchange",
+        json!({"code": code, "verifier": verifier}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    done["token"]["secret"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn an_outage_of_the_provider_signs_no_one_out() {
+    // Every request is due a refresh.
+    let Some((op, t)) = setup(|c| c.refresh_every = std::time::Duration::from_millis(1)).await
+    else {
+        return;
+    };
+    let store = &t.server.state().store;
+    let mut b = Browser::new();
+    assert_signed_in(&b.sign_in(&t, "alice").await, "alice");
+    let bob = cli_login_through_the_browser(&t, "bob").await;
+    // While the provider answers, a refresh goes through.
+    let r = t.post("/api/v1/login/refresh", &bob, json!({})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let bob = r.body["secret"].as_str().unwrap().to_string();
+
+    // The provider goes away.
+    drop(op);
+    // The console stays open: the refresh is put off, not taken as a refusal.
+    for _ in 0..2 {
+        let page = b.get(&format!("{}/orgs/net/stacks", t.url)).await;
+        assert_eq!(
+            page.status,
+            StatusCode::OK,
+            "{:?} {}",
+            page.location,
+            page.body
+        );
+    }
+    // The CLI's refresh is refused for now, saying the login stays; its token still works.
+    let r = t.post("/api/v1/login/refresh", &bob, json!({})).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{:?}", r.body);
+    assert_eq!(r.code(), "unavailable");
+    assert!(r.message().contains("your login stays"), "{:?}", r.body);
+    let me = t.get("/api/v1/whoami", &bob).await;
+    assert_eq!(me.status, StatusCode::OK, "{:?}", me.body);
+    for user in ["alice", "bob"] {
+        let sessions = store.list_sessions(user, 10).await.unwrap();
+        assert!(
+            sessions.iter().all(|s| s.ended_at.is_none()),
+            "{user}: {sessions:?}"
+        );
+    }
+}
