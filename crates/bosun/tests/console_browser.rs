@@ -1675,3 +1675,58 @@ fn bosun_login_goes_through_this_machines_browser_where_the_provider_has_no_devi
         "{me}"
     );
 }
+
+#[test]
+fn bosun_login_at_a_terminal_opens_the_browser_for_the_person() {
+    if !bosun_testkit::oidc::require_oidc_provider() {
+        return;
+    }
+    let (_rt, op, server, dir) = provider_and_server(
+        json!({"erin": {"preferred_username": "erin", "groups": []}}),
+        false,
+    );
+    // `$BROWSER`: a script writing down the URL it was given.
+    let opened = dir.path().join("opened");
+    let browser = dir.path().join("browser.sh");
+    std::fs::write(
+        &browser,
+        format!(
+            "#!/bin/sh\nprintf '%s' \"$1\" > {}.tmp && mv {0}.tmp {0}\n",
+            opened.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // At a terminal (`script` gives the command one).
+    let mut login = Command::new("script")
+        .args(["-qec", &format!("{} login", support::BIN), "/dev/null"])
+        .env("BOSUN_URL", server.url())
+        .env("BOSUN_CREDENTIALS", dir.path().join("credentials.json"))
+        .env("BROWSER", &browser)
+        .env_remove("BOSUN_TOKEN")
+        .env_remove("BOSUN_NO_BROWSER")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let url = loop {
+        if let Ok(url) = std::fs::read_to_string(&opened) {
+            break url;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bosun login opened no browser"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = login.kill();
+    let _ = login.wait();
+    // The provider's sign-in page, for this server's client.
+    assert!(
+        url.starts_with(&op.issuer) && url.contains("client_id=bosun-browser"),
+        "{url}"
+    );
+}

@@ -226,6 +226,7 @@ pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow:
                 started.verification_uri
             );
             eprintln!("verification: {}", started.verification_uri);
+            open_browser(&started.verification_uri);
             let code = loopback_code(&listener, started.expires_at).await?;
             serde_json::from_value(
                 client
@@ -242,6 +243,36 @@ pub async fn login(config: ClientConfig, args: LoginArgs, json: bool) -> anyhow:
     };
     let path = keep(&url, &created, status.session)?;
     done(json, &url, &created, &path)
+}
+
+/// Opens `url` in the person's browser when someone is at the terminal: `$BROWSER`, else
+/// the desktop's opener (`xdg-open`, or `open` on macOS). Quietly nothing otherwise (the
+/// URL is printed either way), and never in scripts or with `BOSUN_NO_BROWSER` set.
+fn open_browser(url: &str) {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() || std::env::var_os("BOSUN_NO_BROWSER").is_some() {
+        return;
+    }
+    let opener = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| {
+            if cfg!(target_os = "macos") {
+                "open".into()
+            } else {
+                "xdg-open".into()
+            }
+        });
+    let spawned = std::process::Command::new(opener.trim())
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    // Reaped in the background: the opener returns at once, the browser lives on.
+    if let Ok(mut child) = spawned {
+        std::thread::spawn(move || child.wait());
+    }
 }
 
 /// The device flow: the person confirms the code anywhere while this polls.
