@@ -11,6 +11,10 @@
 //! The session cookie is `SameSite=Strict`, which a browser does not send on a navigation
 //! another site began — the provider's redirect here is one. So the callback answers a
 //! page of this site that moves on to `next` itself, and that navigation carries it.
+//!
+//! A `bosun login` through the browser comes back here too: its sign-in is bound to the
+//! CLI's PKCE challenge instead of a cookie, and the callback sends the browser on to the
+//! CLI's loopback, with a sealed code or the refusal (`service/cli_login.rs`).
 
 use std::sync::Arc;
 
@@ -49,7 +53,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// How a sign-in's `state` and binding cookie are kept.
-pub(crate) fn hashed(text: &str) -> String {
+fn hashed(text: &str) -> String {
     hex::encode(
         Sha256::new()
             .chain_update(b"bosun-sign-in\0")
