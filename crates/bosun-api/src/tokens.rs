@@ -83,6 +83,14 @@ pub struct Session {
     pub ended_reason: Option<String>,
 }
 
+/// Every open session of a user ended at once (`DELETE /api/v1/sessions`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionsEnded {
+    pub user: String,
+    /// How many were open and are now ended.
+    pub ended: u64,
+}
+
 /// A person's identity at an identity provider, linked to a Bosun user: made by their
 /// first sign-in, or linked ahead of it by a server admin (so that a user made before the
 /// provider was configured signs in as themself).

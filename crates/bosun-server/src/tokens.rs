@@ -28,6 +28,7 @@ pub fn routes() -> Vec<Route> {
         route!(Access::User, revoke_personal),
         route!(Access::User, list_sessions),
         route!(Access::User, revoke_session),
+        route!(Access::User, revoke_all_sessions),
         route!(Access::User, refresh_login),
         route!(Access::User, list_identities),
         route!(Access::ServerAdmin, link_identity),
@@ -166,6 +167,22 @@ pub async fn refresh_login(
 ) -> Result<Json<TokenCreated>, ApiError> {
     Ok(Json(
         crate::service::cli_login::refresh(&state, &caller).await?,
+    ))
+}
+
+/// End every open session of yours (sign out everywhere) or, for a server admin, of
+/// `user`: their browsers must sign in again and their `bosun login` tokens are revoked.
+/// Audited once, as `session.revoke` with `"all": true`.
+#[utoipa::path(delete, path = "/api/v1/sessions", tag = "tokens",
+    params(crate::service::sessions::EndAllQuery),
+    responses((status = 200, body = bosun_api::SessionsEnded), (status = "4XX", body = bosun_api::ErrorBody)))]
+pub async fn revoke_all_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<crate::service::sessions::EndAllQuery>,
+) -> Result<Json<bosun_api::SessionsEnded>, ApiError> {
+    Ok(Json(
+        crate::service::sessions::revoke_all(&state, &caller, &q).await?,
     ))
 }
 

@@ -1241,6 +1241,35 @@ fn sessions_are_listed_and_ended_from_the_cli() {
     );
     let text = ok(&env, &env.admin, &["session", "list", "--user", "admin"]);
     assert!(text.contains("ended: revoked by user:admin"), "{text}");
+    // Two more console logins, ended at once.
+    for _ in 0..2 {
+        let login = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "--data-urlencode"])
+            .arg(format!("token={}", env.admin))
+            .args(["--data-urlencode", "next=/"])
+            .arg(format!("http://{}/login", env.server.addr))
+            .output()
+            .unwrap();
+        assert!(login.status.success());
+    }
+    let ended = ok(
+        &env,
+        &env.admin,
+        &["session", "revoke-all", "--user", "admin"],
+    );
+    assert!(
+        ended.contains("Ended 2 open session(s) of admin."),
+        "{ended}"
+    );
+    let listed = ok_json(&env, &env.admin, &["session", "list"]);
+    assert!(
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["ended_at"].is_string()),
+        "{listed}"
+    );
 }
 
 #[test]

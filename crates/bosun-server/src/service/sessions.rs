@@ -1,7 +1,8 @@
 //! Console sessions through the API: a person's own listed (a server admin may list
-//! anyone's), and one ended by its person or a server admin, saying who ended it.
+//! anyone's), and one (or all of a user's) ended by its person or a server admin, saying
+//! who ended it.
 
-use bosun_api::{Page, Session};
+use bosun_api::{Page, Session, SessionsEnded};
 use bosun_store::SessionRecord;
 use serde::Deserialize;
 use serde_json::json;
@@ -26,6 +27,14 @@ pub struct SessionQuery {
     pub cursor: Option<String>,
     /// How many, newest first, 1–1000 (default 100).
     pub limit: Option<u32>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct EndAllQuery {
+    /// Whose sessions (a server admin may name anyone; absent: your own).
+    pub user: Option<String>,
 }
 
 pub fn to_wire(s: SessionRecord) -> Session {
@@ -65,6 +74,39 @@ pub async fn list(
     }
     let sessions = state.store.list_sessions(who, limit).await?;
     Ok(whole(sessions.into_iter().map(to_wire).collect()))
+}
+
+/// Ends every open session of the caller (sign out everywhere) or, for a server admin,
+/// of `user` (a person whose access must stop now), with the CLI logins' tokens.
+pub async fn revoke_all(
+    state: &AppState,
+    caller: &Caller,
+    q: &EndAllQuery,
+) -> Result<SessionsEnded, ApiError> {
+    let me = caller.user()?;
+    let who = q.user.as_deref().unwrap_or(me);
+    if who != me && !caller.is_server_admin() {
+        return Err(ApiError::Forbidden(format!(
+            "only a server admin may end another user's sessions (asked for {who:?})"
+        )));
+    }
+    if state.store.get_user(who).await?.is_none() {
+        return Err(ApiError::NotFound(format!("user {who:?}")));
+    }
+    let audit = caller.audit(
+        None,
+        "session.revoke",
+        format!("user:{who}"),
+        json!({"user": who, "all": true}),
+    );
+    let ended = state
+        .store
+        .end_user_sessions(who, &format!("revoked by user:{me}"), &audit)
+        .await?;
+    Ok(SessionsEnded {
+        user: who.to_string(),
+        ended,
+    })
 }
 
 /// Ends a session of the caller's (a server admin: anyone's); one already ended stays as

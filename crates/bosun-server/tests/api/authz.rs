@@ -116,6 +116,7 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         case(Method::GET, "/tokens", "/tokens", None, AnyUser),
         case(Method::GET, "/sessions", "/sessions", None, AnyUser),
+        case(Method::DELETE, "/sessions", "/sessions", None, AnyUser),
         case(Method::GET, "/identities", "/identities", None, AnyUser),
         case(
             Method::POST,

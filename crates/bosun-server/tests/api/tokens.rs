@@ -311,3 +311,71 @@ async fn console_sessions_are_listed_per_user_and_ended_by_their_person_or_an_ad
         audit.body
     );
 }
+
+#[tokio::test]
+async fn every_session_of_a_person_ends_at_once_by_them_or_an_admin() {
+    let t = TestServer::start().await;
+    let carol = t.user_token("carol", Some(bosun_core::Role::Viewer)).await;
+    let dave = t.user_token("dave", Some(bosun_core::Role::Viewer)).await;
+    let carol_browsers = [
+        console_login(&t, &carol).await,
+        console_login(&t, &carol).await,
+    ];
+    let dave_browser = console_login(&t, &dave).await;
+
+    // Only a server admin ends another's, and only a user who exists.
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/sessions?user=dave",
+            Some(&carol),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/sessions?user=ghost",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
+
+    // carol signs out everywhere: both her browsers must log in again; dave's stays.
+    let r = t
+        .call(Method::DELETE, "/api/v1/sessions", Some(&carol), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body, json!({"user": "carol", "ended": 2}));
+    for cookie in &carol_browsers {
+        assert_eq!(page_status(&t, cookie).await, StatusCode::SEE_OTHER);
+    }
+    assert_eq!(page_status(&t, &dave_browser).await, StatusCode::OK);
+
+    // An admin cuts dave off.
+    let r = t
+        .call(
+            Method::DELETE,
+            "/api/v1/sessions?user=dave",
+            Some(&t.admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.body, json!({"user": "dave", "ended": 1}), "{:?}", r.body);
+    assert_eq!(page_status(&t, &dave_browser).await, StatusCode::SEE_OTHER);
+    let listed = t.get("/api/v1/sessions?user=dave", &t.admin).await;
+    assert_eq!(
+        listed.body["items"][0]["ended_reason"], "revoked by user:admin",
+        "{:?}",
+        listed.body
+    );
+    // Audited once each, with how many ended.
+    let audit = t.get("/api/v1/audit?action=session.revoke", &t.admin).await;
+    let items = audit.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{:?}", audit.body);
+    assert!(items
+        .iter()
+        .any(|e| e["target"] == "user:dave" && e["detail"]["ended"] == 1));
+}

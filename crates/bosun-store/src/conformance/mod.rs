@@ -136,6 +136,7 @@ macro_rules! conformance_suite {
             a_cli_login_holds_a_token_that_goes_with_its_session,
             ended_and_expired_sessions_are_pruned_open_ones_kept,
             an_admin_links_an_identity_ahead_of_its_sign_in_and_unlinks_it,
+            every_open_session_of_a_user_ends_at_once,
             metrics_count_and_time_from_the_store,
             dependency_runs_held_released_removed_skipped,
             held_runs_do_not_block_their_stack,

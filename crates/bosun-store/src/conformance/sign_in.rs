@@ -662,3 +662,68 @@ pub async fn an_admin_links_an_identity_ahead_of_its_sign_in_and_unlinks_it(stor
         .unwrap()
         .is_none());
 }
+
+pub async fn every_open_session_of_a_user_ends_at_once(store: Arc<dyn Store>) {
+    seed_org(&*store, "net").await;
+    let issuer = "https://idp.example.com";
+    for (id, secret) in [("ses-a1", "h-a1"), ("ses-a2", "h-a2")] {
+        store
+            .sign_in(
+                &person(issuer, "sub-a", &[]),
+                &session(id, secret),
+                None,
+                &sign_in_audit(),
+            )
+            .await
+            .unwrap();
+    }
+    let (bob, _) = store
+        .sign_in(
+            &ProviderSignIn {
+                proposed_user: "bob".into(),
+                ..person(issuer, "sub-b", &[])
+            },
+            &session("ses-b", "h-b"),
+            None,
+            &sign_in_audit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bob.user.id, "bob");
+    let ended = store
+        .end_user_sessions(
+            "alice",
+            "ended by user:owner",
+            &audit(None, "session.revoke", "user:alice"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, 2);
+    for id in ["ses-a1", "ses-a2"] {
+        let s = store.get_session(id).await.unwrap().unwrap();
+        assert_eq!(
+            s.ended_reason.as_deref(),
+            Some("ended by user:owner"),
+            "{id}"
+        );
+    }
+    assert!(store
+        .get_session("ses-b")
+        .await
+        .unwrap()
+        .unwrap()
+        .ended_at
+        .is_none());
+    // Nothing left open: none ended the second time.
+    assert_eq!(
+        store
+            .end_user_sessions(
+                "alice",
+                "again",
+                &audit(None, "session.revoke", "user:alice")
+            )
+            .await
+            .unwrap(),
+        0
+    );
+}

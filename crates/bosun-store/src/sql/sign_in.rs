@@ -526,6 +526,30 @@ pub(super) fn end_session(
 }
 
 /// A user's sessions, newest first, at most `limit`.
+pub(super) fn end_user_sessions(
+    tx: &Transaction<'_>,
+    user: &str,
+    reason: &str,
+    audit: &Audit,
+) -> Result<u64> {
+    let open: Vec<String> = tx
+        .prepare_cached(
+            "SELECT id FROM sessions WHERE user_id = ?1 AND ended_at IS NULL ORDER BY id",
+        )?
+        .query_map(params![user], |r| r.get(0))?
+        .collect::<db::Result<_>>()?;
+    let mut ended = 0;
+    for id in &open {
+        if end_session(tx, id, reason, None)? {
+            ended += 1;
+        }
+    }
+    let mut audit = audit.clone();
+    audit.detail["ended"] = json!(ended);
+    append_audit(tx, &audit)?;
+    Ok(ended)
+}
+
 pub(super) fn list_sessions(c: &Connection, user: &str, limit: u32) -> Result<Vec<SessionRecord>> {
     c.prepare_cached(&format!(
         "SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = ?1

@@ -66,6 +66,9 @@ pub trait SignInStore: Send + Sync {
     async fn get_session(&self, id: &str) -> Result<Option<SessionRecord>>;
     /// A user's sessions, newest first, at most `limit`.
     async fn list_sessions(&self, user: &str, limit: u32) -> Result<Vec<SessionRecord>>;
+    /// Ends every open session of `user`, saying why (revoking the CLI logins' tokens),
+    /// in one transaction audited once; how many it ended.
+    async fn end_user_sessions(&self, user: &str, reason: &str, audit: &Audit) -> Result<u64>;
     /// Links a provider's subject to an existing user ahead of its first sign-in (audited):
     /// `NotFound` for no such user, `AlreadyExists` naming the user it is linked to.
     async fn link_identity(&self, link: &IdentityLink, audit: &Audit) -> Result<IdentityRecord>;

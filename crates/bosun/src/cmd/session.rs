@@ -1,7 +1,7 @@
 //! `bosun session`: listing console sessions (yours, or with --user anyone's for a server
-//! administrator) and ending one.
+//! administrator), ending one, and ending all of a person's at once.
 
-use bosun_api::Session;
+use bosun_api::{Session, SessionsEnded};
 use clap::Subcommand;
 
 use super::Ctx;
@@ -19,6 +19,13 @@ pub enum SessionCommand {
     Revoke {
         /// The session's id (`ses-…`, see `bosun session list`).
         id: String,
+    },
+    /// End every open session of yours (sign out everywhere) or of --user: their browsers
+    /// must sign in again and their `bosun login` tokens are revoked.
+    RevokeAll {
+        /// Another user's sessions (server administrators only).
+        #[arg(long)]
+        user: Option<String>,
     },
 }
 
@@ -77,6 +84,16 @@ pub async fn run(ctx: &Ctx, cmd: SessionCommand) -> anyhow::Result<()> {
             let value = ctx.client.delete(&["sessions", &id]).await?;
             ctx.show(value, |s: Session| {
                 format!("Ended session {} of {}.\n", s.id, s.user)
+            })
+        }
+        SessionCommand::RevokeAll { user } => {
+            let query: Vec<(&str, String)> = user.into_iter().map(|u| ("user", u)).collect();
+            let value = ctx
+                .client
+                .request::<()>(reqwest::Method::DELETE, &["sessions"], &query, None)
+                .await?;
+            ctx.show(value, |e: SessionsEnded| {
+                format!("Ended {} open session(s) of {}.\n", e.ended, e.user)
             })
         }
     }

@@ -118,6 +118,12 @@ impl SignInStore for db::Store {
             .await
     }
 
+    async fn end_user_sessions(&self, user: &str, reason: &str, audit: &Audit) -> Result<u64> {
+        let (user, reason, audit) = (user.to_string(), reason.to_string(), audit.clone());
+        self.write(move |tx| sign_in::end_user_sessions(tx, &user, &reason, &audit))
+            .await
+    }
+
     async fn link_identity(&self, link: &IdentityLink, audit: &Audit) -> Result<IdentityRecord> {
         let (link, audit) = (link.clone(), audit.clone());
         self.write(move |tx| sign_in::link_identity(tx, &link, &audit))
