@@ -47,16 +47,7 @@ pub async fn orgs_and_members(store: Arc<dyn Store>) {
         .await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
 
-    store
-        .create_user(
-            &NewUser {
-                id: "alice".into(),
-                server_admin: false,
-            },
-            &audit(None, "user.create", "user:alice"),
-        )
-        .await
-        .unwrap();
+    seed_user(&*store, "alice").await;
     let a = audit(Some("acme"), "member.set", "user:alice");
     store
         .set_member("acme", "alice", Role::Viewer, &a)

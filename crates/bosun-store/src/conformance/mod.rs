@@ -267,6 +267,20 @@ fn spec(id: &str, deps: &[&str]) -> StackSpec {
     .unwrap()
 }
 
+/// Makes user `id` (no server admin, no membership).
+async fn seed_user(store: &dyn Store, id: &str) {
+    store
+        .create_user(
+            &NewUser {
+                id: id.into(),
+                server_admin: false,
+            },
+            &audit(None, "user.create", &format!("user:{id}")),
+        )
+        .await
+        .unwrap();
+}
+
 async fn seed_org(store: &dyn Store, org: &str) {
     if store.get_user("owner").await.unwrap().is_none() {
         store

@@ -45,16 +45,7 @@ pub async fn plan_environments_grants_and_refused_delete(store: Arc<dyn Store>) 
     ));
 
     // Grants: idempotent, sorted, only for known users and environments.
-    store
-        .create_user(
-            &NewUser {
-                id: "alice".into(),
-                server_admin: false,
-            },
-            &audit(None, "user.create", "user:alice"),
-        )
-        .await
-        .unwrap();
+    seed_user(&*store, "alice").await;
     assert!(store
         .grant_environment("acme", "prod", "owner", &a("environment.grant"))
         .await

@@ -65,16 +65,7 @@ pub async fn sign_in_links_identities_and_follows_the_providers_rules(store: Arc
     assert_eq!(store.org_ids(10).await.unwrap(), ["net", "web"]);
     assert_eq!(store.org_ids(1).await.unwrap(), ["net"]);
     // A user made by hand already has the name the provider proposes, and the same email.
-    store
-        .create_user(
-            &NewUser {
-                id: "alice".into(),
-                server_admin: false,
-            },
-            &audit(None, "user.create", "user:alice"),
-        )
-        .await
-        .unwrap();
+    seed_user(&*store, "alice").await;
     let issuer = "https://idp.example.com";
 
     // A first sign-in never takes over that user: it makes its own, linked by subject.
@@ -565,16 +556,7 @@ pub async fn ended_and_expired_sessions_are_pruned_open_ones_kept(store: Arc<dyn
 
 pub async fn an_admin_links_an_identity_ahead_of_its_sign_in_and_unlinks_it(store: Arc<dyn Store>) {
     seed_org(&*store, "net").await;
-    store
-        .create_user(
-            &NewUser {
-                id: "alice".into(),
-                server_admin: false,
-            },
-            &audit(None, "user.create", "user:alice"),
-        )
-        .await
-        .unwrap();
+    seed_user(&*store, "alice").await;
     let issuer = "https://idp.example.com";
     let link = IdentityLink {
         issuer: issuer.into(),
