@@ -175,7 +175,8 @@ pub struct CallbackQuery {
 #[template(path = "console/signed_in.html")]
 struct SignedInPage {
     user: String,
-    next: String,
+    /// Where the page moves on to.
+    to: String,
 }
 
 /// `GET /login/{provider}/callback`: finishes a sign-in (see the module's docs).
@@ -386,7 +387,7 @@ async fn open_console_session(
         None,
         &SignedInPage {
             user: signed.user.id,
-            next,
+            to: next,
         },
     )?;
     resp.headers_mut().append(
