@@ -11,6 +11,7 @@
 mod app;
 mod approvals;
 pub mod auth;
+mod b64url;
 mod bootstrap;
 pub mod config;
 mod console;

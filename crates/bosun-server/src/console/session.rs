@@ -17,7 +17,6 @@ use axum::http::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
 use bosun_api::ErrorCode;
 use bosun_core::authz::{Principal, PrincipalKind};
 use bosun_core::ValidationError;
@@ -146,16 +145,6 @@ fn csrf_of(cookie_value: &str) -> String {
         .chain_update(cookie_value.as_bytes())
         .finalize();
     hex::encode(&digest[..16])
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn unb64(text: &str) -> Option<Vec<u8>> {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(text)
-        .ok()
 }
 
 /// The hash a session's cookie secret is kept as.
@@ -370,7 +359,7 @@ impl FromRequestParts<AppState> for Session {
             check_origin(&parts.headers, &state.config.public_url)?;
         }
         let flash = cookie(&parts.headers, FLASH_COOKIE).and_then(|v| {
-            let bytes = unb64(v)?;
+            let bytes = crate::b64url::decode(v)?;
             let text = String::from_utf8(bytes).ok()?;
             let (kind, text) = text.split_once(':')?;
             Some(Flash {
@@ -391,7 +380,8 @@ impl FromRequestParts<AppState> for Session {
 
 /// A redirect after a form that leaves a one-time message for the next page.
 pub fn redirect_with_flash(to: &str, ok: bool, text: &str) -> Response {
-    let value = b64(format!("{}:{text}", if ok { "ok" } else { "error" }).as_bytes());
+    let value =
+        crate::b64url::encode(format!("{}:{text}", if ok { "ok" } else { "error" }).as_bytes());
     let mut resp = match see_other(to) {
         Ok(r) => r,
         Err(e) => return PageError::Api(e).into_response(),

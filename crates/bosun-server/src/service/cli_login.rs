@@ -18,7 +18,6 @@
 //! asks the provider again (so roles follow it) and replaces the token; ending the session
 //! revokes it.
 
-use base64::Engine as _;
 use bosun_api::{
     CliLoginExchange, CliLoginMethod, CliLoginStart, CliLoginStarted, CliLoginStatus, CliLoopback,
     TokenCreated,
@@ -32,6 +31,7 @@ use sha2::Digest as _;
 
 use crate::app::AppState;
 use crate::auth::Caller;
+use crate::b64url;
 use crate::error::ApiError;
 use crate::service::tokens::{new_token, to_wire, TokenOwner};
 use crate::sign_in::oidc::{pkce_challenge, Challenge, OidcClient, OidcError};
@@ -65,10 +65,6 @@ struct HandOff {
     expires_at: DateTime<Utc>,
 }
 
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
 fn seal(state: &AppState, h: &impl Serialize) -> Result<String, ApiError> {
     let plain = serde_json::to_vec(h).map_err(|e| ApiError::Internal(e.to_string()))?;
     let sealed = state
@@ -78,8 +74,8 @@ fn seal(state: &AppState, h: &impl Serialize) -> Result<String, ApiError> {
     Ok(format!(
         "{}.{}.{}",
         sealed.key_id,
-        b64(&sealed.nonce),
-        b64(&sealed.ciphertext)
+        b64url::encode(&sealed.nonce),
+        b64url::encode(&sealed.ciphertext)
     ))
 }
 
@@ -98,11 +94,6 @@ fn open<T: serde::de::DeserializeOwned>(
     if text.len() > MAX_HANDLE {
         return Err(bad());
     }
-    let unb64 = |s: &str| {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s)
-            .ok()
-    };
     let mut parts = text.split('.');
     let (Some(key_id), Some(nonce), Some(ct), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -111,8 +102,8 @@ fn open<T: serde::de::DeserializeOwned>(
     };
     let sealed = bosun_store::Sealed {
         key_id: key_id.to_string(),
-        nonce: unb64(nonce).ok_or_else(bad)?,
-        ciphertext: unb64(ct).ok_or_else(bad)?,
+        nonce: b64url::decode(nonce).ok_or_else(bad)?,
+        ciphertext: b64url::decode(ct).ok_or_else(bad)?,
     };
     let plain = state.secrets_key.open(&sealed).map_err(|_| bad())?;
     serde_json::from_slice(&plain).map_err(|_| bad())

@@ -11,7 +11,6 @@
 
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -122,16 +121,12 @@ impl Default for Challenge {
 /// 32 random bytes, base64url.
 pub fn random_text() -> String {
     let bytes: [u8; 32] = rand::random();
-    b64(&bytes)
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    crate::b64url::encode(bytes)
 }
 
 /// The PKCE `S256` challenge of a verifier.
 pub fn pkce_challenge(verifier: &str) -> String {
-    b64(&Sha256::digest(verifier.as_bytes()))
+    crate::b64url::encode(Sha256::digest(verifier.as_bytes()))
 }
 
 struct Cached<T> {
