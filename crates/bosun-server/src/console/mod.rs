@@ -18,7 +18,7 @@ mod plans;
 mod policies;
 mod run;
 mod runners;
-mod session;
+pub(crate) mod session;
 pub(crate) mod sign_in;
 mod stack;
 mod stacks;

@@ -158,7 +158,7 @@ fn secret_hash(secret: &str) -> String {
 }
 
 /// A new session's public id, its cookie secret and that secret's hash.
-pub(super) fn new_session_secret() -> (String, String, String) {
+pub(crate) fn new_session_secret() -> (String, String, String) {
     let id: [u8; 9] = rand::random();
     let secret = crate::sign_in::oidc::random_text();
     let hash = secret_hash(&secret);

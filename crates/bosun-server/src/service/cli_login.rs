@@ -27,7 +27,6 @@ use bosun_store::{NewSession, SessionMethod, SignInBinding};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sha2::Digest as _;
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -338,8 +337,8 @@ async fn open_session(
         format!("bosun login ({})", client.config.id),
         Some(now + CLI_TOKEN_LIFETIME.min(session_max)),
     );
-    let id: [u8; 9] = rand::random();
-    let session_id = format!("ses-{}", hex::encode(id));
+    // The CLI's session opens by no cookie: its secret is dropped, kept by no one.
+    let (session_id, _, secret_hash) = crate::console::session::new_session_secret();
     let audit = bosun_store::Audit {
         org: None,
         actor: format!("provider:{}", client.config.id),
@@ -354,18 +353,13 @@ async fn open_session(
             "token": token.id,
         }),
     };
-    // The CLI's session holds no cookie: its secret is one nobody has.
-    let unused = crate::sign_in::oidc::random_text();
     let (_, session) = state
         .store
         .sign_in(
             &who,
             &NewSession {
                 id: session_id,
-                secret_hash: format!(
-                    "cli:{}",
-                    hex::encode(sha2::Sha256::digest(unused.as_bytes()))
-                ),
+                secret_hash,
                 user: String::new(),
                 method: SessionMethod::Provider,
                 provider: Some(client.config.id.clone()),
